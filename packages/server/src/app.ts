@@ -1,0 +1,87 @@
+import { Hono } from 'hono';
+import type { AppDeps, AppEnv } from './context.ts';
+import { ApiError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
+import { accessLog } from './middleware/access-log.ts';
+import { requestId } from './middleware/request-id.ts';
+import { registerCreateUser } from './routes/create-user.ts';
+import { registerDeleteUser } from './routes/delete-user.ts';
+import { registerGetUser } from './routes/get-user.ts';
+import { registerHealth } from './routes/health.ts';
+import { registerUpdateUser } from './routes/update-user.ts';
+import { compileValidators } from './validation.ts';
+
+export type { AppDeps } from './context.ts';
+
+/** The methods each path of the API answers; any other method is 405 with this `Allow`. */
+const ALLOWED: Record<string, string> = {
+  '/api/1/user/get': 'GET, HEAD',
+  '/api/1/user/create': 'POST',
+  '/api/1/user/update': 'POST',
+  '/api/1/user/delete': 'DELETE',
+};
+
+/** Builds the HTTP application. Importing this module, or calling it, opens and starts nothing. */
+export function createApp(deps: AppDeps): Hono<AppEnv> {
+  const validators = compileValidators();
+  const app = new Hono<AppEnv>();
+
+  app.use(async function provideDeps(c, next) {
+    c.set('deps', deps);
+    c.set('validators', validators);
+    await next();
+  });
+  app.use(requestId());
+  app.use(accessLog());
+  app.use('/api/*', async function noStore(c, next) {
+    await next();
+    c.res.headers.set('Cache-Control', 'no-store');
+  });
+
+  registerHealth(app);
+  registerGetUser(app);
+  registerCreateUser(app);
+  registerUpdateUser(app);
+  registerDeleteUser(app);
+  for (const [path, allow] of Object.entries(ALLOWED)) {
+    app.all(path, function methodNotAllowed(c) {
+      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
+        headers: { Allow: allow },
+      });
+    });
+  }
+
+  app.notFound(function notFound(c) {
+    return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));
+  });
+  app.onError(function onError(error, c) {
+    if (error instanceof ApiError) return renderProblem(c, error);
+    if (isDatabaseUnavailable(error)) {
+      deps.logger.warn({ requestId: c.get('requestId'), err: describeError(error) }, 'database unavailable');
+      return renderProblem(c, serviceUnavailable('The database is unavailable; try again shortly.'));
+    }
+    deps.logger.error({ requestId: c.get('requestId'), err: describeError(error) }, 'unhandled error');
+    return renderProblem(
+      c,
+      new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.'),
+    );
+  });
+  return app;
+}
+
+/**
+ * An error, safe to log: drizzle's wrapper puts the query parameters (a password hash, an email)
+ * in its message, so only the causes' names, codes and messages are kept, with the stack.
+ */
+export function describeError(error: unknown): Record<string, unknown> {
+  const chain: Record<string, unknown>[] = [];
+  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const err = e as { name?: string; code?: unknown; message?: string };
+    const message = String(err.message ?? e).split('\nparams:')[0];
+    chain.push({ name: err.name, code: err.code, message });
+  }
+  const frames = String((error as Error)?.stack ?? '')
+    .split('\n')
+    .filter((line) => line.startsWith('    at '))
+    .join('\n');
+  return { ...chain[0], stack: frames, causes: chain.slice(1) };
+}

@@ -1,0 +1,68 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { schema } from './schema.ts';
+
+export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
+
+export interface Database {
+  db: Db;
+  kind: 'pglite' | 'postgres';
+  /** Applies the committed drizzle-kit migrations; safe to run on every start. */
+  migrate(): Promise<void>;
+  /** Resolves when the database answers a query. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const MIGRATIONS = fileURLToPath(new URL('../../drizzle', import.meta.url));
+
+export async function openPostgres(url: string, options: { max?: number } = {}): Promise<Database> {
+  const { default: postgres } = await import('postgres');
+  const { drizzle } = await import('drizzle-orm/postgres-js');
+  const { migrate } = await import('drizzle-orm/postgres-js/migrator');
+  const client = postgres(url, {
+    max: options.max ?? 10,
+    // postgres.js's default pipelining degrades under sustained load (see stack notes).
+    max_pipeline: 0,
+    connect_timeout: 5,
+    idle_timeout: 60,
+    onnotice: () => {},
+    connection: { application_name: 'user-accounts', statement_timeout: 10_000 },
+  } as Parameters<typeof postgres>[1]);
+  const db = drizzle(client, { schema }) as unknown as Db;
+  return {
+    db,
+    kind: 'postgres',
+    migrate: () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }),
+    ping: async () => {
+      await db.execute(sql`select 1`);
+    },
+    close: () => client.end({ timeout: 5 }),
+  };
+}
+
+/** The embedded database: PostgreSQL compiled to WASM, kept in `dataDir/pgdata`. */
+export async function openPglite(dataDir: string | undefined): Promise<Database> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const { drizzle } = await import('drizzle-orm/pglite');
+  const { migrate } = await import('drizzle-orm/pglite/migrator');
+  let path: string | undefined;
+  if (dataDir !== undefined) {
+    path = join(dataDir, 'pgdata');
+    mkdirSync(path, { recursive: true, mode: 0o700 });
+  }
+  const client = await PGlite.create(path);
+  const db = drizzle(client, { schema }) as unknown as Db;
+  return {
+    db,
+    kind: 'pglite',
+    migrate: () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }),
+    ping: async () => {
+      await db.execute(sql`select 1`);
+    },
+    close: () => client.close(),
+  };
+}

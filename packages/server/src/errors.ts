@@ -1,0 +1,108 @@
+import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { components } from '@user-accounts/client';
+
+export type ErrorCode = components['schemas']['ErrorCode'];
+export type FieldError = components['schemas']['FieldError'];
+export type Problem = components['schemas']['Problem'];
+
+const TITLES: Record<ErrorCode, string> = {
+  invalid_json: 'Invalid JSON',
+  invalid_request: 'Invalid request',
+  weak_password: 'Weak password',
+  field_not_updatable: 'Field not updatable',
+  unauthorized: 'Unauthorized',
+  forbidden: 'Forbidden',
+  user_not_found: 'User not found',
+  not_found: 'Not found',
+  method_not_allowed: 'Method not allowed',
+  email_taken: 'Email taken',
+  payload_too_large: 'Payload too large',
+  unsupported_media_type: 'Unsupported media type',
+  rate_limited: 'Too many requests',
+  service_unavailable: 'Service unavailable',
+  internal_error: 'Internal error',
+};
+
+/** An error that leaves the service as a problem+json response; throw it from anywhere. */
+export class ApiError extends Error {
+  readonly status: ContentfulStatusCode;
+  readonly code: ErrorCode;
+  readonly errors: FieldError[] | undefined;
+  readonly headers: Record<string, string>;
+
+  constructor(
+    status: ContentfulStatusCode,
+    code: ErrorCode,
+    detail: string,
+    options: { errors?: FieldError[]; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(detail, { cause: options.cause });
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+    this.errors = options.errors;
+    this.headers = options.headers ?? {};
+  }
+}
+
+export const userNotFound = () =>
+  new ApiError(404, 'user_not_found', 'No account matches the given _userId or email.');
+
+export const serviceUnavailable = (detail: string, cause?: unknown) =>
+  new ApiError(503, 'service_unavailable', detail, { headers: { 'Retry-After': '1' }, cause });
+
+export function problemBody(error: ApiError, requestId: string): Problem {
+  return {
+    type: `https://user-accounts.dev/problems/${error.code}`,
+    title: TITLES[error.code],
+    status: error.status,
+    detail: error.message,
+    code: error.code,
+    requestId,
+    ...(error.errors && error.errors.length > 0 ? { errors: error.errors.slice(0, 50) } : {}),
+  };
+}
+
+export function renderProblem(c: Context, error: ApiError): Response {
+  const requestId = (c.get('requestId') as string | undefined) ?? '';
+  return c.body(JSON.stringify(problemBody(error, requestId)), error.status, {
+    ...error.headers,
+    'Content-Type': 'application/problem+json',
+  });
+}
+
+// SQLSTATE classes and socket errors that mean "the database is not there right now", not a bug.
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'CONNECT_TIMEOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  '57P01', // admin_shutdown
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now
+  '53300', // too_many_connections
+  '57014', // query_canceled (statement_timeout)
+]);
+
+export function isDatabaseUnavailable(error: unknown): boolean {
+  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+  }
+  return false;
+}
+
+/** The SQLSTATE of a database error, looking through drizzle's wrapper. */
+export function sqlState(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
+  }
+  return undefined;
+}

@@ -1,0 +1,109 @@
+// The only module with side effects: env → database → migrations → token → serve → shutdown.
+import { mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve } from '@hono/node-server';
+import { pino } from 'pino';
+import { createApp } from './app.ts';
+import { openPglite, openPostgres, type Database } from './db/client.ts';
+import { ConfigError, loadConfig, type Config } from './env.ts';
+import { lockDataDir } from './data-dir-lock.ts';
+import { createPasswordHasher } from './passwords.ts';
+import { createTokenVerifier, ensureDevToken } from './tokens.ts';
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+function fail(message: string): never {
+  process.stderr.write(`user-accounts: ${message}\n`);
+  process.exit(1);
+}
+
+async function main(): Promise<void> {
+  let config: Config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) fail(error.message);
+    throw error;
+  }
+  if (config.databaseUrl !== undefined && config.apiTokens.length === 0) {
+    fail(
+      'API_TOKENS is required when DATABASE_URL is set: give one or more comma-separated tokens ' +
+        '(e.g. API_TOKENS=ua_$(openssl rand -base64 32 | tr -d "/+=")).',
+    );
+  }
+  const logger = pino({
+    level: config.logLevel,
+    base: { service: 'user-accounts' },
+    redact: { paths: ['password', '*.password', 'token', '*.token', 'authorization', '*.authorization'], censor: '[redacted]' },
+  });
+
+  let unlock = () => {};
+  let database: Database;
+  try {
+    if (config.databaseUrl !== undefined) {
+      database = await openPostgres(config.databaseUrl);
+    } else {
+      mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+      unlock = lockDataDir(config.dataDir);
+      database = await openPglite(config.dataDir);
+    }
+    await database.migrate();
+  } catch (error) {
+    unlock();
+    fail(`cannot open the database: ${error instanceof Error ? error.message : String(error)}`);
+  }
+
+  if (config.databaseUrl === undefined && config.apiTokens.length === 0) {
+    const dev = await ensureDevToken(database.db, config.dataDir);
+    // Printed once, on stderr, outside the logs: logs never carry a token.
+    process.stderr.write(
+      dev.minted
+        ? `\nA development API token was minted. It is shown once and kept in ${dev.file}:\n\n  ${dev.token}\n\n`
+        : `\nUsing the development API token kept in ${dev.file}\n\n`,
+    );
+  }
+
+  const app = createApp({
+    database,
+    tokens: createTokenVerifier(database.db, config.apiTokens),
+    hasher: createPasswordHasher(),
+    logger,
+  });
+  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info: AddressInfo) => {
+    logger.info(
+      { address: info.address, port: info.port, database: database.kind, dataDir: database.kind === 'pglite' ? config.dataDir : undefined },
+      `listening on http://${info.address}:${info.port}`,
+    );
+  });
+  server.on('error', (error: Error) => {
+    logger.fatal({ err: { message: error.message, code: (error as { code?: string }).code } }, 'cannot listen');
+    void database.close().finally(() => {
+      unlock();
+      process.exit(1);
+    });
+  });
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
+    const force = setTimeout(() => {
+      logger.warn('requests still in flight after the grace period; closing anyway');
+      (server as Server).closeAllConnections();
+    }, SHUTDOWN_GRACE_MS);
+    force.unref();
+    server.close(async () => {
+      clearTimeout(force);
+      await database.close().catch((error: unknown) => logger.error({ err: String(error) }, 'closing the database'));
+      unlock();
+      logger.info('stopped');
+      process.exit(0);
+    });
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+await main();

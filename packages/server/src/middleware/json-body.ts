@@ -1,0 +1,75 @@
+import type { MiddlewareHandler } from 'hono';
+import { ApiError } from '../errors.ts';
+import type { AppEnv } from '../context.ts';
+
+export const BODY_LIMIT = 64 * 1024;
+
+const tooLarge = () =>
+  new ApiError(413, 'payload_too_large', `The request body must be at most ${BODY_LIMIT} bytes.`);
+const invalidJson = (detail = 'The request body is not valid JSON.') =>
+  new ApiError(400, 'invalid_json', detail);
+
+function isJsonMediaType(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const [type, ...params] = contentType.split(';').map((s) => s.trim().toLowerCase());
+  if (type !== 'application/json') return false;
+  return params.every((p) => !p.startsWith('charset=') || p === 'charset=utf-8');
+}
+
+/**
+ * Reads the body as JSON: 415 unless it is application/json, 413 past the limit whether or not a
+ * Content-Length was sent (the stream is counted, so chunked bodies cannot slip past), 400 unless
+ * it is UTF-8 JSON.
+ */
+export function jsonBody(): MiddlewareHandler<AppEnv> {
+  return async function jsonBodyMiddleware(c, next) {
+    if (!isJsonMediaType(c.req.header('content-type'))) {
+      throw new ApiError(
+        415,
+        'unsupported_media_type',
+        'The request body must be sent with Content-Type application/json.',
+      );
+    }
+    const declared = c.req.header('content-length');
+    if (declared !== undefined && Number(declared) > BODY_LIMIT) throw tooLarge();
+
+    const bytes = await readLimited(c.req.raw.body, BODY_LIMIT);
+    let text: string;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+    } catch {
+      throw invalidJson('The request body is not valid UTF-8.');
+    }
+    if (text.trim() === '') throw invalidJson('A JSON request body is required.');
+    try {
+      c.set('body', JSON.parse(text));
+    } catch {
+      throw invalidJson();
+    }
+    await next();
+  };
+}
+
+async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
+  if (stream === null) return new Uint8Array();
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}

@@ -1,0 +1,53 @@
+import { and, eq, sql } from 'drizzle-orm';
+import type { components } from '@user-accounts/client';
+import type { App } from '../context.ts';
+import { users } from '../db/schema.ts';
+import { userNotFound } from '../errors.ts';
+import { isUuid } from '../ids.ts';
+import { requireToken } from '../middleware/auth.ts';
+import { assertWellFormedStrings, invalidRequest, toFieldErrors } from '../validation.ts';
+import { toUser } from './shared.ts';
+
+export const GET_USER_PATH = '/api/1/user/get';
+
+type GetUserResponse = components['schemas']['GetUserResponse'];
+
+export function registerGetUser(app: App): void {
+  app.get(GET_USER_PATH, requireToken(), async function getUser(c) {
+    const raw = c.req.queries();
+    const repeated = Object.entries(raw).filter(([, values]) => values.length > 1);
+    if (repeated.length > 0) {
+      throw invalidRequest(
+        'A query parameter was given more than once.',
+        repeated.map(([name]) => ({ pointer: `/${name}`, code: 'not_allowed', message: 'must be given once' })),
+      );
+    }
+    const query: Record<string, string> = Object.fromEntries(
+      Object.entries(raw).map(([name, values]) => [name, values[0]!]),
+    );
+    if (typeof query.email === 'string') query.email = query.email.trim();
+    assertWellFormedStrings(query);
+    const validate = c.get('validators').getUserQuery;
+    if (!validate(query)) throw invalidRequest('The query is not valid.', toFieldErrors(validate.errors));
+    const { _userId: id, email } = query;
+    if ((id === undefined) === (email === undefined)) {
+      throw invalidRequest('Give exactly one of the query parameters _userId or email.', []);
+    }
+
+    let match;
+    if (id !== undefined) {
+      if (!isUuid(id)) throw userNotFound();
+      match = eq(users.id, id);
+    } else {
+      match = sql`lower(${users.email}) = lower(${email})`;
+    }
+    const [row] = await c
+      .get('deps')
+      .database.db.select()
+      .from(users)
+      .where(and(match, eq(users.origin, 'api')))
+      .limit(1);
+    if (row === undefined) throw userNotFound();
+    return c.json({ result: toUser(row) } satisfies GetUserResponse, 200);
+  });
+}

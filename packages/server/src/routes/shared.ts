@@ -1,0 +1,50 @@
+import type { Context } from 'hono';
+import type { components } from '@user-accounts/client';
+import type { AppEnv } from '../context.ts';
+import type { users } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { assertWellFormedStrings, invalidRequest, toFieldErrors, type BodySchema } from '../validation.ts';
+
+type Schemas = components['schemas'];
+
+/**
+ * The parsed body, checked against the operation's schema from the spec. Before the check, as the
+ * spec says: `email` and `name` are trimmed, `password` is normalized to NFC.
+ */
+export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): Schemas[K] {
+  const body = c.get('body');
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw invalidRequest('The request body must be a JSON object.', [
+      { pointer: '', code: 'invalid_type', message: 'must be an object' },
+    ]);
+  }
+  const fields = body as Record<string, unknown>;
+  for (const key of ['email', 'name'] as const) {
+    if (typeof fields[key] === 'string') fields[key] = fields[key].trim();
+  }
+  if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
+  assertWellFormedStrings(fields);
+  const validate = c.get('validators').body[schema];
+  if (!validate(fields)) {
+    throw invalidRequest('The request body is not valid.', toFieldErrors(validate.errors));
+  }
+  return fields as Schemas[K];
+}
+
+export function weakPassword(reason: string): ApiError {
+  return new ApiError(400, 'weak_password', "The password is too common or too close to the account's details.", {
+    errors: [{ pointer: '/password', code: 'weak_password', message: reason }],
+  });
+}
+
+export function toUser(row: typeof users.$inferSelect): Schemas['User'] {
+  return {
+    _userId: row.id,
+    email: row.email,
+    name: row.name,
+    phone: row.phone,
+    address: row.address,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}

@@ -1,0 +1,17 @@
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+
+export const SPEC_PATH = new URL('../../../spec/openapi.yaml', import.meta.url);
+
+export interface OpenApiDocument {
+  paths: Record<string, Record<string, { operationId?: string; parameters?: unknown[] }>>;
+  components: { schemas: Record<string, unknown>; parameters: Record<string, unknown> };
+}
+
+let cached: OpenApiDocument | undefined;
+
+/** The contract, parsed once. Everything the server validates comes from here. */
+export function loadSpec(): OpenApiDocument {
+  cached ??= parse(readFileSync(SPEC_PATH, 'utf8')) as OpenApiDocument;
+  return cached;
+}
