@@ -21,7 +21,8 @@ export interface ClientOptions {
   headers?: Record<string, string>;
 }
 
-export type UserAccountsClient = Client<paths, 'application/json'>;
+// Any media type: successes are application/json, errors application/problem+json.
+export type UserAccountsClient = Client<paths>;
 
 /**
  * A typed client of the user-accounts API. Every call resolves to `{ data, error, response }`:

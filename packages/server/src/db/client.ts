@@ -25,8 +25,9 @@ export async function openPostgres(url: string, options: { max?: number } = {}):
   const { migrate } = await import('drizzle-orm/postgres-js/migrator');
   const client = postgres(url, {
     max: options.max ?? 10,
-    // postgres.js's default pipelining degrades under sustained load (see stack notes).
-    max_pipeline: 0,
+    // The default pipelining (100) degrades under sustained load (see stack notes); 0 would
+    // avoid it but breaks every sql.begin() in postgres.js 3.4.9 (UNSAFE_TRANSACTION), so 1.
+    max_pipeline: 1,
     connect_timeout: 5,
     idle_timeout: 60,
     onnotice: () => {},

@@ -4,8 +4,11 @@ import type { AppEnv } from '../context.ts';
 
 export const BODY_LIMIT = 64 * 1024;
 
+// The rest of the body is never read, so the connection cannot be reused: say so.
 const tooLarge = () =>
-  new ApiError(413, 'payload_too_large', `The request body must be at most ${BODY_LIMIT} bytes.`);
+  new ApiError(413, 'payload_too_large', `The request body must be at most ${BODY_LIMIT} bytes.`, {
+    headers: { Connection: 'close' },
+  });
 const invalidJson = (detail = 'The request body is not valid JSON.') =>
   new ApiError(400, 'invalid_json', detail);
 

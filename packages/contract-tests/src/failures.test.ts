@@ -1,0 +1,84 @@
+// What a caller sees when something on our side fails: a problem with a stable code, never a
+// stack trace, and nothing changed. Run on throwaway servers so the faults stay contained.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createClient } from '@user-accounts/client';
+import { openPglite, openPostgres } from '@user-accounts/server/db';
+import { createPasswordHasher } from '@user-accounts/server/passwords';
+import { createSpecChecker } from './spec-check.ts';
+import { serverTarget, type Target } from './targets.ts';
+
+const checker = createSpecChecker();
+const targets: Target[] = [];
+afterEach(async () => {
+  await Promise.all(targets.splice(0).map((t) => t.close()));
+});
+
+function clientFor(target: Target) {
+  return createClient({
+    baseUrl: target.baseUrl,
+    token: target.token,
+    fetch: async (request) => {
+      const response = await fetch(request);
+      expect(await checker.check(request.method, new URL(request.url).pathname, response)).toEqual([]);
+      return response;
+    },
+  });
+}
+
+async function embedded(options: Parameters<typeof serverTarget>[2] = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'ua-failures-'));
+  const target = await serverTarget(() => openPglite(dir), async () => rmSync(dir, { recursive: true, force: true }), options);
+  targets.push(target);
+  return target;
+}
+
+describe('failures on our side', () => {
+  it('answers 503 service_unavailable with Retry-After when the database is unreachable, and /readyz says so', async () => {
+    // Nothing listens on port 1: connections are refused at once. Migrations are skipped.
+    const database = await openPostgres('postgres://postgres@127.0.0.1:1/none', { max: 1 });
+    database.migrate = async () => {};
+    const target = await serverTarget(async () => database, async () => {});
+    targets.push(target);
+    const { error, response } = await clientFor(target).GET('/api/1/user/get', { params: { query: { email: 'a@example.com' } } });
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('1');
+    expect(error?.code).toBe('service_unavailable');
+    const ready = await fetch(`${target.baseUrl}/readyz`);
+    expect(ready.status).toBe(503);
+  });
+
+  it('answers 503 with Retry-After when too many password hashes wait, and creates only what it answered 201 for', async () => {
+    const target = await embedded({ hasher: createPasswordHasher({ concurrency: 1, maxWaiting: 1 }) });
+    const client = clientFor(target);
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        client.POST('/api/1/user/create', { body: { email: `flood${i}@example.com`, password: `flood-password-${i}-x`, name: 'Flood' } }),
+      ),
+    );
+    const statuses = results.map((r) => r.response.status);
+    expect(new Set(statuses)).toEqual(new Set([201, 503]));
+    for (const r of results.filter((r) => r.response.status === 503)) {
+      expect(r.error?.code).toBe('service_unavailable');
+      expect(r.response.headers.get('retry-after')).toBe('1');
+    }
+    const [row] = await target.sql('select count(*)::int as n from users');
+    expect(row!.n).toBe(statuses.filter((s) => s === 201).length);
+  });
+
+  it('answers 500 internal_error for a bug, logging the cause and showing none of it', async () => {
+    const target = await embedded();
+    await target.sql('alter table users rename column phone to telephone');
+    const { error, response } = await clientFor(target).GET('/api/1/user/get', {
+      params: { query: { email: 'a@example.com' } },
+    });
+    expect(response.status).toBe(500);
+    expect(error?.code).toBe('internal_error');
+    expect(JSON.stringify(error)).not.toMatch(/telephone|phone|select|at /);
+    const logged = target.logs.map((l) => JSON.parse(l)).find((l) => l.msg === 'unhandled error');
+    expect(logged?.requestId).toBe(error?.requestId);
+    expect(JSON.stringify(logged?.err)).toContain('42703'); // undefined_column, from PostgreSQL
+  });
+});

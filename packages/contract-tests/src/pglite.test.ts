@@ -1,0 +1,4 @@
+import { defineContractSuite } from './suite.ts';
+import { pgliteTarget } from './targets.ts';
+
+defineContractSuite(pgliteTarget);

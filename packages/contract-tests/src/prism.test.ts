@@ -1,0 +1,4 @@
+import { defineContractSuite } from './suite.ts';
+import { prismTarget } from './targets.ts';
+
+defineContractSuite(prismTarget);

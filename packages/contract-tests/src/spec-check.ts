@@ -1,0 +1,98 @@
+// Checks every response against the spec: its status is documented for the operation, its body
+// matches the documented schema, its documented required headers are there.
+import { readFileSync } from 'node:fs';
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { parse } from 'yaml';
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+
+export const SPEC_FILE = new URL('../../../spec/openapi.yaml', import.meta.url);
+
+type Json = Record<string, any>;
+
+export interface SpecChecker {
+  /** Violations of the spec by this response (empty when it conforms). */
+  check(method: string, path: string, response: Response): Promise<string[]>;
+}
+
+function retarget(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(retarget);
+  if (node && typeof node === 'object') {
+    return Object.fromEntries(
+      Object.entries(node).map(([k, v]) => [
+        k,
+        k === '$ref' && typeof v === 'string' ? v.replace('#/components/schemas/', 'spec#/$defs/') : retarget(v),
+      ]),
+    );
+  }
+  return node;
+}
+
+export function createSpecChecker(): SpecChecker {
+  const spec = parse(readFileSync(SPEC_FILE, 'utf8')) as Json;
+  const ajv = new Ajv2020({ strict: true, allErrors: true, allowUnionTypes: true });
+  addFormats(ajv);
+  ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
+  ajv.addSchema({ $id: 'spec', $defs: retarget(spec.components.schemas) });
+  const resolve = (node: Json): Json =>
+    typeof node.$ref === 'string' ? resolve(node.$ref.slice(2).split('/').reduce((n: Json, k: string) => n[k], spec)) : node;
+  const validators = new Map<unknown, ValidateFunction>();
+  const validatorFor = (schema: unknown) => {
+    let v = validators.get(schema);
+    if (!v) {
+      v = ajv.compile(retarget(schema) as object);
+      validators.set(schema, v);
+    }
+    return v;
+  };
+
+  return {
+    async check(method, path, response) {
+      const operation = spec.paths[path]?.[method.toLowerCase()] as Json | undefined;
+      const text = await response.clone().text();
+      if (!operation) {
+        // Unknown paths and methods are not operations; their errors must still be problems.
+        return checkProblem(text, response, validatorFor(spec.components.schemas.Problem));
+      }
+      const documented = operation.responses[String(response.status)] as Json | undefined;
+      if (!documented) return [`${method} ${path}: status ${response.status} is not documented`];
+      const spec400 = resolve(documented);
+      const problems: string[] = [];
+      for (const [name, header] of Object.entries((spec400.headers ?? {}) as Json)) {
+        if (resolve(header).required && !response.headers.has(name)) {
+          problems.push(`${method} ${path} ${response.status}: header ${name} is missing`);
+        }
+      }
+      const contentType = response.headers.get('content-type')?.split(';')[0] ?? '';
+      const media = spec400.content?.[contentType] as Json | undefined;
+      if (!media) {
+        problems.push(`${method} ${path} ${response.status}: content type "${contentType}" is not documented`);
+        return problems;
+      }
+      const validate = validatorFor(media.schema);
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        return [...problems, `${method} ${path} ${response.status}: body is not JSON`];
+      }
+      if (!validate(body)) {
+        problems.push(`${method} ${path} ${response.status}: body breaks the schema: ${ajv.errorsText(validate.errors)}`);
+      }
+      return problems;
+    },
+  };
+}
+
+function checkProblem(text: string, response: Response, validate: ValidateFunction): string[] {
+  if (response.status < 400) return [];
+  if (!response.headers.get('content-type')?.startsWith('application/problem+json')) {
+    return [`status ${response.status} is not application/problem+json`];
+  }
+  try {
+    return validate(JSON.parse(text)) ? [] : [`problem breaks the schema: ${JSON.stringify(validate.errors)}`];
+  } catch {
+    return ['problem body is not JSON'];
+  }
+}

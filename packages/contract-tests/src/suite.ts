@@ -1,0 +1,506 @@
+// One contract suite, run against every target (see *.test.ts). It speaks to the service through
+// the generated client; raw HTTP only for what a typed client cannot send (bad JSON, wrong types).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createClient, type Problem, type UserAccountsClient } from '@user-accounts/client';
+import { createSpecChecker } from './spec-check.ts';
+import type { Target, TargetSpec } from './targets.ts';
+
+const API = '/api/1/user';
+
+const notApplicable = Object.assign(() => {}, { each: () => () => {} }) as unknown as typeof it;
+
+export function defineContractSuite(spec: TargetSpec): void {
+  if (spec.skip) {
+    describe.skip(`${spec.name} (skipped: ${spec.skip})`, () => {
+      it('runs the contract suite', () => {});
+    });
+    console.warn(`\n[contract-tests] ${spec.name}: SKIPPED, ${spec.skip}\n`);
+    return;
+  }
+  // A case that cannot apply to a target (state on the stateless mock) is not defined for it,
+  // rather than reported as skipped: in CI, the only skips are those that say why.
+  const stateful = spec.stateful ? it : notApplicable;
+  const mockOnly = spec.stateful ? notApplicable : it;
+  const statefulGroup = spec.stateful ? describe : () => {};
+
+  describe(spec.name, () => {
+    let target: Target;
+    let client: UserAccountsClient;
+    const checker = createSpecChecker();
+    /** Every response body seen, and every password sent: no password or hash may ever leak. */
+    const bodies: string[] = [];
+    const passwords = new Set<string>();
+    let seq = 0;
+
+    /** fetch that checks every response against the spec before the test sees it. */
+    const checkedFetch = async (request: Request): Promise<Response> => {
+      const response = await fetch(request);
+      const path = new URL(request.url).pathname;
+      const violations = await checker.check(request.method, path, response);
+      expect(violations, `${request.method} ${path} → ${response.status} conforms to the spec`).toEqual([]);
+      bodies.push(await response.clone().text());
+      return response;
+    };
+    const raw = (path: string, init: RequestInit = {}) =>
+      checkedFetch(new Request(`${target.baseUrl}${path}`, { ...init, headers: { Authorization: target.token, ...init.headers } }));
+
+    const uniqueEmail = (tag = 'user') => `${tag}.${Date.now()}.${seq++}@Example.com`;
+    const password = () => {
+      const p = `Tr0ub4dor-${Math.random().toString(36).slice(2)}-${seq++}`;
+      passwords.add(p);
+      return p;
+    };
+    async function createUser(fields: Partial<{ email: string; name: string; phone: string; address: string }> = {}) {
+      const body = { email: uniqueEmail(), password: password(), name: 'Ada Lovelace', ...fields };
+      const { data, error, response } = await client.POST('/api/1/user/create', { body });
+      expect(error, JSON.stringify(error)).toBeUndefined();
+      expect(response.status).toBe(201);
+      return { id: data!.result._userId, ...body };
+    }
+    const rowOf = async (id: string) => (await target.sql('select * from users where id = $1', [id]))[0];
+
+    beforeAll(async () => {
+      target = await spec.start();
+      client = createClient({ baseUrl: target.baseUrl, token: target.token, fetch: checkedFetch });
+    }, 120_000);
+    afterAll(async () => {
+      await target?.close();
+    });
+
+    describe('create', () => {
+      it('answers 201 with the new _userId, the status text and a Location', async () => {
+        const { data, response } = await client.POST('/api/1/user/create', {
+          body: { email: uniqueEmail(), password: password(), name: 'Ada Lovelace', phone: '+44 20 7946 0018', address: '12 St James\'s Square\nLondon' },
+        });
+        expect(response.status).toBe(201);
+        expect(data?.result.status).toBe('user created');
+        expect(response.headers.get('location')).toMatch(/^\/api\/1\/user\/get\?_userId=.+/);
+        if (spec.stateful) {
+          expect(response.headers.get('location')).toBe(`${API}/get?_userId=${data!.result._userId}`);
+        }
+      });
+
+      stateful('stores the password only as an argon2id hash', async () => {
+        const user = await createUser();
+        const row = await rowOf(user.id);
+        expect(row!.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+        expect(String(row!.password_hash)).not.toContain(user.password);
+        expect(row!.origin).toBe('api');
+      });
+
+      stateful('trims the email, keeps its case for display and finds it in any case', async () => {
+        const email = uniqueEmail('Mixed.Case');
+        const user = await createUser({ email: `  ${email} ` });
+        const { data } = await client.GET('/api/1/user/get', { params: { query: { email: email.toUpperCase() } } });
+        expect(data?.result).toMatchObject({ _userId: user.id, email });
+      });
+
+      stateful('answers 409 email_taken for an email held in another case, and adds nothing', async () => {
+        const user = await createUser();
+        const { error, response } = await client.POST('/api/1/user/create', {
+          body: { email: user.email.toUpperCase(), password: password(), name: 'Someone Else' },
+        });
+        expect(response.status).toBe(409);
+        expect(error?.code).toBe('email_taken');
+        const rows = await target.sql('select count(*)::int as n from users where lower(email) = lower($1)', [user.email]);
+        expect(rows[0]!.n).toBe(1);
+      });
+
+      stateful('lets exactly one of 20 concurrent creates of one email in case variants win', async () => {
+        const base = uniqueEmail('race');
+        const variants = Array.from({ length: 20 }, (_, i) =>
+          [...base].map((ch, j) => ((i >> j % 5) & 1 ? ch.toUpperCase() : ch.toLowerCase())).join(''),
+        );
+        const results = await Promise.all(
+          variants.map((email) => client.POST('/api/1/user/create', { body: { email, password: password(), name: 'Racer' } })),
+        );
+        const statuses = results.map((r) => r.response.status).sort();
+        expect(statuses.filter((s) => s === 201)).toHaveLength(1);
+        expect(statuses.filter((s) => s === 409)).toHaveLength(19);
+        const rows = await target.sql('select count(*)::int as n from users where lower(email) = lower($1)', [base]);
+        expect(rows[0]!.n).toBe(1);
+      });
+
+      it('refuses a _userId chosen by the client as an unknown field', async () => {
+        const { error, response } = await client.POST('/api/1/user/create', {
+          // Not a CreateUserRequest: the client's types would normally stop this at compile time.
+          body: { _userId: 'mine', email: uniqueEmail(), password: password(), name: 'Ada' } as never,
+        });
+        expect(response.status).toBe(400);
+        expect(error?.code).toBe('invalid_request');
+        if (spec.stateful) expect(error?.errors).toContainEqual(expect.objectContaining({ pointer: '/_userId', code: 'unknown_field' }));
+      });
+
+      it.each([
+        ['a missing email', { password: 'correct horse battery', name: 'Ada' }, '/email', 'required'],
+        ['a missing name', { email: 'a@example.com', password: 'correct horse battery' }, '/name', 'required'],
+        ['a missing password', { email: 'a@example.com', name: 'Ada' }, '/password', 'required'],
+        ['an unknown field', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', nickname: 'x' }, '/nickname', 'unknown_field'],
+        ['a malformed email', { email: 'not-an-email', password: 'correct horse battery', name: 'Ada' }, '/email', 'invalid_format'],
+        ['an email over 254 characters', { email: `${'a'.repeat(64)}@${'b'.repeat(190)}.com`, password: 'correct horse battery', name: 'Ada' }, '/email', 'too_long'],
+        ['a password of 7 characters', { email: 'a@example.com', password: 'x7#kQ2!', name: 'Ada' }, '/password', 'too_short'],
+        ['a password over 256 characters', { email: 'a@example.com', password: 'x'.repeat(257), name: 'Ada' }, '/password', 'too_long'],
+        ['a blank name', { email: 'a@example.com', password: 'correct horse battery', name: '   ' }, '/name', null],
+        ['a name over 200 characters', { email: 'a@example.com', password: 'correct horse battery', name: 'n'.repeat(201) }, '/name', 'too_long'],
+        ['a phone with letters', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '555-CALL-NOW' }, '/phone', 'invalid_format'],
+        ['a phone with 2 digits', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '+1 2' }, '/phone', 'invalid_format'],
+        ['an address over 1,000 characters', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x'.repeat(1001) }, '/address', 'too_long'],
+        ['a number for a string', { email: 'a@example.com', password: 'correct horse battery', name: 42 }, '/name', 'invalid_type'],
+        ['a null name', { email: 'a@example.com', password: 'correct horse battery', name: null }, '/name', 'invalid_type'],
+      ])('answers 400 invalid_request for %s, naming the field', async (_, body, pointer, code) => {
+        const before = spec.stateful ? await target.sql('select count(*)::int as n from users') : [];
+        const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+        const problem = (await response.json()) as Problem;
+        expect(response.status).toBe(400);
+        expect(problem.code).toBe('invalid_request');
+        if (spec.stateful) {
+          expect(problem.errors?.map((e) => e.pointer)).toContain(pointer);
+          if (code) expect(problem.errors).toContainEqual(expect.objectContaining({ pointer, code }));
+          expect(await target.sql('select count(*)::int as n from users')).toEqual(before);
+        }
+      });
+
+      stateful('counts password length in code points after NFC normalization', async () => {
+        // "é" written as e + combining accent: 16 UTF-16 units, 8 code points after NFC.
+        const decomposed = 'e\u0301'.repeat(4) + 'Zq7!';
+        const ok = await client.POST('/api/1/user/create', { body: { email: uniqueEmail(), password: decomposed, name: 'Nfc' } });
+        expect(ok.response.status).toBe(201);
+        passwords.add(decomposed);
+        const emoji = '😀😀😀😀😀😀😀'; // 7 code points, 14 UTF-16 units: too short
+        const short = await client.POST('/api/1/user/create', { body: { email: uniqueEmail(), password: emoji, name: 'Nfc' } });
+        expect(short.response.status).toBe(400);
+        expect(short.error?.errors).toContainEqual(expect.objectContaining({ pointer: '/password', code: 'too_short' }));
+      });
+
+      stateful.each([
+        ['a common password', (email: string) => ({ email, name: 'Ada', password: 'password123' })],
+        ['the email as password', (email: string) => ({ email, name: 'Ada', password: email.toLowerCase() })],
+        ['the name as password', (email: string) => ({ email, name: 'Augusta Ada King', password: 'augusta ada king' })],
+      ])('answers 400 weak_password for %s, and adds nothing', async (_, make) => {
+        const body = make(uniqueEmail('weak'));
+        const { error, response } = await client.POST('/api/1/user/create', { body });
+        expect(response.status).toBe(400);
+        expect(error?.code).toBe('weak_password');
+        expect(error?.errors?.[0]).toMatchObject({ pointer: '/password', code: 'weak_password' });
+        expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
+      });
+    });
+
+    describe('get', () => {
+      it('returns every field, with phone and address null when unset', async () => {
+        const created = await client.POST('/api/1/user/create', { body: { email: uniqueEmail(), password: password(), name: 'Grace Hopper' } });
+        const id = created.data!.result._userId;
+        const { data, response } = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+        expect(response.status).toBe(200);
+        expect(response.headers.get('cache-control')).toBe('no-store');
+        expect(Object.keys(data!.result).sort()).toEqual(['_userId', 'address', 'createdAt', 'email', 'name', 'phone', 'updatedAt']);
+        if (spec.stateful) {
+          expect(data!.result).toMatchObject({ _userId: id, name: 'Grace Hopper', phone: null, address: null });
+          expect(new Date(data!.result.createdAt).toISOString()).toBe(data!.result.createdAt);
+        }
+      });
+
+      // Prism cannot express "exactly one of two parameters" or a closed query: only the server can.
+      stateful.each([
+        ['neither _userId nor email', ''],
+        ['both _userId and email', '?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b&email=a@example.com'],
+        ['an unknown parameter', '?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b&token=x'],
+        ['a repeated parameter', '?email=a@example.com&email=b@example.com'],
+      ])('answers 400 invalid_request for %s', async (_, query) => {
+        const response = await raw(`${API}/get${query}`);
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+      });
+
+      it('answers 400 invalid_request for a malformed email', async () => {
+        const response = await raw(`${API}/get?email=nope`);
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+      });
+
+      stateful.each([
+        ['an unknown id', { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b' }],
+        ['a malformed id', { _userId: "1' or '1'='1" }],
+        ['an unknown email', { email: 'nobody@example.com' }],
+      ])('answers 404 user_not_found for %s', async (_, query) => {
+        const { error, response } = await client.GET('/api/1/user/get', { params: { query } });
+        expect(response.status).toBe(404);
+        expect(error?.code).toBe('user_not_found');
+      });
+    });
+
+    describe('update', () => {
+      stateful('changes only the given fields; null clears phone and address', async () => {
+        const user = await createUser({ phone: '+1 555 0100', address: '1 Main St' });
+        const before = (await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
+        await new Promise((r) => setTimeout(r, 5));
+        const { data, response } = await client.POST('/api/1/user/update', { body: { _userId: user.id, phone: null } });
+        expect(response.status).toBe(200);
+        expect(data?.result.status).toBe('user updated');
+        const after = (await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
+        expect(after).toMatchObject({ name: before.name, address: '1 Main St', phone: null, email: before.email, createdAt: before.createdAt });
+        expect(after.updatedAt > before.updatedAt).toBe(true);
+
+        await client.POST('/api/1/user/update', { body: { _userId: user.id, name: '  Lady Lovelace ', address: null } });
+        const last = (await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
+        expect(last).toMatchObject({ name: 'Lady Lovelace', address: null, phone: null });
+      });
+
+      stateful('replaces the password hash, and returns no password', async () => {
+        const user = await createUser();
+        const oldHash = (await rowOf(user.id))!.password_hash;
+        const newPassword = password();
+        const { data } = await client.POST('/api/1/user/update', { body: { _userId: user.id, password: newPassword } });
+        expect(data?.result).toEqual({ status: 'user updated' });
+        const row = await rowOf(user.id);
+        expect(row!.password_hash).not.toBe(oldHash);
+        expect(row!.password_hash).toMatch(/^\$argon2id\$/);
+      });
+
+      stateful('answers 400 weak_password for the account\'s own email or name, and changes nothing', async () => {
+        const user = await createUser({ name: 'Charles Babbage' });
+        const before = await rowOf(user.id);
+        for (const candidate of [user.email, 'CHARLES BABBAGE']) {
+          const { error } = await client.POST('/api/1/user/update', { body: { _userId: user.id, password: candidate } });
+          expect(error?.code).toBe('weak_password');
+        }
+        expect(await rowOf(user.id)).toEqual(before);
+      });
+
+      it('answers 400 field_not_updatable for an email', async () => {
+        const response = await raw(`${API}/update`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify({ _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', email: 'new@example.com' }),
+        });
+        expect(response.status).toBe(400);
+        // Prism knows only that email is not in the schema.
+        expect(((await response.json()) as Problem).code).toBe(spec.stateful ? 'field_not_updatable' : 'invalid_request');
+      });
+
+      it.each([
+        ['nothing to change', { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b' }],
+        ['a null name', { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', name: null }],
+        ['a missing _userId', { name: 'Ada' }],
+        ['an unknown field', { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', nickname: 'x' }],
+      ])('answers 400 invalid_request for %s', async (_, body) => {
+        const response = await raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+      });
+
+      stateful('answers 404 user_not_found for an unknown id, before hashing anything', async () => {
+        const { error, response } = await client.POST('/api/1/user/update', {
+          body: { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', name: 'Nobody', password: password() },
+        });
+        expect(response.status).toBe(404);
+        expect(error?.code).toBe('user_not_found');
+      });
+    });
+
+    describe('delete', () => {
+      stateful('removes the account for good and frees its email', async () => {
+        const user = await createUser();
+        const { data, response } = await client.DELETE('/api/1/user/delete', { body: { _userId: user.id } });
+        expect(response.status).toBe(200);
+        expect(data?.result.status).toBe('user removed');
+        expect(await rowOf(user.id)).toBeUndefined();
+        const again = await client.DELETE('/api/1/user/delete', { body: { _userId: user.id } });
+        expect(again.error?.code).toBe('user_not_found');
+        const get = await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
+        expect(get.response.status).toBe(404);
+        const reuse = await client.POST('/api/1/user/create', { body: { email: user.email, password: password(), name: 'Next Owner' } });
+        expect(reuse.response.status).toBe(201);
+      });
+
+      mockOnly('answers 200 with the status text', async () => {
+        const { data, response } = await client.DELETE('/api/1/user/delete', { body: { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b' } });
+        expect(response.status).toBe(200);
+        expect(data?.result.status).toBe('user removed');
+      });
+
+      it('answers 400 invalid_request without a _userId', async () => {
+        const response = await raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+        expect(response.status).toBe(400);
+        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+      });
+    });
+
+    statefulGroup('accounts not created through the API are out of reach', () => {
+      stateful('a row inserted through SQL with the table defaults is invisible to all four operations and untouched', async () => {
+        const email = uniqueEmail('imported');
+        const [row] = await target.sql("insert into users (email, name, phone) values ($1, 'Imported Person', '+1 555 0199') returning *", [email]);
+        const id = String(row!.id);
+        const ghost = '0193a1e4-0000-7000-8000-000000000000';
+        const strip = (p: Problem | undefined) => ({ ...p, requestId: undefined });
+
+        const missing = await client.GET('/api/1/user/get', { params: { query: { _userId: ghost } } });
+        const byId = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+        const byEmail = await client.GET('/api/1/user/get', { params: { query: { email: email.toLowerCase() } } });
+        const update = await client.POST('/api/1/user/update', { body: { _userId: id, name: 'Hijacked', phone: null, password: password() } });
+        const del = await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
+        for (const r of [byId, byEmail, update, del]) {
+          expect(r.response.status).toBe(404);
+          expect(strip(r.error)).toEqual(strip(missing.error));
+        }
+        const create = await client.POST('/api/1/user/create', { body: { email: email.toUpperCase(), password: password(), name: 'Squatter' } });
+        expect(create.response.status).toBe(409);
+        expect(await rowOf(id)).toEqual(row);
+      });
+    });
+
+    describe('authentication', () => {
+      // The mock checks that a token is there, not which: the other cases need the server.
+      const cases: [string, Record<string, string>, boolean][] = [
+        ['no Authorization header', {}, true],
+        ['an unknown token', { Authorization: 'ua_not_a_token_we_issued_0000000000' }, spec.stateful],
+        ['an empty Bearer', { Authorization: 'Bearer ' }, spec.stateful],
+      ];
+      it.each(cases.filter(([, , runs]) => runs))('answers 401 unauthorized with WWW-Authenticate for %s', async (_, headers) => {
+        const response = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`, { headers }));
+        expect(response.status).toBe(401);
+        if (spec.stateful) {
+          expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
+          const body = (await response.json()) as Problem;
+          expect(body).toMatchObject({ code: 'unauthorized', status: 401 });
+        }
+      });
+
+      stateful('gives the same body for a missing and an unknown token, and never reads a token from the query', async () => {
+        const strip = async (r: Response) => ({ ...((await r.json()) as Problem), requestId: '' });
+        const none = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`));
+        const bad = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`, { headers: { Authorization: 'nope-nope-nope' } }));
+        expect(await strip(bad)).toEqual(await strip(none));
+        const inQuery = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com&access_token=${target.token}`));
+        expect(inQuery.status).toBe(401);
+      });
+
+      stateful('accepts the token with and without the Bearer scheme', async () => {
+        const user = await createUser();
+        for (const authorization of [target.token, `Bearer ${target.token}`, `bearer ${target.token}`]) {
+          const response = await checkedFetch(
+            new Request(`${target.baseUrl}${API}/get?_userId=${user.id}`, { headers: { Authorization: authorization } }),
+          );
+          expect(response.status).toBe(200);
+        }
+      });
+    });
+
+    statefulGroup('HTTP edges', () => {
+      stateful('answers 400 invalid_json for a body that is not JSON, and changes nothing', async () => {
+        for (const body of ['{"email": ', 'not json', '', '\xff\xfe']) {
+          const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+          expect(response.status).toBe(400);
+          expect(((await response.json()) as Problem).code).toBe('invalid_json');
+        }
+      });
+
+      stateful('answers 400 invalid_request for JSON that is not an object', async () => {
+        for (const body of ['[]', '"text"', '42', 'null']) {
+          const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+          expect(response.status).toBe(400);
+          expect(((await response.json()) as Problem).code).toBe('invalid_request');
+        }
+      });
+
+      stateful('answers 415 for a body that is not application/json', async () => {
+        for (const headers of [{ 'Content-Type': 'text/plain' }, { 'Content-Type': 'application/x-www-form-urlencoded' }, {}] as Record<string, string>[]) {
+          const response = await raw(`${API}/create`, { method: 'POST', headers, body: '{"email":"a@example.com"}' });
+          expect(response.status).toBe(415);
+          expect(((await response.json()) as Problem).code).toBe('unsupported_media_type');
+        }
+      });
+
+      stateful('answers 413 for a body over 64 KiB, with a Content-Length or chunked', async () => {
+        const big = JSON.stringify({ email: uniqueEmail(), password: password(), name: 'Big', address: 'x'.repeat(70 * 1024) });
+        const declared = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: big });
+        expect(declared.status).toBe(413);
+        expect(((await declared.json()) as Problem).code).toBe('payload_too_large');
+
+        const chunk = new TextEncoder().encode(`{"address":"${'y'.repeat(64 * 1024)}`);
+        let sent = 0;
+        const stream = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            if (sent++ < 32) controller.enqueue(chunk); // 2 MiB in all, no Content-Length
+            else controller.close();
+          },
+        });
+        const chunked = await checkedFetch(
+          new Request(`${target.baseUrl}${API}/create`, {
+            method: 'POST',
+            headers: { Authorization: target.token, 'Content-Type': 'application/json' },
+            body: stream,
+            duplex: 'half',
+          } as RequestInit),
+        );
+        expect(chunked.status).toBe(413);
+        expect(((await chunked.json()) as Problem).code).toBe('payload_too_large');
+      });
+
+      stateful('answers 405 with Allow for a known path and another method', async () => {
+        const cases: [string, string, string][] = [
+          ['PUT', `${API}/create`, 'POST'],
+          ['GET', `${API}/delete`, 'DELETE'],
+          ['DELETE', `${API}/get`, 'GET, HEAD'],
+          ['PATCH', `${API}/update`, 'POST'],
+        ];
+        for (const [method, path, allow] of cases) {
+          const response = await raw(path, { method });
+          expect(response.status).toBe(405);
+          expect(response.headers.get('allow')).toBe(allow);
+          expect(((await response.json()) as Problem).code).toBe('method_not_allowed');
+        }
+      });
+
+      stateful('answers 404 not_found for unknown paths and other API versions', async () => {
+        for (const path of ['/api/2/user/get', '/api/1/user/list', '/nothing']) {
+          const response = await raw(path);
+          expect(response.status).toBe(404);
+          expect(((await response.json()) as Problem).code).toBe('not_found');
+        }
+      });
+
+      stateful('echoes a sane X-Request-Id and replaces an unsafe one', async () => {
+        const sane = await raw(`${API}/get?email=a@example.com`, { headers: { 'X-Request-Id': 'trace-42.abc:1' } });
+        expect(sane.headers.get('x-request-id')).toBe('trace-42.abc:1');
+        expect(sane.headers.get('x-content-type-options')).toBe('nosniff');
+        const problem = (await sane.json()) as Problem;
+        expect(problem.requestId).toBe('trace-42.abc:1');
+        const unsafe = await raw(`${API}/get?email=a@example.com`, { headers: { 'X-Request-Id': 'x'.repeat(300) } });
+        expect(unsafe.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+      });
+
+      stateful('serves /healthz and /readyz without a token', async () => {
+        for (const path of ['/healthz', '/readyz']) {
+          const response = await fetch(`${target.baseUrl}${path}`);
+          expect(response.status).toBe(200);
+          expect(await response.json()).toEqual({ status: 'ok' });
+        }
+      });
+    });
+
+    statefulGroup('what is kept', () => {
+      stateful('keeps accounts across a restart', async () => {
+        const user = await createUser({ address: 'Survives restarts' });
+        await target.restart();
+        client = createClient({ baseUrl: target.baseUrl, token: target.token, fetch: checkedFetch });
+        const { data } = await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
+        expect(data?.result).toMatchObject({ email: user.email, address: 'Survives restarts' });
+      });
+
+      stateful('writes one log line per request, and never a password, hash or token', async () => {
+        await createUser();
+        const lines = target.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+        const requests = lines.filter((l) => l.msg === 'request');
+        expect(requests.length).toBeGreaterThan(20);
+        for (const line of requests) {
+          expect(Object.keys(line)).toEqual(expect.arrayContaining(['method', 'route', 'status', 'durationMs', 'requestId']));
+        }
+        const everything = [...target.logs, ...bodies].join('\n');
+        expect(everything).not.toContain('$argon2');
+        expect(everything).not.toContain(target.token);
+        for (const p of passwords) expect(everything).not.toContain(p);
+      });
+    });
+  });
+}

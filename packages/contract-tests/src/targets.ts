@@ -1,0 +1,196 @@
+// The places the one contract suite runs against: the real server (PGlite, PostgreSQL) and Prism.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { serve } from '@hono/node-server';
+import { pino } from 'pino';
+import postgres from 'postgres';
+import { createApp } from '@user-accounts/server/app';
+import { openPglite, openPostgres, type Database } from '@user-accounts/server/db';
+import { createPasswordHasher, type PasswordHasher } from '@user-accounts/server/passwords';
+import { createTokenVerifier } from '@user-accounts/server/tokens';
+
+export const TEST_TOKEN = 'ua_contract_tests_token_0123456789abcdef';
+
+export interface Target {
+  baseUrl: string;
+  token: string;
+  /** Runs SQL on the target's database (server targets only). */
+  sql(query: string, params?: unknown[]): Promise<Record<string, unknown>[]>;
+  /** Every log line the server wrote (server targets only). */
+  logs: string[];
+  /** Stops the server and the database and starts both again on the same data. */
+  restart(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface TargetSpec {
+  name: string;
+  /** A real server with a database: state, SQL access, logs. Prism is stateless. */
+  stateful: boolean;
+  /** Why the target cannot run here, when it cannot; the suite then says so and skips. */
+  skip?: string | undefined;
+  start(): Promise<Target>;
+}
+
+async function listen(database: Database, logs: string[], options: ServerOptions = {}): Promise<{ server: Server; baseUrl: string }> {
+  const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
+  const app = createApp({
+    database,
+    tokens: createTokenVerifier(database.db, [TEST_TOKEN]),
+    hasher: options.hasher ?? createPasswordHasher(),
+    logger,
+  });
+  return new Promise((resolve) => {
+    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
+      resolve({ server: server as Server, baseUrl: `http://127.0.0.1:${info.port}` }),
+    ) as Server;
+  });
+}
+
+const stop = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
+
+export interface ServerOptions {
+  hasher?: PasswordHasher;
+}
+
+export async function serverTarget(
+  open: () => Promise<Database>,
+  cleanup: () => Promise<void>,
+  options: ServerOptions = {},
+): Promise<Target> {
+  const logs: string[] = [];
+  let database: Database;
+  try {
+    database = await open();
+    await database.migrate();
+  } catch (error) {
+    await cleanup();
+    throw error;
+  }
+  let { server, baseUrl } = await listen(database, logs, options);
+  const target: Target = {
+    baseUrl,
+    token: TEST_TOKEN,
+    logs,
+    async sql(query, params = []) {
+      const result = (await (database.db as any).$client.query?.(query, params)) ?? (await (database.db as any).$client.unsafe(query, params));
+      return Array.isArray(result) ? [...result] : result.rows;
+    },
+    async restart() {
+      await stop(server);
+      await database.close();
+      database = await open();
+      await database.migrate();
+      ({ server, baseUrl } = await listen(database, logs, options));
+      target.baseUrl = baseUrl;
+    },
+    async close() {
+      server.closeAllConnections();
+      await stop(server);
+      await database.close();
+      await cleanup();
+    },
+  };
+  return target;
+}
+
+export const pgliteTarget: TargetSpec = {
+  name: 'server on embedded PGlite',
+  stateful: true,
+  async start() {
+    const dir = mkdtempSync(join(tmpdir(), 'ua-contract-'));
+    return serverTarget(
+      () => openPglite(dir),
+      async () => rmSync(dir, { recursive: true, force: true }),
+    );
+  },
+};
+
+/** A fresh database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */
+export async function postgresTarget(): Promise<TargetSpec> {
+  const url = process.env.TEST_DATABASE_URL;
+  const base: Omit<TargetSpec, 'start'> = { name: 'server on PostgreSQL', stateful: true };
+  if (!url) return { ...base, skip: 'TEST_DATABASE_URL is not set', start: unreachable };
+  const admin = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  try {
+    await admin`select 1`;
+  } catch (error) {
+    await admin.end({ timeout: 1 }).catch(() => {});
+    return { ...base, skip: `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`, start: unreachable };
+  }
+  return {
+    ...base,
+    async start() {
+      const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+      await admin.unsafe(`create database ${name}`);
+      const dbUrl = new URL(url);
+      dbUrl.pathname = `/${name}`;
+      return serverTarget(
+        () => openPostgres(dbUrl.toString()),
+        async () => {
+          await admin.unsafe(`drop database if exists ${name} with (force)`);
+          await admin.end({ timeout: 5 });
+        },
+      );
+    },
+  };
+}
+
+async function unreachable(): Promise<Target> {
+  throw new Error('target skipped');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
+const SPEC = fileURLToPath(new URL('../../../spec/openapi.yaml', import.meta.url));
+
+/** The Prism mock of the spec, as integrators run it with `pnpm mock`. */
+export const prismTarget: TargetSpec = {
+  name: 'Prism mock of the spec',
+  stateful: false,
+  async start() {
+    const port = await freePort();
+    const child: ChildProcess = spawn(PRISM, ['mock', '--host', '127.0.0.1', '--port', String(port), SPEC], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    await new Promise<void>((resolve, reject) => {
+      let output = '';
+      const timer = setTimeout(() => reject(new Error(`Prism did not start:\n${output}`)), 30_000);
+      const onData = (chunk: Buffer) => {
+        output += chunk.toString();
+        if (output.includes('Prism is listening')) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
+      child.stdout!.on('data', onData);
+      child.stderr!.on('data', onData);
+      child.on('exit', (code) => reject(new Error(`Prism exited (${code}):\n${output}`)));
+    });
+    return {
+      baseUrl: `http://127.0.0.1:${port}`,
+      token: 'any-token-the-mock-accepts',
+      logs: [],
+      sql: async () => {
+        throw new Error('the mock has no database');
+      },
+      restart: async () => {},
+      close: async () => {
+        child.kill('SIGTERM');
+      },
+    };
+  },
+};
