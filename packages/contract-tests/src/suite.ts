@@ -472,7 +472,7 @@ export function defineContractSuite(spec: TargetSpec): void {
 
       stateful('serves /healthz and /readyz without a token', async () => {
         for (const path of ['/healthz', '/readyz']) {
-          const response = await fetch(`${target.baseUrl}${path}`);
+          const response = await checkedFetch(new Request(`${target.baseUrl}${path}`));
           expect(response.status).toBe(200);
           expect(await response.json()).toEqual({ status: 'ok' });
         }
