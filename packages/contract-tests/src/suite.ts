@@ -145,6 +145,9 @@ export function defineContractSuite(spec: TargetSpec): void {
         ['a phone with letters', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '555-CALL-NOW' }, '/phone', 'invalid_format'],
         ['a phone with 2 digits', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '+1 2' }, '/phone', 'invalid_format'],
         ['an address over 1,000 characters', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x'.repeat(1001) }, '/address', 'too_long'],
+        ['a NUL character in the name', { email: 'a@example.com', password: 'correct horse battery', name: 'A\u0000B' }, '/name', 'invalid_format'],
+        ['a control character in the name', { email: 'a@example.com', password: 'correct horse battery', name: 'A\nB' }, '/name', 'invalid_format'],
+        ['a NUL character in the address', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x\u0000y' }, '/address', 'invalid_format'],
         ['a number for a string', { email: 'a@example.com', password: 'correct horse battery', name: 42 }, '/name', 'invalid_type'],
         ['a null name', { email: 'a@example.com', password: 'correct horse battery', name: null }, '/name', 'invalid_type'],
       ])('answers 400 invalid_request for %s, naming the field', async (_, body, pointer, code) => {

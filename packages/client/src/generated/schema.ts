@@ -151,7 +151,7 @@ export interface components {
          */
         Password: string;
         /**
-         * @description The user's name, 1 to 200 characters after trimming.
+         * @description The user's name, 1 to 200 characters after trimming, not blank, no control characters.
          * @example Ada Lovelace
          */
         Name: string;
@@ -161,7 +161,7 @@ export interface components {
          */
         Phone: string;
         /**
-         * @description Postal address as free text; newlines allowed.
+         * @description Postal address as free text; newlines and tabs allowed, no other control characters.
          * @example 12 St James's Square
          *     London SW1Y 4JH
          */
