@@ -7,6 +7,8 @@ import type { Target, TargetSpec } from './targets.ts';
 
 const API = '/api/1/user';
 
+const problemCode = async (response: Response) => ((await response.json()) as Problem).code;
+
 const notApplicable = Object.assign(() => {}, { each: () => () => {} }) as unknown as typeof it;
 
 export function defineContractSuite(spec: TargetSpec): void {
@@ -212,13 +214,13 @@ export function defineContractSuite(spec: TargetSpec): void {
       ])('answers 400 invalid_request for %s', async (_, query) => {
         const response = await raw(`${API}/get${query}`);
         expect(response.status).toBe(400);
-        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+        expect(await problemCode(response)).toBe('invalid_request');
       });
 
       it('answers 400 invalid_request for a malformed email', async () => {
         const response = await raw(`${API}/get?email=nope`);
         expect(response.status).toBe(400);
-        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+        expect(await problemCode(response)).toBe('invalid_request');
       });
 
       stateful.each([
@@ -278,7 +280,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         });
         expect(response.status).toBe(400);
         // Prism knows only that email is not in the schema.
-        expect(((await response.json()) as Problem).code).toBe(spec.stateful ? 'field_not_updatable' : 'invalid_request');
+        expect(await problemCode(response)).toBe(spec.stateful ? 'field_not_updatable' : 'invalid_request');
       });
 
       it.each([
@@ -289,7 +291,7 @@ export function defineContractSuite(spec: TargetSpec): void {
       ])('answers 400 invalid_request for %s', async (_, body) => {
         const response = await raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
         expect(response.status).toBe(400);
-        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+        expect(await problemCode(response)).toBe('invalid_request');
       });
 
       stateful('answers 404 user_not_found for an unknown id, before hashing anything', async () => {
@@ -325,7 +327,7 @@ export function defineContractSuite(spec: TargetSpec): void {
       it('answers 400 invalid_request without a _userId', async () => {
         const response = await raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json' }, body: '{}' });
         expect(response.status).toBe(400);
-        expect(((await response.json()) as Problem).code).toBe('invalid_request');
+        expect(await problemCode(response)).toBe('invalid_request');
       });
     });
 
@@ -394,7 +396,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         for (const body of ['{"email": ', 'not json', '', '\xff\xfe']) {
           const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
           expect(response.status).toBe(400);
-          expect(((await response.json()) as Problem).code).toBe('invalid_json');
+          expect(await problemCode(response)).toBe('invalid_json');
         }
       });
 
@@ -402,7 +404,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         for (const body of ['[]', '"text"', '42', 'null']) {
           const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
           expect(response.status).toBe(400);
-          expect(((await response.json()) as Problem).code).toBe('invalid_request');
+          expect(await problemCode(response)).toBe('invalid_request');
         }
       });
 
@@ -410,7 +412,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         for (const headers of [{ 'Content-Type': 'text/plain' }, { 'Content-Type': 'application/x-www-form-urlencoded' }, {}] as Record<string, string>[]) {
           const response = await raw(`${API}/create`, { method: 'POST', headers, body: '{"email":"a@example.com"}' });
           expect(response.status).toBe(415);
-          expect(((await response.json()) as Problem).code).toBe('unsupported_media_type');
+          expect(await problemCode(response)).toBe('unsupported_media_type');
         }
       });
 
@@ -418,7 +420,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         const big = JSON.stringify({ email: uniqueEmail(), password: password(), name: 'Big', address: 'x'.repeat(70 * 1024) });
         const declared = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: big });
         expect(declared.status).toBe(413);
-        expect(((await declared.json()) as Problem).code).toBe('payload_too_large');
+        expect(await problemCode(declared)).toBe('payload_too_large');
 
         const chunk = new TextEncoder().encode(`{"address":"${'y'.repeat(64 * 1024)}`);
         let sent = 0;
@@ -437,7 +439,7 @@ export function defineContractSuite(spec: TargetSpec): void {
           } as RequestInit),
         );
         expect(chunked.status).toBe(413);
-        expect(((await chunked.json()) as Problem).code).toBe('payload_too_large');
+        expect(await problemCode(chunked)).toBe('payload_too_large');
       });
 
       stateful('answers 405 with Allow for a known path and another method', async () => {
@@ -451,7 +453,7 @@ export function defineContractSuite(spec: TargetSpec): void {
           const response = await raw(path, { method });
           expect(response.status).toBe(405);
           expect(response.headers.get('allow')).toBe(allow);
-          expect(((await response.json()) as Problem).code).toBe('method_not_allowed');
+          expect(await problemCode(response)).toBe('method_not_allowed');
         }
       });
 
@@ -459,7 +461,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         for (const path of ['/api/2/user/get', '/api/1/user/list', '/nothing']) {
           const response = await raw(path);
           expect(response.status).toBe(404);
-          expect(((await response.json()) as Problem).code).toBe('not_found');
+          expect(await problemCode(response)).toBe('not_found');
         }
       });
 

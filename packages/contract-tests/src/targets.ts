@@ -78,8 +78,8 @@ export async function serverTarget(
     token: TEST_TOKEN,
     logs,
     async sql(query, params = []) {
-      const result = (await (database.db as any).$client.query?.(query, params)) ?? (await (database.db as any).$client.unsafe(query, params));
-      return Array.isArray(result) ? [...result] : result.rows;
+      const client = (database.db as any).$client; // PGlite, or postgres.js's sql
+      return database.kind === 'pglite' ? (await client.query(query, params)).rows : [...(await client.unsafe(query, params))];
     },
     async restart() {
       await stop(server);

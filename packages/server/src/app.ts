@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import type { AppDeps, AppEnv } from './context.ts';
-import { ApiError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
+import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
 import { requestId } from './middleware/request-id.ts';
 import { registerCreateUser } from './routes/create-user.ts';
@@ -66,22 +66,4 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     );
   });
   return app;
-}
-
-/**
- * An error, safe to log: drizzle's wrapper puts the query parameters (a password hash, an email)
- * in its message, so only the causes' names, codes and messages are kept, with the stack.
- */
-export function describeError(error: unknown): Record<string, unknown> {
-  const chain: Record<string, unknown>[] = [];
-  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const err = e as { name?: string; code?: unknown; message?: string };
-    const message = String(err.message ?? e).split('\nparams:')[0];
-    chain.push({ name: err.name, code: err.code, message });
-  }
-  const frames = String((error as Error)?.stack ?? '')
-    .split('\n')
-    .filter((line) => line.startsWith('    at '))
-    .join('\n');
-  return { ...chain[0], stack: frames, causes: chain.slice(1) };
 }

@@ -90,19 +90,44 @@ const UNAVAILABLE_CODES = new Set([
   '57014', // query_canceled (statement_timeout)
 ]);
 
-export function isDatabaseUnavailable(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+type ErrorLike = { name?: string; code?: unknown; message?: string; cause?: unknown };
+
+/** The error and its causes (drizzle wraps the driver's error), at most five deep. */
+function causeChain(error: unknown): ErrorLike[] {
+  const chain: ErrorLike[] = [];
+  for (let e = error as ErrorLike | undefined; e && chain.length < 5; e = e.cause as ErrorLike | undefined) {
+    chain.push(e);
   }
-  return false;
+  return chain;
+}
+
+const codes = (error: unknown) =>
+  causeChain(error)
+    .map((e) => e.code)
+    .filter((c): c is string => typeof c === 'string');
+
+export function isDatabaseUnavailable(error: unknown): boolean {
+  return codes(error).some((code) => UNAVAILABLE_CODES.has(code) || code.startsWith('08'));
 }
 
 /** The SQLSTATE of a database error, looking through drizzle's wrapper. */
 export function sqlState(error: unknown): string | undefined {
-  for (let e: unknown = error, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code;
-  }
-  return undefined;
+  return codes(error).find((code) => /^[0-9A-Z]{5}$/.test(code));
+}
+
+/**
+ * An error, safe to log: drizzle's wrapper puts the query parameters (a password hash, an email)
+ * in its message, so only the causes' names, codes and messages are kept, with the stack frames.
+ */
+export function describeError(error: unknown): Record<string, unknown> {
+  const chain = causeChain(error).map((e) => ({
+    name: e.name,
+    code: e.code,
+    message: String(e.message ?? e).split('\nparams:')[0],
+  }));
+  const frames = String((error as Error)?.stack ?? '')
+    .split('\n')
+    .filter((line) => line.startsWith('    at '))
+    .join('\n');
+  return { ...chain[0], stack: frames, causes: chain.slice(1) };
 }

@@ -19,6 +19,10 @@ export interface Database {
 
 const MIGRATIONS = fileURLToPath(new URL('../../drizzle', import.meta.url));
 
+const ping = (db: Db) => async () => {
+  await db.execute(sql`select 1`);
+};
+
 export async function openPostgres(url: string, options: { max?: number } = {}): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
@@ -38,9 +42,7 @@ export async function openPostgres(url: string, options: { max?: number } = {}):
     db,
     kind: 'postgres',
     migrate: () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }),
-    ping: async () => {
-      await db.execute(sql`select 1`);
-    },
+    ping: ping(db),
     close: () => client.end({ timeout: 5 }),
   };
 }
@@ -61,9 +63,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
     db,
     kind: 'pglite',
     migrate: () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }),
-    ping: async () => {
-      await db.execute(sql`select 1`);
-    },
+    ping: ping(db),
     close: () => client.close(),
   };
 }

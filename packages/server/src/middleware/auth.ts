@@ -11,7 +11,7 @@ const unauthorized = () =>
 export function requireToken(): MiddlewareHandler<AppEnv> {
   return async function requireTokenMiddleware(c, next) {
     const header = c.req.header('authorization')?.trim() ?? '';
-    const token = /^bearer\s+/i.test(header) ? header.replace(/^bearer\s+/i, '') : header;
+    const token = header.replace(/^bearer\s+/i, '');
     // Missing, malformed, unknown: one answer, so a caller learns nothing about which it was.
     if (token === '' || token.length > 512 || !(await c.get('deps').tokens.verify(token))) {
       throw unauthorized();
