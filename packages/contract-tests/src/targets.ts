@@ -10,9 +10,11 @@ import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import postgres from 'postgres';
 import { createApp } from '@user-accounts/server/app';
+import { prismArgs, writeMockSpec } from '../../../scripts/mock.ts';
 import { openPglite, openPostgres, type Database } from '@user-accounts/server/db';
 import { createPasswordHasher, type PasswordHasher } from '@user-accounts/server/passwords';
-import { createTokenVerifier } from '@user-accounts/server/tokens';
+import { createRateLimiter, databaseCounters, type RateLimitConfig } from '@user-accounts/server/rate-limit';
+import { createToken, createTokenVerifier, revokeToken, type NewToken, type TokenVerifier } from '@user-accounts/server/tokens';
 
 export const TEST_TOKEN = 'ua_contract_tests_token_0123456789abcdef';
 
@@ -25,6 +27,11 @@ export interface Target {
   logs: string[];
   /** Stops the server and the database and starts both again on the same data. */
   restart(): Promise<void>;
+  /** Stores a new token, as the operator CLI does (server targets only). */
+  createToken(spec: Partial<NewToken>): Promise<{ id: string; token: string }>;
+  revokeToken(id: string): Promise<void>;
+  /** Writes the tokens' last-used times now rather than at the next periodic flush. */
+  flushLastUsed(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -37,17 +44,29 @@ export interface TargetSpec {
   start(): Promise<Target>;
 }
 
-async function listen(database: Database, logs: string[], options: ServerOptions = {}): Promise<{ server: Server; baseUrl: string }> {
+/** Budgets large enough never to get in the suite's way, so that every response carries the headers. */
+export const GENEROUS_LIMITS: RateLimitConfig = {
+  all: { name: 'all', limit: 1_000_000, windowSeconds: 60 },
+  create: { name: 'create', limit: 100_000, windowSeconds: 60 },
+};
+
+async function listen(
+  database: Database,
+  logs: string[],
+  options: ServerOptions = {},
+): Promise<{ server: Server; baseUrl: string; tokens: TokenVerifier }> {
   const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
+  const tokens = createTokenVerifier(database.db, [TEST_TOKEN]);
   const app = createApp({
     database,
-    tokens: createTokenVerifier(database.db, [TEST_TOKEN]),
+    tokens,
     hasher: options.hasher ?? createPasswordHasher(),
+    limiter: createRateLimiter(options.rateLimits ?? GENEROUS_LIMITS, databaseCounters(database.db), logger),
     logger,
   });
   return new Promise((resolve) => {
     const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
-      resolve({ server: server as Server, baseUrl: `http://127.0.0.1:${info.port}` }),
+      resolve({ server: server as Server, baseUrl: `http://127.0.0.1:${info.port}`, tokens }),
     ) as Server;
   });
 }
@@ -56,6 +75,7 @@ const stop = (server: Server) => new Promise<void>((resolve) => server.close(() 
 
 export interface ServerOptions {
   hasher?: PasswordHasher;
+  rateLimits?: RateLimitConfig;
 }
 
 export async function serverTarget(
@@ -72,7 +92,7 @@ export async function serverTarget(
     await cleanup();
     throw error;
   }
-  let { server, baseUrl } = await listen(database, logs, options);
+  let { server, baseUrl, tokens } = await listen(database, logs, options);
   const target: Target = {
     baseUrl,
     token: TEST_TOKEN,
@@ -86,9 +106,16 @@ export async function serverTarget(
       await database.close();
       database = await open();
       await database.migrate();
-      ({ server, baseUrl } = await listen(database, logs, options));
+      ({ server, baseUrl, tokens } = await listen(database, logs, options));
       target.baseUrl = baseUrl;
     },
+    async createToken(spec) {
+      return createToken(database.db, { site: 'default', scopes: ['read', 'write'], label: 'contract test', ...spec });
+    },
+    async revokeToken(id) {
+      await revokeToken(database.db, id);
+    },
+    flushLastUsed: () => tokens.flushLastUsed(),
     async close() {
       server.closeAllConnections();
       await stop(server);
@@ -155,7 +182,6 @@ async function freePort(): Promise<number> {
 }
 
 const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
-const SPEC = fileURLToPath(new URL('../../../spec/openapi.yaml', import.meta.url));
 
 /** The Prism mock of the spec, as integrators run it with `pnpm mock`. */
 export const prismTarget: TargetSpec = {
@@ -163,7 +189,7 @@ export const prismTarget: TargetSpec = {
   stateful: false,
   async start() {
     const port = await freePort();
-    const child: ChildProcess = spawn(PRISM, ['mock', '--host', '127.0.0.1', '--port', String(port), SPEC], {
+    const child: ChildProcess = spawn(PRISM, prismArgs(writeMockSpec(), '127.0.0.1', port), {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     await new Promise<void>((resolve, reject) => {
@@ -188,6 +214,11 @@ export const prismTarget: TargetSpec = {
         throw new Error('the mock has no database');
       },
       restart: async () => {},
+      createToken: async () => {
+        throw new Error('the mock has no tokens');
+      },
+      revokeToken: async () => {},
+      flushLastUsed: async () => {},
       close: async () => {
         child.kill('SIGTERM');
       },

@@ -2,7 +2,8 @@ import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { Database } from './db/client.ts';
 import type { PasswordHasher } from './passwords.ts';
-import type { TokenVerifier } from './tokens.ts';
+import type { RateLimiter } from './rate-limit.ts';
+import type { TokenInfo, TokenVerifier } from './tokens.ts';
 import type { Validators } from './validation.ts';
 
 /** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
@@ -10,6 +11,7 @@ export interface AppDeps {
   database: Database;
   tokens: TokenVerifier;
   hasher: PasswordHasher;
+  limiter: RateLimiter;
   logger: Logger;
 }
 
@@ -20,6 +22,14 @@ export interface AppEnv {
     validators: Validators;
     /** The parsed JSON body, set by the json-body middleware. */
     body: unknown;
+    /** The token the request was made with, set by requireToken. */
+    token: TokenInfo;
+    /** The account a write was about, for its audit row. */
+    auditUserId: string | undefined;
+    /** Set when the handler wrote the audit row itself, in the transaction of the write. */
+    audited: boolean;
+    /** The canonical body of the request, for the idempotency fingerprint. */
+    rawBody: string;
   };
 }
 

@@ -1,5 +1,7 @@
 // The only module that reads process.env. Every bad variable is reported at once, by name.
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { parseRateLimit, type RateLimitConfig } from './rate-limit.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -13,7 +15,16 @@ export interface Config {
   /** Tokens accepted as configured by the operator; never logged. */
   apiTokens: string[];
   logLevel: LogLevel;
+  rateLimits: RateLimitConfig;
+  /** Rate-limit counters live here when set, else in the database. */
+  redisUrl: string | undefined;
+  /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
+  hashConcurrency: number;
+  hashQueue: number;
 }
+
+export const DEFAULT_RATE_LIMIT = '6000/60s';
+export const DEFAULT_RATE_LIMIT_CREATE = '300/60s';
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -49,7 +60,8 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
 
-  const dataDir = resolve(value('DATA_DIR') ?? './data');
+  // Relative to where the user typed the command (pnpm runs scripts in the package folder).
+  const dataDir = resolve(env.INIT_CWD ?? process.cwd(), value('DATA_DIR') ?? './data');
 
   const apiTokens = (value('API_TOKENS') ?? '')
     .split(',')
@@ -69,6 +81,45 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${rawLevel}")`);
   }
 
+  const rateLimit = (name: 'all' | 'create', variable: string, fallback: string) => {
+    const parsed = parseRateLimit(name, value(variable) ?? fallback);
+    if (parsed instanceof Error) {
+      problems.push(`${variable} ${parsed.message}`);
+      return null;
+    }
+    return parsed;
+  };
+  const rateLimits = {
+    all: rateLimit('all', 'RATE_LIMIT', DEFAULT_RATE_LIMIT),
+    create: rateLimit('create', 'RATE_LIMIT_CREATE', DEFAULT_RATE_LIMIT_CREATE),
+  };
+
+  const redisUrl = value('REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\/.+/.test(redisUrl)) {
+    problems.push('REDIS_URL must be a redis:// or rediss:// URL');
+  }
+
+  const count = (variable: string, fallback: number, min: number, max: number) => {
+    const raw = value(variable);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw) || n < min || n > max) problems.push(`${variable} must be a whole number from ${min} to ${max} (got "${raw}")`);
+    return n;
+  };
+  const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
+  const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
+
   if (problems.length > 0) throw new ConfigError(problems);
-  return { port, host, databaseUrl, dataDir, apiTokens, logLevel: rawLevel as LogLevel };
+  return {
+    port,
+    host,
+    databaseUrl,
+    dataDir,
+    apiTokens,
+    logLevel: rawLevel as LogLevel,
+    rateLimits,
+    redisUrl,
+    hashConcurrency,
+    hashQueue,
+  };
 }

@@ -8,7 +8,9 @@ import { createApp } from './app.ts';
 import { openPglite, openPostgres, type Database } from './db/client.ts';
 import { ConfigError, loadConfig, type Config } from './env.ts';
 import { lockDataDir } from './data-dir-lock.ts';
+import { startHousekeeping } from './housekeeping.ts';
 import { createPasswordHasher } from './passwords.ts';
+import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
 import { createTokenVerifier, ensureDevToken } from './tokens.ts';
 
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -64,10 +66,18 @@ async function main(): Promise<void> {
     );
   }
 
+  const tokens = createTokenVerifier(database.db, config.apiTokens);
+  const limiter = createRateLimiter(
+    config.rateLimits,
+    config.redisUrl === undefined ? databaseCounters(database.db) : redisCounters(config.redisUrl),
+    logger,
+  );
+  const housekeeping = startHousekeeping(database.db, tokens, logger);
   const app = createApp({
     database,
-    tokens: createTokenVerifier(database.db, config.apiTokens),
-    hasher: createPasswordHasher(),
+    tokens,
+    hasher: createPasswordHasher({ concurrency: config.hashConcurrency, maxWaiting: config.hashQueue }),
+    limiter,
     logger,
   });
   const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info: AddressInfo) => {
@@ -96,6 +106,8 @@ async function main(): Promise<void> {
     force.unref();
     server.close(async () => {
       clearTimeout(force);
+      await housekeeping.stop();
+      await limiter.close();
       await database.close().catch((error: unknown) => logger.error({ err: String(error) }, 'closing the database'));
       unlock();
       logger.info('stopped');

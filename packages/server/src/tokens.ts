@@ -1,11 +1,16 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { eq } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNull, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
-import { apiTokens } from './db/schema.ts';
+import { apiTokens, DEFAULT_SITE } from './db/schema.ts';
 
 export const TOKEN_PREFIX = 'ua_';
+export const SCOPES = ['read', 'write'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Site names: lowercase, URL- and shell-safe, so they can be typed and grepped without quoting. */
+export const SITE_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 /** A new token: a recognisable prefix and 256 random bits. */
 export function mintToken(): string {
@@ -16,32 +21,126 @@ export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
 }
 
-export interface TokenVerifier {
-  /** Whether the presented token is accepted. Looks tokens up by hash, never by value. */
-  verify(token: string): Promise<boolean>;
+/** Who a request speaks for. `id` names the token in audit rows and idempotency keys. */
+export interface TokenInfo {
+  id: string;
+  site: string;
+  scopes: readonly Scope[];
 }
 
-/** Accepts the operator's configured tokens and the tokens stored (hashed) in the database. */
+export interface TokenVerifier {
+  /** The token's identity when it is accepted now (known, not expired, not revoked). */
+  verify(token: string): Promise<TokenInfo | undefined>;
+  /** Writes the last-used times gathered since the previous flush (one UPDATE, not one per request). */
+  flushLastUsed(): Promise<void>;
+}
+
+/**
+ * Accepts the operator's configured tokens (site `default`, both scopes, checked in memory) and
+ * the tokens stored in the database, looked up by hash on every request so that a revocation
+ * counts on the next request on every replica.
+ */
 export function createTokenVerifier(db: Db, configured: readonly string[]): TokenVerifier {
-  const configuredHashes = new Set(configured.map(hashToken));
+  const configuredByHash = new Map<string, TokenInfo>(
+    configured.map((token) => {
+      const digest = hashToken(token);
+      return [digest, { id: `env:${digest.slice(0, 12)}`, site: DEFAULT_SITE, scopes: SCOPES }];
+    }),
+  );
+  let usedSinceFlush = new Map<string, Date>();
   return {
     async verify(token) {
       const digest = hashToken(token);
-      if (configuredHashes.has(digest)) return true;
-      const rows = await db
-        .select({ id: apiTokens.id })
+      const fromEnv = configuredByHash.get(digest);
+      if (fromEnv !== undefined) return fromEnv;
+      const [row] = await db
+        .select({ id: apiTokens.id, site: apiTokens.site, scopes: apiTokens.scopes })
         .from(apiTokens)
-        .where(eq(apiTokens.tokenHash, digest))
+        .where(
+          and(
+            eq(apiTokens.tokenHash, digest),
+            isNull(apiTokens.revokedAt),
+            sql`(${apiTokens.expiresAt} is null or ${apiTokens.expiresAt} > now())`,
+          ),
+        )
         .limit(1);
-      return rows.length > 0;
+      if (row === undefined) return undefined;
+      usedSinceFlush.set(row.id, new Date());
+      return { id: row.id, site: row.site, scopes: row.scopes.filter(isScope) };
+    },
+    async flushLastUsed() {
+      if (usedSinceFlush.size === 0) return;
+      const batch = usedSinceFlush;
+      usedSinceFlush = new Map();
+      const latest = new Date(Math.max(...[...batch.values()].map(Number)));
+      // Coarse on purpose: one statement for every token used since the last flush.
+      await db
+        .update(apiTokens)
+        .set({ lastUsedAt: sql`greatest(${apiTokens.lastUsedAt}, ${latest.toISOString()}::timestamptz)` })
+        .where(inArray(apiTokens.id, [...batch.keys()]));
     },
   };
 }
 
-export async function storeToken(db: Db, token: string, label: string): Promise<void> {
+const isScope = (s: string): s is Scope => (SCOPES as readonly string[]).includes(s);
+
+export interface NewToken {
+  site: string;
+  scopes: readonly Scope[];
+  label: string;
+  expiresAt?: Date | undefined;
+}
+
+/** Stores a new token (hash and display prefix only) and returns it: the only time it is seen. */
+export async function createToken(db: Db, spec: NewToken): Promise<{ id: string; token: string; prefix: string }> {
+  const token = mintToken();
+  const prefix = token.slice(0, 10);
+  const [row] = await db
+    .insert(apiTokens)
+    .values({
+      tokenHash: hashToken(token),
+      prefix,
+      label: spec.label,
+      site: spec.site,
+      scopes: [...new Set(spec.scopes)],
+      expiresAt: spec.expiresAt ?? null,
+    })
+    .returning({ id: apiTokens.id });
+  return { id: row!.id, token, prefix };
+}
+
+export async function listTokens(db: Db, options: { site?: string | undefined } = {}) {
+  return db
+    .select({
+      id: apiTokens.id,
+      site: apiTokens.site,
+      label: apiTokens.label,
+      scopes: apiTokens.scopes,
+      prefix: apiTokens.prefix,
+      createdAt: apiTokens.createdAt,
+      lastUsedAt: apiTokens.lastUsedAt,
+      expiresAt: apiTokens.expiresAt,
+      revokedAt: apiTokens.revokedAt,
+    })
+    .from(apiTokens)
+    .where(options.site === undefined ? undefined : eq(apiTokens.site, options.site))
+    .orderBy(desc(apiTokens.createdAt));
+}
+
+/** Revokes a token for good. Returns false when no token has this id (or it was revoked already). */
+export async function revokeToken(db: Db, id: string): Promise<boolean> {
+  const rows = await db
+    .update(apiTokens)
+    .set({ revokedAt: sql`now()` })
+    .where(and(eq(apiTokens.id, id), isNull(apiTokens.revokedAt)))
+    .returning({ id: apiTokens.id });
+  return rows.length > 0;
+}
+
+async function storeToken(db: Db, token: string, label: string): Promise<void> {
   await db
     .insert(apiTokens)
-    .values({ tokenHash: hashToken(token), prefix: token.slice(0, 8), label })
+    .values({ tokenHash: hashToken(token), prefix: token.slice(0, 10), label })
     .onConflictDoNothing();
 }
 

@@ -36,8 +36,8 @@ export interface paths {
         /**
          * Create an account
          * @description Creates an account and assigns its `_userId`. The password is stored only as an
-         *     argon2id hash. An email already held by any account, in any letter case and whether or
-         *     not that account is in reach, is 409 `email_taken`.
+         *     argon2id hash. An email already held by an account of the same site, in any letter case
+         *     and whether or not that account is in reach, is 409 `email_taken`.
          */
         post: operations["createUser"];
         delete?: never;
@@ -140,7 +140,7 @@ export interface components {
         UserId: string;
         /**
          * Format: email
-         * @description An email address, unique per deployment ignoring letter case.
+         * @description An email address, unique per site ignoring letter case.
          * @example Ada.Lovelace@example.com
          */
         Email: string;
@@ -244,10 +244,10 @@ export interface components {
          * @description A stable identifier of the error; switch on this, not on `title` or `detail`.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "payload_too_large" | "unsupported_media_type" | "rate_limited" | "service_unavailable" | "internal_error";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error";
         FieldError: {
             /**
-             * @description JSON Pointer (RFC 6901) to the field in the body, or the query parameter's name as `/name`.
+             * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's name (`Idempotency-Key`).
              * @example /email
              */
             pointer: string;
@@ -289,6 +289,8 @@ export interface components {
         GetBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -299,6 +301,8 @@ export interface components {
         CreateBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -309,6 +313,8 @@ export interface components {
         UpdateBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -319,6 +325,8 @@ export interface components {
         DeleteBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -340,6 +348,8 @@ export interface components {
         UserNotFound: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
@@ -347,10 +357,12 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description An account already holds this email, in any letter case. */
-        EmailTaken: {
+        /** @description An account of this site already holds this email, in any letter case; or a request with the same `Idempotency-Key` is still running. */
+        CreateConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -361,6 +373,8 @@ export interface components {
         PayloadTooLarge: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -371,6 +385,8 @@ export interface components {
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
                 [name: string]: unknown;
             };
             content: {
@@ -381,6 +397,8 @@ export interface components {
         ServiceUnavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
                 "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
@@ -392,6 +410,70 @@ export interface components {
         InternalError: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get; `write` for create, update and delete). */
+        Forbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds. */
+        IdempotencyKeyInUse: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `If-Match` lists no tag that is the account's current one; nothing was changed. Read the account again. */
+        PreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description This token already used this `Idempotency-Key` with a different request body or operation. */
+        IdempotencyKeyReused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The token is over one of its rate limits; `RateLimit` says which, `Retry-After` when to try again. */
+        TooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
             content: {
@@ -410,6 +492,19 @@ export interface components {
          * @example ada.lovelace@example.com
          */
         EmailQuery: components["schemas"]["Email"];
+        /**
+         * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+         *     printable ASCII characters. A retry with the same key and body replays the first answer.
+         *     Kept 24 hours per token.
+         * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
+         */
+        IdempotencyKey: string;
+        /**
+         * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
+         *     the account's current tag is listed (strong comparison); otherwise 412.
+         * @example "3"
+         */
+        IfMatch: string;
     };
     requestBodies: never;
     headers: {
@@ -419,6 +514,24 @@ export interface components {
         "Cache-Control": "no-store";
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
+        /** @description The account's current entity tag (strong); it changes on every change to the account. */
+        ETag: string;
+        /**
+         * @description The token's quota policies (draft-ietf-httpapi-ratelimit-headers): `q` requests per `w`
+         *     seconds. `"all"` counts every request; `"create"`, on `create` only, counts creates.
+         */
+        "RateLimit-Policy": string;
+        /**
+         * @description What is left of each policy of `RateLimit-Policy`: `r` requests remain, and the window
+         *     restarts in `t` seconds.
+         */
+        RateLimit: string;
+        /** @description As `RateLimit-Policy`, when the budget could be counted (not when the database is down). */
+        "RateLimit-Policy-IfKnown": string;
+        /** @description As `RateLimit`, when the budget could be counted (not when the database is down). */
+        "RateLimit-IfKnown": string;
+        /** @description `true` when this answer is the replay of an earlier request with the same `Idempotency-Key`. */
+        "Idempotent-Replayed": "true";
         /** @description The authentication scheme to use. */
         "WWW-Authenticate": "Bearer realm=\"user-accounts\"";
     };
@@ -446,11 +559,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The account. */
+            /** @description The account. Its `ETag` can be sent as `If-Match` to `update` or `delete`. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -459,7 +575,9 @@ export interface operations {
             };
             400: components["responses"]["GetBadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -467,7 +585,15 @@ export interface operations {
     createUser: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+                 *     printable ASCII characters. A retry with the same key and body replays the first answer.
+                 *     Kept 24 hours per token.
+                 * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -484,6 +610,9 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     /** @description Where the new account can be read. */
                     Location: string;
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -492,9 +621,12 @@ export interface operations {
             };
             400: components["responses"]["CreateBadRequest"];
             401: components["responses"]["Unauthorized"];
-            409: components["responses"]["EmailTaken"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CreateConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -502,7 +634,21 @@ export interface operations {
     updateUser: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+                 *     printable ASCII characters. A retry with the same key and body replays the first answer.
+                 *     Kept 24 hours per token.
+                 * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /**
+                 * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
+                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -512,11 +658,15 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The account was updated. */
+            /** @description The account was updated. `ETag` is the account's new tag. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -525,9 +675,14 @@ export interface operations {
             };
             400: components["responses"]["UpdateBadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["IdempotencyKeyInUse"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -535,7 +690,14 @@ export interface operations {
     deleteUser: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
+                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -550,6 +712,8 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -558,9 +722,12 @@ export interface operations {
             };
             400: components["responses"]["DeleteBadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

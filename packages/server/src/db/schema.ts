@@ -1,27 +1,48 @@
 import { sql } from 'drizzle-orm';
-import { check, index, pgTable, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
+
+const at = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
+
+/** The site every account and token belongs to when nothing else is said. */
+export const DEFAULT_SITE = 'default';
 
 /**
  * Accounts. `origin` records how a row came to be; its default is 'external', so a row written by
  * anyone but this service (the site's own sign-up, an import, a manual INSERT) stays out of reach
- * of the API unless its writer says otherwise.
+ * of the API unless its writer says otherwise. `version` backs the ETag: a trigger (migration
+ * 0002) bumps it on every UPDATE, whoever the writer.
  */
 export const users = pgTable(
   'users',
   {
     id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    site: text('site').notNull().default(DEFAULT_SITE),
     email: text('email').notNull(),
     name: text('name').notNull(),
     phone: text('phone'),
     address: text('address'),
     passwordHash: text('password_hash'),
     origin: text('origin').notNull().default('external'),
-    createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
-    updatedAt: timestamp('updated_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    version: integer('version').notNull().default(1),
+    createdAt: at('created_at').notNull().defaultNow(),
+    updatedAt: at('updated_at').notNull().defaultNow(),
   },
   (t) => [
-    // Emails are unique ignoring case, whoever wrote the row.
-    uniqueIndex('users_email_lower_key').on(sql`lower(${t.email})`),
+    // Emails are unique per site ignoring case, whoever wrote the row.
+    uniqueIndex('users_site_email_lower_key').on(t.site, sql`lower(${t.email})`),
     check('users_origin_check', sql`${t.origin} in ('api', 'external')`),
   ],
 );
@@ -34,9 +55,66 @@ export const apiTokens = pgTable(
     tokenHash: text('token_hash').notNull(),
     prefix: text('prefix').notNull(),
     label: text('label').notNull(),
-    createdAt: timestamp('created_at', { withTimezone: true, precision: 3 }).notNull().defaultNow(),
+    site: text('site').notNull().default(DEFAULT_SITE),
+    scopes: text('scopes').array().notNull().default(sql`'{read,write}'::text[]`),
+    createdAt: at('created_at').notNull().defaultNow(),
+    expiresAt: at('expires_at'),
+    revokedAt: at('revoked_at'),
+    lastUsedAt: at('last_used_at'),
   },
-  (t) => [uniqueIndex('api_tokens_token_hash_key').on(t.tokenHash), index('api_tokens_created_at_idx').on(t.createdAt)],
+  (t) => [
+    uniqueIndex('api_tokens_token_hash_key').on(t.tokenHash),
+    index('api_tokens_created_at_idx').on(t.createdAt),
+    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write']::text[]`),
+  ],
 );
 
-export const schema = { users, apiTokens };
+/**
+ * Rate-limit windows, one row per token and policy: a fixed window that starts at the first
+ * request after the previous one ended. UNLOGGED (migration 0002): counters are not worth a WAL
+ * flush per request, and losing them in a crash only restarts the windows.
+ */
+export const rateLimits = pgTable('rate_limits', {
+  key: text('key').primaryKey(),
+  windowStart: at('window_start').notNull(),
+  windowSeconds: integer('window_seconds').notNull(),
+  count: integer('count').notNull(),
+});
+
+/**
+ * Idempotency keys, per token. A row with no `status` is a request still running; its lease
+ * (`lockedUntil`) lets a retry take over from a process that died mid-request.
+ */
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    tokenId: text('token_id').notNull(),
+    key: text('key').notNull(),
+    fingerprint: text('fingerprint').notNull(),
+    status: smallint('status'),
+    body: text('body'),
+    headers: jsonb('headers').$type<Record<string, string>>(),
+    createdAt: at('created_at').notNull().defaultNow(),
+    lockedUntil: at('locked_until'),
+  },
+  (t) => [primaryKey({ columns: [t.tokenId, t.key] }), index('idempotency_keys_created_at_idx').on(t.createdAt)],
+);
+
+/** One row per write request: who, what, which account, how it ended. No personal data, no secrets. */
+export const auditLog = pgTable(
+  'audit_log',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    at: at('at').notNull().defaultNow(),
+    site: text('site').notNull(),
+    tokenId: text('token_id').notNull(),
+    operation: text('operation').notNull(),
+    userId: text('user_id'),
+    requestId: text('request_id').notNull(),
+    status: smallint('status').notNull(),
+    outcome: text('outcome').notNull(),
+  },
+  (t) => [index('audit_log_at_idx').on(t.at), index('audit_log_site_at_idx').on(t.site, t.at)],
+);
+
+export const schema = { users, apiTokens, rateLimits, idempotencyKeys, auditLog };

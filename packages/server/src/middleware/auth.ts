@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import { ApiError } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
+import type { Scope } from '../tokens.ts';
 
 const unauthorized = () =>
   new ApiError(401, 'unauthorized', 'A valid API token is required in the Authorization header.', {
@@ -12,9 +13,19 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
   return async function requireTokenMiddleware(c, next) {
     const header = c.req.header('authorization')?.trim() ?? '';
     const token = header.replace(/^bearer\s+/i, '');
-    // Missing, malformed, unknown: one answer, so a caller learns nothing about which it was.
-    if (token === '' || token.length > 512 || !(await c.get('deps').tokens.verify(token))) {
-      throw unauthorized();
+    // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
+    const info = token === '' || token.length > 512 ? undefined : await c.get('deps').tokens.verify(token);
+    if (info === undefined) throw unauthorized();
+    c.set('token', info);
+    await next();
+  };
+}
+
+/** 403 for a valid token without the scope; runs after the rate limit, so refusals count too. */
+export function requireScope(scope: Scope): MiddlewareHandler<AppEnv> {
+  return async function requireScopeMiddleware(c, next) {
+    if (!c.get('token').scopes.includes(scope)) {
+      throw new ApiError(403, 'forbidden', `This token does not have the ${scope} scope.`);
     }
     await next();
   };

@@ -1,25 +1,47 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
+import { auditWrites, recordAudit } from '../audit.ts';
 import type { App } from '../context.ts';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
+import { parseIfMatch } from '../etag.ts';
 import { isUuid } from '../ids.ts';
-import { requireToken } from '../middleware/auth.ts';
+import { requireScope, requireToken } from '../middleware/auth.ts';
 import { jsonBody } from '../middleware/json-body.ts';
-import { validBody } from './shared.ts';
+import { rateLimit } from '../middleware/rate-limit.ts';
+import { inReach, preconditionFailed, validBody } from './shared.ts';
 
 type DeleteUserResponse = components['schemas']['DeleteUserResponse'];
 
 export function registerDeleteUser(app: App): void {
-  app.delete('/api/1/user/delete', requireToken(), jsonBody(), async function deleteUser(c) {
-    const input = validBody(c, 'DeleteUserRequest');
-    if (!isUuid(input._userId)) throw userNotFound();
-    const deleted = await c
-      .get('deps')
-      .database.db.delete(users)
-      .where(and(eq(users.id, input._userId), eq(users.origin, 'api')))
-      .returning({ id: users.id });
-    if (deleted.length === 0) throw userNotFound();
-    return c.json({ result: { status: 'user removed' } } satisfies DeleteUserResponse, 200);
-  });
+  app.delete(
+    '/api/1/user/delete',
+    requireToken(),
+    rateLimit('delete'),
+    auditWrites('delete'),
+    requireScope('write'),
+    jsonBody(),
+    async function deleteUser(c) {
+      const input = validBody(c, 'DeleteUserRequest');
+      const ifMatch = parseIfMatch(c.req.header('if-match'));
+      if (!isUuid(input._userId)) throw userNotFound();
+      const db = c.get('deps').database.db;
+      const account = and(eq(users.id, input._userId), inReach(c));
+      const current = ifMatch === undefined || ifMatch.any ? account : and(account, inArray(users.version, ifMatch.versions));
+      const deleted = await db.transaction(async (tx) => {
+        const rows = await tx.delete(users).where(current).returning({ id: users.id });
+        if (rows.length > 0) {
+          await recordAudit(tx, c, { operation: 'delete', userId: input._userId, status: 200, outcome: 'user removed' });
+        }
+        return rows;
+      });
+      c.set('audited', deleted.length > 0);
+      if (deleted.length === 0) {
+        if (current === account) throw userNotFound();
+        const [exists] = await db.select({ id: users.id }).from(users).where(account).limit(1);
+        throw exists === undefined ? userNotFound() : preconditionFailed();
+      }
+      return c.json({ result: { status: 'user removed' } } satisfies DeleteUserResponse, 200);
+    },
+  );
 }

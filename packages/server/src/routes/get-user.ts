@@ -3,17 +3,19 @@ import type { components } from '@user-accounts/client';
 import type { App } from '../context.ts';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
+import { etagOf } from '../etag.ts';
 import { isUuid } from '../ids.ts';
-import { requireToken } from '../middleware/auth.ts';
+import { requireScope, requireToken } from '../middleware/auth.ts';
+import { rateLimit } from '../middleware/rate-limit.ts';
 import { assertWellFormedStrings, invalidRequest, toFieldErrors } from '../validation.ts';
-import { toUser } from './shared.ts';
+import { inReach, toUser } from './shared.ts';
 
 export const GET_USER_PATH = '/api/1/user/get';
 
 type GetUserResponse = components['schemas']['GetUserResponse'];
 
 export function registerGetUser(app: App): void {
-  app.get(GET_USER_PATH, requireToken(), async function getUser(c) {
+  app.get(GET_USER_PATH, requireToken(), rateLimit('get'), requireScope('read'), async function getUser(c) {
     const raw = c.req.queries();
     const repeated = Object.entries(raw).filter(([, values]) => values.length > 1);
     if (repeated.length > 0) {
@@ -45,9 +47,10 @@ export function registerGetUser(app: App): void {
       .get('deps')
       .database.db.select()
       .from(users)
-      .where(and(match, eq(users.origin, 'api')))
+      .where(and(match, inReach(c)))
       .limit(1);
     if (row === undefined) throw userNotFound();
+    c.header('ETag', etagOf(row.version));
     return c.json({ result: toUser(row) } satisfies GetUserResponse, 200);
   });
 }

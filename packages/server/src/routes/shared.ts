@@ -1,7 +1,8 @@
 import type { Context } from 'hono';
+import { and, eq } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
 import type { AppEnv } from '../context.ts';
-import type { users } from '../db/schema.ts';
+import { users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { assertWellFormedStrings, invalidRequest, toFieldErrors, type BodySchema } from '../validation.ts';
 
@@ -48,3 +49,14 @@ export function toUser(row: typeof users.$inferSelect): Schemas['User'] {
     updatedAt: row.updatedAt.toISOString(),
   };
 }
+
+/**
+ * The accounts a request may see: created through this interface, and of the token's own site.
+ * Every other row answers exactly as a row that does not exist.
+ */
+export function inReach(c: Context<AppEnv>) {
+  return and(eq(users.origin, 'api'), eq(users.site, c.get('token').site));
+}
+
+export const preconditionFailed = () =>
+  new ApiError(412, 'precondition_failed', 'The account has changed since the given ETag; read it again.');

@@ -1,0 +1,33 @@
+// Periodic chores of a running server. Each is idempotent, so every replica may run them.
+import { lt, sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import type { Db } from './db/client.ts';
+import { idempotencyKeys, rateLimits } from './db/schema.ts';
+import { describeError } from './errors.ts';
+import type { TokenVerifier } from './tokens.ts';
+
+const LAST_USED_EVERY_MS = 30_000;
+const PURGE_EVERY_MS = 10 * 60_000;
+
+/** Deletes idempotency keys past their 24 hours and rate-limit windows long over. */
+export async function purgeExpired(db: Db): Promise<void> {
+  await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
+  await db.delete(rateLimits).where(lt(rateLimits.windowStart, sql`now() - interval '2 days'`));
+}
+
+export function startHousekeeping(db: Db, tokens: TokenVerifier, logger: Logger): { stop(): Promise<void> } {
+  const run = (name: string, chore: () => Promise<void>) => () =>
+    chore().catch((error: unknown) => logger.warn({ err: describeError(error) }, `${name} failed; will retry`));
+  const flush = run('recording token last-used times', () => tokens.flushLastUsed());
+  const timers = [
+    setInterval(flush, LAST_USED_EVERY_MS),
+    setInterval(run('purging expired idempotency keys', () => purgeExpired(db)), PURGE_EVERY_MS),
+  ];
+  for (const timer of timers) timer.unref();
+  return {
+    async stop() {
+      for (const timer of timers) clearInterval(timer);
+      await flush();
+    },
+  };
+}

@@ -1,0 +1,105 @@
+// Idempotency-Key (draft-ietf-httpapi-idempotency-key-header) for create and update: the first
+// request with a key claims it; its answer is stored and replayed to every retry with the same
+// key and body for 24 hours. Stored in the database, so every replica agrees.
+import { createHash } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { and, eq, sql } from 'drizzle-orm';
+import type { AppEnv } from '../context.ts';
+import { idempotencyKeys } from '../db/schema.ts';
+import { ApiError, describeError } from '../errors.ts';
+import { invalidRequest } from '../validation.ts';
+
+const KEY = /^[\x21-\x7e]{1,255}$/;
+/** How long a claim holds without an answer before a retry may take over (a process died mid-request). */
+const LEASE = sql`now() + interval '60 seconds'`;
+/** The response headers that are part of the answer (the rest belong to each delivery). */
+const KEPT_HEADERS = ['content-type', 'location', 'etag'];
+
+/** JSON with object keys sorted: the same body in any key order has the same fingerprint. */
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+export function idempotent(): MiddlewareHandler<AppEnv> {
+  return async function idempotencyMiddleware(c, next) {
+    const key = c.req.header('idempotency-key');
+    if (key === undefined) return next();
+    if (!KEY.test(key)) {
+      throw invalidRequest('The Idempotency-Key header is not valid.', [
+        { pointer: 'Idempotency-Key', code: 'invalid_format', message: 'must be 1 to 255 printable ASCII characters' },
+      ]);
+    }
+    const db = c.get('deps').database.db;
+    const tokenId = c.get('token').id;
+    const fingerprint = createHash('sha256')
+      .update(`${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`)
+      .digest('hex');
+    const thisKey = and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key));
+
+    const claimed = await db
+      .insert(idempotencyKeys)
+      .values({ tokenId, key, fingerprint, lockedUntil: LEASE })
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.tokenId, idempotencyKeys.key],
+        set: { fingerprint, status: null, body: null, headers: null, createdAt: sql`now()`, lockedUntil: LEASE },
+        // Take the key over only when it has expired, or its first request was abandoned.
+        setWhere: sql`${idempotencyKeys.createdAt} < now() - interval '24 hours'
+          or (${idempotencyKeys.status} is null and ${idempotencyKeys.lockedUntil} < now()
+              and ${idempotencyKeys.fingerprint} = ${fingerprint})`,
+      })
+      .returning({ key: idempotencyKeys.key });
+
+    if (claimed.length === 0) {
+      const [row] = await db.select().from(idempotencyKeys).where(thisKey).limit(1);
+      if (row !== undefined && row.fingerprint !== fingerprint) {
+        throw new ApiError(
+          422,
+          'idempotency_key_reused',
+          'This Idempotency-Key was used with a different request; use a new key for a new request.',
+        );
+      }
+      if (row === undefined || row.status === null) {
+        throw new ApiError(409, 'idempotency_key_in_use', 'A request with this Idempotency-Key is still running; retry shortly.', {
+          headers: { 'Retry-After': '1' },
+        });
+      }
+      let body = row.body ?? '';
+      const headers: Record<string, string> = { ...row.headers, 'Idempotent-Replayed': 'true' };
+      if (headers['content-type'] === 'application/problem+json') {
+        // A problem's requestId names the response it is in: this delivery's.
+        body = JSON.stringify({ ...JSON.parse(body), requestId: c.get('requestId') });
+      }
+      return c.body(body, row.status as ContentfulStatusCode, headers);
+    }
+
+    await next();
+    try {
+      if (c.res.status >= 500) {
+        // Not an answer to keep: the retry should run again.
+        await db.delete(idempotencyKeys).where(thisKey);
+        return;
+      }
+      const headers: Record<string, string> = {};
+      for (const name of KEPT_HEADERS) {
+        const value = c.res.headers.get(name);
+        if (value !== null) headers[name] = value;
+      }
+      await db
+        .update(idempotencyKeys)
+        .set({ status: c.res.status, body: await c.res.clone().text(), headers, lockedUntil: null })
+        .where(thisKey);
+    } catch (error) {
+      // The write itself is done and answered; a retry after the lease will find the account
+      // there (409 email_taken on create) rather than make a second one.
+      c.get('deps').logger.warn({ requestId: c.get('requestId'), err: describeError(error) }, 'idempotent answer not stored');
+    }
+  };
+}

@@ -1,0 +1,168 @@
+// Per-token request budgets, shared by every server of a deployment: counted in the database by
+// default, in Redis when REDIS_URL is set. Fixed windows that start at the first request after
+// the previous window ended, so a fresh token always gets its whole budget at once.
+import { sql } from 'drizzle-orm';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Db } from './db/client.ts';
+
+export interface Policy {
+  /** The name in `RateLimit-Policy` and `RateLimit`. */
+  name: 'all' | 'create';
+  limit: number;
+  windowSeconds: number;
+}
+
+export interface PolicyState extends Policy {
+  remaining: number;
+  /** Seconds until the window restarts (at least 1). */
+  resetSeconds: number;
+  exceeded: boolean;
+}
+
+export interface RateLimitConfig {
+  /** Every request of a token; null: no limit. */
+  all: Policy | null;
+  /** Creates of a token, counted on top of `all`; null: no separate limit. */
+  create: Policy | null;
+}
+
+interface Count {
+  count: number;
+  resetMs: number;
+}
+
+/** Adds one to each counter and says where each window stands. */
+interface CounterStore {
+  increment(tokenId: string, policies: Policy[]): Promise<Count[]>;
+  close(): Promise<void>;
+}
+
+export interface RateLimiter {
+  /** Counts this request against the token's policies for the operation. Undefined: not counted (store down, fail open). */
+  consume(tokenId: string, operation: string): Promise<PolicyState[] | undefined>;
+  close(): Promise<void>;
+}
+
+export function createRateLimiter(config: RateLimitConfig, store: CounterStore, logger: Logger): RateLimiter {
+  const policiesFor = (operation: string) =>
+    [config.all, operation === 'create' ? config.create : null].filter((p): p is Policy => p !== null);
+  return {
+    async consume(tokenId, operation) {
+      const policies = policiesFor(operation);
+      if (policies.length === 0) return [];
+      let counts: Count[];
+      try {
+        counts = await store.increment(tokenId, policies);
+      } catch (error) {
+        if (!(error instanceof RedisUnavailable)) throw error;
+        logger.warn({ err: error.message }, 'rate-limit store unavailable; request not counted');
+        return undefined;
+      }
+      return policies.map((policy, i) => {
+        const { count, resetMs } = counts[i]!;
+        return {
+          ...policy,
+          remaining: Math.max(0, policy.limit - count),
+          resetSeconds: Math.max(1, Math.ceil(resetMs / 1000)),
+          exceeded: count > policy.limit,
+        };
+      });
+    },
+    close: () => store.close(),
+  };
+}
+
+/** Counters in an UNLOGGED table: one upsert per request, every key in one statement. */
+export function databaseCounters(db: Db): CounterStore {
+  return {
+    async increment(tokenId, policies) {
+      const keys = policies.map((p) => `${tokenId}/${p.name}`);
+      const windows = policies.map((p) => p.windowSeconds);
+      type Row = { key: string; count: number; reset_ms: number };
+      const result = await db.execute<Row>(sql`
+        insert into rate_limits as r (key, window_start, window_seconds, count)
+        select k, now(), w, 1 from unnest(${pgArray(keys, 'text')}, ${pgArray(windows, 'int')}) as t(k, w)
+        on conflict (key) do update set
+          count = case when r.window_start + make_interval(secs => excluded.window_seconds) <= now()
+                       then 1 else r.count + 1 end,
+          window_start = case when r.window_start + make_interval(secs => excluded.window_seconds) <= now()
+                              then now() else r.window_start end,
+          window_seconds = excluded.window_seconds
+        returning key, count,
+          (extract(epoch from (window_start + make_interval(secs => window_seconds) - now())) * 1000)::float8 as reset_ms`);
+      // postgres.js answers an array of rows, PGlite an object with `rows`.
+      const rows: Row[] = Array.isArray(result) ? result : (result as unknown as { rows: Row[] }).rows;
+      const byKey = new Map(rows.map((row) => [row.key, row]));
+      return keys.map((key) => {
+        const row = byKey.get(key)!;
+        return { count: Number(row.count), resetMs: Number(row.reset_ms) };
+      });
+    },
+    close: async () => {},
+  };
+}
+
+// array[$1, $2]::type[]: binds each element, the same way on postgres.js and PGlite.
+const pgArray = (values: (string | number)[], type: 'text' | 'int') =>
+  sql`array[${sql.join(values.map((v) => sql`${v}`), sql`, `)}]::${sql.raw(type)}[]`;
+
+class RedisUnavailable extends Error {}
+
+// INCR each key; a key's first increment starts its window. PTTL says when the window ends.
+const CONSUME_LUA = `
+local out = {}
+for i, key in ipairs(KEYS) do
+  local count = redis.call('INCR', key)
+  local ttl = redis.call('PTTL', key)
+  if count == 1 or ttl < 0 then
+    redis.call('PEXPIRE', key, ARGV[i])
+    ttl = tonumber(ARGV[i])
+  end
+  out[#out + 1] = count
+  out[#out + 1] = ttl
+end
+return out`;
+
+/**
+ * Counters in Redis. When Redis does not answer within 250 ms the request is served uncounted
+ * (and logged): an outage of the limiter should not become an outage of the service.
+ */
+export function redisCounters(url: string): CounterStore {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: 250,
+    lazyConnect: false,
+  });
+  redis.on('error', () => {}); // reported per request, as RedisUnavailable
+  return {
+    async increment(tokenId, policies) {
+      try {
+        // One hash tag per token keeps a token's keys in one slot of a Redis cluster.
+        const keys = policies.map((p) => `ua:rl:{${tokenId}}:${p.name}`);
+        const windowsMs = policies.map((p) => String(p.windowSeconds * 1000));
+        const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs)) as number[];
+        return policies.map((_, i) => ({ count: Number(reply[2 * i]), resetMs: Number(reply[2 * i + 1]) }));
+      } catch (error) {
+        throw new RedisUnavailable(error instanceof Error ? error.message : String(error));
+      }
+    },
+    async close() {
+      redis.disconnect();
+    },
+  };
+}
+
+/** `600/60s`, `100/1m`, `5000/1h`; `off` for no limit. */
+export function parseRateLimit(name: Policy['name'], raw: string): Policy | null | Error {
+  if (raw === 'off') return null;
+  const match = /^(\d{1,9})\/(\d{1,6})(s|m|h)$/.exec(raw);
+  if (!match) return new Error(`must look like 600/60s, 100/1m or 5000/1h, or be off (got "${raw}")`);
+  const limit = Number(match[1]);
+  const windowSeconds = Number(match[2]) * { s: 1, m: 60, h: 3600 }[match[3] as 's' | 'm' | 'h'];
+  if (limit < 1 || windowSeconds < 1 || windowSeconds > 86_400) {
+    return new Error(`needs a limit of at least 1 and a window from 1 s to 24 h (got "${raw}")`);
+  }
+  return { name, limit, windowSeconds };
+}
