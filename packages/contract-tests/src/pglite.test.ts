@@ -1,4 +1,8 @@
+import { defineAccessSuite } from './access-suite.ts';
 import { defineContractSuite } from './suite.ts';
+import { defineWritesSuite } from './writes-suite.ts';
 import { pgliteTarget } from './targets.ts';
 
 defineContractSuite(pgliteTarget);
+defineAccessSuite(pgliteTarget);
+defineWritesSuite(pgliteTarget);

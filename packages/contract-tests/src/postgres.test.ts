@@ -1,5 +1,10 @@
+import { defineAccessSuite } from './access-suite.ts';
 import { defineContractSuite } from './suite.ts';
+import { defineWritesSuite } from './writes-suite.ts';
 import { postgresTarget } from './targets.ts';
 
 // Runs when TEST_DATABASE_URL names a reachable PostgreSQL (CI sets it); otherwise it says why it skips.
-defineContractSuite(await postgresTarget());
+const target = await postgresTarget();
+defineContractSuite(target);
+defineAccessSuite(target);
+defineWritesSuite(target);

@@ -1,13 +1,9 @@
 // One contract suite, run against every target (see *.test.ts). It speaks to the service through
 // the generated client; raw HTTP only for what a typed client cannot send (bad JSON, wrong types).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createClient, type Problem, type UserAccountsClient } from '@user-accounts/client';
-import { createSpecChecker } from './spec-check.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Problem, UserAccountsClient } from '@user-accounts/client';
+import { API, problemCode, useTarget } from './harness.ts';
 import type { Target, TargetSpec } from './targets.ts';
-
-const API = '/api/1/user';
-
-const problemCode = async (response: Response) => ((await response.json()) as Problem).code;
 
 const notApplicable = Object.assign(() => {}, { each: () => () => {} }) as unknown as typeof it;
 
@@ -26,47 +22,14 @@ export function defineContractSuite(spec: TargetSpec): void {
   const statefulGroup = spec.stateful ? describe : () => {};
 
   describe(spec.name, () => {
+    const h = useTarget(spec);
+    const { checkedFetch, raw, uniqueEmail, password, createUser, rowOf, bodies, passwords } = h;
+    // The target and client change when the target starts (and restarts): read them through h.
     let target: Target;
     let client: UserAccountsClient;
-    const checker = createSpecChecker();
-    /** Every response body seen, and every password sent: no password or hash may ever leak. */
-    const bodies: string[] = [];
-    const passwords = new Set<string>();
-    let seq = 0;
-
-    /** fetch that checks every response against the spec before the test sees it. */
-    const checkedFetch = async (request: Request): Promise<Response> => {
-      const response = await fetch(request);
-      const path = new URL(request.url).pathname;
-      const violations = await checker.check(request.method, path, response);
-      expect(violations, `${request.method} ${path} → ${response.status} conforms to the spec`).toEqual([]);
-      bodies.push(await response.clone().text());
-      return response;
-    };
-    const raw = (path: string, init: RequestInit = {}) =>
-      checkedFetch(new Request(`${target.baseUrl}${path}`, { ...init, headers: { Authorization: target.token, ...init.headers } }));
-
-    const uniqueEmail = (tag = 'user') => `${tag}.${Date.now()}.${seq++}@Example.com`;
-    const password = () => {
-      const p = `Tr0ub4dor-${Math.random().toString(36).slice(2)}-${seq++}`;
-      passwords.add(p);
-      return p;
-    };
-    async function createUser(fields: Partial<{ email: string; name: string; phone: string; address: string }> = {}) {
-      const body = { email: uniqueEmail(), password: password(), name: 'Ada Lovelace', ...fields };
-      const { data, error, response } = await client.POST('/api/1/user/create', { body });
-      expect(error, JSON.stringify(error)).toBeUndefined();
-      expect(response.status).toBe(201);
-      return { id: data!.result._userId, ...body };
-    }
-    const rowOf = async (id: string) => (await target.sql('select * from users where id = $1', [id]))[0];
-
-    beforeAll(async () => {
-      target = await spec.start();
-      client = createClient({ baseUrl: target.baseUrl, token: target.token, fetch: checkedFetch });
-    }, 120_000);
-    afterAll(async () => {
-      await target?.close();
+    beforeAll(() => {
+      target = h.target;
+      client = h.client;
     });
 
     describe('create', () => {
@@ -488,7 +451,8 @@ export function defineContractSuite(spec: TargetSpec): void {
       stateful('keeps accounts across a restart', async () => {
         const user = await createUser({ address: 'Survives restarts' });
         await target.restart();
-        client = createClient({ baseUrl: target.baseUrl, token: target.token, fetch: checkedFetch });
+        h.reconnect();
+        client = h.client;
         const { data } = await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
         expect(data?.result).toMatchObject({ email: user.email, address: 'Survives restarts' });
       });

@@ -150,9 +150,11 @@ export async function postgresTarget(): Promise<TargetSpec> {
     await admin.end({ timeout: 1 }).catch(() => {});
     return { ...base, skip: `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`, start: unreachable };
   }
+  await admin.end({ timeout: 5 });
   return {
     ...base,
     async start() {
+      const admin = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
       const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
       await admin.unsafe(`create database ${name}`);
       const dbUrl = new URL(url);

@@ -1,0 +1,90 @@
+// What every contract suite needs around a target: start and stop it, a client whose every
+// response is checked against the spec, and helpers that make unique accounts.
+import { afterAll, beforeAll, expect } from 'vitest';
+import { createClient, type Problem, type UserAccountsClient } from '@user-accounts/client';
+import { createSpecChecker } from './spec-check.ts';
+import type { Target, TargetSpec } from './targets.ts';
+
+export const API = '/api/1/user';
+
+export const problemCode = async (response: Response) => ((await response.json()) as Problem).code;
+
+export interface Harness {
+  readonly target: Target;
+  readonly client: UserAccountsClient;
+  /** A client for another token of the same target (every response checked too). */
+  clientFor(token: string): UserAccountsClient;
+  /** Rebuilds the client after the target moved (a restart). */
+  reconnect(): void;
+  /** fetch that checks every response against the spec before the test sees it. */
+  checkedFetch(request: Request): Promise<Response>;
+  /** A raw request with the target's token, for what a typed client cannot send. */
+  raw(path: string, init?: RequestInit): Promise<Response>;
+  uniqueEmail(tag?: string): string;
+  password(): string;
+  createUser(fields?: Partial<{ email: string; name: string; phone: string; address: string }>, as?: UserAccountsClient): Promise<{ id: string; email: string; password: string; name: string }>;
+  rowOf(id: string): Promise<Record<string, unknown> | undefined>;
+  /** Every response body seen, and every password sent: no password or hash may ever leak. */
+  readonly bodies: string[];
+  readonly passwords: Set<string>;
+}
+
+export function useTarget(spec: TargetSpec): Harness {
+  let target: Target;
+  let client: UserAccountsClient;
+  const checker = createSpecChecker();
+  const bodies: string[] = [];
+  const passwords = new Set<string>();
+  let seq = 0;
+
+  const checkedFetch = async (request: Request): Promise<Response> => {
+    const response = await fetch(request);
+    const path = new URL(request.url).pathname;
+    const violations = await checker.check(request.method, path, response);
+    expect(violations, `${request.method} ${path} → ${response.status} conforms to the spec`).toEqual([]);
+    bodies.push(await response.clone().text());
+    return response;
+  };
+  const clientFor = (token: string) => createClient({ baseUrl: target.baseUrl, token, fetch: checkedFetch });
+
+  const h: Harness = {
+    get target() {
+      return target;
+    },
+    get client() {
+      return client;
+    },
+    clientFor,
+    reconnect() {
+      client = clientFor(target.token);
+    },
+    checkedFetch,
+    raw: (path, init = {}) =>
+      checkedFetch(new Request(`${target.baseUrl}${path}`, { ...init, headers: { Authorization: target.token, ...init.headers } })),
+    uniqueEmail: (tag = 'user') => `${tag}.${Date.now()}.${seq++}@Example.com`,
+    password() {
+      const p = `Tr0ub4dor-${Math.random().toString(36).slice(2)}-${seq++}`;
+      passwords.add(p);
+      return p;
+    },
+    async createUser(fields = {}, as = client) {
+      const body = { email: h.uniqueEmail(), password: h.password(), name: 'Ada Lovelace', ...fields };
+      const { data, error, response } = await as.POST('/api/1/user/create', { body });
+      expect(error, JSON.stringify(error)).toBeUndefined();
+      expect(response.status).toBe(201);
+      return { id: data!.result._userId, ...body };
+    },
+    rowOf: async (id) => (await target.sql('select * from users where id = $1', [id]))[0],
+    bodies,
+    passwords,
+  };
+
+  beforeAll(async () => {
+    target = await spec.start();
+    client = clientFor(target.token);
+  }, 120_000);
+  afterAll(async () => {
+    await target?.close();
+  });
+  return h;
+}

@@ -1,0 +1,209 @@
+// Safe writes: Idempotency-Key replays, ETag/If-Match, and the audit row every write leaves.
+// Needs state: server targets only.
+import { describe, expect, it } from 'vitest';
+import type { Problem } from '@user-accounts/client';
+import { API, useTarget } from './harness.ts';
+import type { TargetSpec } from './targets.ts';
+
+const GHOST = '0193a1e4-0000-7000-8000-000000000000';
+
+export function defineWritesSuite(spec: TargetSpec): void {
+  if (spec.skip || !spec.stateful) return;
+
+  describe(`${spec.name}: safe writes`, () => {
+    const h = useTarget(spec);
+    const key = () => `key-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    const count = async (email: string) =>
+      (await h.target.sql('select count(*)::int as n from users where lower(email) = lower($1)', [email]))[0]!.n;
+
+    describe('Idempotency-Key', () => {
+      it('replays the first answer of a create for the same key and body, and creates one account', async () => {
+        const body = { email: h.uniqueEmail('idem'), password: h.password(), name: 'Once Only' };
+        const header = { 'Idempotency-Key': key() };
+        const first = await h.client.POST('/api/1/user/create', { body, params: { header } });
+        const second = await h.client.POST('/api/1/user/create', { body, params: { header } });
+        expect(first.response.status).toBe(201);
+        expect(second.response.status).toBe(201);
+        expect(second.data).toEqual(first.data);
+        expect(second.response.headers.get('location')).toBe(first.response.headers.get('location'));
+        expect(second.response.headers.get('idempotent-replayed')).toBe('true');
+        expect(first.response.headers.get('idempotent-replayed')).toBeNull();
+        expect(await count(body.email)).toBe(1);
+      });
+
+      it('treats the same body in another key order as the same request', async () => {
+        const header = { 'Idempotency-Key': key() };
+        const email = h.uniqueEmail('order');
+        const pw = h.password();
+        const a = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...header }, body: JSON.stringify({ email, password: pw, name: 'Order' }) });
+        const b = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...header }, body: JSON.stringify({ name: 'Order', password: pw, email }) });
+        expect([a.status, b.status]).toEqual([201, 201]);
+        expect(b.headers.get('idempotent-replayed')).toBe('true');
+      });
+
+      it('answers 422 idempotency_key_reused for the same key with another body, and creates nothing', async () => {
+        const header = { 'Idempotency-Key': key() };
+        await h.client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'First' }, params: { header } });
+        const email = h.uniqueEmail('other-body');
+        const { response, error } = await h.client.POST('/api/1/user/create', { body: { email, password: h.password(), name: 'Second' }, params: { header } });
+        expect(response.status).toBe(422);
+        expect(error?.code).toBe('idempotency_key_reused');
+        expect(await count(email)).toBe(0);
+      });
+
+      it('answers 409 idempotency_key_in_use with Retry-After to a retry while the first is still running', async () => {
+        const header = { 'Idempotency-Key': key() };
+        const body = { email: h.uniqueEmail('inflight'), password: h.password(), name: 'In Flight' };
+        // The first create spends ~50 ms hashing; the retry arrives meanwhile.
+        const first = h.client.POST('/api/1/user/create', { body, params: { header } });
+        await new Promise((r) => setTimeout(r, 15));
+        const retry = await h.client.POST('/api/1/user/create', { body, params: { header } });
+        expect(retry.response.status).toBe(409);
+        expect(retry.error?.code).toBe('idempotency_key_in_use');
+        expect(Number(retry.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        expect((await first).response.status).toBe(201);
+        expect(await count(body.email)).toBe(1);
+      });
+
+      it('scopes keys per token: another token with the same key runs its own request', async () => {
+        const k = key();
+        const other = h.clientFor((await h.target.createToken({ label: 'second backend' })).token);
+        const a = await h.client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'A' }, params: { header: { 'Idempotency-Key': k } } });
+        const b = await other.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'B' }, params: { header: { 'Idempotency-Key': k } } });
+        expect([a.response.status, b.response.status]).toEqual([201, 201]);
+        expect(b.data?.result._userId).not.toBe(a.data?.result._userId);
+      });
+
+      it('replays an update, including a refusal, with the requestId of the replay', async () => {
+        const user = await h.createUser();
+        const header = { 'Idempotency-Key': key() };
+        const first = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Renamed Once' }, params: { header } });
+        const version = (await h.rowOf(user.id))!.version;
+        const replay = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Renamed Once' }, params: { header } });
+        expect([first.response.status, replay.response.status]).toEqual([200, 200]);
+        expect((await h.rowOf(user.id))!.version).toBe(version);
+
+        const ghostKey = { 'Idempotency-Key': key() };
+        const missing = await h.client.POST('/api/1/user/update', { body: { _userId: GHOST, name: 'Nobody' }, params: { header: ghostKey } });
+        const again = await h.client.POST('/api/1/user/update', { body: { _userId: GHOST, name: 'Nobody' }, params: { header: ghostKey } });
+        expect([missing.response.status, again.response.status]).toEqual([404, 404]);
+        expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.error?.requestId).toBe(again.response.headers.get('x-request-id'));
+      });
+
+      it('answers 400 invalid_request for a malformed key', async () => {
+        const { response, error } = await h.client.POST('/api/1/user/create', {
+          body: { email: h.uniqueEmail(), password: h.password(), name: 'Bad Key' },
+          params: { header: { 'Idempotency-Key': 'x'.repeat(256) } },
+        });
+        expect(response.status).toBe(400);
+        expect(error?.errors).toContainEqual(expect.objectContaining({ pointer: 'Idempotency-Key' }));
+      });
+
+      it('keeps keys 24 hours: an older key runs the request again', async () => {
+        const header = { 'Idempotency-Key': key() };
+        const user = await h.createUser();
+        await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Day One' }, params: { header } });
+        await h.target.sql("update idempotency_keys set created_at = now() - interval '25 hours' where key = $1", [header['Idempotency-Key']]);
+        const later = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Day One' }, params: { header } });
+        expect(later.response.status).toBe(200);
+        expect(later.response.headers.get('idempotent-replayed')).toBeNull();
+      });
+    });
+
+    describe('ETag and If-Match', () => {
+      it('gives an ETag on get that changes with every update, and the new one on update', async () => {
+        const user = await h.createUser();
+        const read = async () =>
+          (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag');
+        const first = await read();
+        expect(first).toMatch(/^"[^"]+"$/);
+        expect(await read()).toBe(first);
+        const update = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, phone: '+1 555 0101' } });
+        const second = await read();
+        expect(second).not.toBe(first);
+        expect(update.response.headers.get('etag')).toBe(second);
+      });
+
+      it('updates with a current If-Match, and answers 412 precondition_failed to a stale one, changing nothing', async () => {
+        const user = await h.createUser();
+        const etag = (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag')!;
+        const ok = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'First Writer' }, params: { header: { 'If-Match': etag } } });
+        expect(ok.response.status).toBe(200);
+        const before = await h.rowOf(user.id);
+        for (const body of [{ _userId: user.id, name: 'Second Writer' }, { _userId: user.id, password: h.password() }]) {
+          const stale = await h.client.POST('/api/1/user/update', { body, params: { header: { 'If-Match': etag } } });
+          expect(stale.response.status).toBe(412);
+          expect(stale.error?.code).toBe('precondition_failed');
+        }
+        expect(await h.rowOf(user.id)).toEqual(before);
+      });
+
+      it('deletes only with a current If-Match; * matches any existing account', async () => {
+        const user = await h.createUser();
+        const stale = await h.client.DELETE('/api/1/user/delete', { body: { _userId: user.id }, params: { header: { 'If-Match': '"999999"' } } });
+        expect(stale.response.status).toBe(412);
+        expect(await h.rowOf(user.id)).toBeDefined();
+        const any = await h.client.DELETE('/api/1/user/delete', { body: { _userId: user.id }, params: { header: { 'If-Match': '*' } } });
+        expect(any.response.status).toBe(200);
+        expect(await h.rowOf(user.id)).toBeUndefined();
+      });
+
+      it('answers 404, not 412, for a missing account whatever If-Match says', async () => {
+        const { response, error } = await h.client.POST('/api/1/user/update', { body: { _userId: GHOST, name: 'X' }, params: { header: { 'If-Match': '"1"' } } });
+        expect(response.status).toBe(404);
+        expect(error?.code).toBe('user_not_found');
+      });
+
+      it('never matches a weak tag, and answers 400 to a malformed If-Match', async () => {
+        const user = await h.createUser();
+        const etag = (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag')!;
+        const weak = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Weak' }, params: { header: { 'If-Match': `W/${etag}` } } });
+        expect(weak.response.status).toBe(412);
+        const malformed = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Bad' }, params: { header: { 'If-Match': 'not-quoted' } } });
+        expect(malformed.response.status).toBe(400);
+        expect(malformed.error?.code).toBe('invalid_request');
+      });
+
+      it('changes the ETag when a row is changed outside the API too', async () => {
+        const user = await h.createUser();
+        const etag = (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag')!;
+        await h.target.sql("update users set name = 'Changed In SQL' where id = $1", [user.id]);
+        const stale = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Lost Update' }, params: { header: { 'If-Match': etag } } });
+        expect(stale.response.status).toBe(412);
+      });
+    });
+
+    describe('audit trail', () => {
+      it('leaves one row per write with site, token, operation, account, request id and outcome, and no personal data', async () => {
+        const requestId = `audit-${Date.now()}`;
+        const body = { email: h.uniqueEmail('audited'), password: h.password(), name: 'Audited Person', phone: '+1 555 0123' };
+        const created = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': requestId }, body: JSON.stringify(body) });
+        const id = ((await created.json()) as { result: { _userId: string } }).result._userId;
+        await h.raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-u` }, body: JSON.stringify({ _userId: id, name: 'Renamed' }) });
+        await h.raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-d` }, body: JSON.stringify({ _userId: id }) });
+        await h.raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-d2` }, body: JSON.stringify({ _userId: id }) });
+
+        const rows = await h.target.sql("select * from audit_log where request_id like $1 || '%' order by id", [requestId]);
+        expect(rows.map((r) => [r.operation, r.user_id, r.status, r.outcome, r.site])).toEqual([
+          ['create', id, 201, 'user created', 'default'],
+          ['update', id, 200, 'user updated', 'default'],
+          ['delete', id, 200, 'user removed', 'default'],
+          ['delete', id, 404, 'user_not_found', 'default'],
+        ]);
+        for (const row of rows) expect(row.token_id).toMatch(/^env:[0-9a-f]{12}$/);
+        const everything = JSON.stringify(await h.target.sql('select * from audit_log'));
+        for (const secret of [body.email, body.password, body.phone, h.target.token, '$argon2']) expect(everything).not.toContain(secret);
+      });
+
+      it('records refused writes too, and nothing for reads', async () => {
+        const reader = await h.target.createToken({ scopes: ['read'], label: 'audited reader' });
+        const client = h.clientFor(reader.token);
+        await client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'Refused' } });
+        await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+        const rows = await h.target.sql('select operation, status, outcome from audit_log where token_id = $1', [reader.id]);
+        expect(rows).toEqual([{ operation: 'create', status: 403, outcome: 'forbidden' }]);
+      });
+    });
+  });
+}
