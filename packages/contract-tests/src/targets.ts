@@ -61,7 +61,7 @@ async function listen(
     database,
     tokens,
     hasher: options.hasher ?? createPasswordHasher(),
-    limiter: createRateLimiter(options.rateLimits ?? GENEROUS_LIMITS, databaseCounters(database.db), logger),
+    limiter: createRateLimiter(options.rateLimits ?? GENEROUS_LIMITS, databaseCounters(database.db)),
     logger,
   });
   return new Promise((resolve) => {
@@ -138,34 +138,48 @@ export const pgliteTarget: TargetSpec = {
   },
 };
 
-/** A fresh database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */
-export async function postgresTarget(): Promise<TargetSpec> {
+/** Why PostgreSQL tests cannot run here, or undefined when TEST_DATABASE_URL answers. */
+export async function postgresUnavailable(): Promise<string | undefined> {
   const url = process.env.TEST_DATABASE_URL;
-  const base: Omit<TargetSpec, 'start'> = { name: 'server on PostgreSQL', stateful: true };
-  if (!url) return { ...base, skip: 'TEST_DATABASE_URL is not set', start: unreachable };
+  if (!url) return 'TEST_DATABASE_URL is not set';
   const admin = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
   try {
     await admin`select 1`;
+    return undefined;
   } catch (error) {
+    return `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`;
+  } finally {
     await admin.end({ timeout: 1 }).catch(() => {});
-    return { ...base, skip: `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`, start: unreachable };
   }
-  await admin.end({ timeout: 5 });
+}
+
+/** A new, empty database on the PostgreSQL of TEST_DATABASE_URL; `drop` removes it. */
+export async function freshPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const base = process.env.TEST_DATABASE_URL!;
+  const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+  await admin.unsafe(`create database ${name}`);
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end({ timeout: 5 });
+    },
+  };
+}
+
+/** A fresh database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */
+export async function postgresTarget(): Promise<TargetSpec> {
+  const base: Omit<TargetSpec, 'start'> = { name: 'server on PostgreSQL', stateful: true };
+  const skip = await postgresUnavailable();
+  if (skip !== undefined) return { ...base, skip, start: unreachable };
   return {
     ...base,
     async start() {
-      const admin = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
-      const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-      await admin.unsafe(`create database ${name}`);
-      const dbUrl = new URL(url);
-      dbUrl.pathname = `/${name}`;
-      return serverTarget(
-        () => openPostgres(dbUrl.toString()),
-        async () => {
-          await admin.unsafe(`drop database if exists ${name} with (force)`);
-          await admin.end({ timeout: 5 });
-        },
-      );
+      const database = await freshPostgresDatabase();
+      return serverTarget(() => openPostgres(database.url), database.drop);
     },
   };
 }

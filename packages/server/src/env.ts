@@ -89,8 +89,9 @@ export function loadConfig(env: Env = process.env): Config {
     }
     return parsed;
   };
+  const all = rateLimit('all', 'RATE_LIMIT', DEFAULT_RATE_LIMIT);
   const rateLimits = {
-    all: rateLimit('all', 'RATE_LIMIT', DEFAULT_RATE_LIMIT),
+    all: all ?? { name: 'all' as const, limit: 1, windowSeconds: 1 }, // only when reported as a problem
     create: rateLimit('create', 'RATE_LIMIT_CREATE', DEFAULT_RATE_LIMIT_CREATE),
   };
 

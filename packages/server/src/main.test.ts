@@ -1,62 +1,13 @@
 // The server as an operator runs it: `node src/main.ts`, configured by environment variables.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { processes } from './testing/processes.ts';
 
-const MAIN = fileURLToPath(new URL('./main.ts', import.meta.url));
-const children: ChildProcessWithoutNullStreams[] = [];
-const dirs: string[] = [];
-afterAll(() => {
-  for (const child of children) child.kill('SIGKILL');
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
-});
-
-interface Running {
-  child: ChildProcessWithoutNullStreams;
-  baseUrl: string;
-  stdout: () => string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-function run(env: Record<string, string>): Running & { ready: Promise<void> } {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...env },
-  });
-  children.push(child);
-  let stdout = '';
-  let stderr = '';
-  const running = {
-    child,
-    baseUrl: '',
-    stdout: () => stdout,
-    stderr: () => stderr,
-    exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))),
-  } as Running;
-  const ready = new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(stdout);
-      if (match && !running.baseUrl) {
-        running.baseUrl = match[1]!;
-        resolve();
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
-    void running.exited.then((code) => reject(new Error(`exited with ${code}: ${stderr}`)));
-  });
-  ready.catch(() => {}); // awaited only by the tests that expect a start
-  return Object.assign(running, { ready });
-}
-
-const dataDir = () => {
-  const dir = mkdtempSync(join(tmpdir(), 'ua-main-'));
-  dirs.push(dir);
-  return dir;
-};
+const procs = processes();
+afterAll(() => procs.cleanup());
+const run = (env: Record<string, string>) => procs.server(env);
+const dataDir = () => procs.dataDir();
 
 describe('main', () => {
   it('mints a dev token once on a fresh embedded database, keeps data across a graceful restart', async () => {

@@ -67,10 +67,10 @@ async function main(): Promise<void> {
   }
 
   const tokens = createTokenVerifier(database.db, config.apiTokens);
+  const counters = databaseCounters(database.db);
   const limiter = createRateLimiter(
     config.rateLimits,
-    config.redisUrl === undefined ? databaseCounters(database.db) : redisCounters(config.redisUrl),
-    logger,
+    config.redisUrl === undefined ? counters : redisCounters(config.redisUrl, counters, logger),
   );
   const housekeeping = startHousekeeping(database.db, tokens, logger);
   const app = createApp({

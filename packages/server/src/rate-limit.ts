@@ -21,8 +21,8 @@ export interface PolicyState extends Policy {
 }
 
 export interface RateLimitConfig {
-  /** Every request of a token; null: no limit. */
-  all: Policy | null;
+  /** Every request of a token. Always on: the spec promises the fields on every answer. */
+  all: Policy;
   /** Creates of a token, counted on top of `all`; null: no separate limit. */
   create: Policy | null;
 }
@@ -39,26 +39,18 @@ interface CounterStore {
 }
 
 export interface RateLimiter {
-  /** Counts this request against the token's policies for the operation. Undefined: not counted (store down, fail open). */
-  consume(tokenId: string, operation: string): Promise<PolicyState[] | undefined>;
+  /** Counts this request against the token's policies for the operation. */
+  consume(tokenId: string, operation: string): Promise<PolicyState[]>;
   close(): Promise<void>;
 }
 
-export function createRateLimiter(config: RateLimitConfig, store: CounterStore, logger: Logger): RateLimiter {
+export function createRateLimiter(config: RateLimitConfig, store: CounterStore): RateLimiter {
   const policiesFor = (operation: string) =>
     [config.all, operation === 'create' ? config.create : null].filter((p): p is Policy => p !== null);
   return {
     async consume(tokenId, operation) {
       const policies = policiesFor(operation);
-      if (policies.length === 0) return [];
-      let counts: Count[];
-      try {
-        counts = await store.increment(tokenId, policies);
-      } catch (error) {
-        if (!(error instanceof RedisUnavailable)) throw error;
-        logger.warn({ err: error.message }, 'rate-limit store unavailable; request not counted');
-        return undefined;
-      }
+      const counts = await store.increment(tokenId, policies);
       return policies.map((policy, i) => {
         const { count, resetMs } = counts[i]!;
         return {
@@ -107,8 +99,6 @@ export function databaseCounters(db: Db): CounterStore {
 const pgArray = (values: (string | number)[], type: 'text' | 'int') =>
   sql`array[${sql.join(values.map((v) => sql`${v}`), sql`, `)}]::${sql.raw(type)}[]`;
 
-class RedisUnavailable extends Error {}
-
 // INCR each key; a key's first increment starts its window. PTTL says when the window ends.
 const CONSUME_LUA = `
 local out = {}
@@ -125,17 +115,18 @@ end
 return out`;
 
 /**
- * Counters in Redis. When Redis does not answer within 250 ms the request is served uncounted
- * (and logged): an outage of the limiter should not become an outage of the service.
+ * Counters in Redis. When Redis does not answer within 250 ms the request is counted by
+ * `fallback` (the database) and a warning logged: an outage of Redis should neither become an
+ * outage of the service nor switch the limits off. Budgets are split while it lasts.
  */
-export function redisCounters(url: string): CounterStore {
+export function redisCounters(url: string, fallback: CounterStore, logger: Logger): CounterStore {
   const redis = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: 250,
     lazyConnect: false,
   });
-  redis.on('error', () => {}); // reported per request, as RedisUnavailable
+  redis.on('error', () => {}); // each failed count is logged where it falls back
   return {
     async increment(tokenId, policies) {
       try {
@@ -145,7 +136,8 @@ export function redisCounters(url: string): CounterStore {
         const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs)) as number[];
         return policies.map((_, i) => ({ count: Number(reply[2 * i]), resetMs: Number(reply[2 * i + 1]) }));
       } catch (error) {
-        throw new RedisUnavailable(error instanceof Error ? error.message : String(error));
+        logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'Redis unavailable; counting in the database');
+        return fallback.increment(tokenId, policies);
       }
     },
     async close() {
@@ -154,11 +146,12 @@ export function redisCounters(url: string): CounterStore {
   };
 }
 
-/** `600/60s`, `100/1m`, `5000/1h`; `off` for no limit. */
+/** `600/60s`, `100/1m`, `5000/1h`; `off` (allowed for the create budget only) for none. */
 export function parseRateLimit(name: Policy['name'], raw: string): Policy | null | Error {
-  if (raw === 'off') return null;
+  const offAllowed = name === 'create';
+  if (raw === 'off' && offAllowed) return null;
   const match = /^(\d{1,9})\/(\d{1,6})(s|m|h)$/.exec(raw);
-  if (!match) return new Error(`must look like 600/60s, 100/1m or 5000/1h, or be off (got "${raw}")`);
+  if (!match) return new Error(`must look like 600/60s, 100/1m or 5000/1h${offAllowed ? ', or be off' : ''} (got "${raw}")`);
   const limit = Number(match[1]);
   const windowSeconds = Number(match[2]) * { s: 1, m: 60, h: 3600 }[match[3] as 's' | 'm' | 'h'];
   if (limit < 1 || windowSeconds < 1 || windowSeconds > 86_400) {

@@ -14,7 +14,6 @@ function setRateLimitHeaders(headers: Headers, states: PolicyState[]): void {
 export function rateLimit(operation: string): MiddlewareHandler<AppEnv> {
   return async function rateLimitMiddleware(c, next) {
     const states = await c.get('deps').limiter.consume(c.get('token').id, operation);
-    if (states === undefined) return next();
     const over = states.filter((s) => s.exceeded);
     if (over.length > 0) {
       const wait = Math.max(...over.map((s) => s.resetSeconds));

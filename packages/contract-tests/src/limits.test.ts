@@ -1,0 +1,187 @@
+// Abuse limits: per-token rate limits (429 with the draft's fields), shared by every server
+// process of a deployment (database counters, or Redis), and bounded password hashing.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { createClient, type UserAccountsClient } from '@user-accounts/client';
+import { openPglite } from '@user-accounts/server/db';
+import { processes } from '@user-accounts/server/testing/processes';
+import { mintToken } from '@user-accounts/server/tokens';
+import { createSpecChecker } from './spec-check.ts';
+import { freshPostgresDatabase, postgresUnavailable, serverTarget, type Target } from './targets.ts';
+
+const checker = createSpecChecker();
+const GHOST = '0193a1e4-0000-7000-8000-000000000000';
+const procs = processes();
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((c) => c()));
+});
+afterAll(() => procs.cleanup());
+
+const checkedClient = (baseUrl: string, token: string): UserAccountsClient =>
+  createClient({
+    baseUrl,
+    token,
+    fetch: async (request) => {
+      const response = await fetch(request);
+      expect(await checker.check(request.method, new URL(request.url).pathname, response)).toEqual([]);
+      return response;
+    },
+  });
+
+async function embedded(options: Parameters<typeof serverTarget>[2]): Promise<Target> {
+  const dir = mkdtempSync(join(tmpdir(), 'ua-limits-'));
+  const target = await serverTarget(() => openPglite(dir), async () => rmSync(dir, { recursive: true, force: true }), options);
+  cleanups.push(() => target.close());
+  return target;
+}
+
+const field = (response: Response, name: string, param: string) =>
+  (response.headers.get(name) ?? '')
+    .split(', ')
+    .map((item) => ({ name: /^"([^"]+)"/.exec(item)?.[1], value: Number(new RegExp(`;${param}=(\\d+)`).exec(item)?.[1]) }));
+
+describe('rate limits', () => {
+  it('answers 429 rate_limited with Retry-After and r=0 once a token is over its budget; other tokens keep theirs', async () => {
+    const target = await embedded({
+      rateLimits: { all: { name: 'all', limit: 5, windowSeconds: 60 }, create: null },
+    });
+    const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'busy' })).token);
+    const remaining: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { response } = await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+      expect(response.status).toBe(404);
+      expect(response.headers.get('ratelimit-policy')).toBe('"all";q=5;w=60');
+      remaining.push(field(response, 'ratelimit', 'r')[0]!.value);
+    }
+    expect(remaining).toEqual([4, 3, 2, 1, 0]);
+
+    const { response, error } = await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+    expect(response.status).toBe(429);
+    expect(error?.code).toBe('rate_limited');
+    const retryAfter = Number(response.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(field(response, 'ratelimit', 'r')[0]!.value).toBe(0);
+    expect(field(response, 'ratelimit', 't')[0]!.value).toBe(retryAfter);
+
+    const fresh = checkedClient(target.baseUrl, (await target.createToken({ label: 'quiet' })).token);
+    expect((await fresh.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status).toBe(404);
+  });
+
+  it('limits creates separately: over the create budget, creates get 429 and reads go on', async () => {
+    const target = await embedded({
+      rateLimits: { all: { name: 'all', limit: 100, windowSeconds: 60 }, create: { name: 'create', limit: 2, windowSeconds: 60 } },
+    });
+    const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'sign-ups' })).token);
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const { response } = await client.POST('/api/1/user/create', {
+        body: { email: `limited.${i}.${Date.now()}@example.com`, password: `a long passphrase ${i}`, name: 'Limited' },
+      });
+      statuses.push(response.status);
+      if (response.status === 429) {
+        expect(response.headers.get('ratelimit-policy')).toBe('"all";q=100;w=60, "create";q=2;w=60');
+        expect(field(response, 'ratelimit', 'r')).toEqual([
+          { name: 'all', value: 97 },
+          { name: 'create', value: 0 },
+        ]);
+      }
+    }
+    expect(statuses).toEqual([201, 201, 429]);
+    expect((await target.sql('select count(*)::int as n from users'))[0]!.n).toBe(2);
+    expect((await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status).toBe(404);
+  });
+
+  it('starts a new window after the old one ends', async () => {
+    const target = await embedded({ rateLimits: { all: { name: 'all', limit: 1, windowSeconds: 1 }, create: null } });
+    const client = checkedClient(target.baseUrl, target.token);
+    const get = async () => (await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;
+    expect([await get(), await get()]).toEqual([404, 429]);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await get()).toBe(404);
+  });
+});
+
+describe('one budget shared by two server processes', async () => {
+  const skipPostgres = await postgresUnavailable();
+  const redisUrl = process.env.TEST_REDIS_URL;
+  const stores: [string, string | undefined][] = [
+    ['in the database', skipPostgres],
+    ['in Redis', skipPostgres ?? (redisUrl ? undefined : 'TEST_REDIS_URL is not set')],
+  ];
+  for (const [store, skip] of stores) {
+    if (skip !== undefined) console.warn(`\n[contract-tests] shared rate limit ${store}: SKIPPED, ${skip}\n`);
+    it.skipIf(skip !== undefined)(`counts ${store}: 6 requests pass across both, the 7th gets 429 on either`, async () => {
+      const database = await freshPostgresDatabase();
+      cleanups.push(() => database.drop());
+      // A token of its own per run: Redis keeps counters between runs.
+      const token = mintToken();
+      const env = {
+        DATABASE_URL: database.url,
+        API_TOKENS: token,
+        RATE_LIMIT: '6/60s',
+        ...(store === 'in Redis' ? { REDIS_URL: redisUrl! } : {}),
+      };
+      const first = procs.server(env);
+      await first.ready;
+      const second = procs.server(env);
+      await second.ready;
+      const clients = [checkedClient(first.baseUrl, token), checkedClient(second.baseUrl, token)];
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const { response } = await clients[i % 2]!.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+        statuses.push(response.status);
+      }
+      expect(statuses).toEqual([404, 404, 404, 404, 404, 404, 429, 429]);
+      first.child.kill('SIGTERM');
+      second.child.kill('SIGTERM');
+      expect(await first.exited).toBe(0);
+      expect(await second.exited).toBe(0);
+    }, 60_000);
+  }
+});
+
+describe('bounded password hashing', () => {
+  it('answers 200 parallel creates with only 201 or 503 when hashing is capped low, keeping memory steady', async () => {
+    const dir = procs.dataDir();
+    const server = procs.server({ DATA_DIR: dir, HASH_CONCURRENCY: '1', HASH_QUEUE: '4', RATE_LIMIT: '100000/60s', RATE_LIMIT_CREATE: 'off' });
+    await server.ready;
+    const token = readFileSync(join(dir, 'dev-token'), 'utf8').trim();
+    const client = checkedClient(server.baseUrl, token);
+    const rss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${server.child.pid}/status`, 'utf8'))![1]) / 1024;
+    // Warm up: the first hashes allocate argon2's memory once.
+    for (let i = 0; i < 3; i++) {
+      await client.POST('/api/1/user/create', { body: { email: `warm.${i}@example.com`, password: `a warm-up passphrase ${i}`, name: 'Warm' } });
+    }
+    const peakBefore = rss();
+
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        client.POST('/api/1/user/create', { body: { email: `flood.${i}@example.com`, password: `a flood passphrase ${i}`, name: 'Flood' } }),
+      ),
+    );
+    const statuses = results.map((r) => r.response.status);
+    const created = statuses.filter((s) => s === 201).length;
+    expect(statuses.every((s) => s === 201 || s === 503)).toBe(true);
+    expect(created).toBeGreaterThanOrEqual(5);
+    expect(statuses.filter((s) => s === 503).length).toBeGreaterThan(0);
+    for (const r of results.filter((r) => r.response.status === 503)) {
+      expect(r.error?.code).toBe('service_unavailable');
+      expect(Number(r.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
+    // One hash at a time holds one 19 MiB argon2 buffer: the peak barely moves.
+    expect(rss() - peakBefore).toBeLessThan(64);
+    expect(server.child.exitCode).toBeNull();
+
+    // What was answered 201 is exactly what exists.
+    let found = 0;
+    for (let i = 0; i < 200; i++) {
+      const { response } = await client.GET('/api/1/user/get', { params: { query: { email: `flood.${i}@example.com` } } });
+      if (response.status === 200) found++;
+    }
+    expect(found).toBe(created);
+  }, 120_000);
+});

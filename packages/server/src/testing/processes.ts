@@ -1,0 +1,75 @@
+// Test helper: the server and the CLI as an operator runs them, as child processes.
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const MAIN = fileURLToPath(new URL('../main.ts', import.meta.url));
+const CLI = fileURLToPath(new URL('../cli.ts', import.meta.url));
+
+export interface Running {
+  child: ChildProcessWithoutNullStreams;
+  baseUrl: string;
+  stdout: () => string;
+  stderr: () => string;
+  exited: Promise<number | null>;
+  /** Resolves when the server listens; rejects when it exits first. */
+  ready: Promise<void>;
+}
+
+/** Tracks what the tests started, so that one call cleans everything up. */
+export function processes() {
+  const children: ChildProcessWithoutNullStreams[] = [];
+  const dirs: string[] = [];
+  const env = (extra: Record<string, string>) => ({ PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...extra });
+
+  return {
+    /** `node src/main.ts` with these environment variables (and nothing else of ours). */
+    server(vars: Record<string, string>): Running {
+      const child = spawn(process.execPath, [MAIN], { env: env(vars) });
+      children.push(child);
+      let stdout = '';
+      let stderr = '';
+      const running = {
+        child,
+        baseUrl: '',
+        stdout: () => stdout,
+        stderr: () => stderr,
+        exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))),
+      } as Running;
+      running.ready = new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(stdout);
+          if (match && !running.baseUrl) {
+            running.baseUrl = match[1]!;
+            resolve();
+          }
+        });
+        child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+        void running.exited.then((code) => reject(new Error(`exited with ${code}: ${stderr}`)));
+      });
+      running.ready.catch(() => {}); // awaited only by the tests that expect a start
+      return running;
+    },
+    /** `node src/cli.ts ARGS`; resolves with its exit code and output. */
+    cli(args: string[], vars: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+      const child = spawn(process.execPath, [CLI, ...args], { env: env(vars) });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+      return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
+    },
+    dataDir(): string {
+      const dir = mkdtempSync(join(tmpdir(), 'ua-proc-'));
+      dirs.push(dir);
+      return dir;
+    },
+    cleanup(): void {
+      for (const child of children) child.kill('SIGKILL');
+      for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
