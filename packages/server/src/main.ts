@@ -4,6 +4,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import { pino } from 'pino';
+import { serveAdminSocket } from './admin/socket.ts';
 import { createApp } from './app.ts';
 import { openPglite, openPostgres, type Database } from './db/client.ts';
 import { ConfigError, loadConfig, type Config } from './env.ts';
@@ -73,6 +74,8 @@ async function main(): Promise<void> {
     config.redisUrl === undefined ? counters : redisCounters(config.redisUrl, counters, logger),
   );
   const housekeeping = startHousekeeping(database.db, tokens, logger);
+  // The CLI cannot open the embedded database while we hold it: it sends its commands to us.
+  const adminSocket = database.kind === 'pglite' ? serveAdminSocket(config.dataDir, database.db, logger) : undefined;
   const app = createApp({
     database,
     tokens,
@@ -106,6 +109,7 @@ async function main(): Promise<void> {
     force.unref();
     server.close(async () => {
       clearTimeout(force);
+      adminSocket?.close();
       await housekeeping.stop();
       await limiter.close();
       await database.close().catch((error: unknown) => logger.error({ err: String(error) }, 'closing the database'));

@@ -1,0 +1,165 @@
+// The operator's commands (`pnpm cli ...`): tokens and the audit trail. They run wherever the
+// database is: in the CLI's own process, or inside the running server (see socket.ts).
+import { latestAuditRows } from '../audit.ts';
+import type { Db } from '../db/client.ts';
+import { createToken, listTokens, revokeToken, SCOPES, SITE_NAME, type Scope } from '../tokens.ts';
+
+export const USAGE = `Usage: cli <command>
+
+  token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]
+      Prints a new token, once. Scopes: read (get), write (create, update, delete).
+  token list [--site NAME] [--json]
+      Every token: id, site, label, scopes, prefix, created, last used, expires, revoked.
+  token revoke ID
+      Refused from the next request on, by every server.
+  audit tail [--limit N] [--site NAME] [--json]
+      The latest write requests, newest last.
+
+The database is DATABASE_URL's, or else the embedded one in DATA_DIR (default ./data).`;
+
+export interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+class UsageError extends Error {}
+class CommandFailed extends Error {}
+
+function parse(argv: string[]): { words: string[]; flags: Map<string, string | true> } {
+  const words: string[] = [];
+  const flags = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) {
+      words.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    if (eq > 0) flags.set(arg.slice(2, eq), arg.slice(eq + 1));
+    else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) flags.set(arg.slice(2), argv[++i]!);
+    else flags.set(arg.slice(2), true);
+  }
+  return { words, flags };
+}
+
+function text(flags: Map<string, string | true>, name: string, required: true): string;
+function text(flags: Map<string, string | true>, name: string, required?: false): string | undefined;
+function text(flags: Map<string, string | true>, name: string, required = false): string | undefined {
+  const value = flags.get(name);
+  if (value === true || (required && value === undefined)) throw new UsageError(`--${name} needs a value`);
+  return value;
+}
+
+/** `90d`, `12h`, `30m` from now, or a date (`2027-01-31`, any ISO 8601 time). */
+export function parseExpiry(raw: string, now = new Date()): Date {
+  const relative = /^(\d{1,5})([mhd])$/.exec(raw);
+  if (relative) {
+    const ms = Number(relative[1]) * { m: 60_000, h: 3_600_000, d: 86_400_000 }[relative[2] as 'm' | 'h' | 'd'];
+    return new Date(now.getTime() + ms);
+  }
+  const date = new Date(raw);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(raw) || Number.isNaN(date.getTime())) {
+    throw new UsageError(`--expires must be like 90d, 12h, 30m or a date like 2027-01-31 (got "${raw}")`);
+  }
+  if (date <= now) throw new UsageError('--expires must be in the future');
+  return date;
+}
+
+const when = (d: Date | null) => (d === null ? '-' : d.toISOString().replace(/\.\d{3}Z$/, 'Z'));
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+}
+
+/** A command whose arguments have been checked; it runs once it has a database. */
+type Planned = (db: Db) => Promise<string>;
+
+function tokenCreate(flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site)) throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  const scopes = text(flags, 'scopes', true).split(',').map((s) => s.trim());
+  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (unknown.length > 0 || scopes.length === 0) throw new UsageError(`--scopes must be read, write or read,write (got "${scopes.join(',')}")`);
+  const label = text(flags, 'label', true);
+  if (label.length > 200 || /[\u0000-\u001f\u007f]/.test(label)) throw new UsageError('--label must be at most 200 characters, without control characters');
+  const rawExpiry = text(flags, 'expires');
+  const expiresAt = rawExpiry === undefined ? undefined : parseExpiry(rawExpiry);
+  return async (db) => {
+    const created = await createToken(db, { site, scopes: scopes as Scope[], label, expiresAt });
+    return [
+      `Created token ${created.id} for site ${site} (${scopes.join(',')})${expiresAt ? `, expires ${when(expiresAt)}` : ''}.`,
+      'It is shown once; store it now:',
+      '',
+      `  ${created.token}`,
+      '',
+    ].join('\n');
+  };
+}
+
+function tokenList(flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site');
+  return async (db) => {
+    const rows = await listTokens(db, { site });
+    if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
+    if (rows.length === 0) return 'No tokens.\n';
+    const header = ['ID', 'SITE', 'LABEL', 'SCOPES', 'PREFIX', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED'];
+    const body = rows.map((t) => [t.id, t.site, t.label, t.scopes.join(','), `${t.prefix}…`, when(t.createdAt), when(t.lastUsedAt), when(t.expiresAt), when(t.revokedAt)]);
+    return `${table([header, ...body])}\n(Tokens in API_TOKENS are not stored and not listed. LAST USED lags by up to 30 s.)\n`;
+  };
+}
+
+function tokenRevoke(id: string | undefined): Planned {
+  if (id === undefined || !/^[0-9a-f-]{36}$/i.test(id)) throw new UsageError('token revoke needs the token id shown by token list');
+  return async (db) => {
+    if (!(await revokeToken(db, id))) throw new CommandFailed(`No active token has the id ${id}.`);
+    return `Revoked token ${id}. It is refused from its next request on.\n`;
+  };
+}
+
+function auditTail(flags: Map<string, string | true>): Planned {
+  const rawLimit = text(flags, 'limit') ?? '20';
+  if (!/^\d{1,5}$/.test(rawLimit) || Number(rawLimit) < 1) throw new UsageError('--limit must be a whole number from 1 to 99999');
+  const site = text(flags, 'site');
+  return async (db) => {
+    const rows = (await latestAuditRows(db, { limit: Number(rawLimit), site })).reverse();
+    if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
+    if (rows.length === 0) return 'No writes recorded yet.\n';
+    const header = ['AT', 'SITE', 'TOKEN', 'OPERATION', 'ACCOUNT', 'STATUS', 'OUTCOME', 'REQUEST ID'];
+    const body = rows.map((r) => [when(r.at), r.site, r.tokenId, r.operation, r.userId ?? '-', String(r.status), r.outcome, r.requestId]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+/**
+ * Checks the arguments without touching a database: a usage error is a CommandResult (exit 2),
+ * a valid command a function that runs it.
+ */
+export function planCommand(argv: string[]): Planned | CommandResult {
+  try {
+    const { words, flags } = parse(argv);
+    const command = words.slice(0, 2).join(' ');
+    if (command === 'token create') return tokenCreate(flags);
+    if (command === 'token list') return tokenList(flags);
+    if (command === 'token revoke') return tokenRevoke(words[2]);
+    if (command === 'audit tail') return auditTail(flags);
+    throw new UsageError(words.length === 0 || flags.has('help') ? '' : `Unknown command: ${words.join(' ')}`);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      return { code: 2, stdout: '', stderr: `${error.message ? `${error.message}\n\n` : ''}${USAGE}\n` };
+    }
+    throw error;
+  }
+}
+
+export async function runCommand(argv: string[], db: Db): Promise<CommandResult> {
+  const planned = planCommand(argv);
+  if (typeof planned !== 'function') return planned;
+  try {
+    return { code: 0, stdout: await planned(db), stderr: '' };
+  } catch (error) {
+    if (error instanceof CommandFailed) return { code: 1, stdout: '', stderr: `${error.message}\n` };
+    throw error;
+  }
+}

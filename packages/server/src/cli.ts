@@ -1,0 +1,54 @@
+// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`. It uses the same
+// configuration as the server (DATABASE_URL, or the embedded database in DATA_DIR).
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { planCommand, runCommand, USAGE, type CommandResult } from './admin/commands.ts';
+import { callAdminSocket } from './admin/socket.ts';
+import { lockDataDir } from './data-dir-lock.ts';
+import { openPglite, openPostgres, type Database } from './db/client.ts';
+import { ConfigError, loadConfig } from './env.ts';
+
+async function run(argv: string[]): Promise<CommandResult> {
+  if (argv.length === 0 || argv.includes('--help') || argv.includes('-h')) return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
+  const planned = planCommand(argv);
+  if (typeof planned !== 'function') return planned;
+  const config = loadConfig();
+  let database: Database;
+  let unlock = () => {};
+  if (config.databaseUrl !== undefined) {
+    database = await openPostgres(config.databaseUrl, { max: 1 });
+  } else {
+    if (!existsSync(join(config.dataDir, 'pgdata'))) {
+      return { code: 1, stdout: '', stderr: `There is no embedded database in ${config.dataDir} yet: start the server once, or set DATA_DIR.\n` };
+    }
+    try {
+      unlock = lockDataDir(config.dataDir);
+    } catch {
+      // A server runs on this folder and owns the database: let it run the command.
+      return callAdminSocket(config.dataDir, argv).catch(() => ({
+        code: 1,
+        stdout: '',
+        stderr: `A server runs on ${config.dataDir} but does not answer on its CLI socket; stop it and try again.\n`,
+      }));
+    }
+    database = await openPglite(config.dataDir);
+  }
+  try {
+    await database.migrate();
+    return await runCommand(argv, database.db);
+  } finally {
+    await database.close();
+    unlock();
+  }
+}
+
+try {
+  const result = await run(process.argv.slice(2));
+  process.stdout.write(result.stdout);
+  process.stderr.write(result.stderr);
+  process.exitCode = result.code;
+} catch (error) {
+  const message = error instanceof ConfigError ? error.message : `cli: ${error instanceof Error ? error.message : String(error)}`;
+  process.stderr.write(`${message}\n`);
+  process.exitCode = 1;
+}
