@@ -303,6 +303,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -315,6 +316,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -350,6 +352,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                 "Cache-Control": components["headers"]["Cache-Control"];
                 [name: string]: unknown;
             };
@@ -363,6 +366,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -449,6 +453,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                 [name: string]: unknown;
             };
             content: {
@@ -530,7 +535,7 @@ export interface components {
         "RateLimit-Policy-IfKnown": string;
         /** @description As `RateLimit`, when the budget could be counted (not when the database is down). */
         "RateLimit-IfKnown": string;
-        /** @description `true` when this answer is the replay of an earlier request with the same `Idempotency-Key`. */
+        /** @description `true` when this answer is the replay of an earlier request with the same `Idempotency-Key` (any stored answer of `create` or `update`: a success or a 4xx). */
         "Idempotent-Replayed": "true";
         /** @description The authentication scheme to use. */
         "WWW-Authenticate": "Bearer realm=\"user-accounts\"";
