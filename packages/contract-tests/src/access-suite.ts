@@ -2,11 +2,9 @@
 // come with every answer to a valid token. Needs state (tokens, accounts): server targets only.
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
-import { API, useTarget } from './harness.ts';
+import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
-const GHOST = '0193a1e4-0000-7000-8000-000000000000';
-const withoutRequestId = (p: Problem | undefined) => ({ ...p, requestId: undefined });
 
 export function defineAccessSuite(spec: TargetSpec): void {
   if (spec.skip || !spec.stateful) return;

@@ -4,6 +4,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
+import { GHOST } from './harness.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
 const procs = processes();
@@ -13,7 +14,6 @@ afterEach(async () => {
 });
 afterAll(() => procs.cleanup());
 
-const GHOST = '0193a1e4-0000-7000-8000-000000000000';
 const tokenIn = (stdout: string) => /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(stdout)?.[1];
 const statusOf = async (baseUrl: string, token: string) =>
   (await createClient({ baseUrl, token }).GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;

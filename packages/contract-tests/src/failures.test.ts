@@ -1,36 +1,20 @@
 // What a caller sees when something on our side fails: a problem with a stable code, never a
 // stack trace, and nothing changed. Run on throwaway servers so the faults stay contained.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createClient } from '@user-accounts/client';
-import { openPglite, openPostgres } from '@user-accounts/server/db';
+import { openPostgres } from '@user-accounts/server/db';
 import { createPasswordHasher } from '@user-accounts/server/passwords';
-import { createSpecChecker } from './spec-check.ts';
-import { serverTarget, type Target } from './targets.ts';
+import { checkedClient } from './harness.ts';
+import { embeddedServer, serverTarget, type ServerOptions, type Target } from './targets.ts';
 
-const checker = createSpecChecker();
 const targets: Target[] = [];
 afterEach(async () => {
   await Promise.all(targets.splice(0).map((t) => t.close()));
 });
 
-function clientFor(target: Target) {
-  return createClient({
-    baseUrl: target.baseUrl,
-    token: target.token,
-    fetch: async (request) => {
-      const response = await fetch(request);
-      expect(await checker.check(request.method, new URL(request.url).pathname, response)).toEqual([]);
-      return response;
-    },
-  });
-}
+const clientFor = (target: Target) => checkedClient(target.baseUrl, target.token);
 
-async function embedded(options: Parameters<typeof serverTarget>[2] = {}) {
-  const dir = mkdtempSync(join(tmpdir(), 'ua-failures-'));
-  const target = await serverTarget(() => openPglite(dir), async () => rmSync(dir, { recursive: true, force: true }), options);
+async function embedded(options: ServerOptions = {}) {
+  const target = await embeddedServer(options);
   targets.push(target);
   return target;
 }

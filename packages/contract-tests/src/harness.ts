@@ -9,6 +9,27 @@ export const API = '/api/1/user';
 
 export const problemCode = async (response: Response) => ((await response.json()) as Problem).code;
 
+/** A well-formed id that names no account. */
+export const GHOST = '0193a1e4-0000-7000-8000-000000000000';
+
+/** A problem without its requestId, to compare two answers that must be the same. */
+export const withoutRequestId = (p: Problem | undefined) => ({ ...p, requestId: undefined });
+
+const sharedChecker = createSpecChecker();
+
+/** A client whose every response must conform to the spec (for tests that make their own servers). */
+export function checkedClient(baseUrl: string, token: string): UserAccountsClient {
+  return createClient({
+    baseUrl,
+    token,
+    fetch: async (request) => {
+      const response = await fetch(request);
+      expect(await sharedChecker.check(request.method, new URL(request.url).pathname, response)).toEqual([]);
+      return response;
+    },
+  });
+}
+
 export interface Harness {
   readonly target: Target;
   readonly client: UserAccountsClient;

@@ -1,18 +1,13 @@
 // Abuse limits: per-token rate limits (429 with the draft's fields), shared by every server
 // process of a deployment (database counters, or Redis), and bounded password hashing.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { createClient, type UserAccountsClient } from '@user-accounts/client';
-import { openPglite } from '@user-accounts/server/db';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
-import { createSpecChecker } from './spec-check.ts';
-import { freshPostgresDatabase, postgresUnavailable, serverTarget, type Target } from './targets.ts';
+import { checkedClient, GHOST } from './harness.ts';
+import { embeddedServer, freshPostgresDatabase, postgresUnavailable, type ServerOptions, type Target } from './targets.ts';
 
-const checker = createSpecChecker();
-const GHOST = '0193a1e4-0000-7000-8000-000000000000';
 const procs = processes();
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -20,20 +15,8 @@ afterEach(async () => {
 });
 afterAll(() => procs.cleanup());
 
-const checkedClient = (baseUrl: string, token: string): UserAccountsClient =>
-  createClient({
-    baseUrl,
-    token,
-    fetch: async (request) => {
-      const response = await fetch(request);
-      expect(await checker.check(request.method, new URL(request.url).pathname, response)).toEqual([]);
-      return response;
-    },
-  });
-
-async function embedded(options: Parameters<typeof serverTarget>[2]): Promise<Target> {
-  const dir = mkdtempSync(join(tmpdir(), 'ua-limits-'));
-  const target = await serverTarget(() => openPglite(dir), async () => rmSync(dir, { recursive: true, force: true }), options);
+async function embedded(options: ServerOptions): Promise<Target> {
+  const target = await embeddedServer(options);
   cleanups.push(() => target.close());
   return target;
 }

@@ -126,16 +126,16 @@ export async function serverTarget(
   return target;
 }
 
+/** A server on a new embedded database in a temporary folder, removed on close. */
+export function embeddedServer(options: ServerOptions = {}): Promise<Target> {
+  const dir = mkdtempSync(join(tmpdir(), 'ua-contract-'));
+  return serverTarget(() => openPglite(dir), async () => rmSync(dir, { recursive: true, force: true }), options);
+}
+
 export const pgliteTarget: TargetSpec = {
   name: 'server on embedded PGlite',
   stateful: true,
-  async start() {
-    const dir = mkdtempSync(join(tmpdir(), 'ua-contract-'));
-    return serverTarget(
-      () => openPglite(dir),
-      async () => rmSync(dir, { recursive: true, force: true }),
-    );
-  },
+  start: () => embeddedServer(),
 };
 
 /** Why PostgreSQL tests cannot run here, or undefined when TEST_DATABASE_URL answers. */

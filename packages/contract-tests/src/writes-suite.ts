@@ -1,11 +1,9 @@
 // Safe writes: Idempotency-Key replays, ETag/If-Match, and the audit row every write leaves.
 // Needs state: server targets only.
 import { describe, expect, it } from 'vitest';
-import type { Problem } from '@user-accounts/client';
-import { API, useTarget } from './harness.ts';
+import { API, GHOST, useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
-const GHOST = '0193a1e4-0000-7000-8000-000000000000';
 
 export function defineWritesSuite(spec: TargetSpec): void {
   if (spec.skip || !spec.stateful) return;

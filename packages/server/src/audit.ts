@@ -6,7 +6,7 @@ import { desc, eq } from 'drizzle-orm';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
 import { auditLog } from './db/schema.ts';
-import { describeError } from './errors.ts';
+import { ApiError, describeError } from './errors.ts';
 import { isUuid } from './ids.ts';
 
 export type WriteOperation = 'create' | 'update' | 'delete';
@@ -47,7 +47,11 @@ export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv
     await next();
     if (c.get('audited')) return;
     const outcome =
-      c.res.headers.get('Idempotent-Replayed') === 'true' ? 'replayed' : ((await problemCode(c.res)) ?? String(c.res.status));
+      c.res.headers.get('Idempotent-Replayed') === 'true'
+        ? 'replayed'
+        : c.error instanceof ApiError
+          ? c.error.code
+          : ((await problemCode(c.res)) ?? String(c.res.status));
     try {
       await recordAudit(c.get('deps').database.db, c, {
         operation,

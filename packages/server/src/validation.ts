@@ -37,6 +37,7 @@ export type BodySchema = 'CreateUserRequest' | 'UpdateUserRequest' | 'DeleteUser
 export interface Validators {
   body: Record<BodySchema, ValidateFunction>;
   getUserQuery: ValidateFunction;
+  idempotencyKey: ValidateFunction;
 }
 
 export function compileValidators(): Validators {
@@ -61,6 +62,7 @@ export function compileValidators(): Validators {
       DeleteUserRequest: ref('DeleteUserRequest'),
     },
     getUserQuery: ajv.compile({ type: 'object', additionalProperties: false, properties }),
+    idempotencyKey: ajv.compile(retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object),
   };
 }
 

@@ -10,7 +10,6 @@ import { idempotencyKeys } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
 import { invalidRequest } from '../validation.ts';
 
-const KEY = /^[\x21-\x7e]{1,255}$/;
 /** How long a claim holds without an answer before a retry may take over (a process died mid-request). */
 const LEASE = sql`now() + interval '60 seconds'`;
 /** The response headers that are part of the answer (the rest belong to each delivery). */
@@ -32,7 +31,7 @@ export function idempotent(): MiddlewareHandler<AppEnv> {
   return async function idempotencyMiddleware(c, next) {
     const key = c.req.header('idempotency-key');
     if (key === undefined) return next();
-    if (!KEY.test(key)) {
+    if (!c.get('validators').idempotencyKey(key)) {
       throw invalidRequest('The Idempotency-Key header is not valid.', [
         { pointer: 'Idempotency-Key', code: 'invalid_format', message: 'must be 1 to 255 printable ASCII characters' },
       ]);

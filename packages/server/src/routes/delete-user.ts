@@ -1,4 +1,4 @@
-import { and, eq, inArray } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
 import { auditWrites, recordAudit } from '../audit.ts';
 import type { App } from '../context.ts';
@@ -9,7 +9,7 @@ import { isUuid } from '../ids.ts';
 import { requireScope, requireToken } from '../middleware/auth.ts';
 import { jsonBody } from '../middleware/json-body.ts';
 import { rateLimit } from '../middleware/rate-limit.ts';
-import { inReach, preconditionFailed, validBody } from './shared.ts';
+import { inReach, matchingIfMatch, notWritten, validBody } from './shared.ts';
 
 type DeleteUserResponse = components['schemas']['DeleteUserResponse'];
 
@@ -27,7 +27,7 @@ export function registerDeleteUser(app: App): void {
       if (!isUuid(input._userId)) throw userNotFound();
       const db = c.get('deps').database.db;
       const account = and(eq(users.id, input._userId), inReach(c));
-      const current = ifMatch === undefined || ifMatch.any ? account : and(account, inArray(users.version, ifMatch.versions));
+      const current = matchingIfMatch(account, ifMatch);
       const deleted = await db.transaction(async (tx) => {
         const rows = await tx.delete(users).where(current).returning({ id: users.id });
         if (rows.length > 0) {
@@ -36,11 +36,7 @@ export function registerDeleteUser(app: App): void {
         return rows;
       });
       c.set('audited', deleted.length > 0);
-      if (deleted.length === 0) {
-        if (current === account) throw userNotFound();
-        const [exists] = await db.select({ id: users.id }).from(users).where(account).limit(1);
-        throw exists === undefined ? userNotFound() : preconditionFailed();
-      }
+      if (deleted.length === 0) throw await notWritten(db, account, ifMatch);
       return c.json({ result: { status: 'user removed' } } satisfies DeleteUserResponse, 200);
     },
   );

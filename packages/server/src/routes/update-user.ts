@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
 import { auditWrites, recordAudit } from '../audit.ts';
 import type { App } from '../context.ts';
@@ -11,7 +11,7 @@ import { idempotent } from '../middleware/idempotency.ts';
 import { jsonBody } from '../middleware/json-body.ts';
 import { rateLimit } from '../middleware/rate-limit.ts';
 import { weakPasswordReason } from '../passwords.ts';
-import { inReach, preconditionFailed, validBody, weakPassword } from './shared.ts';
+import { inReach, matchingIfMatch, notWritten, preconditionFailed, validBody, weakPassword } from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 
@@ -36,7 +36,7 @@ export function registerUpdateUser(app: App): void {
       if (!isUuid(input._userId)) throw userNotFound();
       const { database, hasher } = c.get('deps');
       const account = and(eq(users.id, input._userId), inReach(c));
-      const current = ifMatch === undefined || ifMatch.any ? account : and(account, inArray(users.version, ifMatch.versions));
+      const current = matchingIfMatch(account, ifMatch);
 
       // Only the given columns are written: an omitted field keeps its value, null clears it.
       const changes: Partial<typeof users.$inferInsert> = {};
@@ -70,11 +70,7 @@ export function registerUpdateUser(app: App): void {
         return rows;
       });
       c.set('audited', updated.length > 0);
-      if (updated.length === 0) {
-        if (current === account) throw userNotFound();
-        const [exists] = await database.db.select({ version: users.version }).from(users).where(account).limit(1);
-        throw exists === undefined ? userNotFound() : preconditionFailed();
-      }
+      if (updated.length === 0) throw await notWritten(database.db, account, ifMatch);
       c.header('ETag', etagOf(updated[0]!.version));
       return c.json({ result: { status: 'user updated' } } satisfies UpdateUserResponse, 200);
     },
