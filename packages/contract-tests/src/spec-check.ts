@@ -16,6 +16,10 @@ type Json = Record<string, any>;
 export interface SpecChecker {
   /** Violations of the spec by this response (empty when it conforms). */
   check(method: string, path: string, response: Response): Promise<string[]>;
+  /** The spec itself, parsed, for tests that generate requests from it. */
+  readonly spec: Json;
+  /** A validator for a schema of the spec (its `$ref`s resolved against the spec). */
+  validatorFor(schema: unknown): ValidateFunction;
 }
 
 function retarget(node: unknown): unknown {
@@ -50,6 +54,8 @@ export function createSpecChecker(): SpecChecker {
   };
 
   return {
+    spec,
+    validatorFor,
     async check(method, path, response) {
       const operation = spec.paths[path]?.[method.toLowerCase()] as Json | undefined;
       const text = await response.clone().text();

@@ -174,6 +174,11 @@ export function defineContractSuite(spec: TargetSpec): void {
         ['both _userId and email', '?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b&email=a@example.com'],
         ['an unknown parameter', '?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b&token=x'],
         ['a repeated parameter', '?email=a@example.com&email=b@example.com'],
+        // Found by the fuzzer: a parameter with an empty name was ignored, and the get answered 200.
+        ['a parameter with an empty name', '?email=a@example.com&=x'],
+        ['a parameter without a value', '?email=a@example.com&flag'],
+        ['a parameter named __proto__', '?email=a@example.com&__proto__=x'],
+        ['a parameter named constructor, twice', '?email=a@example.com&constructor=x&constructor=y'],
       ])('answers 400 invalid_request for %s', async (_, query) => {
         const response = await raw(`${API}/get${query}`);
         expect(response.status).toBe(400);
@@ -368,6 +373,39 @@ export function defineContractSuite(spec: TargetSpec): void {
           const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
           expect(response.status).toBe(400);
           expect(await problemCode(response)).toBe('invalid_request');
+        }
+      });
+
+      // Found by the fuzzer: 20,000 nested arrays with an Idempotency-Key overflowed the stack (500).
+      stateful('answers 400 invalid_request for JSON nested deeper than 32 levels, with or without an Idempotency-Key', async () => {
+        const before = await target.sql('select count(*)::int as n from users');
+        for (const depth of [33, 20_000]) {
+          for (const headers of [{}, { 'Idempotency-Key': `deep-${depth}-${Date.now()}` }] as Record<string, string>[]) {
+            const body = `{"name":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+            const response = await raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body });
+            expect(response.status).toBe(400);
+            const problem = (await response.json()) as Problem;
+            expect(problem.code).toBe('invalid_request');
+            expect(problem.detail).toMatch(/nested/);
+          }
+        }
+        // 32 levels is within the limit: the schema, not the depth check, refuses it.
+        const shallow = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: `{"name":${'['.repeat(31)}${']'.repeat(31)}}` });
+        expect(shallow.status).toBe(400);
+        expect(((await shallow.json()) as Problem).detail).not.toMatch(/nested/);
+        expect(await target.sql('select count(*)::int as n from users')).toEqual(before);
+      });
+
+      // Found by the fuzzer: a 40,000-character email in the query got Node's bare 431, no problem body.
+      stateful('answers 431 headers_too_large as a problem for a request line and headers over 16 KiB', async () => {
+        for (const init of [{}, { headers: { 'X-Padding': 'p'.repeat(17 * 1024) } }]) {
+          const path = 'headers' in init ? `${API}/get?email=a@example.com` : `${API}/get?email=${'e'.repeat(17 * 1024)}@example.com`;
+          const response = await raw(path, init);
+          expect(response.status).toBe(431);
+          expect(response.headers.get('content-type')).toBe('application/problem+json');
+          const problem = (await response.json()) as Problem;
+          expect(problem).toMatchObject({ status: 431, code: 'headers_too_large' });
+          expect(response.headers.get('x-request-id')).toBe(problem.requestId);
         }
       });
 

@@ -6,10 +6,10 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import postgres from 'postgres';
 import { createApp } from '@user-accounts/server/app';
+import { serveApp } from '@user-accounts/server/serve';
 import { prismArgs, writeMockSpec } from '../../../scripts/mock.ts';
 import { openPglite, openPostgres, type Database } from '@user-accounts/server/db';
 import { createPasswordHasher, type PasswordHasher } from '@user-accounts/server/passwords';
@@ -65,9 +65,9 @@ async function listen(
     logger,
   });
   return new Promise((resolve) => {
-    const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
-      resolve({ server: server as Server, baseUrl: `http://127.0.0.1:${info.port}`, tokens }),
-    ) as Server;
+    const server = serveApp(app, { port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
+      resolve({ server, baseUrl: `http://127.0.0.1:${info.port}`, tokens }),
+    );
   });
 }
 

@@ -2,6 +2,7 @@ import { Hono } from 'hono';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
+import { deadline } from './middleware/deadline.ts';
 import { requestId } from './middleware/request-id.ts';
 import { registerCreateUser } from './routes/create-user.ts';
 import { registerDeleteUser } from './routes/delete-user.ts';
@@ -11,6 +12,8 @@ import { registerUpdateUser } from './routes/update-user.ts';
 import { compileValidators } from './validation.ts';
 
 export type { AppDeps } from './context.ts';
+
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
 /** The methods each path of the API answers; any other method is 405 with this `Allow`. */
 const ALLOWED: Record<string, string> = {
@@ -36,6 +39,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     await next();
     c.res.headers.set('Cache-Control', 'no-store');
   });
+  app.use('/api/*', deadline(deps.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS));
 
   registerHealth(app);
   registerGetUser(app);

@@ -21,9 +21,11 @@ export interface AuditEntry {
 
 /**
  * Writes the row; pass the transaction of the write so that both land or neither does, and set
- * `audited` once it has committed.
+ * `audited` once it has committed. It is the last statement of every write's transaction, so it
+ * is also where a write that missed its deadline is rolled back.
  */
 export async function recordAudit(db: Db, c: Context<AppEnv>, entry: AuditEntry): Promise<void> {
+  c.get('deadline')?.commit();
   const token = c.get('token');
   await db.insert(auditLog).values({
     site: token.site,

@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { Database } from './db/client.ts';
+import type { Deadline } from './middleware/deadline.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TokenInfo, TokenVerifier } from './tokens.ts';
@@ -13,6 +14,8 @@ export interface AppDeps {
   hasher: PasswordHasher;
   limiter: RateLimiter;
   logger: Logger;
+  /** How long a request may take before it is answered 503 (and its write, if any, rolled back). */
+  requestTimeoutMs?: number;
 }
 
 export interface AppEnv {
@@ -28,6 +31,8 @@ export interface AppEnv {
     auditUserId: string | undefined;
     /** Set when the handler wrote the audit row itself, in the transaction of the write. */
     audited: boolean;
+    /** The request's deadline; writes call its commit() before they commit. */
+    deadline: Deadline;
     /** The canonical body of the request, for the idempotency fingerprint. */
     rawBody: string;
   };

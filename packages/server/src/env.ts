@@ -21,6 +21,8 @@ export interface Config {
   /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
   hashConcurrency: number;
   hashQueue: number;
+  /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
+  requestTimeoutMs: number;
 }
 
 export const DEFAULT_RATE_LIMIT = '6000/60s';
@@ -109,6 +111,7 @@ export function loadConfig(env: Env = process.env): Config {
   };
   const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
   const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
+  const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -122,5 +125,6 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     hashConcurrency,
     hashQueue,
+    requestTimeoutMs,
   };
 }

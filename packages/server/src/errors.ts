@@ -21,6 +21,7 @@ const TITLES: Record<ErrorCode, string> = {
   precondition_failed: 'Precondition failed',
   idempotency_key_reused: 'Idempotency key reused',
   payload_too_large: 'Payload too large',
+  headers_too_large: 'Request headers too large',
   unsupported_media_type: 'Unsupported media type',
   rate_limited: 'Too many requests',
   service_unavailable: 'Service unavailable',
@@ -91,6 +92,10 @@ const UNAVAILABLE_CODES = new Set([
   '57P03', // cannot_connect_now
   '53300', // too_many_connections
   '57014', // query_canceled (statement_timeout)
+  // postgres.js 3.4.9 raises this at a transaction's BEGIN when the connection it had reserved
+  // failed under it (seen only while PostgreSQL stops, in the fault tests): the transaction ran
+  // none of its statements, so it is an outage, not a bug of ours.
+  'UNSAFE_TRANSACTION',
 ]);
 
 type ErrorLike = { name?: string; code?: unknown; message?: string; cause?: unknown };

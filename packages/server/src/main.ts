@@ -2,7 +2,6 @@
 import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serve } from '@hono/node-server';
 import { pino } from 'pino';
 import { serveAdminSocket } from './admin/socket.ts';
 import { createApp } from './app.ts';
@@ -11,6 +10,7 @@ import { ConfigError, loadConfig, type Config } from './env.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { startHousekeeping } from './housekeeping.ts';
 import { createPasswordHasher } from './passwords.ts';
+import { serveApp } from './serve.ts';
 import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
 import { createTokenVerifier, ensureDevToken } from './tokens.ts';
 
@@ -45,7 +45,7 @@ async function main(): Promise<void> {
   let database: Database;
   try {
     if (config.databaseUrl !== undefined) {
-      database = await openPostgres(config.databaseUrl);
+      database = await openPostgres(config.databaseUrl, { statementTimeoutMs: config.requestTimeoutMs });
     } else {
       mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
       unlock = lockDataDir(config.dataDir);
@@ -82,8 +82,9 @@ async function main(): Promise<void> {
     hasher: createPasswordHasher({ concurrency: config.hashConcurrency, maxWaiting: config.hashQueue }),
     limiter,
     logger,
+    requestTimeoutMs: config.requestTimeoutMs,
   });
-  const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info: AddressInfo) => {
+  const server = serveApp(app, { port: config.port, hostname: config.host }, (info: AddressInfo) => {
     logger.info(
       { address: info.address, port: info.port, database: database.kind, dataDir: database.kind === 'pglite' ? config.dataDir : undefined },
       `listening on http://${info.address}:${info.port}`,

@@ -23,7 +23,7 @@ const ping = (db: Db) => async () => {
   await db.execute(sql`select 1`);
 };
 
-export async function openPostgres(url: string, options: { max?: number } = {}): Promise<Database> {
+export async function openPostgres(url: string, options: { max?: number; statementTimeoutMs?: number } = {}): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
   const { migrate } = await import('drizzle-orm/postgres-js/migrator');
@@ -33,9 +33,13 @@ export async function openPostgres(url: string, options: { max?: number } = {}):
     // avoid it but breaks every sql.begin() in postgres.js 3.4.9 (UNSAFE_TRANSACTION), so 1.
     max_pipeline: 1,
     connect_timeout: 5,
+    // The default backoff grows to 20 s after a few failed reconnects, so service came back up to
+    // 20 s after PostgreSQL did (fault tests); at most 1 s between attempts keeps that under 5 s.
+    backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
     idle_timeout: 60,
     onnotice: () => {},
-    connection: { application_name: 'user-accounts', statement_timeout: 10_000 },
+    // No statement outlives the request it serves (see the deadline middleware).
+    connection: { application_name: 'user-accounts', statement_timeout: options.statementTimeoutMs ?? 10_000 },
   } as Parameters<typeof postgres>[1]);
   const db = drizzle(client, { schema }) as unknown as Db;
   return {

@@ -3,6 +3,8 @@ import { ApiError } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
 
 export const BODY_LIMIT = 64 * 1024;
+/** Our bodies are flat objects; anything this deep is an attack on recursive code, not a request. */
+export const MAX_DEPTH = 32;
 
 // The rest of the body is never read, so the connection cannot be reused: say so.
 const tooLarge = () =>
@@ -44,6 +46,11 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
       throw invalidJson('The request body is not valid UTF-8.');
     }
     if (text.trim() === '') throw invalidJson('A JSON request body is required.');
+    if (nestingDepth(text) > MAX_DEPTH) {
+      throw new ApiError(400, 'invalid_request', `The request body is nested more than ${MAX_DEPTH} levels deep.`, {
+        errors: [{ pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` }],
+      });
+    }
     try {
       c.set('body', JSON.parse(text));
     } catch {
@@ -51,6 +58,27 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
     }
     await next();
   };
+}
+
+/** The deepest nesting of arrays and objects in JSON text, counted without parsing (or recursing). */
+export function nestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // backslash: skip the escaped character
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) {
+      inString = true;
+    } else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > max) max = depth;
+    } else if (ch === 0x5d || ch === 0x7d) {
+      depth--;
+    }
+  }
+  return max;
 }
 
 async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {

@@ -16,17 +16,18 @@ type GetUserResponse = components['schemas']['GetUserResponse'];
 
 export function registerGetUser(app: App): void {
   app.get(GET_USER_PATH, requireToken(), rateLimit('get'), requireScope('read'), async function getUser(c) {
-    const raw = c.req.queries();
-    const repeated = Object.entries(raw).filter(([, values]) => values.length > 1);
+    // URLSearchParams keeps every parameter, even one with an empty name, which must be refused too.
+    // A Map, so that a parameter named __proto__ is just a name.
+    const raw = new Map<string, string[]>();
+    for (const [name, value] of new URL(c.req.url).searchParams) raw.set(name, [...(raw.get(name) ?? []), value]);
+    const repeated = [...raw].filter(([, values]) => values.length > 1);
     if (repeated.length > 0) {
       throw invalidRequest(
         'A query parameter was given more than once.',
         repeated.map(([name]) => ({ pointer: `/${name}`, code: 'not_allowed', message: 'must be given once' })),
       );
     }
-    const query: Record<string, string> = Object.fromEntries(
-      Object.entries(raw).map(([name, values]) => [name, values[0]!]),
-    );
+    const query: Record<string, string> = Object.fromEntries([...raw].map(([name, values]) => [name, values[0]!]));
     if (typeof query.email === 'string') query.email = query.email.trim();
     assertWellFormedStrings(query);
     const validate = c.get('validators').getUserQuery;

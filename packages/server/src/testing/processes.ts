@@ -41,8 +41,9 @@ export function processes() {
       running.ready = new Promise<void>((resolve, reject) => {
         child.stdout.on('data', (chunk: Buffer) => {
           stdout += chunk.toString();
+          if (running.baseUrl) return; // a busy server logs a lot: stop looking once it listens
           const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(stdout);
-          if (match && !running.baseUrl) {
+          if (match) {
             running.baseUrl = match[1]!;
             resolve();
           }

@@ -1,0 +1,227 @@
+// Faults with a real PostgreSQL (a private cluster the tests may stop and SIGKILL) and a real
+// server process: an outage under load, a database crash, a server crash (also on the embedded
+// database), and a database that hangs. Each is bounded to a few seconds of load.
+import { rmSync } from 'node:fs';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { openPglite } from '@user-accounts/server/db';
+import { processes, type Running } from '@user-accounts/server/testing/processes';
+import { privatePostgres, privatePostgresUnavailable, type PrivatePostgres } from './faults/private-postgres.ts';
+import { acknowledgedOps, call, createAccounts, FAULT_TOKEN, lostWrites, writeLoad, type Outcome } from './faults/load.ts';
+
+const procs = processes();
+const clusters: PrivatePostgres[] = [];
+afterEach(async () => {
+  procs.cleanup();
+  await Promise.all(clusters.splice(0).map((c) => c.remove()));
+});
+afterAll(() => procs.cleanup());
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const REQUEST_TIMEOUT_MS = 3_000;
+const SERVER_ENV = {
+  API_TOKENS: FAULT_TOKEN,
+  RATE_LIMIT: '10000000/60s',
+  RATE_LIMIT_CREATE: 'off',
+  REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+  LOG_LEVEL: 'info', // the helper learns the address from the "listening" line
+};
+
+async function cluster(): Promise<PrivatePostgres> {
+  const pg = await privatePostgres();
+  clusters.push(pg);
+  return pg;
+}
+
+async function serverOn(vars: Record<string, string>): Promise<Running> {
+  const server = procs.server({ ...SERVER_ENV, ...vars });
+  await server.ready;
+  return server;
+}
+
+const rowsOf = (rows: { id: string; name: string }[]) => new Map(rows.map((r) => [String(r.id), String(r.name)]));
+
+/** Accounts that exist without the audit row their create wrote in the same transaction, or without a hash. */
+const HALF_WRITTEN = `select u.id from users u where u.origin = 'api' and (u.password_hash is null or not exists
+  (select 1 from audit_log a where a.user_id = u.id::text and a.operation = 'create'))`;
+
+const unavailable = privatePostgresUnavailable();
+const withPostgres = unavailable === undefined ? describe : describe.skip;
+if (unavailable !== undefined) console.warn(`fault tests on PostgreSQL skipped: ${unavailable}`);
+
+withPostgres('faults with PostgreSQL (a private cluster)', () => {
+  it('PostgreSQL stopped for 4 s under a mixed load: fast 503s, /readyz false then true, back within 5 s, the process stays up', async () => {
+    const pg = await cluster();
+    const server = await serverOn({ DATABASE_URL: pg.url });
+    const ids = await createAccounts(server.baseUrl, 10, 'outage');
+    const log: Outcome[] = [];
+    const ready: Outcome[] = [];
+    let running = true;
+    let n = 0;
+    const worker = async (w: number) => {
+      while (running) {
+        const i = n++;
+        const id = ids[i % ids.length]!;
+        if (i % 10 === 0) {
+          await call(server.baseUrl, 'create', '/api/1/user/create', {
+            method: 'POST',
+            body: JSON.stringify({ email: `outage.${w}.${i}@example.com`, password: `Outage-password-${i}`, name: 'Load' }),
+            timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
+          }, log);
+        } else if (i % 3 === 0) {
+          await call(server.baseUrl, 'update', '/api/1/user/update', { method: 'POST', body: JSON.stringify({ _userId: id, name: `n${i}` }), timeoutMs: REQUEST_TIMEOUT_MS + 5_000 }, log);
+        } else {
+          await call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: REQUEST_TIMEOUT_MS + 5_000 }, log);
+        }
+        await sleep(5); // a steady load, not a flood: this is about behaviour, not throughput
+      }
+    };
+    const poller = async () => {
+      while (running) {
+        await call(server.baseUrl, 'readyz', '/readyz', { timeoutMs: 5_000 }, ready);
+        await sleep(100);
+      }
+    };
+    const workers = [...Array.from({ length: 6 }, (_, w) => worker(w)), poller()];
+
+    await sleep(1_500);
+    const downAt = Date.now();
+    await pg.stop();
+    await sleep(4_000);
+    await pg.start();
+    const upAt = Date.now();
+    await sleep(7_000);
+    running = false;
+    await Promise.all(workers);
+
+    const statuses = [...new Set(log.map((o) => o.status))].sort();
+    console.log(
+      `outage: ${log.length} requests; statuses ${statuses.join(', ')}; slowest ${Math.max(...log.map((o) => o.ms))} ms; ` +
+        `503s ${log.filter((o) => o.status === 503).length}`,
+    );
+    // Every request got an answer, of a documented kind, and none waited past the deadline.
+    expect(log.filter((o) => o.status === 0)).toEqual([]);
+    expect(log.filter((o) => ![200, 201, 503].includes(o.status))).toEqual([]);
+    expect(log.filter((o) => o.status === 503 && o.code !== 'service_unavailable')).toEqual([]);
+    expect(Math.max(...log.map((o) => o.ms))).toBeLessThan(REQUEST_TIMEOUT_MS + 1_000);
+    // The outage was seen, and /readyz said so, then said it was over.
+    expect(log.filter((o) => o.status === 503 && o.startedAt >= downAt && o.startedAt < upAt).length).toBeGreaterThan(0);
+    expect(ready.some((o) => o.status === 503 && o.startedAt >= downAt && o.startedAt < upAt)).toBe(true);
+    expect(ready.filter((o) => o.startedAt >= upAt + 5_000).every((o) => o.status === 200)).toBe(true);
+    // Back within 5 s: every request started 5 s after PostgreSQL returned succeeded.
+    const after = log.filter((o) => o.startedAt >= upAt + 5_000);
+    expect(after.length).toBeGreaterThan(20);
+    expect(after.filter((o) => o.status >= 500)).toEqual([]);
+    const firstGood = Math.min(...log.filter((o) => o.startedAt >= upAt && o.status < 500).map((o) => o.startedAt));
+    console.log(`outage: first success ${firstGood - upAt} ms after PostgreSQL accepted connections again`);
+    expect(server.child.exitCode).toBeNull();
+  }, 60_000);
+
+  it('PostgreSQL SIGKILLed during creates, updates and deletes: every acknowledged write is there after recovery', async () => {
+    const pg = await cluster();
+    const server = await serverOn({ DATABASE_URL: pg.url });
+    const owned = await createAccounts(server.baseUrl, 24, 'crash-owned');
+    const doomed = await createAccounts(server.baseUrl, 60, 'crash-doomed');
+    const load = writeLoad(() => server.baseUrl, { creators: 2, updaters: 8, owned, doomed, tag: 'pgkill', timeoutMs: REQUEST_TIMEOUT_MS + 5_000 });
+    await sleep(2_500);
+    await pg.kill();
+    await sleep(1_000);
+    await pg.start();
+    await sleep(3_000);
+    await load.stop();
+
+    const rows = rowsOf(await pg.sql<{ id: string; name: string }[]>`select id, name from users`);
+    const lost = lostWrites(load.acks, rows);
+    const acked = acknowledgedOps(load.log);
+    console.log(`postgres SIGKILL: ${load.log.length} writes sent, ${acked} acknowledged, ${load.log.filter((o) => o.status === 503).length} answered 503; lost: ${lost.length}`);
+    expect(lost).toEqual([]);
+    expect(acked).toBeGreaterThan(1_000);
+    expect(load.log.filter((o) => o.status >= 500 && o.status !== 503)).toEqual([]);
+    expect(await pg.sql.unsafe(HALF_WRITTEN)).toHaveLength(0);
+    expect(server.child.exitCode).toBeNull();
+  }, 90_000);
+
+  it('the server SIGKILLed during writes and restarted: no half-written account, every acknowledged write there', async () => {
+    const pg = await cluster();
+    let server = await serverOn({ DATABASE_URL: pg.url });
+    const owned = await createAccounts(server.baseUrl, 24, 'srvkill-owned');
+    const doomed = await createAccounts(server.baseUrl, 60, 'srvkill-doomed');
+    const load = writeLoad(() => server.baseUrl, { creators: 2, updaters: 8, owned, doomed, tag: 'srvkill', timeoutMs: REQUEST_TIMEOUT_MS + 5_000 });
+    await sleep(2_000);
+    server.child.kill('SIGKILL');
+    await server.exited;
+    server = await serverOn({ DATABASE_URL: pg.url });
+    await sleep(2_000);
+    await load.stop();
+
+    const rows = rowsOf(await pg.sql<{ id: string; name: string }[]>`select id, name from users`);
+    const lost = lostWrites(load.acks, rows);
+    console.log(`server SIGKILL (PostgreSQL): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`);
+    expect(lost).toEqual([]);
+    expect(await pg.sql.unsafe(HALF_WRITTEN)).toHaveLength(0);
+  }, 90_000);
+
+  it('a database that hangs (a table lock): requests end in 503 at the deadline, never pile up, and a write that timed out changed nothing', async () => {
+    const pg = await cluster();
+    const server = await serverOn({ DATABASE_URL: pg.url, REQUEST_TIMEOUT_MS: '1500' });
+    const [id] = await createAccounts(server.baseUrl, 1, 'hang');
+    const locker = await pg.sql.reserve();
+    await locker`begin`;
+    await locker`lock table users in access exclusive mode`;
+    const log: Outcome[] = [];
+    // Six times the pool: most requests wait for a connection, not for the lock.
+    const wave = Array.from({ length: 60 }, (_, i) =>
+      i % 6 === 0
+        ? call(server.baseUrl, 'create', '/api/1/user/create', { method: 'POST', body: JSON.stringify({ email: `hang.${i}@example.com`, password: `Hang-password-${i}`, name: 'Hang' }), timeoutMs: 10_000 }, log)
+        : i % 6 === 1
+          ? call(server.baseUrl, 'update', '/api/1/user/update', { method: 'POST', body: JSON.stringify({ _userId: id, name: `hung ${i}` }), timeoutMs: 10_000 }, log)
+          : call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 10_000 }, log),
+    );
+    await Promise.all(wave);
+    await locker`rollback`;
+    locker.release();
+    console.log(`hang: 60 requests, slowest ${Math.max(...log.map((o) => o.ms))} ms, statuses ${[...new Set(log.map((o) => o.status))].join(', ')}`);
+    expect(log.every((o) => o.status === 503 && o.code === 'service_unavailable')).toBe(true);
+    expect(Math.max(...log.map((o) => o.ms))).toBeLessThan(1_500 + 1_000);
+
+    // Served again at once; the writes that timed out left nothing behind, even those still queued.
+    await sleep(3_000);
+    const { status, body } = await call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 5_000 }, []);
+    expect(status).toBe(200);
+    expect(body.result.name).toBe('Seed');
+    expect(await pg.sql`select email from users where email like 'hang.%'`).toHaveLength(0);
+    const again: Outcome[] = [];
+    await Promise.all(Array.from({ length: 30 }, () => call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 5_000 }, again)));
+    expect(again.every((o) => o.status === 200)).toBe(true);
+  }, 60_000);
+});
+
+describe('faults with the embedded database', () => {
+  it('the server SIGKILLed during writes and restarted on the same folder: every acknowledged write there, none half-written', async () => {
+    const dataDir = procs.dataDir();
+    let server = await serverOn({ DATA_DIR: dataDir });
+    const owned = await createAccounts(server.baseUrl, 16, 'pglite-owned');
+    const doomed = await createAccounts(server.baseUrl, 40, 'pglite-doomed');
+    const load = writeLoad(() => server.baseUrl, { creators: 2, updaters: 6, owned, doomed, tag: 'pglite', timeoutMs: REQUEST_TIMEOUT_MS + 5_000 });
+    await sleep(2_000);
+    server.child.kill('SIGKILL');
+    await server.exited;
+    server = await serverOn({ DATA_DIR: dataDir });
+    await sleep(1_500);
+    await load.stop();
+    server.child.kill('SIGTERM');
+    await server.exited;
+
+    const database = await openPglite(dataDir);
+    try {
+      const client = (database.db as any).$client;
+      const rows = rowsOf((await client.query('select id, name from users')).rows);
+      const lost = lostWrites(load.acks, rows);
+      console.log(`server SIGKILL (PGlite): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`);
+      expect(lost).toEqual([]);
+      expect((await client.query(HALF_WRITTEN)).rows).toHaveLength(0);
+    } finally {
+      await database.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});

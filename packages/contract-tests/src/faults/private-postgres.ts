@@ -1,0 +1,141 @@
+// A PostgreSQL cluster of our own, made with the machine's initdb in a temporary folder, for the
+// fault tests: they stop it, SIGKILL it and start it again, which nobody may do to a shared server.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+
+export interface PrivatePostgres {
+  url: string;
+  /** A clean shutdown (fast mode: sessions are ended, nothing acknowledged is lost). */
+  stop(): Promise<void>;
+  /** SIGKILL to the postmaster and every backend at once: a crash. */
+  kill(): Promise<void>;
+  /** Starts it again on the same folder and port (crash recovery runs first after kill()). */
+  start(): Promise<void>;
+  /** Runs SQL on it through a connection of the test's own. */
+  sql: postgres.Sql;
+  remove(): Promise<void>;
+}
+
+function findBin(): string | undefined {
+  if (process.env.PG_BIN) return process.env.PG_BIN;
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root).sort((a, b) => Number(b) - Number(a));
+  return versions.map((v) => join(root, v, 'bin')).find((bin) => existsSync(join(bin, 'initdb')));
+}
+
+/** PostgreSQL refuses to run as root: as root, run it as the `postgres` user. */
+function asOwner(): { prefix: string[]; uid?: number; gid?: number } | string {
+  if (userInfo().uid !== 0) return { prefix: [] };
+  const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+  const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+  if (id.status !== 0) return 'running as root and there is no postgres user to run PostgreSQL as';
+  if (spawnSync('setpriv', ['--version']).status !== 0) return 'running as root without setpriv to drop to the postgres user';
+  const uid = Number(id.stdout.trim());
+  const g = Number(gid.stdout.trim());
+  return { prefix: ['setpriv', `--reuid=${uid}`, `--regid=${g}`, '--init-groups', '--'], uid, gid: g };
+}
+
+/** Why a private cluster cannot be made here, or undefined when it can. */
+export function privatePostgresUnavailable(): string | undefined {
+  const bin = findBin();
+  if (bin === undefined) return 'no PostgreSQL server binaries (initdb) found; set PG_BIN';
+  const owner = asOwner();
+  return typeof owner === 'string' ? owner : undefined;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+export async function privatePostgres(): Promise<PrivatePostgres> {
+  const bin = findBin()!;
+  const owner = asOwner();
+  if (typeof owner === 'string') throw new Error(owner);
+  const dir = mkdtempSync(join(tmpdir(), 'ua-pg-'));
+  if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid!);
+  const data = join(dir, 'data');
+  const run = (cmd: string, args: string[]) => {
+    const [exe, ...rest] = [...owner.prefix, join(bin, cmd), ...args];
+    return spawnSync(exe!, rest, { encoding: 'utf8' });
+  };
+  const init = run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  const port = await freePort();
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  let child: ChildProcess | undefined;
+
+  const ready = async () => {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const probe = postgres(url, { max: 1, connect_timeout: 1, onnotice: () => {} });
+      try {
+        await probe`select 1`;
+        return;
+      } catch (error) {
+        if (Date.now() > deadline) throw new Error(`private PostgreSQL did not start: ${(error as Error).message}`);
+        await new Promise((r) => setTimeout(r, 100));
+      } finally {
+        await probe.end({ timeout: 1 }).catch(() => {});
+      }
+    }
+  };
+  const exited = () => new Promise<void>((resolve) => (child === undefined || child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
+
+  const start = async () => {
+    const [exe, ...rest] = [
+      ...owner.prefix,
+      join(bin, 'postgres'),
+      '-D', data,
+      '-p', String(port),
+      '-k', dir,
+      '-c', 'listen_addresses=127.0.0.1',
+      // Durability as in production: every commit is flushed before it is acknowledged.
+      '-c', 'fsync=on',
+      '-c', 'synchronous_commit=on',
+      '-c', 'max_connections=50',
+    ];
+    // Its own process group, so that kill() reaches the backends too.
+    child = spawn(exe!, rest, { detached: true, stdio: 'ignore' });
+    await ready();
+  };
+
+  await start();
+  const sql = postgres(url, { max: 2, onnotice: () => {} });
+  return {
+    url,
+    sql,
+    start,
+    async stop() {
+      child?.kill('SIGINT');
+      await exited();
+    },
+    async kill() {
+      if (child?.pid !== undefined) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {}
+      }
+      await exited();
+    },
+    async remove() {
+      await sql.end({ timeout: 1 }).catch(() => {});
+      if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {}
+        await exited();
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

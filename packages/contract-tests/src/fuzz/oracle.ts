@@ -1,0 +1,114 @@
+// What the spec says a request deserves, decided from the spec alone: the operation's schema and
+// the rules its description states in words (trimming, NFC, exactly one of _userId/email, ...).
+// It answers "must be refused" or "may succeed"; the runner holds the server to it.
+import type { ValidateFunction } from 'ajv/dist/2020.js';
+import type { SpecChecker } from '../spec-check.ts';
+
+export interface Verdict {
+  /** Why the spec requires a 4xx, or undefined when the request may succeed. */
+  invalid: string | undefined;
+}
+
+export interface Sent {
+  method: string;
+  path: string;
+  query: [string, string][];
+  headers: Record<string, string>;
+  /** The body as sent, or undefined when none was. */
+  text: string | undefined;
+  auth: 'token' | 'none' | 'wrong';
+}
+
+const BODY_LIMIT = 64 * 1024;
+
+const OPERATIONS: Record<string, { method: string; schema?: string }> = {
+  '/api/1/user/get': { method: 'GET' },
+  '/api/1/user/create': { method: 'POST', schema: 'CreateUserRequest' },
+  '/api/1/user/update': { method: 'POST', schema: 'UpdateUserRequest' },
+  '/api/1/user/delete': { method: 'DELETE', schema: 'DeleteUserRequest' },
+};
+
+function isJson(type: string | undefined): boolean {
+  if (type === undefined) return false;
+  const [media, ...params] = type.split(';').map((s) => s.trim().toLowerCase());
+  return media === 'application/json' && params.every((p) => !p.startsWith('charset=') || p === 'charset=utf-8');
+}
+
+/** How deep arrays and objects nest in a parsed JSON value (walked with a stack, not recursion). */
+function depthOf(value: unknown): number {
+  let max = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [v, d] = stack.pop()!;
+    if (v !== null && typeof v === 'object') {
+      max = Math.max(max, d + 1);
+      for (const child of Object.values(v)) stack.push([child, d + 1]);
+    }
+  }
+  return max;
+}
+
+const illFormed = (value: Record<string, unknown>) =>
+  Object.values(value).some((v) => typeof v === 'string' && !v.isWellFormed());
+
+export function createOracle(checker: SpecChecker) {
+  const { spec } = checker;
+  const body = (name: string) => checker.validatorFor(spec.components.schemas[name]);
+  const schemas: Record<string, ValidateFunction> = {
+    CreateUserRequest: body('CreateUserRequest'),
+    UpdateUserRequest: body('UpdateUserRequest'),
+    DeleteUserRequest: body('DeleteUserRequest'),
+  };
+  const params = new Map(
+    (spec.paths['/api/1/user/get'].get.parameters as { $ref: string }[])
+      .map((p) => spec.components.parameters[p.$ref.split('/').pop()!])
+      .filter((p) => p.in === 'query')
+      .map((p) => [p.name as string, checker.validatorFor(p.schema)] as const),
+  );
+  const idempotencyKey = checker.validatorFor(spec.components.parameters.IdempotencyKey.schema);
+
+  return function verdict(sent: Sent): Verdict {
+    const operation = OPERATIONS[sent.path];
+    if (!operation) return { invalid: 'no such path' };
+    if (operation.method !== sent.method && !(sent.method === 'HEAD' && operation.method === 'GET')) {
+      return { invalid: 'method not allowed' };
+    }
+    if (sent.auth !== 'token') return { invalid: 'no valid token' };
+
+    if (operation.schema === undefined) {
+      const names = sent.query.map(([k]) => k);
+      if (new Set(names).size !== names.length) return { invalid: 'repeated query parameter' };
+      for (const [name, value] of sent.query) {
+        const validate = params.get(name);
+        if (!validate) return { invalid: `unknown query parameter ${name}` };
+        const v = name === 'email' ? value.trim() : value;
+        if (!v.isWellFormed() || !validate(v)) return { invalid: `bad ${name}` };
+      }
+      if (names.includes('_userId') === names.includes('email')) return { invalid: 'not exactly one of _userId, email' };
+      return { invalid: undefined };
+    }
+
+    if (!isJson(sent.headers['Content-Type'])) return { invalid: 'not application/json' };
+    const text = sent.text ?? '';
+    if (Buffer.byteLength(text) > BODY_LIMIT) return { invalid: 'body too large' };
+    let value: unknown;
+    try {
+      // A UTF-8 decoder drops a leading byte order mark.
+      value = JSON.parse(text.replace(/^\ufeff/, ''));
+    } catch {
+      return { invalid: 'not JSON' };
+    }
+    if (depthOf(value) > 32) return { invalid: 'nested more than 32 levels' };
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return { invalid: 'not an object' };
+    const fields = { ...(value as Record<string, unknown>) };
+    // The spec's words: email and name trimmed, password normalized to NFC, before the schema.
+    for (const key of ['email', 'name']) if (typeof fields[key] === 'string') fields[key] = (fields[key] as string).trim();
+    if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
+    if (illFormed(fields)) return { invalid: 'unpaired surrogate' };
+    const key = sent.headers['Idempotency-Key'];
+    if (key !== undefined && !idempotencyKey(key)) return { invalid: 'bad Idempotency-Key' };
+    if (sent.path === '/api/1/user/update' && 'email' in fields) return { invalid: 'email is not updatable' };
+    if (!schemas[operation.schema]!(fields)) return { invalid: 'breaks the schema' };
+    return { invalid: undefined };
+  };
+}
