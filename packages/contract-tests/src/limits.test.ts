@@ -54,6 +54,18 @@ describe('rate limits', () => {
     expect((await fresh.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status).toBe(404);
   });
 
+  it('counts concurrent requests exactly: 80 at once against a budget of 50 give 50 answers and 30 429s, each remaining value once', async () => {
+    const target = await embedded({ rateLimits: { all: { name: 'all', limit: 50, windowSeconds: 60 }, create: null } });
+    const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'burst' })).token);
+    const responses = await Promise.all(
+      Array.from({ length: 80 }, () => client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } }).then((r) => r.response)),
+    );
+    expect(responses.filter((r) => r.status === 404)).toHaveLength(50);
+    expect(responses.filter((r) => r.status === 429)).toHaveLength(30);
+    const remaining = responses.filter((r) => r.status === 404).map((r) => field(r, 'ratelimit', 'r')[0]!.value);
+    expect(remaining.sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+  });
+
   it('limits creates separately: over the create budget, creates get 429 and reads go on', async () => {
     const target = await embedded({
       rateLimits: { all: { name: 'all', limit: 100, windowSeconds: 60 }, create: { name: 'create', limit: 2, windowSeconds: 60 } },
