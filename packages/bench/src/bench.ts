@@ -1,7 +1,7 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N]`: the service against its floor on PostgreSQL,
 // with one load generator (autocannon), configurations interleaved round by round, medians
 // reported with ratios. Writes bench/results/<date>.md and .svg. Not part of `pnpm test`.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,7 +27,9 @@ const SECONDS = Number(values.seconds ?? (QUICK ? 3 : 5));
 const STABILITY_SECONDS = QUICK ? 20 : 60;
 const BASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const TOKEN = 'ua_bench_token_0123456789abcdef0123456789';
-const MAIN = fileURLToPath(new URL('../../server/src/main.ts', import.meta.url));
+// The server as operators run it: built by `pnpm build` (bundled), before anything is measured.
+const BUILD = fileURLToPath(new URL('../../server/build.ts', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../server/dist/main.js', import.meta.url));
 const FLOOR = fileURLToPath(new URL('./floor.ts', import.meta.url));
 const ARGON2ID = { algorithm: 2, memoryCost: 19456, timeCost: 2, parallelism: 1 } as const;
 
@@ -216,6 +218,10 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const cores = availableParallelism();
   log(`bench: ${ROUNDS} round(s) of ${SECONDS} s per measurement, ${cores} cores, PostgreSQL at ${BASE_URL.replace(/\/\/[^@]*@/, '//')}`);
+
+  log('building the server (pnpm build)');
+  const built = spawnSync(process.execPath, [BUILD], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`build failed: ${built.stderr}`);
 
   log('standalone argon2id hash rate');
   const hashRate = await standaloneHashRate(SECONDS);

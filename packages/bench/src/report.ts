@@ -53,7 +53,7 @@ export function writeReport(rows: Row[], meta: { rounds: number; seconds: number
     `# Benchmark, ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC`,
     '',
     `${meta.cores} cores, shared with the load generator (autocannon, in the same machine). Medians of ${meta.rounds} round(s) of ${meta.seconds} s per measurement, ` +
-      'ours and the floor interleaved round by round. The floor is a minimal Hono handler doing the same single postgres.js query with the same pool settings. ' +
+      'ours (the server built by `pnpm build`, as operators run it) and the floor interleaved round by round. The floor is a minimal Hono handler doing the same single postgres.js query with the same pool settings. ' +
       `${meta.quick ? '**Quick run** (`--quick`): indicative only. ' : ''}Reproduce with \`./pnpmw bench\`.`,
     '',
     '| Measurement | Ours | Baseline (same run) | Ratio | Target | Met |',

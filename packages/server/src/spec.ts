@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import { SPEC_PATH } from './resources.ts';
 
-export const SPEC_PATH = new URL('../../../spec/openapi.yaml', import.meta.url);
+export { SPEC_PATH };
 
 export interface OpenApiDocument {
   paths: Record<string, Record<string, { operationId?: string; parameters?: unknown[] }>>;

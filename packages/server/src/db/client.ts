@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { MIGRATIONS_DIR as MIGRATIONS } from '../resources.ts';
 import { schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -17,7 +17,6 @@ export interface Database {
   close(): Promise<void>;
 }
 
-const MIGRATIONS = fileURLToPath(new URL('../../drizzle', import.meta.url));
 
 const ping = (db: Db) => async () => {
   await db.execute(sql`select 1`);

@@ -25,9 +25,9 @@ export function processes() {
   const env = (extra: Record<string, string>) => ({ PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...extra });
 
   return {
-    /** `node src/main.ts` with these environment variables (and nothing else of ours). */
-    server(vars: Record<string, string>): Running {
-      const child = spawn(process.execPath, [MAIN], { env: env(vars) });
+    /** `node src/main.ts` (or another entry point, such as a build) with these environment variables (and nothing else of ours). */
+    server(vars: Record<string, string>, script = MAIN): Running {
+      const child = spawn(process.execPath, [script], { env: env(vars) });
       children.push(child);
       let stdout = '';
       let stderr = '';

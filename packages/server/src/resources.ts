@@ -1,0 +1,10 @@
+// Files the server reads at run time: the contract and the migrations. In the source tree they
+// are where the repository keeps them; `pnpm build` copies both beside dist/main.js.
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const here = new URL('.', import.meta.url);
+const bundled = existsSync(new URL('openapi.yaml', here));
+
+export const SPEC_PATH = bundled ? new URL('openapi.yaml', here) : new URL('../../../spec/openapi.yaml', here);
+export const MIGRATIONS_DIR = fileURLToPath(bundled ? new URL('drizzle', here) : new URL('../drizzle', here));
