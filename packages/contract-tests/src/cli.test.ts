@@ -92,3 +92,30 @@ describe('cli on PostgreSQL, with two servers', async () => {
     await Promise.all(servers.map((s) => s.exited));
   }, 60_000);
 });
+
+describe('cli migrate', async () => {
+  const skip = await postgresUnavailable();
+  it.skipIf(skip !== undefined)('migrates an empty PostgreSQL database once, however many deploy steps and servers start at the same moment', async () => {
+    const database = await freshPostgresDatabase();
+    cleanups.push(() => database.drop());
+    const env = { DATABASE_URL: database.url, API_TOKENS: 'ua_cli_migrate_test_token_0123456789' };
+    const server = procs.server(env);
+    const runs = await Promise.all([procs.cli(['migrate'], env), procs.cli(['migrate'], env), procs.cli(['migrate'], env)]);
+    for (const run of runs) {
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations applied\.$/m);
+    }
+    await server.ready;
+    const again = await procs.cli(['migrate'], env);
+    expect(again.stdout).toBe(runs[0]!.stdout);
+  });
+
+  it('on the embedded database, while a server runs, answers through it', async () => {
+    const dir = procs.dataDir();
+    const server = procs.server({ DATA_DIR: dir });
+    await server.ready;
+    const run = await procs.cli(['migrate'], { DATA_DIR: dir });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations applied\.$/m);
+  });
+});

@@ -1,5 +1,6 @@
 // The operator's commands (`pnpm cli ...`): tokens and the audit trail. They run wherever the
 // database is: in the CLI's own process, or inside the running server (see socket.ts).
+import { sql } from 'drizzle-orm';
 import { latestAuditRows } from '../audit.ts';
 import type { Db } from '../db/client.ts';
 import { createToken, listTokens, revokeToken, SCOPES, SITE_NAME, type Scope } from '../tokens.ts';
@@ -14,6 +15,9 @@ export const USAGE = `Usage: cli <command>
       Refused from the next request on, by every server.
   audit tail [--limit N] [--site NAME] [--json]
       The latest write requests, newest last.
+  migrate
+      Applies the migrations the database lacks, and only that: for deploy pipelines that
+      migrate before rolling out servers. Safe to run from several places at once.
 
 The database is DATABASE_URL's, or else the embedded one in DATA_DIR (default ./data).`;
 
@@ -136,6 +140,13 @@ function auditTail(flags: Map<string, string | true>): Planned {
  * Checks the arguments without touching a database: a usage error is a CommandResult (exit 2),
  * a valid command a function that runs it.
  */
+/** Every command migrates before it runs (cli.ts, or the server at its start): say where that left us. */
+const migrated: Planned = async (db) => {
+  const result = await db.execute<{ n: number }>(sql`select count(*)::int as n from drizzle.__drizzle_migrations`);
+  const rows = Array.isArray(result) ? result : (result as unknown as { rows: { n: number }[] }).rows;
+  return `The database is up to date: ${rows[0]!.n} migrations applied.\n`;
+};
+
 export function planCommand(argv: string[]): Planned | CommandResult {
   try {
     const { words, flags } = parse(argv);
@@ -144,6 +155,7 @@ export function planCommand(argv: string[]): Planned | CommandResult {
     if (command === 'token list') return tokenList(flags);
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
+    if (words[0] === 'migrate' && words.length === 1) return migrated;
     throw new UsageError(words.length === 0 || flags.has('help') ? '' : `Unknown command: ${words.join(' ')}`);
   } catch (error) {
     if (error instanceof UsageError) {

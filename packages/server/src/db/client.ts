@@ -18,6 +18,9 @@ export interface Database {
 }
 
 
+/** The advisory lock key of migrations: any constant the deployment's other users do not take. */
+const MIGRATION_LOCK = 0x75_73_65_72; // "user"
+
 const ping = (db: Db) => async () => {
   await db.execute(sql`select 1`);
 };
@@ -44,7 +47,19 @@ export async function openPostgres(url: string, options: { max?: number; stateme
   return {
     db,
     kind: 'postgres',
-    migrate: () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }),
+    async migrate() {
+      // drizzle's migrator takes no lock: two servers (or a deploy step and a server) starting on
+      // an empty database raced to CREATE TABLE and one failed. A session-level advisory lock
+      // makes them take turns; the second finds every migration applied.
+      // The lock has a connection of its own: the pool may have only one (the CLI's).
+      const session = postgres(url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+      try {
+        await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
+        await migrate(drizzle(client), { migrationsFolder: MIGRATIONS });
+      } finally {
+        await session.end({ timeout: 5 }); // ending the session releases its lock
+      }
+    },
     ping: ping(db),
     close: () => client.end({ timeout: 5 }),
   };
