@@ -8,6 +8,7 @@ import { registerCreateUser } from './routes/create-user.ts';
 import { registerDeleteUser } from './routes/delete-user.ts';
 import { registerGetUser } from './routes/get-user.ts';
 import { registerHealth } from './routes/health.ts';
+import { registerMetrics } from './routes/metrics.ts';
 import { registerUpdateUser } from './routes/update-user.ts';
 import { compileValidators } from './validation.ts';
 
@@ -35,6 +36,15 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   });
   app.use(requestId());
   app.use(accessLog());
+  if (deps.metrics) {
+    const { collector } = deps.metrics;
+    app.use(async function countRequests(c, next) {
+      const started = performance.now();
+      await next();
+      // The route pattern, never the raw path: a bounded set of label values.
+      collector.observeRequest(c.req.method, c.req.routePath, c.res.status, (performance.now() - started) / 1000);
+    });
+  }
   app.use('/api/*', async function noStore(c, next) {
     await next();
     c.res.headers.set('Cache-Control', 'no-store');
@@ -42,6 +52,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.use('/api/*', deadline(deps.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS));
 
   registerHealth(app);
+  registerMetrics(app);
   registerGetUser(app);
   registerCreateUser(app);
   registerUpdateUser(app);

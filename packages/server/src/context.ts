@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { Database } from './db/client.ts';
 import type { Deadline } from './middleware/deadline.ts';
+import type { Metrics } from './metrics.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TokenInfo, TokenVerifier } from './tokens.ts';
@@ -14,6 +15,8 @@ export interface AppDeps {
   hasher: PasswordHasher;
   limiter: RateLimiter;
   logger: Logger;
+  /** Set when the operator turned metrics on (METRICS_TOKEN); /metrics is 404 otherwise. */
+  metrics?: { collector: Metrics; token: string };
   /** How long a request may take before it is answered 503 (and its write, if any, rolled back). */
   requestTimeoutMs?: number;
 }

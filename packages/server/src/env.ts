@@ -21,6 +21,8 @@ export interface Config {
   /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
   hashConcurrency: number;
   hashQueue: number;
+  /** Turns /metrics on, for requests that carry it as a bearer token. */
+  metricsToken: string | undefined;
   /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
   requestTimeoutMs: number;
 }
@@ -113,6 +115,11 @@ export function loadConfig(env: Env = process.env): Config {
   const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
   const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
 
+  const metricsToken = value('METRICS_TOKEN');
+  if (metricsToken !== undefined && (metricsToken.length < 20 || metricsToken.length > 256 || !/^[\x21-\x7e]+$/.test(metricsToken))) {
+    problems.push('METRICS_TOKEN must be 20 to 256 printable ASCII characters without spaces');
+  }
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port,
@@ -126,5 +133,6 @@ export function loadConfig(env: Env = process.env): Config {
     hashConcurrency,
     hashQueue,
     requestTimeoutMs,
+    metricsToken,
   };
 }

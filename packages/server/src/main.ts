@@ -11,6 +11,7 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { startHousekeeping } from './housekeeping.ts';
 import { createPasswordHasher } from './passwords.ts';
 import { serveApp } from './serve.ts';
+import { createMetrics } from './metrics.ts';
 import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
 import { createTokenVerifier, ensureDevToken } from './tokens.ts';
 
@@ -76,10 +77,17 @@ async function main(): Promise<void> {
   const housekeeping = startHousekeeping(database.db, tokens, logger);
   // The CLI cannot open the embedded database while we hold it: it sends its commands to us.
   const adminSocket = database.kind === 'pglite' ? serveAdminSocket(config.dataDir, database.db, logger) : undefined;
+  let hasher: ReturnType<typeof createPasswordHasher> | undefined;
+  const metrics =
+    config.metricsToken === undefined
+      ? undefined
+      : { token: config.metricsToken, collector: createMetrics({ database, hasher: () => hasher, poolSize: database.kind === 'postgres' ? 10 : 1 }) };
+  hasher = createPasswordHasher({ concurrency: config.hashConcurrency, maxWaiting: config.hashQueue, onHashed: metrics?.collector.observeHash });
   const app = createApp({
     database,
     tokens,
-    hasher: createPasswordHasher({ concurrency: config.hashConcurrency, maxWaiting: config.hashQueue }),
+    hasher,
+    metrics,
     limiter,
     logger,
     requestTimeoutMs: config.requestTimeoutMs,

@@ -18,6 +18,8 @@ export interface HasherOptions {
   concurrency?: number;
   /** Hashes allowed to wait for a slot before new ones get 503. */
   maxWaiting?: number;
+  /** Told how long each hash took (its wait for a slot excluded), for the metrics. */
+  onHashed?: (seconds: number) => void;
 }
 
 /**
@@ -44,9 +46,11 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
       if (running < concurrency) running++;
       else if (waiting.length < maxWaiting) await new Promise<void>((r) => waiting.push(r));
       else throw serviceUnavailable('Too many password hashes in progress; try again shortly.');
+      const started = performance.now();
       try {
         return await hash(password.normalize('NFC'), ARGON2ID);
       } finally {
+        options.onHashed?.((performance.now() - started) / 1000);
         release();
       }
     },

@@ -1,0 +1,74 @@
+// GET /metrics as Prometheus scrapes it: off by default, behind its own token when on, and
+// counting the requests it is asked about.
+import { readFileSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { processes } from '@user-accounts/server/testing/processes';
+import { GHOST } from './harness.ts';
+import { createSpecChecker } from './spec-check.ts';
+
+const procs = processes();
+afterAll(() => procs.cleanup());
+const checker = createSpecChecker();
+const METRICS_TOKEN = 'metrics_token_for_the_scraper_0123456789';
+
+async function scrape(baseUrl: string, authorization?: string): Promise<Response> {
+  const response = await fetch(`${baseUrl}/metrics`, { headers: authorization ? { Authorization: authorization } : {} });
+  expect(await checker.check('GET', '/metrics', response)).toEqual([]);
+  return response;
+}
+
+/** The value of one sample of the exposition text, 0 when absent. */
+function sample(text: string, name: string, labels: Record<string, string>): number {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
+
+describe('GET /metrics', () => {
+  it('is 404 when METRICS_TOKEN is not set', async () => {
+    const server = procs.server({ DATA_DIR: procs.dataDir() });
+    await server.ready;
+    expect((await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`)).status).toBe(404);
+  });
+
+  it('takes only the metrics token, and shows request counts moving, hashing and the process', async () => {
+    const dataDir = procs.dataDir();
+    const server = procs.server({ DATA_DIR: dataDir, METRICS_TOKEN });
+    await server.ready;
+    const apiToken = readFileSync(`${dataDir}/dev-token`, 'utf8').trim();
+    expect((await scrape(server.baseUrl)).status).toBe(401);
+    expect((await scrape(server.baseUrl, `Bearer ${apiToken}`)).status).toBe(401);
+    expect((await scrape(server.baseUrl, METRICS_TOKEN)).status).toBe(401);
+
+    const labels = { method: 'GET', route: '/api/1/user/get', status: '404' };
+    const before = await (await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`)).text();
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(`${server.baseUrl}/api/1/user/get?_userId=${GHOST}`, { headers: { Authorization: apiToken } });
+      expect(r.status).toBe(404);
+    }
+    const created = await fetch(`${server.baseUrl}/api/1/user/create`, {
+      method: 'POST',
+      headers: { Authorization: apiToken, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ email: 'metrics@example.com', password: 'a passphrase for metrics', name: 'M' }),
+    });
+    expect(created.status).toBe(201);
+    const response = await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`);
+    expect(response.status).toBe(200);
+    const after = await response.text();
+
+    expect(sample(after, 'http_requests_total', labels) - sample(before, 'http_requests_total', labels)).toBe(3);
+    expect(sample(after, 'http_request_duration_seconds_count', labels)).toBe(sample(after, 'http_requests_total', labels));
+    expect(sample(after, 'http_requests_total', { route: '/api/1/user/create', status: '201' })).toBe(1);
+    expect(after).toMatch(/^password_hash_duration_seconds_count 1$/m);
+    expect(after).toMatch(/^password_hash_queue_depth 0$/m);
+    expect(after).toMatch(/^db_ping_seconds 0\.\d+/m);
+    expect(after).toMatch(/^db_pool_max_connections 1$/m);
+    expect(after).toMatch(/^process_resident_memory_bytes \d+/m);
+    expect(after).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    // No raw paths, ids or emails as label values.
+    expect(after).not.toContain(GHOST);
+    expect(after).not.toContain('metrics@example.com');
+  });
+});

@@ -1,0 +1,95 @@
+// Prometheus metrics, on a registry of the app's own (never prom-client's global one, so that
+// several apps in one process, as in the tests, do not collide).
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Database } from './db/client.ts';
+import type { PasswordHasher } from './passwords.ts';
+
+export interface Metrics {
+  registry: Registry;
+  observeRequest(method: string, route: string, status: number, seconds: number): void;
+  observeHash(seconds: number): void;
+}
+
+const PING_TIMEOUT_MS = 1_000;
+
+export function createMetrics(sources: { database: Database; hasher: () => PasswordHasher | undefined; poolSize: number }): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'http_requests_total',
+    help: 'Requests answered, by route, method and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [registry],
+  });
+  const durations = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time to answer a request, by route, method and status.',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const hashes = new Histogram({
+    name: 'password_hash_duration_seconds',
+    help: 'Time to compute one argon2id hash, queueing excluded.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [registry],
+  });
+  new Gauge({
+    name: 'password_hash_in_progress',
+    help: 'Password hashes running now.',
+    registers: [registry],
+    collect() {
+      this.set(sources.hasher()?.load.running ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'password_hash_queue_depth',
+    help: 'Password hashes waiting for a slot now.',
+    registers: [registry],
+    collect() {
+      this.set(sources.hasher()?.load.waiting ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'db_pool_max_connections',
+    help: 'Connections the database pool may open (1 on the embedded database).',
+    registers: [registry],
+    collect() {
+      this.set(sources.poolSize);
+    },
+  });
+  // The database's answer time as seen from here, measured at each scrape: a query through the
+  // same pool, so it also shows a pool that is saturated.
+  new Gauge({
+    name: 'db_ping_seconds',
+    help: 'Time for the database to answer select 1 through the pool, at scrape time; -1 when it did not answer within 1 s.',
+    registers: [registry],
+    async collect() {
+      const started = performance.now();
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          sources.database.ping(),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error('timeout')), PING_TIMEOUT_MS);
+          }),
+        ]);
+        this.set((performance.now() - started) / 1000);
+      } catch {
+        this.set(-1);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  });
+
+  return {
+    registry,
+    observeRequest(method, route, status, seconds) {
+      const labels = { method, route, status: String(status) };
+      requests.inc(labels);
+      durations.observe(labels, seconds);
+    },
+    observeHash: (seconds) => hashes.observe(seconds),
+  };
+}

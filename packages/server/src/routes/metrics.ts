@@ -1,0 +1,20 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { App } from '../context.ts';
+import { ApiError } from '../errors.ts';
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+/** GET /metrics: off (404, like any unknown path) unless METRICS_TOKEN is set; then that token only. */
+export function registerMetrics(app: App): void {
+  app.get('/metrics', async function getMetrics(c) {
+    const metrics = c.get('deps').metrics;
+    if (metrics === undefined) throw new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`);
+    const given = /^Bearer +(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    if (given === undefined || !timingSafeEqual(digest(given), digest(metrics.token))) {
+      throw new ApiError(401, 'unauthorized', 'Metrics need the metrics token: Authorization: Bearer <METRICS_TOKEN>.', {
+        headers: { 'WWW-Authenticate': 'Bearer realm="user-accounts"' },
+      });
+    }
+    return c.body(await metrics.collector.registry.metrics(), 200, { 'Content-Type': metrics.collector.registry.contentType });
+  });
+}
