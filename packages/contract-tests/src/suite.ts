@@ -2,7 +2,7 @@
 // the generated client; raw HTTP only for what a typed client cannot send (bad JSON, wrong types).
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
-import { API, problemCode, useTarget } from './harness.ts';
+import { API, GHOST, problemCode, useTarget } from './harness.ts';
 import type { Target, TargetSpec } from './targets.ts';
 
 const notApplicable = Object.assign(() => {}, { each: () => () => {} }) as unknown as typeof it;
@@ -493,6 +493,24 @@ export function defineContractSuite(spec: TargetSpec): void {
         client = h.client;
         const { data } = await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
         expect(data?.result).toMatchObject({ email: user.email, address: 'Survives restarts' });
+      });
+
+      stateful("puts the request id and the caller's W3C trace on the request's log lines, and ignores an invalid traceparent", async () => {
+        const traced = `trace-${Date.now()}`;
+        const untraced = `untraced-${Date.now()}`;
+        await raw(`${API}/get?_userId=${GHOST}`, {
+          headers: { 'X-Request-Id': traced, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+        });
+        await raw(`${API}/get?_userId=${GHOST}`, {
+          headers: { 'X-Request-Id': untraced, traceparent: '00-00000000000000000000000000000000-00f067aa0ba902b7-01' },
+        });
+        const lines = target.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+        const mine = lines.filter((l) => l.requestId === traced);
+        expect(mine.length).toBeGreaterThan(0);
+        for (const line of mine) expect(line).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentId: '00f067aa0ba902b7' });
+        const other = lines.filter((l) => l.requestId === untraced);
+        expect(other.length).toBeGreaterThan(0);
+        for (const line of other) expect(line).not.toHaveProperty('traceId');
       });
 
       stateful('writes one log line per request, and never a password, hash or token', async () => {

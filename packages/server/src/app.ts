@@ -71,10 +71,10 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.onError(function onError(error, c) {
     if (error instanceof ApiError) return renderProblem(c, error);
     if (isDatabaseUnavailable(error)) {
-      deps.logger.warn({ requestId: c.get('requestId'), err: describeError(error) }, 'database unavailable');
+      (c.get('log') ?? deps.logger).warn({ err: describeError(error) }, 'database unavailable');
       return renderProblem(c, serviceUnavailable('The database is unavailable; try again shortly.'));
     }
-    deps.logger.error({ requestId: c.get('requestId'), err: describeError(error) }, 'unhandled error');
+    (c.get('log') ?? deps.logger).error({ err: describeError(error) }, 'unhandled error');
     return renderProblem(
       c,
       new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.'),

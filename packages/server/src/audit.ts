@@ -62,7 +62,7 @@ export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv
         outcome,
       });
     } catch (failure) {
-      c.get('deps').logger.warn({ requestId: c.get('requestId'), err: describeError(failure) }, 'audit row not written');
+      c.get('log').warn({ err: describeError(failure) }, 'audit row not written');
     }
   };
 }

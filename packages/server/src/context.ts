@@ -24,6 +24,8 @@ export interface AppDeps {
 export interface AppEnv {
   Variables: {
     requestId: string;
+    /** The request's logger: every line carries its requestId and, when given, its W3C trace. */
+    log: Logger;
     deps: AppDeps;
     validators: Validators;
     /** The parsed JSON body, set by the json-body middleware. */

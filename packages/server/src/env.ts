@@ -15,6 +15,8 @@ export interface Config {
   /** Tokens accepted as configured by the operator; never logged. */
   apiTokens: string[];
   logLevel: LogLevel;
+  /** `pretty` (human-readable lines) or `json`; unset: pretty in a terminal, JSON otherwise. */
+  logFormat: 'json' | 'pretty' | undefined;
   rateLimits: RateLimitConfig;
   /** Rate-limit counters live here when set, else in the database. */
   redisUrl: string | undefined;
@@ -85,6 +87,11 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${rawLevel}")`);
   }
 
+  const logFormat = value('LOG_FORMAT');
+  if (logFormat !== undefined && logFormat !== 'json' && logFormat !== 'pretty') {
+    problems.push(`LOG_FORMAT must be json or pretty (got "${logFormat}")`);
+  }
+
   const rateLimit = (name: 'all' | 'create', variable: string, fallback: string) => {
     const parsed = parseRateLimit(name, value(variable) ?? fallback);
     if (parsed instanceof Error) {
@@ -128,6 +135,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     apiTokens,
     logLevel: rawLevel as LogLevel,
+    logFormat: logFormat as Config['logFormat'],
     rateLimits,
     redisUrl,
     hashConcurrency,

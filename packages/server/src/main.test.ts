@@ -50,10 +50,23 @@ describe('main', () => {
     expect(await second.exited).toBe(0);
   }, 60_000);
 
+  it('logs JSON lines when not in a terminal, and readable lines with LOG_FORMAT=pretty', async () => {
+    const json = run({ DATA_DIR: dataDir() });
+    await json.ready;
+    expect(JSON.parse(json.stdout().split('\n')[0]!)).toMatchObject({ level: 30, msg: expect.stringMatching(/^listening on /) });
+    const pretty = run({ DATA_DIR: dataDir(), LOG_FORMAT: 'pretty' });
+    await pretty.ready;
+    const first = pretty.stdout().split('\n')[0]!;
+    expect(() => JSON.parse(first)).toThrow();
+    expect(first).toMatch(/INFO.*listening on http/);
+  }, 60_000);
+
   it.each([
     [{ PORT: 'eighty' }, /PORT must be a whole number/],
     [{ PORT: '70000' }, /PORT must be a whole number/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of/],
+    [{ LOG_FORMAT: 'xml' }, /LOG_FORMAT must be json or pretty/],
+    [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN must be 20 to 256/],
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must be a postgres/],
     [{ API_TOKENS: 'short' }, /API_TOKENS entry 1 must be/],
     [{ DATABASE_URL: 'postgres://127.0.0.1:5432/test' }, /API_TOKENS is required when DATABASE_URL is set/],

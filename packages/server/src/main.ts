@@ -36,11 +36,16 @@ async function main(): Promise<void> {
         '(e.g. API_TOKENS=ua_$(openssl rand -base64 32 | tr -d "/+=")).',
     );
   }
-  const logger = pino({
+  const options = {
     level: config.logLevel,
     base: { service: 'user-accounts' },
     redact: { paths: ['password', '*.password', 'token', '*.token', 'authorization', '*.authorization'], censor: '[redacted]' },
-  });
+  };
+  // JSON lines for machines; readable lines for a person at a terminal.
+  const pretty = config.logFormat === 'pretty' || (config.logFormat === undefined && process.stdout.isTTY === true);
+  const logger = pretty
+    ? pino(options, (await import('pino-pretty')).default({ colorize: process.stdout.isTTY === true, sync: true, ignore: 'service' }))
+    : pino(options);
 
   let unlock = () => {};
   let database: Database;

@@ -6,9 +6,8 @@ export function accessLog(): MiddlewareHandler<AppEnv> {
   return async function accessLogMiddleware(c, next) {
     const started = performance.now();
     await next();
-    c.get('deps').logger.info(
+    c.get('log').info(
       {
-        requestId: c.get('requestId'),
         method: c.req.method,
         route: c.req.routePath,
         status: c.res.status,

@@ -98,7 +98,7 @@ export function idempotent(): MiddlewareHandler<AppEnv> {
     } catch (error) {
       // The write itself is done and answered; a retry after the lease will find the account
       // there (409 email_taken on create) rather than make a second one.
-      c.get('deps').logger.warn({ requestId: c.get('requestId'), err: describeError(error) }, 'idempotent answer not stored');
+      c.get('log').warn({ err: describeError(error) }, 'idempotent answer not stored');
     }
   };
 }
