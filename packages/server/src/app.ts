@@ -7,6 +7,7 @@ import { requestId } from './middleware/request-id.ts';
 import { registerCreateUser } from './routes/create-user.ts';
 import { registerDeleteUser } from './routes/delete-user.ts';
 import { registerGetUser } from './routes/get-user.ts';
+import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
 import { registerUpdateUser } from './routes/update-user.ts';
@@ -53,6 +54,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
 
   registerHealth(app);
   registerMetrics(app);
+  registerDocs(app);
   registerGetUser(app);
   registerCreateUser(app);
   registerUpdateUser(app);
