@@ -1,7 +1,7 @@
 import createFetchClient, { type Client, type Middleware } from 'openapi-fetch';
-import type { components, paths } from './generated/schema.ts';
+import type { components, paths } from './generated/schema.js';
 
-export type { components, paths } from './generated/schema.ts';
+export type { components, paths } from './generated/schema.js';
 
 /** An RFC 9457 problem, as every error of the API is. Switch on `code`. */
 export type Problem = components['schemas']['Problem'];

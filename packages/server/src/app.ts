@@ -1,4 +1,5 @@
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
@@ -37,6 +38,21 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   });
   app.use(requestId());
   app.use(accessLog());
+  if (deps.corsOrigins && deps.corsOrigins.length > 0) {
+    // Before authentication: a preflight carries no token. Only the listed origins get the
+    // headers; the browser then refuses the response to any other.
+    const allowed = new Set(deps.corsOrigins);
+    app.use(
+      '/api/*',
+      cors({
+        origin: (origin) => (allowed.has(origin) ? origin : null),
+        allowMethods: ['GET', 'HEAD', 'POST', 'DELETE'],
+        allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id', 'traceparent'],
+        exposeHeaders: ['X-Request-Id', 'ETag', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed'],
+        maxAge: 600,
+      }),
+    );
+  }
   if (deps.metrics) {
     const { collector } = deps.metrics;
     app.use(async function countRequests(c, next) {

@@ -17,6 +17,8 @@ export interface AppDeps {
   logger: Logger;
   /** Set when the operator turned metrics on (METRICS_TOKEN); /metrics is 404 otherwise. */
   metrics?: { collector: Metrics; token: string };
+  /** Browser origins allowed by CORS (CORS_ORIGINS); none by default. */
+  corsOrigins?: string[];
   /** How long a request may take before it is answered 503 (and its write, if any, rolled back). */
   requestTimeoutMs?: number;
 }

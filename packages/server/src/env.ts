@@ -23,6 +23,8 @@ export interface Config {
   /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
   hashConcurrency: number;
   hashQueue: number;
+  /** Browser origins allowed to call the API (CORS); empty: none, no CORS headers at all. */
+  corsOrigins: string[];
   /** Turns /metrics on, for requests that carry it as a bearer token. */
   metricsToken: string | undefined;
   /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
@@ -122,6 +124,14 @@ export function loadConfig(env: Env = process.env): Config {
   const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
   const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
 
+  const corsOrigins = (value('CORS_ORIGINS') ?? '')
+    .split(',')
+    .map((o) => o.trim())
+    .filter((o) => o !== '');
+  for (const origin of corsOrigins) {
+    if (!/^https?:\/\/[^/\s]+$/.test(origin)) problems.push(`CORS_ORIGINS entries must be origins like https://app.example.com (got "${origin}")`);
+  }
+
   const metricsToken = value('METRICS_TOKEN');
   if (metricsToken !== undefined && (metricsToken.length < 20 || metricsToken.length > 256 || !/^[\x21-\x7e]+$/.test(metricsToken))) {
     problems.push('METRICS_TOKEN must be 20 to 256 printable ASCII characters without spaces');
@@ -142,5 +152,6 @@ export function loadConfig(env: Env = process.env): Config {
     hashQueue,
     requestTimeoutMs,
     metricsToken,
+    corsOrigins,
   };
 }

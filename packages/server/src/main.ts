@@ -96,6 +96,7 @@ async function main(): Promise<void> {
     limiter,
     logger,
     requestTimeoutMs: config.requestTimeoutMs,
+    corsOrigins: config.corsOrigins,
   });
   const server = serveApp(app, { port: config.port, hostname: config.host }, (info: AddressInfo) => {
     logger.info(
