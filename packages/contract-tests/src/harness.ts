@@ -63,6 +63,13 @@ export function useTarget(spec: TargetSpec): Harness {
     const path = new URL(request.url).pathname;
     const violations = await checker.check(request.method, path, response);
     expect(violations, `${request.method} ${path} → ${response.status} conforms to the spec`).toEqual([]);
+    // Behind prism proxy: what Prism found wrong with the answer (request violations are the
+    // suite's own doing, when it tests invalid input).
+    const reported = response.headers.get('sl-violations');
+    if (reported !== null) {
+      const answerViolations = (JSON.parse(reported) as { location: string[]; message: string }[]).filter((v) => v.location[0] === 'response');
+      expect(answerViolations, `${request.method} ${path} → ${response.status}: prism proxy's violations`).toEqual([]);
+    }
     bodies.push(await response.clone().text());
     return response;
   };

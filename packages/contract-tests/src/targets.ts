@@ -39,6 +39,12 @@ export interface TargetSpec {
   name: string;
   /** A real server with a database: state, SQL access, logs. Prism is stateless. */
   stateful: boolean;
+  /**
+   * False when something between the tests and the server rewrites or refuses some requests
+   * (prism proxy hangs on a body that is not JSON, answers oversized headers itself, drops a
+   * `__proto__` parameter): the raw-HTTP edge cases are then left to the direct targets.
+   */
+  transparent?: boolean;
   /** Why the target cannot run here, when it cannot; the suite then says so and skips. */
   skip?: string | undefined;
   start(): Promise<Target>;
@@ -198,6 +204,30 @@ async function freePort(): Promise<number> {
 }
 
 const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
+const SPEC_PATH = fileURLToPath(new URL('../../../spec/openapi.yaml', import.meta.url));
+
+/** Starts Prism with these arguments and resolves once it listens; `kill` stops it. */
+async function startPrism(args: string[]): Promise<ChildProcess> {
+  const child: ChildProcess = spawn(PRISM, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`Prism did not start:\n${output}`)), 30_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Prism is listening')) {
+        clearTimeout(timer);
+        child.stdout!.removeListener('data', onData);
+        child.stdout!.resume();
+        child.stderr!.resume();
+        resolve();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`Prism exited (${code}):\n${output}`)));
+  });
+  return child;
+}
 
 /** The Prism mock of the spec, as integrators run it with `pnpm mock`. */
 export const prismTarget: TargetSpec = {
@@ -205,23 +235,7 @@ export const prismTarget: TargetSpec = {
   stateful: false,
   async start() {
     const port = await freePort();
-    const child: ChildProcess = spawn(PRISM, prismArgs(writeMockSpec(), '127.0.0.1', port), {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    await new Promise<void>((resolve, reject) => {
-      let output = '';
-      const timer = setTimeout(() => reject(new Error(`Prism did not start:\n${output}`)), 30_000);
-      const onData = (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('Prism is listening')) {
-          clearTimeout(timer);
-          resolve();
-        }
-      };
-      child.stdout!.on('data', onData);
-      child.stderr!.on('data', onData);
-      child.on('exit', (code) => reject(new Error(`Prism exited (${code}):\n${output}`)));
-    });
+    const child = await startPrism(prismArgs(writeMockSpec(), '127.0.0.1', port));
     return {
       baseUrl: `http://127.0.0.1:${port}`,
       token: 'any-token-the-mock-accepts',
@@ -237,6 +251,44 @@ export const prismTarget: TargetSpec = {
       flushLastUsed: async () => {},
       close: async () => {
         child.kill('SIGTERM');
+      },
+    };
+  },
+};
+
+/**
+ * The real server (embedded database) behind `prism proxy`, which checks every answer against the
+ * spec and reports what breaks it in an `sl-violations` header (the harness fails on any response
+ * violation). Not `--errors`: that would answer the suite's deliberately invalid requests with
+ * Prism's own 422 instead of forwarding them, and the server's answers to those are what we check.
+ */
+export const proxiedTarget: TargetSpec = {
+  name: 'server on embedded PGlite behind prism proxy',
+  stateful: true,
+  transparent: false,
+  async start() {
+    const inner = await embeddedServer();
+    const port = await freePort();
+    const proxy = () => startPrism(['proxy', SPEC_PATH, inner.baseUrl, '--host', '127.0.0.1', '--port', String(port)]);
+    let child = await proxy();
+    return {
+      ...inner,
+      baseUrl: `http://127.0.0.1:${port}`,
+      sql: (query, params) => inner.sql(query, params),
+      createToken: (spec) => inner.createToken(spec),
+      revokeToken: (id) => inner.revokeToken(id),
+      flushLastUsed: () => inner.flushLastUsed(),
+      get logs() {
+        return inner.logs;
+      },
+      async restart() {
+        child.kill('SIGTERM');
+        await inner.restart();
+        child = await proxy();
+      },
+      async close() {
+        child.kill('SIGTERM');
+        await inner.close();
       },
     };
   },
