@@ -1,36 +1,75 @@
-// `pnpm mock`: Prism, serving the contract in spec/openapi.yaml with one difference. Prism answers
-// every invalid request with a documented 422 when there is one, and the contract documents 422
-// only for an Idempotency-Key reused with another body, which a stateless mock can never detect.
-// So the mock is given the spec without its 422 responses, and answers invalid requests with the
-// documented 400, as the server does. Nothing else is changed.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// `pnpm mock`: the contract in spec/openapi.yaml served by Prism, behind a gate that refuses what
+// the server refuses, with the server's own code (packages/server/src/mock-front.ts): tokens,
+// methods, media types, JSON, the schema and the rules the spec states in words. What passes gets
+// a documented example from Prism; `Prefer: example=NAME` or `Prefer: code=STATUS` picks one.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { parse, stringify } from 'yaml';
+import { createMockFront } from '../packages/server/src/mock-front.ts';
+import { serveApp } from '../packages/server/src/serve.ts';
 
 const SPEC = fileURLToPath(new URL('../spec/openapi.yaml', import.meta.url));
 const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
 
-/** Writes the spec as the mock serves it into a fresh temporary folder; returns its path. */
-export function writeMockSpec(): string {
-  const spec = parse(readFileSync(SPEC, 'utf8'));
-  for (const item of Object.values<Record<string, { responses?: Record<string, unknown> }>>(spec.paths)) {
-    for (const operation of Object.values(item)) delete operation.responses?.['422'];
-  }
-  const file = join(mkdtempSync(join(tmpdir(), 'ua-mock-')), 'openapi.yaml');
-  writeFileSync(file, stringify(spec));
-  return file;
+/** The token the mock accepts unless MOCK_TOKENS says otherwise. */
+export const MOCK_TOKEN = 'ua_mock_token_for_integrators_0123456789abc';
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+
+export interface RunningMock {
+  baseUrl: string;
+  close(): Promise<void>;
 }
 
-export function prismArgs(file: string, host: string, port: number): string[] {
-  return ['mock', '--host', host, '--port', String(port), file];
+/** Prism on a private port, and the gate on `port`. */
+export async function startMock(options: { host: string; port: number; tokens: string[] }): Promise<RunningMock> {
+  const prismPort = await freePort();
+  const prism: ChildProcess = spawn(PRISM, ['mock', '--host', '127.0.0.1', '--port', String(prismPort), SPEC], { stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`Prism did not start:\n${output}`)), 30_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Prism is listening')) {
+        clearTimeout(timer);
+        prism.stdout!.removeListener('data', onData);
+        prism.stdout!.resume();
+        prism.stderr!.resume();
+        resolve();
+      }
+    };
+    prism.stdout!.on('data', onData);
+    prism.stderr!.on('data', onData);
+    prism.on('exit', (code) => reject(new Error(`Prism exited (${code}):\n${output}`)));
+  });
+  const front = createMockFront({ upstream: `http://127.0.0.1:${prismPort}`, tokens: options.tokens });
+  const server = await new Promise<ReturnType<typeof serveApp>>((resolve) => {
+    const s = serveApp(front, { port: options.port, hostname: options.host }, () => resolve(s));
+  });
+  const { port } = server.address() as { port: number };
+  return {
+    baseUrl: `http://${options.host}:${port}`,
+    async close() {
+      prism.kill('SIGTERM');
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    },
+  };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const port = Number(process.env.MOCK_PORT ?? 4010);
-  const child = spawn(PRISM, [...prismArgs(writeMockSpec(), '127.0.0.1', port), ...process.argv.slice(2)], { stdio: 'inherit' });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
-  child.on('exit', (code) => process.exit(code ?? 1));
+  const tokens = (process.env.MOCK_TOKENS ?? MOCK_TOKEN).split(',').map((t) => t.trim()).filter(Boolean);
+  const mock = await startMock({ host: '127.0.0.1', port: Number(process.env.MOCK_PORT ?? 4010), tokens });
+  process.stdout.write(
+    `Mock of the user-accounts API on ${mock.baseUrl}\n` +
+      `Authorization: ${process.env.MOCK_TOKENS ? '<one of MOCK_TOKENS>' : MOCK_TOKEN}\n` +
+      'Pick an answer with Prefer: example=<name> or Prefer: code=<status>.\n',
+  );
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => void mock.close().then(() => process.exit(0)));
 }

@@ -92,7 +92,7 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
 
   it('against the Prism mock of the spec: the same calls get its documented examples', async () => {
     mock = await prismTarget.start();
-    const lines = await runPage(mock.baseUrl, 'any-token-the-mock-accepts');
+    const lines = await runPage(mock.baseUrl, mock.token);
     expect(lines.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['create 201', 'get 200', 'update 200', 'get 200', 'delete 200']);
   }, 60_000);
 });

@@ -142,7 +142,8 @@ export function defineContractSuite(spec: TargetSpec): void {
         expect(short.error?.errors).toContainEqual(expect.objectContaining({ pointer: '/password', code: 'too_short' }));
       });
 
-      stateful.each([
+      // The mock refuses them too (its gate runs the server's check); only the server has a table to look in.
+      it.each([
         ['a common password', (email: string) => ({ email, name: 'Ada', password: 'password123' })],
         ['the email as password', (email: string) => ({ email, name: 'Ada', password: email.toLowerCase() })],
         ['the name as password', (email: string) => ({ email, name: 'Augusta Ada King', password: 'augusta ada king' })],
@@ -152,7 +153,7 @@ export function defineContractSuite(spec: TargetSpec): void {
         expect(response.status).toBe(400);
         expect(error?.code).toBe('weak_password');
         expect(error?.errors?.[0]).toMatchObject({ pointer: '/password', code: 'weak_password' });
-        expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
+        if (spec.stateful) expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
       });
     });
 
@@ -170,8 +171,8 @@ export function defineContractSuite(spec: TargetSpec): void {
         }
       });
 
-      // Prism cannot express "exactly one of two parameters" or a closed query: only the server can.
-      stateful.each([
+      // The mock refuses these too: its gate runs the server's own query check.
+      it.each([
         ['neither _userId nor email', ''],
         ['both _userId and email', '?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b&email=a@example.com'],
         ['an unknown parameter', '?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b&token=x'],
@@ -253,8 +254,7 @@ export function defineContractSuite(spec: TargetSpec): void {
           body: JSON.stringify({ _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', email: 'new@example.com' }),
         });
         expect(response.status).toBe(400);
-        // Prism knows only that email is not in the schema.
-        expect(await problemCode(response)).toBe(spec.stateful ? 'field_not_updatable' : 'invalid_request');
+        expect(await problemCode(response)).toBe('field_not_updatable');
       });
 
       it.each([

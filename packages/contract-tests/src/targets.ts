@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import postgres from 'postgres';
 import { createApp } from '@user-accounts/server/app';
 import { serveApp } from '@user-accounts/server/serve';
-import { prismArgs, writeMockSpec } from '../../../scripts/mock.ts';
+import { MOCK_TOKEN, startMock } from '../../../scripts/mock.ts';
 import { openPglite, openPostgres, type Database } from '@user-accounts/server/db';
 import { createPasswordHasher, type PasswordHasher } from '@user-accounts/server/passwords';
 import { createRateLimiter, databaseCounters, type RateLimitConfig } from '@user-accounts/server/rate-limit';
@@ -229,16 +229,15 @@ async function startPrism(args: string[]): Promise<ChildProcess> {
   return child;
 }
 
-/** The Prism mock of the spec, as integrators run it with `pnpm mock`. */
+/** The mock, as integrators run it with `pnpm mock`: Prism behind the server's own gate. */
 export const prismTarget: TargetSpec = {
   name: 'Prism mock of the spec',
   stateful: false,
   async start() {
-    const port = await freePort();
-    const child = await startPrism(prismArgs(writeMockSpec(), '127.0.0.1', port));
+    const mock = await startMock({ host: '127.0.0.1', port: 0, tokens: [MOCK_TOKEN] });
     return {
-      baseUrl: `http://127.0.0.1:${port}`,
-      token: 'any-token-the-mock-accepts',
+      baseUrl: mock.baseUrl,
+      token: MOCK_TOKEN,
       logs: [],
       sql: async () => {
         throw new Error('the mock has no database');
@@ -249,9 +248,7 @@ export const prismTarget: TargetSpec = {
       },
       revokeToken: async () => {},
       flushLastUsed: async () => {},
-      close: async () => {
-        child.kill('SIGTERM');
-      },
+      close: () => mock.close(),
     };
   },
 };

@@ -18,8 +18,16 @@ export type { AppDeps } from './context.ts';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
+/** What a browser may send to the API and read from its answers (the origins are the operator's). */
+export const CORS = {
+  allowMethods: ['GET', 'HEAD', 'POST', 'DELETE'],
+  allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id', 'traceparent', 'Prefer'],
+  exposeHeaders: ['X-Request-Id', 'ETag', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed'],
+  maxAge: 600,
+};
+
 /** The methods each path of the API answers; any other method is 405 with this `Allow`. */
-const ALLOWED: Record<string, string> = {
+export const ALLOWED: Record<string, string> = {
   '/api/1/user/get': 'GET, HEAD',
   '/api/1/user/create': 'POST',
   '/api/1/user/update': 'POST',
@@ -46,10 +54,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
       '/api/*',
       cors({
         origin: (origin) => (allowed.has(origin) ? origin : null),
-        allowMethods: ['GET', 'HEAD', 'POST', 'DELETE'],
-        allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id', 'traceparent'],
-        exposeHeaders: ['X-Request-Id', 'ETag', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed'],
-        maxAge: 600,
+        ...CORS,
       }),
     );
   }
