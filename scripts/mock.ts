@@ -22,15 +22,9 @@ const freePort = () =>
     });
   });
 
-export interface RunningMock {
-  baseUrl: string;
-  close(): Promise<void>;
-}
-
-/** Prism on a private port, and the gate on `port`. */
-export async function startMock(options: { host: string; port: number; tokens: string[] }): Promise<RunningMock> {
-  const prismPort = await freePort();
-  const prism: ChildProcess = spawn(PRISM, ['mock', '--host', '127.0.0.1', '--port', String(prismPort), SPEC], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts Prism with these arguments; resolves once it listens. */
+export async function startPrism(args: string[]): Promise<ChildProcess> {
+  const prism: ChildProcess = spawn(PRISM, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     let output = '';
     const timer = setTimeout(() => reject(new Error(`Prism did not start:\n${output}`)), 30_000);
@@ -48,6 +42,18 @@ export async function startMock(options: { host: string; port: number; tokens: s
     prism.stderr!.on('data', onData);
     prism.on('exit', (code) => reject(new Error(`Prism exited (${code}):\n${output}`)));
   });
+  return prism;
+}
+
+export interface RunningMock {
+  baseUrl: string;
+  close(): Promise<void>;
+}
+
+/** Prism on a private port, and the gate on `port`. */
+export async function startMock(options: { host: string; port: number; tokens: string[] }): Promise<RunningMock> {
+  const prismPort = await freePort();
+  const prism = await startPrism(['mock', '--host', '127.0.0.1', '--port', String(prismPort), SPEC]);
   const front = createMockFront({ upstream: `http://127.0.0.1:${prismPort}`, tokens: options.tokens });
   const server = await new Promise<ReturnType<typeof serveApp>>((resolve) => {
     const s = serveApp(front, { port: options.port, hostname: options.host }, () => resolve(s));

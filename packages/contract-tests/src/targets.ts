@@ -1,5 +1,4 @@
 // The places the one contract suite runs against: the real server (PGlite, PostgreSQL) and Prism.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,7 +9,7 @@ import { pino } from 'pino';
 import postgres from 'postgres';
 import { createApp } from '@user-accounts/server/app';
 import { serveApp } from '@user-accounts/server/serve';
-import { MOCK_TOKEN, startMock } from '../../../scripts/mock.ts';
+import { MOCK_TOKEN, startMock, startPrism } from '../../../scripts/mock.ts';
 import { openPglite, openPostgres, type Database } from '@user-accounts/server/db';
 import { createPasswordHasher, type PasswordHasher } from '@user-accounts/server/passwords';
 import { createRateLimiter, databaseCounters, type RateLimitConfig } from '@user-accounts/server/rate-limit';
@@ -203,31 +202,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
 const SPEC_PATH = fileURLToPath(new URL('../../../spec/openapi.yaml', import.meta.url));
-
-/** Starts Prism with these arguments and resolves once it listens; `kill` stops it. */
-async function startPrism(args: string[]): Promise<ChildProcess> {
-  const child: ChildProcess = spawn(PRISM, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  await new Promise<void>((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => reject(new Error(`Prism did not start:\n${output}`)), 30_000);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('Prism is listening')) {
-        clearTimeout(timer);
-        child.stdout!.removeListener('data', onData);
-        child.stdout!.resume();
-        child.stderr!.resume();
-        resolve();
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.on('exit', (code) => reject(new Error(`Prism exited (${code}):\n${output}`)));
-  });
-  return child;
-}
 
 /** The mock, as integrators run it with `pnpm mock`: Prism behind the server's own gate. */
 export const prismTarget: TargetSpec = {
