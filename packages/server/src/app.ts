@@ -27,12 +27,23 @@ export const CORS = {
 };
 
 /** The methods each path of the API answers; any other method is 405 with this `Allow`. */
-export const ALLOWED: Record<string, string> = {
+const ALLOWED: Record<string, string> = {
   '/api/1/user/get': 'GET, HEAD',
   '/api/1/user/create': 'POST',
   '/api/1/user/update': 'POST',
   '/api/1/user/delete': 'DELETE',
 };
+
+/** Every other method on a known path of the API: 405 with `Allow` (the mock answers the same). */
+export function registerMethodNotAllowed(app: Hono<AppEnv>): void {
+  for (const [path, allow] of Object.entries(ALLOWED)) {
+    app.all(path, function methodNotAllowed(c) {
+      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
+        headers: { Allow: allow },
+      });
+    });
+  }
+}
 
 /** Builds the HTTP application. Importing this module, or calling it, opens and starts nothing. */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
@@ -80,13 +91,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerCreateUser(app);
   registerUpdateUser(app);
   registerDeleteUser(app);
-  for (const [path, allow] of Object.entries(ALLOWED)) {
-    app.all(path, function methodNotAllowed(c) {
-      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
-        headers: { Allow: allow },
-      });
-    });
-  }
+  registerMethodNotAllowed(app);
 
   app.notFound(function notFound(c) {
     return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));

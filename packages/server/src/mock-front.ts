@@ -3,19 +3,20 @@
 // spec states in words), and passes the rest, normalized, to Prism for a documented example.
 // What it cannot know without data (which account exists, a password equal to a stored email)
 // stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…`.
-import { Hono, type MiddlewareHandler } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import { pino } from 'pino';
-import { ALLOWED, CORS } from './app.ts';
+import { CORS, registerMethodNotAllowed } from './app.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, renderProblem } from './errors.ts';
 import { parseIfMatch } from './etag.ts';
 import { requireToken } from './middleware/auth.ts';
+import { idempotencyKeyOf } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { requestId } from './middleware/request-id.ts';
 import { weakPasswordReason } from './passwords.ts';
 import { validQuery } from './routes/get-user.ts';
-import { validBody, weakPassword } from './routes/shared.ts';
+import { refuseEmailChange, validBody, weakPassword } from './routes/shared.ts';
 import type { TokenInfo } from './tokens.ts';
 import { compileValidators } from './validation.ts';
 
@@ -48,17 +49,18 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   // Any page may call the mock, as any may call Prism: it holds nothing to protect.
   app.use(cors({ origin: '*', ...CORS }));
 
-  const forward: MiddlewareHandler<AppEnv> = async (c) => {
+  /** The request, as the gate has normalized it, to Prism; Prism's answer back as it is. */
+  const relay = async (c: Context<AppEnv>, body: string | undefined): Promise<Response> => {
     const url = new URL(c.req.url);
-    const target = new URL(`${url.pathname}${url.search}`, options.upstream);
     const headers = new Headers();
     for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers.set(name, value);
-    const body = c.req.method === 'GET' || c.req.method === 'HEAD' ? undefined : JSON.stringify(c.get('body'));
-    const answer = await fetch(target, { method: c.req.method, headers, body });
+    const answer = await fetch(new URL(`${url.pathname}${url.search}`, options.upstream), { method: c.req.method, headers, body });
     const out = new Headers(answer.headers);
     for (const name of HOP_BY_HOP) out.delete(name);
     return new Response(await answer.arrayBuffer(), { status: answer.status, headers: out });
   };
+  const forward: MiddlewareHandler<AppEnv> = (c) =>
+    relay(c, c.req.method === 'GET' || c.req.method === 'HEAD' ? undefined : JSON.stringify(c.get('body')));
 
   // A server's answers to a valid token carry the rate-limit fields; the mock's own refusals too
   // (with a full budget: the mock counts nothing). Prism's answers bring theirs from the spec.
@@ -74,12 +76,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     await next();
   };
   const keyChecked: MiddlewareHandler<AppEnv> = async (c, next) => {
-    const key = c.req.header('idempotency-key');
-    if (key !== undefined && !c.get('validators').idempotencyKey(key)) {
-      throw new ApiError(400, 'invalid_request', 'The Idempotency-Key header is not valid.', {
-        errors: [{ pointer: 'Idempotency-Key', code: 'invalid_format', message: 'must be 1 to 255 printable ASCII characters' }],
-      });
-    }
+    idempotencyKeyOf(c);
     await next();
   };
 
@@ -98,12 +95,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     await next();
   }, forward);
   app.post('/api/1/user/update', requireToken(), limits(false), jsonBody(), keyChecked, ifMatchChecked, async (c, next) => {
-    const body = c.get('body');
-    if (body !== null && typeof body === 'object' && Object.hasOwn(body, 'email')) {
-      throw new ApiError(400, 'field_not_updatable', 'The email of an account cannot be changed.', {
-        errors: [{ pointer: '/email', code: 'not_updatable', message: 'cannot be changed' }],
-      });
-    }
+    refuseEmailChange(c);
     const input = validBody(c, 'UpdateUserRequest');
     // Without the account, only the new name can be compared with the password.
     if (input.password !== undefined) {
@@ -116,21 +108,8 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     validBody(c, 'DeleteUserRequest');
     await next();
   }, forward);
-  for (const [path, allow] of Object.entries(ALLOWED)) {
-    app.all(path, function methodNotAllowed(c) {
-      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, { headers: { Allow: allow } });
-    });
-  }
-  app.all('*', async (c) => {
-    c.set('body', undefined);
-    const url = new URL(c.req.url);
-    const headers = new Headers();
-    for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers.set(name, value);
-    const answer = await fetch(new URL(`${url.pathname}${url.search}`, options.upstream), { method: c.req.method, headers });
-    const out = new Headers(answer.headers);
-    for (const name of HOP_BY_HOP) out.delete(name);
-    return new Response(await answer.arrayBuffer(), { status: answer.status, headers: out });
-  });
+  registerMethodNotAllowed(app);
+  app.all('*', (c) => relay(c, undefined));
   app.onError((error, c) =>
     renderProblem(c, error instanceof ApiError ? error : new ApiError(503, 'service_unavailable', 'The mock could not reach Prism.')),
   );

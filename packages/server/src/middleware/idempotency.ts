@@ -2,7 +2,7 @@
 // request with a key claims it; its answer is stored and replayed to every retry with the same
 // key and body for 24 hours. Stored in the database, so every replica agrees.
 import { createHash } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { and, eq, sql } from 'drizzle-orm';
 import type { AppEnv } from '../context.ts';
@@ -27,15 +27,21 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
+/** The request's Idempotency-Key, checked against the spec's schema; 400 when malformed. */
+export function idempotencyKeyOf(c: Context<AppEnv>): string | undefined {
+  const key = c.req.header('idempotency-key');
+  if (key !== undefined && !c.get('validators').idempotencyKey(key)) {
+    throw invalidRequest('The Idempotency-Key header is not valid.', [
+      { pointer: 'Idempotency-Key', code: 'invalid_format', message: 'must be 1 to 255 printable ASCII characters' },
+    ]);
+  }
+  return key;
+}
+
 export function idempotent(): MiddlewareHandler<AppEnv> {
   return async function idempotencyMiddleware(c, next) {
-    const key = c.req.header('idempotency-key');
+    const key = idempotencyKeyOf(c);
     if (key === undefined) return next();
-    if (!c.get('validators').idempotencyKey(key)) {
-      throw invalidRequest('The Idempotency-Key header is not valid.', [
-        { pointer: 'Idempotency-Key', code: 'invalid_format', message: 'must be 1 to 255 printable ASCII characters' },
-      ]);
-    }
     const db = c.get('deps').database.db;
     const tokenId = c.get('token').id;
     const fingerprint = createHash('sha256')

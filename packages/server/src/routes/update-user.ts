@@ -3,7 +3,7 @@ import type { components } from '@user-accounts/client';
 import { auditWrites, recordAudit } from '../audit.ts';
 import type { App } from '../context.ts';
 import { users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../errors.ts';
+import { userNotFound } from '../errors.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { isUuid } from '../ids.ts';
 import { requireScope, requireToken } from '../middleware/auth.ts';
@@ -11,7 +11,7 @@ import { idempotent } from '../middleware/idempotency.ts';
 import { jsonBody } from '../middleware/json-body.ts';
 import { rateLimit } from '../middleware/rate-limit.ts';
 import { weakPasswordReason } from '../passwords.ts';
-import { inReach, matchingIfMatch, notWritten, preconditionFailed, validBody, weakPassword } from './shared.ts';
+import { inReach, matchingIfMatch, notWritten, preconditionFailed, refuseEmailChange, validBody, weakPassword } from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 
@@ -25,12 +25,7 @@ export function registerUpdateUser(app: App): void {
     jsonBody(),
     idempotent(),
     async function updateUser(c) {
-      const body = c.get('body');
-      if (body !== null && typeof body === 'object' && Object.hasOwn(body, 'email')) {
-        throw new ApiError(400, 'field_not_updatable', 'The email of an account cannot be changed.', {
-          errors: [{ pointer: '/email', code: 'not_updatable', message: 'cannot be changed' }],
-        });
-      }
+      refuseEmailChange(c);
       const input = validBody(c, 'UpdateUserRequest');
       const ifMatch = parseIfMatch(c.req.header('if-match'));
       if (!isUuid(input._userId)) throw userNotFound();
