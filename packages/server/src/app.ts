@@ -1,4 +1,4 @@
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
@@ -12,7 +12,7 @@ import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
 import { registerUpdateUser } from './routes/update-user.ts';
-import { compileValidators } from './validation.ts';
+import { compileValidators, type Validators } from './validation.ts';
 
 export type { AppDeps } from './context.ts';
 
@@ -45,16 +45,21 @@ export function registerMethodNotAllowed(app: Hono<AppEnv>): void {
   }
 }
 
+/** Hands every request what the handlers and middleware read from the context. */
+export function provideDeps(deps: AppDeps, validators: Validators): MiddlewareHandler<AppEnv> {
+  return async function provideDepsMiddleware(c, next) {
+    c.set('deps', deps);
+    c.set('validators', validators);
+    await next();
+  };
+}
+
 /** Builds the HTTP application. Importing this module, or calling it, opens and starts nothing. */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
   const validators = compileValidators();
   const app = new Hono<AppEnv>();
 
-  app.use(async function provideDeps(c, next) {
-    c.set('deps', deps);
-    c.set('validators', validators);
-    await next();
-  });
+  app.use(provideDeps(deps, validators));
   app.use(requestId());
   app.use(accessLog());
   if (deps.corsOrigins && deps.corsOrigins.length > 0) {

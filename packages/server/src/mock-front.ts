@@ -6,7 +6,7 @@
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import { pino } from 'pino';
-import { CORS, registerMethodNotAllowed } from './app.ts';
+import { CORS, provideDeps, registerMethodNotAllowed } from './app.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, renderProblem } from './errors.ts';
 import { parseIfMatch } from './etag.ts';
@@ -40,11 +40,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   } as unknown as AppDeps;
 
   const app = new Hono<AppEnv>();
-  app.use(async function provideDeps(c, next) {
-    c.set('deps', deps);
-    c.set('validators', validators);
-    await next();
-  });
+  app.use(provideDeps(deps, validators));
   app.use(requestId());
   // Any page may call the mock, as any may call Prism: it holds nothing to protect.
   app.use(cors({ origin: '*', ...CORS }));
