@@ -1,17 +1,20 @@
-import { Hono, type MiddlewareHandler } from 'hono';
+import { type Handler, Hono, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
 import { deadline } from './middleware/deadline.ts';
 import { requestId } from './middleware/request-id.ts';
-import { registerCreateUser } from './routes/create-user.ts';
-import { registerDeleteUser } from './routes/delete-user.ts';
-import { registerGetUser } from './routes/get-user.ts';
+import { auditWrites } from './audit.ts';
+import { requireScope, requireToken } from './middleware/auth.ts';
+import { idempotent } from './middleware/idempotency.ts';
+import { jsonBody } from './middleware/json-body.ts';
+import { rateLimit } from './middleware/rate-limit.ts';
+import type { Operation } from './operation.ts';
+import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
-import { registerUpdateUser } from './routes/update-user.ts';
 import { compileValidators, type Validators } from './validation.ts';
 
 export type { AppDeps } from './context.ts';
@@ -20,29 +23,38 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
 /** What a browser may send to the API and read from its answers (the origins are the operator's). */
 export const CORS = {
-  allowMethods: ['GET', 'HEAD', 'POST', 'DELETE'],
+  allowMethods: [...new Set(operations.flatMap((op) => allowedMethods(op.path)))],
   allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id', 'traceparent', 'Prefer'],
   exposeHeaders: ['X-Request-Id', 'ETag', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed'],
   maxAge: 600,
 };
 
-/** The methods each path of the API answers; any other method is 405 with this `Allow`. */
-const ALLOWED: Record<string, string> = {
-  '/api/1/user/get': 'GET, HEAD',
-  '/api/1/user/create': 'POST',
-  '/api/1/user/update': 'POST',
-  '/api/1/user/delete': 'DELETE',
-};
-
-/** Every other method on a known path of the API: 405 with `Allow` (the mock answers the same). */
+/** Every other method on a path of the table: 405 with `Allow` (the mock answers the same). */
 export function registerMethodNotAllowed(app: Hono<AppEnv>): void {
-  for (const [path, allow] of Object.entries(ALLOWED)) {
+  for (const path of operationPaths()) {
+    const allow = allowedMethods(path).join(', ');
     app.all(path, function methodNotAllowed(c) {
       throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
         headers: { Allow: allow },
       });
     });
   }
+}
+
+/**
+ * An operation's route, in the order every operation shares: who is calling, their budget, the
+ * audit of a write, the scope, the body, the idempotency key, then the operation's own checks
+ * and work.
+ */
+function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>): void {
+  const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
+  if (op.writes !== undefined) chain.push(auditWrites(op.writes));
+  chain.push(requireScope(op.scope));
+  if ('body' in op.request) chain.push(jsonBody());
+  if (op.idempotent) chain.push(idempotent());
+  const handler: Handler<AppEnv> = async (c) => op.handle(c, op.parse(c));
+  Object.defineProperty(handler, 'name', { value: op.name });
+  app.on(op.method, [op.path], ...chain, handler);
 }
 
 /** Hands every request what the handlers and middleware read from the context. */
@@ -92,10 +104,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerHealth(app);
   registerMetrics(app);
   registerDocs(app);
-  registerGetUser(app);
-  registerCreateUser(app);
-  registerUpdateUser(app);
-  registerDeleteUser(app);
+  for (const op of operations) registerOperation(app, op);
   registerMethodNotAllowed(app);
 
   app.notFound(function notFound(c) {

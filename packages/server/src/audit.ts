@@ -19,13 +19,8 @@ export interface AuditEntry {
   outcome: string;
 }
 
-/**
- * Writes the row; pass the transaction of the write so that both land or neither does, and set
- * `audited` once it has committed. It is the last statement of every write's transaction, so it
- * is also where a write that missed its deadline is rolled back.
- */
-export async function recordAudit(db: Db, c: Context<AppEnv>, entry: AuditEntry): Promise<void> {
-  c.get('deadline')?.commit();
+/** Writes the row, in the transaction of the write when there is one (runWrite's). */
+export async function insertAuditRow(db: Db, c: Context<AppEnv>, entry: AuditEntry): Promise<void> {
   const token = c.get('token');
   await db.insert(auditLog).values({
     site: token.site,
@@ -40,24 +35,30 @@ export async function recordAudit(db: Db, c: Context<AppEnv>, entry: AuditEntry)
 }
 
 /**
- * Records the outcome of a write that did not record it itself: every refusal and failure, and
- * idempotent replays. Best effort: when the database is down the row is lost, and logged.
+ * The audit middleware of a write operation. A success is recorded by runWrite, in the write's
+ * own transaction; this records every other outcome (refusals, failures, idempotent replays),
+ * best effort: when the database is down the row is lost, and logged. A success that did not
+ * come through runWrite is a bug of ours, refused here so that tests find it.
  */
 export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv> {
   return async function auditWritesMiddleware(c, next) {
-    c.set('audited', false);
+    const record = { operation, userId: undefined, committed: false };
+    c.set('write', record);
     await next();
-    if (c.get('audited')) return;
-    const outcome =
-      c.res.headers.get('Idempotent-Replayed') === 'true'
-        ? 'replayed'
-        : c.error instanceof ApiError
-          ? c.error.code
-          : ((await problemCode(c.res)) ?? String(c.res.status));
+    if (record.committed) return;
+    const replayed = c.res.headers.get('Idempotent-Replayed') === 'true';
+    if (c.res.status < 400 && !replayed) {
+      throw new Error(`${operation} answered ${c.res.status} without runWrite: no audit row, no deadline check`);
+    }
+    const outcome = replayed
+      ? 'replayed'
+      : c.error instanceof ApiError
+        ? c.error.code
+        : ((await problemCode(c.res)) ?? String(c.res.status));
     try {
-      await recordAudit(c.get('deps').database.db, c, {
+      await insertAuditRow(c.get('deps').database.db, c, {
         operation,
-        userId: c.get('auditUserId') ?? bodyUserId(c.get('body')),
+        userId: record.userId ?? bodyUserId(c.get('body')),
         status: c.res.status,
         outcome,
       });

@@ -7,6 +7,7 @@ import type { PasswordHasher } from './passwords.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TokenInfo, TokenVerifier } from './tokens.ts';
 import type { Validators } from './validation.ts';
+import type { WriteRecord } from './writes.ts';
 
 /** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
 export interface AppDeps {
@@ -34,14 +35,10 @@ export interface AppEnv {
     body: unknown;
     /** The token the request was made with, set by requireToken. */
     token: TokenInfo;
-    /** The account a write was about, for its audit row. */
-    auditUserId: string | undefined;
-    /** Set when the handler wrote the audit row itself, in the transaction of the write. */
-    audited: boolean;
-    /** The request's deadline; writes call its commit() before they commit. */
+    /** How the request's write went, kept by the audit middleware of every write operation. */
+    write: WriteRecord;
+    /** The request's deadline; runWrite calls its commit() before a write commits. */
     deadline: Deadline;
-    /** The canonical body of the request, for the idempotency fingerprint. */
-    rawBody: string;
   };
 }
 

@@ -9,14 +9,13 @@ import { pino } from 'pino';
 import { CORS, provideDeps, registerMethodNotAllowed } from './app.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, renderProblem } from './errors.ts';
-import { parseIfMatch } from './etag.ts';
-import { requireToken } from './middleware/auth.ts';
+import { requireScope, requireToken } from './middleware/auth.ts';
 import { idempotencyKeyOf } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { requestId } from './middleware/request-id.ts';
-import { weakPasswordReason } from './passwords.ts';
-import { validQuery } from './routes/get-user.ts';
-import { refuseEmailChange, validBody, weakPassword } from './routes/shared.ts';
+import type { Operation } from './operation.ts';
+import { operations } from './operations.ts';
+import { loadSpec } from './spec.ts';
 import type { TokenInfo } from './tokens.ts';
 import { compileValidators } from './validation.ts';
 
@@ -45,67 +44,54 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   // Any page may call the mock, as any may call Prism: it holds nothing to protect.
   app.use(cors({ origin: '*', ...CORS }));
 
-  /** The request, as the gate has normalized it, to Prism; Prism's answer back as it is. */
-  const relay = async (c: Context<AppEnv>, body: string | undefined): Promise<Response> => {
-    const url = new URL(c.req.url);
+  /** The request, as the gate has normalized it, to Prism at a path of the spec; Prism's answer back as it is. */
+  const relay = async (c: Context<AppEnv>, path: string, search: string, body: string | undefined): Promise<Response> => {
     const headers = new Headers();
     for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers.set(name, value);
-    const answer = await fetch(new URL(`${url.pathname}${url.search}`, options.upstream), { method: c.req.method, headers, body });
+    // The upstream URL is built from the operation's own path, never from the request's.
+    const url = new URL(path, options.upstream);
+    url.search = search;
+    const answer = await fetch(url, { method: c.req.method, headers, body });
     const out = new Headers(answer.headers);
     for (const name of HOP_BY_HOP) out.delete(name);
     return new Response(await answer.arrayBuffer(), { status: answer.status, headers: out });
   };
-  const forward: MiddlewareHandler<AppEnv> = (c) =>
-    relay(c, c.req.method === 'GET' || c.req.method === 'HEAD' ? undefined : JSON.stringify(c.get('body')));
 
   // A server's answers to a valid token carry the rate-limit fields; the mock's own refusals too
   // (with a full budget: the mock counts nothing). Prism's answers bring theirs from the spec.
-  const limits = (create: boolean): MiddlewareHandler<AppEnv> => async (c, next) => {
-    await next();
-    if (c.res.headers.has('RateLimit')) return;
-    c.res.headers.set('RateLimit-Policy', create ? '"all";q=6000;w=60, "create";q=300;w=60' : '"all";q=6000;w=60');
-    c.res.headers.set('RateLimit', create ? '"all";r=6000;t=60, "create";r=300;t=60' : '"all";r=6000;t=60');
-  };
-
-  const ifMatchChecked: MiddlewareHandler<AppEnv> = async (c, next) => {
-    parseIfMatch(c.req.header('if-match'));
-    await next();
-  };
-  const keyChecked: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const limits = (budget: Operation['budget']): MiddlewareHandler<AppEnv> =>
+    async function mockLimits(c, next) {
+      await next();
+      if (c.res.headers.has('RateLimit')) return;
+      const create = budget === 'create';
+      c.res.headers.set('RateLimit-Policy', create ? '"all";q=6000;w=60, "create";q=300;w=60' : '"all";q=6000;w=60');
+      c.res.headers.set('RateLimit', create ? '"all";r=6000;t=60, "create";r=300;t=60' : '"all";r=6000;t=60');
+    };
+  const keyChecked: MiddlewareHandler<AppEnv> = async function mockIdempotencyKey(c, next) {
     idempotencyKeyOf(c);
     await next();
   };
 
-  app.get('/api/1/user/get', requireToken(), limits(false), async (c, next) => {
-    const query = validQuery(c);
-    // Forward the query as the server reads it (email trimmed).
-    const url = new URL(c.req.url);
-    url.search = new URLSearchParams(query as Record<string, string>).toString();
-    c.req.raw = new Request(url, c.req.raw);
-    await next();
-  }, forward);
-  app.post('/api/1/user/create', requireToken(), limits(true), jsonBody(), keyChecked, async (c, next) => {
-    const input = validBody(c, 'CreateUserRequest');
-    const reason = weakPasswordReason(input.password, { email: input.email, name: input.name });
-    if (reason !== undefined) throw weakPassword(reason);
-    await next();
-  }, forward);
-  app.post('/api/1/user/update', requireToken(), limits(false), jsonBody(), keyChecked, ifMatchChecked, async (c, next) => {
-    refuseEmailChange(c);
-    const input = validBody(c, 'UpdateUserRequest');
-    // Without the account, only the new name can be compared with the password.
-    if (input.password !== undefined) {
-      const reason = weakPasswordReason(input.password, { name: input.name });
-      if (reason !== undefined) throw weakPassword(reason);
-    }
-    await next();
-  }, forward);
-  app.delete('/api/1/user/delete', requireToken(), limits(false), jsonBody(), ifMatchChecked, async (c, next) => {
-    validBody(c, 'DeleteUserRequest');
-    await next();
-  }, forward);
+  // Each operation of the table, checked as the server checks it, in the server's order.
+  for (const op of operations) {
+    const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), limits(op.budget), requireScope(op.scope)];
+    if ('body' in op.request) chain.push(jsonBody());
+    if (op.idempotent) chain.push(keyChecked);
+    app.on(op.method, [op.path], ...chain, async function gate(c) {
+      const input = op.parse(c);
+      // Forwarded as the server reads it: the query or the body normalized by parse (trimmed).
+      if ('query' in op.request) {
+        return relay(c, op.path, new URLSearchParams(input as Record<string, string>).toString(), undefined);
+      }
+      return relay(c, op.path, '', JSON.stringify(c.get('body')));
+    });
+  }
   registerMethodNotAllowed(app);
-  app.all('*', (c) => relay(c, undefined));
+  // The spec's other paths (health, the contract, docs) need no token; anything else is not there.
+  for (const path of Object.keys(loadSpec().paths)) {
+    if (!operations.some((op) => op.path === path)) app.get(path, (c) => relay(c, path, '', undefined));
+  }
+  app.notFound((c) => renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`)));
   app.onError((error, c) =>
     renderProblem(c, error instanceof ApiError ? error : new ApiError(503, 'service_unavailable', 'The mock could not reach Prism.')),
   );

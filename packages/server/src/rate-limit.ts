@@ -38,18 +38,21 @@ interface CounterStore {
   close(): Promise<void>;
 }
 
+/** A budget an operation counts against on top of "all". */
+export type Budget = 'create';
+
 export interface RateLimiter {
-  /** Counts this request against the token's policies for the operation. */
-  consume(tokenId: string, operation: string): Promise<PolicyState[]>;
+  /** Counts this request against the token's "all" policy and the given budget's, when set. */
+  consume(tokenId: string, budget?: Budget): Promise<PolicyState[]>;
   close(): Promise<void>;
 }
 
 export function createRateLimiter(config: RateLimitConfig, store: CounterStore): RateLimiter {
-  const policiesFor = (operation: string) =>
-    [config.all, operation === 'create' ? config.create : null].filter((p): p is Policy => p !== null);
+  const policiesFor = (budget: Budget | undefined) =>
+    [config.all, budget === 'create' ? config.create : null].filter((p): p is Policy => p !== null);
   return {
-    async consume(tokenId, operation) {
-      const policies = policiesFor(operation);
+    async consume(tokenId, budget) {
+      const policies = policiesFor(budget);
       const counts = await store.increment(tokenId, policies);
       return policies.map((policy, i) => {
         const { count, resetMs } = counts[i]!;

@@ -4,8 +4,15 @@ import { SPEC_PATH } from './resources.ts';
 
 export { SPEC_PATH };
 
+export interface SpecOperation {
+  operationId?: string;
+  parameters?: unknown[];
+  security?: Record<string, string[]>[];
+  requestBody?: { content?: Record<string, { schema?: { $ref?: string } }> };
+}
+
 export interface OpenApiDocument {
-  paths: Record<string, Record<string, { operationId?: string; parameters?: unknown[] }>>;
+  paths: Record<string, Record<string, SpecOperation>>;
   components: { schemas: Record<string, unknown>; parameters: Record<string, unknown> };
 }
 

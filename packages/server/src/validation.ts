@@ -1,6 +1,7 @@
 // Request validators compiled once from spec/openapi.yaml: there is no second copy of the rules.
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import type { components } from '@user-accounts/client';
 import { ApiError, type FieldError } from './errors.ts';
 import { loadSpec } from './spec.ts';
 
@@ -32,36 +33,43 @@ export function createSpecAjv(): Ajv2020 {
   return ajv;
 }
 
-export type BodySchema = 'CreateUserRequest' | 'UpdateUserRequest' | 'DeleteUserRequest';
+/** The schemas of the spec that are request bodies. */
+export type BodySchema = Extract<keyof components['schemas'], `${string}Request`>;
 
 export interface Validators {
-  body: Record<BodySchema, ValidateFunction>;
-  getUserQuery: ValidateFunction;
+  /** Each request body schema of the spec, by name. */
+  body: Record<string, ValidateFunction>;
+  /** Each operation's query, as a closed object of its own parameters, by path. */
+  query: Record<string, ValidateFunction>;
   idempotencyKey: ValidateFunction;
 }
+
+type SpecParameter = { name: string; in: string; schema: unknown };
 
 export function compileValidators(): Validators {
   const ajv = createSpecAjv();
   const spec = loadSpec();
-  const ref = (name: string) => ajv.getSchema(`spec#/$defs/${name}`)!;
-  // The query of getUser, as a closed object built from the operation's own parameters.
-  const params = (spec.paths['/api/1/user/get']!.get!.parameters ?? []) as { $ref: string }[];
-  const properties = Object.fromEntries(
-    params.map((p) => {
-      const param = spec.components.parameters[p.$ref.split('/').pop()!] as {
-        name: string;
-        schema: unknown;
-      };
-      return [param.name, retarget(param.schema)];
-    }),
-  );
+  const parameter = (p: unknown) =>
+    ('$ref' in (p as object) ? spec.components.parameters[(p as { $ref: string }).$ref.split('/').pop()!] : p) as SpecParameter;
+  const body: Record<string, ValidateFunction> = {};
+  const query: Record<string, ValidateFunction> = {};
+  for (const [path, methods] of Object.entries(spec.paths)) {
+    for (const operation of Object.values(methods)) {
+      const ref = operation.requestBody?.content?.['application/json']?.schema?.$ref;
+      if (ref !== undefined) {
+        const name = ref.split('/').pop()!;
+        body[name] = ajv.getSchema(`spec#/$defs/${name}`)!;
+      }
+      const params = (operation.parameters ?? []).map(parameter).filter((p) => p.in === 'query');
+      if (params.length > 0) {
+        const properties = Object.fromEntries(params.map((p) => [p.name, retarget(p.schema)]));
+        query[path] = ajv.compile({ type: 'object', additionalProperties: false, properties });
+      }
+    }
+  }
   return {
-    body: {
-      CreateUserRequest: ref('CreateUserRequest'),
-      UpdateUserRequest: ref('UpdateUserRequest'),
-      DeleteUserRequest: ref('DeleteUserRequest'),
-    },
-    getUserQuery: ajv.compile({ type: 'object', additionalProperties: false, properties }),
+    body,
+    query,
     idempotencyKey: ajv.compile(retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object),
   };
 }

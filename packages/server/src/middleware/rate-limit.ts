@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { AppEnv } from '../context.ts';
 import { ApiError, renderProblem } from '../errors.ts';
-import type { PolicyState } from '../rate-limit.ts';
+import type { Budget, PolicyState } from '../rate-limit.ts';
 
 /** The draft-ietf-httpapi-ratelimit-headers fields for the token's policies. */
 function setRateLimitHeaders(headers: Headers, states: PolicyState[]): void {
@@ -10,10 +10,13 @@ function setRateLimitHeaders(headers: Headers, states: PolicyState[]): void {
   headers.set('RateLimit', states.map((s) => `"${s.name}";r=${s.remaining};t=${s.resetSeconds}`).join(', '));
 }
 
-/** Counts the request against its token's budgets; over any of them: 429 with Retry-After. */
-export function rateLimit(operation: string): MiddlewareHandler<AppEnv> {
+/**
+ * Counts the request against its token's budgets ("all", and the operation's own budget when it
+ * has one); over any of them: 429 with Retry-After.
+ */
+export function rateLimit(budget?: Budget): MiddlewareHandler<AppEnv> {
   return async function rateLimitMiddleware(c, next) {
-    const states = await c.get('deps').limiter.consume(c.get('token').id, operation);
+    const states = await c.get('deps').limiter.consume(c.get('token').id, budget);
     const over = states.filter((s) => s.exceeded);
     if (over.length > 0) {
       const wait = Math.max(...over.map((s) => s.resetSeconds));

@@ -10,10 +10,16 @@ import { assertWellFormedStrings, invalidRequest, toFieldErrors, type BodySchema
 
 type Schemas = components['schemas'];
 
-/**
- * The parsed body, checked against the operation's schema from the spec. Before the check, as the
- * spec says: `email` and `name` are trimmed, `password` is normalized to NFC.
- */
+/** The spec's words: surrounding whitespace of `email` and `name` is trimmed, `password` normalized to NFC. */
+function normalize(fields: Record<string, unknown>): void {
+  for (const key of ['email', 'name'] as const) {
+    if (typeof fields[key] === 'string') fields[key] = fields[key].trim();
+  }
+  if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
+  assertWellFormedStrings(fields);
+}
+
+/** The parsed body, normalized as the spec says, then checked against the operation's schema. */
 export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): Schemas[K] {
   const body = c.get('body');
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
@@ -22,16 +28,35 @@ export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): 
     ]);
   }
   const fields = body as Record<string, unknown>;
-  for (const key of ['email', 'name'] as const) {
-    if (typeof fields[key] === 'string') fields[key] = fields[key].trim();
-  }
-  if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
-  assertWellFormedStrings(fields);
-  const validate = c.get('validators').body[schema];
+  normalize(fields);
+  const validate = c.get('validators').body[schema]!;
   if (!validate(fields)) {
     throw invalidRequest('The request body is not valid.', toFieldErrors(validate.errors));
   }
   return fields as Schemas[K];
+}
+
+/**
+ * The query, checked against the operation's parameters in the spec: each parameter once, none
+ * unknown, normalized as bodies are.
+ */
+export function validQuery(c: Context<AppEnv>, path: string): Record<string, string> {
+  // URLSearchParams keeps every parameter, even one with an empty name, which must be refused too.
+  // A Map, so that a parameter named __proto__ is just a name.
+  const raw = new Map<string, string[]>();
+  for (const [name, value] of new URL(c.req.url).searchParams) raw.set(name, [...(raw.get(name) ?? []), value]);
+  const repeated = [...raw].filter(([, values]) => values.length > 1);
+  if (repeated.length > 0) {
+    throw invalidRequest(
+      'A query parameter was given more than once.',
+      repeated.map(([name]) => ({ pointer: `/${name}`, code: 'not_allowed', message: 'must be given once' })),
+    );
+  }
+  const query: Record<string, string> = Object.fromEntries([...raw].map(([name, values]) => [name, values[0]!]));
+  normalize(query);
+  const validate = c.get('validators').query[path]!;
+  if (!validate(query)) throw invalidRequest('The query is not valid.', toFieldErrors(validate.errors));
+  return query;
 }
 
 /** `email` in an update body is refused by name, before the (closed) schema would call it unknown. */

@@ -1,0 +1,21 @@
+// The one table of the API's operations. The server registers its routes, its 405s with `Allow`
+// and its CORS methods from it; the mock's gate registers its checks from it; the fuzz oracle
+// and the security suite take their operations from it. A test holds it to spec/openapi.yaml
+// (path, method, scope). Adding an operation: the spec, one handler file, one row here.
+import type { Operation } from './operation.ts';
+import { createUser } from './routes/create-user.ts';
+import { deleteUser } from './routes/delete-user.ts';
+import { getUser } from './routes/get-user.ts';
+import { updateUser } from './routes/update-user.ts';
+
+// Each row's parse and handle agree on their input type (checked in its file); here it is erased.
+// biome-ignore lint/suspicious/noExplicitAny: a heterogeneous table of rows, each typed where it is defined
+export const operations: readonly Operation<any>[] = [getUser, createUser, updateUser, deleteUser];
+
+/** The methods a path answers, for `Allow` (GET implies HEAD). */
+export function allowedMethods(path: string): string[] {
+  const methods = operations.filter((op) => op.path === path).map((op) => op.method);
+  return methods.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m]));
+}
+
+export const operationPaths = (): string[] => [...new Set(operations.map((op) => op.path))];

@@ -1,0 +1,50 @@
+// Every write goes through runWrite: it owns the transaction, the deadline's point of no return
+// and the audit row, so that a handler cannot forget any of them. The audit middleware of the
+// operation (audit.ts) records every other outcome (refusals, failures, replays) and refuses an
+// answer to a write that did not come through here.
+import type { Context } from 'hono';
+import { insertAuditRow, type WriteOperation } from './audit.ts';
+import type { AppEnv } from './context.ts';
+import type { Db } from './db/client.ts';
+
+/** How a write request went, as the audit middleware needs to know. */
+export interface WriteRecord {
+  operation: WriteOperation;
+  /** The account the write is about, once the handler named it. */
+  userId: string | undefined;
+  /** True once runWrite committed the write and its audit row. */
+  committed: boolean;
+}
+
+export interface WriteDone {
+  /** The account written. */
+  userId: string;
+  /** The status and status text the handler will answer with, for the audit row. */
+  status: number;
+  outcome: string;
+}
+
+/**
+ * Runs `work` in one transaction. When it returns something (what it wrote), the deadline's
+ * commit point is passed (past the deadline, it throws and everything rolls back: a 503 means
+ * nothing changed) and the audit row is written in the same transaction. When it returns
+ * `undefined` it wrote nothing: the transaction commits empty and the handler answers the
+ * refusal, which the audit middleware records.
+ */
+export async function runWrite<T>(
+  c: Context<AppEnv>,
+  done: WriteDone,
+  work: (tx: Db) => Promise<T | undefined>,
+): Promise<T | undefined> {
+  const record = c.get('write');
+  record.userId = done.userId;
+  const written = await c.get('deps').database.db.transaction(async (tx) => {
+    const result = await work(tx);
+    if (result === undefined) return undefined;
+    c.get('deadline')?.commit();
+    await insertAuditRow(tx, c, { operation: record.operation, ...done });
+    return result;
+  });
+  record.committed = written !== undefined;
+  return written;
+}
