@@ -2,7 +2,6 @@
 // stack trace, and nothing changed. Run on throwaway servers so the faults stay contained.
 import { afterEach, describe, expect, it } from 'vitest';
 import { openPostgres } from '@user-accounts/server/db';
-import { createPasswordHasher } from '@user-accounts/server/passwords';
 import { checkedClient } from './harness.ts';
 import { embeddedServer, serverTarget, type ServerOptions, type Target } from './targets.ts';
 
@@ -21,10 +20,9 @@ async function embedded(options: ServerOptions = {}) {
 
 describe('failures on our side', () => {
   it('answers 503 service_unavailable with Retry-After when the database is unreachable, and /readyz says so', async () => {
-    // Nothing listens on port 1: connections are refused at once. Migrations are skipped.
+    // Nothing listens on port 1: connections are refused at once. Opened by the test, so never migrated.
     const database = await openPostgres('postgres://postgres@127.0.0.1:1/none', { max: 1 });
-    database.migrate = async () => {};
-    const target = await serverTarget(async () => database, async () => {});
+    const target = await serverTarget({ database }, async () => {});
     targets.push(target);
     const { error, response } = await clientFor(target).GET('/api/1/user/get', { params: { query: { email: 'a@example.com' } } });
     expect(response.status).toBe(503);
@@ -35,7 +33,7 @@ describe('failures on our side', () => {
   });
 
   it('answers 503 with Retry-After when too many password hashes wait, and creates only what it answered 201 for', async () => {
-    const target = await embedded({ hasher: createPasswordHasher({ concurrency: 1, maxWaiting: 1 }) });
+    const target = await embedded({ env: { HASH_CONCURRENCY: '1', HASH_QUEUE: '1' } });
     const client = clientFor(target);
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>

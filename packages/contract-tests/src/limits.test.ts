@@ -28,9 +28,7 @@ const field = (response: Response, name: string, param: string) =>
 
 describe('rate limits', () => {
   it('answers 429 rate_limited with Retry-After and r=0 once a token is over its budget; other tokens keep theirs', async () => {
-    const target = await embedded({
-      rateLimits: { all: { name: 'all', limit: 5, windowSeconds: 60 }, create: null },
-    });
+    const target = await embedded({ env: { RATE_LIMIT: '5/60s', RATE_LIMIT_CREATE: 'off' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'busy' })).token);
     const remaining: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -55,7 +53,7 @@ describe('rate limits', () => {
   });
 
   it('counts concurrent requests exactly: 80 at once against a budget of 50 give 50 answers and 30 429s, each remaining value once', async () => {
-    const target = await embedded({ rateLimits: { all: { name: 'all', limit: 50, windowSeconds: 60 }, create: null } });
+    const target = await embedded({ env: { RATE_LIMIT: '50/60s', RATE_LIMIT_CREATE: 'off' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'burst' })).token);
     const responses = await Promise.all(
       Array.from({ length: 80 }, () => client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } }).then((r) => r.response)),
@@ -67,9 +65,7 @@ describe('rate limits', () => {
   });
 
   it('limits creates separately: over the create budget, creates get 429 and reads go on', async () => {
-    const target = await embedded({
-      rateLimits: { all: { name: 'all', limit: 100, windowSeconds: 60 }, create: { name: 'create', limit: 2, windowSeconds: 60 } },
-    });
+    const target = await embedded({ env: { RATE_LIMIT: '100/60s', RATE_LIMIT_CREATE: '2/60s' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'sign-ups' })).token);
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -91,7 +87,7 @@ describe('rate limits', () => {
   });
 
   it('starts a new window after the old one ends', async () => {
-    const target = await embedded({ rateLimits: { all: { name: 'all', limit: 1, windowSeconds: 1 }, create: null } });
+    const target = await embedded({ env: { RATE_LIMIT: '1/1s', RATE_LIMIT_CREATE: 'off' } });
     const client = checkedClient(target.baseUrl, target.token);
     const get = async () => (await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;
     expect([await get(), await get()]).toEqual([404, 429]);

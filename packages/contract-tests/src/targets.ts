@@ -5,15 +5,13 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { pino } from 'pino';
 import postgres from 'postgres';
-import { createApp } from '@user-accounts/server/app';
+import type { Database } from '@user-accounts/server/db';
+import { assemble, assembleOn, createLogger, type Service } from '@user-accounts/server/deps';
+import { loadConfig } from '@user-accounts/server/env';
 import { serveApp } from '@user-accounts/server/serve';
+import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
 import { MOCK_TOKEN, startMock, startPrism } from '../../../scripts/mock.ts';
-import { openPglite, openPostgres, type Database } from '@user-accounts/server/db';
-import { createPasswordHasher, type PasswordHasher } from '@user-accounts/server/passwords';
-import { createRateLimiter, databaseCounters, type RateLimitConfig } from '@user-accounts/server/rate-limit';
-import { createToken, createTokenVerifier, revokeToken, type NewToken, type TokenVerifier } from '@user-accounts/server/tokens';
 
 export const TEST_TOKEN = 'ua_contract_tests_token_0123456789abcdef';
 
@@ -50,81 +48,88 @@ export interface TargetSpec {
 }
 
 /** Budgets large enough never to get in the suite's way, so that every response carries the headers. */
-export const GENEROUS_LIMITS: RateLimitConfig = {
-  all: { name: 'all', limit: 1_000_000, windowSeconds: 60 },
-  create: { name: 'create', limit: 100_000, windowSeconds: 60 },
-};
+export const GENEROUS_LIMITS = { RATE_LIMIT: '1000000/60s', RATE_LIMIT_CREATE: '100000/60s' };
 
-async function listen(
-  database: Database,
-  logs: string[],
-  options: ServerOptions = {},
-): Promise<{ server: Server; baseUrl: string; tokens: TokenVerifier }> {
-  const logger = pino({ level: 'info' }, { write: (line: string) => void logs.push(line) });
-  const tokens = createTokenVerifier(database.db, [TEST_TOKEN]);
-  const app = createApp({
-    database,
-    tokens,
-    hasher: options.hasher ?? createPasswordHasher(),
-    limiter: createRateLimiter(options.rateLimits ?? GENEROUS_LIMITS, databaseCounters(database.db)),
-    logger,
+/**
+ * How a test server differs from the defaults, as an operator would say it: environment
+ * variables (RATE_LIMIT, HASH_CONCURRENCY, …), read by the server's own loadConfig.
+ */
+export interface ServerOptions {
+  env?: Record<string, string>;
+}
+
+type Where = { DATA_DIR: string } | { DATABASE_URL: string } | { database: Database };
+
+/**
+ * The service as main.ts assembles it (deps.ts), from environment variables, on a port of its
+ * own. `where` is the embedded database's folder, a PostgreSQL URL, or (for fault tests) a
+ * database opened by the test.
+ */
+async function listen(where: Where, logs: string[], options: ServerOptions) {
+  const config = loadConfig({
+    API_TOKENS: TEST_TOKEN,
+    LOG_LEVEL: 'info',
+    LOG_FORMAT: 'json',
+    ...GENEROUS_LIMITS,
+    ...('database' in where ? {} : where),
+    ...options.env,
   });
-  return new Promise((resolve) => {
-    const server = serveApp(app, { port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
-      resolve({ server, baseUrl: `http://127.0.0.1:${info.port}`, tokens }),
-    );
+  const logDestination = { write: (line: string) => void logs.push(line) };
+  let service: Pick<Service, 'app' | 'deps' | 'database' | 'close'>;
+  if ('database' in where) {
+    const logger = await createLogger(config, logDestination);
+    const { closeDeps, ...rest } = await assembleOn(config, where.database, logger);
+    service = { ...rest, close: async () => (await closeDeps(), await where.database.close()) };
+  } else {
+    service = await assemble(config, { logDestination });
+  }
+  const server = await new Promise<Server>((resolve) => {
+    const s = serveApp(service.app, { port: 0, hostname: '127.0.0.1' }, () => resolve(s));
   });
+  const { port } = server.address() as AddressInfo;
+  return { server, service, baseUrl: `http://127.0.0.1:${port}` };
 }
 
 const stop = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
 
-export interface ServerOptions {
-  hasher?: PasswordHasher;
-  rateLimits?: RateLimitConfig;
-}
-
-export async function serverTarget(
-  open: () => Promise<Database>,
-  cleanup: () => Promise<void>,
-  options: ServerOptions = {},
-): Promise<Target> {
+export async function serverTarget(where: Where, cleanup: () => Promise<void>, options: ServerOptions = {}): Promise<Target> {
   const logs: string[] = [];
-  let database: Database;
+  let running: Awaited<ReturnType<typeof listen>>;
   try {
-    database = await open();
-    await database.migrate();
+    running = await listen(where, logs, options);
   } catch (error) {
     await cleanup();
     throw error;
   }
-  let { server, baseUrl, tokens } = await listen(database, logs, options);
+  const db = () => running.service.database.db;
   const target: Target = {
-    baseUrl,
+    baseUrl: running.baseUrl,
     token: TEST_TOKEN,
     logs,
     async sql(query, params = []) {
-      const client = (database.db as any).$client; // PGlite, or postgres.js's sql
-      return database.kind === 'pglite' ? (await client.query(query, params)).rows : [...(await client.unsafe(query, params))];
+      const client = (db() as any).$client; // PGlite, or postgres.js's sql
+      return running.service.database.kind === 'pglite'
+        ? (await client.query(query, params)).rows
+        : [...(await client.unsafe(query, params))];
     },
     async restart() {
-      await stop(server);
-      await database.close();
-      database = await open();
-      await database.migrate();
-      ({ server, baseUrl, tokens } = await listen(database, logs, options));
-      target.baseUrl = baseUrl;
+      running.server.closeAllConnections();
+      await stop(running.server);
+      await running.service.close();
+      running = await listen(where, logs, options);
+      target.baseUrl = running.baseUrl;
     },
     async createToken(spec) {
-      return createToken(database.db, { site: 'default', scopes: ['read', 'write'], label: 'contract test', ...spec });
+      return createToken(db(), { site: 'default', scopes: ['read', 'write'], label: 'contract test', ...spec });
     },
     async revokeToken(id) {
-      await revokeToken(database.db, id);
+      await revokeToken(db(), id);
     },
-    flushLastUsed: () => tokens.flushLastUsed(),
+    flushLastUsed: () => running.service.deps.tokens.flushLastUsed(),
     async close() {
-      server.closeAllConnections();
-      await stop(server);
-      await database.close();
+      running.server.closeAllConnections();
+      await stop(running.server);
+      await running.service.close();
       await cleanup();
     },
   };
@@ -134,7 +139,7 @@ export async function serverTarget(
 /** A server on a new embedded database in a temporary folder, removed on close. */
 export function embeddedServer(options: ServerOptions = {}): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'ua-contract-'));
-  return serverTarget(() => openPglite(dir), async () => rmSync(dir, { recursive: true, force: true }), options);
+  return serverTarget({ DATA_DIR: dir }, async () => rmSync(dir, { recursive: true, force: true }), options);
 }
 
 export const pgliteTarget: TargetSpec = {
@@ -184,7 +189,7 @@ export async function postgresTarget(): Promise<TargetSpec> {
     ...base,
     async start() {
       const database = await freshPostgresDatabase();
-      return serverTarget(() => openPostgres(database.url), database.drop);
+      return serverTarget({ DATABASE_URL: database.url }, database.drop);
     },
   };
 }

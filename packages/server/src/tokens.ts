@@ -109,6 +109,16 @@ export async function createToken(db: Db, spec: NewToken): Promise<{ id: string;
   return { id: row!.id, token, prefix };
 }
 
+/** Whether the database holds a token that would be accepted now (not revoked, not expired). */
+export async function hasUsableToken(db: Db): Promise<boolean> {
+  const [row] = await db
+    .select({ id: apiTokens.id })
+    .from(apiTokens)
+    .where(and(isNull(apiTokens.revokedAt), sql`(${apiTokens.expiresAt} is null or ${apiTokens.expiresAt} > now())`))
+    .limit(1);
+  return row !== undefined;
+}
+
 export async function listTokens(db: Db, options: { site?: string | undefined } = {}) {
   return db
     .select({

@@ -1,0 +1,139 @@
+// The composition root: from a Config to a ready app, with everything it needs. main.ts and the
+// test targets both assemble the service here, so the suite runs what production runs.
+import { mkdirSync } from 'node:fs';
+import type { Hono } from 'hono';
+import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
+import { createApp } from './app.ts';
+import type { AppDeps, AppEnv } from './context.ts';
+import { lockDataDir } from './data-dir-lock.ts';
+import { type Database, openPglite, openPostgres } from './db/client.ts';
+import type { Config } from './env.ts';
+import { createMetrics } from './metrics.ts';
+import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
+import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
+import { createTokenVerifier, ensureDevToken, hasUsableToken } from './tokens.ts';
+
+/** A reason the service cannot start, said to the operator as it is. */
+export class StartError extends Error {
+  override name = 'StartError';
+}
+
+/** The keys a log line may carry that hold a secret; pino replaces their values. */
+const REDACT = ['password', '*.password', 'token', '*.token', 'authorization', '*.authorization'];
+
+/** JSON lines for machines; readable lines for a person at a terminal. Secrets redacted either way. */
+export async function createLogger(config: Config, destination?: DestinationStream): Promise<Logger> {
+  const options: LoggerOptions = {
+    level: config.logLevel,
+    base: { service: 'user-accounts' },
+    redact: { paths: REDACT, censor: '[redacted]' },
+  };
+  if (destination !== undefined) return pino(options, destination);
+  const tty = process.stdout.isTTY === true;
+  if (config.logFormat === 'pretty' || (config.logFormat === undefined && tty)) {
+    const pretty = (await import('pino-pretty')).default;
+    return pino(options, pretty({ colorize: tty, sync: true, ignore: 'service' }));
+  }
+  return pino(options);
+}
+
+/** The configured database, opened and migrated; on the embedded one, its folder locked to us. */
+export async function openDatabase(config: Config): Promise<{ database: Database; unlock(): void }> {
+  if (config.databaseUrl !== undefined) {
+    const database = await openPostgres(config.databaseUrl, { statementTimeoutMs: config.requestTimeoutMs });
+    await database.migrate().catch(async (error: unknown) => {
+      await database.close().catch(() => {});
+      throw error;
+    });
+    return { database, unlock: () => {} };
+  }
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const unlock = lockDataDir(config.dataDir);
+  try {
+    const database = await openPglite(config.dataDir);
+    await database.migrate();
+    return { database, unlock };
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+}
+
+export interface Service {
+  app: Hono<AppEnv>;
+  deps: AppDeps;
+  database: Database;
+  /** The development token of an embedded database without API_TOKENS (main prints it). */
+  devToken: { token: string; minted: boolean; file: string } | undefined;
+  /** Closes what assemble opened: counters' Redis connection, the database, the folder lock. */
+  close(): Promise<void>;
+}
+
+/**
+ * Tokens, limiter, hasher, metrics and the app over an open database. A server must have a way
+ * in: API_TOKENS, tokens minted with the CLI, or (embedded only) the dev token minted here.
+ */
+export async function assembleOn(config: Config, database: Database, logger: Logger): Promise<Omit<Service, 'close'> & { closeDeps(): Promise<void> }> {
+  let devToken: Service['devToken'];
+  if (config.apiTokens.length === 0) {
+    if (database.kind === 'pglite') {
+      devToken = await ensureDevToken(database.db, config.dataDir);
+    } else if (!(await hasUsableToken(database.db))) {
+      throw new StartError(
+        'no API token: set API_TOKENS (comma-separated; e.g. API_TOKENS=ua_$(openssl rand -base64 32 | tr -d "/+=")), ' +
+          'or mint one in the database with `cli token create --site <site> --scopes read,write`',
+      );
+    }
+  }
+  const tokens = createTokenVerifier(database.db, config.apiTokens);
+  const counters = databaseCounters(database.db);
+  const limiter = createRateLimiter(
+    config.rateLimits,
+    config.redisUrl === undefined ? counters : redisCounters(config.redisUrl, counters, logger),
+  );
+  let hasher: PasswordHasher | undefined;
+  const metrics =
+    config.metricsToken === undefined
+      ? undefined
+      : {
+          token: config.metricsToken,
+          collector: createMetrics({ database, hasher: () => hasher, poolSize: database.kind === 'postgres' ? 10 : 1 }),
+        };
+  hasher = createPasswordHasher({
+    concurrency: config.hashConcurrency,
+    maxWaiting: config.hashQueue,
+    onHashed: metrics?.collector.observeHash,
+  });
+  const deps: AppDeps = {
+    database,
+    tokens,
+    hasher,
+    limiter,
+    logger,
+    metrics,
+    requestTimeoutMs: config.requestTimeoutMs,
+    corsOrigins: config.corsOrigins,
+  };
+  return { app: createApp(deps), deps, database, devToken, closeDeps: () => limiter.close() };
+}
+
+/** The whole service from its configuration: logger, database, dependencies, app. */
+export async function assemble(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<Service> {
+  const logger = await createLogger(config, options.logDestination);
+  const { database, unlock } = await openDatabase(config);
+  try {
+    const { closeDeps, ...service } = await assembleOn(config, database, logger);
+    return {
+      ...service,
+      async close() {
+        await closeDeps();
+        await database.close();
+        unlock();
+      },
+    };
+  } catch (error) {
+    await database.close().catch(() => {});
+    unlock();
+    throw error;
+  }
+}
