@@ -16,7 +16,7 @@ const LEASE = sql`now() + interval '60 seconds'`;
 const KEPT_HEADERS = ['content-type', 'location', 'etag'];
 
 /** JSON with object keys sorted: the same body in any key order has the same fingerprint. */
-function canonicalJson(value: unknown): string {
+export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.keys(value)
