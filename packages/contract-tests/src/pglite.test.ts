@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 import { pgliteTarget } from './targets.ts';
@@ -6,3 +7,4 @@ import { pgliteTarget } from './targets.ts';
 defineContractSuite(pgliteTarget);
 defineAccessSuite(pgliteTarget);
 defineWritesSuite(pgliteTarget);
+defineSecuritySuite(pgliteTarget);

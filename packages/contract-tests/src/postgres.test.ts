@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 import { postgresTarget } from './targets.ts';
@@ -8,3 +9,4 @@ const target = await postgresTarget();
 defineContractSuite(target);
 defineAccessSuite(target);
 defineWritesSuite(target);
+defineSecuritySuite(target);

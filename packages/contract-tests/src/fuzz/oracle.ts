@@ -2,6 +2,7 @@
 // the rules its description states in words (trimming, NFC, exactly one of _userId/email, ...).
 // It answers "must be refused" or "may succeed"; the runner holds the server to it.
 import type { ValidateFunction } from 'ajv/dist/2020.js';
+import { operations } from '@user-accounts/server/operations';
 import type { SpecChecker } from '../spec-check.ts';
 
 export interface Verdict {
@@ -21,11 +22,13 @@ export interface Sent {
 
 const BODY_LIMIT = 64 * 1024;
 
-const OPERATIONS: Record<string, { method: string; schema?: string }> = {
-  '/api/1/user/get': { method: 'GET' },
-  '/api/1/user/create': { method: 'POST', schema: 'CreateUserRequest' },
-  '/api/1/user/update': { method: 'POST', schema: 'UpdateUserRequest' },
-  '/api/1/user/delete': { method: 'DELETE', schema: 'DeleteUserRequest' },
+/**
+ * The rules an operation's description states in words, beyond its schema and the rules every
+ * operation shares (the spec's info.description). An operation without words of its own has none.
+ */
+const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | undefined> = {
+  getUser: (query) => (('_userId' in query) === ('email' in query) ? 'not exactly one of _userId, email' : undefined),
+  updateUser: (body) => ('email' in body ? 'email is not updatable' : undefined),
 };
 
 function isJson(type: string | undefined): boolean {
@@ -53,39 +56,40 @@ const illFormed = (value: Record<string, unknown>) =>
 
 export function createOracle(checker: SpecChecker) {
   const { spec } = checker;
-  const body = (name: string) => checker.validatorFor(spec.components.schemas[name]);
-  const schemas: Record<string, ValidateFunction> = {
-    CreateUserRequest: body('CreateUserRequest'),
-    UpdateUserRequest: body('UpdateUserRequest'),
-    DeleteUserRequest: body('DeleteUserRequest'),
-  };
-  const params = new Map(
-    (spec.paths['/api/1/user/get'].get.parameters as { $ref: string }[])
-      .map((p) => spec.components.parameters[p.$ref.split('/').pop()!])
-      .filter((p) => p.in === 'query')
-      .map((p) => [p.name as string, checker.validatorFor(p.schema)] as const),
-  );
   const idempotencyKey = checker.validatorFor(spec.components.parameters.IdempotencyKey.schema);
+  // Each operation of the table, with its validators compiled from the spec.
+  const known = operations.map((op) => {
+    const parameters = (spec.paths[op.path][op.method.toLowerCase()].parameters ?? []) as { $ref: string }[];
+    const query = new Map(
+      parameters
+        .map((p) => spec.components.parameters[p.$ref.split('/').pop()!])
+        .filter((p) => p.in === 'query')
+        .map((p) => [p.name as string, checker.validatorFor(p.schema)] as const),
+    );
+    const body: ValidateFunction | undefined =
+      'body' in op.request ? checker.validatorFor(spec.components.schemas[op.request.body]) : undefined;
+    return { op, query, body, words: WORD_RULES[op.name] };
+  });
 
   return function verdict(sent: Sent): Verdict {
-    const operation = OPERATIONS[sent.path];
-    if (!operation) return { invalid: 'no such path' };
-    if (operation.method !== sent.method && !(sent.method === 'HEAD' && operation.method === 'GET')) {
-      return { invalid: 'method not allowed' };
-    }
+    const atPath = known.filter((k) => k.op.path === sent.path);
+    if (atPath.length === 0) return { invalid: 'no such path' };
+    const operation = atPath.find((k) => k.op.method === sent.method || (sent.method === 'HEAD' && k.op.method === 'GET'));
+    if (operation === undefined) return { invalid: 'method not allowed' };
     if (sent.auth !== 'token') return { invalid: 'no valid token' };
 
-    if (operation.schema === undefined) {
+    if (operation.body === undefined) {
       const names = sent.query.map(([k]) => k);
       if (new Set(names).size !== names.length) return { invalid: 'repeated query parameter' };
+      const fields: Record<string, string> = {};
       for (const [name, value] of sent.query) {
-        const validate = params.get(name);
+        const validate = operation.query.get(name);
         if (!validate) return { invalid: `unknown query parameter ${name}` };
-        const v = name === 'email' ? value.trim() : value;
+        const v = name === 'email' || name === 'name' ? value.trim() : value;
         if (!v.isWellFormed() || !validate(v)) return { invalid: `bad ${name}` };
+        fields[name] = v;
       }
-      if (names.includes('_userId') === names.includes('email')) return { invalid: 'not exactly one of _userId, email' };
-      return { invalid: undefined };
+      return { invalid: operation.words?.(fields) };
     }
 
     if (!isJson(sent.headers['Content-Type'])) return { invalid: 'not application/json' };
@@ -106,9 +110,10 @@ export function createOracle(checker: SpecChecker) {
     if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
     if (illFormed(fields)) return { invalid: 'unpaired surrogate' };
     const key = sent.headers['Idempotency-Key'];
-    if (key !== undefined && !idempotencyKey(key)) return { invalid: 'bad Idempotency-Key' };
-    if (sent.path === '/api/1/user/update' && 'email' in fields) return { invalid: 'email is not updatable' };
-    if (!schemas[operation.schema]!(fields)) return { invalid: 'breaks the schema' };
+    if (operation.op.idempotent && key !== undefined && !idempotencyKey(key)) return { invalid: 'bad Idempotency-Key' };
+    const words = operation.words?.(fields);
+    if (words !== undefined) return { invalid: words };
+    if (!operation.body(fields)) return { invalid: 'breaks the schema' };
     return { invalid: undefined };
   };
 }

@@ -2,6 +2,8 @@
 // invalid, with hostile values mixed in. A request is data until it is sent: ids and emails of
 // accounts that exist only at run time are symbols, resolved by the runner.
 import fc from 'fast-check';
+import type { Operation } from '@user-accounts/server/operation';
+import { operations } from '@user-accounts/server/operations';
 
 type Json = Record<string, any>;
 
@@ -275,38 +277,68 @@ const headersOf = (key: fc.Arbitrary<string | null>, ifMatch: fc.Arbitrary<strin
     return h;
   });
 
-/** Any request a caller could send: each operation's, at the wrong method, or at a wrong path. */
-export function requests(spec: Json): fc.Arbitrary<FuzzRequest> {
-  const getParams = (spec.paths['/api/1/user/get'].get.parameters as Json[]).map((p) => resolve(spec, p)).filter((p) => p.in === 'query');
-  const param = fc.oneof(
-    ...getParams.map((p) => fc.tuple(fc.constant(p.name as string), valueFor(spec, p.schema, LIVE_FIELDS[p.name]))),
+const takes = (spec: Json, op: Operation, parameter: string) =>
+  ((spec.paths[op.path][op.method.toLowerCase()].parameters ?? []) as Json[]).some(
+    (p) => p.$ref === `#/components/parameters/${parameter}`,
   );
-  const get = fc.record({
-    method: fc.constant('GET'),
-    path: fc.constant('/api/1/user/get'),
+
+/** A query operation's requests: its own parameters from the spec, repeated, or with strangers. */
+function queryOperation(spec: Json, op: Operation) {
+  const params = (spec.paths[op.path][op.method.toLowerCase()].parameters as Json[])
+    .map((p) => resolve(spec, p))
+    .filter((p) => p.in === 'query');
+  const param = fc.oneof(
+    ...params.map((p) => fc.tuple(fc.constant(p.name as string), valueFor(spec, p.schema, LIVE_FIELDS[p.name]))),
+  );
+  const stranger = fc.tuple(
+    fc.oneof(fc.constantFrom('', '__proto__', 'constructor', 'access_token', 'Email', '_userid'), fc.string({ maxLength: 10 })),
+    stringFor({}),
+  );
+  return fc.record({
+    method: fc.constant(op.method),
+    path: fc.constant(op.path),
     query: fc.oneof(
       { weight: 8, arbitrary: param.map((p) => [p]) },
       { weight: 2, arbitrary: fc.array(param, { maxLength: 3 }) },
-      { weight: 1, arbitrary: fc.tuple(param, fc.tuple(fc.oneof(fc.constantFrom('', '__proto__', 'constructor', 'access_token', 'Email', '_userid'), fc.string({ maxLength: 10 })), stringFor({}))).map(([p, extra]) => [p, extra as [string, Value]]) },
+      { weight: 1, arbitrary: fc.tuple(param, stranger).map(([p, extra]) => [p, extra as [string, Value]]) },
     ),
     headers: fc.constant({}),
     body: fc.constant<Body>({ kind: 'none' }),
     auth: AUTH,
   });
+}
+
+/** Any request a caller could send: each operation's (from the table), at the wrong method, or at a wrong path. */
+export function requests(spec: Json): fc.Arbitrary<FuzzRequest> {
   const none = fc.constant(null);
+  const ofOperation = (op: Operation) =>
+    'query' in op.request
+      ? queryOperation(spec, op)
+      : bodyOperation(
+          spec,
+          op.method,
+          op.path,
+          op.request.body,
+          headersOf(op.idempotent ? idempotencyKeys : none, takes(spec, op, 'IfMatch') ? ifMatches : none),
+        );
   const wrongMethod = fc.record({
     method: fc.constantFrom('PUT', 'PATCH', 'POST', 'DELETE', 'GET'),
-    path: fc.constantFrom('/api/1/user/get', '/api/1/user/create', '/api/1/user/update', '/api/1/user/delete', '/api/1/user', '/api/1/user/get/', '/api/2/user/get', '/API/1/USER/GET', '/api/1/user/%2e%2e/create', '/api/1/user/create%00'),
+    path: fc.constantFrom(
+      ...operations.map((op) => op.path),
+      '/api/1/user',
+      '/api/1/user/get/',
+      '/api/2/user/get',
+      '/API/1/USER/GET',
+      '/api/1/user/%2e%2e/create',
+      '/api/1/user/create%00',
+    ),
     query: fc.constant([] as [string, Value][]),
     headers: fc.constant({ 'Content-Type': 'application/json' }),
     body: fc.constant<Body>({ kind: 'text', text: '{}' }),
     auth: AUTH,
   });
   return fc.oneof(
-    { weight: 6, arbitrary: get },
-    { weight: 6, arbitrary: bodyOperation(spec, 'POST', '/api/1/user/create', 'CreateUserRequest', headersOf(idempotencyKeys, none)) },
-    { weight: 6, arbitrary: bodyOperation(spec, 'POST', '/api/1/user/update', 'UpdateUserRequest', headersOf(idempotencyKeys, ifMatches)) },
-    { weight: 4, arbitrary: bodyOperation(spec, 'DELETE', '/api/1/user/delete', 'DeleteUserRequest', headersOf(none, ifMatches)) },
+    ...operations.map((op) => ({ weight: 6, arbitrary: ofOperation(op) as fc.Arbitrary<FuzzRequest> })),
     { weight: 1, arbitrary: wrongMethod },
   );
 }

@@ -4,6 +4,7 @@
 // failed request (or any read) changes nothing in the accounts table; no password, hash or token
 // in any response. Then stateful sequences through the typed client (stateful.ts).
 import fc from 'fast-check';
+import { operations } from '@user-accounts/server/operations';
 import { createSpecChecker } from '../spec-check.ts';
 import type { Target } from '../targets.ts';
 import { createOracle, type Sent } from './oracle.ts';
@@ -147,7 +148,7 @@ export async function fuzz(target: Target, options: FuzzOptions): Promise<FuzzRe
       code = (JSON.parse(text) as { code?: string }).code ?? '';
     } catch {}
     cases++;
-    const key = `${sent.method} ${sent.path in OPERATION_PATHS ? sent.path : '(other path)'} ${status} ${code}`.trim();
+    const key = `${sent.method} ${OPERATION_PATHS.has(sent.path) ? sent.path : '(other path)'} ${status} ${code}`.trim();
     outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
 
     const problems = [...violations];
@@ -192,12 +193,7 @@ export async function fuzz(target: Target, options: FuzzOptions): Promise<FuzzRe
   return { seed, cases, sequences: options.sequences, outcomes };
 }
 
-const OPERATION_PATHS: Record<string, true> = {
-  '/api/1/user/get': true,
-  '/api/1/user/create': true,
-  '/api/1/user/update': true,
-  '/api/1/user/delete': true,
-};
+const OPERATION_PATHS = new Set(operations.map((op) => op.path));
 
 /** The outcomes as lines, most frequent first, for the log. */
 export function describeOutcomes(report: FuzzReport): string[] {

@@ -1,0 +1,123 @@
+// Who may call what, for every operation of the table (operations.ts), in the manner of unkey's
+// shared route tests: no token, an unknown, a revoked, one without the operation's scope, one of
+// another site. Each gets its documented answer and changes nothing. A new operation is covered
+// by adding its row; its request here is the spec's own first example, aimed at a live account.
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Problem } from '@user-accounts/client';
+import { operations } from '@user-accounts/server/operations';
+import { SCOPES } from '@user-accounts/server/tokens';
+import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
+import { createSpecChecker } from './spec-check.ts';
+import type { TargetSpec } from './targets.ts';
+
+type Json = Record<string, any>;
+type Op = (typeof operations)[number];
+const { spec } = createSpecChecker();
+
+const resolve = (node: Json): Json =>
+  typeof node.$ref === 'string' ? resolve(node.$ref.slice(2).split('/').reduce((n: Json, k: string) => n[k], spec)) : node;
+const specOf = (op: Op): Json => spec.paths[op.path][op.method.toLowerCase()];
+const queryParams = (op: Op): Json[] => ((specOf(op).parameters ?? []) as Json[]).map(resolve).filter((p) => p.in === 'query');
+
+/** Whether the operation's request names an account by `_userId` (in its query or its body). */
+function namesAccount(op: Op): boolean {
+  if ('query' in op.request) return queryParams(op).some((p) => p.name === '_userId');
+  return '_userId' in (resolve(spec.components.schemas[op.request.body]).properties ?? {});
+}
+
+/** The operation's first documented example, about account `id`, with a fresh email. */
+function exampleRequest(op: Op, id: string, email: string): { path: string; init: RequestInit } {
+  if ('query' in op.request) {
+    const params = queryParams(op);
+    const query = params.some((p) => p.name === '_userId')
+      ? { _userId: id }
+      : Object.fromEntries(params.slice(0, 1).map((p) => [p.name, String(p.example)]));
+    return { path: `${op.path}?${new URLSearchParams(query)}`, init: { method: op.method } };
+  }
+  const examples = specOf(op).requestBody.content['application/json'].examples as Json;
+  const body = { ...(Object.values(examples)[0] as Json).value };
+  if ('_userId' in body) body._userId = id;
+  if ('email' in body) body.email = email;
+  return {
+    path: op.path,
+    init: { method: op.method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) },
+  };
+}
+
+export function defineSecuritySuite(target: TargetSpec): void {
+  if (target.skip || !target.stateful) return;
+
+  describe(`${target.name}: every operation of the table refuses callers without the right token`, () => {
+    const h = useTarget(target);
+    const tokens: { revoked: string; otherSite: string; without: Record<string, string> } = { revoked: '', otherSite: '', without: {} };
+    let unknown401: Problem;
+
+    beforeAll(async () => {
+      const revoked = await h.target.createToken({ label: 'revoked' });
+      await h.target.revokeToken(revoked.id);
+      tokens.revoked = revoked.token;
+      tokens.otherSite = (await h.target.createToken({ site: 'elsewhere', label: 'another site' })).token;
+      for (const scope of SCOPES) {
+        const others = SCOPES.filter((s) => s !== scope);
+        tokens.without[scope] = (await h.target.createToken({ scopes: others, label: `without ${scope}` })).token;
+      }
+      const unknown = await h.checkedFetch(
+        new Request(`${h.target.baseUrl}${API}/get?_userId=${GHOST}`, { headers: { Authorization: 'ua_never_issued_0000000000000000000000' } }),
+      );
+      unknown401 = (await unknown.json()) as Problem;
+    });
+
+    /** Sends the operation's example about `id` with this Authorization header (none: no header). */
+    const send = async (op: Op, authorization: string | undefined, id: string) => {
+      const { path, init } = exampleRequest(op, id, h.uniqueEmail('security'));
+      const headers = new Headers(init.headers);
+      if (authorization !== undefined) headers.set('Authorization', authorization);
+      const response = await h.checkedFetch(new Request(`${h.target.baseUrl}${path}`, { ...init, headers }));
+      return { response, problem: response.status >= 400 ? ((await response.json()) as Problem) : undefined };
+    };
+    const snapshot = () => h.target.sql(`select * from users where site = 'default' order by id`);
+
+    describe.each(operations.map((op) => [`${op.method} ${op.path}`, op] as const))('%s', (_, op) => {
+      it.each([
+        ['no token', () => undefined],
+        ['an unknown token', () => 'ua_never_issued_1111111111111111111111'],
+        ['a revoked token', () => tokens.revoked],
+        ['a malformed Authorization header', () => 'Bearer'],
+      ])('answers %s with 401 unauthorized, the same body every time, and changes nothing', async (_, token) => {
+        const victim = await h.createUser();
+        const before = await snapshot();
+        const { response, problem } = await send(op, token(), victim.id);
+        expect(response.status).toBe(401);
+        expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
+        expect(withoutRequestId(problem)).toEqual(withoutRequestId(unknown401));
+        expect(response.headers.get('ratelimit')).toBeNull();
+        expect(await snapshot()).toEqual(before);
+      });
+
+      it(`answers a token without the ${op.scope} scope with 403 forbidden, and changes nothing`, async () => {
+        const victim = await h.createUser();
+        const before = await snapshot();
+        const { response, problem } = await send(op, tokens.without[op.scope], victim.id);
+        expect(response.status).toBe(403);
+        expect(problem?.code).toBe('forbidden');
+        expect(await snapshot()).toEqual(before);
+      });
+
+      it("treats another site's account exactly as a missing one, and changes nothing of this site", async () => {
+        const victim = await h.createUser();
+        const before = await snapshot();
+        const other = await send(op, tokens.otherSite, victim.id);
+        if (namesAccount(op)) {
+          const missing = await send(op, tokens.otherSite, GHOST);
+          expect(other.response.status).toBe(404);
+          expect(other.problem?.code).toBe('user_not_found');
+          expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
+        } else {
+          // An operation that names no account acts on the caller's own site only.
+          expect(other.response.status).toBeLessThan(300);
+        }
+        expect(await snapshot()).toEqual(before);
+      });
+    });
+  });
+}
