@@ -2,7 +2,7 @@
 // the server refuses, with the server's own code (packages/server/src/mock-front.ts): tokens,
 // methods, media types, JSON, the schema and the rules the spec states in words. What passes gets
 // a documented example from Prism; `Prefer: example=NAME` or `Prefer: code=STATUS` picks one.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createMockFront } from '../packages/server/src/mock-front.ts';
@@ -70,12 +70,16 @@ export async function startMock(options: { host: string; port: number; tokens: s
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const tokens = (process.env.MOCK_TOKENS ?? MOCK_TOKEN).split(',').map((t) => t.trim()).filter(Boolean);
+  const tokens = (process.env.MOCK_TOKENS ?? MOCK_TOKEN)
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
   const mock = await startMock({ host: '127.0.0.1', port: Number(process.env.MOCK_PORT ?? 4010), tokens });
   process.stdout.write(
     `Mock of the user-accounts API on ${mock.baseUrl}\n` +
       `Authorization: ${process.env.MOCK_TOKENS ? '<one of MOCK_TOKENS>' : MOCK_TOKEN}\n` +
       'Pick an answer with Prefer: example=<name> or Prefer: code=<status>.\n',
   );
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => void mock.close().then(() => process.exit(0)));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.on(signal, () => void mock.close().then(() => process.exit(0)));
 }

@@ -23,11 +23,16 @@ await build({
   // beside its own module.
   external: ['@node-rs/argon2', '@electric-sql/pglite', '@scalar/api-reference'],
   // Some bundled CommonJS dependencies call require() for Node's own modules.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+  },
   sourcemap: true,
   logLevel: 'warning',
 });
 cpSync(`${root}../../spec/openapi.yaml`, `${out}/openapi.yaml`);
 cpSync(`${root}drizzle`, `${out}/drizzle`, { recursive: true });
-cpSync(fileURLToPath(new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'))), `${out}/scalar.js`);
+cpSync(
+  fileURLToPath(new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'))),
+  `${out}/scalar.js`,
+);
 process.stdout.write(`built ${out}/main.js and ${out}/cli.js\n`);

@@ -1,18 +1,17 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N]`: the service against its floor on PostgreSQL,
 // with one load generator (autocannon), configurations interleaved round by round, medians
 // reported with ratios. Writes bench/results/<date>.md and .svg. Not part of `pnpm test`.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { hash } from '@node-rs/argon2';
+import { openPostgres } from '@user-accounts/server/db';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
-import { openPostgres } from '@user-accounts/server/db';
-import { writeReport, type Row } from './report.ts';
+import { type Row, writeReport } from './report.ts';
 
 const { values } = parseArgs({
   options: {
@@ -97,7 +96,9 @@ async function start(script: string, env: Record<string, string>): Promise<Proc>
       if (match) resolve(match[1]!);
     };
     child.stdout!.on('data', onData);
-    child.stderr!.on('data', (c: Buffer) => void (out += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
     child.on('exit', (code) => reject(new Error(`${script} exited (${code}): ${out}`)));
   });
   child.stdout!.removeAllListeners('data');
@@ -143,21 +144,26 @@ async function load(url: string, connections: number, seconds: number, make: Mak
   let i = 0;
   const perSecond: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({
-      url,
-      connections,
-      duration: seconds,
-      headers: { authorization: TOKEN, 'content-type': 'application/json' },
-      requests: [
-        {
-          setupRequest: (req: any) => {
-            const r = make(i++);
-            return { ...req, method: r.method ?? 'GET', path: r.path, body: r.body };
+    const instance = autocannon(
+      {
+        url,
+        connections,
+        duration: seconds,
+        headers: { authorization: TOKEN, 'content-type': 'application/json' },
+        requests: [
+          {
+            setupRequest: (req: any) => {
+              const r = make(i++);
+              return { ...req, method: r.method ?? 'GET', path: r.path, body: r.body };
+            },
           },
-        },
-      ],
-    }, (error: Error | null, res: autocannon.Result) => (error ? reject(error) : resolve(res)));
-    (instance as unknown as NodeJS.EventEmitter).on('tick', (counter: { counter: number }) => perSecond.push(counter.counter));
+        ],
+      },
+      (error: Error | null, res: autocannon.Result) => (error ? reject(error) : resolve(res)),
+    );
+    (instance as unknown as NodeJS.EventEmitter).on('tick', (counter: { counter: number }) =>
+      perSecond.push(counter.counter),
+    );
   });
   return {
     rps: result.requests.total / seconds,
@@ -169,8 +175,12 @@ async function load(url: string, connections: number, seconds: number, make: Mak
 }
 
 const pick = <T>(xs: T[], i: number) => xs[(i * 7919) % xs.length]!;
-const getById = (db: BenchDb): Make => (i) => ({ path: `/api/1/user/get?_userId=${pick(db.ids, i)}` });
-const getByEmail = (db: BenchDb): Make => (i) => ({ path: `/api/1/user/get?email=${encodeURIComponent(pick(db.emails, i))}` });
+const getById =
+  (db: BenchDb): Make =>
+  (i) => ({ path: `/api/1/user/get?_userId=${pick(db.ids, i)}` });
+const getByEmail =
+  (db: BenchDb): Make =>
+  (i) => ({ path: `/api/1/user/get?email=${encodeURIComponent(pick(db.emails, i))}` });
 
 // ---- scenarios -------------------------------------------------------------------------------
 
@@ -197,7 +207,10 @@ async function readyTime(): Promise<number[]> {
     const times: number[] = [];
     for (let r = 0; r < 3; r++) {
       const t0 = performance.now();
-      const child = spawn(process.execPath, [MAIN], { env: { PATH: process.env.PATH ?? '', PORT: '38271', DATA_DIR: dir, LOG_LEVEL: 'warn' }, stdio: 'ignore' });
+      const child = spawn(process.execPath, [MAIN], {
+        env: { PATH: process.env.PATH ?? '', PORT: '38271', DATA_DIR: dir, LOG_LEVEL: 'warn' },
+        stdio: 'ignore',
+      });
       for (;;) {
         try {
           if ((await fetch('http://127.0.0.1:38271/readyz')).status === 200) break;
@@ -217,7 +230,9 @@ async function readyTime(): Promise<number[]> {
 async function main(): Promise<void> {
   const rows: Row[] = [];
   const cores = availableParallelism();
-  log(`bench: ${ROUNDS} round(s) of ${SECONDS} s per measurement, ${cores} cores, PostgreSQL at ${BASE_URL.replace(/\/\/[^@]*@/, '//')}`);
+  log(
+    `bench: ${ROUNDS} round(s) of ${SECONDS} s per measurement, ${cores} cores, PostgreSQL at ${BASE_URL.replace(/\/\/[^@]*@/, '//')}`,
+  );
 
   log('building the server (pnpm build)');
   const built = spawnSync(process.execPath, [BUILD], { encoding: 'utf8' });
@@ -229,7 +244,14 @@ async function main(): Promise<void> {
 
   log('ready time on an existing embedded data folder');
   const ready = await readyTime();
-  rows.push({ group: 'start', name: 'ready to serve after start (embedded, existing folder)', ours: median(ready), unit: 'ms', target: '≤ 1000 ms', ok: median(ready) <= 1000 });
+  rows.push({
+    group: 'start',
+    name: 'ready to serve after start (embedded, existing folder)',
+    ours: median(ready),
+    unit: 'ms',
+    target: '≤ 1000 ms',
+    ok: median(ready) <= 1000,
+  });
 
   log('seeding 100,000 accounts');
   const db = await seededDatabase(100_000, passwordHash);
@@ -256,10 +278,36 @@ async function main(): Promise<void> {
         const fRps = median(f.map((x) => x.rps));
         const oP99 = median(o.map((x) => x.p99));
         const fP99 = median(f.map((x) => x.p99));
-        log(`  ${label} @${connections}: ours ${oRps.toFixed(0)} req/s p99 ${oP99} ms; floor ${fRps.toFixed(0)} req/s p99 ${fP99} ms`);
-        rows.push({ group: label, name: `${label} throughput, ${connections} connections`, ours: oRps, floor: fRps, unit: 'req/s', target: label === 'get-by-id' ? '≥ 0.85× floor' : undefined, ok: label === 'get-by-id' ? oRps / fRps >= 0.85 : undefined });
-        rows.push({ group: label, name: `${label} p99, ${connections} connections`, ours: oP99, floor: fP99, unit: 'ms', lowerIsBetter: true, target: label === 'get-by-id' ? '≤ 1.5× floor' : undefined, ok: label === 'get-by-id' ? oP99 / fP99 <= 1.5 : undefined });
-        rows.push({ group: label, name: `${label} p50, ${connections} connections`, ours: median(o.map((x) => x.p50)), floor: median(f.map((x) => x.p50)), unit: 'ms', lowerIsBetter: true });
+        log(
+          `  ${label} @${connections}: ours ${oRps.toFixed(0)} req/s p99 ${oP99} ms; floor ${fRps.toFixed(0)} req/s p99 ${fP99} ms`,
+        );
+        rows.push({
+          group: label,
+          name: `${label} throughput, ${connections} connections`,
+          ours: oRps,
+          floor: fRps,
+          unit: 'req/s',
+          target: label === 'get-by-id' ? '≥ 0.85× floor' : undefined,
+          ok: label === 'get-by-id' ? oRps / fRps >= 0.85 : undefined,
+        });
+        rows.push({
+          group: label,
+          name: `${label} p99, ${connections} connections`,
+          ours: oP99,
+          floor: fP99,
+          unit: 'ms',
+          lowerIsBetter: true,
+          target: label === 'get-by-id' ? '≤ 1.5× floor' : undefined,
+          ok: label === 'get-by-id' ? oP99 / fP99 <= 1.5 : undefined,
+        });
+        rows.push({
+          group: label,
+          name: `${label} p50, ${connections} connections`,
+          ours: median(o.map((x) => x.p50)),
+          floor: median(f.map((x) => x.p50)),
+          unit: 'ms',
+          lowerIsBetter: true,
+        });
       }
     }
 
@@ -269,20 +317,78 @@ async function main(): Promise<void> {
       let seq = 0;
       const deletable = db.ids.slice(10_000);
       const writes: [string, number, Make][] = [
-        ['create', 8, () => ({ method: 'POST', path: '/api/1/user/create', body: JSON.stringify({ email: `new.${Date.now()}.${seq++}@bench.example.com`, password: `Bench-password-${seq}`, name: 'New' }) })],
-        ['update', 16, (i) => ({ method: 'POST', path: '/api/1/user/update', body: JSON.stringify({ _userId: pick(db.ids.slice(0, 10_000), i), name: `Renamed ${i}` }) })],
-        ['delete', 16, () => ({ method: 'DELETE', path: '/api/1/user/delete', body: JSON.stringify({ _userId: deletable.pop() ?? db.ids[0] }) })],
-        ['90/10 read/write mix', 16, (i) => (i % 10 === 0 ? { method: 'POST', path: '/api/1/user/update', body: JSON.stringify({ _userId: pick(db.ids.slice(0, 10_000), i), name: `Mixed ${i}` }) } : getById(db)(i))],
+        [
+          'create',
+          8,
+          () => ({
+            method: 'POST',
+            path: '/api/1/user/create',
+            body: JSON.stringify({
+              email: `new.${Date.now()}.${seq++}@bench.example.com`,
+              password: `Bench-password-${seq}`,
+              name: 'New',
+            }),
+          }),
+        ],
+        [
+          'update',
+          16,
+          (i) => ({
+            method: 'POST',
+            path: '/api/1/user/update',
+            body: JSON.stringify({ _userId: pick(db.ids.slice(0, 10_000), i), name: `Renamed ${i}` }),
+          }),
+        ],
+        [
+          'delete',
+          16,
+          () => ({
+            method: 'DELETE',
+            path: '/api/1/user/delete',
+            body: JSON.stringify({ _userId: deletable.pop() ?? db.ids[0] }),
+          }),
+        ],
+        [
+          '90/10 read/write mix',
+          16,
+          (i) =>
+            i % 10 === 0
+              ? {
+                  method: 'POST',
+                  path: '/api/1/user/update',
+                  body: JSON.stringify({ _userId: pick(db.ids.slice(0, 10_000), i), name: `Mixed ${i}` }),
+                }
+              : getById(db)(i),
+        ],
       ];
       for (const [label, connections, make] of writes) {
         const results: Result[] = [];
         for (let r = 0; r < ROUNDS; r++) results.push(await load(server.url, connections, SECONDS, make));
         const rps = median(results.map((x) => x.rps));
         log(`  ${label} @${connections}: ${rps.toFixed(0)} req/s p99 ${median(results.map((x) => x.p99))} ms`);
-        rows.push({ group: 'writes', name: `${label} throughput, ${connections} connections`, ours: rps, unit: 'req/s' });
-        rows.push({ group: 'writes', name: `${label} p99, ${connections} connections`, ours: median(results.map((x) => x.p99)), unit: 'ms', lowerIsBetter: true });
+        rows.push({
+          group: 'writes',
+          name: `${label} throughput, ${connections} connections`,
+          ours: rps,
+          unit: 'req/s',
+        });
+        rows.push({
+          group: 'writes',
+          name: `${label} p99, ${connections} connections`,
+          ours: median(results.map((x) => x.p99)),
+          unit: 'ms',
+          lowerIsBetter: true,
+        });
         if (label === 'create') {
-          rows.push({ group: 'writes', name: 'create throughput vs standalone argon2id hash rate', ours: rps, floor: hashRate, unit: 'per s', target: '≥ 0.7×', ok: rps / hashRate >= 0.7 });
+          rows.push({
+            group: 'writes',
+            name: 'create throughput vs standalone argon2id hash rate',
+            ours: rps,
+            floor: hashRate,
+            unit: 'per s',
+            target: '≥ 0.7×',
+            ok: rps / hashRate >= 0.7,
+          });
         }
       }
 
@@ -291,7 +397,15 @@ async function main(): Promise<void> {
       const busy: Result[] = [];
       for (let r = 0; r < ROUNDS; r++) {
         idle.push(await load(server.url, 16, SECONDS, getById(db)));
-        const creating = load(server.url, 4, SECONDS + 1, () => ({ method: 'POST', path: '/api/1/user/create', body: JSON.stringify({ email: `busy.${Date.now()}.${seq++}@bench.example.com`, password: `Busy-password-${seq}`, name: 'Busy' }) }));
+        const creating = load(server.url, 4, SECONDS + 1, () => ({
+          method: 'POST',
+          path: '/api/1/user/create',
+          body: JSON.stringify({
+            email: `busy.${Date.now()}.${seq++}@bench.example.com`,
+            password: `Busy-password-${seq}`,
+            name: 'Busy',
+          }),
+        }));
         await sleep(500);
         busy.push(await load(server.url, 16, SECONDS, getById(db)));
         await creating;
@@ -300,9 +414,28 @@ async function main(): Promise<void> {
       const busyRps = median(busy.map((x) => x.rps));
       const idleP99 = median(idle.map((x) => x.p99));
       const busyP99 = median(busy.map((x) => x.p99));
-      log(`  reads while hashing: ${busyRps.toFixed(0)} vs ${idleRps.toFixed(0)} req/s idle; p99 ${busyP99} vs ${idleP99} ms`);
-      rows.push({ group: 'hashing', name: 'read throughput while 4 creates hash vs idle', ours: busyRps, floor: idleRps, unit: 'req/s', target: '≥ 0.5×', ok: busyRps / idleRps >= 0.5 });
-      rows.push({ group: 'hashing', name: 'read p99 while 4 creates hash vs idle', ours: busyP99, floor: idleP99, unit: 'ms', lowerIsBetter: true, target: '≤ 3×', ok: busyP99 / idleP99 <= 3 });
+      log(
+        `  reads while hashing: ${busyRps.toFixed(0)} vs ${idleRps.toFixed(0)} req/s idle; p99 ${busyP99} vs ${idleP99} ms`,
+      );
+      rows.push({
+        group: 'hashing',
+        name: 'read throughput while 4 creates hash vs idle',
+        ours: busyRps,
+        floor: idleRps,
+        unit: 'req/s',
+        target: '≥ 0.5×',
+        ok: busyRps / idleRps >= 0.5,
+      });
+      rows.push({
+        group: 'hashing',
+        name: 'read p99 while 4 creates hash vs idle',
+        ours: busyP99,
+        floor: idleP99,
+        unit: 'ms',
+        lowerIsBetter: true,
+        target: '≤ 3×',
+        ok: busyP99 / idleP99 <= 3,
+      });
 
       // No slowdown over time: a saturating run, its last quarter against its first.
       log(`  stability: ${STABILITY_SECONDS} s of get-by-id at 64 connections`);
@@ -311,9 +444,24 @@ async function main(): Promise<void> {
       const first = long.perSecond.slice(0, quarter).reduce((a, b) => a + b, 0) / quarter;
       const last = long.perSecond.slice(-quarter).reduce((a, b) => a + b, 0) / quarter;
       log(`  stability: first quarter ${first.toFixed(0)} req/s, last quarter ${last.toFixed(0)} req/s`);
-      rows.push({ group: 'stability', name: `throughput, last vs first quarter of a ${STABILITY_SECONDS} s run`, ours: last, floor: first, unit: 'req/s', target: '≥ 0.9×', ok: last / first >= 0.9 });
+      rows.push({
+        group: 'stability',
+        name: `throughput, last vs first quarter of a ${STABILITY_SECONDS} s run`,
+        ours: last,
+        floor: first,
+        unit: 'req/s',
+        target: '≥ 0.9×',
+        ok: last / first >= 0.9,
+      });
       const rss = server.peakRssMb();
-      rows.push({ group: 'memory', name: 'peak RSS of the server over every scenario above', ours: rss, unit: 'MB', target: '≤ 200 MB', ok: rss <= 200 });
+      rows.push({
+        group: 'memory',
+        name: 'peak RSS of the server over every scenario above',
+        ours: rss,
+        unit: 'MB',
+        target: '≤ 200 MB',
+        ok: rss <= 200,
+      });
     } finally {
       await server.stop();
     }
@@ -338,7 +486,16 @@ async function main(): Promise<void> {
       await sized.drop();
     }
   }
-  rows.push({ group: 'scale', name: 'get-by-email p50 at 1M vs 10k accounts', ours: times[1_000_000]!, floor: times[10_000]!, unit: 'ms', lowerIsBetter: true, target: '≤ 1.2×', ok: times[1_000_000]! / times[10_000]! <= 1.2 });
+  rows.push({
+    group: 'scale',
+    name: 'get-by-email p50 at 1M vs 10k accounts',
+    ours: times[1_000_000]!,
+    floor: times[10_000]!,
+    unit: 'ms',
+    lowerIsBetter: true,
+    target: '≤ 1.2×',
+    ok: times[1_000_000]! / times[10_000]! <= 1.2,
+  });
 
   const file = writeReport(rows, { rounds: ROUNDS, seconds: SECONDS, cores, quick: QUICK });
   log(`bench: report written to ${file}`);

@@ -46,7 +46,10 @@ function svg(rows: Row[]): string {
   );
 }
 
-export function writeReport(rows: Row[], meta: { rounds: number; seconds: number; cores: number; quick: boolean }): string {
+export function writeReport(
+  rows: Row[],
+  meta: { rounds: number; seconds: number; cores: number; quick: boolean },
+): string {
   mkdirSync(RESULTS, { recursive: true });
   const stamp = new Date().toISOString().slice(0, 16).replace(/[:T]/g, '-');
   const lines = [

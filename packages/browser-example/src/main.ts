@@ -2,9 +2,14 @@
 import { createClient } from '@user-accounts/client';
 
 const params = new URLSearchParams(location.search);
-const client = createClient({ baseUrl: params.get('api') ?? 'http://127.0.0.1:3000', token: params.get('token') ?? '' });
+const client = createClient({
+  baseUrl: params.get('api') ?? 'http://127.0.0.1:3000',
+  token: params.get('token') ?? '',
+});
 const log = document.querySelector('#log')!;
-const say = (line: string) => void (log.textContent += `${line}\n`);
+const say = (line: string) => {
+  log.textContent += `${line}\n`;
+};
 
 async function run(): Promise<void> {
   const email = `browser.${Date.now()}@example.com`;

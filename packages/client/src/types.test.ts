@@ -3,7 +3,11 @@
 import { describe, expectTypeOf, it } from 'vitest';
 import { createClient, type Problem, type User } from './index.ts';
 
-const client = createClient({ baseUrl: 'http://127.0.0.1:0', token: 'ua_x', fetch: async () => new Response(null, { status: 599 }) });
+const client = createClient({
+  baseUrl: 'http://127.0.0.1:0',
+  token: 'ua_x',
+  fetch: async () => new Response(null, { status: 599 }),
+});
 
 describe('client types', () => {
   it('types a 409 from create as a Problem whose code the caller can switch on', async () => {

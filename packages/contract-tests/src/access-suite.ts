@@ -1,10 +1,10 @@
 // Who may do what: sites, token scopes, revocation and expiry, and the rate-limit fields that
 // come with every answer to a valid token. Needs state (tokens, accounts): server targets only.
-import { beforeAll, describe, expect, it } from 'vitest';
+
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
-
 
 export function defineAccessSuite(spec: TargetSpec): void {
   if (spec.skip || !spec.stateful) return;
@@ -47,8 +47,12 @@ export function defineAccessSuite(spec: TargetSpec): void {
       it('reads, updates and deletes its own accounts', async () => {
         const actor = sites[actorSite].client;
         const own = await h.createUser({}, actor);
-        expect((await actor.GET('/api/1/user/get', { params: { query: { email: own.email } } })).response.status).toBe(200);
-        expect((await actor.POST('/api/1/user/update', { body: { _userId: own.id, name: 'Renamed' } })).response.status).toBe(200);
+        expect((await actor.GET('/api/1/user/get', { params: { query: { email: own.email } } })).response.status).toBe(
+          200,
+        );
+        expect(
+          (await actor.POST('/api/1/user/update', { body: { _userId: own.id, name: 'Renamed' } })).response.status,
+        ).toBe(200);
         expect((await actor.DELETE('/api/1/user/delete', { body: { _userId: own.id } })).response.status).toBe(200);
         expect(await h.rowOf(own.id)).toBeUndefined();
       });
@@ -59,7 +63,9 @@ export function defineAccessSuite(spec: TargetSpec): void {
       const inA = await h.createUser({ email }, sites.A.client);
       const inB = await h.createUser({ email: email.toUpperCase() }, sites.B.client);
       expect(inA.id).not.toBe(inB.id);
-      const again = await sites.B.client.POST('/api/1/user/create', { body: { email, password: h.password(), name: 'Twin' } });
+      const again = await sites.B.client.POST('/api/1/user/create', {
+        body: { email, password: h.password(), name: 'Twin' },
+      });
       expect(again.response.status).toBe(409);
       expect(again.error?.code).toBe('email_taken');
       const rows = await h.target.sql('select site from users where lower(email) = lower($1) order by site', [email]);
@@ -72,7 +78,9 @@ export function defineAccessSuite(spec: TargetSpec): void {
         const user = await h.createUser();
         const before = await h.target.sql('select * from users order by id');
         const writes = [
-          await reader.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'No' } }),
+          await reader.POST('/api/1/user/create', {
+            body: { email: h.uniqueEmail(), password: h.password(), name: 'No' },
+          }),
           await reader.POST('/api/1/user/update', { body: { _userId: user.id, name: 'No' } }),
           await reader.DELETE('/api/1/user/delete', { body: { _userId: user.id } }),
           // Refused before the body is looked at: a missing account is 403 too.
@@ -83,7 +91,9 @@ export function defineAccessSuite(spec: TargetSpec): void {
           expect(write.error?.code).toBe('forbidden');
         }
         expect(await h.target.sql('select * from users order by id')).toEqual(before);
-        expect((await reader.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.status).toBe(200);
+        expect((await reader.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.status).toBe(
+          200,
+        );
       });
 
       it('refuses reads of a write-only token with 403 forbidden, and lets it write', async () => {
@@ -103,15 +113,21 @@ export function defineAccessSuite(spec: TargetSpec): void {
         expect(before.status).toBe(404);
         await h.target.revokeToken(id);
         const after = await h.checkedFetch(new Request(url, { headers: { Authorization: token } }));
-        const unknown = await h.checkedFetch(new Request(url, { headers: { Authorization: 'ua_never_issued_0000000000000000000000' } }));
+        const unknown = await h.checkedFetch(
+          new Request(url, { headers: { Authorization: 'ua_never_issued_0000000000000000000000' } }),
+        );
         expect(after.status).toBe(401);
         expect(after.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
-        expect(withoutRequestId((await after.json()) as Problem)).toEqual(withoutRequestId((await unknown.json()) as Problem));
+        expect(withoutRequestId((await after.json()) as Problem)).toEqual(
+          withoutRequestId((await unknown.json()) as Problem),
+        );
       });
 
       it('refuses an expired token with 401', async () => {
         const { token } = await h.target.createToken({ label: 'expired', expiresAt: new Date(Date.now() - 1000) });
-        const { response, error } = await h.clientFor(token).GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+        const { response, error } = await h
+          .clientFor(token)
+          .GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
         expect(response.status).toBe(401);
         expect(error?.code).toBe('unauthorized');
       });
@@ -122,7 +138,9 @@ export function defineAccessSuite(spec: TargetSpec): void {
         expect(before[0]!.last_used_at).toBeNull();
         const client = h.clientFor(token);
         for (let i = 0; i < 3; i++) await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
-        expect((await h.target.sql('select last_used_at from api_tokens where id = $1', [id]))[0]!.last_used_at).toBeNull();
+        expect(
+          (await h.target.sql('select last_used_at from api_tokens where id = $1', [id]))[0]!.last_used_at,
+        ).toBeNull();
         await h.target.flushLastUsed();
         const [after] = await h.target.sql('select last_used_at from api_tokens where id = $1', [id]);
         expect(new Date(after!.last_used_at as string).getTime()).toBeGreaterThan(Date.now() - 60_000);
@@ -143,12 +161,18 @@ export function defineAccessSuite(spec: TargetSpec): void {
         const get = await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
         expect(get.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+$/);
         expect(get.response.headers.get('ratelimit')).toMatch(/^"all";r=\d+;t=\d+$/);
-        const create = await h.client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'RL' } });
+        const create = await h.client.POST('/api/1/user/create', {
+          body: { email: h.uniqueEmail(), password: h.password(), name: 'RL' },
+        });
         expect(create.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+, "create";q=\d+;w=\d+$/);
         expect(create.response.headers.get('ratelimit')).toMatch(/^"all";r=\d+;t=\d+, "create";r=\d+;t=\d+$/);
         const missing = await h.client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
         expect(missing.response.headers.get('ratelimit')).not.toBeNull();
-        const bad = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: spec.transparent === false ? '{}' : '{' });
+        const bad = await h.raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: spec.transparent === false ? '{}' : '{',
+        });
         expect(bad.status).toBe(400);
         expect(bad.headers.get('ratelimit')).not.toBeNull();
         const anonymous = await h.checkedFetch(new Request(`${h.target.baseUrl}${API}/get?_userId=${GHOST}`));

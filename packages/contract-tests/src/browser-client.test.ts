@@ -7,8 +7,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processes } from '@user-accounts/server/testing/processes';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
 import { prismTarget, type Target } from './targets.ts';
 
@@ -59,6 +59,8 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
       const tab = await browser.newPage();
       await tab.goto(`${origin}/?api=${encodeURIComponent(api)}&token=${encodeURIComponent(token)}`);
       await tab.waitForSelector('body[data-done]', { timeout: 30_000 });
+      // The log as rendered, one line per answer, as the person at the page reads it.
+      // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the rendered text on purpose
       return (await tab.locator('#log').innerText()).trim().split('\n');
     } finally {
       await browser.close();
@@ -93,6 +95,12 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
   it('against the Prism mock of the spec: the same calls get its documented examples', async () => {
     mock = await prismTarget.start();
     const lines = await runPage(mock.baseUrl, mock.token);
-    expect(lines.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['create 201', 'get 200', 'update 200', 'get 200', 'delete 200']);
+    expect(lines.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual([
+      'create 201',
+      'get 200',
+      'update 200',
+      'get 200',
+      'delete 200',
+    ]);
   }, 60_000);
 });

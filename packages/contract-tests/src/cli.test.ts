@@ -1,9 +1,10 @@
 // The operator CLI as an operator runs it, against running servers: tokens minted, listed and
 // revoked (refused on the next request by every server), and the audit trail.
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { GHOST } from './harness.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
@@ -16,7 +17,8 @@ afterAll(() => procs.cleanup());
 
 const tokenIn = (stdout: string) => /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(stdout)?.[1];
 const statusOf = async (baseUrl: string, token: string) =>
-  (await createClient({ baseUrl, token }).GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;
+  (await createClient({ baseUrl, token }).GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response
+    .status;
 
 describe('cli on the embedded database, while the server runs', () => {
   it('creates a token the server accepts, lists it, revokes it for the next request, and tails the audit trail', async () => {
@@ -25,17 +27,30 @@ describe('cli on the embedded database, while the server runs', () => {
     await server.ready;
     const env = { DATA_DIR: dir };
 
-    const created = await procs.cli(['token', 'create', '--site', 'shop', '--scopes', 'read,write', '--label', 'web app', '--expires', '90d'], env);
+    const created = await procs.cli(
+      ['token', 'create', '--site', 'shop', '--scopes', 'read,write', '--label', 'web app', '--expires', '90d'],
+      env,
+    );
     expect(created.code, created.stderr).toBe(0);
     const token = tokenIn(created.stdout)!;
     expect(token).toBeDefined();
     expect(await statusOf(server.baseUrl, token)).toBe(404);
 
     const client = createClient({ baseUrl: server.baseUrl, token });
-    const { data } = await client.POST('/api/1/user/create', { body: { email: 'cli@example.com', password: 'a long passphrase', name: 'Cli' } });
+    const { data } = await client.POST('/api/1/user/create', {
+      body: { email: 'cli@example.com', password: 'a long passphrase', name: 'Cli' },
+    });
 
     const list = await procs.cli(['token', 'list', '--json'], env);
-    const rows = JSON.parse(list.stdout) as { id: string; site: string; label: string; scopes: string[]; prefix: string; expiresAt: string | null; revokedAt: string | null }[];
+    const rows = JSON.parse(list.stdout) as {
+      id: string;
+      site: string;
+      label: string;
+      scopes: string[];
+      prefix: string;
+      expiresAt: string | null;
+      revokedAt: string | null;
+    }[];
     const row = rows.find((r) => r.label === 'web app')!;
     expect(row).toMatchObject({ site: 'shop', scopes: ['read', 'write'], revokedAt: null });
     expect(token.startsWith(row.prefix)).toBe(true);
@@ -49,8 +64,20 @@ describe('cli on the embedded database, while the server runs', () => {
     expect(await statusOf(server.baseUrl, token)).toBe(401);
 
     const audit = await procs.cli(['audit', 'tail', '--json'], env);
-    const entries = JSON.parse(audit.stdout) as { operation: string; userId: string; tokenId: string; site: string; outcome: string }[];
-    expect(entries.at(-1)).toMatchObject({ operation: 'create', userId: data!.result._userId, tokenId: row.id, site: 'shop', outcome: 'user created' });
+    const entries = JSON.parse(audit.stdout) as {
+      operation: string;
+      userId: string;
+      tokenId: string;
+      site: string;
+      outcome: string;
+    }[];
+    expect(entries.at(-1)).toMatchObject({
+      operation: 'create',
+      userId: data!.result._userId,
+      tokenId: row.id,
+      site: 'shop',
+      outcome: 'user created',
+    });
     expect(audit.stdout).not.toContain('cli@example.com');
   }, 60_000);
 
@@ -58,57 +85,81 @@ describe('cli on the embedded database, while the server runs', () => {
     [['token', 'create', '--site', 'shop', '--scopes', 'admin', '--label', 'x'], /--scopes must be/],
     [['token', 'create', '--site', 'Shop Two', '--scopes', 'read', '--label', 'x'], /--site must be/],
     [['token', 'create', '--site', 'shop', '--scopes', 'read'], /--label needs a value/],
-    [['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', 'x', '--expires', 'soon'], /--expires must be/],
+    [
+      ['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', 'x', '--expires', 'soon'],
+      /--expires must be/,
+    ],
     [['token', 'revoke'], /token revoke needs the token id/],
     [['frobnicate'], /Unknown command/],
-  ])('refuses %j with exit code 2 and says why', async (args, message) => {
-    const dir = procs.dataDir();
-    const result = await procs.cli(args, { DATA_DIR: dir });
-    expect(result.code).toBe(2);
-    expect(result.stderr).toMatch(message);
-    expect(result.stderr).toContain('Usage: cli <command>');
-  }, 30_000);
+  ])(
+    'refuses %j with exit code 2 and says why',
+    async (args, message) => {
+      const dir = procs.dataDir();
+      const result = await procs.cli(args, { DATA_DIR: dir });
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(message);
+      expect(result.stderr).toContain('Usage: cli <command>');
+    },
+    30_000,
+  );
 });
 
 describe('cli on PostgreSQL, with two servers', async () => {
   const skip = await postgresUnavailable();
   if (skip) console.warn(`\n[contract-tests] cli on PostgreSQL: SKIPPED, ${skip}\n`);
-  it.skipIf(skip !== undefined)('mints a token before any server ran, and a revocation counts on every server at its next request', async () => {
-    const database = await freshPostgresDatabase();
-    cleanups.push(() => database.drop());
-    const env = { DATABASE_URL: database.url };
-    const created = await procs.cli(['token', 'create', '--site', 'default', '--scopes', 'read', '--label', 'replicated'], env);
-    expect(created.code, created.stderr).toBe(0);
-    const token = tokenIn(created.stdout)!;
+  it.skipIf(skip !== undefined)(
+    'mints a token before any server ran, and a revocation counts on every server at its next request',
+    async () => {
+      const database = await freshPostgresDatabase();
+      cleanups.push(() => database.drop());
+      const env = { DATABASE_URL: database.url };
+      const created = await procs.cli(
+        ['token', 'create', '--site', 'default', '--scopes', 'read', '--label', 'replicated'],
+        env,
+      );
+      expect(created.code, created.stderr).toBe(0);
+      const token = tokenIn(created.stdout)!;
 
-    const servers = [procs.server({ ...env, API_TOKENS: mintToken() }), procs.server({ ...env, API_TOKENS: mintToken() })];
-    await Promise.all(servers.map((s) => s.ready));
-    for (const s of servers) expect(await statusOf(s.baseUrl, token)).toBe(404);
+      const servers = [
+        procs.server({ ...env, API_TOKENS: mintToken() }),
+        procs.server({ ...env, API_TOKENS: mintToken() }),
+      ];
+      await Promise.all(servers.map((s) => s.ready));
+      for (const s of servers) expect(await statusOf(s.baseUrl, token)).toBe(404);
 
-    const id = (JSON.parse((await procs.cli(['token', 'list', '--json'], env)).stdout) as { id: string }[])[0]!.id;
-    expect((await procs.cli(['token', 'revoke', id], env)).code).toBe(0);
-    for (const s of servers) expect(await statusOf(s.baseUrl, token)).toBe(401);
-    for (const s of servers) s.child.kill('SIGTERM');
-    await Promise.all(servers.map((s) => s.exited));
-  }, 60_000);
+      const id = (JSON.parse((await procs.cli(['token', 'list', '--json'], env)).stdout) as { id: string }[])[0]!.id;
+      expect((await procs.cli(['token', 'revoke', id], env)).code).toBe(0);
+      for (const s of servers) expect(await statusOf(s.baseUrl, token)).toBe(401);
+      for (const s of servers) s.child.kill('SIGTERM');
+      await Promise.all(servers.map((s) => s.exited));
+    },
+    60_000,
+  );
 });
 
 describe('cli migrate', async () => {
   const skip = await postgresUnavailable();
-  it.skipIf(skip !== undefined)('migrates an empty PostgreSQL database once, however many deploy steps and servers start at the same moment', async () => {
-    const database = await freshPostgresDatabase();
-    cleanups.push(() => database.drop());
-    const env = { DATABASE_URL: database.url, API_TOKENS: 'ua_cli_migrate_test_token_0123456789' };
-    const server = procs.server(env);
-    const runs = await Promise.all([procs.cli(['migrate'], env), procs.cli(['migrate'], env), procs.cli(['migrate'], env)]);
-    for (const run of runs) {
-      expect(run.code, run.stderr).toBe(0);
-      expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations applied\.$/m);
-    }
-    await server.ready;
-    const again = await procs.cli(['migrate'], env);
-    expect(again.stdout).toBe(runs[0]!.stdout);
-  });
+  it.skipIf(skip !== undefined)(
+    'migrates an empty PostgreSQL database once, however many deploy steps and servers start at the same moment',
+    async () => {
+      const database = await freshPostgresDatabase();
+      cleanups.push(() => database.drop());
+      const env = { DATABASE_URL: database.url, API_TOKENS: 'ua_cli_migrate_test_token_0123456789' };
+      const server = procs.server(env);
+      const runs = await Promise.all([
+        procs.cli(['migrate'], env),
+        procs.cli(['migrate'], env),
+        procs.cli(['migrate'], env),
+      ]);
+      for (const run of runs) {
+        expect(run.code, run.stderr).toBe(0);
+        expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations applied\.$/m);
+      }
+      await server.ready;
+      const again = await procs.cli(['migrate'], env);
+      expect(again.stdout).toBe(runs[0]!.stdout);
+    },
+  );
 
   it('on the embedded database, while a server runs, answers through it', async () => {
     const dir = procs.dataDir();

@@ -3,9 +3,9 @@
 import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
 const SERVER = fileURLToPath(new URL('../../server/', import.meta.url));
@@ -36,7 +36,10 @@ describe.skipIf(skip !== undefined)('the README deploy sequence on PostgreSQL', 
     const env = { DATABASE_URL: database.url, HOST: '127.0.0.1' };
     const migrated = node([`${OUT}/cli.js`, 'migrate'], env);
     expect(migrated.status, migrated.stderr).toBe(0);
-    const minted = node([`${OUT}/cli.js`, 'token', 'create', '--site', 'shop', '--scopes', 'read,write', '--label', 'shop backend'], env);
+    const minted = node(
+      [`${OUT}/cli.js`, 'token', 'create', '--site', 'shop', '--scopes', 'read,write', '--label', 'shop backend'],
+      env,
+    );
     expect(minted.status, minted.stderr).toBe(0);
     const token = /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(minted.stdout)?.[1];
     expect(token).toBeDefined();

@@ -4,8 +4,8 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
 import { SPEC_FILE } from './spec-check.ts';
 import { embeddedServer, type Target } from './targets.ts';
@@ -44,7 +44,8 @@ describe.skipIf(unavailable !== undefined)('/docs in Chromium', () => {
       const elsewhere: string[] = [];
       page.on('request', (request) => {
         const url = request.url();
-        if (!url.startsWith(target.baseUrl) && !url.startsWith('data:') && !url.startsWith('blob:')) elsewhere.push(url);
+        if (!url.startsWith(target.baseUrl) && !url.startsWith('data:') && !url.startsWith('blob:'))
+          elsewhere.push(url);
       });
       const errors: string[] = [];
       page.on('pageerror', (error) => errors.push(error.message));
@@ -52,8 +53,10 @@ describe.skipIf(unavailable !== undefined)('/docs in Chromium', () => {
       const response = await page.goto(`${target.baseUrl}/docs`);
       expect(response?.status()).toBe(200);
       const shows = (text: string) =>
+        // biome-ignore lint/performance/useDomNodeTextContent: what is shown, not what is in the DOM
         page.waitForFunction((t) => document.body.innerText.includes(t), text, { timeout: 20_000 });
-      for (const text of ['Get one account', 'Create an account', 'Update an account profile', 'Delete an account']) await shows(text);
+      for (const text of ['Get one account', 'Create an account', 'Update an account profile', 'Delete an account'])
+        await shows(text);
       // The error model: the Problem schema, with its stable codes.
       await page.getByText('Models', { exact: true }).first().click();
       await shows('Problem');

@@ -1,9 +1,10 @@
 // What a caller sees when something on our side fails: a problem with a stable code, never a
 // stack trace, and nothing changed. Run on throwaway servers so the faults stay contained.
-import { afterEach, describe, expect, it } from 'vitest';
+
 import { openPostgres } from '@user-accounts/server/db';
+import { afterEach, describe, expect, it } from 'vitest';
 import { checkedClient } from './harness.ts';
-import { embeddedServer, serverTarget, type ServerOptions, type Target } from './targets.ts';
+import { embeddedServer, type ServerOptions, serverTarget, type Target } from './targets.ts';
 
 const targets: Target[] = [];
 afterEach(async () => {
@@ -24,7 +25,9 @@ describe('failures on our side', () => {
     const database = await openPostgres('postgres://postgres@127.0.0.1:1/none', { max: 1 });
     const target = await serverTarget({ database }, async () => {});
     targets.push(target);
-    const { error, response } = await clientFor(target).GET('/api/1/user/get', { params: { query: { email: 'a@example.com' } } });
+    const { error, response } = await clientFor(target).GET('/api/1/user/get', {
+      params: { query: { email: 'a@example.com' } },
+    });
     expect(response.status).toBe(503);
     expect(response.headers.get('retry-after')).toBe('1');
     expect(error?.code).toBe('service_unavailable');
@@ -37,7 +40,9 @@ describe('failures on our side', () => {
     const client = clientFor(target);
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
-        client.POST('/api/1/user/create', { body: { email: `flood${i}@example.com`, password: `flood-password-${i}-x`, name: 'Flood' } }),
+        client.POST('/api/1/user/create', {
+          body: { email: `flood${i}@example.com`, password: `flood-password-${i}-x`, name: 'Flood' },
+        }),
       ),
     );
     const statuses = results.map((r) => r.response.status);

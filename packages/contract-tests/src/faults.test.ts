@@ -2,11 +2,19 @@
 // server process: an outage under load, a database crash, a server crash (also on the embedded
 // database), and a database that hangs. Each is bounded to a few seconds of load.
 import { rmSync } from 'node:fs';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { openPglite } from '@user-accounts/server/db';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
-import { privatePostgres, privatePostgresUnavailable, type PrivatePostgres } from './faults/private-postgres.ts';
-import { acknowledgedOps, call, createAccounts, FAULT_TOKEN, lostWrites, writeLoad, type Outcome } from './faults/load.ts';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import {
+  acknowledgedOps,
+  call,
+  createAccounts,
+  FAULT_TOKEN,
+  lostWrites,
+  type Outcome,
+  writeLoad,
+} from './faults/load.ts';
+import { type PrivatePostgres, privatePostgres, privatePostgresUnavailable } from './faults/private-postgres.ts';
 
 const procs = processes();
 const clusters: PrivatePostgres[] = [];
@@ -62,15 +70,41 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
         const i = n++;
         const id = ids[i % ids.length]!;
         if (i % 10 === 0) {
-          await call(server.baseUrl, 'create', '/api/1/user/create', {
-            method: 'POST',
-            body: JSON.stringify({ email: `outage.${w}.${i}@example.com`, password: `Outage-password-${i}`, name: 'Load' }),
-            timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
-          }, log);
+          await call(
+            server.baseUrl,
+            'create',
+            '/api/1/user/create',
+            {
+              method: 'POST',
+              body: JSON.stringify({
+                email: `outage.${w}.${i}@example.com`,
+                password: `Outage-password-${i}`,
+                name: 'Load',
+              }),
+              timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
+            },
+            log,
+          );
         } else if (i % 3 === 0) {
-          await call(server.baseUrl, 'update', '/api/1/user/update', { method: 'POST', body: JSON.stringify({ _userId: id, name: `n${i}` }), timeoutMs: REQUEST_TIMEOUT_MS + 5_000 }, log);
+          await call(
+            server.baseUrl,
+            'update',
+            '/api/1/user/update',
+            {
+              method: 'POST',
+              body: JSON.stringify({ _userId: id, name: `n${i}` }),
+              timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
+            },
+            log,
+          );
         } else {
-          await call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: REQUEST_TIMEOUT_MS + 5_000 }, log);
+          await call(
+            server.baseUrl,
+            'get',
+            `/api/1/user/get?_userId=${id}`,
+            { timeoutMs: REQUEST_TIMEOUT_MS + 5_000 },
+            log,
+          );
         }
         await sleep(5); // a steady load, not a flood: this is about behaviour, not throughput
       }
@@ -104,7 +138,9 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     expect(log.filter((o) => o.status === 503 && o.code !== 'service_unavailable')).toEqual([]);
     expect(Math.max(...log.map((o) => o.ms))).toBeLessThan(REQUEST_TIMEOUT_MS + 1_000);
     // The outage was seen, and /readyz said so, then said it was over.
-    expect(log.filter((o) => o.status === 503 && o.startedAt >= downAt && o.startedAt < upAt).length).toBeGreaterThan(0);
+    expect(log.filter((o) => o.status === 503 && o.startedAt >= downAt && o.startedAt < upAt).length).toBeGreaterThan(
+      0,
+    );
     expect(ready.some((o) => o.status === 503 && o.startedAt >= downAt && o.startedAt < upAt)).toBe(true);
     expect(ready.filter((o) => o.startedAt >= upAt + 5_000).every((o) => o.status === 200)).toBe(true);
     // Back within 5 s: every request started 5 s after PostgreSQL returned succeeded.
@@ -121,7 +157,14 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     const server = await serverOn({ DATABASE_URL: pg.url });
     const owned = await createAccounts(server.baseUrl, 24, 'crash-owned');
     const doomed = await createAccounts(server.baseUrl, 60, 'crash-doomed');
-    const load = writeLoad(() => server.baseUrl, { creators: 2, updaters: 8, owned, doomed, tag: 'pgkill', timeoutMs: REQUEST_TIMEOUT_MS + 5_000 });
+    const load = writeLoad(() => server.baseUrl, {
+      creators: 2,
+      updaters: 8,
+      owned,
+      doomed,
+      tag: 'pgkill',
+      timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
+    });
     await sleep(2_500);
     await pg.kill();
     await sleep(1_000);
@@ -132,7 +175,9 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     const rows = rowsOf(await pg.sql<{ id: string; name: string }[]>`select id, name from users`);
     const lost = lostWrites(load.acks, rows);
     const acked = acknowledgedOps(load.log);
-    console.log(`postgres SIGKILL: ${load.log.length} writes sent, ${acked} acknowledged, ${load.log.filter((o) => o.status === 503).length} answered 503; lost: ${lost.length}`);
+    console.log(
+      `postgres SIGKILL: ${load.log.length} writes sent, ${acked} acknowledged, ${load.log.filter((o) => o.status === 503).length} answered 503; lost: ${lost.length}`,
+    );
     expect(lost).toEqual([]);
     expect(acked).toBeGreaterThan(1_000);
     expect(load.log.filter((o) => o.status >= 500 && o.status !== 503)).toEqual([]);
@@ -145,7 +190,14 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     let server = await serverOn({ DATABASE_URL: pg.url });
     const owned = await createAccounts(server.baseUrl, 24, 'srvkill-owned');
     const doomed = await createAccounts(server.baseUrl, 60, 'srvkill-doomed');
-    const load = writeLoad(() => server.baseUrl, { creators: 2, updaters: 8, owned, doomed, tag: 'srvkill', timeoutMs: REQUEST_TIMEOUT_MS + 5_000 });
+    const load = writeLoad(() => server.baseUrl, {
+      creators: 2,
+      updaters: 8,
+      owned,
+      doomed,
+      tag: 'srvkill',
+      timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
+    });
     await sleep(2_000);
     server.child.kill('SIGKILL');
     await server.exited;
@@ -155,7 +207,9 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
 
     const rows = rowsOf(await pg.sql<{ id: string; name: string }[]>`select id, name from users`);
     const lost = lostWrites(load.acks, rows);
-    console.log(`server SIGKILL (PostgreSQL): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`);
+    console.log(
+      `server SIGKILL (PostgreSQL): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`,
+    );
     expect(lost).toEqual([]);
     expect(await pg.sql.unsafe(HALF_WRITTEN)).toHaveLength(0);
   }, 90_000);
@@ -171,26 +225,54 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     // Six times the pool: most requests wait for a connection, not for the lock.
     const wave = Array.from({ length: 60 }, (_, i) =>
       i % 6 === 0
-        ? call(server.baseUrl, 'create', '/api/1/user/create', { method: 'POST', body: JSON.stringify({ email: `hang.${i}@example.com`, password: `Hang-password-${i}`, name: 'Hang' }), timeoutMs: 10_000 }, log)
+        ? call(
+            server.baseUrl,
+            'create',
+            '/api/1/user/create',
+            {
+              method: 'POST',
+              body: JSON.stringify({ email: `hang.${i}@example.com`, password: `Hang-password-${i}`, name: 'Hang' }),
+              timeoutMs: 10_000,
+            },
+            log,
+          )
         : i % 6 === 1
-          ? call(server.baseUrl, 'update', '/api/1/user/update', { method: 'POST', body: JSON.stringify({ _userId: id, name: `hung ${i}` }), timeoutMs: 10_000 }, log)
+          ? call(
+              server.baseUrl,
+              'update',
+              '/api/1/user/update',
+              { method: 'POST', body: JSON.stringify({ _userId: id, name: `hung ${i}` }), timeoutMs: 10_000 },
+              log,
+            )
           : call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 10_000 }, log),
     );
     await Promise.all(wave);
     await locker`rollback`;
     locker.release();
-    console.log(`hang: 60 requests, slowest ${Math.max(...log.map((o) => o.ms))} ms, statuses ${[...new Set(log.map((o) => o.status))].join(', ')}`);
+    console.log(
+      `hang: 60 requests, slowest ${Math.max(...log.map((o) => o.ms))} ms, statuses ${[...new Set(log.map((o) => o.status))].join(', ')}`,
+    );
     expect(log.every((o) => o.status === 503 && o.code === 'service_unavailable')).toBe(true);
     expect(Math.max(...log.map((o) => o.ms))).toBeLessThan(1_500 + 1_000);
 
     // Served again at once; the writes that timed out left nothing behind, even those still queued.
     await sleep(3_000);
-    const { status, body } = await call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 5_000 }, []);
+    const { status, body } = await call(
+      server.baseUrl,
+      'get',
+      `/api/1/user/get?_userId=${id}`,
+      { timeoutMs: 5_000 },
+      [],
+    );
     expect(status).toBe(200);
     expect(body.result.name).toBe('Seed');
     expect(await pg.sql`select email from users where email like 'hang.%'`).toHaveLength(0);
     const again: Outcome[] = [];
-    await Promise.all(Array.from({ length: 30 }, () => call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 5_000 }, again)));
+    await Promise.all(
+      Array.from({ length: 30 }, () =>
+        call(server.baseUrl, 'get', `/api/1/user/get?_userId=${id}`, { timeoutMs: 5_000 }, again),
+      ),
+    );
     expect(again.every((o) => o.status === 200)).toBe(true);
   }, 60_000);
 });
@@ -201,7 +283,14 @@ describe('faults with the embedded database', () => {
     let server = await serverOn({ DATA_DIR: dataDir });
     const owned = await createAccounts(server.baseUrl, 16, 'pglite-owned');
     const doomed = await createAccounts(server.baseUrl, 40, 'pglite-doomed');
-    const load = writeLoad(() => server.baseUrl, { creators: 2, updaters: 6, owned, doomed, tag: 'pglite', timeoutMs: REQUEST_TIMEOUT_MS + 5_000 });
+    const load = writeLoad(() => server.baseUrl, {
+      creators: 2,
+      updaters: 6,
+      owned,
+      doomed,
+      tag: 'pglite',
+      timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
+    });
     await sleep(2_000);
     server.child.kill('SIGKILL');
     await server.exited;
@@ -216,7 +305,9 @@ describe('faults with the embedded database', () => {
       const client = (database.db as any).$client;
       const rows = rowsOf((await client.query('select id, name from users')).rows);
       const lost = lostWrites(load.acks, rows);
-      console.log(`server SIGKILL (PGlite): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`);
+      console.log(
+        `server SIGKILL (PGlite): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`,
+      );
       expect(lost).toEqual([]);
       expect((await client.query(HALF_WRITTEN)).rows).toHaveLength(0);
     } finally {

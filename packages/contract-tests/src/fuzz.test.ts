@@ -18,8 +18,15 @@ describe('fuzzing from the spec (server on embedded PGlite)', () => {
   });
 
   it(`answers ${RUNS} generated requests and ${SEQUENCES} stateful sequences as the spec says`, async () => {
-    const report = await fuzz(target, { runs: RUNS, sequences: SEQUENCES, seed: SEED, log: (line) => console.log(line) });
-    console.log(`fuzz: seed ${report.seed}; ${report.cases} requests, by outcome:\n${describeOutcomes(report).join('\n')}`);
+    const report = await fuzz(target, {
+      runs: RUNS,
+      sequences: SEQUENCES,
+      seed: SEED,
+      log: (line) => console.log(line),
+    });
+    console.log(
+      `fuzz: seed ${report.seed}; ${report.cases} requests, by outcome:\n${describeOutcomes(report).join('\n')}`,
+    );
     expect(report.cases).toBeGreaterThanOrEqual(RUNS);
   }, 600_000);
 });

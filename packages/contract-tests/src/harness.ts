@@ -1,7 +1,8 @@
 // What every contract suite needs around a target: start and stop it, a client whose every
 // response is checked against the spec, and helpers that make unique accounts.
-import { afterAll, beforeAll, expect } from 'vitest';
+
 import { createClient, type Problem, type UserAccountsClient } from '@user-accounts/client';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createSpecChecker } from './spec-check.ts';
 import type { Target, TargetSpec } from './targets.ts';
 
@@ -43,7 +44,10 @@ export interface Harness {
   raw(path: string, init?: RequestInit): Promise<Response>;
   uniqueEmail(tag?: string): string;
   password(): string;
-  createUser(fields?: Partial<{ email: string; name: string; phone: string; address: string }>, as?: UserAccountsClient): Promise<{ id: string; email: string; password: string; name: string }>;
+  createUser(
+    fields?: Partial<{ email: string; name: string; phone: string; address: string }>,
+    as?: UserAccountsClient,
+  ): Promise<{ id: string; email: string; password: string; name: string }>;
   rowOf(id: string): Promise<Record<string, unknown> | undefined>;
   /** Every response body seen, and every password sent: no password or hash may ever leak. */
   readonly bodies: string[];
@@ -67,7 +71,9 @@ export function useTarget(spec: TargetSpec): Harness {
     // suite's own doing, when it tests invalid input).
     const reported = response.headers.get('sl-violations');
     if (reported !== null) {
-      const answerViolations = (JSON.parse(reported) as { location: string[]; message: string }[]).filter((v) => v.location[0] === 'response');
+      const answerViolations = (JSON.parse(reported) as { location: string[]; message: string }[]).filter(
+        (v) => v.location[0] === 'response',
+      );
       expect(answerViolations, `${request.method} ${path} → ${response.status}: prism proxy's violations`).toEqual([]);
     }
     bodies.push(await response.clone().text());
@@ -88,7 +94,9 @@ export function useTarget(spec: TargetSpec): Harness {
     },
     checkedFetch,
     raw: (path, init = {}) =>
-      checkedFetch(new Request(`${target.baseUrl}${path}`, { ...init, headers: { Authorization: target.token, ...init.headers } })),
+      checkedFetch(
+        new Request(`${target.baseUrl}${path}`, { ...init, headers: { Authorization: target.token, ...init.headers } }),
+      ),
     uniqueEmail: (tag = 'user') => `${tag}.${Date.now()}.${seq++}@Example.com`,
     password() {
       const p = `Tr0ub4dor-${Math.random().toString(36).slice(2)}-${seq++}`;

@@ -2,11 +2,17 @@
 // process of a deployment (database counters, or Redis), and bounded password hashing.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { checkedClient, GHOST } from './harness.ts';
-import { embeddedServer, freshPostgresDatabase, postgresUnavailable, type ServerOptions, type Target } from './targets.ts';
+import {
+  embeddedServer,
+  freshPostgresDatabase,
+  postgresUnavailable,
+  type ServerOptions,
+  type Target,
+} from './targets.ts';
 
 const procs = processes();
 const cleanups: (() => Promise<void>)[] = [];
@@ -22,9 +28,10 @@ async function embedded(options: ServerOptions): Promise<Target> {
 }
 
 const field = (response: Response, name: string, param: string) =>
-  (response.headers.get(name) ?? '')
-    .split(', ')
-    .map((item) => ({ name: /^"([^"]+)"/.exec(item)?.[1], value: Number(new RegExp(`;${param}=(\\d+)`).exec(item)?.[1]) }));
+  (response.headers.get(name) ?? '').split(', ').map((item) => ({
+    name: /^"([^"]+)"/.exec(item)?.[1],
+    value: Number(new RegExp(`;${param}=(\\d+)`).exec(item)?.[1]),
+  }));
 
 describe('rate limits', () => {
   it('answers 429 rate_limited with Retry-After and r=0 once a token is over its budget; other tokens keep theirs', async () => {
@@ -56,7 +63,9 @@ describe('rate limits', () => {
     const target = await embedded({ env: { RATE_LIMIT: '50/60s', RATE_LIMIT_CREATE: 'off' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'burst' })).token);
     const responses = await Promise.all(
-      Array.from({ length: 80 }, () => client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } }).then((r) => r.response)),
+      Array.from({ length: 80 }, () =>
+        client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } }).then((r) => r.response),
+      ),
     );
     expect(responses.filter((r) => r.status === 404)).toHaveLength(50);
     expect(responses.filter((r) => r.status === 429)).toHaveLength(30);
@@ -89,7 +98,8 @@ describe('rate limits', () => {
   it('starts a new window after the old one ends', async () => {
     const target = await embedded({ env: { RATE_LIMIT: '1/1s', RATE_LIMIT_CREATE: 'off' } });
     const client = checkedClient(target.baseUrl, target.token);
-    const get = async () => (await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;
+    const get = async () =>
+      (await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;
     expect([await get(), await get()]).toEqual([404, 429]);
     await new Promise((r) => setTimeout(r, 1100));
     expect(await get()).toBe(404);
@@ -105,53 +115,68 @@ describe('one budget shared by two server processes', async () => {
   ];
   for (const [store, skip] of stores) {
     if (skip !== undefined) console.warn(`\n[contract-tests] shared rate limit ${store}: SKIPPED, ${skip}\n`);
-    it.skipIf(skip !== undefined)(`counts ${store}: 6 requests pass across both, the 7th gets 429 on either`, async () => {
-      const database = await freshPostgresDatabase();
-      cleanups.push(() => database.drop());
-      // A token of its own per run: Redis keeps counters between runs.
-      const token = mintToken();
-      const env = {
-        DATABASE_URL: database.url,
-        API_TOKENS: token,
-        RATE_LIMIT: '6/60s',
-        ...(store === 'in Redis' ? { REDIS_URL: redisUrl! } : {}),
-      };
-      const first = procs.server(env);
-      await first.ready;
-      const second = procs.server(env);
-      await second.ready;
-      const clients = [checkedClient(first.baseUrl, token), checkedClient(second.baseUrl, token)];
-      const statuses: number[] = [];
-      for (let i = 0; i < 8; i++) {
-        const { response } = await clients[i % 2]!.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
-        statuses.push(response.status);
-      }
-      expect(statuses).toEqual([404, 404, 404, 404, 404, 404, 429, 429]);
-      first.child.kill('SIGTERM');
-      second.child.kill('SIGTERM');
-      expect(await first.exited).toBe(0);
-      expect(await second.exited).toBe(0);
-    }, 60_000);
+    it.skipIf(skip !== undefined)(
+      `counts ${store}: 6 requests pass across both, the 7th gets 429 on either`,
+      async () => {
+        const database = await freshPostgresDatabase();
+        cleanups.push(() => database.drop());
+        // A token of its own per run: Redis keeps counters between runs.
+        const token = mintToken();
+        const env = {
+          DATABASE_URL: database.url,
+          API_TOKENS: token,
+          RATE_LIMIT: '6/60s',
+          ...(store === 'in Redis' ? { REDIS_URL: redisUrl! } : {}),
+        };
+        const first = procs.server(env);
+        await first.ready;
+        const second = procs.server(env);
+        await second.ready;
+        const clients = [checkedClient(first.baseUrl, token), checkedClient(second.baseUrl, token)];
+        const statuses: number[] = [];
+        for (let i = 0; i < 8; i++) {
+          const { response } = await clients[i % 2]!.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+          statuses.push(response.status);
+        }
+        expect(statuses).toEqual([404, 404, 404, 404, 404, 404, 429, 429]);
+        first.child.kill('SIGTERM');
+        second.child.kill('SIGTERM');
+        expect(await first.exited).toBe(0);
+        expect(await second.exited).toBe(0);
+      },
+      60_000,
+    );
   }
 });
 
 describe('bounded password hashing', () => {
   it('answers 200 parallel creates with only 201 or 503 when hashing is capped low, keeping memory steady', async () => {
     const dir = procs.dataDir();
-    const server = procs.server({ DATA_DIR: dir, HASH_CONCURRENCY: '1', HASH_QUEUE: '4', RATE_LIMIT: '100000/60s', RATE_LIMIT_CREATE: 'off' });
+    const server = procs.server({
+      DATA_DIR: dir,
+      HASH_CONCURRENCY: '1',
+      HASH_QUEUE: '4',
+      RATE_LIMIT: '100000/60s',
+      RATE_LIMIT_CREATE: 'off',
+    });
     await server.ready;
     const token = readFileSync(join(dir, 'dev-token'), 'utf8').trim();
     const client = checkedClient(server.baseUrl, token);
-    const rss = () => Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${server.child.pid}/status`, 'utf8'))![1]) / 1024;
+    const rss = () =>
+      Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${server.child.pid}/status`, 'utf8'))![1]) / 1024;
     // Warm up: the first hashes allocate argon2's memory once.
     for (let i = 0; i < 3; i++) {
-      await client.POST('/api/1/user/create', { body: { email: `warm.${i}@example.com`, password: `a warm-up passphrase ${i}`, name: 'Warm' } });
+      await client.POST('/api/1/user/create', {
+        body: { email: `warm.${i}@example.com`, password: `a warm-up passphrase ${i}`, name: 'Warm' },
+      });
     }
     const peakBefore = rss();
 
     const results = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
-        client.POST('/api/1/user/create', { body: { email: `flood.${i}@example.com`, password: `a flood passphrase ${i}`, name: 'Flood' } }),
+        client.POST('/api/1/user/create', {
+          body: { email: `flood.${i}@example.com`, password: `a flood passphrase ${i}`, name: 'Flood' },
+        }),
       ),
     );
     const statuses = results.map((r) => r.response.status);
@@ -170,7 +195,9 @@ describe('bounded password hashing', () => {
     // What was answered 201 is exactly what exists.
     let found = 0;
     for (let i = 0; i < 200; i++) {
-      const { response } = await client.GET('/api/1/user/get', { params: { query: { email: `flood.${i}@example.com` } } });
+      const { response } = await client.GET('/api/1/user/get', {
+        params: { query: { email: `flood.${i}@example.com` } },
+      });
       if (response.status === 200) found++;
     }
     expect(found).toBe(created);

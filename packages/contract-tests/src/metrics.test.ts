@@ -1,8 +1,8 @@
 // GET /metrics as Prometheus scrapes it: off by default, behind its own token when on, and
 // counting the requests it is asked about.
 import { readFileSync } from 'node:fs';
-import { afterAll, describe, expect, it } from 'vitest';
 import { processes } from '@user-accounts/server/testing/processes';
+import { afterAll, describe, expect, it } from 'vitest';
 import { GHOST } from './harness.ts';
 import { createSpecChecker } from './spec-check.ts';
 
@@ -12,7 +12,9 @@ const checker = createSpecChecker();
 const METRICS_TOKEN = 'metrics_token_for_the_scraper_0123456789';
 
 async function scrape(baseUrl: string, authorization?: string): Promise<Response> {
-  const response = await fetch(`${baseUrl}/metrics`, { headers: authorization ? { Authorization: authorization } : {} });
+  const response = await fetch(`${baseUrl}/metrics`, {
+    headers: authorization ? { Authorization: authorization } : {},
+  });
   expect(await checker.check('GET', '/metrics', response)).toEqual([]);
   return response;
 }
@@ -20,9 +22,7 @@ async function scrape(baseUrl: string, authorization?: string): Promise<Response
 /** The value of one sample of the exposition text, 0 when absent. */
 function sample(text: string, name: string, labels: Record<string, string>): number {
   const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  const line = text
-    .split('\n')
-    .find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`) && wanted.every((w) => l.includes(w)));
   return line === undefined ? 0 : Number(line.split(' ').pop());
 }
 
@@ -45,7 +45,9 @@ describe('GET /metrics', () => {
     const labels = { method: 'GET', route: '/api/1/user/get', status: '404' };
     const before = await (await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`)).text();
     for (let i = 0; i < 3; i++) {
-      const r = await fetch(`${server.baseUrl}/api/1/user/get?_userId=${GHOST}`, { headers: { Authorization: apiToken } });
+      const r = await fetch(`${server.baseUrl}/api/1/user/get?_userId=${GHOST}`, {
+        headers: { Authorization: apiToken },
+      });
       expect(r.status).toBe(404);
     }
     const created = await fetch(`${server.baseUrl}/api/1/user/create`, {
@@ -59,7 +61,9 @@ describe('GET /metrics', () => {
     const after = await response.text();
 
     expect(sample(after, 'http_requests_total', labels) - sample(before, 'http_requests_total', labels)).toBe(3);
-    expect(sample(after, 'http_request_duration_seconds_count', labels)).toBe(sample(after, 'http_requests_total', labels));
+    expect(sample(after, 'http_request_duration_seconds_count', labels)).toBe(
+      sample(after, 'http_requests_total', labels),
+    );
     expect(sample(after, 'http_requests_total', { route: '/api/1/user/create', status: '201' })).toBe(1);
     expect(after).toMatch(/^password_hash_duration_seconds_count 1$/m);
     expect(after).toMatch(/^password_hash_queue_depth 0$/m);

@@ -32,7 +32,10 @@ async function send(target: Target, call: Call): Promise<Response> {
   if (call.token === 'wrong') headers.Authorization = 'ua_no_such_token_anywhere_000000000000000000';
   if (call.body !== undefined && headers['Content-Type'] === undefined) headers['Content-Type'] = 'application/json';
   const response = await fetch(`${target.baseUrl}${call.path}`, { method: call.method, headers, body: call.body });
-  expect(await checker.check(call.method, new URL(call.path, 'http://x').pathname, response), `${call.method} ${call.path} conforms`).toEqual([]);
+  expect(
+    await checker.check(call.method, new URL(call.path, 'http://x').pathname, response),
+    `${call.method} ${call.path} conforms`,
+  ).toEqual([]);
   return response;
 }
 
@@ -40,14 +43,24 @@ const json = (value: unknown) => JSON.stringify(value);
 const unique = () => `parity.${Date.now()}.${Math.random().toString(36).slice(2)}@example.com`;
 const VALID: Record<string, () => Call> = {
   getUser: () => ({ method: 'GET', path: `/api/1/user/get?_userId=${GHOST}` }),
-  createUser: () => ({ method: 'POST', path: '/api/1/user/create', body: json({ email: unique(), password: 'a parity passphrase 42', name: 'Parity' }) }),
+  createUser: () => ({
+    method: 'POST',
+    path: '/api/1/user/create',
+    body: json({ email: unique(), password: 'a parity passphrase 42', name: 'Parity' }),
+  }),
   updateUser: () => ({ method: 'POST', path: '/api/1/user/update', body: json({ _userId: GHOST, name: 'Parity' }) }),
   deleteUser: () => ({ method: 'DELETE', path: '/api/1/user/delete', body: json({ _userId: GHOST }) }),
 };
 
 describe('the mock serves every documented example', () => {
   const cases: [string, string, string, string, unknown][] = [];
-  const resolve = (node: any): any => (node.$ref ? node.$ref.slice(2).split('/').reduce((n: any, k: string) => n[k], spec) : node);
+  const resolve = (node: any): any =>
+    node.$ref
+      ? node.$ref
+          .slice(2)
+          .split('/')
+          .reduce((n: any, k: string) => n[k], spec)
+      : node;
   for (const item of Object.values<any>(spec.paths)) {
     for (const operation of Object.values<any>(item)) {
       if (!(operation.operationId in VALID)) continue;
@@ -69,26 +82,74 @@ describe('the mock serves every documented example', () => {
 });
 
 describe('the same calls, the same answers from the mock and the server', () => {
-  const big = json({ email: unique(), password: 'a parity passphrase 42', name: 'Big', address: 'x'.repeat(70 * 1024) });
+  const big = json({
+    email: unique(),
+    password: 'a parity passphrase 42',
+    name: 'Big',
+    address: 'x'.repeat(70 * 1024),
+  });
   const calls: [string, Call][] = [
     ['a valid create', VALID.createUser!()],
-    ['a create without a password', { method: 'POST', path: '/api/1/user/create', body: json({ email: unique(), name: 'Ada' }) }],
-    ['a create with a common password', { method: 'POST', path: '/api/1/user/create', body: json({ email: unique(), name: 'Ada', password: 'password123' }) }],
-    ['a create with the name as password', { method: 'POST', path: '/api/1/user/create', body: json({ email: unique(), name: 'Augusta Ada', password: 'augusta ada' }) }],
-    ['a create with an unknown field', { method: 'POST', path: '/api/1/user/create', body: json({ email: unique(), name: 'Ada', password: 'a parity passphrase 42', nickname: 'x' }) }],
-    ['a create with a malformed email', { method: 'POST', path: '/api/1/user/create', body: json({ email: 'nope', name: 'Ada', password: 'a parity passphrase 42' }) }],
+    [
+      'a create without a password',
+      { method: 'POST', path: '/api/1/user/create', body: json({ email: unique(), name: 'Ada' }) },
+    ],
+    [
+      'a create with a common password',
+      {
+        method: 'POST',
+        path: '/api/1/user/create',
+        body: json({ email: unique(), name: 'Ada', password: 'password123' }),
+      },
+    ],
+    [
+      'a create with the name as password',
+      {
+        method: 'POST',
+        path: '/api/1/user/create',
+        body: json({ email: unique(), name: 'Augusta Ada', password: 'augusta ada' }),
+      },
+    ],
+    [
+      'a create with an unknown field',
+      {
+        method: 'POST',
+        path: '/api/1/user/create',
+        body: json({ email: unique(), name: 'Ada', password: 'a parity passphrase 42', nickname: 'x' }),
+      },
+    ],
+    [
+      'a create with a malformed email',
+      {
+        method: 'POST',
+        path: '/api/1/user/create',
+        body: json({ email: 'nope', name: 'Ada', password: 'a parity passphrase 42' }),
+      },
+    ],
     ['a create whose body is not JSON', { method: 'POST', path: '/api/1/user/create', body: '{"email":' }],
-    ['a create sent as text/plain', { method: 'POST', path: '/api/1/user/create', headers: { 'Content-Type': 'text/plain' }, body: '{}' }],
+    [
+      'a create sent as text/plain',
+      { method: 'POST', path: '/api/1/user/create', headers: { 'Content-Type': 'text/plain' }, body: '{}' },
+    ],
     ['a create over 64 KiB', { method: 'POST', path: '/api/1/user/create', body: big }],
-    ['a create nested 40 levels deep', { method: 'POST', path: '/api/1/user/create', body: `{"name":${'['.repeat(40)}${']'.repeat(40)}}` }],
-    ['a create with a malformed Idempotency-Key', { ...VALID.createUser!(), headers: { 'Idempotency-Key': 'with space' } }],
+    [
+      'a create nested 40 levels deep',
+      { method: 'POST', path: '/api/1/user/create', body: `{"name":${'['.repeat(40)}${']'.repeat(40)}}` },
+    ],
+    [
+      'a create with a malformed Idempotency-Key',
+      { ...VALID.createUser!(), headers: { 'Idempotency-Key': 'with space' } },
+    ],
     ['a get without a token', { ...VALID.getUser!(), token: 'none' }],
     ['a get with an unknown token', { ...VALID.getUser!(), token: 'wrong' }],
     ['a get with neither _userId nor email', { method: 'GET', path: '/api/1/user/get' }],
     ['a get with both', { method: 'GET', path: `/api/1/user/get?_userId=${GHOST}&email=a@example.com` }],
     ['a get with an unknown parameter', { method: 'GET', path: `/api/1/user/get?_userId=${GHOST}&token=x` }],
     ['a get with a malformed email', { method: 'GET', path: '/api/1/user/get?email=nope' }],
-    ['an update of the email', { method: 'POST', path: '/api/1/user/update', body: json({ _userId: GHOST, email: 'b@example.com' }) }],
+    [
+      'an update of the email',
+      { method: 'POST', path: '/api/1/user/update', body: json({ _userId: GHOST, email: 'b@example.com' }) },
+    ],
     ['an update changing nothing', { method: 'POST', path: '/api/1/user/update', body: json({ _userId: GHOST }) }],
     ['an update with a malformed If-Match', { ...VALID.updateUser!(), headers: { 'If-Match': 'garbage' } }],
     ['a delete without _userId', { method: 'DELETE', path: '/api/1/user/delete', body: json({}) }],

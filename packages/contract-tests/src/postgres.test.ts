@@ -1,8 +1,8 @@
 import { defineAccessSuite } from './access-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
-import { defineWritesSuite } from './writes-suite.ts';
 import { postgresTarget } from './targets.ts';
+import { defineWritesSuite } from './writes-suite.ts';
 
 // Runs when TEST_DATABASE_URL names a reachable PostgreSQL (CI sets it); otherwise it says why it skips.
 const target = await postgresTarget();

@@ -2,8 +2,8 @@
 // own check of every answer against the spec must find nothing (see proxiedTarget).
 import { defineAccessSuite } from './access-suite.ts';
 import { defineContractSuite } from './suite.ts';
-import { defineWritesSuite } from './writes-suite.ts';
 import { proxiedTarget } from './targets.ts';
+import { defineWritesSuite } from './writes-suite.ts';
 
 defineContractSuite(proxiedTarget);
 defineAccessSuite(proxiedTarget);

@@ -2,10 +2,11 @@
 // shared route tests: no token, an unknown, a revoked, one without the operation's scope, one of
 // another site. Each gets its documented answer and changes nothing. A new operation is covered
 // by adding its row; its request here is the spec's own first example, aimed at a live account.
-import { beforeAll, describe, expect, it } from 'vitest';
+
 import type { Problem } from '@user-accounts/client';
 import { operations } from '@user-accounts/server/operations';
 import { SCOPES } from '@user-accounts/server/tokens';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
 import { createSpecChecker } from './spec-check.ts';
 import type { TargetSpec } from './targets.ts';
@@ -15,9 +16,17 @@ type Op = (typeof operations)[number];
 const { spec } = createSpecChecker();
 
 const resolve = (node: Json): Json =>
-  typeof node.$ref === 'string' ? resolve(node.$ref.slice(2).split('/').reduce((n: Json, k: string) => n[k], spec)) : node;
+  typeof node.$ref === 'string'
+    ? resolve(
+        node.$ref
+          .slice(2)
+          .split('/')
+          .reduce((n: Json, k: string) => n[k], spec),
+      )
+    : node;
 const specOf = (op: Op): Json => spec.paths[op.path][op.method.toLowerCase()];
-const queryParams = (op: Op): Json[] => ((specOf(op).parameters ?? []) as Json[]).map(resolve).filter((p) => p.in === 'query');
+const queryParams = (op: Op): Json[] =>
+  ((specOf(op).parameters ?? []) as Json[]).map(resolve).filter((p) => p.in === 'query');
 
 /** Whether the operation's request names an account by `_userId` (in its query or its body). */
 function namesAccount(op: Op): boolean {
@@ -49,7 +58,11 @@ export function defineSecuritySuite(target: TargetSpec): void {
 
   describe(`${target.name}: every operation of the table refuses callers without the right token`, () => {
     const h = useTarget(target);
-    const tokens: { revoked: string; otherSite: string; without: Record<string, string> } = { revoked: '', otherSite: '', without: {} };
+    const tokens: { revoked: string; otherSite: string; without: Record<string, string> } = {
+      revoked: '',
+      otherSite: '',
+      without: {},
+    };
     let unknown401: Problem;
 
     beforeAll(async () => {
@@ -62,7 +75,9 @@ export function defineSecuritySuite(target: TargetSpec): void {
         tokens.without[scope] = (await h.target.createToken({ scopes: others, label: `without ${scope}` })).token;
       }
       const unknown = await h.checkedFetch(
-        new Request(`${h.target.baseUrl}${API}/get?_userId=${GHOST}`, { headers: { Authorization: 'ua_never_issued_0000000000000000000000' } }),
+        new Request(`${h.target.baseUrl}${API}/get?_userId=${GHOST}`, {
+          headers: { Authorization: 'ua_never_issued_0000000000000000000000' },
+        }),
       );
       unknown401 = (await unknown.json()) as Problem;
     });

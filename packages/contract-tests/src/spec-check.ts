@@ -42,7 +42,14 @@ export function createSpecChecker(): SpecChecker {
   ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
   ajv.addSchema({ $id: 'spec', $defs: retarget(spec.components.schemas) });
   const resolve = (node: Json): Json =>
-    typeof node.$ref === 'string' ? resolve(node.$ref.slice(2).split('/').reduce((n: Json, k: string) => n[k], spec)) : node;
+    typeof node.$ref === 'string'
+      ? resolve(
+          node.$ref
+            .slice(2)
+            .split('/')
+            .reduce((n: Json, k: string) => n[k], spec),
+        )
+      : node;
   const validators = new Map<unknown, ValidateFunction>();
   const validatorFor = (schema: unknown) => {
     let v = validators.get(schema);
@@ -88,7 +95,9 @@ export function createSpecChecker(): SpecChecker {
         }
       }
       if (!validate(body)) {
-        problems.push(`${method} ${path} ${response.status}: body breaks the schema: ${ajv.errorsText(validate.errors)}`);
+        problems.push(
+          `${method} ${path} ${response.status}: body breaks the schema: ${ajv.errorsText(validate.errors)}`,
+        );
       }
       return problems;
     },

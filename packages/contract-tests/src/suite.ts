@@ -1,7 +1,8 @@
 // One contract suite, run against every target (see *.test.ts). It speaks to the service through
 // the generated client; raw HTTP only for what a typed client cannot send (bad JSON, wrong types).
-import { beforeAll, describe, expect, it } from 'vitest';
+
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { API, GHOST, problemCode, useTarget } from './harness.ts';
 import type { Target, TargetSpec } from './targets.ts';
 
@@ -37,7 +38,13 @@ export function defineContractSuite(spec: TargetSpec): void {
     describe('create', () => {
       it('answers 201 with the new _userId, the status text and a Location', async () => {
         const { data, response } = await client.POST('/api/1/user/create', {
-          body: { email: uniqueEmail(), password: password(), name: 'Ada Lovelace', phone: '+44 20 7946 0018', address: '12 St James\'s Square\nLondon' },
+          body: {
+            email: uniqueEmail(),
+            password: password(),
+            name: 'Ada Lovelace',
+            phone: '+44 20 7946 0018',
+            address: "12 St James's Square\nLondon",
+          },
         });
         expect(response.status).toBe(201);
         expect(data?.result.status).toBe('user created');
@@ -69,17 +76,21 @@ export function defineContractSuite(spec: TargetSpec): void {
         });
         expect(response.status).toBe(409);
         expect(error?.code).toBe('email_taken');
-        const rows = await target.sql('select count(*)::int as n from users where lower(email) = lower($1)', [user.email]);
+        const rows = await target.sql('select count(*)::int as n from users where lower(email) = lower($1)', [
+          user.email,
+        ]);
         expect(rows[0]!.n).toBe(1);
       });
 
       stateful('lets exactly one of 20 concurrent creates of one email in case variants win', async () => {
         const base = uniqueEmail('race');
         const variants = Array.from({ length: 20 }, (_, i) =>
-          [...base].map((ch, j) => ((i >> j % 5) & 1 ? ch.toUpperCase() : ch.toLowerCase())).join(''),
+          [...base].map((ch, j) => ((i >> (j % 5)) & 1 ? ch.toUpperCase() : ch.toLowerCase())).join(''),
         );
         const results = await Promise.all(
-          variants.map((email) => client.POST('/api/1/user/create', { body: { email, password: password(), name: 'Racer' } })),
+          variants.map((email) =>
+            client.POST('/api/1/user/create', { body: { email, password: password(), name: 'Racer' } }),
+          ),
         );
         const statuses = results.map((r) => r.response.status).sort();
         expect(statuses.filter((s) => s === 201)).toHaveLength(1);
@@ -95,31 +106,106 @@ export function defineContractSuite(spec: TargetSpec): void {
         });
         expect(response.status).toBe(400);
         expect(error?.code).toBe('invalid_request');
-        if (spec.stateful) expect(error?.errors).toContainEqual(expect.objectContaining({ pointer: '/_userId', code: 'unknown_field' }));
+        if (spec.stateful)
+          expect(error?.errors).toContainEqual(expect.objectContaining({ pointer: '/_userId', code: 'unknown_field' }));
       });
 
       it.each([
         ['a missing email', { password: 'correct horse battery', name: 'Ada' }, '/email', 'required'],
         ['a missing name', { email: 'a@example.com', password: 'correct horse battery' }, '/name', 'required'],
         ['a missing password', { email: 'a@example.com', name: 'Ada' }, '/password', 'required'],
-        ['an unknown field', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', nickname: 'x' }, '/nickname', 'unknown_field'],
-        ['a malformed email', { email: 'not-an-email', password: 'correct horse battery', name: 'Ada' }, '/email', 'invalid_format'],
-        ['an email over 254 characters', { email: `${'a'.repeat(64)}@${'b'.repeat(190)}.com`, password: 'correct horse battery', name: 'Ada' }, '/email', 'too_long'],
-        ['a password of 7 characters', { email: 'a@example.com', password: 'x7#kQ2!', name: 'Ada' }, '/password', 'too_short'],
-        ['a password over 256 characters', { email: 'a@example.com', password: 'x'.repeat(257), name: 'Ada' }, '/password', 'too_long'],
+        [
+          'an unknown field',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', nickname: 'x' },
+          '/nickname',
+          'unknown_field',
+        ],
+        [
+          'a malformed email',
+          { email: 'not-an-email', password: 'correct horse battery', name: 'Ada' },
+          '/email',
+          'invalid_format',
+        ],
+        [
+          'an email over 254 characters',
+          { email: `${'a'.repeat(64)}@${'b'.repeat(190)}.com`, password: 'correct horse battery', name: 'Ada' },
+          '/email',
+          'too_long',
+        ],
+        [
+          'a password of 7 characters',
+          { email: 'a@example.com', password: 'x7#kQ2!', name: 'Ada' },
+          '/password',
+          'too_short',
+        ],
+        [
+          'a password over 256 characters',
+          { email: 'a@example.com', password: 'x'.repeat(257), name: 'Ada' },
+          '/password',
+          'too_long',
+        ],
         ['a blank name', { email: 'a@example.com', password: 'correct horse battery', name: '   ' }, '/name', null],
-        ['a name over 200 characters', { email: 'a@example.com', password: 'correct horse battery', name: 'n'.repeat(201) }, '/name', 'too_long'],
-        ['a phone with letters', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '555-CALL-NOW' }, '/phone', 'invalid_format'],
-        ['a phone with 2 digits', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '+1 2' }, '/phone', 'invalid_format'],
-        ['an address over 1,000 characters', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x'.repeat(1001) }, '/address', 'too_long'],
-        ['a NUL character in the name', { email: 'a@example.com', password: 'correct horse battery', name: 'A\u0000B' }, '/name', 'invalid_format'],
-        ['a control character in the name', { email: 'a@example.com', password: 'correct horse battery', name: 'A\nB' }, '/name', 'invalid_format'],
-        ['a NUL character in the address', { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x\u0000y' }, '/address', 'invalid_format'],
-        ['a number for a string', { email: 'a@example.com', password: 'correct horse battery', name: 42 }, '/name', 'invalid_type'],
-        ['a null name', { email: 'a@example.com', password: 'correct horse battery', name: null }, '/name', 'invalid_type'],
+        [
+          'a name over 200 characters',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'n'.repeat(201) },
+          '/name',
+          'too_long',
+        ],
+        [
+          'a phone with letters',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '555-CALL-NOW' },
+          '/phone',
+          'invalid_format',
+        ],
+        [
+          'a phone with 2 digits',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', phone: '+1 2' },
+          '/phone',
+          'invalid_format',
+        ],
+        [
+          'an address over 1,000 characters',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x'.repeat(1001) },
+          '/address',
+          'too_long',
+        ],
+        [
+          'a NUL character in the name',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'A\u0000B' },
+          '/name',
+          'invalid_format',
+        ],
+        [
+          'a control character in the name',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'A\nB' },
+          '/name',
+          'invalid_format',
+        ],
+        [
+          'a NUL character in the address',
+          { email: 'a@example.com', password: 'correct horse battery', name: 'Ada', address: 'x\u0000y' },
+          '/address',
+          'invalid_format',
+        ],
+        [
+          'a number for a string',
+          { email: 'a@example.com', password: 'correct horse battery', name: 42 },
+          '/name',
+          'invalid_type',
+        ],
+        [
+          'a null name',
+          { email: 'a@example.com', password: 'correct horse battery', name: null },
+          '/name',
+          'invalid_type',
+        ],
       ])('answers 400 invalid_request for %s, naming the field', async (_, body, pointer, code) => {
         const before = spec.stateful ? await target.sql('select count(*)::int as n from users') : [];
-        const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+        const response = await raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         const problem = (await response.json()) as Problem;
         expect(response.status).toBe(400);
         expect(problem.code).toBe('invalid_request');
@@ -132,39 +218,59 @@ export function defineContractSuite(spec: TargetSpec): void {
 
       stateful('counts password length in code points after NFC normalization', async () => {
         // "é" written as e + combining accent: 16 UTF-16 units, 8 code points after NFC.
-        const decomposed = 'e\u0301'.repeat(4) + 'Zq7!';
-        const ok = await client.POST('/api/1/user/create', { body: { email: uniqueEmail(), password: decomposed, name: 'Nfc' } });
+        const decomposed = `${'e\u0301'.repeat(4)}Zq7!`;
+        const ok = await client.POST('/api/1/user/create', {
+          body: { email: uniqueEmail(), password: decomposed, name: 'Nfc' },
+        });
         expect(ok.response.status).toBe(201);
         passwords.add(decomposed);
         const emoji = '😀😀😀😀😀😀😀'; // 7 code points, 14 UTF-16 units: too short
-        const short = await client.POST('/api/1/user/create', { body: { email: uniqueEmail(), password: emoji, name: 'Nfc' } });
+        const short = await client.POST('/api/1/user/create', {
+          body: { email: uniqueEmail(), password: emoji, name: 'Nfc' },
+        });
         expect(short.response.status).toBe(400);
-        expect(short.error?.errors).toContainEqual(expect.objectContaining({ pointer: '/password', code: 'too_short' }));
+        expect(short.error?.errors).toContainEqual(
+          expect.objectContaining({ pointer: '/password', code: 'too_short' }),
+        );
       });
 
       // The mock refuses them too (its gate runs the server's check); only the server has a table to look in.
       it.each([
         ['a common password', (email: string) => ({ email, name: 'Ada', password: 'password123' })],
         ['the email as password', (email: string) => ({ email, name: 'Ada', password: email.toLowerCase() })],
-        ['the name as password', (email: string) => ({ email, name: 'Augusta Ada King', password: 'augusta ada king' })],
+        [
+          'the name as password',
+          (email: string) => ({ email, name: 'Augusta Ada King', password: 'augusta ada king' }),
+        ],
       ])('answers 400 weak_password for %s, and adds nothing', async (_, make) => {
         const body = make(uniqueEmail('weak'));
         const { error, response } = await client.POST('/api/1/user/create', { body });
         expect(response.status).toBe(400);
         expect(error?.code).toBe('weak_password');
         expect(error?.errors?.[0]).toMatchObject({ pointer: '/password', code: 'weak_password' });
-        if (spec.stateful) expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
+        if (spec.stateful)
+          expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
       });
     });
 
     describe('get', () => {
       it('returns every field, with phone and address null when unset', async () => {
-        const created = await client.POST('/api/1/user/create', { body: { email: uniqueEmail(), password: password(), name: 'Grace Hopper' } });
+        const created = await client.POST('/api/1/user/create', {
+          body: { email: uniqueEmail(), password: password(), name: 'Grace Hopper' },
+        });
         const id = created.data!.result._userId;
         const { data, response } = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
         expect(response.status).toBe(200);
         expect(response.headers.get('cache-control')).toBe('no-store');
-        expect(Object.keys(data!.result).sort()).toEqual(['_userId', 'address', 'createdAt', 'email', 'name', 'phone', 'updatedAt']);
+        expect(Object.keys(data!.result).sort()).toEqual([
+          '_userId',
+          'address',
+          'createdAt',
+          'email',
+          'name',
+          'phone',
+          'updatedAt',
+        ]);
         if (spec.stateful) {
           expect(data!.result).toMatchObject({ _userId: id, name: 'Grace Hopper', phone: null, address: null });
           expect(new Date(data!.result.createdAt).toISOString()).toBe(data!.result.createdAt);
@@ -218,10 +324,18 @@ export function defineContractSuite(spec: TargetSpec): void {
         expect(response.status).toBe(200);
         expect(data?.result.status).toBe('user updated');
         const after = (await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
-        expect(after).toMatchObject({ name: before.name, address: '1 Main St', phone: null, email: before.email, createdAt: before.createdAt });
+        expect(after).toMatchObject({
+          name: before.name,
+          address: '1 Main St',
+          phone: null,
+          email: before.email,
+          createdAt: before.createdAt,
+        });
         expect(after.updatedAt > before.updatedAt).toBe(true);
 
-        await client.POST('/api/1/user/update', { body: { _userId: user.id, name: '  Lady Lovelace ', address: null } });
+        await client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: '  Lady Lovelace ', address: null },
+        });
         const last = (await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
         expect(last).toMatchObject({ name: 'Lady Lovelace', address: null, phone: null });
       });
@@ -237,11 +351,13 @@ export function defineContractSuite(spec: TargetSpec): void {
         expect(row!.password_hash).toMatch(/^\$argon2id\$/);
       });
 
-      stateful('answers 400 weak_password for the account\'s own email or name, and changes nothing', async () => {
+      stateful("answers 400 weak_password for the account's own email or name, and changes nothing", async () => {
         const user = await createUser({ name: 'Charles Babbage' });
         const before = await rowOf(user.id);
         for (const candidate of [user.email, 'CHARLES BABBAGE']) {
-          const { error } = await client.POST('/api/1/user/update', { body: { _userId: user.id, password: candidate } });
+          const { error } = await client.POST('/api/1/user/update', {
+            body: { _userId: user.id, password: candidate },
+          });
           expect(error?.code).toBe('weak_password');
         }
         expect(await rowOf(user.id)).toEqual(before);
@@ -263,7 +379,11 @@ export function defineContractSuite(spec: TargetSpec): void {
         ['a missing _userId', { name: 'Ada' }],
         ['an unknown field', { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', nickname: 'x' }],
       ])('answers 400 invalid_request for %s', async (_, body) => {
-        const response = await raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+        const response = await raw(`${API}/update`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         expect(response.status).toBe(400);
         expect(await problemCode(response)).toBe('invalid_request');
       });
@@ -288,44 +408,62 @@ export function defineContractSuite(spec: TargetSpec): void {
         expect(again.error?.code).toBe('user_not_found');
         const get = await client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
         expect(get.response.status).toBe(404);
-        const reuse = await client.POST('/api/1/user/create', { body: { email: user.email, password: password(), name: 'Next Owner' } });
+        const reuse = await client.POST('/api/1/user/create', {
+          body: { email: user.email, password: password(), name: 'Next Owner' },
+        });
         expect(reuse.response.status).toBe(201);
       });
 
       mockOnly('answers 200 with the status text', async () => {
-        const { data, response } = await client.DELETE('/api/1/user/delete', { body: { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b' } });
+        const { data, response } = await client.DELETE('/api/1/user/delete', {
+          body: { _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b' },
+        });
         expect(response.status).toBe(200);
         expect(data?.result.status).toBe('user removed');
       });
 
       it('answers 400 invalid_request without a _userId', async () => {
-        const response = await raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+        const response = await raw(`${API}/delete`, {
+          method: 'DELETE',
+          headers: { 'Content-Type': 'application/json' },
+          body: '{}',
+        });
         expect(response.status).toBe(400);
         expect(await problemCode(response)).toBe('invalid_request');
       });
     });
 
     statefulGroup('accounts not created through the API are out of reach', () => {
-      stateful('a row inserted through SQL with the table defaults is invisible to all four operations and untouched', async () => {
-        const email = uniqueEmail('imported');
-        const [row] = await target.sql("insert into users (email, name, phone) values ($1, 'Imported Person', '+1 555 0199') returning *", [email]);
-        const id = String(row!.id);
-        const ghost = '0193a1e4-0000-7000-8000-000000000000';
-        const strip = (p: Problem | undefined) => ({ ...p, requestId: undefined });
+      stateful(
+        'a row inserted through SQL with the table defaults is invisible to all four operations and untouched',
+        async () => {
+          const email = uniqueEmail('imported');
+          const [row] = await target.sql(
+            "insert into users (email, name, phone) values ($1, 'Imported Person', '+1 555 0199') returning *",
+            [email],
+          );
+          const id = String(row!.id);
+          const ghost = '0193a1e4-0000-7000-8000-000000000000';
+          const strip = (p: Problem | undefined) => ({ ...p, requestId: undefined });
 
-        const missing = await client.GET('/api/1/user/get', { params: { query: { _userId: ghost } } });
-        const byId = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
-        const byEmail = await client.GET('/api/1/user/get', { params: { query: { email: email.toLowerCase() } } });
-        const update = await client.POST('/api/1/user/update', { body: { _userId: id, name: 'Hijacked', phone: null, password: password() } });
-        const del = await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
-        for (const r of [byId, byEmail, update, del]) {
-          expect(r.response.status).toBe(404);
-          expect(strip(r.error)).toEqual(strip(missing.error));
-        }
-        const create = await client.POST('/api/1/user/create', { body: { email: email.toUpperCase(), password: password(), name: 'Squatter' } });
-        expect(create.response.status).toBe(409);
-        expect(await rowOf(id)).toEqual(row);
-      });
+          const missing = await client.GET('/api/1/user/get', { params: { query: { _userId: ghost } } });
+          const byId = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+          const byEmail = await client.GET('/api/1/user/get', { params: { query: { email: email.toLowerCase() } } });
+          const update = await client.POST('/api/1/user/update', {
+            body: { _userId: id, name: 'Hijacked', phone: null, password: password() },
+          });
+          const del = await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
+          for (const r of [byId, byEmail, update, del]) {
+            expect(r.response.status).toBe(404);
+            expect(strip(r.error)).toEqual(strip(missing.error));
+          }
+          const create = await client.POST('/api/1/user/create', {
+            body: { email: email.toUpperCase(), password: password(), name: 'Squatter' },
+          });
+          expect(create.response.status).toBe(409);
+          expect(await rowOf(id)).toEqual(row);
+        },
+      );
     });
 
     describe('authentication', () => {
@@ -335,30 +473,46 @@ export function defineContractSuite(spec: TargetSpec): void {
         ['an unknown token', { Authorization: 'ua_not_a_token_we_issued_0000000000' }, spec.stateful],
         ['an empty Bearer', { Authorization: 'Bearer ' }, spec.stateful],
       ];
-      it.each(cases.filter(([, , runs]) => runs))('answers 401 unauthorized with WWW-Authenticate for %s', async (_, headers) => {
-        const response = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`, { headers }));
-        expect(response.status).toBe(401);
-        if (spec.stateful) {
-          expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
-          const body = (await response.json()) as Problem;
-          expect(body).toMatchObject({ code: 'unauthorized', status: 401 });
-        }
-      });
+      it.each(cases.filter(([, , runs]) => runs))(
+        'answers 401 unauthorized with WWW-Authenticate for %s',
+        async (_, headers) => {
+          const response = await checkedFetch(
+            new Request(`${target.baseUrl}${API}/get?email=a@example.com`, { headers }),
+          );
+          expect(response.status).toBe(401);
+          if (spec.stateful) {
+            expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
+            const body = (await response.json()) as Problem;
+            expect(body).toMatchObject({ code: 'unauthorized', status: 401 });
+          }
+        },
+      );
 
-      stateful('gives the same body for a missing and an unknown token, and never reads a token from the query', async () => {
-        const strip = async (r: Response) => ({ ...((await r.json()) as Problem), requestId: '' });
-        const none = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`));
-        const bad = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`, { headers: { Authorization: 'nope-nope-nope' } }));
-        expect(await strip(bad)).toEqual(await strip(none));
-        const inQuery = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com&access_token=${target.token}`));
-        expect(inQuery.status).toBe(401);
-      });
+      stateful(
+        'gives the same body for a missing and an unknown token, and never reads a token from the query',
+        async () => {
+          const strip = async (r: Response) => ({ ...((await r.json()) as Problem), requestId: '' });
+          const none = await checkedFetch(new Request(`${target.baseUrl}${API}/get?email=a@example.com`));
+          const bad = await checkedFetch(
+            new Request(`${target.baseUrl}${API}/get?email=a@example.com`, {
+              headers: { Authorization: 'nope-nope-nope' },
+            }),
+          );
+          expect(await strip(bad)).toEqual(await strip(none));
+          const inQuery = await checkedFetch(
+            new Request(`${target.baseUrl}${API}/get?email=a@example.com&access_token=${target.token}`),
+          );
+          expect(inQuery.status).toBe(401);
+        },
+      );
 
       stateful('accepts the token with and without the Bearer scheme', async () => {
         const user = await createUser();
         for (const authorization of [target.token, `Bearer ${target.token}`, `bearer ${target.token}`]) {
           const response = await checkedFetch(
-            new Request(`${target.baseUrl}${API}/get?_userId=${user.id}`, { headers: { Authorization: authorization } }),
+            new Request(`${target.baseUrl}${API}/get?_userId=${user.id}`, {
+              headers: { Authorization: authorization },
+            }),
           );
           expect(response.status).toBe(200);
         }
@@ -368,7 +522,11 @@ export function defineContractSuite(spec: TargetSpec): void {
     statefulGroup('HTTP edges', () => {
       direct('answers 400 invalid_json for a body that is not JSON, and changes nothing', async () => {
         for (const body of ['{"email": ', 'not json', '', '\xff\xfe']) {
-          const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+          const response = await raw(`${API}/create`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body,
+          });
           expect(response.status).toBe(400);
           expect(await problemCode(response)).toBe('invalid_json');
         }
@@ -376,36 +534,57 @@ export function defineContractSuite(spec: TargetSpec): void {
 
       direct('answers 400 invalid_request for JSON that is not an object', async () => {
         for (const body of ['[]', '"text"', '42', 'null']) {
-          const response = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body });
+          const response = await raw(`${API}/create`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body,
+          });
           expect(response.status).toBe(400);
           expect(await problemCode(response)).toBe('invalid_request');
         }
       });
 
       // Found by the fuzzer: 20,000 nested arrays with an Idempotency-Key overflowed the stack (500).
-      direct('answers 400 invalid_request for JSON nested deeper than 32 levels, with or without an Idempotency-Key', async () => {
-        const before = await target.sql('select count(*)::int as n from users');
-        for (const depth of [33, 20_000]) {
-          for (const headers of [{}, { 'Idempotency-Key': `deep-${depth}-${Date.now()}` }] as Record<string, string>[]) {
-            const body = `{"name":${'['.repeat(depth)}${']'.repeat(depth)}}`;
-            const response = await raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body });
-            expect(response.status).toBe(400);
-            const problem = (await response.json()) as Problem;
-            expect(problem.code).toBe('invalid_request');
-            expect(problem.detail).toMatch(/nested/);
+      direct(
+        'answers 400 invalid_request for JSON nested deeper than 32 levels, with or without an Idempotency-Key',
+        async () => {
+          const before = await target.sql('select count(*)::int as n from users');
+          for (const depth of [33, 20_000]) {
+            for (const headers of [{}, { 'Idempotency-Key': `deep-${depth}-${Date.now()}` }] as Record<
+              string,
+              string
+            >[]) {
+              const body = `{"name":${'['.repeat(depth)}${']'.repeat(depth)}}`;
+              const response = await raw(`${API}/update`, {
+                method: 'POST',
+                headers: { 'Content-Type': 'application/json', ...headers },
+                body,
+              });
+              expect(response.status).toBe(400);
+              const problem = (await response.json()) as Problem;
+              expect(problem.code).toBe('invalid_request');
+              expect(problem.detail).toMatch(/nested/);
+            }
           }
-        }
-        // 32 levels is within the limit: the schema, not the depth check, refuses it.
-        const shallow = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: `{"name":${'['.repeat(31)}${']'.repeat(31)}}` });
-        expect(shallow.status).toBe(400);
-        expect(((await shallow.json()) as Problem).detail).not.toMatch(/nested/);
-        expect(await target.sql('select count(*)::int as n from users')).toEqual(before);
-      });
+          // 32 levels is within the limit: the schema, not the depth check, refuses it.
+          const shallow = await raw(`${API}/create`, {
+            method: 'POST',
+            headers: { 'Content-Type': 'application/json' },
+            body: `{"name":${'['.repeat(31)}${']'.repeat(31)}}`,
+          });
+          expect(shallow.status).toBe(400);
+          expect(((await shallow.json()) as Problem).detail).not.toMatch(/nested/);
+          expect(await target.sql('select count(*)::int as n from users')).toEqual(before);
+        },
+      );
 
       // Found by the fuzzer: a 40,000-character email in the query got Node's bare 431, no problem body.
       direct('answers 431 headers_too_large as a problem for a request line and headers over 16 KiB', async () => {
         for (const init of [{}, { headers: { 'X-Padding': 'p'.repeat(17 * 1024) } }]) {
-          const path = 'headers' in init ? `${API}/get?email=a@example.com` : `${API}/get?email=${'e'.repeat(17 * 1024)}@example.com`;
+          const path =
+            'headers' in init
+              ? `${API}/get?email=a@example.com`
+              : `${API}/get?email=${'e'.repeat(17 * 1024)}@example.com`;
           const response = await raw(path, init);
           expect(response.status).toBe(431);
           expect(response.headers.get('content-type')).toBe('application/problem+json');
@@ -416,7 +595,11 @@ export function defineContractSuite(spec: TargetSpec): void {
       });
 
       stateful('answers 415 for a body that is not application/json', async () => {
-        for (const headers of [{ 'Content-Type': 'text/plain' }, { 'Content-Type': 'application/x-www-form-urlencoded' }, {}] as Record<string, string>[]) {
+        for (const headers of [
+          { 'Content-Type': 'text/plain' },
+          { 'Content-Type': 'application/x-www-form-urlencoded' },
+          {},
+        ] as Record<string, string>[]) {
           const response = await raw(`${API}/create`, { method: 'POST', headers, body: '{"email":"a@example.com"}' });
           expect(response.status).toBe(415);
           expect(await problemCode(response)).toBe('unsupported_media_type');
@@ -424,8 +607,17 @@ export function defineContractSuite(spec: TargetSpec): void {
       });
 
       direct('answers 413 for a body over 64 KiB, with a Content-Length or chunked', async () => {
-        const big = JSON.stringify({ email: uniqueEmail(), password: password(), name: 'Big', address: 'x'.repeat(70 * 1024) });
-        const declared = await raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: big });
+        const big = JSON.stringify({
+          email: uniqueEmail(),
+          password: password(),
+          name: 'Big',
+          address: 'x'.repeat(70 * 1024),
+        });
+        const declared = await raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json' },
+          body: big,
+        });
         expect(declared.status).toBe(413);
         expect(await problemCode(declared)).toBe('payload_too_large');
 
@@ -433,7 +625,8 @@ export function defineContractSuite(spec: TargetSpec): void {
         let sent = 0;
         const stream = new ReadableStream<Uint8Array>({
           pull(controller) {
-            if (sent++ < 32) controller.enqueue(chunk); // 2 MiB in all, no Content-Length
+            if (sent++ < 32)
+              controller.enqueue(chunk); // 2 MiB in all, no Content-Length
             else controller.close();
           },
         });
@@ -501,23 +694,30 @@ export function defineContractSuite(spec: TargetSpec): void {
         expect(data?.result).toMatchObject({ email: user.email, address: 'Survives restarts' });
       });
 
-      stateful("puts the request id and the caller's W3C trace on the request's log lines, and ignores an invalid traceparent", async () => {
-        const traced = `trace-${Date.now()}`;
-        const untraced = `untraced-${Date.now()}`;
-        await raw(`${API}/get?_userId=${GHOST}`, {
-          headers: { 'X-Request-Id': traced, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
-        });
-        await raw(`${API}/get?_userId=${GHOST}`, {
-          headers: { 'X-Request-Id': untraced, traceparent: '00-00000000000000000000000000000000-00f067aa0ba902b7-01' },
-        });
-        const lines = target.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
-        const mine = lines.filter((l) => l.requestId === traced);
-        expect(mine.length).toBeGreaterThan(0);
-        for (const line of mine) expect(line).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentId: '00f067aa0ba902b7' });
-        const other = lines.filter((l) => l.requestId === untraced);
-        expect(other.length).toBeGreaterThan(0);
-        for (const line of other) expect(line).not.toHaveProperty('traceId');
-      });
+      stateful(
+        "puts the request id and the caller's W3C trace on the request's log lines, and ignores an invalid traceparent",
+        async () => {
+          const traced = `trace-${Date.now()}`;
+          const untraced = `untraced-${Date.now()}`;
+          await raw(`${API}/get?_userId=${GHOST}`, {
+            headers: { 'X-Request-Id': traced, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+          });
+          await raw(`${API}/get?_userId=${GHOST}`, {
+            headers: {
+              'X-Request-Id': untraced,
+              traceparent: '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+            },
+          });
+          const lines = target.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
+          const mine = lines.filter((l) => l.requestId === traced);
+          expect(mine.length).toBeGreaterThan(0);
+          for (const line of mine)
+            expect(line).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', parentId: '00f067aa0ba902b7' });
+          const other = lines.filter((l) => l.requestId === untraced);
+          expect(other.length).toBeGreaterThan(0);
+          for (const line of other) expect(line).not.toHaveProperty('traceId');
+        },
+      );
 
       stateful('writes one log line per request, and never a password, hash or token', async () => {
         // Its own traffic, each request named, so that the count does not depend on earlier tests.
@@ -528,12 +728,15 @@ export function defineContractSuite(spec: TargetSpec): void {
           headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${stamp}-update` },
           body: JSON.stringify({ _userId: user.id, password: password() }),
         });
-        for (let i = 0; i < 3; i++) await raw(`${API}/get?_userId=${user.id}`, { headers: { 'X-Request-Id': `${stamp}-get-${i}` } });
+        for (let i = 0; i < 3; i++)
+          await raw(`${API}/get?_userId=${user.id}`, { headers: { 'X-Request-Id': `${stamp}-get-${i}` } });
         const lines = target.logs.map((l) => JSON.parse(l) as Record<string, unknown>);
         for (const id of [`${stamp}-update`, `${stamp}-get-0`, `${stamp}-get-1`, `${stamp}-get-2`]) {
           const requests = lines.filter((l) => l.msg === 'request' && l.requestId === id);
           expect(requests, id).toHaveLength(1);
-          expect(Object.keys(requests[0]!)).toEqual(expect.arrayContaining(['method', 'route', 'status', 'durationMs', 'requestId']));
+          expect(Object.keys(requests[0]!)).toEqual(
+            expect.arrayContaining(['method', 'route', 'status', 'durationMs', 'requestId']),
+          );
         }
         const everything = [...target.logs, ...bodies].join('\n');
         expect(everything).not.toContain('$argon2');

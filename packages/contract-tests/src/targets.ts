@@ -5,12 +5,12 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import postgres from 'postgres';
 import type { Database } from '@user-accounts/server/db';
 import { assemble, assembleOn, createLogger, type Service } from '@user-accounts/server/deps';
 import { loadConfig } from '@user-accounts/server/env';
 import { serveApp } from '@user-accounts/server/serve';
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
+import postgres from 'postgres';
 import { MOCK_TOKEN, startMock, startPrism } from '../../../scripts/mock.ts';
 
 export const TEST_TOKEN = 'ua_contract_tests_token_0123456789abcdef';
@@ -79,7 +79,13 @@ async function listen(where: Where, logs: string[], options: ServerOptions) {
   if ('database' in where) {
     const logger = await createLogger(config, logDestination);
     const { closeDeps, ...rest } = await assembleOn(config, where.database, logger);
-    service = { ...rest, close: async () => (await closeDeps(), await where.database.close()) };
+    service = {
+      ...rest,
+      async close() {
+        await closeDeps();
+        await where.database.close();
+      },
+    };
   } else {
     service = await assemble(config, { logDestination });
   }
@@ -92,7 +98,11 @@ async function listen(where: Where, logs: string[], options: ServerOptions) {
 
 const stop = (server: Server) => new Promise<void>((resolve) => server.close(() => resolve()));
 
-export async function serverTarget(where: Where, cleanup: () => Promise<void>, options: ServerOptions = {}): Promise<Target> {
+export async function serverTarget(
+  where: Where,
+  cleanup: () => Promise<void>,
+  options: ServerOptions = {},
+): Promise<Target> {
   const logs: string[] = [];
   let running: Awaited<ReturnType<typeof listen>>;
   try {

@@ -4,7 +4,6 @@ import { describe, expect, it } from 'vitest';
 import { API, GHOST, useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
-
 export function defineWritesSuite(spec: TargetSpec): void {
   if (spec.skip || !spec.stateful) return;
 
@@ -33,17 +32,31 @@ export function defineWritesSuite(spec: TargetSpec): void {
         const header = { 'Idempotency-Key': key() };
         const email = h.uniqueEmail('order');
         const pw = h.password();
-        const a = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...header }, body: JSON.stringify({ email, password: pw, name: 'Order' }) });
-        const b = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...header }, body: JSON.stringify({ name: 'Order', password: pw, email }) });
+        const a = await h.raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', ...header },
+          body: JSON.stringify({ email, password: pw, name: 'Order' }),
+        });
+        const b = await h.raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', ...header },
+          body: JSON.stringify({ name: 'Order', password: pw, email }),
+        });
         expect([a.status, b.status]).toEqual([201, 201]);
         expect(b.headers.get('idempotent-replayed')).toBe('true');
       });
 
       it('answers 422 idempotency_key_reused for the same key with another body, and creates nothing', async () => {
         const header = { 'Idempotency-Key': key() };
-        await h.client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'First' }, params: { header } });
+        await h.client.POST('/api/1/user/create', {
+          body: { email: h.uniqueEmail(), password: h.password(), name: 'First' },
+          params: { header },
+        });
         const email = h.uniqueEmail('other-body');
-        const { response, error } = await h.client.POST('/api/1/user/create', { body: { email, password: h.password(), name: 'Second' }, params: { header } });
+        const { response, error } = await h.client.POST('/api/1/user/create', {
+          body: { email, password: h.password(), name: 'Second' },
+          params: { header },
+        });
         expect(response.status).toBe(422);
         expect(error?.code).toBe('idempotency_key_reused');
         expect(await count(email)).toBe(0);
@@ -69,8 +82,14 @@ export function defineWritesSuite(spec: TargetSpec): void {
       it('scopes keys per token: another token with the same key runs its own request', async () => {
         const k = key();
         const other = h.clientFor((await h.target.createToken({ label: 'second backend' })).token);
-        const a = await h.client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'A' }, params: { header: { 'Idempotency-Key': k } } });
-        const b = await other.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'B' }, params: { header: { 'Idempotency-Key': k } } });
+        const a = await h.client.POST('/api/1/user/create', {
+          body: { email: h.uniqueEmail(), password: h.password(), name: 'A' },
+          params: { header: { 'Idempotency-Key': k } },
+        });
+        const b = await other.POST('/api/1/user/create', {
+          body: { email: h.uniqueEmail(), password: h.password(), name: 'B' },
+          params: { header: { 'Idempotency-Key': k } },
+        });
         expect([a.response.status, b.response.status]).toEqual([201, 201]);
         expect(b.data?.result._userId).not.toBe(a.data?.result._userId);
       });
@@ -78,15 +97,27 @@ export function defineWritesSuite(spec: TargetSpec): void {
       it('replays an update, including a refusal, with the requestId of the replay', async () => {
         const user = await h.createUser();
         const header = { 'Idempotency-Key': key() };
-        const first = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Renamed Once' }, params: { header } });
+        const first = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'Renamed Once' },
+          params: { header },
+        });
         const version = (await h.rowOf(user.id))!.version;
-        const replay = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Renamed Once' }, params: { header } });
+        const replay = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'Renamed Once' },
+          params: { header },
+        });
         expect([first.response.status, replay.response.status]).toEqual([200, 200]);
         expect((await h.rowOf(user.id))!.version).toBe(version);
 
         const ghostKey = { 'Idempotency-Key': key() };
-        const missing = await h.client.POST('/api/1/user/update', { body: { _userId: GHOST, name: 'Nobody' }, params: { header: ghostKey } });
-        const again = await h.client.POST('/api/1/user/update', { body: { _userId: GHOST, name: 'Nobody' }, params: { header: ghostKey } });
+        const missing = await h.client.POST('/api/1/user/update', {
+          body: { _userId: GHOST, name: 'Nobody' },
+          params: { header: ghostKey },
+        });
+        const again = await h.client.POST('/api/1/user/update', {
+          body: { _userId: GHOST, name: 'Nobody' },
+          params: { header: ghostKey },
+        });
         expect([missing.response.status, again.response.status]).toEqual([404, 404]);
         expect(again.response.headers.get('idempotent-replayed')).toBe('true');
         expect(again.error?.requestId).toBe(again.response.headers.get('x-request-id'));
@@ -105,8 +136,13 @@ export function defineWritesSuite(spec: TargetSpec): void {
         const header = { 'Idempotency-Key': key() };
         const user = await h.createUser();
         await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Day One' }, params: { header } });
-        await h.target.sql("update idempotency_keys set created_at = now() - interval '25 hours' where key = $1", [header['Idempotency-Key']]);
-        const later = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Day One' }, params: { header } });
+        await h.target.sql("update idempotency_keys set created_at = now() - interval '25 hours' where key = $1", [
+          header['Idempotency-Key'],
+        ]);
+        const later = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'Day One' },
+          params: { header },
+        });
         expect(later.response.status).toBe(200);
         expect(later.response.headers.get('idempotent-replayed')).toBeNull();
       });
@@ -116,7 +152,9 @@ export function defineWritesSuite(spec: TargetSpec): void {
       it('gives an ETag on get that changes with every update, and the new one on update', async () => {
         const user = await h.createUser();
         const read = async () =>
-          (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag');
+          (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get(
+            'etag',
+          );
         const first = await read();
         expect(first).toMatch(/^"[^"]+"$/);
         expect(await read()).toBe(first);
@@ -128,11 +166,19 @@ export function defineWritesSuite(spec: TargetSpec): void {
 
       it('updates with a current If-Match, and answers 412 precondition_failed to a stale one, changing nothing', async () => {
         const user = await h.createUser();
-        const etag = (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag')!;
-        const ok = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'First Writer' }, params: { header: { 'If-Match': etag } } });
+        const etag = (
+          await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })
+        ).response.headers.get('etag')!;
+        const ok = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'First Writer' },
+          params: { header: { 'If-Match': etag } },
+        });
         expect(ok.response.status).toBe(200);
         const before = await h.rowOf(user.id);
-        for (const body of [{ _userId: user.id, name: 'Second Writer' }, { _userId: user.id, password: h.password() }]) {
+        for (const body of [
+          { _userId: user.id, name: 'Second Writer' },
+          { _userId: user.id, password: h.password() },
+        ]) {
           const stale = await h.client.POST('/api/1/user/update', { body, params: { header: { 'If-Match': etag } } });
           expect(stale.response.status).toBe(412);
           expect(stale.error?.code).toBe('precondition_failed');
@@ -142,35 +188,57 @@ export function defineWritesSuite(spec: TargetSpec): void {
 
       it('deletes only with a current If-Match; * matches any existing account', async () => {
         const user = await h.createUser();
-        const stale = await h.client.DELETE('/api/1/user/delete', { body: { _userId: user.id }, params: { header: { 'If-Match': '"999999"' } } });
+        const stale = await h.client.DELETE('/api/1/user/delete', {
+          body: { _userId: user.id },
+          params: { header: { 'If-Match': '"999999"' } },
+        });
         expect(stale.response.status).toBe(412);
         expect(await h.rowOf(user.id)).toBeDefined();
-        const any = await h.client.DELETE('/api/1/user/delete', { body: { _userId: user.id }, params: { header: { 'If-Match': '*' } } });
+        const any = await h.client.DELETE('/api/1/user/delete', {
+          body: { _userId: user.id },
+          params: { header: { 'If-Match': '*' } },
+        });
         expect(any.response.status).toBe(200);
         expect(await h.rowOf(user.id)).toBeUndefined();
       });
 
       it('answers 404, not 412, for a missing account whatever If-Match says', async () => {
-        const { response, error } = await h.client.POST('/api/1/user/update', { body: { _userId: GHOST, name: 'X' }, params: { header: { 'If-Match': '"1"' } } });
+        const { response, error } = await h.client.POST('/api/1/user/update', {
+          body: { _userId: GHOST, name: 'X' },
+          params: { header: { 'If-Match': '"1"' } },
+        });
         expect(response.status).toBe(404);
         expect(error?.code).toBe('user_not_found');
       });
 
       it('never matches a weak tag, and answers 400 to a malformed If-Match', async () => {
         const user = await h.createUser();
-        const etag = (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag')!;
-        const weak = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Weak' }, params: { header: { 'If-Match': `W/${etag}` } } });
+        const etag = (
+          await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })
+        ).response.headers.get('etag')!;
+        const weak = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'Weak' },
+          params: { header: { 'If-Match': `W/${etag}` } },
+        });
         expect(weak.response.status).toBe(412);
-        const malformed = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Bad' }, params: { header: { 'If-Match': 'not-quoted' } } });
+        const malformed = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'Bad' },
+          params: { header: { 'If-Match': 'not-quoted' } },
+        });
         expect(malformed.response.status).toBe(400);
         expect(malformed.error?.code).toBe('invalid_request');
       });
 
       it('changes the ETag when a row is changed outside the API too', async () => {
         const user = await h.createUser();
-        const etag = (await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).response.headers.get('etag')!;
+        const etag = (
+          await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })
+        ).response.headers.get('etag')!;
         await h.target.sql("update users set name = 'Changed In SQL' where id = $1", [user.id]);
-        const stale = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Lost Update' }, params: { header: { 'If-Match': etag } } });
+        const stale = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, name: 'Lost Update' },
+          params: { header: { 'If-Match': etag } },
+        });
         expect(stale.response.status).toBe(412);
       });
     });
@@ -178,14 +246,37 @@ export function defineWritesSuite(spec: TargetSpec): void {
     describe('audit trail', () => {
       it('leaves one row per write with site, token, operation, account, request id and outcome, and no personal data', async () => {
         const requestId = `audit-${Date.now()}`;
-        const body = { email: h.uniqueEmail('audited'), password: h.password(), name: 'Audited Person', phone: '+1 555 0123' };
-        const created = await h.raw(`${API}/create`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': requestId }, body: JSON.stringify(body) });
+        const body = {
+          email: h.uniqueEmail('audited'),
+          password: h.password(),
+          name: 'Audited Person',
+          phone: '+1 555 0123',
+        };
+        const created = await h.raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'X-Request-Id': requestId },
+          body: JSON.stringify(body),
+        });
         const id = ((await created.json()) as { result: { _userId: string } }).result._userId;
-        await h.raw(`${API}/update`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-u` }, body: JSON.stringify({ _userId: id, name: 'Renamed' }) });
-        await h.raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-d` }, body: JSON.stringify({ _userId: id }) });
-        await h.raw(`${API}/delete`, { method: 'DELETE', headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-d2` }, body: JSON.stringify({ _userId: id }) });
+        await h.raw(`${API}/update`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-u` },
+          body: JSON.stringify({ _userId: id, name: 'Renamed' }),
+        });
+        await h.raw(`${API}/delete`, {
+          method: 'DELETE',
+          headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-d` },
+          body: JSON.stringify({ _userId: id }),
+        });
+        await h.raw(`${API}/delete`, {
+          method: 'DELETE',
+          headers: { 'Content-Type': 'application/json', 'X-Request-Id': `${requestId}-d2` },
+          body: JSON.stringify({ _userId: id }),
+        });
 
-        const rows = await h.target.sql("select * from audit_log where request_id like $1 || '%' order by id", [requestId]);
+        const rows = await h.target.sql("select * from audit_log where request_id like $1 || '%' order by id", [
+          requestId,
+        ]);
         expect(rows.map((r) => [r.operation, r.user_id, r.status, r.outcome, r.site])).toEqual([
           ['create', id, 201, 'user created', 'default'],
           ['update', id, 200, 'user updated', 'default'],
@@ -194,15 +285,20 @@ export function defineWritesSuite(spec: TargetSpec): void {
         ]);
         for (const row of rows) expect(row.token_id).toMatch(/^env:[0-9a-f]{12}$/);
         const everything = JSON.stringify(await h.target.sql('select * from audit_log'));
-        for (const secret of [body.email, body.password, body.phone, h.target.token, '$argon2']) expect(everything).not.toContain(secret);
+        for (const secret of [body.email, body.password, body.phone, h.target.token, '$argon2'])
+          expect(everything).not.toContain(secret);
       });
 
       it('records refused writes too, and nothing for reads', async () => {
         const reader = await h.target.createToken({ scopes: ['read'], label: 'audited reader' });
         const client = h.clientFor(reader.token);
-        await client.POST('/api/1/user/create', { body: { email: h.uniqueEmail(), password: h.password(), name: 'Refused' } });
+        await client.POST('/api/1/user/create', {
+          body: { email: h.uniqueEmail(), password: h.password(), name: 'Refused' },
+        });
         await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
-        const rows = await h.target.sql('select operation, status, outcome from audit_log where token_id = $1', [reader.id]);
+        const rows = await h.target.sql('select operation, status, outcome from audit_log where token_id = $1', [
+          reader.id,
+        ]);
         expect(rows).toEqual([{ operation: 'create', status: 403, outcome: 'forbidden' }]);
       });
     });

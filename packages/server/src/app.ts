@@ -1,15 +1,15 @@
 import { type Handler, Hono, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
+import { auditWrites } from './audit.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
-import { deadline } from './middleware/deadline.ts';
-import { requestId } from './middleware/request-id.ts';
-import { auditWrites } from './audit.ts';
 import { requireScope, requireToken } from './middleware/auth.ts';
+import { deadline } from './middleware/deadline.ts';
 import { idempotent } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
+import { requestId } from './middleware/request-id.ts';
 import type { Operation } from './operation.ts';
 import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerDocs } from './routes/docs.ts';
@@ -24,8 +24,24 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 /** What a browser may send to the API and read from its answers (the origins are the operator's). */
 export const CORS = {
   allowMethods: [...new Set(operations.flatMap((op) => allowedMethods(op.path)))],
-  allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id', 'traceparent', 'Prefer'],
-  exposeHeaders: ['X-Request-Id', 'ETag', 'Location', 'RateLimit', 'RateLimit-Policy', 'Retry-After', 'Idempotent-Replayed'],
+  allowHeaders: [
+    'Authorization',
+    'Content-Type',
+    'Idempotency-Key',
+    'If-Match',
+    'X-Request-Id',
+    'traceparent',
+    'Prefer',
+  ],
+  exposeHeaders: [
+    'X-Request-Id',
+    'ETag',
+    'Location',
+    'RateLimit',
+    'RateLimit-Policy',
+    'Retry-After',
+    'Idempotent-Replayed',
+  ],
   maxAge: 600,
 };
 

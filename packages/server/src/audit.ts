@@ -1,8 +1,9 @@
 // The audit trail: one row per write request that got past authentication and the rate limit.
 // It says who (site, token id), what (operation, account id), when, which request, and how it
 // ended; never an email, a password, a hash or a token.
-import type { Context, MiddlewareHandler } from 'hono';
+
 import { desc, eq } from 'drizzle-orm';
+import type { Context, MiddlewareHandler } from 'hono';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
 import { auditLog } from './db/schema.ts';

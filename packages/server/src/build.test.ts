@@ -36,10 +36,17 @@ describe('the built server (pnpm build)', () => {
     const got = await fetch(`${server.baseUrl}/api/1/user/get?email=built@example.com`, { headers });
     expect(((await got.json()) as { result: { name: string } }).result.name).toBe('Built');
     // Validation comes from the copied contract: an unknown field is refused by name.
-    const refused = await fetch(`${server.baseUrl}/api/1/user/create`, { method: 'POST', headers, body: '{"nickname":"x"}' });
+    const refused = await fetch(`${server.baseUrl}/api/1/user/create`, {
+      method: 'POST',
+      headers,
+      body: '{"nickname":"x"}',
+    });
     expect(refused.status).toBe(400);
 
-    const cli = spawnSync(process.execPath, [`${OUT}/cli.js`, 'token', 'list', '--json'], { env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir }, encoding: 'utf8' });
+    const cli = spawnSync(process.execPath, [`${OUT}/cli.js`, 'token', 'list', '--json'], {
+      env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir },
+      encoding: 'utf8',
+    });
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toEqual([expect.objectContaining({ label: 'dev-token', site: 'default' })]);
   }, 60_000);

@@ -2,14 +2,15 @@
 // configuration as the server (DATABASE_URL, or the embedded database in DATA_DIR).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { planCommand, runCommand, USAGE, type CommandResult } from './admin/commands.ts';
+import { type CommandResult, planCommand, runCommand, USAGE } from './admin/commands.ts';
 import { callAdminSocket } from './admin/socket.ts';
 import { lockDataDir } from './data-dir-lock.ts';
-import { openPglite, openPostgres, type Database } from './db/client.ts';
+import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { ConfigError, loadConfig } from './env.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
-  if (argv.length === 0 || argv.includes('--help') || argv.includes('-h')) return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
+  if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))
+    return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
   const planned = planCommand(argv);
   if (typeof planned !== 'function') return planned;
   const config = loadConfig();
@@ -19,7 +20,11 @@ async function run(argv: string[]): Promise<CommandResult> {
     database = await openPostgres(config.databaseUrl, { max: 1 });
   } else {
     if (!existsSync(join(config.dataDir, 'pgdata'))) {
-      return { code: 1, stdout: '', stderr: `There is no embedded database in ${config.dataDir} yet: start the server once, or set DATA_DIR.\n` };
+      return {
+        code: 1,
+        stdout: '',
+        stderr: `There is no embedded database in ${config.dataDir} yet: start the server once, or set DATA_DIR.\n`,
+      };
     }
     try {
       unlock = lockDataDir(config.dataDir);
@@ -48,7 +53,8 @@ try {
   process.stderr.write(result.stderr);
   process.exitCode = result.code;
 } catch (error) {
-  const message = error instanceof ConfigError ? error.message : `cli: ${error instanceof Error ? error.message : String(error)}`;
+  const message =
+    error instanceof ConfigError ? error.message : `cli: ${error instanceof Error ? error.message : String(error)}`;
   process.stderr.write(`${message}\n`);
   process.exitCode = 1;
 }

@@ -1,8 +1,8 @@
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { Database } from './db/client.ts';
-import type { Deadline } from './middleware/deadline.ts';
 import type { Metrics } from './metrics.ts';
+import type { Deadline } from './middleware/deadline.ts';
 import type { PasswordHasher } from './passwords.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { TokenInfo, TokenVerifier } from './tokens.ts';

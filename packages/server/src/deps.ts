@@ -73,7 +73,11 @@ export interface Service {
  * Tokens, limiter, hasher, metrics and the app over an open database. A server must have a way
  * in: API_TOKENS, tokens minted with the CLI, or (embedded only) the dev token minted here.
  */
-export async function assembleOn(config: Config, database: Database, logger: Logger): Promise<Omit<Service, 'close'> & { closeDeps(): Promise<void> }> {
+export async function assembleOn(
+  config: Config,
+  database: Database,
+  logger: Logger,
+): Promise<Omit<Service, 'close'> & { closeDeps(): Promise<void> }> {
   let devToken: Service['devToken'];
   if (config.apiTokens.length === 0) {
     if (database.kind === 'pglite') {

@@ -78,9 +78,7 @@ export function loadConfig(env: Env = process.env): Config {
   // Never echo a token back, not even a bad one: say which entry is wrong.
   apiTokens.forEach((token, i) => {
     if (token.length < 20 || token.length > 256 || !/^[\x21-\x7e]+$/.test(token)) {
-      problems.push(
-        `API_TOKENS entry ${i + 1} must be 20 to 256 printable ASCII characters without spaces`,
-      );
+      problems.push(`API_TOKENS entry ${i + 1} must be 20 to 256 printable ASCII characters without spaces`);
     }
   });
 
@@ -117,7 +115,8 @@ export function loadConfig(env: Env = process.env): Config {
     const raw = value(variable);
     if (raw === undefined) return fallback;
     const n = Number(raw);
-    if (!/^\d+$/.test(raw) || n < min || n > max) problems.push(`${variable} must be a whole number from ${min} to ${max} (got "${raw}")`);
+    if (!/^\d+$/.test(raw) || n < min || n > max)
+      problems.push(`${variable} must be a whole number from ${min} to ${max} (got "${raw}")`);
     return n;
   };
   const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
@@ -129,11 +128,15 @@ export function loadConfig(env: Env = process.env): Config {
     .map((o) => o.trim())
     .filter((o) => o !== '');
   for (const origin of corsOrigins) {
-    if (!/^https?:\/\/[^/\s]+$/.test(origin)) problems.push(`CORS_ORIGINS entries must be origins like https://app.example.com (got "${origin}")`);
+    if (!/^https?:\/\/[^/\s]+$/.test(origin))
+      problems.push(`CORS_ORIGINS entries must be origins like https://app.example.com (got "${origin}")`);
   }
 
   const metricsToken = value('METRICS_TOKEN');
-  if (metricsToken !== undefined && (metricsToken.length < 20 || metricsToken.length > 256 || !/^[\x21-\x7e]+$/.test(metricsToken))) {
+  if (
+    metricsToken !== undefined &&
+    (metricsToken.length < 20 || metricsToken.length > 256 || !/^[\x21-\x7e]+$/.test(metricsToken))
+  ) {
     problems.push('METRICS_TOKEN must be 20 to 256 printable ASCII characters without spaces');
   }
 

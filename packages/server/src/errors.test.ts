@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPglite, type Database } from './db/client.ts';
+import { type Database, openPglite } from './db/client.ts';
 import { users } from './db/schema.ts';
 import { describeError, isDatabaseUnavailable, sqlState } from './errors.ts';
 

@@ -1,6 +1,6 @@
+import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { components } from '@user-accounts/client';
 
 export type ErrorCode = components['schemas']['ErrorCode'];
 export type FieldError = components['schemas']['FieldError'];
@@ -50,8 +50,7 @@ export class ApiError extends Error {
   }
 }
 
-export const userNotFound = () =>
-  new ApiError(404, 'user_not_found', 'No account matches the given _userId or email.');
+export const userNotFound = () => new ApiError(404, 'user_not_found', 'No account matches the given _userId or email.');
 
 export const serviceUnavailable = (detail: string, cause?: unknown) =>
   new ApiError(503, 'service_unavailable', detail, { headers: { 'Retry-After': '1' }, cause });

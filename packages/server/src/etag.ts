@@ -20,7 +20,11 @@ export function parseIfMatch(header: string | undefined): IfMatch {
     const match = ENTITY_TAG.exec(item.trim());
     if (match === null) {
       throw invalidRequest('The If-Match header is not a list of entity tags.', [
-        { pointer: 'If-Match', code: 'invalid_format', message: 'must be * or a comma-separated list of quoted entity tags' },
+        {
+          pointer: 'If-Match',
+          code: 'invalid_format',
+          message: 'must be * or a comma-separated list of quoted entity tags',
+        },
       ]);
     }
     // A weak tag never matches under strong comparison; a tag that is not ours matches nothing.

@@ -21,7 +21,10 @@ export function startHousekeeping(db: Db, tokens: TokenVerifier, logger: Logger)
   const flush = run('recording token last-used times', () => tokens.flushLastUsed());
   const timers = [
     setInterval(flush, LAST_USED_EVERY_MS),
-    setInterval(run('purging expired idempotency keys', () => purgeExpired(db)), PURGE_EVERY_MS),
+    setInterval(
+      run('purging expired idempotency keys', () => purgeExpired(db)),
+      PURGE_EVERY_MS,
+    ),
   ];
   for (const timer of timers) timer.unref();
   return {

@@ -53,7 +53,10 @@ describe('main', () => {
   it('logs JSON lines when not in a terminal, and readable lines with LOG_FORMAT=pretty', async () => {
     const json = run({ DATA_DIR: dataDir() });
     await json.ready;
-    expect(JSON.parse(json.stdout().split('\n')[0]!)).toMatchObject({ level: 30, msg: expect.stringMatching(/^listening on /) });
+    expect(JSON.parse(json.stdout().split('\n')[0]!)).toMatchObject({
+      level: 30,
+      msg: expect.stringMatching(/^listening on /),
+    });
     const pretty = run({ DATA_DIR: dataDir(), LOG_FORMAT: 'pretty' });
     await pretty.ready;
     const first = pretty.stdout().split('\n')[0]!;

@@ -45,7 +45,12 @@ async function main(): Promise<void> {
   const adminSocket = database.kind === 'pglite' ? serveAdminSocket(config.dataDir, database.db, logger) : undefined;
   const server = serveApp(app, { port: config.port, hostname: config.host }, (info: AddressInfo) => {
     logger.info(
-      { address: info.address, port: info.port, database: database.kind, dataDir: database.kind === 'pglite' ? config.dataDir : undefined },
+      {
+        address: info.address,
+        port: info.port,
+        database: database.kind,
+        dataDir: database.kind === 'pglite' ? config.dataDir : undefined,
+      },
       `listening on http://${info.address}:${info.port}`,
     );
   });

@@ -1,6 +1,6 @@
 // Prometheus metrics, on a registry of the app's own (never prom-client's global one, so that
 // several apps in one process, as in the tests, do not collide).
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { Database } from './db/client.ts';
 import type { PasswordHasher } from './passwords.ts';
 
@@ -12,7 +12,11 @@ export interface Metrics {
 
 const PING_TIMEOUT_MS = 1_000;
 
-export function createMetrics(sources: { database: Database; hasher: () => PasswordHasher | undefined; poolSize: number }): Metrics {
+export function createMetrics(sources: {
+  database: Database;
+  hasher: () => PasswordHasher | undefined;
+  poolSize: number;
+}): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const requests = new Counter({

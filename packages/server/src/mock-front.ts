@@ -3,7 +3,7 @@
 // spec states in words), and passes the rest, normalized, to Prism for a documented example.
 // What it cannot know without data (which account exists, a password equal to a stored email)
 // stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…`.
-import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import { pino } from 'pino';
 import { CORS, provideDeps, registerMethodNotAllowed } from './app.ts';
@@ -45,7 +45,12 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   app.use(cors({ origin: '*', ...CORS }));
 
   /** The request, as the gate has normalized it, to Prism at a path of the spec; Prism's answer back as it is. */
-  const relay = async (c: Context<AppEnv>, path: string, search: string, body: string | undefined): Promise<Response> => {
+  const relay = async (
+    c: Context<AppEnv>,
+    path: string,
+    search: string,
+    body: string | undefined,
+  ): Promise<Response> => {
     const headers = new Headers();
     for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers.set(name, value);
     // The upstream URL is built from the operation's own path, never from the request's.
@@ -93,7 +98,10 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   }
   app.notFound((c) => renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`)));
   app.onError((error, c) =>
-    renderProblem(c, error instanceof ApiError ? error : new ApiError(503, 'service_unavailable', 'The mock could not reach Prism.')),
+    renderProblem(
+      c,
+      error instanceof ApiError ? error : new ApiError(503, 'service_unavailable', 'The mock could not reach Prism.'),
+    ),
   );
   return app;
 }

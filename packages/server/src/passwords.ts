@@ -61,10 +61,7 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
 const COMMON = new Set(dictionary['passwords-common']);
 
 /** Why a password is refused, or undefined when it may be used. Compares ignoring case. */
-export function weakPasswordReason(
-  password: string,
-  context: { email?: string; name?: string },
-): string | undefined {
+export function weakPasswordReason(password: string, context: { email?: string; name?: string }): string | undefined {
   const folded = password.normalize('NFC').toLowerCase();
   if (COMMON.has(folded)) return 'is too common';
   if (context.email !== undefined && folded === context.email.normalize('NFC').toLowerCase()) {

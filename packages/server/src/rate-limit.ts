@@ -110,9 +110,9 @@ export function databaseCounters(db: Db): CounterStore {
       try {
         const counts = await incrementBy(queue.tokenId, queue.policies, batch.length);
         // The batch took the counts from (count - n + 1) to count, in arrival order.
-        batch.forEach((waiter, j) =>
-          waiter.resolve(counts.map((c) => ({ count: c.count - batch.length + j + 1, resetMs: c.resetMs }))),
-        );
+        for (const [j, waiter] of batch.entries()) {
+          waiter.resolve(counts.map((c) => ({ count: c.count - batch.length + j + 1, resetMs: c.resetMs })));
+        }
       } catch (error) {
         for (const waiter of batch) waiter.reject(error);
       }
@@ -139,7 +139,10 @@ export function databaseCounters(db: Db): CounterStore {
 
 // array[$1, $2]::type[]: binds each element, the same way on postgres.js and PGlite.
 const pgArray = (values: (string | number)[], type: 'text' | 'int') =>
-  sql`array[${sql.join(values.map((v) => sql`${v}`), sql`, `)}]::${sql.raw(type)}[]`;
+  sql`array[${sql.join(
+    values.map((v) => sql`${v}`),
+    sql`, `,
+  )}]::${sql.raw(type)}[]`;
 
 // INCR each key; a key's first increment starts its window. PTTL says when the window ends.
 const CONSUME_LUA = `
@@ -178,7 +181,10 @@ export function redisCounters(url: string, fallback: CounterStore, logger: Logge
         const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs)) as number[];
         return policies.map((_, i) => ({ count: Number(reply[2 * i]), resetMs: Number(reply[2 * i + 1]) }));
       } catch (error) {
-        logger.warn({ err: error instanceof Error ? error.message : String(error) }, 'Redis unavailable; counting in the database');
+        logger.warn(
+          { err: error instanceof Error ? error.message : String(error) },
+          'Redis unavailable; counting in the database',
+        );
         return fallback.increment(tokenId, policies);
       }
     },
@@ -193,7 +199,8 @@ export function parseRateLimit(name: Policy['name'], raw: string): Policy | null
   const offAllowed = name === 'create';
   if (raw === 'off' && offAllowed) return null;
   const match = /^(\d{1,9})\/(\d{1,6})(s|m|h)$/.exec(raw);
-  if (!match) return new Error(`must look like 600/60s, 100/1m or 5000/1h${offAllowed ? ', or be off' : ''} (got "${raw}")`);
+  if (!match)
+    return new Error(`must look like 600/60s, 100/1m or 5000/1h${offAllowed ? ', or be off' : ''} (got "${raw}")`);
   const limit = Number(match[1]);
   const windowSeconds = Number(match[2]) * { s: 1, m: 60, h: 3600 }[match[3] as 's' | 'm' | 'h'];
   if (limit < 1 || windowSeconds < 1 || windowSeconds > 86_400) {

@@ -9,4 +9,6 @@ const bundled = existsSync(new URL('openapi.yaml', here));
 export const SPEC_PATH = bundled ? new URL('openapi.yaml', here) : new URL('../../../spec/openapi.yaml', here);
 export const MIGRATIONS_DIR = fileURLToPath(bundled ? new URL('drizzle', here) : new URL('../drizzle', here));
 /** Scalar's self-contained browser build, served as /docs/scalar.js: no CDN, no fonts from elsewhere. */
-export const SCALAR_JS = bundled ? new URL('scalar.js', here) : new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'));
+export const SCALAR_JS = bundled
+  ? new URL('scalar.js', here)
+  : new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'));

@@ -5,14 +5,17 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { serve } from '@hono/node-server';
-import type { Hono } from 'hono';
 import { ApiError, problemBody } from './errors.ts';
 import { uuidv7 } from './ids.ts';
 
 /** Node's default limit on the request line plus headers (--max-http-header-size). */
 const HEADER_LIMIT = 16 * 1024;
 
-const REASONS: Record<number, string> = { 400: 'Bad Request', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+const REASONS: Record<number, string> = {
+  400: 'Bad Request',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
 
 function answerClientError(error: Error & { code?: string }, socket: Duplex): void {
   // Nothing to answer: the peer went away, or a response has already started on this socket.
@@ -39,7 +42,7 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
 }
 
 export function serveApp(
-  app: Pick<Hono<any>, 'fetch'>,
+  app: { fetch: (request: Request) => Response | Promise<Response> },
   options: { port: number; hostname: string },
   onListening: (info: AddressInfo) => void,
 ): Server {

@@ -159,7 +159,10 @@ async function storeToken(db: Db, token: string, label: string): Promise<void> {
  * only in `dataDir/dev-token` (mode 0600) and as a hash in the database. Returns the token and
  * whether it is new (only a new one is ever printed).
  */
-export async function ensureDevToken(db: Db, dataDir: string): Promise<{ token: string; minted: boolean; file: string }> {
+export async function ensureDevToken(
+  db: Db,
+  dataDir: string,
+): Promise<{ token: string; minted: boolean; file: string }> {
   const file = join(dataDir, 'dev-token');
   if (existsSync(file)) {
     const token = readFileSync(file, 'utf8').trim();

@@ -1,7 +1,8 @@
 // Request validators compiled once from spec/openapi.yaml: there is no second copy of the rules.
+
+import type { components } from '@user-accounts/client';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import type { components } from '@user-accounts/client';
 import { ApiError, type FieldError } from './errors.ts';
 import { loadSpec } from './spec.ts';
 
@@ -15,9 +16,7 @@ function retarget(node: unknown): unknown {
     return Object.fromEntries(
       Object.entries(node).map(([k, v]) => [
         k,
-        k === '$ref' && typeof v === 'string'
-          ? v.replace('#/components/schemas/', 'spec#/$defs/')
-          : retarget(v),
+        k === '$ref' && typeof v === 'string' ? v.replace('#/components/schemas/', 'spec#/$defs/') : retarget(v),
       ]),
     );
   }
@@ -50,7 +49,9 @@ export function compileValidators(): Validators {
   const ajv = createSpecAjv();
   const spec = loadSpec();
   const parameter = (p: unknown) =>
-    ('$ref' in (p as object) ? spec.components.parameters[(p as { $ref: string }).$ref.split('/').pop()!] : p) as SpecParameter;
+    ('$ref' in (p as object)
+      ? spec.components.parameters[(p as { $ref: string }).$ref.split('/').pop()!]
+      : p) as SpecParameter;
   const body: Record<string, ValidateFunction> = {};
   const query: Record<string, ValidateFunction> = {};
   for (const [path, methods] of Object.entries(spec.paths)) {
@@ -70,7 +71,9 @@ export function compileValidators(): Validators {
   return {
     body,
     query,
-    idempotencyKey: ajv.compile(retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object),
+    idempotencyKey: ajv.compile(
+      retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object,
+    ),
   };
 }
 
@@ -95,9 +98,7 @@ function pointerOf(e: ErrorObject): string {
 export function toFieldErrors(errors: ErrorObject[] | null | undefined): FieldError[] {
   const all = errors ?? [];
   // A `oneOf` of a value or null reports the null branch too; keep only the useful part.
-  const paths = new Set(
-    all.filter((e) => e.keyword !== 'oneOf' && !isNullBranch(e)).map((e) => e.instancePath),
-  );
+  const paths = new Set(all.filter((e) => e.keyword !== 'oneOf' && !isNullBranch(e)).map((e) => e.instancePath));
   const out: FieldError[] = [];
   const seen = new Set<string>();
   for (const e of all) {

@@ -1,7 +1,7 @@
 // Debian's Chromium driven by playwright-core (a test tool's own browser download is not possible
 // here). The flags keep it from reaching out to Google's services at start.
 import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser, chromium } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 

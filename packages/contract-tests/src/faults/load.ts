@@ -44,7 +44,11 @@ export async function call(
   const headers: Record<string, string> = { Authorization: FAULT_TOKEN };
   if (init.body !== undefined) headers['Content-Type'] = 'application/json';
   try {
-    const response = await fetch(`${baseUrl}${path}`, { ...init, headers, signal: AbortSignal.timeout(init.timeoutMs) });
+    const response = await fetch(`${baseUrl}${path}`, {
+      ...init,
+      headers,
+      signal: AbortSignal.timeout(init.timeoutMs),
+    });
     const text = await response.text();
     let body: any;
     try {
@@ -67,7 +71,11 @@ export async function createAccounts(baseUrl: string, n: number, tag: string): P
       '/api/1/user/create',
       {
         method: 'POST',
-        body: JSON.stringify({ email: `seed.${tag}.${i}@example.com`, password: `Seed-password-${tag}-${i}`, name: 'Seed' }),
+        body: JSON.stringify({
+          email: `seed.${tag}.${i}@example.com`,
+          password: `Seed-password-${tag}-${i}`,
+          name: 'Seed',
+        }),
         timeoutMs: 10_000,
       },
       [],
@@ -101,11 +109,17 @@ export function writeLoad(
   const creator = async (w: number) => {
     while (running) {
       const email = `load.${options.tag}.${w}.${seq++}@example.com`;
-      const { status, body } = await call(base(), 'create', '/api/1/user/create', {
-        method: 'POST',
-        body: JSON.stringify({ email, password: `Load-password-${seq}-${w}`, name: 'Load' }),
-        timeoutMs: options.timeoutMs,
-      }, log);
+      const { status, body } = await call(
+        base(),
+        'create',
+        '/api/1/user/create',
+        {
+          method: 'POST',
+          body: JSON.stringify({ email, password: `Load-password-${seq}-${w}`, name: 'Load' }),
+          timeoutMs: options.timeoutMs,
+        },
+        log,
+      );
       if (status === 201) acks.created.set(body.result._userId, email);
       else if (status === 0 || status >= 500) acks.createsInDoubt.add(email);
       if (status === 0) await pause();
@@ -118,11 +132,17 @@ export function writeLoad(
       const name = `n${w}.${i}`;
       const state = acks.names.get(id) ?? { acked: undefined, inDoubt: [] };
       acks.names.set(id, state);
-      const { status } = await call(base(), 'update', '/api/1/user/update', {
-        method: 'POST',
-        body: JSON.stringify({ _userId: id, name }),
-        timeoutMs: options.timeoutMs,
-      }, log);
+      const { status } = await call(
+        base(),
+        'update',
+        '/api/1/user/update',
+        {
+          method: 'POST',
+          body: JSON.stringify({ _userId: id, name }),
+          timeoutMs: options.timeoutMs,
+        },
+        log,
+      );
       if (status === 200) {
         state.acked = name;
         state.inDoubt = [];
@@ -135,11 +155,17 @@ export function writeLoad(
   const deleter = async () => {
     for (const id of options.doomed) {
       if (!running) break;
-      const { status } = await call(base(), 'delete', '/api/1/user/delete', {
-        method: 'DELETE',
-        body: JSON.stringify({ _userId: id }),
-        timeoutMs: options.timeoutMs,
-      }, log);
+      const { status } = await call(
+        base(),
+        'delete',
+        '/api/1/user/delete',
+        {
+          method: 'DELETE',
+          body: JSON.stringify({ _userId: id }),
+          timeoutMs: options.timeoutMs,
+        },
+        log,
+      );
       if (status === 200) acks.deleted.add(id);
       else if (status === 0 || status >= 500) acks.deletesInDoubt.add(id);
       await new Promise((r) => setTimeout(r, 50));
@@ -174,7 +200,8 @@ export function lostWrites(acks: Acks, rows: Map<string, string>): string[] {
     const name = rows.get(id);
     if (name === undefined) continue; // deleted by no one: reported above if it was created by the load
     const allowed = [acked ?? 'Seed', ...inDoubt];
-    if (!allowed.includes(name)) lost.push(`account ${id} is named "${name}", expected one of ${JSON.stringify(allowed)}`);
+    if (!allowed.includes(name))
+      lost.push(`account ${id} is named "${name}", expected one of ${JSON.stringify(allowed)}`);
   }
   return lost;
 }

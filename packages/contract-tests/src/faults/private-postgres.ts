@@ -1,6 +1,6 @@
 // A PostgreSQL cluster of our own, made with the machine's initdb in a temporary folder, for the
 // fault tests: they stop it, SIGKILL it and start it again, which nobody may do to a shared server.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
@@ -34,7 +34,8 @@ function asOwner(): { prefix: string[]; uid?: number; gid?: number } | string {
   const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
   const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
   if (id.status !== 0) return 'running as root and there is no postgres user to run PostgreSQL as';
-  if (spawnSync('setpriv', ['--version']).status !== 0) return 'running as root without setpriv to drop to the postgres user';
+  if (spawnSync('setpriv', ['--version']).status !== 0)
+    return 'running as root without setpriv to drop to the postgres user';
   const uid = Number(id.stdout.trim());
   const g = Number(gid.stdout.trim());
   return { prefix: ['setpriv', `--reuid=${uid}`, `--regid=${g}`, '--init-groups', '--'], uid, gid: g };
@@ -68,7 +69,17 @@ export async function privatePostgres(): Promise<PrivatePostgres> {
     const [exe, ...rest] = [...owner.prefix, join(bin, cmd), ...args];
     return spawnSync(exe!, rest, { encoding: 'utf8' });
   };
-  const init = run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  const init = run('initdb', [
+    '-D',
+    data,
+    '-U',
+    'postgres',
+    '--auth=trust',
+    '-E',
+    'UTF8',
+    '--no-sync',
+    '--no-instructions',
+  ]);
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
   const port = await freePort();
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
@@ -89,20 +100,32 @@ export async function privatePostgres(): Promise<PrivatePostgres> {
       }
     }
   };
-  const exited = () => new Promise<void>((resolve) => (child === undefined || child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve())));
+  const exited = () =>
+    new Promise<void>((resolve) =>
+      child === undefined || child.exitCode !== null || child.signalCode !== null
+        ? resolve()
+        : child.once('exit', () => resolve()),
+    );
 
   const start = async () => {
     const [exe, ...rest] = [
       ...owner.prefix,
       join(bin, 'postgres'),
-      '-D', data,
-      '-p', String(port),
-      '-k', dir,
-      '-c', 'listen_addresses=127.0.0.1',
+      '-D',
+      data,
+      '-p',
+      String(port),
+      '-k',
+      dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
       // Durability as in production: every commit is flushed before it is acknowledged.
-      '-c', 'fsync=on',
-      '-c', 'synchronous_commit=on',
-      '-c', 'max_connections=50',
+      '-c',
+      'fsync=on',
+      '-c',
+      'synchronous_commit=on',
+      '-c',
+      'max_connections=50',
     ];
     // Its own process group, so that kill() reaches the backends too.
     child = spawn(exe!, rest, { detached: true, stdio: 'ignore' });

@@ -1,8 +1,8 @@
 // `pnpm fuzz [--runs N] [--sequences N] [--seed S] [--postgres]`: the fuzzer of `pnpm test`, at any
 // size, against a server on a fresh embedded database (or a fresh database on TEST_DATABASE_URL).
 import { parseArgs } from 'node:util';
+import { embeddedServer, postgresTarget, type Target } from '../targets.ts';
 import { describeOutcomes, fuzz } from './run.ts';
-import { embeddedServer, postgresTarget } from '../targets.ts';
 
 const { values } = parseArgs({
   options: {
@@ -29,7 +29,7 @@ const runs = count('runs', values.runs);
 const sequences = count('sequences', values.sequences);
 const seed = values.seed === undefined ? undefined : count('seed', values.seed);
 
-let target;
+let target: Target;
 if (values.postgres) {
   const spec = await postgresTarget();
   if (spec.skip !== undefined) {
@@ -45,7 +45,9 @@ let failed = false;
 try {
   const report = await fuzz(target, { runs, sequences, seed });
   const seconds = (performance.now() - started) / 1000;
-  process.stdout.write(`${describeOutcomes(report).join('\n')}\nfuzz: passed: ${report.cases} requests and ${sequences} sequences in ${seconds.toFixed(1)} s (seed ${report.seed})\n`);
+  process.stdout.write(
+    `${describeOutcomes(report).join('\n')}\nfuzz: passed: ${report.cases} requests and ${sequences} sequences in ${seconds.toFixed(1)} s (seed ${report.seed})\n`,
+  );
 } catch (error) {
   failed = true;
   process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);

@@ -1,8 +1,9 @@
 // What the spec says a request deserves, decided from the spec alone: the operation's schema and
 // the rules its description states in words (trimming, NFC, exactly one of _userId/email, ...).
 // It answers "must be refused" or "may succeed"; the runner holds the server to it.
-import type { ValidateFunction } from 'ajv/dist/2020.js';
+
 import { operations } from '@user-accounts/server/operations';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
 import type { SpecChecker } from '../spec-check.ts';
 
 export interface Verdict {
@@ -27,7 +28,7 @@ const BODY_LIMIT = 64 * 1024;
  * operation shares (the spec's info.description). An operation without words of its own has none.
  */
 const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | undefined> = {
-  getUser: (query) => (('_userId' in query) === ('email' in query) ? 'not exactly one of _userId, email' : undefined),
+  getUser: (query) => ('_userId' in query === 'email' in query ? 'not exactly one of _userId, email' : undefined),
   updateUser: (body) => ('email' in body ? 'email is not updatable' : undefined),
 };
 
@@ -74,7 +75,9 @@ export function createOracle(checker: SpecChecker) {
   return function verdict(sent: Sent): Verdict {
     const atPath = known.filter((k) => k.op.path === sent.path);
     if (atPath.length === 0) return { invalid: 'no such path' };
-    const operation = atPath.find((k) => k.op.method === sent.method || (sent.method === 'HEAD' && k.op.method === 'GET'));
+    const operation = atPath.find(
+      (k) => k.op.method === sent.method || (sent.method === 'HEAD' && k.op.method === 'GET'),
+    );
     if (operation === undefined) return { invalid: 'method not allowed' };
     if (sent.auth !== 'token') return { invalid: 'no valid token' };
 
@@ -106,7 +109,8 @@ export function createOracle(checker: SpecChecker) {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) return { invalid: 'not an object' };
     const fields = { ...(value as Record<string, unknown>) };
     // The spec's words: email and name trimmed, password normalized to NFC, before the schema.
-    for (const key of ['email', 'name']) if (typeof fields[key] === 'string') fields[key] = (fields[key] as string).trim();
+    for (const key of ['email', 'name'])
+      if (typeof fields[key] === 'string') fields[key] = (fields[key] as string).trim();
     if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
     if (illFormed(fields)) return { invalid: 'unpaired surrogate' };
     const key = sent.headers['Idempotency-Key'];

@@ -1,9 +1,10 @@
 // Requests for every operation, generated from the spec's own schemas and parameters, valid and
 // invalid, with hostile values mixed in. A request is data until it is sent: ids and emails of
 // accounts that exist only at run time are symbols, resolved by the runner.
-import fc from 'fast-check';
+
 import type { Operation } from '@user-accounts/server/operation';
 import { operations } from '@user-accounts/server/operations';
+import fc from 'fast-check';
 
 type Json = Record<string, any>;
 
@@ -93,7 +94,13 @@ const wrongType: fc.Arbitrary<Value> = fc.oneof(
 
 function resolve(spec: Json, node: Json): Json {
   return typeof node.$ref === 'string'
-    ? resolve(spec, node.$ref.slice(2).split('/').reduce((n: Json, k: string) => n[k], spec))
+    ? resolve(
+        spec,
+        node.$ref
+          .slice(2)
+          .split('/')
+          .reduce((n: Json, k: string) => n[k], spec),
+      )
     : node;
 }
 
@@ -104,7 +111,10 @@ function stringFor(schema: Json): fc.Arbitrary<string> {
   const max = Math.min(schema.maxLength ?? 300, 1_100);
   const alphabet = [...new Set(examples.join('').split(''))];
   const choices: fc.WeightedArbitrary<string>[] = [
-    { weight: 3, arbitrary: fc.string({ unit: 'grapheme', minLength: Math.max(min, 1), maxLength: Math.min(max, 40) }) },
+    {
+      weight: 3,
+      arbitrary: fc.string({ unit: 'grapheme', minLength: Math.max(min, 1), maxLength: Math.min(max, 40) }),
+    },
     { weight: 1, arbitrary: fc.string({ unit: 'binary', minLength: min, maxLength: Math.min(max + 2, 60) }) },
     // Right at the limits, and one past them.
     { weight: 1, arbitrary: fc.constantFrom(max, max + 1, Math.max(min - 1, 0), min).map((n) => 'x'.repeat(n)) },
@@ -115,12 +125,17 @@ function stringFor(schema: Json): fc.Arbitrary<string> {
   if (alphabet.length > 0) {
     choices.push({
       weight: 3,
-      arbitrary: fc.array(fc.constantFrom(...alphabet), { minLength: min, maxLength: Math.min(max + 2, 40) }).map((a) => a.join('')),
+      arbitrary: fc
+        .array(fc.constantFrom(...alphabet), { minLength: min, maxLength: Math.min(max + 2, 40) })
+        .map((a) => a.join('')),
     });
   }
   if (schema.format === 'email') {
     choices.push({ weight: 8, arbitrary: fc.emailAddress({ size: 'small' }) });
-    choices.push({ weight: 3, arbitrary: fc.tuple(fc.string({ unit: 'grapheme', maxLength: 6 }), fc.domain()).map(([l, d]) => `${l}@${d}`) });
+    choices.push({
+      weight: 3,
+      arbitrary: fc.tuple(fc.string({ unit: 'grapheme', maxLength: 6 }), fc.domain()).map(([l, d]) => `${l}@${d}`),
+    });
   }
   if (schema.writeOnly === true) {
     // A password: mostly one no list of common passwords has.
@@ -128,10 +143,7 @@ function stringFor(schema: Json): fc.Arbitrary<string> {
   }
   // Surrounding whitespace, which the spec says is trimmed from some fields.
   const base = fc.oneof(...choices);
-  return fc.oneof(
-    { weight: 10, arbitrary: base },
-    { weight: 1, arbitrary: base.map((s) => ` ${s}\t`) },
-  );
+  return fc.oneof({ weight: 10, arbitrary: base }, { weight: 1, arbitrary: base.map((s) => ` ${s}\t`) });
 }
 
 /**
@@ -174,7 +186,19 @@ export function valueFor(spec: Json, node: Json, live?: Live['live']): fc.Arbitr
 const LIVE_FIELDS: Record<string, Live['live']> = { _userId: 'id', email: 'email' };
 
 /** Keys a strict schema must refuse, some of them dangerous to a naive merge. */
-const EXTRA_KEYS = ['__proto__', 'constructor', 'prototype', 'email', 'Email', '_userid', 'id', 'isAdmin', 'passwordHash', 'origin', 'site'];
+const EXTRA_KEYS = [
+  '__proto__',
+  'constructor',
+  'prototype',
+  'email',
+  'Email',
+  '_userid',
+  'id',
+  'isAdmin',
+  'passwordHash',
+  'origin',
+  'site',
+];
 
 function objectFor(spec: Json, schema: Json, liveFields = false): fc.Arbitrary<{ [key: string]: Value }> {
   const properties = Object.entries((schema.properties ?? {}) as Json);
@@ -185,12 +209,21 @@ function objectFor(spec: Json, schema: Json, liveFields = false): fc.Arbitrary<{
     const presence = required.has(key) ? fc.double({ min: 0, max: 1, noNaN: true }).map((x) => x < 0.95) : fc.boolean();
     return fc.tuple(fc.constant(key), presence, value);
   });
-  const extra = sometimes(fc.tuple(fc.oneof(fc.constantFrom(...EXTRA_KEYS), fc.string({ maxLength: 8 })), wrongType), 10);
+  const extra = sometimes(
+    fc.tuple(fc.oneof(fc.constantFrom(...EXTRA_KEYS), fc.string({ maxLength: 8 })), wrongType),
+    10,
+  );
   return fc.tuple(fc.tuple(...fields), extra).map(([entries, extraEntry]) => {
     const out: { [key: string]: Value } = {};
     for (const [key, present, value] of entries) if (present) out[key] = value;
     // defineProperty, so that "__proto__" becomes an own key as JSON.parse would make it.
-    if (extraEntry) Object.defineProperty(out, extraEntry[0], { value: extraEntry[1], enumerable: true, writable: true, configurable: true });
+    if (extraEntry)
+      Object.defineProperty(out, extraEntry[0], {
+        value: extraEntry[1],
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     return out;
   });
 }
@@ -240,30 +273,59 @@ const contentTypes = fc.oneof(
 const idempotencyKeys = sometimes(
   fc.oneof(
     { weight: 6, arbitrary: fc.uuid().map(String) },
-    { weight: 2, arbitrary: fc.string({ unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)), minLength: 1, maxLength: 260 }) },
+    {
+      weight: 2,
+      arbitrary: fc.string({
+        unit: fc.integer({ min: 0x21, max: 0x7e }).map((c) => String.fromCharCode(c)),
+        minLength: 1,
+        maxLength: 260,
+      }),
+    },
     { weight: 1, arbitrary: fc.constantFrom('', ' ', 'with space', 'caf\u00e9', 'k'.repeat(256)) },
   ),
   5,
 );
 
-const ifMatches = sometimes(fc.constantFrom('*', '"1"', '"2"', '"999999"', 'W/"1"', '"1", "2"', 'garbage', '""', '"99999999999"', ' * '), 5);
+const ifMatches = sometimes(
+  fc.constantFrom('*', '"1"', '"2"', '"999999"', 'W/"1"', '"1", "2"', 'garbage', '""', '"99999999999"', ' * '),
+  5,
+);
 
 const AUTH = fc.oneof(
   { weight: 40, arbitrary: fc.constant('token' as const) },
   { weight: 1, arbitrary: fc.constantFrom('none' as const, 'wrong' as const) },
 );
 
-function bodyOperation(spec: Json, method: string, path: string, schemaName: string, extraHeaders: fc.Arbitrary<Record<string, string>>) {
-  const json = fc.tuple(
-    objectFor(spec, spec.components.schemas[schemaName], true),
-    sometimes(fc.tuple(fc.constantFrom('email', 'name', '_userId', 'password'), fc.oneof(stringFor({}), wrongType)), 12),
-  ).map(([value, dup]): Body => (dup ? { kind: 'json', value, duplicate: { key: dup[0], value: dup[1] } } : { kind: 'json', value }));
-  const body = fc.oneof({ weight: 9, arbitrary: json }, { weight: 1, arbitrary: hostileText.map((text): Body => ({ kind: 'text', text })) });
+function bodyOperation(
+  spec: Json,
+  method: string,
+  path: string,
+  schemaName: string,
+  extraHeaders: fc.Arbitrary<Record<string, string>>,
+) {
+  const json = fc
+    .tuple(
+      objectFor(spec, spec.components.schemas[schemaName], true),
+      sometimes(
+        fc.tuple(fc.constantFrom('email', 'name', '_userId', 'password'), fc.oneof(stringFor({}), wrongType)),
+        12,
+      ),
+    )
+    .map(
+      ([value, dup]): Body =>
+        dup ? { kind: 'json', value, duplicate: { key: dup[0], value: dup[1] } } : { kind: 'json', value },
+    );
+  const body = fc.oneof(
+    { weight: 9, arbitrary: json },
+    { weight: 1, arbitrary: hostileText.map((text): Body => ({ kind: 'text', text })) },
+  );
   return fc.record({
     method: fc.constant(method),
     path: fc.constant(path),
     query: fc.constant([] as [string, Value][]),
-    headers: fc.tuple(contentTypes, extraHeaders).map(([type, extra]) => (type === undefined ? extra : { 'Content-Type': type, ...extra })),
+    headers: fc
+      .tuple(contentTypes, extraHeaders)
+      .map(([type, extra]) => (type === undefined ? extra : { 'Content-Type': type, ...extra })),
     body,
     auth: AUTH,
   });
@@ -291,7 +353,10 @@ function queryOperation(spec: Json, op: Operation) {
     ...params.map((p) => fc.tuple(fc.constant(p.name as string), valueFor(spec, p.schema, LIVE_FIELDS[p.name]))),
   );
   const stranger = fc.tuple(
-    fc.oneof(fc.constantFrom('', '__proto__', 'constructor', 'access_token', 'Email', '_userid'), fc.string({ maxLength: 10 })),
+    fc.oneof(
+      fc.constantFrom('', '__proto__', 'constructor', 'access_token', 'Email', '_userid'),
+      fc.string({ maxLength: 10 }),
+    ),
     stringFor({}),
   );
   return fc.record({
@@ -337,8 +402,8 @@ export function requests(spec: Json): fc.Arbitrary<FuzzRequest> {
     body: fc.constant<Body>({ kind: 'text', text: '{}' }),
     auth: AUTH,
   });
-  return fc.oneof(
-    ...operations.map((op) => ({ weight: 6, arbitrary: ofOperation(op) as fc.Arbitrary<FuzzRequest> })),
-    { weight: 1, arbitrary: wrongMethod },
-  );
+  return fc.oneof(...operations.map((op) => ({ weight: 6, arbitrary: ofOperation(op) as fc.Arbitrary<FuzzRequest> })), {
+    weight: 1,
+    arbitrary: wrongMethod,
+  });
 }

@@ -3,12 +3,13 @@
 // body of the documented schema; a 4xx problem whenever the spec says the request is invalid; a
 // failed request (or any read) changes nothing in the accounts table; no password, hash or token
 // in any response. Then stateful sequences through the typed client (stateful.ts).
-import fc from 'fast-check';
+
 import { operations } from '@user-accounts/server/operations';
+import fc from 'fast-check';
 import { createSpecChecker } from '../spec-check.ts';
 import type { Target } from '../targets.ts';
 import { createOracle, type Sent } from './oracle.ts';
-import { isLive, requests, type FuzzRequest, type Value } from './requests.ts';
+import { type FuzzRequest, isLive, requests, type Value } from './requests.ts';
 import { runSequences } from './stateful.ts';
 
 export interface FuzzOptions {
@@ -40,14 +41,20 @@ interface LivePool {
 function resolveLive(value: Value, pool: LivePool): Value {
   if (isLive(value)) {
     const list = value.live === 'id' ? pool.ids : pool.emails;
-    const picked = list.length === 0 ? (value.live === 'id' ? GHOST : 'nobody@example.com') : list[value.index % list.length]!;
+    const picked =
+      list.length === 0 ? (value.live === 'id' ? GHOST : 'nobody@example.com') : list[value.index % list.length]!;
     return value.upper ? picked.toUpperCase() : picked;
   }
   if (Array.isArray(value)) return value.map((v) => resolveLive(v, pool));
   if (value !== null && typeof value === 'object') {
     const out: { [key: string]: Value } = {};
     for (const key of Object.keys(value)) {
-      Object.defineProperty(out, key, { value: resolveLive(value[key]!, pool), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, key, {
+        value: resolveLive(value[key]!, pool),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return out;
   }
@@ -57,7 +64,11 @@ function resolveLive(value: Value, pool: LivePool): Value {
 const asQueryValue = (v: Value) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** The request as bytes on the wire, and what the oracle needs to know of it. */
-function materialize(request: FuzzRequest, pool: LivePool, target: Target): { url: string; init: RequestInit; sent: Sent } | undefined {
+function materialize(
+  request: FuzzRequest,
+  pool: LivePool,
+  target: Target,
+): { url: string; init: RequestInit; sent: Sent } | undefined {
   const url = new URL(request.path, target.baseUrl);
   for (const [name, value] of request.query) url.searchParams.append(name, asQueryValue(resolveLive(value, pool)));
   let text: string | undefined;
@@ -107,7 +118,9 @@ function passwordsIn(text: string | undefined): string[] {
   if (text === undefined) return [];
   try {
     const v = JSON.parse(text.replace(/^\ufeff/, '')) as { password?: unknown };
-    return typeof v?.password === 'string' && v.password.trim().length >= 8 ? [v.password, v.password.normalize('NFC')] : [];
+    return typeof v?.password === 'string' && v.password.trim().length >= 8
+      ? [v.password, v.password.normalize('NFC')]
+      : [];
   } catch {
     return [];
   }
@@ -131,7 +144,9 @@ export async function fuzz(target: Target, options: FuzzOptions): Promise<FuzzRe
   pool.emails.push(`outside.fuzz.${seed}@example.com`);
 
   const digest = async () =>
-    String((await target.sql(`select md5(coalesce(string_agg(u::text, '|' order by id), '')) as d from users u`))[0]!.d);
+    String(
+      (await target.sql(`select md5(coalesce(string_agg(u::text, '|' order by id), '')) as d from users u`))[0]!.d,
+    );
 
   let cases = 0;
   const property = fc.asyncProperty(requests(checker.spec), async (request) => {
@@ -148,14 +163,22 @@ export async function fuzz(target: Target, options: FuzzOptions): Promise<FuzzRe
       code = (JSON.parse(text) as { code?: string }).code ?? '';
     } catch {}
     cases++;
-    const key = `${sent.method} ${OPERATION_PATHS.has(sent.path) ? sent.path : '(other path)'} ${status} ${code}`.trim();
+    const key =
+      `${sent.method} ${OPERATION_PATHS.has(sent.path) ? sent.path : '(other path)'} ${status} ${code}`.trim();
     outcomes.set(key, (outcomes.get(key) ?? 0) + 1);
 
     const problems = [...violations];
     const { invalid } = verdict(sent);
     if (status >= 500) problems.push(`answered ${status}`);
-    if (invalid !== undefined && status < 400) problems.push(`answered ${status} although the spec requires a 4xx (${invalid})`);
-    if (invalid === undefined && status === 400 && !('Idempotency-Key' in sent.headers) && !('If-Match' in sent.headers) && code !== 'weak_password') {
+    if (invalid !== undefined && status < 400)
+      problems.push(`answered ${status} although the spec requires a 4xx (${invalid})`);
+    if (
+      invalid === undefined &&
+      status === 400 &&
+      !('Idempotency-Key' in sent.headers) &&
+      !('If-Match' in sent.headers) &&
+      code !== 'weak_password'
+    ) {
       problems.push(`answered 400 ${code} to a request the spec allows`);
     }
     if (status >= 400 || sent.method === 'GET') {
@@ -183,11 +206,14 @@ export async function fuzz(target: Target, options: FuzzOptions): Promise<FuzzRe
   // No shrinking: the server keeps state between runs, so a shrunk case would not be the same case.
   const details = await fc.check(property, { seed, numRuns: options.runs, endOnFailure: true, maxSkipsPerRun: 1000 });
   if (details.failed) {
-    throw new Error(`fuzz: failed after ${details.numRuns} requests (seed ${seed}, path "${details.counterexamplePath}"):\n${(details.errorInstance as Error | undefined)?.message ?? 'no error recorded'}`);
+    throw new Error(
+      `fuzz: failed after ${details.numRuns} requests (seed ${seed}, path "${details.counterexamplePath}"):\n${(details.errorInstance as Error | undefined)?.message ?? 'no error recorded'}`,
+    );
   }
   // The account from outside is exactly as it was written.
   const [after] = await target.sql(`select name, version from users where id = $1`, [outside!.id]);
-  if (after?.name !== 'Outside' || after?.version !== 1) throw new Error('the account written outside the API was changed');
+  if (after?.name !== 'Outside' || after?.version !== 1)
+    throw new Error('the account written outside the API was changed');
 
   await runSequences(target, { runs: options.sequences, seed });
   return { seed, cases, sequences: options.sequences, outcomes };

@@ -3,7 +3,7 @@
 import { sql } from 'drizzle-orm';
 import { latestAuditRows } from '../audit.ts';
 import type { Db } from '../db/client.ts';
-import { createToken, listTokens, revokeToken, SCOPES, SITE_NAME, type Scope } from '../tokens.ts';
+import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME } from '../tokens.ts';
 
 export const USAGE = `Usage: cli <command>
 
@@ -74,7 +74,14 @@ const when = (d: Date | null) => (d === null ? '-' : d.toISOString().replace(/\.
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** A command whose arguments have been checked; it runs once it has a database. */
@@ -82,12 +89,18 @@ type Planned = (db: Db) => Promise<string>;
 
 function tokenCreate(flags: Map<string, string | true>): Planned {
   const site = text(flags, 'site', true);
-  if (!SITE_NAME.test(site)) throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
-  const scopes = text(flags, 'scopes', true).split(',').map((s) => s.trim());
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  const scopes = text(flags, 'scopes', true)
+    .split(',')
+    .map((s) => s.trim());
   const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
-  if (unknown.length > 0 || scopes.length === 0) throw new UsageError(`--scopes must be read, write or read,write (got "${scopes.join(',')}")`);
+  if (unknown.length > 0 || scopes.length === 0)
+    throw new UsageError(`--scopes must be read, write or read,write (got "${scopes.join(',')}")`);
   const label = text(flags, 'label', true);
-  if (label.length > 200 || /[\u0000-\u001f\u007f]/.test(label)) throw new UsageError('--label must be at most 200 characters, without control characters');
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a label is printed in a terminal; control characters are refused
+  if (label.length > 200 || /[\u0000-\u001f\u007f]/.test(label))
+    throw new UsageError('--label must be at most 200 characters, without control characters');
   const rawExpiry = text(flags, 'expires');
   const expiresAt = rawExpiry === undefined ? undefined : parseExpiry(rawExpiry);
   return async (db) => {
@@ -109,13 +122,24 @@ function tokenList(flags: Map<string, string | true>): Planned {
     if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
     if (rows.length === 0) return 'No tokens.\n';
     const header = ['ID', 'SITE', 'LABEL', 'SCOPES', 'PREFIX', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED'];
-    const body = rows.map((t) => [t.id, t.site, t.label, t.scopes.join(','), `${t.prefix}…`, when(t.createdAt), when(t.lastUsedAt), when(t.expiresAt), when(t.revokedAt)]);
+    const body = rows.map((t) => [
+      t.id,
+      t.site,
+      t.label,
+      t.scopes.join(','),
+      `${t.prefix}…`,
+      when(t.createdAt),
+      when(t.lastUsedAt),
+      when(t.expiresAt),
+      when(t.revokedAt),
+    ]);
     return `${table([header, ...body])}\n(Tokens in API_TOKENS are not stored and not listed. LAST USED lags by up to 30 s.)\n`;
   };
 }
 
 function tokenRevoke(id: string | undefined): Planned {
-  if (id === undefined || !/^[0-9a-f-]{36}$/i.test(id)) throw new UsageError('token revoke needs the token id shown by token list');
+  if (id === undefined || !/^[0-9a-f-]{36}$/i.test(id))
+    throw new UsageError('token revoke needs the token id shown by token list');
   return async (db) => {
     if (!(await revokeToken(db, id))) throw new CommandFailed(`No active token has the id ${id}.`);
     return `Revoked token ${id}. It is refused from its next request on.\n`;
@@ -124,14 +148,24 @@ function tokenRevoke(id: string | undefined): Planned {
 
 function auditTail(flags: Map<string, string | true>): Planned {
   const rawLimit = text(flags, 'limit') ?? '20';
-  if (!/^\d{1,5}$/.test(rawLimit) || Number(rawLimit) < 1) throw new UsageError('--limit must be a whole number from 1 to 99999');
+  if (!/^\d{1,5}$/.test(rawLimit) || Number(rawLimit) < 1)
+    throw new UsageError('--limit must be a whole number from 1 to 99999');
   const site = text(flags, 'site');
   return async (db) => {
     const rows = (await latestAuditRows(db, { limit: Number(rawLimit), site })).reverse();
     if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
     if (rows.length === 0) return 'No writes recorded yet.\n';
     const header = ['AT', 'SITE', 'TOKEN', 'OPERATION', 'ACCOUNT', 'STATUS', 'OUTCOME', 'REQUEST ID'];
-    const body = rows.map((r) => [when(r.at), r.site, r.tokenId, r.operation, r.userId ?? '-', String(r.status), r.outcome, r.requestId]);
+    const body = rows.map((r) => [
+      when(r.at),
+      r.site,
+      r.tokenId,
+      r.operation,
+      r.userId ?? '-',
+      String(r.status),
+      r.outcome,
+      r.requestId,
+    ]);
     return `${table([header, ...body])}\n`;
   };
 }

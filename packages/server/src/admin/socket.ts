@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Db } from '../db/client.ts';
 import { describeError } from '../errors.ts';
-import { runCommand, type CommandResult } from './commands.ts';
+import { type CommandResult, runCommand } from './commands.ts';
 
 export const adminSocketPath = (dataDir: string) => join(dataDir, 'admin.sock');
 
@@ -37,7 +37,9 @@ export function serveAdminSocket(dataDir: string, db: Db, logger: Logger): { clo
       })();
     });
   });
-  server.on('error', (error) => logger.warn({ err: describeError(error) }, 'cli socket unavailable; stop the server to use the CLI'));
+  server.on('error', (error) =>
+    logger.warn({ err: describeError(error) }, 'cli socket unavailable; stop the server to use the CLI'),
+  );
   server.listen(path, () => chmodSync(path, 0o600));
   server.unref();
   return {

@@ -17,7 +17,6 @@ export interface Database {
   close(): Promise<void>;
 }
 
-
 /** The advisory lock key of migrations: any constant the deployment's other users do not take. */
 const MIGRATION_LOCK = 0x75_73_65_72; // "user"
 
@@ -25,7 +24,10 @@ const ping = (db: Db) => async () => {
   await db.execute(sql`select 1`);
 };
 
-export async function openPostgres(url: string, options: { max?: number; statementTimeoutMs?: number } = {}): Promise<Database> {
+export async function openPostgres(
+  url: string,
+  options: { max?: number; statementTimeoutMs?: number } = {},
+): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
   const { migrate } = await import('drizzle-orm/postgres-js/migrator');

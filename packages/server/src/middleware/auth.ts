@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
-import { ApiError } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
+import { ApiError } from '../errors.ts';
 import type { Scope } from '../tokens.ts';
 
 const unauthorized = () =>

@@ -36,7 +36,9 @@ export function deadline(ms: number): MiddlewareHandler<AppEnv> {
       if ((await Promise.race([work, late])) === 'late' && !committing) {
         expired = true;
         work.catch(() => {});
-        throw serviceUnavailable(`The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`);
+        throw serviceUnavailable(
+          `The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`,
+        );
       }
       await work;
     } finally {

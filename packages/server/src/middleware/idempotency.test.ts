@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openPglite, type Database } from '../db/client.ts';
+import { type Database, openPglite } from '../db/client.ts';
 import { idempotencyKeys } from '../db/schema.ts';
 import { ApiError, serviceUnavailable } from '../errors.ts';
 import { problemOf, testApp } from '../testing/hono.ts';

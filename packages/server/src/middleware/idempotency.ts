@@ -2,9 +2,9 @@
 // request with a key claims it; its answer is stored and replayed to every retry with the same
 // key and body for 24 hours. Stored in the database, so every replica agrees.
 import { createHash } from 'node:crypto';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { and, eq, sql } from 'drizzle-orm';
 import type { AppEnv } from '../context.ts';
 import { idempotencyKeys } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
@@ -72,9 +72,14 @@ export function idempotent(): MiddlewareHandler<AppEnv> {
         );
       }
       if (row === undefined || row.status === null) {
-        throw new ApiError(409, 'idempotency_key_in_use', 'A request with this Idempotency-Key is still running; retry shortly.', {
-          headers: { 'Retry-After': '1' },
-        });
+        throw new ApiError(
+          409,
+          'idempotency_key_in_use',
+          'A request with this Idempotency-Key is still running; retry shortly.',
+          {
+            headers: { 'Retry-After': '1' },
+          },
+        );
       }
       let body = row.body ?? '';
       const headers: Record<string, string> = { ...row.headers, 'Idempotent-Replayed': 'true' };

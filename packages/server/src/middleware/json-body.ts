@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
-import { ApiError } from '../errors.ts';
 import type { AppEnv } from '../context.ts';
+import { ApiError } from '../errors.ts';
 
 export const BODY_LIMIT = 64 * 1024;
 /** Our bodies are flat objects; anything this deep is an attack on recursive code, not a request. */
@@ -11,8 +11,7 @@ const tooLarge = () =>
   new ApiError(413, 'payload_too_large', `The request body must be at most ${BODY_LIMIT} bytes.`, {
     headers: { Connection: 'close' },
   });
-const invalidJson = (detail = 'The request body is not valid JSON.') =>
-  new ApiError(400, 'invalid_json', detail);
+const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError(400, 'invalid_json', detail);
 
 function isJsonMediaType(contentType: string | undefined): boolean {
   if (contentType === undefined) return false;
@@ -48,7 +47,9 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
     if (text.trim() === '') throw invalidJson('A JSON request body is required.');
     if (nestingDepth(text) > MAX_DEPTH) {
       throw new ApiError(400, 'invalid_request', `The request body is nested more than ${MAX_DEPTH} levels deep.`, {
-        errors: [{ pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` }],
+        errors: [
+          { pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` },
+        ],
       });
     }
     try {
@@ -68,7 +69,8 @@ export function nestingDepth(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const ch = text.charCodeAt(i);
     if (inString) {
-      if (ch === 0x5c) i++; // backslash: skip the escaped character
+      if (ch === 0x5c)
+        i++; // backslash: skip the escaped character
       else if (ch === 0x22) inString = false;
     } else if (ch === 0x22) {
       inString = true;

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
-import { uuidv7 } from '../ids.ts';
 import type { AppEnv } from '../context.ts';
+import { uuidv7 } from '../ids.ts';
 
 const SANE = /^[A-Za-z0-9._:-]{1,128}$/;
 // W3C Trace Context: version-traceid-parentid-flags, lower-case hex; all-zero ids are invalid.

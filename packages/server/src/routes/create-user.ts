@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
+import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';

@@ -1,5 +1,5 @@
-import { and, eq } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
+import { and, eq } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import { parseIfMatch } from '../etag.ts';

@@ -54,6 +54,9 @@ export function registerDocs(app: App): void {
   app.get('/docs/init.js', (c) => c.body(INIT, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }));
   app.get('/docs/scalar.js', (c) => {
     scalar ??= readFileSync(SCALAR_JS, 'utf8');
-    return c.body(scalar, 200, { 'Content-Type': 'text/javascript; charset=utf-8', 'Cache-Control': 'public, max-age=3600' });
+    return c.body(scalar, 200, {
+      'Content-Type': 'text/javascript; charset=utf-8',
+      'Cache-Control': 'public, max-age=3600',
+    });
   });
 }

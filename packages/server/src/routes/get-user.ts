@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
+import { and, eq, type SQL, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf } from '../etag.ts';
@@ -26,7 +26,7 @@ export const getUser = defineOperation({
     return query;
   },
   async handle(c, { _userId: id, email }) {
-    let match;
+    let match: SQL;
     if (id !== undefined) {
       if (!isUuid(id)) throw userNotFound();
       match = eq(users.id, id);

@@ -11,10 +11,17 @@ export function registerMetrics(app: App): void {
     if (metrics === undefined) throw new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`);
     const given = /^Bearer +(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
     if (given === undefined || !timingSafeEqual(digest(given), digest(metrics.token))) {
-      throw new ApiError(401, 'unauthorized', 'Metrics need the metrics token: Authorization: Bearer <METRICS_TOKEN>.', {
-        headers: { 'WWW-Authenticate': 'Bearer realm="user-accounts"' },
-      });
+      throw new ApiError(
+        401,
+        'unauthorized',
+        'Metrics need the metrics token: Authorization: Bearer <METRICS_TOKEN>.',
+        {
+          headers: { 'WWW-Authenticate': 'Bearer realm="user-accounts"' },
+        },
+      );
     }
-    return c.body(await metrics.collector.registry.metrics(), 200, { 'Content-Type': metrics.collector.registry.contentType });
+    return c.body(await metrics.collector.registry.metrics(), 200, {
+      'Content-Type': metrics.collector.registry.contentType,
+    });
   });
 }

@@ -1,12 +1,12 @@
-import type { Context } from 'hono';
-import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
+import { and, eq, inArray, type SQL } from 'drizzle-orm';
+import type { Context } from 'hono';
 import type { AppEnv } from '../context.ts';
-import { users } from '../db/schema.ts';
 import type { Db } from '../db/client.ts';
+import { users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import type { IfMatch } from '../etag.ts';
-import { assertWellFormedStrings, invalidRequest, toFieldErrors, type BodySchema } from '../validation.ts';
+import { assertWellFormedStrings, type BodySchema, invalidRequest, toFieldErrors } from '../validation.ts';
 
 type Schemas = components['schemas'];
 

@@ -1,5 +1,5 @@
-import { and, eq, sql } from 'drizzle-orm';
 import type { components } from '@user-accounts/client';
+import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
@@ -7,7 +7,15 @@ import { isUuid } from '../ids.ts';
 import { defineOperation } from '../operation.ts';
 import { weakPasswordReason } from '../passwords.ts';
 import { runWrite } from '../writes.ts';
-import { inReach, matchingIfMatch, notWritten, preconditionFailed, refuseEmailChange, validBody, weakPassword } from './shared.ts';
+import {
+  inReach,
+  matchingIfMatch,
+  notWritten,
+  preconditionFailed,
+  refuseEmailChange,
+  validBody,
+  weakPassword,
+} from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 

@@ -1,9 +1,9 @@
 // Test helper: a bare Hono app with what the middleware reads from the context, so that one
 // middleware can be tested through real routing (`app.request`) without the whole service.
 import { Hono } from 'hono';
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 import type { AppDeps, AppEnv } from '../context.ts';
-import { ApiError, renderProblem, type Problem } from '../errors.ts';
+import { ApiError, type Problem, renderProblem } from '../errors.ts';
 import { compileValidators, type Validators } from '../validation.ts';
 
 // Compiling the spec takes a while; every app of a test file can share the result.

@@ -1,5 +1,5 @@
 // Test helper: the server and the CLI as an operator runs them, as child processes.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +22,12 @@ export interface Running {
 export function processes() {
   const children: ChildProcessWithoutNullStreams[] = [];
   const dirs: string[] = [];
-  const env = (extra: Record<string, string>) => ({ PATH: process.env.PATH ?? '', PORT: '0', LOG_LEVEL: 'info', ...extra });
+  const env = (extra: Record<string, string>) => ({
+    PATH: process.env.PATH ?? '',
+    PORT: '0',
+    LOG_LEVEL: 'info',
+    ...extra,
+  });
 
   return {
     /** `node src/main.ts` (or another entry point, such as a build) with these environment variables (and nothing else of ours). */
@@ -48,19 +53,28 @@ export function processes() {
             resolve();
           }
         });
-        child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+        });
         void running.exited.then((code) => reject(new Error(`exited with ${code}: ${stderr}`)));
       });
       running.ready.catch(() => {}); // awaited only by the tests that expect a start
       return running;
     },
     /** `node src/cli.ts ARGS`; resolves with its exit code and output. */
-    cli(args: string[], vars: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    cli(
+      args: string[],
+      vars: Record<string, string>,
+    ): Promise<{ code: number | null; stdout: string; stderr: string }> {
       const child = spawn(process.execPath, [CLI, ...args], { env: env(vars) });
       let stdout = '';
       let stderr = '';
-      child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
-      child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+      child.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
       return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
     },
     dataDir(): string {
