@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { processes } from '@user-accounts/server/testing/processes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
-import { prismTarget, type Target } from './targets.ts';
+import { mockTarget, type Target } from './targets.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../browser-example/', import.meta.url));
 const CLIENT = fileURLToPath(new URL('../../client/', import.meta.url));
@@ -93,7 +93,8 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
   }, 60_000);
 
   it('against the Prism mock of the spec: the same calls get its documented examples', async () => {
-    mock = await prismTarget.start();
+    // The page's origin is allowed as MOCK_CORS_ORIGINS would allow it.
+    mock = await mockTarget({ corsOrigins: [origin] }).start();
     const lines = await runPage(mock.baseUrl, mock.token);
     expect(lines.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual([
       'create 201',

@@ -220,28 +220,32 @@ async function freePort(): Promise<number> {
 const SPEC_PATH = fileURLToPath(new URL('../../../spec/openapi.yaml', import.meta.url));
 
 /** The mock, as integrators run it with `pnpm mock`: Prism behind the server's own gate. */
-export const prismTarget: TargetSpec = {
-  name: 'Prism mock of the spec',
-  stateful: false,
-  async start() {
-    const mock = await startMock({ host: '127.0.0.1', port: 0, tokens: [MOCK_TOKEN] });
-    return {
-      baseUrl: mock.baseUrl,
-      token: MOCK_TOKEN,
-      logs: [],
-      sql: async () => {
-        throw new Error('the mock has no database');
-      },
-      restart: async () => {},
-      createToken: async () => {
-        throw new Error('the mock has no tokens');
-      },
-      revokeToken: async () => {},
-      flushLastUsed: async () => {},
-      close: () => mock.close(),
-    };
-  },
-};
+export function mockTarget(options: { corsOrigins?: string[] } = {}): TargetSpec {
+  return {
+    name: 'Prism mock of the spec',
+    stateful: false,
+    async start() {
+      const mock = await startMock({ host: '127.0.0.1', port: 0, tokens: [MOCK_TOKEN], ...options });
+      return {
+        baseUrl: mock.baseUrl,
+        token: MOCK_TOKEN,
+        logs: [],
+        sql: async () => {
+          throw new Error('the mock has no database');
+        },
+        restart: async () => {},
+        createToken: async () => {
+          throw new Error('the mock has no tokens');
+        },
+        revokeToken: async () => {},
+        flushLastUsed: async () => {},
+        close: () => mock.close(),
+      };
+    },
+  };
+}
+
+export const prismTarget: TargetSpec = mockTarget();
 
 /**
  * The real server (embedded database) behind `prism proxy`, which checks every answer against the

@@ -3,6 +3,7 @@
 // spec states in words), and passes the rest, normalized, to Prism for a documented example.
 // What it cannot know without data (which account exists, a password equal to a stored email)
 // stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…`.
+import { request } from 'node:http';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { cors } from 'hono/cors';
 import { pino } from 'pino';
@@ -22,10 +23,12 @@ import { compileValidators } from './validation.ts';
 const HOP_BY_HOP = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive']);
 
 export interface MockFrontOptions {
-  /** Prism's address. */
-  upstream: string;
+  /** Prism's Unix socket: only this process (and its user) can reach it, never a browser. */
+  upstreamSocket: string;
   /** The tokens the mock accepts, as a server accepts its API_TOKENS. */
   tokens: string[];
+  /** Browser origins that may call the mock (MOCK_CORS_ORIGINS); no CORS headers for any other. */
+  corsOrigins: string[];
 }
 
 export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
@@ -41,26 +44,45 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.use(provideDeps(deps, validators));
   app.use(requestId());
-  // Any page may call the mock, as any may call Prism: it holds nothing to protect.
-  app.use(cors({ origin: '*', ...CORS }));
+  // Only the listed origins: a page open in the developer's browser must not use the mock as a
+  // stepping stone into the developer's machine.
+  const origins = new Set(options.corsOrigins);
+  app.use(cors({ origin: (origin) => (origins.has(origin) ? origin : null), ...CORS }));
 
   /** The request, as the gate has normalized it, to Prism at a path of the spec; Prism's answer back as it is. */
-  const relay = async (
-    c: Context<AppEnv>,
-    path: string,
-    search: string,
-    body: string | undefined,
-  ): Promise<Response> => {
-    const headers = new Headers();
-    for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers.set(name, value);
-    // The upstream URL is built from the operation's own path, never from the request's.
-    const url = new URL(path, options.upstream);
-    url.search = search;
-    const answer = await fetch(url, { method: c.req.method, headers, body });
-    const out = new Headers(answer.headers);
-    for (const name of HOP_BY_HOP) out.delete(name);
-    return new Response(await answer.arrayBuffer(), { status: answer.status, headers: out });
-  };
+  const relay = (c: Context<AppEnv>, path: string, search: string, body: string | undefined): Promise<Response> =>
+    new Promise((resolve, reject) => {
+      const headers: Record<string, string> = {};
+      for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers[name] = value;
+      if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
+      // The upstream path is the operation's own, never one taken from the request.
+      const upstream = request(
+        {
+          socketPath: options.upstreamSocket,
+          path: search === '' ? path : `${path}?${search}`,
+          method: c.req.method,
+          headers,
+        },
+        (answer) => {
+          const chunks: Buffer[] = [];
+          answer.on('data', (chunk: Buffer) => chunks.push(chunk));
+          answer.on('error', reject);
+          answer.on('end', () => {
+            const out = new Headers();
+            for (const [name, value] of Object.entries(answer.headers)) {
+              if (value === undefined || HOP_BY_HOP.has(name)) continue;
+              for (const one of [value].flat()) out.append(name, one);
+            }
+            const status = answer.statusCode ?? 502;
+            resolve(
+              new Response(status === 204 || status === 304 ? null : Buffer.concat(chunks), { status, headers: out }),
+            );
+          });
+        },
+      );
+      upstream.on('error', reject);
+      upstream.end(body);
+    });
 
   // A server's answers to a valid token carry the rate-limit fields; the mock's own refusals too
   // (with a full budget: the mock counts nothing). Prism's answers bring theirs from the spec.
@@ -92,9 +114,14 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     });
   }
   registerMethodNotAllowed(app);
-  // The spec's other paths (health, the contract, docs) need no token; anything else is not there.
-  for (const path of Object.keys(loadSpec().paths)) {
-    if (!operations.some((op) => op.path === path)) app.get(path, (c) => relay(c, path, '', undefined));
+  // The spec's other paths: health, the contract and docs with no token (as on a server), the rest
+  // (metrics) with a mock token. Anything else is not there.
+  for (const [path, methods] of Object.entries(loadSpec().paths)) {
+    if (operations.some((op) => op.path === path)) continue;
+    const open = methods.get?.security?.length === 0;
+    const forward = (c: Context<AppEnv>) => relay(c, path, '', undefined);
+    if (open) app.get(path, forward);
+    else app.get(path, requireToken(), forward);
   }
   app.notFound((c) => renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`)));
   app.onError((error, c) =>

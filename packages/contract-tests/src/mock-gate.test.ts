@@ -1,0 +1,108 @@
+// The mock's gate is the only way to Prism, and it forwards only the spec's own operations, to
+// paths it builds itself: it must never be a proxy to anything else on the developer's machine,
+// nor to itself, nor readable by any web page the developer happens to have open.
+import { createServer, type Server } from 'node:http';
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MOCK_TOKEN } from '../../../scripts/mock.ts';
+import { mockTarget, type Target } from './targets.ts';
+
+const SECRET = 'the contents of secret.txt';
+let mock: Target;
+let bystander: Server;
+let bystanderPort: number;
+let bystanderHits = 0;
+
+/** A request exactly as written (fetch would normalize the path), and the raw answer. */
+function raw(baseUrl: string, head: string): Promise<{ status: number; headers: string; body: string }> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () =>
+      socket.end(`${head}\r\nHost: ${hostname}:${port}\r\nConnection: close\r\n\r\n`),
+    );
+    let text = '';
+    socket.on('data', (chunk) => {
+      text += chunk.toString();
+    });
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const [headers = '', ...rest] = text.split('\r\n\r\n');
+      resolve({ status: Number(headers.split(' ')[1]), headers, body: rest.join('\r\n\r\n') });
+    });
+  });
+}
+
+beforeAll(async () => {
+  // Another local service, such as a developer runs beside the mock.
+  bystander = createServer((_, res) => {
+    bystanderHits++;
+    res.end(SECRET);
+  });
+  await new Promise<void>((resolve) => bystander.listen(0, '127.0.0.1', resolve));
+  bystanderPort = (bystander.address() as { port: number }).port;
+  mock = await mockTarget().start();
+});
+afterAll(async () => {
+  await mock?.close();
+  bystander?.close();
+});
+
+describe('the mock gate', () => {
+  it.each([
+    ['an absolute-form path to another local server', () => `GET //127.0.0.1:${bystanderPort}/secret.txt HTTP/1.1`],
+    [
+      'the same with a token',
+      () => `GET //127.0.0.1:${bystanderPort}/secret.txt HTTP/1.1\r\nAuthorization: ${MOCK_TOKEN}`,
+    ],
+    ['a full URL as the request target', () => `GET http://127.0.0.1:${bystanderPort}/secret.txt HTTP/1.1`],
+    ['a dot-dot path out of the API', () => `GET /api/1/user/../../../127.0.0.1:${bystanderPort}/secret.txt HTTP/1.1`],
+    ['an encoded slash', () => `GET /api/1/user%2fget?email=a@b.co HTTP/1.1\r\nAuthorization: ${MOCK_TOKEN}`],
+    ['an unknown path', () => 'GET /secret.txt HTTP/1.1'],
+  ])('never forwards %s: a problem+json 404 of its own, nothing reached', async (_, head) => {
+    const before = bystanderHits;
+    const answer = await raw(mock.baseUrl, head());
+    expect([400, 404]).toContain(answer.status);
+    expect(answer.headers).toMatch(/content-type: application\/problem\+json/i);
+    expect(answer.body).not.toContain(SECRET);
+    expect(bystanderHits).toBe(before);
+  });
+
+  it('does not call itself: a path repeating its own address 950 times is refused at once', async () => {
+    const { port } = new URL(mock.baseUrl);
+    const started = performance.now();
+    const answer = await raw(mock.baseUrl, `GET ${`//127.0.0.1:${port}`.repeat(950)}/healthz HTTP/1.1`);
+    expect([400, 404, 414, 431]).toContain(answer.status);
+    expect(performance.now() - started).toBeLessThan(1000);
+  });
+
+  it('forwards the spec operations, health and docs without a token, and metrics only with one', async () => {
+    expect((await fetch(`${mock.baseUrl}/healthz`)).status).toBe(200);
+    expect((await fetch(`${mock.baseUrl}/openapi.json`)).status).toBe(200);
+    const metrics = await fetch(`${mock.baseUrl}/metrics`);
+    expect(metrics.status).toBe(401);
+    expect(metrics.headers.get('content-type')).toBe('application/problem+json');
+    const get = await fetch(`${mock.baseUrl}/api/1/user/get?email=a@b.co`, { headers: { Authorization: MOCK_TOKEN } });
+    expect(get.status).toBe(200);
+  });
+
+  it('sends CORS headers only to the listed origins (the browser example by default)', async () => {
+    const url = `${mock.baseUrl}/api/1/user/get?email=a@b.co`;
+    const preflight = (origin: string) =>
+      fetch(url, {
+        method: 'OPTIONS',
+        headers: {
+          Origin: origin,
+          'Access-Control-Request-Method': 'GET',
+          'Access-Control-Request-Headers': 'authorization',
+        },
+      });
+    const evil = await preflight('https://evil.example');
+    expect(evil.headers.get('access-control-allow-origin')).toBeNull();
+    const listed = await preflight('http://127.0.0.1:5173');
+    expect(listed.headers.get('access-control-allow-origin')).toBe('http://127.0.0.1:5173');
+    const read = await fetch(url, { headers: { Authorization: MOCK_TOKEN, Origin: 'https://evil.example' } });
+    expect(read.headers.get('access-control-allow-origin')).toBeNull();
+    const health = await fetch(`${mock.baseUrl}/healthz`, { headers: { Origin: 'https://evil.example' } });
+    expect(health.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
