@@ -102,6 +102,9 @@ describe('sqlState', () => {
 
   it('is undefined without one', () => {
     expect(sqlState({ code: 'ECONNREFUSED' })).toBeUndefined();
+    // Five capital letters, but a socket error, not a SQLSTATE (no SQLSTATE class starts with E).
+    expect(sqlState({ code: 'EPIPE' })).toBeUndefined();
+    expect(sqlState({ code: 'EPIPE', cause: { code: '23505' } })).toBe('23505');
     expect(sqlState({ code: 23505 })).toBeUndefined();
     expect(sqlState({ code: '2350' })).toBeUndefined();
     expect(sqlState(new Error('boom'))).toBeUndefined();

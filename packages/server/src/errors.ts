@@ -119,7 +119,8 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 
 /** The SQLSTATE of a database error, looking through drizzle's wrapper. */
 export function sqlState(error: unknown): string | undefined {
-  return codes(error).find((code) => /^[0-9A-Z]{5}$/.test(code));
+  // Five digits or capitals; no SQLSTATE class starts with E, which tells them from EPIPE and the like.
+  return codes(error).find((code) => /^[0-9A-DF-Z][0-9A-Z]{4}$/.test(code));
 }
 
 /**

@@ -23,6 +23,8 @@ describe('parseIfMatch', () => {
     ['one tag', '"3"', [3]],
     ['a list', '"1", "2","3"', [1, 2, 3]],
     ['a list with spaces around', '  "4" ,  "5"  ', [4, 5]],
+    // RFC 9110 §5.6.1.2: a recipient ignores empty list elements.
+    ['a list with empty elements', '"1", , "2",', [1, 2]],
   ])('reads %s', (_, header, versions) => {
     expect(parseIfMatch(header)).toEqual({ any: false, versions });
   });

@@ -16,8 +16,14 @@ export function parseIfMatch(header: string | undefined): IfMatch {
   const trimmed = header.trim();
   if (trimmed === '*') return { any: true };
   const versions: number[] = [];
-  for (const item of trimmed.split(',')) {
-    const match = ENTITY_TAG.exec(item.trim());
+  // Empty list elements are ignored (RFC 9110 §5.6.1.2); a header with no element at all is not a list.
+  const items = trimmed
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  if (items.length === 0) items.push(trimmed);
+  for (const item of items) {
+    const match = ENTITY_TAG.exec(item);
     if (match === null) {
       throw invalidRequest('The If-Match header is not a list of entity tags.', [
         {

@@ -35,7 +35,10 @@ const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | u
 function isJson(type: string | undefined): boolean {
   if (type === undefined) return false;
   const [media, ...params] = type.split(';').map((s) => s.trim().toLowerCase());
-  return media === 'application/json' && params.every((p) => !p.startsWith('charset=') || p === 'charset=utf-8');
+  // A quoted parameter value is the same value (RFC 9110).
+  const charsetOk = (p: string) =>
+    !p.startsWith('charset=') || p.replace(/^charset="(.*)"$/, 'charset=$1') === 'charset=utf-8';
+  return media === 'application/json' && params.every(charsetOk);
 }
 
 /** How deep arrays and objects nest in a parsed JSON value (walked with a stack, not recursion). */

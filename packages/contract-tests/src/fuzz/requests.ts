@@ -263,6 +263,8 @@ const contentTypes = fc.oneof(
       'text/plain',
       'application/x-www-form-urlencoded',
       'application/json; charset=latin1',
+      'application/json; charset="utf-8"',
+      'application/json; charset="latin1"',
       'application/problem+json',
       'multipart/form-data; boundary=x',
       'application/jsonx',

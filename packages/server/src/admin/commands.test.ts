@@ -34,6 +34,8 @@ describe('parseExpiry (token create --expires)', () => {
   it.each([
     ['a past date', '2020-01-01'],
     ['the present moment', NOW.toISOString()],
+    ['a relative zero', '0d'],
+    ['zero minutes', '0m'],
   ])('refuses %s: a token must not be born expired', (_, raw) => {
     expect(() => parseExpiry(raw, NOW)).toThrow('--expires must be in the future');
   });
@@ -51,6 +53,9 @@ describe('parseExpiry (token create --expires)', () => {
     ['a day-first date', '31/01/2027'],
     ['a date followed by text', '2027-01-31garbage'],
     ['a month 13', '2027-13-01'],
+    ['a day the month does not have', '2027-02-30'],
+    ['a date and a time without the T, in no stated zone', '2027-01-31 12:00'],
+    ['a time without a zone', '2027-01-31T12:00:00'],
   ])('refuses %s with the expected forms in the message', (_, raw) => {
     expect(() => parseExpiry(raw, NOW)).toThrow(/^--expires must be like 90d, 12h, 30m or a date like 2027-01-31/);
   });

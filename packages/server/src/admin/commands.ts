@@ -56,15 +56,24 @@ function text(flags: Map<string, string | true>, name: string, required = false)
 }
 
 /** `90d`, `12h`, `30m` from now, or a date (`2027-01-31`, any ISO 8601 time). */
+/** A date (midnight UTC) or an RFC 3339 time with its zone; anything looser is a typo waiting to happen. */
+const ABSOLUTE = /^(\d{4})-(\d{2})-(\d{2})(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
 export function parseExpiry(raw: string, now = new Date()): Date {
+  const usage = () => new UsageError(`--expires must be like 90d, 12h, 30m or a date like 2027-01-31 (got "${raw}")`);
   const relative = /^(\d{1,5})([mhd])$/.exec(raw);
+  let date: Date;
   if (relative) {
     const ms = Number(relative[1]) * { m: 60_000, h: 3_600_000, d: 86_400_000 }[relative[2] as 'm' | 'h' | 'd'];
-    return new Date(now.getTime() + ms);
-  }
-  const date = new Date(raw);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(raw) || Number.isNaN(date.getTime())) {
-    throw new UsageError(`--expires must be like 90d, 12h, 30m or a date like 2027-01-31 (got "${raw}")`);
+    date = new Date(now.getTime() + ms);
+  } else {
+    const match = ABSOLUTE.exec(raw);
+    date = new Date(raw);
+    if (match === null || Number.isNaN(date.getTime())) throw usage();
+    // Date rolls 2027-02-30 over into March: refuse a day the month does not have.
+    const [, year, month, day] = match.map(Number);
+    const calendar = new Date(Date.UTC(year!, month! - 1, day!));
+    if (calendar.getUTCMonth() !== month! - 1 || calendar.getUTCDate() !== day) throw usage();
   }
   if (date <= now) throw new UsageError('--expires must be in the future');
   return date;

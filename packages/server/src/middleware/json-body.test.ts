@@ -34,7 +34,13 @@ describe('jsonBody', () => {
     expect(await response.json()).toEqual({ received: { email: 'a@example.com', tags: ['x'] } });
   });
 
-  it.each(['application/json; charset=utf-8', 'Application/JSON; Charset=UTF-8', 'application/json;charset=utf-8'])(
+  it.each([
+    'application/json; charset=utf-8',
+    'Application/JSON; Charset=UTF-8',
+    'application/json;charset=utf-8',
+    // RFC 9110 §8.3.1: a quoted parameter value is the same value.
+    'application/json; charset="utf-8"',
+  ])(
     'accepts %s',
     async (type) => {
       expect((await post('{}', { 'Content-Type': type })).status).toBe(200);

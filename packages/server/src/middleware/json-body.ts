@@ -17,7 +17,10 @@ function isJsonMediaType(contentType: string | undefined): boolean {
   if (contentType === undefined) return false;
   const [type, ...params] = contentType.split(';').map((s) => s.trim().toLowerCase());
   if (type !== 'application/json') return false;
-  return params.every((p) => !p.startsWith('charset=') || p === 'charset=utf-8');
+  // A quoted value is the same value (RFC 9110 §5.6.6): charset="utf-8" is charset=utf-8.
+  return params.every(
+    (p) => !p.startsWith('charset=') || p.replace(/^charset="(.*)"$/, 'charset=$1') === 'charset=utf-8',
+  );
 }
 
 /**
