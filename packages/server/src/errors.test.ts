@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from './db/client.ts';
 import { users } from './db/schema.ts';
-import { describeError, isDatabaseUnavailable, sqlState } from './errors.ts';
+import { ApiError, clip, describeError, isDatabaseUnavailable, problemBody, sqlState } from './errors.ts';
 
 const EMAIL = 'leaky.person@example.com';
 const HASH = '$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0$bm90IGEgcmVhbCBoYXNoIGF0IGFsbA';
@@ -109,5 +109,38 @@ describe('sqlState', () => {
     expect(sqlState({ code: '2350' })).toBeUndefined();
     expect(sqlState(new Error('boom'))).toBeUndefined();
     expect(sqlState(undefined)).toBeUndefined();
+  });
+});
+
+describe('problemBody', () => {
+  const unknownFields = (names: string[]) =>
+    new ApiError(400, 'invalid_request', 'The request body is not valid.', {
+      errors: names.map((name) => ({
+        pointer: `/${name}`,
+        code: 'unknown_field' as const,
+        message: 'is not a known field',
+      })),
+    });
+
+  it('lists at most 20 field errors, the first ones', () => {
+    const names = Array.from({ length: 1000 }, (_, i) => `field${i}`);
+    const { errors } = problemBody(unknownFields(names), 'r');
+    expect(errors?.map((e) => e.pointer)).toEqual(names.slice(0, 20).map((n) => `/${n}`));
+  });
+
+  it('cuts a pointer to 64 characters ending in …, and leaves shorter ones alone', () => {
+    const long = 'n'.repeat(60_000);
+    const { errors } = problemBody(unknownFields([long, 'short', 'x'.repeat(63)]), 'r');
+    expect(errors?.map((e) => e.pointer)).toEqual([`/${'n'.repeat(62)}…`, '/short', `/${'x'.repeat(63)}`]);
+    expect(JSON.stringify(problemBody(unknownFields(Array(1000).fill(long)), 'r')).length).toBeLessThan(4096);
+  });
+});
+
+describe('clip', () => {
+  it('never splits a surrogate pair', () => {
+    const clipped = clip(`${'a'.repeat(62)}😀😀`, 64);
+    expect(clipped).toBe(`${'a'.repeat(62)}…`);
+    expect(clipped.isWellFormed()).toBe(true);
+    expect(clip('😀'.repeat(40), 64)).toBe(`${'😀'.repeat(31)}…`);
   });
 });

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
+import type { MiddlewareHandler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AppEnv } from '../context.ts';
 import { type Database, openPglite } from '../db/client.ts';
 import { idempotencyKeys } from '../db/schema.ts';
 import { ApiError, serviceUnavailable } from '../errors.ts';
 import { problemOf, testApp } from '../testing/hono.ts';
 import { createToken, type TokenInfo } from '../tokens.ts';
-import { canonicalJson, idempotent } from './idempotency.ts';
+import { invalidRequest } from '../validation.ts';
+import { canonicalJson, idempotencyKey, idempotent, MAX_STORED_BODY } from './idempotency.ts';
 import { jsonBody } from './json-body.ts';
 import { requestId } from './request-id.ts';
 
@@ -24,12 +27,22 @@ afterAll(() => database?.close());
 
 type Handler = (n: number) => Response | Promise<Response>;
 
-/** The middleware in its place in a write route, with a handler that numbers its runs. */
+/** The operation's own checks, as app.ts runs them between the two middleware: refuses `{"invalid": …}`. */
+const parse: MiddlewareHandler<AppEnv> = async function parse(c, next) {
+  if (Object.hasOwn(c.get('body') as object, 'invalid')) {
+    throw invalidRequest('The request body is not valid.', [
+      { pointer: '/invalid', code: 'unknown_field', message: 'is not a known field' },
+    ]);
+  }
+  await next();
+};
+
+/** The middleware in their place in a write route, with a handler that numbers its runs. */
 function idempotentApp(handler: Handler = (n) => Response.json({ run: n }, { status: 201 })) {
   let runs = 0;
   const app = testApp({ deps: { database }, vars: { token } });
   app.use(requestId());
-  app.post('/api/1/user/create', jsonBody(), idempotent(), () => handler(++runs));
+  app.post('/api/1/user/create', jsonBody(), idempotencyKey(), parse, idempotent(), () => handler(++runs));
   const send = (key: string | undefined, body: string, requestIdHeader?: string) =>
     app.request('/api/1/user/create', {
       method: 'POST',
@@ -81,7 +94,7 @@ describe('idempotent', () => {
     const { send } = idempotentApp();
     expect((await send(key, '{}')).status).toBe(201);
     const other = testApp({ deps: { database }, vars: { token: { ...token, id: randomUUID() } } });
-    other.post('/api/1/user/create', jsonBody(), idempotent(), (c) => c.json({ other: true }, 201));
+    other.post('/api/1/user/create', jsonBody(), idempotencyKey(), idempotent(), (c) => c.json({ other: true }, 201));
     const response = await other.request('/api/1/user/create', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
@@ -132,6 +145,44 @@ describe('idempotent', () => {
     expect(retry.status).toBe(201);
     expect(retry.headers.get('Idempotent-Replayed')).toBeNull();
     expect(await retry.json()).toEqual({ run: 2 });
+    expect(runs()).toBe(2);
+  });
+
+  it('takes no key for a request the checks refuse: its retry with the same key is checked afresh', async () => {
+    const { send, runs } = idempotentApp();
+    const key = randomUUID();
+    const refused = await send(key, '{"invalid":true}');
+    expect(refused.status).toBe(400);
+    expect(await storedRow(key)).toBeUndefined();
+    // The same invalid request again is refused again, not replayed.
+    const again = await send(key, '{"invalid":true}');
+    expect(again.status).toBe(400);
+    expect(again.headers.get('Idempotent-Replayed')).toBeNull();
+
+    // Fixed, under the same key: a new request, not 422 idempotency_key_reused.
+    const fixed = await send(key, '{"valid":true}');
+    expect(fixed.status).toBe(201);
+    expect(fixed.headers.get('Idempotent-Replayed')).toBeNull();
+    expect(runs()).toBe(1);
+    expect(await storedRow(key)).toMatchObject({ status: 201 });
+  });
+
+  it('does not keep an answer larger than 4 KiB: the retry runs again', async () => {
+    const sized = (bytes: number) => {
+      const padding = 'x'.repeat(bytes - JSON.stringify({ pad: '' }).length);
+      return Response.json({ pad: padding }, { status: 201 });
+    };
+    const { send, runs } = idempotentApp((n) => sized(n === 1 ? MAX_STORED_BODY + 1 : MAX_STORED_BODY));
+    const key = randomUUID();
+    expect((await send(key, '{}')).status).toBe(201);
+    expect(await storedRow(key)).toBeUndefined();
+
+    // At the cap it is kept.
+    const retry = await send(key, '{}');
+    expect(retry.headers.get('Idempotent-Replayed')).toBeNull();
+    expect((await retry.text()).length).toBe(MAX_STORED_BODY);
+    expect(await storedRow(key)).toMatchObject({ status: 201 });
+    expect((await send(key, '{}')).headers.get('Idempotent-Replayed')).toBe('true');
     expect(runs()).toBe(2);
   });
 

@@ -1,6 +1,11 @@
 // Idempotency-Key (draft-ietf-httpapi-idempotency-key-header) for create and update: the first
 // request with a key claims it; its answer is stored and replayed to every retry with the same
 // key and body for 24 hours. Stored in the database, so every replica agrees.
+//
+// Two middleware, with the operation's parse between them: idempotencyKey() checks the header
+// and fingerprints the body as sent; idempotent() claims the key only for a request that parse
+// accepted. A refused request is not kept (anyone could otherwise fill the table with 400s),
+// and its retry with the same key is checked afresh.
 import { createHash } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
@@ -14,6 +19,17 @@ import { invalidRequest } from '../validation.ts';
 const LEASE = sql`now() + interval '60 seconds'`;
 /** The response headers that are part of the answer (the rest belong to each delivery). */
 const KEPT_HEADERS = ['content-type', 'location', 'etag'];
+/**
+ * The largest answer body kept, in bytes. Ours are far smaller; a larger one would let a caller
+ * turn each key into that much disk for a day, so it is not kept and its retry runs again.
+ */
+export const MAX_STORED_BODY = 4 * 1024;
+
+/** A request's key, and the fingerprint of what it asks (method, path, body as sent). */
+export interface IdempotencyRequest {
+  key: string;
+  fingerprint: string;
+}
 
 /** JSON with object keys sorted: the same body in any key order has the same fingerprint. */
 export function canonicalJson(value: unknown): string {
@@ -38,15 +54,34 @@ export function idempotencyKeyOf(c: Context<AppEnv>): string | undefined {
   return key;
 }
 
+/**
+ * Checks the Idempotency-Key (400 when malformed) and fingerprints the body before anything
+ * normalizes it, so that "the same body" means the body as sent. Claims nothing.
+ */
+export function idempotencyKey(): MiddlewareHandler<AppEnv> {
+  return async function idempotencyKeyMiddleware(c, next) {
+    const key = idempotencyKeyOf(c);
+    if (key !== undefined) {
+      const fingerprint = createHash('sha256')
+        .update(`${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`)
+        .digest('hex');
+      c.set('idempotency', { key, fingerprint });
+    }
+    await next();
+  };
+}
+
+/**
+ * Replays the answer kept for the key idempotencyKey() read, or claims the key, runs the rest
+ * and keeps its answer. Goes after the operation's parse: only valid requests take a key.
+ */
 export function idempotent(): MiddlewareHandler<AppEnv> {
   return async function idempotencyMiddleware(c, next) {
-    const key = idempotencyKeyOf(c);
-    if (key === undefined) return next();
+    const request = c.get('idempotency');
+    if (request === undefined) return next();
+    const { key, fingerprint } = request;
     const db = c.get('deps').database.db;
     const tokenId = c.get('token').id;
-    const fingerprint = createHash('sha256')
-      .update(`${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`)
-      .digest('hex');
     const thisKey = and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key));
 
     const claimed = await db
@@ -92,7 +127,10 @@ export function idempotent(): MiddlewareHandler<AppEnv> {
 
     await next();
     try {
-      if (c.res.status >= 500) {
+      // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no".
+      const kept = c.res.status < 500 && c.res.status !== 429;
+      const body = kept ? await c.res.clone().text() : undefined;
+      if (body === undefined || Buffer.byteLength(body) > MAX_STORED_BODY) {
         // Not an answer to keep: the retry should run again.
         await db.delete(idempotencyKeys).where(thisKey);
         return;
@@ -102,10 +140,7 @@ export function idempotent(): MiddlewareHandler<AppEnv> {
         const value = c.res.headers.get(name);
         if (value !== null) headers[name] = value;
       }
-      await db
-        .update(idempotencyKeys)
-        .set({ status: c.res.status, body: await c.res.clone().text(), headers, lockedUntil: null })
-        .where(thisKey);
+      await db.update(idempotencyKeys).set({ status: c.res.status, body, headers, lockedUntil: null }).where(thisKey);
     } catch (error) {
       // The write itself is done and answered; a retry after the lease will find the account
       // there (409 email_taken on create) rather than make a second one.

@@ -40,12 +40,9 @@ describe('jsonBody', () => {
     'application/json;charset=utf-8',
     // RFC 9110 §8.3.1: a quoted parameter value is the same value.
     'application/json; charset="utf-8"',
-  ])(
-    'accepts %s',
-    async (type) => {
-      expect((await post('{}', { 'Content-Type': type })).status).toBe(200);
-    },
-  );
+  ])('accepts %s', async (type) => {
+    expect((await post('{}', { 'Content-Type': type })).status).toBe(200);
+  });
 
   it.each([
     ['no Content-Type', undefined],
@@ -82,6 +79,24 @@ describe('jsonBody', () => {
     expect(await problemOf(response)).toMatchObject({ code: 'payload_too_large' });
     // Read up to the limit and a little beyond (the stream's read-ahead), never on and on.
     expect(pulled()).toBeLessThan(BODY_LIMIT * 2);
+  });
+
+  it('answers 400 invalid_request, closing the connection, to a body whose stream fails (the client hung up)', async () => {
+    // What Node's request stream does when the client goes away mid-body: an ECONNRESET that,
+    // let through, would read as a database outage.
+    const aborted = Object.assign(new Error('aborted'), { code: 'ECONNRESET' });
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"email":"half'));
+      },
+      pull(controller) {
+        controller.error(aborted);
+      },
+    });
+    const response = await post(stream, JSON_TYPE, { duplex: 'half' } as RequestInit);
+    expect(response.status).toBe(400);
+    expect(response.headers.get('Connection')).toBe('close');
+    expect(await problemOf(response)).toMatchObject({ code: 'invalid_request' });
   });
 
   it('answers 413 to a streamed body that understates its Content-Length', async () => {

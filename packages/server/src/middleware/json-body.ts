@@ -12,6 +12,15 @@ const tooLarge = () =>
     headers: { Connection: 'close' },
   });
 const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError(400, 'invalid_json', detail);
+// The request stream fails only through the client: it hung up mid-body, or framed the body in
+// a way Node's parser refuses (an unknown Transfer-Encoding), and Node then drops the connection.
+// Its fault, not an outage of ours (the stream's ECONNRESET would otherwise read as one). Most
+// often nobody is left to read this answer; the log, metrics and audit trail still see a 400.
+const bodyNotRead = (cause: unknown) =>
+  new ApiError(400, 'invalid_request', 'The request body could not be read to its end.', {
+    headers: { Connection: 'close' },
+    cause,
+  });
 
 function isJsonMediaType(contentType: string | undefined): boolean {
   if (contentType === undefined) return false;
@@ -92,7 +101,13 @@ async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: num
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let chunk: ReadableStreamReadResult<Uint8Array>;
+    try {
+      chunk = await reader.read();
+    } catch (error) {
+      throw bodyNotRead(error);
+    }
+    const { done, value } = chunk;
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
