@@ -156,7 +156,7 @@ export function defineAccessSuite(spec: TargetSpec): void {
     });
 
     describe('rate-limit fields', () => {
-      it('come with every answer to a valid token, "create" only on create; never with a 401', async () => {
+      it('come with every answer to a valid token, "hash" only where a password is hashed; never with a 401', async () => {
         const user = await h.createUser();
         const get = await h.client.GET('/api/1/user/get', { params: { query: { _userId: user.id } } });
         expect(get.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+$/);
@@ -164,8 +164,16 @@ export function defineAccessSuite(spec: TargetSpec): void {
         const create = await h.client.POST('/api/1/user/create', {
           body: { email: h.uniqueEmail(), password: h.password(), name: 'RL' },
         });
-        expect(create.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+, "create";q=\d+;w=\d+$/);
-        expect(create.response.headers.get('ratelimit')).toMatch(/^"all";r=\d+;t=\d+, "create";r=\d+;t=\d+$/);
+        expect(create.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+, "hash";q=\d+;w=\d+$/);
+        expect(create.response.headers.get('ratelimit')).toMatch(/^"all";r=\d+;t=\d+, "hash";r=\d+;t=\d+$/);
+        const rename = await h.client.POST('/api/1/user/update', { body: { _userId: user.id, name: 'Renamed' } });
+        expect(rename.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+$/);
+        const change = await h.client.POST('/api/1/user/update', {
+          body: { _userId: user.id, password: h.password() },
+        });
+        expect(change.response.status).toBe(200);
+        expect(change.response.headers.get('ratelimit-policy')).toMatch(/^"all";q=\d+;w=\d+, "hash";q=\d+;w=\d+$/);
+        expect(change.response.headers.get('ratelimit')).toMatch(/^"all";r=\d+;t=\d+, "hash";r=\d+;t=\d+$/);
         const missing = await h.client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
         expect(missing.response.headers.get('ratelimit')).not.toBeNull();
         const bad = await h.raw(`${API}/create`, {

@@ -29,7 +29,7 @@ const REQUEST_TIMEOUT_MS = 3_000;
 const SERVER_ENV = {
   API_TOKENS: FAULT_TOKEN,
   RATE_LIMIT: '10000000/60s',
-  RATE_LIMIT_CREATE: 'off',
+  RATE_LIMIT_HASH: 'off',
   REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
   LOG_LEVEL: 'info', // the helper learns the address from the "listening" line
 };

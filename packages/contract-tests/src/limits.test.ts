@@ -1,5 +1,5 @@
 // Abuse limits: per-token rate limits (429 with the draft's fields), shared by every server
-// process of a deployment (database counters, or Redis), and bounded password hashing.
+// process of a deployment (database counters, or Redis), and bounded, fairly shared password hashing.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { processes } from '@user-accounts/server/testing/processes';
@@ -35,7 +35,7 @@ const field = (response: Response, name: string, param: string) =>
 
 describe('rate limits', () => {
   it('answers 429 rate_limited with Retry-After and r=0 once a token is over its budget; other tokens keep theirs', async () => {
-    const target = await embedded({ env: { RATE_LIMIT: '5/60s', RATE_LIMIT_CREATE: 'off' } });
+    const target = await embedded({ env: { RATE_LIMIT: '5/60s', RATE_LIMIT_HASH: 'off' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'busy' })).token);
     const remaining: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -60,7 +60,7 @@ describe('rate limits', () => {
   });
 
   it('counts concurrent requests exactly: 80 at once against a budget of 50 give 50 answers and 30 429s, each remaining value once', async () => {
-    const target = await embedded({ env: { RATE_LIMIT: '50/60s', RATE_LIMIT_CREATE: 'off' } });
+    const target = await embedded({ env: { RATE_LIMIT: '50/60s', RATE_LIMIT_HASH: 'off' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'burst' })).token);
     const responses = await Promise.all(
       Array.from({ length: 80 }, () =>
@@ -73,8 +73,8 @@ describe('rate limits', () => {
     expect(remaining.sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i));
   });
 
-  it('limits creates separately: over the create budget, creates get 429 and reads go on', async () => {
-    const target = await embedded({ env: { RATE_LIMIT: '100/60s', RATE_LIMIT_CREATE: '2/60s' } });
+  it('limits hashing separately: over the hash budget, creates get 429 and reads go on', async () => {
+    const target = await embedded({ env: { RATE_LIMIT: '100/60s', RATE_LIMIT_HASH: '2/60s' } });
     const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'sign-ups' })).token);
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -83,10 +83,10 @@ describe('rate limits', () => {
       });
       statuses.push(response.status);
       if (response.status === 429) {
-        expect(response.headers.get('ratelimit-policy')).toBe('"all";q=100;w=60, "create";q=2;w=60');
+        expect(response.headers.get('ratelimit-policy')).toBe('"all";q=100;w=60, "hash";q=2;w=60');
         expect(field(response, 'ratelimit', 'r')).toEqual([
           { name: 'all', value: 97 },
-          { name: 'create', value: 0 },
+          { name: 'hash', value: 0 },
         ]);
       }
     }
@@ -96,7 +96,7 @@ describe('rate limits', () => {
   });
 
   it('starts a new window after the old one ends', async () => {
-    const target = await embedded({ env: { RATE_LIMIT: '1/1s', RATE_LIMIT_CREATE: 'off' } });
+    const target = await embedded({ env: { RATE_LIMIT: '1/1s', RATE_LIMIT_HASH: 'off' } });
     const client = checkedClient(target.baseUrl, target.token);
     const get = async () =>
       (await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status;
@@ -157,7 +157,7 @@ describe('bounded password hashing', () => {
       HASH_CONCURRENCY: '1',
       HASH_QUEUE: '4',
       RATE_LIMIT: '100000/60s',
-      RATE_LIMIT_CREATE: 'off',
+      RATE_LIMIT_HASH: 'off',
     });
     await server.ready;
     const token = readFileSync(join(dir, 'dev-token'), 'utf8').trim();
@@ -202,4 +202,132 @@ describe('bounded password hashing', () => {
     }
     expect(found).toBe(created);
   }, 120_000);
+});
+
+describe('the hash budget', () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  /** An account created through the API by the target's own token, and a second token of the same site. */
+  async function accountAndChanger(target: Target) {
+    const owner = checkedClient(target.baseUrl, target.token);
+    const created = await owner.POST('/api/1/user/create', {
+      body: { email: `changed.${Date.now()}@example.com`, password: 'a first long passphrase', name: 'Changed' },
+    });
+    expect(created.response.status).toBe(201);
+    const id = created.data!.result._userId;
+    const changer = checkedClient(target.baseUrl, (await target.createToken({ label: 'password changer' })).token);
+    const storedHash = async () =>
+      (await target.sql('select password_hash from users where id = $1', [id]))[0]!.password_hash;
+    return { id, changer, storedHash };
+  }
+
+  it('counts a password change against "hash", an update without a password against "all" only', async () => {
+    const target = await embedded({ env: { RATE_LIMIT: '1000/60s', RATE_LIMIT_HASH: '2/60s' } });
+    const { id, changer, storedHash } = await accountAndChanger(target);
+    const rename = (i: number) => changer.POST('/api/1/user/update', { body: { _userId: id, name: `Renamed ${i}` } });
+    const changePassword = (i: number, userId = id) =>
+      changer.POST('/api/1/user/update', { body: { _userId: userId, password: `a changed passphrase ${i}` } });
+
+    for (let i = 0; i < 3; i++) {
+      const { response } = await rename(i);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60');
+    }
+    const remainingHashes: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const { response } = await changePassword(i);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60, "hash";q=2;w=60');
+      remainingHashes.push(field(response, 'ratelimit', 'r')[1]!.value);
+    }
+    expect(remainingHashes).toEqual([1, 0]);
+
+    const before = await storedHash();
+    const { response, error } = await changePassword(2);
+    expect(response.status).toBe(429);
+    expect(error?.code).toBe('rate_limited');
+    expect(error?.detail).toContain('"hash"');
+    const retryAfter = Number(response.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    expect(response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60, "hash";q=2;w=60');
+    expect(field(response, 'ratelimit', 'r')).toEqual([
+      { name: 'all', value: 1000 - 6 },
+      { name: 'hash', value: 0 },
+    ]);
+    expect(field(response, 'ratelimit', 't')[1]!.value).toBe(retryAfter);
+    expect(await storedHash()).toBe(before);
+
+    // Nothing to hash for an account out of reach: not counted, not refused for the budget.
+    const missing = await changePassword(3, GHOST);
+    expect(missing.response.status).toBe(404);
+    expect(missing.response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60');
+    // Over the hash budget, the token's other updates go on.
+    expect((await rename(3)).response.status).toBe(200);
+  });
+
+  it("does not keep a hash budget's 429 under its Idempotency-Key: the retry after the window runs", async () => {
+    const target = await embedded({ env: { RATE_LIMIT: '1000/60s', RATE_LIMIT_HASH: '1/2s' } });
+    const { id, changer, storedHash } = await accountAndChanger(target);
+    const change = (key: string, password: string) =>
+      changer.POST('/api/1/user/update', {
+        body: { _userId: id, password },
+        params: { header: { 'Idempotency-Key': key } },
+      });
+    expect((await change(`first-${Date.now()}`, 'a changed passphrase one')).response.status).toBe(200);
+    const before = await storedHash();
+    const key = `second-${Date.now()}`;
+    const refused = await change(key, 'a changed passphrase two');
+    expect(refused.response.status).toBe(429);
+    await sleep(Number(refused.response.headers.get('retry-after')) * 1000 + 200);
+    const retried = await change(key, 'a changed passphrase two');
+    expect(retried.response.status).toBe(200);
+    expect(retried.response.headers.get('idempotent-replayed')).toBeNull();
+    expect(await storedHash()).not.toBe(before);
+  });
+});
+
+describe('password hashing shared fairly between sites', () => {
+  it("keeps another site's creates going (201, not 503) while one site floods password changes", async () => {
+    const target = await embedded({
+      env: { HASH_CONCURRENCY: '1', HASH_QUEUE: '4', RATE_LIMIT: '1000000/60s', RATE_LIMIT_HASH: 'off' },
+    });
+    const flooder = checkedClient(target.baseUrl, target.token);
+    const created = await flooder.POST('/api/1/user/create', {
+      body: { email: 'flooded@example.com', password: 'a first long passphrase', name: 'Flooded' },
+    });
+    const id = created.data!.result._userId;
+    const other = checkedClient(target.baseUrl, (await target.createToken({ site: 'site-b', label: 'quiet' })).token);
+
+    // Eight loops of password changes keep one slot and the whole waiting room busy.
+    let flooding = true;
+    const floodStatuses: number[] = [];
+    const loops = Array.from({ length: 8 }, async (_, loop) => {
+      for (let n = 0; flooding; n++) {
+        const { response } = await flooder.POST('/api/1/user/update', {
+          body: { _userId: id, password: `a flooding passphrase ${loop} ${n}` },
+        });
+        floodStatuses.push(response.status);
+      }
+    });
+    await new Promise((r) => setTimeout(r, 300));
+
+    const createStatuses: number[] = [];
+    try {
+      for (let i = 0; i < 10; i++) {
+        const { response } = await other.POST('/api/1/user/create', {
+          body: { email: `quiet.${i}@example.com`, password: `a quiet passphrase ${i}`, name: 'Quiet' },
+        });
+        createStatuses.push(response.status);
+      }
+    } finally {
+      flooding = false;
+      await Promise.all(loops);
+    }
+    expect(createStatuses).toEqual(Array(10).fill(201));
+    // The flood was real: it was refused some of the time, and still served.
+    expect(floodStatuses.every((s) => s === 200 || s === 503)).toBe(true);
+    expect(floodStatuses.filter((s) => s === 503).length).toBeGreaterThan(0);
+    expect(floodStatuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+  }, 60_000);
 });

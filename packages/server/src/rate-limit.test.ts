@@ -13,11 +13,11 @@ describe('parseRateLimit', () => {
     ['999999999/1s', 999_999_999, 1],
   ])('reads %s', (raw, limit, windowSeconds) => {
     expect(parseRateLimit('all', raw)).toEqual({ name: 'all', limit, windowSeconds });
-    expect(parseRateLimit('create', raw)).toEqual({ name: 'create', limit, windowSeconds });
+    expect(parseRateLimit('hash', raw)).toEqual({ name: 'hash', limit, windowSeconds });
   });
 
-  it('reads off as no limit, for the create budget only', () => {
-    expect(parseRateLimit('create', 'off')).toBeNull();
+  it('reads off as no limit, for the hash budget only', () => {
+    expect(parseRateLimit('hash', 'off')).toBeNull();
     // Every answer promises the "all" fields, so that budget cannot be switched off.
     const all = parseRateLimit('all', 'off');
     expect(all).toBeInstanceOf(Error);
@@ -51,7 +51,7 @@ describe('parseRateLimit', () => {
     ['nothing', ''],
     ['Off in capitals', 'Off'],
   ])('refuses %s as malformed', (_, raw) => {
-    const result = parseRateLimit('create', raw);
+    const result = parseRateLimit('hash', raw);
     expect(result).toBeInstanceOf(Error);
     expect((result as Error).message).toMatch(/^must look like 600\/60s, 100\/1m or 5000\/1h, or be off/);
     expect((result as Error).message).toContain(`"${raw}"`);

@@ -8,7 +8,7 @@ import type { Db } from './db/client.ts';
 
 export interface Policy {
   /** The name in `RateLimit-Policy` and `RateLimit`. */
-  name: 'all' | 'create';
+  name: 'all' | Budget;
   limit: number;
   windowSeconds: number;
 }
@@ -23,8 +23,11 @@ export interface PolicyState extends Policy {
 export interface RateLimitConfig {
   /** Every request of a token. Always on: the spec promises the fields on every answer. */
   all: Policy;
-  /** Creates of a token, counted on top of `all`; null: no separate limit. */
-  create: Policy | null;
+  /**
+   * The operations of a token that compute a password hash (create, update with a password),
+   * counted on top of `all`; null: no separate limit.
+   */
+  hash: Policy | null;
 }
 
 interface Count {
@@ -38,32 +41,38 @@ interface CounterStore {
   close(): Promise<void>;
 }
 
-/** A budget an operation counts against on top of "all". */
-export type Budget = 'create';
+/** A budget a request counts against on top of "all". */
+export type Budget = 'hash';
 
 export interface RateLimiter {
   /** Counts this request against the token's "all" policy and the given budget's, when set. */
   consume(tokenId: string, budget?: Budget): Promise<PolicyState[]>;
+  /**
+   * Counts this request, already counted against "all", against `budget` alone: for a request
+   * that learns only late that it spends what the budget bounds. [] when the budget is off.
+   */
+  consumeBudget(tokenId: string, budget: Budget): Promise<PolicyState[]>;
   close(): Promise<void>;
 }
 
 export function createRateLimiter(config: RateLimitConfig, store: CounterStore): RateLimiter {
-  const policiesFor = (budget: Budget | undefined) =>
-    [config.all, budget === 'create' ? config.create : null].filter((p): p is Policy => p !== null);
+  const countAgainst = async (tokenId: string, candidates: (Policy | null)[]): Promise<PolicyState[]> => {
+    const policies = candidates.filter((p): p is Policy => p !== null);
+    if (policies.length === 0) return [];
+    const counts = await store.increment(tokenId, policies);
+    return policies.map((policy, i) => {
+      const { count, resetMs } = counts[i]!;
+      return {
+        ...policy,
+        remaining: Math.max(0, policy.limit - count),
+        resetSeconds: Math.max(1, Math.ceil(resetMs / 1000)),
+        exceeded: count > policy.limit,
+      };
+    });
+  };
   return {
-    async consume(tokenId, budget) {
-      const policies = policiesFor(budget);
-      const counts = await store.increment(tokenId, policies);
-      return policies.map((policy, i) => {
-        const { count, resetMs } = counts[i]!;
-        return {
-          ...policy,
-          remaining: Math.max(0, policy.limit - count),
-          resetSeconds: Math.max(1, Math.ceil(resetMs / 1000)),
-          exceeded: count > policy.limit,
-        };
-      });
-    },
+    consume: (tokenId, budget) => countAgainst(tokenId, [config.all, budget === undefined ? null : config[budget]]),
+    consumeBudget: (tokenId, budget) => countAgainst(tokenId, [config[budget]]),
     close: () => store.close(),
   };
 }
@@ -194,9 +203,9 @@ export function redisCounters(url: string, fallback: CounterStore, logger: Logge
   };
 }
 
-/** `600/60s`, `100/1m`, `5000/1h`; `off` (allowed for the create budget only) for none. */
+/** `600/60s`, `100/1m`, `5000/1h`; `off` (allowed for the hash budget only) for none. */
 export function parseRateLimit(name: Policy['name'], raw: string): Policy | null | Error {
-  const offAllowed = name === 'create';
+  const offAllowed = name === 'hash';
   if (raw === 'off' && offAllowed) return null;
   const match = /^(\d{1,9})\/(\d{1,6})(s|m|h)$/.exec(raw);
   if (!match)

@@ -3,7 +3,7 @@ import { ApiError } from '../errors.ts';
 import type { Budget, PolicyState, RateLimiter } from '../rate-limit.ts';
 import { problemOf, testApp } from '../testing/hono.ts';
 import type { TokenInfo } from '../tokens.ts';
-import { rateLimit } from './rate-limit.ts';
+import { consumeBudget, rateLimit } from './rate-limit.ts';
 
 const TOKEN: TokenInfo = { id: 'tok-1', site: 'default', scopes: ['read', 'write'] };
 
@@ -12,17 +12,25 @@ function state(name: PolicyState['name'], limit: number, windowSeconds: number, 
   return { name, limit, windowSeconds, remaining: Math.max(0, limit - used), resetSeconds, exceeded: used > limit };
 }
 
-/** A limiter that answers the given states and records who was counted for what. */
-function limiter(states: PolicyState[]) {
+/**
+ * A limiter that answers the given states (and `late` for a budget counted late) and records who
+ * was counted for what.
+ */
+function limiter(states: PolicyState[], late: PolicyState[] = []) {
   const counted: [string, Budget | undefined][] = [];
+  const countedLate: [string, Budget][] = [];
   const limiter: RateLimiter = {
     consume: async (tokenId, budget) => {
       counted.push([tokenId, budget]);
       return states;
     },
+    consumeBudget: async (tokenId, budget) => {
+      countedLate.push([tokenId, budget]);
+      return late;
+    },
     close: async () => {},
   };
-  return { limiter, counted };
+  return { limiter, counted, countedLate };
 }
 
 function limitedApp(states: PolicyState[], handler: () => Response | Promise<Response> = () => new Response('ok')) {
@@ -33,20 +41,20 @@ function limitedApp(states: PolicyState[], handler: () => Response | Promise<Res
     ran++;
     return handler();
   };
-  app.post('/create', rateLimit('create'), handle);
+  app.post('/create', rateLimit('hash'), handle);
   app.get('/get', rateLimit(), handle);
   return { app, counted, ran: () => ran };
 }
 
 describe('rateLimit', () => {
   it('counts the request against its token and budget, and puts the fields on the answer', async () => {
-    const { app, counted } = limitedApp([state('all', 600, 60, 1, 60), state('create', 100, 3600, 10, 3000)]);
+    const { app, counted } = limitedApp([state('all', 600, 60, 1, 60), state('hash', 100, 3600, 10, 3000)]);
     const response = await app.request('/create', { method: 'POST' });
     expect(response.status).toBe(200);
     expect(await response.text()).toBe('ok');
-    expect(counted).toEqual([['tok-1', 'create']]);
-    expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60, "create";q=100;w=3600');
-    expect(response.headers.get('RateLimit')).toBe('"all";r=599;t=60, "create";r=90;t=3000');
+    expect(counted).toEqual([['tok-1', 'hash']]);
+    expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60, "hash";q=100;w=3600');
+    expect(response.headers.get('RateLimit')).toBe('"all";r=599;t=60, "hash";r=90;t=3000');
     expect(response.headers.get('Retry-After')).toBeNull();
   });
 
@@ -76,24 +84,84 @@ describe('rateLimit', () => {
 
   it('answers 429 rate_limited with Retry-After, without running the handler, when a policy is exceeded', async () => {
     // Only the exceeded policy decides the wait: the other one resets later but is not the reason.
-    const { app, ran } = limitedApp([state('all', 600, 60, 7, 55), state('create', 5, 3600, 6, 42)]);
+    const { app, ran } = limitedApp([state('all', 600, 60, 7, 55), state('hash', 5, 3600, 6, 42)]);
     const response = await app.request('/create', { method: 'POST' });
     expect(response.status).toBe(429);
     expect(response.headers.get('Retry-After')).toBe('42');
-    expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60, "create";q=5;w=3600');
-    expect(response.headers.get('RateLimit')).toBe('"all";r=593;t=55, "create";r=0;t=42');
+    expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60, "hash";q=5;w=3600');
+    expect(response.headers.get('RateLimit')).toBe('"all";r=593;t=55, "hash";r=0;t=42');
     const problem = await problemOf(response);
     expect(problem).toMatchObject({ status: 429, code: 'rate_limited', requestId: 'test-request-id' });
-    expect(problem.detail).toContain('"create"');
+    expect(problem.detail).toContain('"hash"');
     expect(problem.detail).not.toContain('"all"');
     expect(ran()).toBe(0);
   });
 
   it('waits for the latest reset when several policies are exceeded', async () => {
-    const { app } = limitedApp([state('all', 1, 60, 2, 50), state('create', 1, 3600, 2, 900)]);
+    const { app } = limitedApp([state('all', 1, 60, 2, 50), state('hash', 1, 3600, 2, 900)]);
     const response = await app.request('/create', { method: 'POST' });
     expect(response.status).toBe(429);
     expect(response.headers.get('Retry-After')).toBe('900');
-    expect((await problemOf(response)).detail).toContain('"all" and "create"');
+    expect((await problemOf(response)).detail).toContain('"all" and "hash"');
+  });
+
+  describe('consumeBudget, for a budget an operation learns it spends only late', () => {
+    /** `/update` counts "all" up front, then the hash budget where its handler is about to hash. */
+    function lateApp(states: PolicyState[], late: PolicyState[], budgetUpFront?: Budget) {
+      const { limiter: rateLimiter, counted, countedLate } = limiter(states, late);
+      let hashed = 0;
+      const app = testApp({ deps: { limiter: rateLimiter }, vars: { token: TOKEN } });
+      app.post('/update', rateLimit(budgetUpFront), async (c) => {
+        await consumeBudget(c, 'hash');
+        hashed++;
+        return c.text('ok');
+      });
+      return { app, counted, countedLate, hashed: () => hashed };
+    }
+
+    it('counts it once, and its fields join the answer after "all"', async () => {
+      const { app, counted, countedLate } = lateApp([state('all', 600, 60, 1, 60)], [state('hash', 10, 60, 3, 50)]);
+      const response = await app.request('/update', { method: 'POST' });
+      expect(response.status).toBe(200);
+      expect(counted).toEqual([['tok-1', undefined]]);
+      expect(countedLate).toEqual([['tok-1', 'hash']]);
+      expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60, "hash";q=10;w=60');
+      expect(response.headers.get('RateLimit')).toBe('"all";r=599;t=60, "hash";r=7;t=50');
+    });
+
+    it('does not count it again when the operation was counted against it up front', async () => {
+      const { app, countedLate, hashed } = lateApp(
+        [state('all', 600, 60, 1, 60), state('hash', 10, 60, 3, 50)],
+        [state('hash', 10, 60, 4, 50)],
+        'hash',
+      );
+      const response = await app.request('/update', { method: 'POST' });
+      expect(response.status).toBe(200);
+      expect(countedLate).toEqual([]);
+      expect(hashed()).toBe(1);
+      expect(response.headers.get('RateLimit')).toBe('"all";r=599;t=60, "hash";r=7;t=50');
+    });
+
+    it('throws 429 rate_limited over it, with Retry-After and every counted policy in the fields', async () => {
+      const { app, hashed } = lateApp([state('all', 600, 60, 9, 55)], [state('hash', 2, 60, 3, 17)]);
+      const response = await app.request('/update', { method: 'POST' });
+      expect(response.status).toBe(429);
+      expect(response.headers.get('Retry-After')).toBe('17');
+      expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60, "hash";q=2;w=60');
+      expect(response.headers.get('RateLimit')).toBe('"all";r=591;t=55, "hash";r=0;t=17');
+      const problem = await problemOf(response);
+      expect(problem).toMatchObject({ status: 429, code: 'rate_limited' });
+      expect(problem.detail).toContain('"hash"');
+      expect(problem.detail).not.toContain('"all"');
+      expect(hashed()).toBe(0);
+    });
+
+    it('adds nothing when the budget is off', async () => {
+      const { app, hashed } = lateApp([state('all', 600, 60, 1, 60)], []);
+      const response = await app.request('/update', { method: 'POST' });
+      expect(response.status).toBe(200);
+      expect(hashed()).toBe(1);
+      expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60');
+    });
   });
 });

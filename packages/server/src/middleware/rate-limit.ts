@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import type { AppEnv } from '../context.ts';
 import { ApiError, renderProblem } from '../errors.ts';
 import type { Budget, PolicyState } from '../rate-limit.ts';
@@ -10,27 +10,45 @@ function setRateLimitHeaders(headers: Headers, states: PolicyState[]): void {
   headers.set('RateLimit', states.map((s) => `"${s.name}";r=${s.remaining};t=${s.resetSeconds}`).join(', '));
 }
 
+/** 429 for the exceeded policies, to wait until the latest of them restarts. */
+function rateLimited(states: PolicyState[]): ApiError {
+  const over = states.filter((s) => s.exceeded);
+  const wait = Math.max(...over.map((s) => s.resetSeconds));
+  const names = over.map((s) => `"${s.name}"`).join(' and ');
+  return new ApiError(429, 'rate_limited', `This token is over its ${names} rate limit; try again in ${wait} s.`, {
+    headers: { 'Retry-After': String(wait) },
+  });
+}
+
 /**
  * Counts the request against its token's budgets ("all", and the operation's own budget when it
- * has one); over any of them: 429 with Retry-After.
+ * has one); over any of them: 429 with Retry-After. The fields go on every answer, with what
+ * consumeBudget() counted later in the request.
  */
 export function rateLimit(budget?: Budget): MiddlewareHandler<AppEnv> {
   return async function rateLimitMiddleware(c, next) {
     const states = await c.get('deps').limiter.consume(c.get('token').id, budget);
-    const over = states.filter((s) => s.exceeded);
-    if (over.length > 0) {
-      const wait = Math.max(...over.map((s) => s.resetSeconds));
-      const names = over.map((s) => `"${s.name}"`).join(' and ');
-      const response = renderProblem(
-        c,
-        new ApiError(429, 'rate_limited', `This token is over its ${names} rate limit; try again in ${wait} s.`, {
-          headers: { 'Retry-After': String(wait) },
-        }),
-      );
+    c.set('rateLimits', states);
+    if (states.some((s) => s.exceeded)) {
+      const response = renderProblem(c, rateLimited(states));
       setRateLimitHeaders(response.headers, states);
       return response;
     }
     await next();
-    setRateLimitHeaders(c.res.headers, states);
+    setRateLimitHeaders(c.res.headers, c.get('rateLimits'));
   };
+}
+
+/**
+ * Counts the request against `budget` where it becomes certain that it spends what the budget
+ * bounds (an update learns only once the account is read that it will hash a password), unless
+ * the operation was counted against it up front. Over it: throws 429 `rate_limited` with
+ * Retry-After; either way the budget's fields join the answer's.
+ */
+export async function consumeBudget(c: Context<AppEnv>, budget: Budget): Promise<void> {
+  const counted = c.get('rateLimits') ?? [];
+  if (counted.some((s) => s.name === budget)) return;
+  const states = await c.get('deps').limiter.consumeBudget(c.get('token').id, budget);
+  c.set('rateLimits', [...counted, ...states]);
+  if (states.some((s) => s.exceeded)) throw rateLimited(states);
 }

@@ -7,7 +7,7 @@ import { defineOperation } from '../operation.ts';
 import { weakPasswordReason } from '../passwords.ts';
 import { runWrite } from '../writes.ts';
 import { GET_USER_PATH } from './get-user.ts';
-import { validBody, weakPassword } from './shared.ts';
+import { hashPassword, validBody, weakPassword } from './shared.ts';
 
 type CreateUserResponse = components['schemas']['CreateUserResponse'];
 
@@ -22,7 +22,7 @@ export const createUser = defineOperation({
   path: '/api/1/user/create',
   scope: 'write',
   request: { body: 'CreateUserRequest' },
-  budget: 'create',
+  budget: 'hash',
   idempotent: true,
   writes: 'create',
   parse(c) {
@@ -32,7 +32,7 @@ export const createUser = defineOperation({
     return input;
   },
   async handle(c, input) {
-    const { database, hasher } = c.get('deps');
+    const { database } = c.get('deps');
     const site = c.get('token').site;
     // Emails are unique per site, across every row of it, in reach or not. Checking first spares
     // a 50 ms hash on a conflict; the unique index still settles races between concurrent creates.
@@ -43,7 +43,7 @@ export const createUser = defineOperation({
       .limit(1);
     if (taken.length > 0) throw emailTaken();
 
-    const passwordHash = await hasher.hash(input.password);
+    const passwordHash = await hashPassword(c, input.password);
     const id = uuidv7();
     try {
       await runWrite(c, { userId: id, status: 201, outcome: 'user created' }, async (tx) => {

@@ -8,6 +8,7 @@ import { defineOperation } from '../operation.ts';
 import { weakPasswordReason } from '../passwords.ts';
 import { runWrite } from '../writes.ts';
 import {
+  hashPassword,
   inReach,
   matchingIfMatch,
   notWritten,
@@ -41,7 +42,7 @@ export const updateUser = defineOperation({
   },
   async handle(c, { fields: input, ifMatch }) {
     if (!isUuid(input._userId)) throw userNotFound();
-    const { database, hasher } = c.get('deps');
+    const { database } = c.get('deps');
     const account = and(eq(users.id, input._userId), inReach(c));
     const current = matchingIfMatch(account, ifMatch);
 
@@ -62,7 +63,7 @@ export const updateUser = defineOperation({
       if (ifMatch !== undefined && !ifMatch.any && !ifMatch.versions.includes(row.version)) throw preconditionFailed();
       const reason = weakPasswordReason(input.password, { email: row.email, name: input.name ?? row.name });
       if (reason !== undefined) throw weakPassword(reason);
-      changes.passwordHash = await hasher.hash(input.password);
+      changes.passwordHash = await hashPassword(c, input.password);
     }
 
     const updated = await runWrite(c, { userId: input._userId, status: 200, outcome: 'user updated' }, async (tx) => {
