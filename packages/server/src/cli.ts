@@ -7,6 +7,7 @@ import { callAdminSocket } from './admin/socket.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { ConfigError, loadConfig } from './env.ts';
+import { unsafeDataDir } from './file-safety.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
   if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))
@@ -26,6 +27,9 @@ async function run(argv: string[]): Promise<CommandResult> {
         stderr: `There is no embedded database in ${config.dataDir} yet: start the server once, or set DATA_DIR.\n`,
       };
     }
+    // Its socket could be anyone's in a folder others can write: the commands (and new tokens) with it.
+    const unsafe = unsafeDataDir(config.dataDir);
+    if (unsafe !== undefined) return { code: 1, stdout: '', stderr: `cli: ${unsafe}\n` };
     try {
       unlock = lockDataDir(config.dataDir);
     } catch {

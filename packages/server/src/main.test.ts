@@ -1,5 +1,5 @@
 // The server as an operator runs it: `node src/main.ts`, configured by environment variables.
-import { readFileSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { processes } from './testing/processes.ts';
@@ -72,10 +72,77 @@ describe('main', () => {
     [{ METRICS_TOKEN: 'short' }, /METRICS_TOKEN must be 20 to 256/],
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must be a postgres/],
     [{ API_TOKENS: 'short' }, /API_TOKENS entry 1 must be/],
+    [{ AUTH_FAILURE_LIMIT: 'lots' }, /AUTH_FAILURE_LIMIT must look like 100\/10s/],
   ])('refuses to start with %o, naming the variable', async (env, message) => {
     const server = run({ DATA_DIR: dataDir(), ...env });
     expect(await server.exited).toBe(1);
     expect(server.stderr()).toMatch(message);
     expect(server.stderr()).not.toContain('short'.repeat(2));
   });
+
+  it('refuses a data folder that others can write, says how to fix it, and writes nothing there', async () => {
+    const dir = dataDir();
+    chmodSync(dir, 0o777);
+    const server = run({ DATA_DIR: dir });
+    expect(await server.exited).toBe(1);
+    expect(server.stderr()).toContain(`the data folder ${dir} can be written by its group and other users (mode 0777)`);
+    expect(server.stderr()).toContain(`run chmod 700 ${dir}`);
+    expect(readdirSync(dir)).toEqual([]);
+
+    chmodSync(dir, 0o700);
+    const fixed = run({ DATA_DIR: dir });
+    await fixed.ready;
+    fixed.child.kill('SIGTERM');
+    expect(await fixed.exited).toBe(0);
+  }, 60_000);
+
+  it('keeps its files private under umask 000, and refuses a dev-token or a folder another user could change', async () => {
+    const dir = join(dataDir(), 'data'); // created by the server, as ./data is
+    const previous = process.umask(0o000); // the child inherits it
+    const first = run({ DATA_DIR: dir });
+    process.umask(previous);
+    await first.ready;
+    // The moment the server is ready, the CLI's socket is there and was never wider than 0600.
+    expect(statSync(join(dir, 'admin.sock')).mode & 0o777).toBe(0o600);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(statSync(join(dir, 'dev-token')).mode & 0o777).toBe(0o600);
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+
+    const token = join(dir, 'dev-token');
+    chmodSync(token, 0o666); // as a token planted by another user would be
+    const planted = run({ DATA_DIR: dir });
+    expect(await planted.exited).toBe(1);
+    expect(planted.stderr()).toContain(
+      `${token} holds an API token and can be read or written by its group and other users (mode 0666)`,
+    );
+    expect(planted.stderr()).toContain(`run chmod 600 ${token}`);
+    chmodSync(token, 0o600);
+
+    // The CLI will not hand its commands to a socket in a folder others can write either.
+    chmodSync(dir, 0o757);
+    const cli = await procs.cli(['token', 'list'], { DATA_DIR: dir });
+    expect(cli.code).toBe(1);
+    expect(cli.stderr).toContain(`can be written by other users (mode 0757)`);
+    chmodSync(dir, 0o700);
+
+    if (process.getuid?.() === 0) {
+      // Only root can give a file away: a dev-token of another user is refused as well.
+      chownSync(token, 65534, 65534);
+      const foreign = run({ DATA_DIR: dir });
+      expect(await foreign.exited).toBe(1);
+      expect(foreign.stderr()).toContain(`${token} belongs to another user (uid 65534)`);
+      chownSync(token, 0, 0);
+      chownSync(dir, 65534, 65534);
+      const foreignDir = run({ DATA_DIR: dir });
+      expect(await foreignDir.exited).toBe(1);
+      expect(foreignDir.stderr()).toContain(`the data folder ${dir} belongs to another user (uid 65534)`);
+      chownSync(dir, 0, 0);
+    }
+
+    const again = run({ DATA_DIR: dir });
+    await again.ready;
+    again.child.kill('SIGTERM');
+    expect(await again.exited).toBe(0);
+  }, 90_000);
 });

@@ -1,8 +1,8 @@
 // The embedded database belongs to the one server process that opened it, so while that server
 // runs, the CLI hands its command to the server through a Unix socket in the data folder. The
-// socket is as private as the data folder itself (mode 0600 in a 0700 folder): whoever can use it
-// could read the database files anyway.
-import { chmodSync, rmSync } from 'node:fs';
+// socket is as private as the data folder itself (mode 0600 in a folder only its user can write):
+// whoever can use it could read the database files anyway.
+import { rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -40,7 +40,15 @@ export function serveAdminSocket(dataDir: string, db: Db, logger: Logger): { clo
   server.on('error', (error) =>
     logger.warn({ err: describeError(error) }, 'cli socket unavailable; stop the server to use the CLI'),
   );
-  server.listen(path, () => chmodSync(path, 0o600));
+  // Born 0600: a chmod after listen() left a moment in which another user could connect (a
+  // review won that race with umask 000). listen() binds synchronously, so the umask is ours only
+  // for that call.
+  const umask = process.umask(0o177);
+  try {
+    server.listen(path);
+  } finally {
+    process.umask(umask);
+  }
   server.unref();
   return {
     close() {

@@ -1,4 +1,6 @@
-import type { MiddlewareHandler } from 'hono';
+import { getConnInfo } from '@hono/node-server/conninfo';
+import type { Context, MiddlewareHandler } from 'hono';
+import type { AuthFailureLimit } from '../auth-failures.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import type { Scope } from '../tokens.ts';
@@ -8,14 +10,55 @@ const unauthorized = () =>
     headers: { 'WWW-Authenticate': 'Bearer realm="user-accounts"' },
   });
 
-/** `Authorization: <token>` (as in the original interface) or `Authorization: Bearer <token>`. */
+const tooManyFailures = (limit: AuthFailureLimit, wait: number) =>
+  new ApiError(429, 'rate_limited', `Too many failed authentications from this address; try again in ${wait} s.`, {
+    headers: {
+      'Retry-After': String(wait),
+      'RateLimit-Policy': `"failed_auth";q=${limit.limit};w=${limit.windowSeconds}`,
+      RateLimit: `"failed_auth";r=0;t=${wait}`,
+    },
+  });
+
+/** The connection's peer; never a forwarded header, which any client can write. */
+function peerAddress(c: Context<AppEnv>): string | undefined {
+  try {
+    return getConnInfo(c).remote.address;
+  } catch {
+    return undefined; // not served by @hono/node-server (app.request in tests)
+  }
+}
+
+/**
+ * `Authorization: <token>` (as in the original interface) or `Authorization: Bearer <token>`.
+ * An address over its limit of failed authentications is refused before its token is looked up.
+ */
 export function requireToken(): MiddlewareHandler<AppEnv> {
   return async function requireTokenMiddleware(c, next) {
     const header = c.req.header('authorization')?.trim() ?? '';
     const token = header.replace(/^bearer\s+/i, '');
-    // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
-    const info = token === '' || token.length > 512 ? undefined : await c.get('deps').tokens.verify(token);
-    if (info === undefined) throw unauthorized();
+    const { tokens, authFailures } = c.get('deps');
+    const address = authFailures && peerAddress(c);
+    const attempt = authFailures?.attempt(address, token);
+    if (authFailures && attempt && attempt.retryAfter > 0)
+      throw tooManyFailures(authFailures.limit, attempt.retryAfter);
+    let info: Awaited<ReturnType<typeof tokens.verify>>;
+    try {
+      // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
+      info = token === '' || token.length > 512 ? undefined : await tokens.verify(token);
+    } catch (error) {
+      attempt?.done('abandoned');
+      throw error;
+    }
+    if (info === undefined) {
+      if (attempt?.done('failed')) {
+        c.get('log').warn(
+          { address, limit: authFailures?.limit },
+          'failed authentications over the limit: refusing this address until its window ends',
+        );
+      }
+      throw unauthorized();
+    }
+    attempt?.done('accepted');
     c.set('token', info);
     await next();
   };
