@@ -14,14 +14,18 @@ export function parseTraceparent(header: string | undefined): { traceId: string;
   return { traceId: m[2]!, parentId: m[3]! };
 }
 
+/** The caller's X-Request-Id when it is sane (no header injection, bounded), else a new one. */
+export function requestIdFrom(given: string | undefined): string {
+  return given !== undefined && SANE.test(given) ? given : uuidv7();
+}
+
 /**
- * Keeps the caller's X-Request-Id when it is sane (no header injection, bounded), else makes one,
- * and gives the request a logger that puts it, and the caller's W3C trace, on every line.
+ * Keeps the caller's X-Request-Id when it is sane, else makes one, and gives the request a logger
+ * that puts it, and the caller's W3C trace, on every line.
  */
 export function requestId(): MiddlewareHandler<AppEnv> {
   return async function requestIdMiddleware(c, next) {
-    const given = c.req.header('x-request-id');
-    const id = given !== undefined && SANE.test(given) ? given : uuidv7();
+    const id = requestIdFrom(c.req.header('x-request-id'));
     c.set('requestId', id);
     c.set('log', c.get('deps').logger.child({ requestId: id, ...parseTraceparent(c.req.header('traceparent')) }));
     await next();

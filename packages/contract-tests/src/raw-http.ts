@@ -1,0 +1,40 @@
+// HTTP/1.1 written by hand on a socket, for what fetch would not send as written: paths with `..`
+// or percent-encoded letters (fetch normalizes them), a bad or missing Host, a thousand headers.
+import { connect } from 'node:net';
+
+export interface RawAnswer {
+  status: number;
+  /** Header names in lower case. */
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Sends `head` (the request line and any headers, without the final blank line) to the server,
+ * adds `Connection: close` and the blank line, and reads the answer until the server closes.
+ */
+export function sendRaw(baseUrl: string, head: string): Promise<RawAnswer> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    // Written, not ended: a client that half-closes its side is taken as gone, and its request dropped.
+    const socket = connect(Number(port), hostname, () => socket.write(`${head}\r\nConnection: close\r\n\r\n`));
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const split = text.indexOf('\r\n\r\n');
+      const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of lines) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
+    });
+  });
+}
+
+/** The request line and a Host header for `baseUrl`'s server. */
+export const requestLine = (baseUrl: string, method: string, target: string) =>
+  `${method} ${target} HTTP/1.1\r\nHost: ${new URL(baseUrl).host}`;
