@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineLoginSuite } from './login-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
 import { pgliteTarget } from './targets.ts';
@@ -8,3 +9,4 @@ defineContractSuite(pgliteTarget);
 defineAccessSuite(pgliteTarget);
 defineWritesSuite(pgliteTarget);
 defineSecuritySuite(pgliteTarget);
+defineLoginSuite(pgliteTarget);

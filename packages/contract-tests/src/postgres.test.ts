@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineLoginSuite } from './login-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
 import { postgresTarget } from './targets.ts';
@@ -10,3 +11,4 @@ defineContractSuite(target);
 defineAccessSuite(target);
 defineWritesSuite(target);
 defineSecuritySuite(target);
+defineLoginSuite(target);

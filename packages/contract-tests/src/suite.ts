@@ -4,9 +4,37 @@
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { API, GHOST, problemCode, useTarget } from './harness.ts';
+import { type RawAnswer, requestLine, sendRaw } from './raw-http.ts';
 import type { Target, TargetSpec } from './targets.ts';
 
 const notApplicable = Object.assign(() => {}, { each: () => () => {} }) as unknown as typeof it;
+
+// A black-box review stored these as sent: a name that shows nothing, or one that reorders the
+// text around it when displayed (issue 17, finding 7).
+const UNSAFE_NAMES: [string, string][] = [
+  ['a C1 control (U+0085)', 'x\u0085'],
+  ['only a zero-width space', '\u200B'],
+  ['only a soft hyphen', '\u00AD'],
+  ['a right-to-left override', '\u202Egnp.exe'],
+  ['a first-strong isolate', 'Ada \u2068Lovelace\u2069'],
+  ['a right-to-left mark', 'Ada Lovelace\u200F'],
+  ['only a Hangul filler', '\u3164'],
+  ['only a joiner and a variation selector', '\u200D\uFE0F'],
+  ['a line separator', 'Ada\u2028Lovelace'],
+];
+const UNSAFE_ADDRESSES: [string, string][] = [
+  ['a C1 control (U+0085)', '1 Main St\u0085London'],
+  ['a right-to-left override', '\u202E1 Main St'],
+];
+/** Letters of every script, and the joiners inside words that some of them need. */
+const WORLD_NAMES: [string, string][] = [
+  ['Latin with diacritics', 'Zoë Ångström'],
+  ['Chinese', '李小龙'],
+  ['Arabic', 'محمد'],
+  ['Persian with a zero-width non-joiner', 'نیم\u200Cفاصله'],
+  ['an emoji joined by a zero-width joiner', '👩\u200D💻 Ada'],
+  ['an apostrophe and a hyphen', "O'Brien-Smith"],
+];
 
 export function defineContractSuite(spec: TargetSpec): void {
   if (spec.skip) {
@@ -251,6 +279,27 @@ export function defineContractSuite(spec: TargetSpec): void {
         if (spec.stateful)
           expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
       });
+
+      it.each([
+        ...UNSAFE_NAMES.map(([what, name]) => [`a name with ${what}`, { name }, '/name'] as const),
+        ...UNSAFE_ADDRESSES.map(([what, address]) => [`an address with ${what}`, { address }, '/address'] as const),
+      ])('answers 400 invalid_request for %s, and adds nothing', async (_, fields, pointer) => {
+        const body = { email: uniqueEmail('unsafe'), password: password(), name: 'Ada', ...fields };
+        const { error, response } = await client.POST('/api/1/user/create', { body });
+        expect(response.status).toBe(400);
+        expect(error?.code).toBe('invalid_request');
+        expect(error?.errors).toContainEqual(expect.objectContaining({ pointer, code: 'invalid_format' }));
+        if (spec.stateful)
+          expect(await target.sql('select 1 from users where lower(email) = lower($1)', [body.email])).toHaveLength(0);
+      });
+
+      it.each(WORLD_NAMES)('accepts a name in %s, and keeps it as sent', async (_, name) => {
+        const { data, response } = await client.POST('/api/1/user/create', {
+          body: { email: uniqueEmail('world'), password: password(), name },
+        });
+        expect(response.status).toBe(201);
+        if (spec.stateful) expect((await rowOf(data!.result._userId))?.name).toBe(name);
+      });
     });
 
     describe('get', () => {
@@ -266,6 +315,7 @@ export function defineContractSuite(spec: TargetSpec): void {
           '_userId',
           'address',
           'createdAt',
+          'disabled',
           'email',
           'name',
           'phone',
@@ -386,6 +436,26 @@ export function defineContractSuite(spec: TargetSpec): void {
         });
         expect(response.status).toBe(400);
         expect(await problemCode(response)).toBe('invalid_request');
+      });
+
+      it.each([
+        ...UNSAFE_NAMES.map(([what, name]) => [`a name with ${what}`, { name }, '/name'] as const),
+        ...UNSAFE_ADDRESSES.map(([what, address]) => [`an address with ${what}`, { address }, '/address'] as const),
+      ])('answers 400 invalid_request for %s, and changes nothing', async (_, fields, pointer) => {
+        const id = spec.stateful ? (await createUser()).id : GHOST;
+        const before = spec.stateful ? await rowOf(id) : undefined;
+        const { error, response } = await client.POST('/api/1/user/update', { body: { _userId: id, ...fields } });
+        expect(response.status).toBe(400);
+        expect(error?.code).toBe('invalid_request');
+        expect(error?.errors).toContainEqual(expect.objectContaining({ pointer, code: 'invalid_format' }));
+        if (spec.stateful) expect(await rowOf(id)).toEqual(before);
+      });
+
+      it.each(WORLD_NAMES)('accepts a new name in %s, and keeps it as sent', async (_, name) => {
+        const id = spec.stateful ? (await createUser()).id : GHOST;
+        const { response } = await client.POST('/api/1/user/update', { body: { _userId: id, name } });
+        expect(response.status).toBe(200);
+        if (spec.stateful) expect((await rowOf(id))?.name).toBe(name);
       });
 
       stateful('answers 404 user_not_found for an unknown id, before hashing anything', async () => {
@@ -593,6 +663,86 @@ export function defineContractSuite(spec: TargetSpec): void {
           expect(response.headers.get('x-request-id')).toBe(problem.requestId);
         }
       });
+
+      /** A problem+json answer of this status and code, whose X-Request-Id is the body's requestId. */
+      const expectProblem = (answer: RawAnswer, status: number, code: string): Problem => {
+        expect(answer.status).toBe(status);
+        expect(answer.headers['content-type']).toBe('application/problem+json');
+        expect(answer.headers['x-content-type-options']).toBe('nosniff');
+        const problem = JSON.parse(answer.body) as Problem;
+        expect(problem).toMatchObject({ status, code });
+        expect(answer.headers['x-request-id']).toBe(problem.requestId);
+        return problem;
+      };
+
+      // Found by a black-box review: these got a bare 400, without problem or X-Request-Id (issue 17, finding 8).
+      direct.each([
+        ['a Host with a space', () => 'GET /healthz HTTP/1.1\r\nHost: bad host'],
+        ['no Host', () => 'GET /healthz HTTP/1.1'],
+        ['a Host with a path', () => 'GET /healthz HTTP/1.1\r\nHost: example.com/x'],
+        ['a backslash in the path', () => requestLine(target.baseUrl, 'GET', '/health\\z')],
+        ['a fragment in the target', () => requestLine(target.baseUrl, 'GET', '/healthz#/../metrics')],
+        ['an asterisk-form target', () => requestLine(target.baseUrl, 'OPTIONS', '*')],
+      ])('answers 400 invalid_request as a problem for %s', async (_, head) => {
+        expectProblem(await sendRaw(target.baseUrl, head()), 400, 'invalid_request');
+      });
+
+      // Found by a black-box review: `/x/%2e%2e/metrics` reached /metrics, which a proxy that filters
+      // by the raw path would not expect (issue 17, finding 8). The path is routed as sent, or refused.
+      direct(
+        'refuses a path that would be routed as another: dot segments, percent-encoded / or unreserved characters',
+        async () => {
+          const q = '?email=a@example.com';
+          const refused = [
+            '/x/%2e%2e/metrics',
+            '/x/%2E%2E/healthz',
+            '/x/../healthz',
+            '/./healthz',
+            `${API}/./get${q}`,
+            `${API}/x/..%2fget${q}`,
+            '/%68ealthz',
+            `${API}%2fget${q}`,
+            `${API}%2Fget${q}`,
+            `${API}/%67et${q}`,
+            `${API}/get%2D${q}`,
+            `/api/%31/user/get${q}`,
+            `${target.baseUrl}/x/../healthz`,
+          ];
+          for (const [i, path] of refused.entries()) {
+            const head = `${requestLine(target.baseUrl, 'GET', path)}\r\nAuthorization: ${target.token}\r\nX-Request-Id: raw-path-${i}`;
+            const answer = await sendRaw(target.baseUrl, head);
+            expect(answer.status, path).toBe(400);
+            expect(expectProblem(answer, 400, 'invalid_request').requestId).toBe(`raw-path-${i}`);
+          }
+          // The query is not the path: percent-encoding there is the caller's business (no such account: 404).
+          for (const query of ['?email=a%40example.com', '?email=%61@example.com', '?_userId=..%2F%2e%2e']) {
+            const head = `${requestLine(target.baseUrl, 'GET', `${API}/get${query}`)}\r\nAuthorization: ${target.token}`;
+            expect((await sendRaw(target.baseUrl, head)).status, query).toBe(404);
+          }
+          expect((await sendRaw(target.baseUrl, requestLine(target.baseUrl, 'GET', '/healthz'))).status).toBe(200);
+        },
+      );
+
+      // Found by a black-box review: 1,000 small headers (5 KB) got 431, under the 16 KiB then
+      // documented (issue 17, finding 8). The spec now states both limits; they hold exactly.
+      direct(
+        'takes 1,000 header fields and 16 KiB of target, names and values; one more is 431 headers_too_large',
+        async () => {
+          const base = requestLine(target.baseUrl, 'GET', '/healthz');
+          // Host and the Connection that sendRaw adds are two of the fields.
+          const fields = (n: number) => Array.from({ length: n }, (_, i) => `\r\nx-f${i}: v`).join('');
+          expect((await sendRaw(target.baseUrl, base + fields(998))).status).toBe(200);
+          const many = expectProblem(await sendRaw(target.baseUrl, base + fields(999)), 431, 'headers_too_large');
+          expect(many.detail).toMatch(/1,000 header fields/);
+          // What counts: the target, and each header's name and value (not the separators).
+          const host = new URL(target.baseUrl).host;
+          const counted =
+            '/healthz'.length + 'Host'.length + host.length + 'X-Pad'.length + 'Connection'.length + 'close'.length;
+          const padded = (n: number) => `${base}\r\nX-Pad: ${'p'.repeat(n - counted)}`;
+          expect((await sendRaw(target.baseUrl, padded(16 * 1024))).status).toBe(200);
+          expectProblem(await sendRaw(target.baseUrl, padded(16 * 1024 + 1)), 431, 'headers_too_large');
+        },
+      );
 
       stateful('answers 415 for a body that is not application/json', async () => {
         for (const headers of [

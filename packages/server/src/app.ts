@@ -1,12 +1,12 @@
 import { type Handler, Hono, type MiddlewareHandler } from 'hono';
-import { cors } from 'hono/cors';
 import { auditWrites } from './audit.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
 import { requireScope, requireToken } from './middleware/auth.ts';
+import { listedOriginsCors } from './middleware/cors.ts';
 import { deadline } from './middleware/deadline.ts';
-import { idempotent } from './middleware/idempotency.ts';
+import { idempotencyKey, idempotent } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
 import { requestId } from './middleware/request-id.ts';
@@ -21,9 +21,8 @@ export type { AppDeps } from './context.ts';
 
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
-/** What a browser may send to the API and read from its answers (the origins are the operator's). */
+/** What a browser may send to the API and read from its answers (the origins and methods: see listedOriginsCors). */
 export const CORS = {
-  allowMethods: [...new Set(operations.flatMap((op) => allowedMethods(op.path)))],
   allowHeaders: [
     'Authorization',
     'Content-Type',
@@ -59,16 +58,21 @@ export function registerMethodNotAllowed(app: Hono<AppEnv>): void {
 
 /**
  * An operation's route, in the order every operation shares: who is calling, their budget, the
- * audit of a write, the scope, the body, the idempotency key, then the operation's own checks
- * and work.
+ * audit of a write, the scope, the body, the idempotency key's form, the operation's own checks,
+ * the claim of the key (only a request that passed them takes one), then the work.
  */
 function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>): void {
   const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
   if (op.writes !== undefined) chain.push(auditWrites(op.writes));
   chain.push(requireScope(op.scope));
   if ('body' in op.request) chain.push(jsonBody());
+  if (op.idempotent) chain.push(idempotencyKey());
+  chain.push(async function parse(c, next) {
+    c.set('input', op.parse(c));
+    await next();
+  });
   if (op.idempotent) chain.push(idempotent());
-  const handler: Handler<AppEnv> = async (c) => op.handle(c, op.parse(c));
+  const handler: Handler<AppEnv> = async (c) => op.handle(c, c.get('input'));
   Object.defineProperty(handler, 'name', { value: op.name });
   app.on(op.method, [op.path], ...chain, handler);
 }
@@ -91,16 +95,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.use(requestId());
   app.use(accessLog());
   if (deps.corsOrigins && deps.corsOrigins.length > 0) {
-    // Before authentication: a preflight carries no token. Only the listed origins get the
-    // headers; the browser then refuses the response to any other.
-    const allowed = new Set(deps.corsOrigins);
-    app.use(
-      '/api/*',
-      cors({
-        origin: (origin) => (allowed.has(origin) ? origin : null),
-        ...CORS,
-      }),
-    );
+    // Before authentication: a preflight carries no token.
+    app.use('/api/*', listedOriginsCors(deps.corsOrigins, CORS));
   }
   if (deps.metrics) {
     const { collector } = deps.metrics;

@@ -10,7 +10,7 @@ import { auditLog } from './db/schema.ts';
 import { ApiError, describeError } from './errors.ts';
 import { isUuid } from './ids.ts';
 
-export type WriteOperation = 'create' | 'update' | 'delete';
+export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify';
 
 export interface AuditEntry {
   operation: WriteOperation;

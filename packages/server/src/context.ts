@@ -1,10 +1,13 @@
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
+import type { AuthFailures } from './auth-failures.ts';
 import type { Database } from './db/client.ts';
+import type { VerifyLimits } from './lockout.ts';
 import type { Metrics } from './metrics.ts';
 import type { Deadline } from './middleware/deadline.ts';
+import type { IdempotencyRequest } from './middleware/idempotency.ts';
 import type { PasswordHasher } from './passwords.ts';
-import type { RateLimiter } from './rate-limit.ts';
+import type { PolicyState, RateLimiter } from './rate-limit.ts';
 import type { TokenInfo, TokenVerifier } from './tokens.ts';
 import type { Validators } from './validation.ts';
 import type { WriteRecord } from './writes.ts';
@@ -22,6 +25,10 @@ export interface AppDeps {
   corsOrigins?: string[];
   /** How long a request may take before it is answered 503 (and its write, if any, rolled back). */
   requestTimeoutMs?: number;
+  /** Failed authentications per client address (AUTH_FAILURE_LIMIT); absent: not limited. */
+  authFailures?: AuthFailures;
+  /** verify's guessing limits (VERIFY_LIMIT, VERIFY_LIMIT_ADDRESS). */
+  verifyLimits: VerifyLimits;
 }
 
 export interface AppEnv {
@@ -33,8 +40,14 @@ export interface AppEnv {
     validators: Validators;
     /** The parsed JSON body, set by the json-body middleware. */
     body: unknown;
+    /** The operation's input, as its parse accepted it: what its handler works on. */
+    input: unknown;
+    /** The request's Idempotency-Key and its fingerprint, set by idempotencyKey() when it has one. */
+    idempotency: IdempotencyRequest | undefined;
     /** The token the request was made with, set by requireToken. */
     token: TokenInfo;
+    /** Where the token's budgets stand after counting this request; rateLimit() puts them on the answer. */
+    rateLimits: PolicyState[];
     /** How the request's write went, kept by the audit middleware of every write operation. */
     write: WriteRecord;
     /** The request's deadline; runWrite calls its commit() before a write commits. */

@@ -1,13 +1,16 @@
 // The composition root: from a Config to a ready app, with everything it needs. main.ts and the
 // test targets both assemble the service here, so the suite runs what production runs.
 import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Hono } from 'hono';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import { createApp } from './app.ts';
+import { createAuthFailures } from './auth-failures.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import type { Config } from './env.ts';
+import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
 import { createMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
@@ -48,6 +51,8 @@ export async function openDatabase(config: Config): Promise<{ database: Database
     return { database, unlock: () => {} };
   }
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const unsafe = unsafeDataDir(config.dataDir);
+  if (unsafe !== undefined) throw new StartError(unsafe);
   const unlock = lockDataDir(config.dataDir);
   try {
     const database = await openPglite(config.dataDir);
@@ -81,6 +86,8 @@ export async function assembleOn(
   let devToken: Service['devToken'];
   if (config.apiTokens.length === 0) {
     if (database.kind === 'pglite') {
+      const unsafe = unsafeSecretFile(join(config.dataDir, 'dev-token'));
+      if (unsafe !== undefined) throw new StartError(unsafe);
       devToken = await ensureDevToken(database.db, config.dataDir);
     } else if (!(await hasUsableToken(database.db))) {
       throw new StartError(
@@ -89,6 +96,7 @@ export async function assembleOn(
       );
     }
   }
+  for (const warning of config.warnings) logger.warn(warning);
   const tokens = createTokenVerifier(database.db, config.apiTokens);
   const counters = databaseCounters(database.db);
   const limiter = createRateLimiter(
@@ -107,6 +115,7 @@ export async function assembleOn(
     concurrency: config.hashConcurrency,
     maxWaiting: config.hashQueue,
     onHashed: metrics?.collector.observeHash,
+    params: config.passwordHash,
   });
   const deps: AppDeps = {
     database,
@@ -117,6 +126,8 @@ export async function assembleOn(
     metrics,
     requestTimeoutMs: config.requestTimeoutMs,
     corsOrigins: config.corsOrigins,
+    verifyLimits: config.verifyLimits,
+    ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   return { app: createApp(deps), deps, database, devToken, closeDeps: () => limiter.close() };
 }

@@ -1,6 +1,9 @@
 // The only module that reads process.env. Every bad variable is reported at once, by name.
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import type { AuthFailureLimit } from './auth-failures.ts';
+import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy, type VerifyLimits } from './lockout.ts';
+import { type Argon2Params, DEFAULT_PASSWORD_HASH, parsePasswordHash } from './passwords.ts';
 import { parseRateLimit, type RateLimitConfig } from './rate-limit.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -18,6 +21,8 @@ export interface Config {
   /** `pretty` (human-readable lines) or `json`; unset: pretty in a terminal, JSON otherwise. */
   logFormat: 'json' | 'pretty' | undefined;
   rateLimits: RateLimitConfig;
+  /** What the server logs at start about its configuration without refusing it (deprecated names). */
+  warnings: string[];
   /** Rate-limit counters live here when set, else in the database. */
   redisUrl: string | undefined;
   /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
@@ -29,10 +34,23 @@ export interface Config {
   metricsToken: string | undefined;
   /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
   requestTimeoutMs: number;
+  /** Failed authentications allowed per client address and window, in each process; null: no limit. */
+  authFailureLimit: AuthFailureLimit | null;
+  /** argon2id parameters of new hashes; a stored hash made otherwise is replaced at its next verify. */
+  passwordHash: Argon2Params;
+  /** verify's guessing limits, per identifier and per end-user address. */
+  verifyLimits: VerifyLimits;
 }
 
 export const DEFAULT_RATE_LIMIT = '6000/60s';
-export const DEFAULT_RATE_LIMIT_CREATE = '300/60s';
+/**
+ * One server's argon2id rate, a minute of it (about 100 hashes/s standalone on 2 cores, see the
+ * README): a token may keep one server's hashing busy, never more. What keeps one site from
+ * crowding out the others is the fair queue in passwords.ts, not this budget.
+ */
+export const DEFAULT_RATE_LIMIT_HASH = '6000/60s';
+/** Failed authentications per client address: far above what a working client ever fails. */
+export const DEFAULT_AUTH_FAILURE_LIMIT = '100/10s';
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -92,7 +110,7 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_FORMAT must be json or pretty (got "${logFormat}")`);
   }
 
-  const rateLimit = (name: 'all' | 'create', variable: string, fallback: string) => {
+  const rateLimit = (name: 'all' | 'hash', variable: string, fallback: string) => {
     const parsed = parseRateLimit(name, value(variable) ?? fallback);
     if (parsed instanceof Error) {
       problems.push(`${variable} ${parsed.message}`);
@@ -101,9 +119,23 @@ export function loadConfig(env: Env = process.env): Config {
     return parsed;
   };
   const all = rateLimit('all', 'RATE_LIMIT', DEFAULT_RATE_LIMIT);
+  const warnings: string[] = [];
+  // RATE_LIMIT_CREATE was the budget of creates; it now bounds every hash, under a name that says so.
+  const hashBudget = () => {
+    if (value('RATE_LIMIT_CREATE') === undefined) return rateLimit('hash', 'RATE_LIMIT_HASH', DEFAULT_RATE_LIMIT_HASH);
+    if (value('RATE_LIMIT_HASH') !== undefined) {
+      problems.push('RATE_LIMIT_CREATE is the old name of RATE_LIMIT_HASH; set only RATE_LIMIT_HASH');
+      return null;
+    }
+    warnings.push(
+      'RATE_LIMIT_CREATE is deprecated: it is now the budget of every password hash (creates and password ' +
+        'changes); rename it RATE_LIMIT_HASH',
+    );
+    return rateLimit('hash', 'RATE_LIMIT_CREATE', value('RATE_LIMIT_CREATE')!);
+  };
   const rateLimits = {
     all: all ?? { name: 'all' as const, limit: 1, windowSeconds: 1 }, // only when reported as a problem
-    create: rateLimit('create', 'RATE_LIMIT_CREATE', DEFAULT_RATE_LIMIT_CREATE),
+    hash: hashBudget(),
   };
 
   const redisUrl = value('REDIS_URL');
@@ -140,8 +172,46 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('METRICS_TOKEN must be 20 to 256 printable ASCII characters without spaces');
   }
 
+  const rawAuthFailures = value('AUTH_FAILURE_LIMIT') ?? DEFAULT_AUTH_FAILURE_LIMIT;
+  let authFailureLimit: AuthFailureLimit | null = null;
+  if (rawAuthFailures !== 'off') {
+    const parsed = parseRateLimit('all', rawAuthFailures);
+    if (parsed instanceof Error || parsed === null) {
+      problems.push(
+        `AUTH_FAILURE_LIMIT must look like 100/10s (failures per window, 1 s to 24 h), or be off (got "${rawAuthFailures}")`,
+      );
+    } else {
+      authFailureLimit = { limit: parsed.limit, windowSeconds: parsed.windowSeconds };
+    }
+  }
+
+  const passwordHash = parsePasswordHash(value('PASSWORD_HASH') ?? DEFAULT_PASSWORD_HASH);
+  if (passwordHash instanceof Error) problems.push(`PASSWORD_HASH ${passwordHash.message}`);
+
+  // N failures within a window: the window is also how long a quiet identifier keeps its count.
+  const verifyLimit = (variable: string, fallback: LockoutPolicy): LockoutPolicy => {
+    const raw = value(variable);
+    if (raw === undefined) return fallback;
+    const parsed = parseRateLimit('all', raw);
+    if (parsed instanceof Error || parsed === null) {
+      problems.push(`${variable} must look like 10/15m (failures per window, 1 s to 24 h) (got "${raw}")`);
+      return fallback;
+    }
+    return { ...fallback, limit: parsed.limit, windowSeconds: parsed.windowSeconds };
+  };
+  const verifyLimits: VerifyLimits = {
+    identifier: verifyLimit('VERIFY_LIMIT', DEFAULT_VERIFY_LIMITS.identifier),
+    // An address is locked until its window ends.
+    address: (() => {
+      const policy = verifyLimit('VERIFY_LIMIT_ADDRESS', DEFAULT_VERIFY_LIMITS.address);
+      return { ...policy, lockSeconds: policy.windowSeconds, maxLockSeconds: policy.windowSeconds };
+    })(),
+  };
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
+    passwordHash: passwordHash as Argon2Params,
+    verifyLimits,
     port,
     host,
     databaseUrl,
@@ -150,11 +220,13 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: rawLevel as LogLevel,
     logFormat: logFormat as Config['logFormat'],
     rateLimits,
+    warnings,
     redisUrl,
     hashConcurrency,
     hashQueue,
     requestTimeoutMs,
     metricsToken,
     corsOrigins,
+    authFailureLimit,
   };
 }

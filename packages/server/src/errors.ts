@@ -26,6 +26,9 @@ const TITLES: Record<ErrorCode, string> = {
   rate_limited: 'Too many requests',
   service_unavailable: 'Service unavailable',
   internal_error: 'Internal error',
+  invalid_credentials: 'Invalid credentials',
+  account_disabled: 'Account disabled',
+  too_many_attempts: 'Too many attempts',
 };
 
 /** An error that leaves the service as a problem+json response; throw it from anywhere. */
@@ -55,7 +58,25 @@ export const userNotFound = () => new ApiError(404, 'user_not_found', 'No accoun
 export const serviceUnavailable = (detail: string, cause?: unknown) =>
   new ApiError(503, 'service_unavailable', detail, { headers: { 'Retry-After': '1' }, cause });
 
+/** At most this many field errors in a problem: enough to fix a request, too few to amplify one. */
+export const MAX_FIELD_ERRORS = 20;
+/** A pointer names the caller's field, which may be an unknown one of any length. */
+export const MAX_POINTER_LENGTH = 64;
+
+/** `text` cut to `max` UTF-16 units, the last being `…`, without splitting a surrogate pair. */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = max - 1;
+  if (/[\uD800-\uDBFF]/.test(text.charAt(end - 1))) end--;
+  return `${text.slice(0, end)}…`;
+}
+
 export function problemBody(error: ApiError, requestId: string): Problem {
+  // The spec's bounds, however many fields were wrong and however long their names: a problem
+  // never echoes unbounded request text (it may be kept under an Idempotency-Key, and logged).
+  const errors = error.errors
+    ?.slice(0, MAX_FIELD_ERRORS)
+    .map((e) => ({ ...e, pointer: clip(e.pointer, MAX_POINTER_LENGTH) }));
   return {
     type: `https://user-accounts.dev/problems/${error.code}`,
     title: TITLES[error.code],
@@ -63,7 +84,7 @@ export function problemBody(error: ApiError, requestId: string): Problem {
     detail: error.message,
     code: error.code,
     requestId,
-    ...(error.errors && error.errors.length > 0 ? { errors: error.errors.slice(0, 50) } : {}),
+    ...(errors && errors.length > 0 ? { errors } : {}),
   };
 }
 

@@ -4,15 +4,17 @@ import type { Logger } from 'pino';
 import type { Db } from './db/client.ts';
 import { idempotencyKeys, rateLimits } from './db/schema.ts';
 import { describeError } from './errors.ts';
+import { purgeStaleFailures } from './lockout.ts';
 import type { TokenVerifier } from './tokens.ts';
 
 const LAST_USED_EVERY_MS = 30_000;
 const PURGE_EVERY_MS = 10 * 60_000;
 
-/** Deletes idempotency keys past their 24 hours and rate-limit windows long over. */
+/** Deletes idempotency keys past their 24 hours, rate-limit windows long over, and stale verify counts. */
 export async function purgeExpired(db: Db): Promise<void> {
   await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
   await db.delete(rateLimits).where(lt(rateLimits.windowStart, sql`now() - interval '2 days'`));
+  await purgeStaleFailures(db);
 }
 
 export function startHousekeeping(db: Db, tokens: TokenVerifier, logger: Logger): { stop(): Promise<void> } {

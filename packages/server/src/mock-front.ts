@@ -5,17 +5,19 @@
 // stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…`.
 import { request } from 'node:http';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
-import { cors } from 'hono/cors';
 import { pino } from 'pino';
 import { CORS, provideDeps, registerMethodNotAllowed } from './app.ts';
 import type { AppDeps, AppEnv } from './context.ts';
+import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH } from './env.ts';
 import { ApiError, renderProblem } from './errors.ts';
 import { requireScope, requireToken } from './middleware/auth.ts';
+import { listedOriginsCors } from './middleware/cors.ts';
 import { idempotencyKeyOf } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { requestId } from './middleware/request-id.ts';
 import type { Operation } from './operation.ts';
 import { operations } from './operations.ts';
+import { type Policy, parseRateLimit } from './rate-limit.ts';
 import { loadSpec } from './spec.ts';
 import type { TokenInfo } from './tokens.ts';
 import { compileValidators } from './validation.ts';
@@ -46,8 +48,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   app.use(requestId());
   // Only the listed origins: a page open in the developer's browser must not use the mock as a
   // stepping stone into the developer's machine.
-  const origins = new Set(options.corsOrigins);
-  app.use(cors({ origin: (origin) => (origins.has(origin) ? origin : null), ...CORS }));
+  app.use(listedOriginsCors(options.corsOrigins, CORS));
 
   /** The request, as the gate has normalized it, to Prism at a path of the spec; Prism's answer back as it is. */
   const relay = (c: Context<AppEnv>, path: string, search: string, body: string | undefined): Promise<Response> =>
@@ -85,15 +86,21 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     });
 
   // A server's answers to a valid token carry the rate-limit fields; the mock's own refusals too
-  // (with a full budget: the mock counts nothing). Prism's answers bring theirs from the spec.
-  const limits = (budget: Operation['budget']): MiddlewareHandler<AppEnv> =>
-    async function mockLimits(c, next) {
+  // (a server's default budgets, full: the mock counts nothing). Prism's answers bring theirs from the spec.
+  const limits = (budget: Operation['budget']): MiddlewareHandler<AppEnv> => {
+    const defaults = { all: DEFAULT_RATE_LIMIT, hash: DEFAULT_RATE_LIMIT_HASH };
+    const policies = (budget === undefined ? (['all'] as const) : (['all', budget] as const)).map(
+      (name) => parseRateLimit(name, defaults[name]) as Policy,
+    );
+    const policy = policies.map((p) => `"${p.name}";q=${p.limit};w=${p.windowSeconds}`).join(', ');
+    const remaining = policies.map((p) => `"${p.name}";r=${p.limit};t=${p.windowSeconds}`).join(', ');
+    return async function mockLimits(c, next) {
       await next();
       if (c.res.headers.has('RateLimit')) return;
-      const create = budget === 'create';
-      c.res.headers.set('RateLimit-Policy', create ? '"all";q=6000;w=60, "create";q=300;w=60' : '"all";q=6000;w=60');
-      c.res.headers.set('RateLimit', create ? '"all";r=6000;t=60, "create";r=300;t=60' : '"all";r=6000;t=60');
+      c.res.headers.set('RateLimit-Policy', policy);
+      c.res.headers.set('RateLimit', remaining);
     };
+  };
   const keyChecked: MiddlewareHandler<AppEnv> = async function mockIdempotencyKey(c, next) {
     idempotencyKeyOf(c);
     await next();

@@ -5,12 +5,23 @@
 import type { Operation } from './operation.ts';
 import { createUser } from './routes/create-user.ts';
 import { deleteUser } from './routes/delete-user.ts';
+import { disableUser } from './routes/disable-user.ts';
+import { enableUser } from './routes/enable-user.ts';
 import { getUser } from './routes/get-user.ts';
 import { updateUser } from './routes/update-user.ts';
+import { verifyUser } from './routes/verify-user.ts';
 
 // Each row's parse and handle agree on their input type (checked in its file); here it is erased.
 // biome-ignore lint/suspicious/noExplicitAny: a heterogeneous table of rows, each typed where it is defined
-export const operations: readonly Operation<any>[] = [getUser, createUser, updateUser, deleteUser];
+export const operations: readonly Operation<any>[] = [
+  getUser,
+  createUser,
+  updateUser,
+  deleteUser,
+  verifyUser,
+  disableUser,
+  enableUser,
+];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */
 export function allowedMethods(path: string): string[] {

@@ -6,7 +6,7 @@ import type { Db } from './db/client.ts';
 import { apiTokens, DEFAULT_SITE } from './db/schema.ts';
 
 export const TOKEN_PREFIX = 'ua_';
-export const SCOPES = ['read', 'write'] as const;
+export const SCOPES = ['read', 'write', 'verify'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 /** Site names: lowercase, URL- and shell-safe, so they can be typed and grepped without quoting. */
@@ -147,11 +147,12 @@ export async function revokeToken(db: Db, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
+/** The dev token has every scope; one kept from an older version gains the scopes added since. */
 async function storeToken(db: Db, token: string, label: string): Promise<void> {
   await db
     .insert(apiTokens)
-    .values({ tokenHash: hashToken(token), prefix: token.slice(0, 10), label })
-    .onConflictDoNothing();
+    .values({ tokenHash: hashToken(token), prefix: token.slice(0, 10), label, scopes: [...SCOPES] })
+    .onConflictDoUpdate({ target: apiTokens.tokenHash, set: { scopes: [...SCOPES] } });
 }
 
 /**

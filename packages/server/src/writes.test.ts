@@ -2,8 +2,10 @@
 // and its audit row commit together, a refusal is audited by the middleware, a write past its
 // deadline leaves nothing, and a write answered without runWrite is refused as the bug it is.
 import { and, eq } from 'drizzle-orm';
+import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditWrites } from './audit.ts';
+import type { AppEnv } from './context.ts';
 import { type Database, openPglite } from './db/client.ts';
 import { auditLog, users } from './db/schema.ts';
 import { ApiError } from './errors.ts';
@@ -26,7 +28,7 @@ const auditRows = (requestId: string) => database.db.select().from(auditLog).whe
 const account = (id: string) => database.db.select().from(users).where(eq(users.id, id));
 
 /** A write route as registerOperation builds it (deadline, audit), around the given handler. */
-function writeApp(handler: Parameters<ReturnType<typeof testApp>['post']>[1], ms = 5_000) {
+function writeApp(handler: Handler<AppEnv>, ms = 5_000) {
   const app = testApp({ deps: { database }, vars: { token } });
   app.use(async (c, next) => {
     c.set('requestId', c.req.header('x-request-id') ?? 'no-id');

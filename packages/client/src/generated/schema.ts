@@ -88,6 +88,89 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a password
+         * @description Checks `password` against the account named by exactly one of `email` or `_userId`, for a
+         *     site's login. Needs the `verify` scope, which reads and changes nothing else.
+         *
+         *     - The right password of an enabled account in reach: 200.
+         *     - A wrong password, an unknown email or id, another site's account, an account out of
+         *       reach: 422 `invalid_credentials`, the same body (`requestId` aside) and the same time in
+         *       every case (an unknown account costs one password verification against a stand-in hash).
+         *     - The right password of a disabled account: 403 `account_disabled`. A wrong password on a
+         *       disabled account is the plain 422: only a caller who knows the password learns this.
+         *     - Too many failures: 429 `too_many_attempts` with `Retry-After`, before the password is
+         *       looked at. Failures are counted per site and identifier as given (the email in lower
+         *       case, or the id), whether or not an account has it, so the lockout tells nothing either:
+         *       by default 10 failures within 15 minutes lock the identifier for 1 minute, doubling with
+         *       each further failure up to 24 hours (`VERIFY_LIMIT`). A success resets the count. With
+         *       `X-End-User-IP`, failures are also counted per address and site (by default 100 an hour).
+         *     - A hash made with other parameters than the server's current ones (`PASSWORD_HASH`) is
+         *       replaced on a successful verify; that is not a change of the account: `updatedAt` and
+         *       the `ETag` stay.
+         *
+         *     Every verify leaves an audit row (outcome `password verified`, or the problem's `code`),
+         *     never with the email, password or address.
+         */
+        post: operations["verifyUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/disable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Switch an account off
+         * @description From now on `verify` refuses the account (403 `account_disabled`, to a caller with the
+         *     right password only). It can still be read, updated and deleted. Disabling a disabled
+         *     account is 200 as well, and changes nothing. Honours `If-Match`.
+         */
+        post: operations["disableUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/enable": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Switch an account back on
+         * @description `verify` accepts the account's password again. Enabling an enabled account is 200 as
+         *     well, and changes nothing. Honours `If-Match`.
+         */
+        post: operations["enableUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -231,7 +314,17 @@ export interface components {
          */
         Password: string;
         /**
-         * @description The user's name, 1 to 200 characters after trimming, not blank, no control characters.
+         * @description The user's name, 1 to 200 characters after trimming, in any script. It must show something:
+         *     at least one letter, digit, punctuation mark or symbol that is not invisible, so a name made
+         *     only of spaces, zero-width characters, soft hyphens, joiners, variation selectors, blank
+         *     fillers (U+3164, U+2800) or other format characters (Unicode `Default_Ignorable_Code_Point`)
+         *     is refused. Refused anywhere in it: control characters (U+0000–U+001F, U+007F–U+009F), line
+         *     and paragraph separators (U+2028, U+2029), and bidirectional formatting characters
+         *     (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), with which a name could reorder
+         *     the text displayed around it. Other invisible characters are kept inside a name, as words
+         *     need them: the zero-width joiner in emoji sequences (U+200D), the zero-width non-joiner
+         *     in Persian (U+200C). The pattern uses Unicode property escapes (`\p{…}`): check it with a
+         *     Unicode-aware engine (ECMAScript's `u` flag).
          * @example Ada Lovelace
          */
         Name: string;
@@ -241,7 +334,9 @@ export interface components {
          */
         Phone: string;
         /**
-         * @description Postal address as free text; newlines and tabs allowed, no other control characters.
+         * @description Postal address as free text; newlines and tabs allowed. No other control characters
+         *     (U+0000–U+001F, U+007F–U+009F) and no bidirectional formatting characters (U+061C, U+200E,
+         *     U+200F, U+202A–U+202E, U+2066–U+2069), as for `name`.
          * @example 12 St James's Square
          *     London SW1Y 4JH
          */
@@ -272,6 +367,11 @@ export interface components {
              *     London SW1Y 4JH
              */
             address: string | null;
+            /**
+             * @description `true` when the account is switched off (`disable`): `verify` refuses it.
+             * @example false
+             */
+            disabled: boolean;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -293,6 +393,43 @@ export interface components {
         };
         DeleteUserRequest: {
             _userId: components["schemas"]["UserId"];
+        };
+        /**
+         * @description The password to check, normalized to NFC like every password. Any length from 1 to 1,024
+         *     code points: an imported account may have a password older than today's rules.
+         * @example correct horse battery staple
+         */
+        VerifyPassword: string;
+        /** @description `password` and exactly one of `email` or `_userId`. */
+        VerifyUserRequest: {
+            email?: components["schemas"]["Email"];
+            _userId?: components["schemas"]["UserId"];
+            password: components["schemas"]["VerifyPassword"];
+        } & (unknown | unknown);
+        VerifyUserResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                /** @constant */
+                status: "password verified";
+            };
+        };
+        DisableUserRequest: {
+            _userId: components["schemas"]["UserId"];
+        };
+        EnableUserRequest: {
+            _userId: components["schemas"]["UserId"];
+        };
+        DisableUserResponse: {
+            result: {
+                /** @constant */
+                status: "user disabled";
+            };
+        };
+        EnableUserResponse: {
+            result: {
+                /** @constant */
+                status: "user enabled";
+            };
         };
         GetUserResponse: {
             result: components["schemas"]["User"];
@@ -324,10 +461,12 @@ export interface components {
          * @description A stable identifier of the error; switch on this, not on `title` or `detail`.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts";
         FieldError: {
             /**
-             * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's name (`Idempotency-Key`).
+             * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
+             *     name (`Idempotency-Key`). At most 64 characters: a longer one (an unknown field's long name) is cut to
+             *     its first 63 characters followed by `…`.
              * @example /email
              */
             pointer: string;
@@ -360,7 +499,7 @@ export interface components {
             code: components["schemas"]["ErrorCode"];
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
-            /** @description The problems with individual fields, when there are any. */
+            /** @description The problems with individual fields, when there are any; at most 20 (the first 20 found). */
             errors?: components["schemas"]["FieldError"][];
         };
     };
@@ -409,6 +548,64 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The body is not valid JSON, breaks the schema (neither or both of `email` and `_userId`), or `X-End-User-IP` is not an IP address. */
+        VerifyBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The token lacks the `verify` scope (`forbidden`), or the password is right but the account
+         *     is disabled (`account_disabled`).
+         */
+        VerifyForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The password is wrong, or no account in reach has this email or id: one answer for all of
+         *     these, the same body (`requestId` aside) and the same time.
+         */
+        InvalidCredentials: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description Too many failed checks for this identifier or end-user address (`too_many_attempts`), or the
+         *     token over one of its rate limits (`rate_limited`); `Retry-After` says when to try again.
+         */
+        VerifyTooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
             content: {
@@ -478,7 +675,8 @@ export interface components {
             };
         };
         /**
-         * @description The request line and headers together are over 16 KiB (a very long query string, say).
+         * @description The request's head is over 16 KiB (the request target with each header's name and value:
+         *     a very long query string, say), or has more than 1,000 header fields.
          *     Answered by the HTTP layer before anything else, so it never carries rate-limit fields.
          */
         HeadersTooLarge: {
@@ -491,9 +689,9 @@ export interface components {
             };
         };
         /**
-         * @description The database is unreachable, password hashing is saturated, or the request was not done
-         *     within the server's request deadline (10 s unless configured). Nothing was changed. Try
-         *     again after `Retry-After` seconds.
+         * @description The database is unreachable, password hashing is saturated (or this site has more hashes
+         *     waiting than its share), or the request was not done within the server's request deadline
+         *     (10 s unless configured). Nothing was changed. Try again after `Retry-After` seconds.
          */
         ServiceUnavailable: {
             headers: {
@@ -519,7 +717,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get; `write` for create, update and delete). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get; `write` for create, update, delete, disable and enable; `verify` for verify). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -569,7 +767,10 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is over one of its rate limits; `RateLimit` says which, `Retry-After` when to try again. */
+        /**
+         * @description The token is over one of its rate limits, or the client's address over its limit of failed
+         *     authentications (`"failed_auth"`); `RateLimit` says which, `Retry-After` when to try again.
+         */
         TooManyRequests: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -594,6 +795,13 @@ export interface components {
          * @example ada.lovelace@example.com
          */
         EmailQuery: components["schemas"]["Email"];
+        /**
+         * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+         *     given, failed checks are also limited per address and site, so one attacker trying many
+         *     emails is slowed too. Never stored in plain text.
+         * @example 203.0.113.7
+         */
+        EndUserIp: string | unknown | unknown;
         /**
          * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
          *     printable ASCII characters. A retry with the same key and body replays the first answer.
@@ -620,7 +828,10 @@ export interface components {
         ETag: string;
         /**
          * @description The token's quota policies (draft-ietf-httpapi-ratelimit-headers): `q` requests per `w`
-         *     seconds. `"all"` counts every request; `"create"`, on `create` only, counts creates.
+         *     seconds. `"all"` counts every request; `"hash"` counts the requests that compute a
+         *     password hash (every `create`, and an `update` that sets `password`), and is listed on
+         *     their answers only. `"failed_auth"` appears only on a 429 for too many failed
+         *     authentications from the client's address (see the `apiToken` security scheme).
          */
         "RateLimit-Policy": string;
         /**
@@ -823,6 +1034,146 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeleteUserResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+                 *     given, failed checks are also limited per address and site, so one attacker trying many
+                 *     emails is slowed too. Never stored in plain text.
+                 * @example 203.0.113.7
+                 */
+                "X-End-User-IP"?: components["parameters"]["EndUserIp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyUserRequest"];
+            };
+        };
+        responses: {
+            /** @description The password is right and the account may sign in. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyUserResponse"];
+                };
+            };
+            400: components["responses"]["VerifyBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["VerifyForbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidCredentials"];
+            429: components["responses"]["VerifyTooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    disableUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
+                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DisableUserRequest"];
+            };
+        };
+        responses: {
+            /** @description The account is disabled. `ETag` is the account's tag now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DisableUserResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    enableUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
+                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 * @example "3"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EnableUserRequest"];
+            };
+        };
+        responses: {
+            /** @description The account is enabled. `ETag` is the account's tag now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnableUserResponse"];
                 };
             };
             400: components["responses"]["DeleteBadRequest"];

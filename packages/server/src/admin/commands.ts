@@ -8,7 +8,8 @@ import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME } f
 export const USAGE = `Usage: cli <command>
 
   token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]
-      Prints a new token, once. Scopes: read (get), write (create, update, delete).
+      Prints a new token, once. Scopes: read (get), write (create, update, delete, disable,
+      enable), verify (verify: check passwords at login, nothing else).
   token list [--site NAME] [--json]
       Every token: id, site, label, scopes, prefix, created, last used, expires, revoked.
   token revoke ID
@@ -105,7 +106,7 @@ function tokenCreate(flags: Map<string, string | true>): Planned {
     .map((s) => s.trim());
   const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
   if (unknown.length > 0 || scopes.length === 0)
-    throw new UsageError(`--scopes must be read, write or read,write (got "${scopes.join(',')}")`);
+    throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')} (got "${scopes.join(',')}")`);
   const label = text(flags, 'label', true);
   // biome-ignore lint/suspicious/noControlCharactersInRegex: a label is printed in a terminal; control characters are refused
   if (label.length > 200 || /[\u0000-\u001f\u007f]/.test(label))

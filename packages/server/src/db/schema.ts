@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import {
   bigint,
+  boolean,
   check,
   index,
   integer,
@@ -35,6 +36,8 @@ export const users = pgTable(
     phone: text('phone'),
     address: text('address'),
     passwordHash: text('password_hash'),
+    /** A disabled account can be read, changed and deleted, but its password is never verified. */
+    disabled: boolean('disabled').notNull().default(false),
     origin: text('origin').notNull().default('external'),
     version: integer('version').notNull().default(1),
     createdAt: at('created_at').notNull().defaultNow(),
@@ -65,7 +68,7 @@ export const apiTokens = pgTable(
   (t) => [
     uniqueIndex('api_tokens_token_hash_key').on(t.tokenHash),
     index('api_tokens_created_at_idx').on(t.createdAt),
-    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write']::text[]`),
+    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write', 'verify']::text[]`),
   ],
 );
 
@@ -117,4 +120,20 @@ export const auditLog = pgTable(
   (t) => [index('audit_log_at_idx').on(t.at), index('audit_log_site_at_idx').on(t.site, t.at)],
 );
 
-export const schema = { users, apiTokens, rateLimits, idempotencyKeys, auditLog };
+/**
+ * Failed password checks, counted per site and account identifier as the caller gave it (and per
+ * end-user address), whether or not an account has it, so that the lockout itself tells nothing.
+ * `key` is a SHA-256 of the site and identifier: no email or address is stored in plain text.
+ */
+export const verifyFailures = pgTable(
+  'verify_failures',
+  {
+    key: text('key').primaryKey(),
+    failures: integer('failures').notNull(),
+    windowStart: at('window_start').notNull(),
+    lockedUntil: at('locked_until'),
+  },
+  (t) => [index('verify_failures_window_start_idx').on(t.windowStart)],
+);
+
+export const schema = { users, apiTokens, rateLimits, idempotencyKeys, auditLog, verifyFailures };

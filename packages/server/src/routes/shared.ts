@@ -1,12 +1,15 @@
 import type { components } from '@user-accounts/client';
-import { and, eq, inArray, type SQL } from 'drizzle-orm';
+import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import type { AppEnv } from '../context.ts';
 import type { Db } from '../db/client.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import type { IfMatch } from '../etag.ts';
+import { isUuid } from '../ids.ts';
+import { consumeBudget } from '../middleware/rate-limit.ts';
 import { assertWellFormedStrings, type BodySchema, invalidRequest, toFieldErrors } from '../validation.ts';
+import { runWrite } from '../writes.ts';
 
 type Schemas = components['schemas'];
 
@@ -82,6 +85,7 @@ export function toUser(row: typeof users.$inferSelect): Schemas['User'] {
     name: row.name,
     phone: row.phone,
     address: row.address,
+    disabled: row.disabled,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -111,4 +115,41 @@ export async function notWritten(db: Db, account: SQL | undefined, ifMatch: IfMa
   if (ifMatch === undefined || ifMatch.any) return userNotFound();
   const [exists] = await db.select({ id: users.id }).from(users).where(account).limit(1);
   return exists === undefined ? userNotFound() : preconditionFailed();
+}
+
+/**
+ * The one way a handler hashes a password: counted against the token's "hash" budget (429 over
+ * it), then computed in the token's site's turn (503 when the site may not wait).
+ */
+export async function hashPassword(c: Context<AppEnv>, password: string): Promise<string> {
+  await consumeBudget(c, 'hash');
+  return c.get('deps').hasher.hash(password, c.get('token').site);
+}
+
+/**
+ * Disables or enables an account (disable and enable). Idempotent in effect: an account already
+ * in that state is answered 200 and left as it is (same version, same updatedAt), and audited.
+ */
+export async function switchAccount(
+  c: Context<AppEnv>,
+  input: { _userId: string },
+  ifMatch: IfMatch,
+  disabled: boolean,
+): Promise<{ version: number }> {
+  if (!isUuid(input._userId)) throw userNotFound();
+  const account = and(eq(users.id, input._userId), inReach(c));
+  const current = matchingIfMatch(account, ifMatch);
+  const done = { userId: input._userId, status: 200, outcome: disabled ? 'user disabled' : 'user enabled' };
+  const written = await runWrite(c, done, async (tx) => {
+    const [changed] = await tx
+      .update(users)
+      .set({ disabled, updatedAt: sql`now()` })
+      .where(and(current, ne(users.disabled, disabled)))
+      .returning({ version: users.version });
+    if (changed !== undefined) return changed;
+    const [unchanged] = await tx.select({ version: users.version }).from(users).where(current).limit(1);
+    return unchanged;
+  });
+  if (written === undefined) throw await notWritten(c.get('deps').database.db, account, ifMatch);
+  return written;
 }

@@ -1,0 +1,138 @@
+// verify's guessing limits, its timing, and the rehash on use, each on a server of its own
+// configured as an operator would (VERIFY_LIMIT, VERIFY_LIMIT_ADDRESS, PASSWORD_HASH).
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkedClient } from './harness.ts';
+import { embeddedServer, type ServerOptions, type Target } from './targets.ts';
+
+const targets: Target[] = [];
+afterEach(async () => {
+  await Promise.all(targets.splice(0).map((t) => t.close()));
+});
+async function server(options: ServerOptions = {}) {
+  const target = await embeddedServer(options);
+  targets.push(target);
+  return { target, client: checkedClient(target.baseUrl, target.token) };
+}
+
+let seq = 0;
+const email = (tag: string) => `${tag}.${Date.now()}.${seq++}@example.com`;
+const PASSWORD = 'a long and unusual passphrase';
+
+describe('verify', () => {
+  it('locks an identifier after 10 failures, whether or not an account has it, even for the right password', async () => {
+    const { client } = await server();
+    const real = email('real');
+    await client.POST('/api/1/user/create', { body: { email: real, password: PASSWORD, name: 'Real' } });
+    for (const who of [real, email('nobody')]) {
+      for (let i = 0; i < 10; i++) {
+        const { response } = await client.POST('/api/1/user/verify', { body: { email: who, password: `wrong ${i}` } });
+        expect(response.status).toBe(422);
+      }
+      const locked = await client.POST('/api/1/user/verify', {
+        body: { email: who.toUpperCase(), password: PASSWORD },
+      });
+      expect(locked.response.status).toBe(429);
+      expect(locked.error?.code).toBe('too_many_attempts');
+      const retry = Number(locked.response.headers.get('retry-after'));
+      expect(retry).toBeGreaterThanOrEqual(1);
+      expect(retry).toBeLessThanOrEqual(60);
+    }
+  });
+
+  it('starts the count again after a success', async () => {
+    const { client } = await server({ env: { VERIFY_LIMIT: '3/15m' } });
+    const who = email('reset');
+    await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Reset' } });
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 2; i++) {
+        expect(
+          (await client.POST('/api/1/user/verify', { body: { email: who, password: 'wrong' } })).response.status,
+        ).toBe(422);
+      }
+      expect(
+        (await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } })).response.status,
+      ).toBe(200);
+    }
+  });
+
+  it('limits failures per end-user address across identifiers (X-End-User-IP)', async () => {
+    const { client } = await server({ env: { VERIFY_LIMIT_ADDRESS: '3/1h' } });
+    const from = (ip: string) => ({ header: { 'X-End-User-IP': ip } });
+    for (let i = 0; i < 3; i++) {
+      const { response } = await client.POST('/api/1/user/verify', {
+        body: { email: email('spray'), password: 'x' },
+        params: from('203.0.113.7'),
+      });
+      expect(response.status).toBe(422);
+    }
+    const blocked = await client.POST('/api/1/user/verify', {
+      body: { email: email('spray'), password: 'x' },
+      params: from('203.0.113.7'),
+    });
+    expect(blocked.response.status).toBe(429);
+    expect(blocked.error?.code).toBe('too_many_attempts');
+    const other = await client.POST('/api/1/user/verify', {
+      body: { email: email('spray'), password: 'x' },
+      params: from('2001:db8::1'),
+    });
+    expect(other.response.status).toBe(422);
+  });
+
+  it('takes as long for an unknown email as for a wrong password (medians within 10%)', async () => {
+    const { client } = await server({ env: { VERIFY_LIMIT: '100000/15m' } });
+    const who = email('timed');
+    await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Timed' } });
+    const time = async (body: { email: string; password: string }) => {
+      const started = performance.now();
+      const { response } = await client.POST('/api/1/user/verify', { body });
+      expect(response.status).toBe(422);
+      return performance.now() - started;
+    };
+    const unknown: number[] = [];
+    const wrong: number[] = [];
+    // Interleaved, so that a busy moment of the machine falls on both alike.
+    for (let i = 0; i < 60; i++) {
+      unknown.push(await time({ email: email('ghost'), password: PASSWORD }));
+      wrong.push(await time({ email: who, password: `wrong ${i}` }));
+    }
+    const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const ratio = median(unknown) / median(wrong);
+    console.log(
+      `verify timing: unknown ${median(unknown).toFixed(1)} ms, wrong ${median(wrong).toFixed(1)} ms, ratio ${ratio.toFixed(3)}`,
+    );
+    expect(ratio).toBeGreaterThan(0.9);
+    expect(ratio).toBeLessThan(1.1);
+  }, 60_000);
+
+  it('rehashes with the current parameters on a successful verify, keeping updatedAt and the ETag', async () => {
+    const first = await server();
+    const who = email('rehash');
+    const created = await first.client.POST('/api/1/user/create', {
+      body: { email: who, password: PASSWORD, name: 'Old Hash' },
+    });
+    const id = created.data!.result._userId;
+    const [before] = await first.target.sql('select password_hash, updated_at, version from users where id = $1', [id]);
+    expect(before!.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+    const etag = (
+      await first.client.GET('/api/1/user/get', { params: { query: { _userId: id } } })
+    ).response.headers.get('etag');
+
+    // The operator raises the cost; the same data, a server with the new parameters.
+    await first.target.restart({ env: { PASSWORD_HASH: 'argon2id:m=19456,t=3,p=1' } });
+    const client = checkedClient(first.target.baseUrl, first.target.token);
+    expect(
+      (await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } })).response.status,
+    ).toBe(200);
+    const [after] = await first.target.sql('select password_hash, updated_at, version from users where id = $1', [id]);
+    expect(after!.password_hash).toMatch(/^\$argon2id\$v=19\$m=19456,t=3,p=1\$/);
+    expect(after!.updated_at).toEqual(before!.updated_at);
+    const got = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+    expect(got.response.headers.get('etag')).toBe(etag);
+    expect(
+      (await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } })).response.status,
+    ).toBe(200);
+    expect(
+      (await client.POST('/api/1/user/verify', { body: { email: who, password: 'wrong one' } })).response.status,
+    ).toBe(422);
+  });
+});

@@ -1,0 +1,98 @@
+import { isIP } from 'node:net';
+import type { components } from '@user-accounts/client';
+import { and, eq, sql } from 'drizzle-orm';
+import { users } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { isUuid } from '../ids.ts';
+import { clearFailures, lockedFor, lockoutKey, recordFailure } from '../lockout.ts';
+import { defineOperation } from '../operation.ts';
+import { invalidRequest } from '../validation.ts';
+import { runWrite } from '../writes.ts';
+import { inReach, validBody } from './shared.ts';
+
+type VerifyUserResponse = components['schemas']['VerifyUserResponse'];
+
+// One answer for a wrong password and for every account that is not there to be checked.
+const invalidCredentials = () =>
+  new ApiError(422, 'invalid_credentials', 'The email or id and password do not match an account.');
+const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
+const tooManyAttempts = (seconds: number) =>
+  new ApiError(429, 'too_many_attempts', `Too many failed attempts; try again in ${seconds} s.`, {
+    headers: { 'Retry-After': String(seconds) },
+  });
+
+/** The end user's address, when the caller gave one: an IPv4 or IPv6 address, or 400. */
+function endUserAddress(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim().toLowerCase();
+  if (value.length > 45 || isIP(value) === 0) {
+    throw invalidRequest('The X-End-User-IP header is not an IP address.', [
+      { pointer: 'X-End-User-IP', code: 'invalid_format', message: 'must be an IPv4 or IPv6 address' },
+    ]);
+  }
+  return value;
+}
+
+export const verifyUser = defineOperation({
+  name: 'verifyUser',
+  method: 'POST',
+  path: '/api/1/user/verify',
+  scope: 'verify',
+  request: { body: 'VerifyUserRequest' },
+  budget: 'hash',
+  writes: 'verify',
+  parse(c) {
+    const body = c.get('body');
+    // Said plainly, before the schema's oneOf would report both fields as missing or one as extra.
+    if (body !== null && typeof body === 'object' && !Array.isArray(body) && 'email' in body === '_userId' in body) {
+      throw invalidRequest('Give exactly one of email or _userId, with the password.', []);
+    }
+    return { fields: validBody(c, 'VerifyUserRequest'), address: endUserAddress(c.req.header('x-end-user-ip')) };
+  },
+  async handle(c, { fields, address }) {
+    const { database, hasher, verifyLimits } = c.get('deps');
+    const db = database.db;
+    const site = c.get('token').site;
+    const identifier =
+      fields.email !== undefined
+        ? lockoutKey(site, 'email', fields.email.toLowerCase())
+        : lockoutKey(site, 'id', fields._userId!.toLowerCase());
+    const addressKey = address === undefined ? undefined : lockoutKey(site, 'address', address);
+    const wait = await lockedFor(db, addressKey === undefined ? [identifier] : [identifier, addressKey]);
+    if (wait > 0) throw tooManyAttempts(wait);
+
+    let match = sql`false`;
+    if (fields.email !== undefined) match = sql`lower(${users.email}) = lower(${fields.email})`;
+    else if (isUuid(fields._userId!)) match = eq(users.id, fields._userId!);
+    const [row] = await db
+      .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
+      .from(users)
+      .where(and(match, inReach(c)))
+      .limit(1);
+    // No account, or none in reach: the same verification against a stand-in hash, so that the
+    // answer takes as long as for a wrong password.
+    const right = await hasher.verify(row?.passwordHash ?? undefined, fields.password, site);
+    if (row === undefined || !right) {
+      await recordFailure(db, identifier, verifyLimits.identifier);
+      if (addressKey !== undefined) await recordFailure(db, addressKey, verifyLimits.address);
+      throw invalidCredentials();
+    }
+    if (row.disabled) throw accountDisabled();
+
+    const stored = row.passwordHash!;
+    const rehashed = hasher.needsRehash(stored) ? await hasher.hash(fields.password, site) : undefined;
+    await runWrite(c, { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
+      await clearFailures(tx, identifier);
+      if (rehashed !== undefined) {
+        // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
+        await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
+        await tx
+          .update(users)
+          .set({ passwordHash: rehashed })
+          .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
+      }
+      return row.id;
+    });
+    return c.json({ result: { _userId: row.id, status: 'password verified' } } satisfies VerifyUserResponse, 200);
+  },
+});
