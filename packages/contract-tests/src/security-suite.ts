@@ -13,17 +13,7 @@ import type { TargetSpec } from './targets.ts';
 
 type Json = Record<string, any>;
 type Op = (typeof operations)[number];
-const { spec } = createSpecChecker();
-
-const resolve = (node: Json): Json =>
-  typeof node.$ref === 'string'
-    ? resolve(
-        node.$ref
-          .slice(2)
-          .split('/')
-          .reduce((n: Json, k: string) => n[k], spec),
-      )
-    : node;
+const { spec, resolve } = createSpecChecker();
 const specOf = (op: Op): Json => spec.paths[op.path][op.method.toLowerCase()];
 const queryParams = (op: Op): Json[] =>
   ((specOf(op).parameters ?? []) as Json[]).map(resolve).filter((p) => p.in === 'query');

@@ -20,6 +20,8 @@ export interface SpecChecker {
   readonly spec: Json;
   /** A validator for a schema of the spec (its `$ref`s resolved against the spec). */
   validatorFor(schema: unknown): ValidateFunction;
+  /** The node a `$ref` points at (followed to the end), or the node itself. */
+  resolve(node: Json): Json;
 }
 
 function retarget(node: unknown): unknown {
@@ -64,6 +66,7 @@ export function createSpecChecker(): SpecChecker {
   return {
     spec,
     validatorFor,
+    resolve,
     async check(method, path, response) {
       const operation = spec.paths[path]?.[method.toLowerCase()] as Json | undefined;
       const text = await response.clone().text();
