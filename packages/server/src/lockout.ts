@@ -2,7 +2,7 @@
 // address), in the database so that every server of a deployment shares them. An identifier is
 // counted whether or not an account has it, so a lockout says nothing about which emails exist.
 import { createHash } from 'node:crypto';
-import { eq, inArray, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { verifyFailures } from './db/schema.ts';
 
@@ -31,17 +31,28 @@ export const DEFAULT_VERIFY_LIMITS: VerifyLimits = {
 export const lockoutKey = (site: string, kind: 'email' | 'id' | 'address', value: string): string =>
   createHash('sha256').update(`${site}\n${kind}\n${value}`).digest('hex');
 
-/** Seconds until the longest of these locks ends; 0 when none holds. */
-export async function lockedFor(db: Db, keys: string[]): Promise<number> {
-  const rows = await db
-    .select({ wait: sql<number>`ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int` })
-    .from(verifyFailures)
-    .where(inArray(verifyFailures.key, keys));
-  return Math.max(0, ...rows.map((r) => Number(r.wait ?? 0)));
+/**
+ * Counts an attempt as a failure before its password is checked, so that guesses sent at once
+ * cannot all pass the check before any of them is counted: each attempt takes the key's row lock,
+ * and one made while the key is locked is refused (and not counted). Returns the seconds left of
+ * the lock that refused it, or 0 when the attempt may go on. The limit reached, the key is locked
+ * (the longer the more failures); undoAttempt or clearFailures take the count back on success.
+ */
+export async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<number> {
+  return db.transaction(async (tx) => {
+    const [row] = await tx
+      .select({ wait: sql<number>`ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int` })
+      .from(verifyFailures)
+      .where(eq(verifyFailures.key, key))
+      .for('update');
+    const wait = Number(row?.wait ?? 0);
+    if (wait > 0) return wait;
+    await countFailure(tx, key, policy);
+    return 0;
+  });
 }
 
-/** Counts one failure; the limit reached, the key is locked (longer with every further failure). */
-export async function recordFailure(db: Db, key: string, policy: LockoutPolicy): Promise<void> {
+async function countFailure(db: Db, key: string, policy: LockoutPolicy): Promise<void> {
   const window = sql`make_interval(secs => ${policy.windowSeconds})`;
   // The count starts again once a window has passed since the last failure or the last lock's end.
   const stale = sql`greatest(${verifyFailures.windowStart}, coalesce(${verifyFailures.lockedUntil}, ${verifyFailures.windowStart})) + ${window} <= now()`;
@@ -66,7 +77,15 @@ export async function recordFailure(db: Db, key: string, policy: LockoutPolicy):
     });
 }
 
-/** A success: the identifier's count starts again (an address's does not: it may be an attacker's). */
+/** The attempt was not a failure after all: its count is taken back (a lock it set stays). */
+export async function undoAttempt(db: Db, key: string): Promise<void> {
+  await db
+    .update(verifyFailures)
+    .set({ failures: sql`greatest(${verifyFailures.failures} - 1, 0)` })
+    .where(eq(verifyFailures.key, key));
+}
+
+/** A success: the identifier's count starts again, its lock lifted. */
 export async function clearFailures(db: Db, key: string): Promise<void> {
   await db.delete(verifyFailures).where(eq(verifyFailures.key, key));
 }

@@ -1,10 +1,11 @@
 import { isIP } from 'node:net';
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { addressKey } from '../auth-failures.ts';
 import { users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
-import { clearFailures, lockedFor, lockoutKey, recordFailure } from '../lockout.ts';
+import { attempt, clearFailures, lockoutKey, undoAttempt } from '../lockout.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { runWrite } from '../writes.ts';
@@ -25,7 +26,8 @@ const tooManyAttempts = (seconds: number) =>
 function endUserAddress(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   const value = header.trim().toLowerCase();
-  if (value.length > 45 || isIP(value) === 0) {
+  // A zone id (`fe80::1%eth0`) names an interface of the caller's machine, not an end user.
+  if (value.length > 45 || value.includes('%') || isIP(value) === 0) {
     throw invalidRequest('The X-End-User-IP header is not an IP address.', [
       { pointer: 'X-End-User-IP', code: 'invalid_format', message: 'must be an IPv4 or IPv6 address' },
     ]);
@@ -57,9 +59,21 @@ export const verifyUser = defineOperation({
       fields.email !== undefined
         ? lockoutKey(site, 'email', fields.email.toLowerCase())
         : lockoutKey(site, 'id', fields._userId!.toLowerCase());
-    const addressKey = address === undefined ? undefined : lockoutKey(site, 'address', address);
-    const wait = await lockedFor(db, addressKey === undefined ? [identifier] : [identifier, addressKey]);
-    if (wait > 0) throw tooManyAttempts(wait);
+    // An address counts by its /64 for IPv6, as the failed-authentication limit does.
+    const fromAddress = address === undefined ? undefined : lockoutKey(site, 'address', addressKey(address));
+    // Each attempt is counted as a failure before the password is checked (see lockout.ts), and
+    // taken back when it was not one.
+    const addressWait = fromAddress === undefined ? 0 : await attempt(db, fromAddress, verifyLimits.address);
+    if (addressWait > 0) throw tooManyAttempts(addressWait);
+    const wait = await attempt(db, identifier, verifyLimits.identifier);
+    if (wait > 0) {
+      if (fromAddress !== undefined) await undoAttempt(db, fromAddress);
+      throw tooManyAttempts(wait);
+    }
+    const notAFailure = async () => {
+      await undoAttempt(db, identifier);
+      if (fromAddress !== undefined) await undoAttempt(db, fromAddress);
+    };
 
     let match = sql`false`;
     if (fields.email !== undefined) match = sql`lower(${users.email}) = lower(${fields.email})`;
@@ -72,17 +86,27 @@ export const verifyUser = defineOperation({
     // No account, or none in reach: the same verification against a stand-in hash, so that the
     // answer takes as long as for a wrong password.
     const right = await hasher.verify(row?.passwordHash ?? undefined, fields.password, site);
-    if (row === undefined || !right) {
-      await recordFailure(db, identifier, verifyLimits.identifier);
-      if (addressKey !== undefined) await recordFailure(db, addressKey, verifyLimits.address);
-      throw invalidCredentials();
+    if (row === undefined || !right) throw invalidCredentials();
+    if (row.disabled) {
+      await notAFailure();
+      throw accountDisabled();
     }
-    if (row.disabled) throw accountDisabled();
 
     const stored = row.passwordHash!;
-    const rehashed = hasher.needsRehash(stored) ? await hasher.hash(fields.password, site) : undefined;
-    await runWrite(c, { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
+    let rehashed: string | undefined;
+    if (hasher.needsRehash(stored)) {
+      // Best effort: with the hashing queue full, the login goes on and the rehash waits for the next one.
+      rehashed = await hasher.hash(fields.password, site).catch((error: unknown) => {
+        if (error instanceof ApiError && error.status === 503) return undefined;
+        throw error;
+      });
+    }
+    const verified = await runWrite(c, { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
+      // Disabled since it was read: refused, as if it had been disabled before.
+      const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
+      if (now === undefined || now.disabled) return undefined;
       await clearFailures(tx, identifier);
+      if (fromAddress !== undefined) await undoAttempt(tx, fromAddress);
       if (rehashed !== undefined) {
         // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
         await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
@@ -93,6 +117,10 @@ export const verifyUser = defineOperation({
       }
       return row.id;
     });
+    if (verified === undefined) {
+      await notAFailure();
+      throw accountDisabled();
+    }
     return c.json({ result: { _userId: row.id, status: 'password verified' } } satisfies VerifyUserResponse, 200);
   },
 });
