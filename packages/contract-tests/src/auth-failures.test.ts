@@ -35,6 +35,9 @@ describe('failed authentications per client address', () => {
     const target = await embedded({ env: { AUTH_FAILURE_LIMIT: DEFAULT_AUTH_FAILURE_LIMIT } });
     const shared = await target.createToken({ label: 'a client behind the same proxy' });
     const idle = await target.createToken({ label: 'a client that has not called yet' });
+    const earlier = await target.createToken({ label: 'a client that called before the attack' });
+    // Before any failure: accepted, and remembered although its address had failed nothing yet.
+    expect((await get(target, earlier.token)).status).toBe(404);
 
     expect((await get(target, guess())).status).toBe(401);
     // A client on the same address authenticates while the failures are counted: it keeps working.
@@ -62,6 +65,7 @@ describe('failed authentications per client address', () => {
     // the one that authenticated during the failures still is.
     expect((await get(target, idle.token)).status).toBe(429);
     expect((await get(target, shared.token)).status).toBe(404);
+    expect((await get(target, earlier.token)).status).toBe(404);
     expect(target.logs.some((line) => line.includes('failed authentications over the limit'))).toBe(true);
   });
 

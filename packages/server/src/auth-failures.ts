@@ -3,9 +3,9 @@
 // address is refused before its token is looked up, until its window ends.
 //
 // Clients behind one proxy or NAT share an address, so a failing client could lock out the
-// others. Tokens accepted from an address with recent failures are remembered (their SHA-256,
-// never the token) and still looked up while it is refused. Nothing is computed or stored for an
-// address without recent failures: successful requests cost one Map lookup.
+// others. Every token accepted in the last hour is remembered (its SHA-256, computed by the lookup
+// anyway; never the token) and still looked up while its address is refused: only tokens this
+// process has not accepted lately wait. Successful requests cost a Map update, no hashing.
 import { hashToken } from './tokens.ts';
 
 export interface AuthFailureLimit {
@@ -18,7 +18,7 @@ export interface AuthAttempt {
   /** Seconds until the address may try again; 0 when the request may go on to the lookup. */
   readonly retryAfter: number;
   /** How the lookup ended ('abandoned': it threw). True when this failure reached the limit. */
-  done(outcome: 'accepted' | 'failed' | 'abandoned'): boolean;
+  done(outcome: 'accepted' | 'failed' | 'abandoned', digest?: string): boolean;
 }
 
 export interface AuthFailures {
@@ -146,8 +146,12 @@ export function createAuthFailures(limit: AuthFailureLimit, options: AuthFailure
       if (key === undefined || entry === undefined) {
         return {
           retryAfter: 0,
-          done: (outcome) =>
-            outcome === 'failed' ? recordFailure(key ?? keyOf(address), digestOf(token), now()) : false,
+          done: (outcome, accepted) => {
+            // Every accepted token is remembered (its digest came with the lookup), so that it
+            // still passes from an address that an attacker behind the same proxy gets refused.
+            if (outcome === 'accepted' && accepted !== undefined) recordAccepted(accepted, now());
+            return outcome === 'failed' ? recordFailure(key ?? keyOf(address), digestOf(token), now()) : false;
+          },
         };
       }
       const digest = digestOf(token);

@@ -26,6 +26,8 @@ export interface TokenInfo {
   id: string;
   site: string;
   scopes: readonly Scope[];
+  /** The token's SHA-256, as looked up: what the failed-authentication limit remembers of it. */
+  digest?: string;
 }
 
 export interface TokenVerifier {
@@ -44,7 +46,7 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Toke
   const configuredByHash = new Map<string, TokenInfo>(
     configured.map((token) => {
       const digest = hashToken(token);
-      return [digest, { id: `env:${digest.slice(0, 12)}`, site: DEFAULT_SITE, scopes: SCOPES }];
+      return [digest, { id: `env:${digest.slice(0, 12)}`, site: DEFAULT_SITE, scopes: SCOPES, digest }];
     }),
   );
   let usedSinceFlush = new Map<string, Date>();
@@ -66,7 +68,7 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Toke
         .limit(1);
       if (row === undefined) return undefined;
       usedSinceFlush.set(row.id, new Date());
-      return { id: row.id, site: row.site, scopes: row.scopes.filter(isScope) };
+      return { id: row.id, site: row.site, scopes: row.scopes.filter(isScope), digest };
     },
     async flushLastUsed() {
       if (usedSinceFlush.size === 0) return;

@@ -58,7 +58,7 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
       }
       throw unauthorized();
     }
-    attempt?.done('accepted');
+    attempt?.done('accepted', info.digest);
     c.set('token', info);
     await next();
   };
