@@ -1,6 +1,8 @@
 // The mock against the server: every documented example can be had from the mock, and the same
 // calls get the same status and problem code from both, for success and for each error the mock
 // can produce (what needs data, such as a missing account, is the server's alone).
+
+import { operations } from '@user-accounts/server/operations';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GHOST } from './harness.ts';
 import { createSpecChecker } from './spec-check.ts';
@@ -50,7 +52,18 @@ const VALID: Record<string, () => Call> = {
   }),
   updateUser: () => ({ method: 'POST', path: '/api/1/user/update', body: json({ _userId: GHOST, name: 'Parity' }) }),
   deleteUser: () => ({ method: 'DELETE', path: '/api/1/user/delete', body: json({ _userId: GHOST }) }),
+  verifyUser: () => ({
+    method: 'POST',
+    path: '/api/1/user/verify',
+    body: json({ email: unique(), password: 'a parity passphrase 42' }),
+  }),
+  disableUser: () => ({ method: 'POST', path: '/api/1/user/disable', body: json({ _userId: GHOST }) }),
+  enableUser: () => ({ method: 'POST', path: '/api/1/user/enable', body: json({ _userId: GHOST }) }),
 };
+
+it('has a valid call for every operation of the table (so that none is left out below)', () => {
+  expect(operations.map((op) => op.name).filter((name) => !(name in VALID))).toEqual([]);
+});
 
 describe('the mock serves every documented example', () => {
   const cases: [string, string, string, string, unknown][] = [];

@@ -19,7 +19,7 @@ import type { Operation } from './operation.ts';
 import { operations } from './operations.ts';
 import { type Policy, parseRateLimit } from './rate-limit.ts';
 import { loadSpec } from './spec.ts';
-import type { TokenInfo } from './tokens.ts';
+import { SCOPES, type TokenInfo } from './tokens.ts';
 import { compileValidators } from './validation.ts';
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive']);
@@ -36,7 +36,8 @@ export interface MockFrontOptions {
 export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   const validators = compileValidators();
   const accepted = new Set(options.tokens);
-  const info: TokenInfo = { id: 'mock', site: 'default', scopes: ['read', 'write'] } as TokenInfo;
+  // Every scope: what a token may do is the server's to check, with its tokens.
+  const info: TokenInfo = { id: 'mock', site: 'default', scopes: SCOPES };
   // Only what the shared middleware reads: a token check of the mock's own, and a silent logger.
   const deps = {
     tokens: { verify: async (token: string) => (accepted.has(token) ? info : undefined) },
