@@ -25,7 +25,7 @@ function namesAccount(op: Op): boolean {
 }
 
 /** The operation's first documented example, about the account `id` (and its `email`). */
-function exampleRequest(op: Op, id: string, email: string): { path: string; init: RequestInit } {
+function exampleRequest(op: Op, id: string, email: string, password?: string): { path: string; init: RequestInit } {
   if ('query' in op.request) {
     const params = queryParams(op);
     const query = params.some((p) => p.name === '_userId')
@@ -37,6 +37,9 @@ function exampleRequest(op: Op, id: string, email: string): { path: string; init
   const body = { ...(Object.values(examples)[0] as Json).value };
   if ('_userId' in body) body._userId = id;
   if ('email' in body) body.email = email;
+  // The account's own password where the example sends one about it (verify): only then does a
+  // refusal show that the account is out of reach, not that the password is wrong.
+  if ('password' in body && password !== undefined && namesAccount(op)) body.password = password;
   return {
     path: op.path,
     init: { method: op.method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) },
@@ -78,8 +81,14 @@ export function defineSecuritySuite(target: TargetSpec): void {
      * Sends the operation's example about the account `id` (with its email, for an operation that
      * names an account; a fresh one for create) with this Authorization header (none: no header).
      */
-    const send = async (op: Op, authorization: string | undefined, id: string, email = h.uniqueEmail('security')) => {
-      const { path, init } = exampleRequest(op, id, namesAccount(op) ? email : h.uniqueEmail('security'));
+    const send = async (
+      op: Op,
+      authorization: string | undefined,
+      id: string,
+      email = h.uniqueEmail('security'),
+      password?: string,
+    ) => {
+      const { path, init } = exampleRequest(op, id, namesAccount(op) ? email : h.uniqueEmail('security'), password);
       const headers = new Headers(init.headers);
       if (authorization !== undefined) headers.set('Authorization', authorization);
       const response = await h.checkedFetch(new Request(`${h.target.baseUrl}${path}`, { ...init, headers }));
@@ -116,7 +125,7 @@ export function defineSecuritySuite(target: TargetSpec): void {
       it("treats another site's account exactly as a missing one, and changes nothing of this site", async () => {
         const victim = await h.createUser();
         const before = await snapshot();
-        const other = await send(op, tokens.otherSite, victim.id, victim.email);
+        const other = await send(op, tokens.otherSite, victim.id, victim.email, victim.password);
         if (namesAccount(op)) {
           // 404 user_not_found, or verify's one answer for every account it cannot check.
           const missing = await send(op, tokens.otherSite, GHOST, h.uniqueEmail('missing'));

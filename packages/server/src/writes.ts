@@ -25,9 +25,9 @@ export interface WriteDone {
 }
 
 /**
- * Runs `work` in one transaction. When it returns something (what it wrote), the deadline's
- * commit point is passed (past the deadline, it throws and everything rolls back: a 503 means
- * nothing changed) and the audit row is written in the same transaction. When it returns
+ * Runs `work` in one transaction. When it returns something (what it wrote), the audit row is
+ * written in the same transaction and the deadline's commit point is passed (past the deadline,
+ * it throws and everything rolls back: a 503 means nothing changed). When it returns
  * `undefined` it wrote nothing: the transaction commits empty and the handler answers the
  * refusal, which the audit middleware records.
  */
@@ -41,8 +41,9 @@ export async function runWrite<T>(
   const written = await c.get('deps').database.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
-    c.get('deadline')?.commit();
     await insertAuditRow(tx, c, { operation: record.operation, ...done });
+    // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.
+    c.get('deadline')?.commit();
     return result;
   });
   record.committed = written !== undefined;

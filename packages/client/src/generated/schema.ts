@@ -105,7 +105,9 @@ export interface paths {
          *     - The right password of an enabled account in reach: 200.
          *     - A wrong password, an unknown email or id, another site's account, an account out of
          *       reach: 422 `invalid_credentials`, the same body (`requestId` aside) and the same time in
-         *       every case (an unknown account costs one password verification against a stand-in hash).
+         *       every case (an unknown account costs one password verification against a stand-in hash
+         *       made with the current parameters; until an account's hash is replaced after a change of
+         *       `PASSWORD_HASH`, a wrong password for it costs what its older parameters cost).
          *     - The right password of a disabled account: 403 `account_disabled`. A wrong password on a
          *       disabled account is the plain 422: only a caller who knows the password learns this.
          *     - Too many failures: 429 `too_many_attempts` with `Retry-After`, before the password is
@@ -113,12 +115,15 @@ export interface paths {
          *       case, or the id), whether or not an account has it, so the lockout tells nothing either:
          *       by default 10 failures within 15 minutes lock the identifier for 1 minute, doubling with
          *       each further failure up to 24 hours (`VERIFY_LIMIT`). A success resets the count. With
-         *       `X-End-User-IP`, failures are also counted per address and site (by default 100 an hour).
+         *       `X-End-User-IP`, failures are also counted per address and site (by default 100 an hour;
+         *       an IPv6 address counts by its /64). Each attempt is counted before its password is
+         *       checked, so guesses sent at once cannot pass the limit together.
          *     - A hash made with other parameters than the server's current ones (`PASSWORD_HASH`) is
          *       replaced on a successful verify; that is not a change of the account: `updatedAt` and
          *       the `ETag` stay.
          *
-         *     Every verify leaves an audit row (outcome `password verified`, or the problem's `code`),
+         *     Every verify past authentication and the rate limits leaves an audit row (outcome
+         *     `password verified`, or the problem's `code`),
          *     never with the email, password or address.
          */
         post: operations["verifyUser"];
@@ -829,7 +834,7 @@ export interface components {
         /**
          * @description The token's quota policies (draft-ietf-httpapi-ratelimit-headers): `q` requests per `w`
          *     seconds. `"all"` counts every request; `"hash"` counts the requests that compute a
-         *     password hash (every `create`, and an `update` that sets `password`), and is listed on
+         *     password hash (every `create` and `verify`, and an `update` that sets `password`), and is listed on
          *     their answers only. `"failed_auth"` appears only on a 429 for too many failed
          *     authentications from the client's address (see the `apiToken` security scheme).
          */
