@@ -420,7 +420,16 @@ export function defineContractSuite(spec: TargetSpec): void {
           body: JSON.stringify({ _userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b', email: 'new@example.com' }),
         });
         expect(response.status).toBe(400);
-        expect(await problemCode(response)).toBe('field_not_updatable');
+        const problem = (await response.json()) as Problem;
+        expect(problem.code).toBe('field_not_updatable');
+        // Someone trying to name the account by email, as get allows, learns how to name it.
+        expect(problem.detail).toMatch(/identified by _userId/);
+      });
+
+      it('answers a DELETE with the id in the query 415, saying the id goes in a JSON body', async () => {
+        const response = await raw(`${API}/delete?_userId=0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b`, { method: 'DELETE' });
+        expect(response.status).toBe(415);
+        expect(((await response.json()) as Problem).detail).toMatch(/JSON body/);
       });
 
       it.each([

@@ -104,6 +104,8 @@ describe('sqlState', () => {
     expect(sqlState({ code: 'ECONNREFUSED' })).toBeUndefined();
     // Five capital letters, but a socket error, not a SQLSTATE (no SQLSTATE class starts with E).
     expect(sqlState({ code: 'EPIPE' })).toBeUndefined();
+    // A database dropped or renamed under a running server is unavailable, as /readyz says, not a bug.
+    expect(isDatabaseUnavailable({ cause: { code: '3D000' } })).toBe(true);
     expect(sqlState({ code: 'EPIPE', cause: { code: '23505' } })).toBe('23505');
     expect(sqlState({ code: 23505 })).toBeUndefined();
     expect(sqlState({ code: '2350' })).toBeUndefined();

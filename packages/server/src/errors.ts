@@ -110,6 +110,8 @@ const UNAVAILABLE_CODES = new Set([
   '57P01', // admin_shutdown
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now
+  '57P04', // database_dropped
+  '3D000', // invalid_catalog_name: the database was dropped or renamed under us
   '53300', // too_many_connections
   '57014', // query_canceled (statement_timeout)
   // postgres.js 3.4.9 raises this at a transaction's BEGIN when the connection it had reserved

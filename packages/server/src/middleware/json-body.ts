@@ -39,11 +39,16 @@ function isJsonMediaType(contentType: string | undefined): boolean {
  */
 export function jsonBody(): MiddlewareHandler<AppEnv> {
   return async function jsonBodyMiddleware(c, next) {
-    if (!isJsonMediaType(c.req.header('content-type'))) {
+    const contentType = c.req.header('content-type');
+    if (!isJsonMediaType(contentType)) {
+      // The usual mistake: the input in the query string, as get takes it.
+      const inQuery = contentType === undefined && new URL(c.req.url).search !== '';
       throw new ApiError(
         415,
         'unsupported_media_type',
-        'The request body must be sent with Content-Type application/json.',
+        inQuery
+          ? 'This operation takes its input as a JSON body (Content-Type application/json), not in the query string.'
+          : 'The request body must be sent with Content-Type application/json.',
       );
     }
     const declared = c.req.header('content-length');

@@ -66,7 +66,10 @@ export function validQuery(c: Context<AppEnv>, path: string): Record<string, str
 export function refuseEmailChange(c: Context<AppEnv>): void {
   const body = c.get('body');
   if (body !== null && typeof body === 'object' && Object.hasOwn(body, 'email')) {
-    throw new ApiError(400, 'field_not_updatable', 'The email of an account cannot be changed.', {
+    const detail =
+      'An account is identified by _userId on update, and its email cannot be changed: take the _userId ' +
+      "from create's answer, or from get?email=.";
+    throw new ApiError(400, 'field_not_updatable', detail, {
       errors: [{ pointer: '/email', code: 'not_updatable', message: 'cannot be changed' }],
     });
   }
