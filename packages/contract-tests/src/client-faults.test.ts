@@ -72,6 +72,19 @@ const noOutage = (lines: Record<string, unknown>[]) => {
   expect(lines.filter((l) => Number(l.level) >= 40)).toEqual([]);
 };
 
+/**
+ * What a client's fault leaves behind, once the server has logged it: a 400 in the access log and
+ * the audit trail, no outage logged, no 503 counted.
+ */
+async function expectClientFault(requestId: string, metric503Before: number): Promise<void> {
+  await expect.poll(async () => (await traces(requestId)).lines.some((l) => l.msg === 'request')).toBe(true);
+  const { lines, audit } = await traces(requestId);
+  noOutage(lines);
+  expect(lines.find((l) => l.msg === 'request')).toMatchObject({ status: 400 });
+  expect(audit).toEqual([{ status: 400, outcome: 'invalid_request' }]);
+  expect(await metricCount('503')).toBe(metric503Before);
+}
+
 describe('client faults', () => {
   it('treats a body broken off mid-way as the client’s: no outage logged, no 503 counted or audited', async () => {
     const requestId = `half-body-${Date.now()}`;
@@ -79,13 +92,8 @@ describe('client faults', () => {
     const half = JSON.stringify({ email: 'half@example.com', password: 'a passphrase never finished', name: 'H' });
     await rawRequest(`${createHead(requestId)}Content-Length: ${half.length * 2}\r\n\r\n`, half, { hangUp: true });
 
-    // The server notices the hang-up asynchronously; wait for its access-log line.
-    await expect.poll(async () => (await traces(requestId)).lines.some((l) => l.msg === 'request')).toBe(true);
-    const { lines, audit } = await traces(requestId);
-    noOutage(lines);
-    expect(lines.find((l) => l.msg === 'request')).toMatchObject({ status: 400 });
-    expect(audit).toEqual([{ status: 400, outcome: 'invalid_request' }]);
-    expect(await metricCount('503')).toBe(before);
+    // The server notices the hang-up asynchronously: expectClientFault waits for its access-log line.
+    await expectClientFault(requestId, before);
     expect((await target.sql("select count(*)::int as n from users where email = 'half@example.com'"))[0]!.n).toBe(0);
     await stillServes();
   });
@@ -105,12 +113,7 @@ describe('client faults', () => {
       expect(answer).toMatch(/^HTTP\/1\.1 400 /);
       expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 'invalid_request' });
     }
-    await expect.poll(async () => (await traces(requestId)).lines.some((l) => l.msg === 'request')).toBe(true);
-    const { lines, audit } = await traces(requestId);
-    noOutage(lines);
-    expect(lines.find((l) => l.msg === 'request')).toMatchObject({ status: 400 });
-    expect(audit).toEqual([{ status: 400, outcome: 'invalid_request' }]);
-    expect(await metricCount('503')).toBe(before);
+    await expectClientFault(requestId, before);
     expect((await target.sql("select count(*)::int as n from users where email = 'xchunked@example.com'"))[0]!.n).toBe(
       0,
     );
