@@ -59,8 +59,11 @@ describe('cli on the embedded database, while the server runs', () => {
     const table = await procs.cli(['token', 'list'], env);
     expect(table.stdout).toMatch(/ID\s+SITE\s+LABEL\s+SCOPES\s+PREFIX\s+CREATED\s+LAST USED\s+EXPIRES\s+REVOKED/);
 
-    const revoked = await procs.cli(['token', 'revoke', row.id], env);
-    expect(revoked.code).toBe(0);
+    // By the prefix as the table shows it, ellipsis and all: what an operator copies.
+    expect(table.stdout).toContain(`${row.prefix}…`);
+    const revoked = await procs.cli(['token', 'revoke', `${row.prefix}…`], env);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toContain(`Revoked token ${row.id}.`);
     expect(await statusOf(server.baseUrl, token)).toBe(401);
 
     const audit = await procs.cli(['audit', 'tail', '--json'], env);
@@ -89,19 +92,31 @@ describe('cli on the embedded database, while the server runs', () => {
       ['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', 'x', '--expires', 'soon'],
       /--expires must be/,
     ],
-    [['token', 'revoke'], /token revoke needs the token id/],
-    [['frobnicate'], /Unknown command/],
+    [['token', 'revoke'], /^cli token revoke: needs the id or the prefix of a token/],
+    [['frobnicate'], /^cli: unknown command: frobnicate\n/],
   ])(
-    'refuses %j with exit code 2 and says why',
+    'refuses %j with exit code 2, says why in one line, and shows that command’s usage, not all of it',
     async (args, message) => {
       const dir = procs.dataDir();
       const result = await procs.cli(args, { DATA_DIR: dir });
       expect(result.code).toBe(2);
       expect(result.stderr).toMatch(message);
-      expect(result.stderr).toContain('Usage: cli <command>');
+      expect(result.stderr.split('\n')[1]).toMatch(/^Usage:/);
+      expect(result.stderr).not.toContain('Usage: cli <command>');
+      expect(result.stderr).not.toContain('The database is');
+      if (args[0] === 'token') expect(result.stderr).toContain(`Usage: cli ${args[0]} ${args[1]} `);
     },
     30_000,
   );
+
+  it('without DATABASE_URL and before any server made the embedded database, names both ways to give it one', async () => {
+    const dir = procs.dataDir();
+    const result = await procs.cli(['token', 'list'], { DATA_DIR: dir });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`no embedded database in ${dir}`);
+    expect(result.stderr).toMatch(/DATABASE_URL/);
+    expect(result.stderr).toMatch(/DATA_DIR/);
+  });
 });
 
 describe('cli on PostgreSQL, with two servers', async () => {
@@ -151,15 +166,39 @@ describe('cli migrate', async () => {
         procs.cli(['migrate'], env),
         procs.cli(['migrate'], env),
       ]);
-      for (const run of runs) {
+      const migrations = runs.map((run) => {
         expect(run.code, run.stderr).toBe(0);
-        expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations applied\.$/m);
+        const applied = /^Applied (\d+) migrations \((\d+) were already applied\); the database is up to date\.$/.exec(
+          run.stdout.trimEnd(),
+        );
+        if (applied) return { applied: Number(applied[1]), already: Number(applied[2]) };
+        const none = /^The database is up to date: (\d+) migrations already applied, none new\.$/.exec(
+          run.stdout.trimEnd(),
+        );
+        expect(none, run.stdout).not.toBeNull();
+        return { applied: 0, already: Number(none![1]) };
+      });
+      // The lock made them take turns: one migrator (maybe the server) applied them all, at once.
+      const total = migrations[0]!.applied + migrations[0]!.already;
+      expect(total).toBeGreaterThan(0);
+      for (const m of migrations) {
+        expect(m.applied + m.already).toBe(total);
+        expect([0, total]).toContain(m.applied);
       }
+      expect(migrations.filter((m) => m.applied > 0).length).toBeLessThanOrEqual(1);
       await server.ready;
       const again = await procs.cli(['migrate'], env);
-      expect(again.stdout).toBe(runs[0]!.stdout);
+      expect(again.stdout).toBe(`The database is up to date: ${total} migrations already applied, none new.\n`);
     },
   );
+
+  it.skipIf(skip !== undefined)('says it applied them all on an empty PostgreSQL database', async () => {
+    const database = await freshPostgresDatabase();
+    cleanups.push(() => database.drop());
+    const run = await procs.cli(['migrate'], { DATABASE_URL: database.url });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^Applied \d+ migrations \(0 were already applied\); the database is up to date\.\n$/);
+  });
 
   it('on the embedded database, while a server runs, answers through it', async () => {
     const dir = procs.dataDir();
@@ -167,6 +206,7 @@ describe('cli migrate', async () => {
     await server.ready;
     const run = await procs.cli(['migrate'], { DATA_DIR: dir });
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations applied\.$/m);
+    // The server migrated at its start: nothing is new for the CLI.
+    expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations already applied, none new\.\n$/);
   });
 });

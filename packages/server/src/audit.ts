@@ -7,7 +7,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
 import { auditLog } from './db/schema.ts';
-import { ApiError, describeError } from './errors.ts';
+import { describeError, problemCode } from './errors.ts';
 import { isUuid } from './ids.ts';
 
 export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify';
@@ -51,11 +51,7 @@ export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv
     if (c.res.status < 400 && !replayed) {
       throw new Error(`${operation} answered ${c.res.status} without runWrite: no audit row, no deadline check`);
     }
-    const outcome = replayed
-      ? 'replayed'
-      : c.error instanceof ApiError
-        ? c.error.code
-        : ((await problemCode(c.res)) ?? String(c.res.status));
+    const outcome = replayed ? 'replayed' : ((await problemCode(c)) ?? String(c.res.status));
     try {
       await insertAuditRow(c.get('deps').database.db, c, {
         operation,
@@ -74,15 +70,6 @@ function bodyUserId(body: unknown): string | undefined {
   if (body === null || typeof body !== 'object') return undefined;
   const id = (body as Record<string, unknown>)._userId;
   return typeof id === 'string' ? id : undefined;
-}
-
-async function problemCode(response: Response): Promise<string | undefined> {
-  if (response.headers.get('content-type') !== 'application/problem+json') return undefined;
-  try {
-    return ((await response.clone().json()) as { code?: string }).code;
-  } catch {
-    return undefined;
-  }
 }
 
 export async function latestAuditRows(db: Db, options: { limit: number; site?: string | undefined }) {

@@ -24,7 +24,9 @@ async function run(argv: string[]): Promise<CommandResult> {
       return {
         code: 1,
         stdout: '',
-        stderr: `There is no embedded database in ${config.dataDir} yet: start the server once, or set DATA_DIR.\n`,
+        stderr:
+          `DATABASE_URL is not set and there is no embedded database in ${config.dataDir} (DATA_DIR) yet: ` +
+          'set DATABASE_URL to use PostgreSQL, set DATA_DIR to the folder of an embedded one, or start the server once to make one there.\n',
       };
     }
     // Its socket could be anyone's in a folder others can write: the commands (and new tokens) with it.
@@ -43,8 +45,7 @@ async function run(argv: string[]): Promise<CommandResult> {
     database = await openPglite(config.dataDir);
   }
   try {
-    await database.migrate();
-    return await runCommand(argv, database.db);
+    return await runCommand(argv, database.db, await database.migrate());
   } finally {
     await database.close();
     unlock();

@@ -24,13 +24,23 @@ export class StartError extends Error {
 /** The keys a log line may carry that hold a secret; pino replaces their values. */
 const REDACT = ['password', '*.password', 'token', '*.token', 'authorization', '*.authorization'];
 
-/** JSON lines for machines; readable lines for a person at a terminal. Secrets redacted either way. */
-export async function createLogger(config: Config, destination?: DestinationStream): Promise<Logger> {
-  const options: LoggerOptions = {
-    level: config.logLevel,
+/**
+ * The shape of every line: `"level":"info"` and an ISO time, so that a person grepping the log or
+ * a collector without pino's numbers reads them as they are. Tests log with these options too.
+ */
+export function loggerOptions(level: Config['logLevel']): LoggerOptions {
+  return {
+    level,
     base: { service: 'user-accounts' },
     redact: { paths: REDACT, censor: '[redacted]' },
+    formatters: { level: (label) => ({ level: label }) },
+    timestamp: pino.stdTimeFunctions.isoTime,
   };
+}
+
+/** JSON lines for machines; readable lines for a person at a terminal. Secrets redacted either way. */
+export async function createLogger(config: Config, destination?: DestinationStream): Promise<Logger> {
+  const options = loggerOptions(config.logLevel);
   if (destination !== undefined) return pino(options, destination);
   const tty = process.stdout.isTTY === true;
   if (config.logFormat === 'pretty' || (config.logFormat === undefined && tty)) {

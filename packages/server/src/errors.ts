@@ -96,6 +96,20 @@ export function renderProblem(c: Context, error: ApiError): Response {
   });
 }
 
+/**
+ * The problem `code` of an error answer: the ApiError's when one was thrown, else the rendered
+ * body's (a 429 the rate limit answered itself, the 500 of an unexpected error, a replay).
+ */
+export async function problemCode(c: Context): Promise<string | undefined> {
+  if (c.error instanceof ApiError) return c.error.code;
+  if (c.res.headers.get('content-type') !== 'application/problem+json') return undefined;
+  try {
+    return ((await c.res.clone().json()) as { code?: string }).code;
+  } catch {
+    return undefined;
+  }
+}
+
 // SQLSTATE classes and socket errors that mean "the database is not there right now", not a bug.
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED',

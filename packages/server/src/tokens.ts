@@ -139,6 +139,16 @@ export async function listTokens(db: Db, options: { site?: string | undefined } 
     .orderBy(desc(apiTokens.createdAt));
 }
 
+/** The tokens not revoked yet whose display prefix (what token list shows) is `prefix`, oldest first. */
+export async function unrevokedTokenIds(db: Db, prefix: string): Promise<string[]> {
+  const rows = await db
+    .select({ id: apiTokens.id })
+    .from(apiTokens)
+    .where(and(eq(apiTokens.prefix, prefix), isNull(apiTokens.revokedAt)))
+    .orderBy(apiTokens.createdAt);
+  return rows.map((r) => r.id);
+}
+
 /** Revokes a token for good. Returns false when no token has this id (or it was revoked already). */
 export async function revokeToken(db: Db, id: string): Promise<boolean> {
   const rows = await db

@@ -78,16 +78,65 @@ export function compileValidators(): Validators {
   };
 }
 
-const MESSAGES: Record<string, (e: ErrorObject) => [FieldError['code'], string]> = {
+/** The code and words for each keyword; `types` are all the types the field's value could have had. */
+const MESSAGES: Record<string, (e: ErrorObject, types: unknown[]) => [FieldError['code'], string]> = {
   required: () => ['required', 'is required'],
   additionalProperties: () => ['unknown_field', 'is not a known field'],
-  type: (e) => ['invalid_type', `must be of type ${[e.params.type].flat().join(' or ')}`],
-  minLength: (e) => ['too_short', `must be at least ${e.params.limit} characters`],
-  maxLength: (e) => ['too_long', `must be at most ${e.params.limit} characters`],
-  format: (e) => ['invalid_format', `must be a valid ${e.params.format}`],
+  type: (_, types) => ['invalid_type', `must be ${typeNames(types)}`],
+  // A minLength of 1 fails on nothing but the empty string.
+  minLength: (e) => [
+    'too_short',
+    e.params.limit === 1 ? 'must not be empty' : `must be at least ${characters(e.params.limit)}`,
+  ],
+  maxLength: (e) => ['too_long', `must be at most ${characters(e.params.limit)}`],
+  format: (e) => ['invalid_format', FORMATS[e.params.format] ?? `must be a valid ${e.params.format}`],
   pattern: () => ['invalid_format', 'has an invalid format'],
   minProperties: () => ['required', 'must contain at least one field to change'],
 };
+
+const FORMATS: Record<string, string> = { email: 'must be an email address' };
+
+const ARTICLES: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  integer: 'an integer',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'an array',
+  null: 'null',
+};
+
+/** `[["string"], "null"]` → "a string or null": Ajv gives a type as a name or a list of names. */
+function typeNames(types: unknown[]): string {
+  const names = [...new Set(types.flat().map(String))];
+  return names.map((t) => ARTICLES[t] ?? t).join(' or ');
+}
+
+const characters = (n: number) => `${n} character${n === 1 ? '' : 's'}`;
+
+/**
+ * Which of a field's failures is worth telling, lowest first. A wrong type makes the other checks
+ * moot; an empty value says more than any format; a value too long must be cut whatever else is
+ * wrong; "x" is better told it is not an email address than that it is short.
+ */
+function rank(e: ErrorObject): number {
+  switch (e.keyword) {
+    case 'required':
+    case 'additionalProperties':
+    case 'type':
+    case 'minProperties':
+      return 0;
+    case 'minLength':
+      return e.params.limit === 1 ? 1 : 4;
+    case 'maxLength':
+      return 2;
+    case 'format':
+    case 'pattern':
+      return 3;
+    default:
+      return 5;
+  }
+}
 
 function pointerOf(e: ErrorObject): string {
   if (e.keyword === 'required') return `${e.instancePath}/${e.params.missingProperty}`;
@@ -95,28 +144,34 @@ function pointerOf(e: ErrorObject): string {
   return e.instancePath;
 }
 
-/** Turns Ajv's errors into the problem's `errors`, one per field and kind, without noise. */
+/**
+ * Turns Ajv's errors into the problem's `errors`: one per field, the most useful (see `rank`), in
+ * the order Ajv meets the fields (missing ones, unknown ones, then the schema's order).
+ */
 export function toFieldErrors(errors: ErrorObject[] | null | undefined): FieldError[] {
   const all = errors ?? [];
-  // A `oneOf` of a value or null reports the null branch too; keep only the useful part.
-  const paths = new Set(all.filter((e) => e.keyword !== 'oneOf' && !isNullBranch(e)).map((e) => e.instancePath));
-  const out: FieldError[] = [];
-  const seen = new Set<string>();
+  // A `oneOf` of a value or null reports the failed value, the null branch and itself: only the
+  // first is worth telling wherever it is told.
+  const told = new Set(all.filter((e) => !isEcho(e)).map((e) => e.instancePath));
+  // A Map keeps each field where it was first met, however often its choice changes.
+  const best = new Map<string, ErrorObject>();
+  const types = new Map<string, unknown[]>();
   for (const e of all) {
-    if (e.keyword === 'oneOf' && paths.has(e.instancePath)) continue;
-    if (isNullBranch(e) && paths.has(e.instancePath)) continue;
-    const [code, message] = MESSAGES[e.keyword]?.(e) ?? ['invalid_format', e.message ?? 'is invalid'];
     const pointer = pointerOf(e);
-    const key = `${pointer} ${code}`;
-    if (seen.has(key)) continue;
-    seen.add(key);
-    out.push({ pointer, code, message });
+    if (e.keyword === 'type') types.set(pointer, [...(types.get(pointer) ?? []), e.params.type]);
+    if (isEcho(e) && told.has(e.instancePath)) continue;
+    const current = best.get(pointer);
+    if (current === undefined || rank(e) < rank(current)) best.set(pointer, e);
   }
-  return out;
+  return [...best].map(([pointer, e]) => {
+    // Each branch of a nullable field names its own type: together they say what is accepted.
+    const [code, message] = MESSAGES[e.keyword]?.(e, types.get(pointer) ?? []) ?? ['invalid_format', 'is not valid'];
+    return { pointer, code, message };
+  });
 }
 
-function isNullBranch(e: ErrorObject): boolean {
-  return e.keyword === 'type' && e.params.type === 'null';
+function isEcho(e: ErrorObject): boolean {
+  return e.keyword === 'oneOf' || (e.keyword === 'type' && e.params.type === 'null');
 }
 
 export function invalidRequest(detail: string, errors: FieldError[]): ApiError {

@@ -504,7 +504,10 @@ export interface components {
             code: components["schemas"]["ErrorCode"];
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
-            /** @description The problems with individual fields, when there are any; at most 20 (the first 20 found). */
+            /**
+             * @description The problems with individual fields, when there are any: one per field (the most telling, a
+             *     wrong type before any other), at most 20 (the first 20 found).
+             */
             errors?: components["schemas"]["FieldError"][];
         };
     };

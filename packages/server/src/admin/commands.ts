@@ -1,24 +1,45 @@
 // The operator's commands (`pnpm cli ...`): tokens and the audit trail. They run wherever the
 // database is: in the CLI's own process, or inside the running server (see socket.ts).
-import { sql } from 'drizzle-orm';
 import { latestAuditRows } from '../audit.ts';
-import type { Db } from '../db/client.ts';
-import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME } from '../tokens.ts';
+import { countMigrations, type Db, type Migrated } from '../db/client.ts';
+import { isUuid } from '../ids.ts';
+import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME, unrevokedTokenIds } from '../tokens.ts';
+
+/** Each command's usage: all of them make --help; a usage error shows only its command's. */
+const COMMANDS: { name: string; synopsis: string; about: string }[] = [
+  {
+    name: 'token create',
+    synopsis: 'token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]',
+    about: `Prints a new token, once. Scopes: read (get), write (create, update, delete, disable,
+      enable), verify (verify: check passwords at login, nothing else).`,
+  },
+  {
+    name: 'token list',
+    synopsis: 'token list [--site NAME] [--json]',
+    about: 'Every token: id, site, label, scopes, prefix, created, last used, expires, revoked.',
+  },
+  {
+    name: 'token revoke',
+    synopsis: 'token revoke ID|PREFIX',
+    about: `Refused from the next request on, by every server. PREFIX is the one token list shows
+      (ua_ and 7 more characters), when no other unrevoked token has it.`,
+  },
+  {
+    name: 'audit tail',
+    synopsis: 'audit tail [--limit N] [--site NAME] [--json]',
+    about: 'The latest write requests, newest last.',
+  },
+  {
+    name: 'migrate',
+    synopsis: 'migrate',
+    about: `Applies the migrations the database lacks, and only that: for deploy pipelines that
+      migrate before rolling out servers. Safe to run from several places at once.`,
+  },
+];
 
 export const USAGE = `Usage: cli <command>
 
-  token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]
-      Prints a new token, once. Scopes: read (get), write (create, update, delete, disable,
-      enable), verify (verify: check passwords at login, nothing else).
-  token list [--site NAME] [--json]
-      Every token: id, site, label, scopes, prefix, created, last used, expires, revoked.
-  token revoke ID
-      Refused from the next request on, by every server.
-  audit tail [--limit N] [--site NAME] [--json]
-      The latest write requests, newest last.
-  migrate
-      Applies the migrations the database lacks, and only that: for deploy pipelines that
-      migrate before rolling out servers. Safe to run from several places at once.
+${COMMANDS.map((c) => `  ${c.synopsis}\n      ${c.about}`).join('\n')}
 
 The database is DATABASE_URL's, or else the embedded one in DATA_DIR (default ./data).`;
 
@@ -30,6 +51,22 @@ export interface CommandResult {
 
 class UsageError extends Error {}
 class CommandFailed extends Error {}
+
+/**
+ * One line on what is wrong, then the usage of that command only; for an unknown one, its
+ * family's (`token frob`: the token commands), else every command's synopsis.
+ */
+function usageError(message: string, command: string | undefined, words: string[]): string {
+  const line = `${command === undefined ? 'cli' : `cli ${command}`}: ${message}`;
+  const own = COMMANDS.find((c) => c.name === command);
+  if (own !== undefined) return `${line}\nUsage: cli ${own.synopsis}\n      ${own.about}\n`;
+  const family = COMMANDS.filter((c) => c.name.split(' ')[0] === words[0]);
+  const usage =
+    family.length > 0
+      ? family.map((c) => `  cli ${c.synopsis}\n      ${c.about}`)
+      : [...COMMANDS.map((c) => `  cli ${c.synopsis}`), '(cli --help says what each does.)'];
+  return `${line}\nUsage:\n${usage.join('\n')}\n`;
+}
 
 function parse(argv: string[]): { words: string[]; flags: Map<string, string | true> } {
   const words: string[] = [];
@@ -94,8 +131,8 @@ function table(rows: string[][]): string {
     .join('\n');
 }
 
-/** A command whose arguments have been checked; it runs once it has a database. */
-type Planned = (db: Db) => Promise<string>;
+/** A command whose arguments have been checked; it runs once it has a database (migrated: see runCommand). */
+type Planned = (db: Db, migrated: Migrated | undefined) => Promise<string>;
 
 function tokenCreate(flags: Map<string, string | true>): Planned {
   const site = text(flags, 'site', true);
@@ -147,10 +184,25 @@ function tokenList(flags: Map<string, string | true>): Planned {
   };
 }
 
-function tokenRevoke(id: string | undefined): Planned {
-  if (id === undefined || !/^[0-9a-f-]{36}$/i.test(id))
-    throw new UsageError('token revoke needs the token id shown by token list');
+/** token list's PREFIX column: ua_ and 7 more characters, then the ellipsis a copy may bring along. */
+const LISTED_PREFIX = /^(ua_[A-Za-z0-9_-]{7})(?:…|\.\.\.)?$/;
+
+function tokenRevoke(given: string | undefined): Planned {
+  const prefix = given === undefined ? undefined : LISTED_PREFIX.exec(given)?.[1];
+  // Never echoed back: a whole token pasted by mistake would land in the terminal's history.
+  if (given === undefined || (prefix === undefined && !isUuid(given)))
+    throw new UsageError('needs the id or the prefix of a token, as token list shows them');
   return async (db) => {
+    let id = given;
+    if (prefix !== undefined) {
+      const ids = await unrevokedTokenIds(db, prefix);
+      if (ids.length === 0) throw new CommandFailed(`No active token has the prefix ${prefix}.`);
+      if (ids.length > 1)
+        throw new CommandFailed(
+          `${ids.length} active tokens have the prefix ${prefix}; revoke one by its id:\n${ids.map((i) => `  ${i}`).join('\n')}`,
+        );
+      id = ids[0]!;
+    }
     if (!(await revokeToken(db, id))) throw new CommandFailed(`No active token has the id ${id}.`);
     return `Revoked token ${id}. It is refused from its next request on.\n`;
   };
@@ -180,40 +232,45 @@ function auditTail(flags: Map<string, string | true>): Planned {
   };
 }
 
+/** `migrate` itself: every command migrates before it runs, this one only says what that did. */
+const migrate: Planned = async (db, migrated) => {
+  // Through the server's socket: the server migrated at its start, so nothing is new now.
+  const { applied, already } = migrated ?? { applied: 0, already: await countMigrations(db) };
+  const migrations = (n: number) => `${n} migration${n === 1 ? '' : 's'}`;
+  if (applied === 0) return `The database is up to date: ${migrations(already)} already applied, none new.\n`;
+  return `Applied ${migrations(applied)} (${already} ${already === 1 ? 'was' : 'were'} already applied); the database is up to date.\n`;
+};
+
 /**
  * Checks the arguments without touching a database: a usage error is a CommandResult (exit 2),
  * a valid command a function that runs it.
  */
-/** Every command migrates before it runs (cli.ts, or the server at its start): say where that left us. */
-const migrated: Planned = async (db) => {
-  const result = await db.execute<{ n: number }>(sql`select count(*)::int as n from drizzle.__drizzle_migrations`);
-  const rows = Array.isArray(result) ? result : (result as unknown as { rows: { n: number }[] }).rows;
-  return `The database is up to date: ${rows[0]!.n} migrations applied.\n`;
-};
-
 export function planCommand(argv: string[]): Planned | CommandResult {
+  const { words, flags } = parse(argv);
+  const command = COMMANDS.find((c) => words.slice(0, c.name.split(' ').length).join(' ') === c.name)?.name;
   try {
-    const { words, flags } = parse(argv);
-    const command = words.slice(0, 2).join(' ');
     if (command === 'token create') return tokenCreate(flags);
     if (command === 'token list') return tokenList(flags);
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
-    if (words[0] === 'migrate' && words.length === 1) return migrated;
-    throw new UsageError(words.length === 0 || flags.has('help') ? '' : `Unknown command: ${words.join(' ')}`);
-  } catch (error) {
-    if (error instanceof UsageError) {
-      return { code: 2, stdout: '', stderr: `${error.message ? `${error.message}\n\n` : ''}${USAGE}\n` };
+    if (command === 'migrate') {
+      if (words.length > 1) throw new UsageError('takes no arguments');
+      return migrate;
     }
+    if (words.length === 0 || flags.has('help')) return { code: 2, stdout: '', stderr: `${USAGE}\n` };
+    throw new UsageError(`unknown command: ${words.join(' ')}`);
+  } catch (error) {
+    if (error instanceof UsageError) return { code: 2, stdout: '', stderr: usageError(error.message, command, words) };
     throw error;
   }
 }
 
-export async function runCommand(argv: string[], db: Db): Promise<CommandResult> {
+/** `migrated`: what the caller's migrate() did before, when it was the one that migrated. */
+export async function runCommand(argv: string[], db: Db, migrated?: Migrated): Promise<CommandResult> {
   const planned = planCommand(argv);
   if (typeof planned !== 'function') return planned;
   try {
-    return { code: 0, stdout: await planned(db), stderr: '' };
+    return { code: 0, stdout: await planned(db, migrated), stderr: '' };
   } catch (error) {
     if (error instanceof CommandFailed) return { code: 1, stdout: '', stderr: `${error.message}\n` };
     throw error;

@@ -1,17 +1,23 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { MIGRATIONS_DIR as MIGRATIONS } from '../resources.ts';
 import { schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 
+/** What a migrate() did: the migrations it applied, and those the database had before. */
+export interface Migrated {
+  applied: number;
+  already: number;
+}
+
 export interface Database {
   db: Db;
   kind: 'pglite' | 'postgres';
   /** Applies the committed drizzle-kit migrations; safe to run on every start. */
-  migrate(): Promise<void>;
+  migrate(): Promise<Migrated>;
   /** Resolves when the database answers a query. */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -23,6 +29,30 @@ const MIGRATION_LOCK = 0x75_73_65_72; // "user"
 const ping = (db: Db) => async () => {
   await db.execute(sql`select 1`);
 };
+
+/** postgres.js answers an array of rows, PGlite an object that holds them. */
+async function rows<T extends Record<string, unknown>>(db: Db, query: SQL): Promise<T[]> {
+  const result = await db.execute<T>(query);
+  return Array.isArray(result) ? result : (result as unknown as { rows: T[] }).rows;
+}
+
+/** The migrations drizzle recorded as applied: none before the first, which creates its table. */
+export async function countMigrations(db: Db): Promise<number> {
+  const [table] = await rows<{ name: string | null }>(
+    db,
+    sql`select to_regclass('drizzle.__drizzle_migrations')::text as name`,
+  );
+  if (table?.name == null) return 0;
+  const [count] = await rows<{ n: number }>(db, sql`select count(*)::int as n from drizzle.__drizzle_migrations`);
+  return count!.n;
+}
+
+/** Runs `apply` and says what it did; exact only while no one else migrates (hence the lock on PostgreSQL). */
+async function counted(db: Db, apply: () => Promise<void>): Promise<Migrated> {
+  const already = await countMigrations(db);
+  await apply();
+  return { applied: (await countMigrations(db)) - already, already };
+}
 
 export async function openPostgres(
   url: string,
@@ -57,7 +87,7 @@ export async function openPostgres(
       const session = postgres(url, { max: 1, connect_timeout: 5, onnotice: () => {} });
       try {
         await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
-        await migrate(drizzle(client), { migrationsFolder: MIGRATIONS });
+        return await counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }));
       } finally {
         await session.end({ timeout: 5 }); // ending the session releases its lock
       }
@@ -82,7 +112,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
   return {
     db,
     kind: 'pglite',
-    migrate: () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }),
+    migrate: () => counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })),
     ping: ping(db),
     close: () => client.close(),
   };

@@ -3,6 +3,7 @@
 import { Hono } from 'hono';
 import { type Logger, pino } from 'pino';
 import type { AppDeps, AppEnv } from '../context.ts';
+import { loggerOptions } from '../deps.ts';
 import { ApiError, type Problem, renderProblem } from '../errors.ts';
 import { compileValidators, type Validators } from '../validation.ts';
 
@@ -44,10 +45,13 @@ export function testApp(options: TestAppOptions = {}): Hono<AppEnv> {
 
 export const silentLogger = (): Logger => pino({ level: 'silent' });
 
-/** A logger whose lines land in `lines`, parsed. pino writes synchronously to a plain object. */
+/**
+ * A logger whose lines land in `lines`, parsed, shaped and redacted as the service's are. pino
+ * writes synchronously to a plain object.
+ */
 export function arrayLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
   const lines: Record<string, unknown>[] = [];
-  const logger = pino({ level: 'debug' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+  const logger = pino(loggerOptions('debug'), { write: (line: string) => void lines.push(JSON.parse(line)) });
   return { logger, lines };
 }
 
