@@ -19,9 +19,9 @@ await build({
   platform: 'node',
   format: 'esm',
   target: 'node24',
-  // Loaded from node_modules at run time: a native addon, and a WASM build that finds its files
+  // Loaded from node_modules at run time: native addons, and a WASM build that finds its files
   // beside its own module.
-  external: ['@node-rs/argon2', '@electric-sql/pglite', '@scalar/api-reference'],
+  external: ['@node-rs/argon2', '@node-rs/bcrypt', '@electric-sql/pglite', '@scalar/api-reference'],
   // Some bundled CommonJS dependencies call require() for Node's own modules.
   banner: {
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",

@@ -59,6 +59,11 @@ const VALID: Record<string, () => Call> = {
   }),
   disableUser: () => ({ method: 'POST', path: '/api/1/user/disable', body: json({ _userId: GHOST }) }),
   enableUser: () => ({ method: 'POST', path: '/api/1/user/enable', body: json({ _userId: GHOST }) }),
+  importUsers: () => ({
+    method: 'POST',
+    path: '/api/1/user/import',
+    body: json({ users: [{ email: unique(), name: 'Parity', password: 'a parity passphrase 42' }] }),
+  }),
 };
 
 it('has a valid call for every operation of the table (so that none is left out below)', () => {
@@ -168,6 +173,11 @@ describe('the same calls, the same answers from the mock and the server', () => 
     ['a delete without _userId', { method: 'DELETE', path: '/api/1/user/delete', body: json({}) }],
     ['a PUT on create', { method: 'PUT', path: '/api/1/user/create', body: '{}' }],
     ['a GET on delete', { method: 'GET', path: '/api/1/user/delete' }],
+    ['an import without rows', { method: 'POST', path: '/api/1/user/import', body: json({ users: [] }) }],
+    [
+      'an import with an unknown top-level field',
+      { method: 'POST', path: '/api/1/user/import', body: json({ users: [{}], force: true }) },
+    ],
   ];
   it.each(calls)('%s', async (_, call) => {
     const [fromServer, fromMock] = [await send(server, call), await send(mock, call)];
@@ -175,5 +185,30 @@ describe('the same calls, the same answers from the mock and the server', () => 
     const code = async (r: Response) => (r.status >= 400 ? ((await r.json()) as { code: string }).code : 'success');
     expect(await code(fromMock)).toBe(await code(fromServer));
     expect(fromMock.headers.get('allow')).toBe(fromServer.headers.get('allow'));
+  });
+
+  it('an import with refused rows: each row answered as the server answers it (the ids aside)', async () => {
+    for (const dryRun of [false, true]) {
+      const call: Call = {
+        method: 'POST',
+        path: '/api/1/user/import',
+        body: json({
+          dryRun,
+          users: [
+            { email: ` ${unique()} `, name: 'Fine', password: 'a parity passphrase 42' },
+            { email: 'nope', name: 'Bad', password: 'a parity passphrase 42' },
+            { email: unique(), name: 'Weak', password: 'password123' },
+            { email: unique(), name: 'Md5', passwordHash: '5f4dcc3b5aa765d61d8327deb882cf99' },
+            { email: unique(), name: 'Neither' },
+          ],
+        }),
+      };
+      const [fromServer, fromMock] = [await send(server, call), await send(mock, call)];
+      expect(fromMock.status).toBe(200);
+      expect(fromServer.status).toBe(200);
+      const withoutIds = async (r: Response) =>
+        JSON.stringify(await r.json()).replace(/"_userId":"[^"]+"/g, '"_userId":"…"');
+      expect(await withoutIds(fromMock)).toBe(await withoutIds(fromServer));
+    }
   });
 });

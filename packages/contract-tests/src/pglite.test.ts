@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineImportSuite } from './import-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
@@ -10,3 +11,4 @@ defineAccessSuite(pgliteTarget);
 defineWritesSuite(pgliteTarget);
 defineSecuritySuite(pgliteTarget);
 defineLoginSuite(pgliteTarget);
+defineImportSuite(pgliteTarget);

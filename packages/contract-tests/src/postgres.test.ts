@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineImportSuite } from './import-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
@@ -12,3 +13,4 @@ defineAccessSuite(target);
 defineWritesSuite(target);
 defineSecuritySuite(target);
 defineLoginSuite(target);
+defineImportSuite(target);

@@ -65,13 +65,13 @@ function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>): void {
   const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
   if (op.writes !== undefined) chain.push(auditWrites(op.writes));
   chain.push(requireScope(op.scope));
-  if ('body' in op.request) chain.push(jsonBody());
+  if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
   if (op.idempotent) chain.push(idempotencyKey());
   chain.push(async function parse(c, next) {
     c.set('input', op.parse(c));
     await next();
   });
-  if (op.idempotent) chain.push(idempotent());
+  if (op.idempotent) chain.push(idempotent(op.bulk?.keptAnswerBytes));
   const handler: Handler<AppEnv> = async (c) => op.handle(c, c.get('input'));
   Object.defineProperty(handler, 'name', { value: op.name });
   app.on(op.method, [op.path], ...chain, handler);
@@ -111,7 +111,12 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     await next();
     c.res.headers.set('Cache-Control', 'no-store');
   });
-  app.use('/api/*', deadline(deps.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS));
+  const timeoutMs = deps.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const bulkTimeouts = new Map(operations.flatMap((op) => (op.bulk ? [[op.path, op.bulk.timeoutMs]] : [])));
+  app.use(
+    '/api/*',
+    deadline((path) => Math.max(timeoutMs, bulkTimeouts.get(path) ?? 0)),
+  );
 
   registerHealth(app);
   registerMetrics(app);

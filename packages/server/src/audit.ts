@@ -10,7 +10,7 @@ import { auditLog } from './db/schema.ts';
 import { describeError, problemCode } from './errors.ts';
 import { isUuid } from './ids.ts';
 
-export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify';
+export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify' | 'import';
 
 export interface AuditEntry {
   operation: WriteOperation;
@@ -23,16 +23,29 @@ export interface AuditEntry {
 /** Writes the row, in the transaction of the write when there is one (runWrite's). */
 export async function insertAuditRow(db: Db, c: Context<AppEnv>, entry: AuditEntry): Promise<void> {
   const token = c.get('token');
-  await db.insert(auditLog).values({
-    site: token.site,
-    tokenId: token.id,
-    operation: entry.operation,
-    // Only an id that could name an account: anything else the caller sent stays out of the log.
-    userId: entry.userId !== undefined && isUuid(entry.userId) ? entry.userId : null,
-    requestId: c.get('requestId'),
-    status: entry.status,
-    outcome: entry.outcome,
-  });
+  await insertAuditRows(db, { site: token.site, tokenId: token.id, requestId: c.get('requestId') }, [entry]);
+}
+
+/** Who wrote: a token of a site in a request, or the operator's CLI (token id `cli`). */
+export interface AuditSource {
+  site: string;
+  tokenId: string;
+  requestId: string;
+}
+
+/** Writes rows of one request at once (an import writes one per account it creates). */
+export async function insertAuditRows(db: Db, source: AuditSource, entries: AuditEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  await db.insert(auditLog).values(
+    entries.map((entry) => ({
+      ...source,
+      operation: entry.operation,
+      // Only an id that could name an account: anything else the caller sent stays out of the log.
+      userId: entry.userId !== undefined && isUuid(entry.userId) ? entry.userId : null,
+      status: entry.status,
+      outcome: entry.outcome,
+    })),
+  );
 }
 
 /**

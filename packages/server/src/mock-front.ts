@@ -110,7 +110,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   // Each operation of the table, checked as the server checks it, in the server's order.
   for (const op of operations) {
     const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), limits(op.budget), requireScope(op.scope)];
-    if ('body' in op.request) chain.push(jsonBody());
+    if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
     if (op.idempotent) chain.push(keyChecked);
     app.on(op.method, [op.path], ...chain, async function gate(c) {
       const input = op.parse(c);
@@ -118,6 +118,8 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
       if ('query' in op.request) {
         return relay(c, op.path, new URLSearchParams(input as Record<string, string>).toString(), undefined);
       }
+      const own = op.mockAnswer?.(c, input);
+      if (own !== undefined) return own;
       return relay(c, op.path, '', JSON.stringify(c.get('body')));
     });
   }

@@ -22,6 +22,11 @@ export interface Operation<Input = unknown> {
   budget?: Budget;
   /** Takes an Idempotency-Key. */
   idempotent?: boolean;
+  /**
+   * Wider bounds than every other operation's, for one that carries many accounts at once
+   * (import): its body, its answer kept for an Idempotency-Key, and its time before a 503.
+   */
+  bulk?: { bodyBytes: number; keptAnswerBytes: number; timeoutMs: number };
   /** The audited write it is, when it writes (its success goes through runWrite). */
   writes?: WriteOperation;
   /**
@@ -30,6 +35,11 @@ export interface Operation<Input = unknown> {
    * It may normalize the parsed query or body in place (trimming); the mock forwards them so.
    */
   parse(c: Context<AppEnv>): Input;
+  /**
+   * The mock's own answer where none of Prism's examples can be right (import's rows refused
+   * one by one); undefined leaves the answer to Prism.
+   */
+  mockAnswer?(c: Context<AppEnv>, input: Input): Response | undefined;
   /** Does the work and answers. */
   handle(c: Context<AppEnv>, input: Input): Promise<Response>;
 }

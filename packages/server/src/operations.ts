@@ -8,6 +8,7 @@ import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
 import { getUser } from './routes/get-user.ts';
+import { importUsers } from './routes/import-users.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
@@ -21,6 +22,7 @@ export const operations: readonly Operation<any>[] = [
   verifyUser,
   disableUser,
   enableUser,
+  importUsers,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { hash, verify } from '@node-rs/argon2';
 import { dictionary } from '@zxcvbn-ts/language-common';
 import { serviceUnavailable } from './errors.ts';
+import { readHash } from './hashes/foreign.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {
@@ -45,7 +46,8 @@ export interface PasswordHasher {
    */
   hash(password: string, site: string): Promise<string>;
   /**
-   * Whether `password` matches the stored PHC string, in the same slots as hashing. Without a
+   * Whether `password` matches the stored hash (ours, or one `import` took: see hashes/foreign.ts),
+   * in the same slots as hashing. Without a
    * stored hash (no such account), it verifies against a stand-in hash and says no, taking as long.
    */
   verify(stored: string | undefined, password: string, site: string): Promise<boolean>;
@@ -153,7 +155,15 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
           await verify(await standIn, password.normalize('NFC')).catch(() => false);
           return false;
         }
-        return verify(stored, password.normalize('NFC')).catch(() => false);
+        const normalized = password.normalize('NFC');
+        // An argon2 hash is ours or was bounded by the import; ours may cost more than its limits.
+        const check = stored.startsWith('$argon2')
+          ? (given: Buffer) => verify(stored, given).catch(() => false)
+          : readHash(stored);
+        if (typeof check === 'string') return false;
+        if (await check(Buffer.from(normalized))) return true;
+        // Another system may have hashed the password as it was typed, without normalizing it.
+        return normalized !== password && check(Buffer.from(password));
       }),
     needsRehash: (stored) => !stored.startsWith(prefix),
   };

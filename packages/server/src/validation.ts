@@ -42,6 +42,12 @@ export interface Validators {
   /** Each operation's query, as a closed object of its own parameters, by path. */
   query: Record<string, ValidateFunction>;
   idempotencyKey: ValidateFunction;
+  /**
+   * import's body without its rows, and one row: each row is checked on its own and answered at
+   * its index, so a bad row does not refuse the others (both derived from the spec's schemas).
+   */
+  importShape: ValidateFunction;
+  importRow: ValidateFunction;
 }
 
 type SpecParameter = { name: string; in: string; schema: unknown };
@@ -69,9 +75,15 @@ export function compileValidators(): Validators {
       }
     }
   }
+  const importRequest = retarget(spec.components.schemas.ImportUsersRequest) as {
+    properties: { users: Record<string, unknown> };
+  };
+  const anyRows = { ...importRequest.properties.users, items: {} };
   return {
     body,
     query,
+    importShape: ajv.compile({ ...importRequest, properties: { ...importRequest.properties, users: anyRows } }),
+    importRow: ajv.getSchema('spec#/$defs/ImportUser')!,
     idempotencyKey: ajv.compile(
       retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object,
     ),

@@ -3,7 +3,7 @@
 // operation (audit.ts) records every other outcome (refusals, failures, replays) and refuses an
 // answer to a write that did not come through here.
 import type { Context } from 'hono';
-import { insertAuditRow, type WriteOperation } from './audit.ts';
+import { insertAuditRow, insertAuditRows, type WriteOperation } from './audit.ts';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
 
@@ -17,8 +17,10 @@ export interface WriteRecord {
 }
 
 export interface WriteDone {
-  /** The account written. */
-  userId: string;
+  /** The account written; undefined for a write of many (import), which lists them in `userIds`. */
+  userId: string | undefined;
+  /** Each account a write of many created: an audit row each (none: one row for the request). */
+  userIds?: string[];
   /** The status and status text the handler will answer with, for the audit row. */
   status: number;
   outcome: string;
@@ -26,22 +28,34 @@ export interface WriteDone {
 
 /**
  * Runs `work` in one transaction. When it returns something (what it wrote), the audit row is
- * written in the same transaction and the deadline's commit point is passed (past the deadline,
+ * written in the same transaction (`done` may be worked out from what was written, by an import
+ * whose accounts are known only then) and the deadline's commit point is passed (past the deadline,
  * it throws and everything rolls back: a 503 means nothing changed). When it returns
  * `undefined` it wrote nothing: the transaction commits empty and the handler answers the
  * refusal, which the audit middleware records.
  */
 export async function runWrite<T>(
   c: Context<AppEnv>,
-  done: WriteDone,
+  done: WriteDone | ((written: T) => WriteDone),
   work: (tx: Db) => Promise<T | undefined>,
 ): Promise<T | undefined> {
   const record = c.get('write');
-  record.userId = done.userId;
+  if (typeof done !== 'function') record.userId = done.userId;
   const written = await c.get('deps').database.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
-    await insertAuditRow(tx, c, { operation: record.operation, ...done });
+    const { userIds, ...entry } = typeof done === 'function' ? done(result) : done;
+    if (userIds === undefined || userIds.length === 0)
+      await insertAuditRow(tx, c, { operation: record.operation, ...entry });
+    else {
+      const token = c.get('token');
+      const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
+      await insertAuditRows(
+        tx,
+        source,
+        userIds.map((userId) => ({ operation: record.operation, ...entry, userId })),
+      );
+    }
     // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.
     c.get('deadline')?.commit();
     return result;

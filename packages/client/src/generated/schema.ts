@@ -176,6 +176,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Bring accounts over from another system
+         * @description Creates up to 1,000 accounts in one call, each with the fields of `create` and either a
+         *     `password` in plain text or the `passwordHash` the other system stored. Each created
+         *     account is an ordinary account of the token's site, in reach of every operation.
+         *
+         *     - Each row is checked on its own, in input order, and answered in `items` at its index:
+         *       a row that breaks the schema, has a weak `password` (the rules of `create`), a
+         *       `passwordHash` in no accepted format or beyond its limits, or an email already in use
+         *       by an account of the site (or by an earlier row of the same call) fails with its
+         *       problem `code` and field `errors`, and the other rows go on. A repeated email never
+         *       creates two accounts, also between imports running at once. A failed row changes
+         *       nothing.
+         *     - The whole request is refused (400, nothing written) only when its own shape is wrong:
+         *       not an object, `users` missing, empty, over 1,000 rows or not an array, an unknown
+         *       top-level field.
+         *     - `"dryRun": true` checks every row, the emails in use included, and writes nothing; the
+         *       answer is the one the import would give, with `status` `import checked` and rows
+         *       `user would be created` without an `_userId`.
+         *     - Accepted `passwordHash` formats, each checked by `verify` with its own algorithm and
+         *       replaced by an argon2id hash of the current parameters at the first successful
+         *       `verify` (as a change of `PASSWORD_HASH` does; `updatedAt` and the `ETag` stay):
+         *       argon2id, argon2i and argon2d PHC strings (`$argon2id$v=19$m=…,t=…,p=…$salt$hash`;
+         *       m ≤ 262,144 KiB, t ≤ 20, p ≤ 16); bcrypt (`$2a$`, `$2b$`, `$2y$`, cost 4 to 16; bcrypt
+         *       reads only the first 72 bytes of a password: until the rehash, so does `verify` for
+         *       that account); scrypt in PHC form (`$scrypt$ln=…,r=…,p=…$salt$hash`, passlib's;
+         *       128·2^ln·r ≤ 256 MiB, p ≤ 16); PBKDF2 as passlib writes it
+         *       (`$pbkdf2-sha256$rounds$salt$hash`, `$pbkdf2-sha512$…`, adapted base64) or in PHC form
+         *       (`$pbkdf2-sha256$i=rounds,l=length$salt$hash`); and Django's
+         *       `pbkdf2_sha256$iterations$salt$base64`. PBKDF2 up to 10,000,000 iterations. Until its
+         *       rehash, a wrong password for an imported account costs what its own hash costs, so
+         *       `verify`'s equal time holds between accounts hashed alike. `verify` checks an imported
+         *       hash against the password normalized to NFC and, when that differs, as it was sent:
+         *       the other system may not have normalized it.
+         *     - A `password` is checked as on `create` and hashed in the same bounded, fair queue as
+         *       every hash; a `passwordHash` costs no hashing. The call counts once against the `"all"`
+         *       and the `"hash"` budgets, whatever it holds.
+         *     - The body may be up to 2 MiB (413 `payload_too_large` over it), and the request may take
+         *       up to 120 seconds (or `REQUEST_TIMEOUT_MS`, if longer) before it is answered 503 with
+         *       nothing written.
+         *     - `Idempotency-Key` works as on `create`, and the answer is kept up to 256 KiB.
+         *
+         *     Every created account leaves an audit row (operation `import`, outcome `user created`);
+         *     a call that creates none leaves one row for the call.
+         */
+        post: operations["importUsers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -436,6 +497,59 @@ export interface components {
                 status: "user enabled";
             };
         };
+        /**
+         * @description A password hash as another system stored it: argon2 or scrypt PHC strings, bcrypt
+         *     (`$2a$`, `$2b$`, `$2y$`), PBKDF2 (passlib's or PHC form) or Django's `pbkdf2_sha256$…`.
+         *     See `import` for the limits of each. Never returned, never logged.
+         * @example $2b$10$eG5CnE4IGRIUQIDmVswfluK2WF1sWzmH9lenl4TgAj9VgtmxQ7Nl2
+         */
+        PasswordHash: string;
+        /** @description The fields of `create`, with exactly one of `password` or `passwordHash`. */
+        ImportUser: {
+            email: components["schemas"]["Email"];
+            name: components["schemas"]["Name"];
+            phone?: components["schemas"]["Phone"];
+            address?: components["schemas"]["Address"];
+            password?: components["schemas"]["Password"];
+            passwordHash?: components["schemas"]["PasswordHash"];
+        } & (unknown | unknown);
+        ImportUsersRequest: {
+            /** @description The accounts, 1 to 1,000. Each row is checked on its own (see `import`). */
+            users: components["schemas"]["ImportUser"][];
+            /** @description `true`: check every row and write nothing. Omitted: `false`. */
+            dryRun?: boolean;
+        };
+        ImportItemError: {
+            code: components["schemas"]["ErrorCode"];
+            /** @example An account with this email already exists. */
+            message: string;
+            /** @description The fields at fault, with pointers into the request (`/users/3/email`). */
+            errors: components["schemas"]["FieldError"][];
+        };
+        /** @description One row's outcome, at its index in `users`. */
+        ImportItem: {
+            index: number;
+            _userId: components["schemas"]["UserId"];
+            /** @constant */
+            status: "user created";
+        } | {
+            index: number;
+            /** @constant */
+            status: "user would be created";
+        } | {
+            index: number;
+            error: components["schemas"]["ImportItemError"];
+        };
+        ImportUsersResponse: {
+            result: {
+                /** @enum {string} */
+                status: "import done" | "import checked";
+                /** @description Rows created (in a dry run, rows that would be). */
+                created: number;
+                failed: number;
+                items: components["schemas"]["ImportItem"][];
+            };
+        };
         GetUserResponse: {
             result: components["schemas"]["User"];
         };
@@ -466,7 +580,7 @@ export interface components {
          * @description A stable identifier of the error; switch on this, not on `title` or `detail`.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -564,6 +678,21 @@ export interface components {
         };
         /** @description The body is not valid JSON, breaks the schema (neither or both of `email` and `_userId`), or `X-End-User-IP` is not an IP address. */
         VerifyBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description The body is not valid JSON, or its shape is wrong (`users` missing, empty, over 1,000
+         *     rows; an unknown top-level field). A row's own faults are answered in its item, not here.
+         */
+        ImportBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -725,7 +854,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get; `write` for create, update, delete, disable and enable; `verify` for verify). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get; `write` for create, update, delete, disable, enable and import; `verify` for verify). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -837,7 +966,7 @@ export interface components {
         /**
          * @description The token's quota policies (draft-ietf-httpapi-ratelimit-headers): `q` requests per `w`
          *     seconds. `"all"` counts every request; `"hash"` counts the requests that compute a
-         *     password hash (every `create` and `verify`, and an `update` that sets `password`), and is listed on
+         *     password hash (every `create`, `import` and `verify`, and an `update` that sets `password`), and is listed on
          *     their answers only. `"failed_auth"` appears only on a 429 for too many failed
          *     authentications from the client's address (see the `apiToken` security scheme).
          */
@@ -1191,6 +1320,57 @@ export interface operations {
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    importUsers: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+                 *     printable ASCII characters. A retry with the same key and body replays the first answer.
+                 *     Kept 24 hours per token.
+                 * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImportUsersRequest"];
+            };
+        };
+        responses: {
+            /**
+             * @description Every row was checked; `items` says, in input order, which were created and why the
+             *     others were not. `created` + `failed` is the number of rows.
+             */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImportUsersResponse"];
+                };
+            };
+            400: components["responses"]["ImportBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyKeyInUse"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

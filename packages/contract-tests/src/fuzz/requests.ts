@@ -152,7 +152,8 @@ function stringFor(schema: Json): fc.Arbitrary<string> {
  */
 export function valueFor(spec: Json, node: Json, live?: Live['live']): fc.Arbitrary<Value> {
   const schema = resolve(spec, node);
-  const variants = (schema.oneOf ?? schema.anyOf) as Json[] | undefined;
+  // A oneOf beside properties only lists required fields ("exactly one of"): the object is the shape.
+  const variants = (schema.properties === undefined ? (schema.oneOf ?? schema.anyOf) : undefined) as Json[] | undefined;
   let shaped: fc.Arbitrary<Value>;
   if (variants) {
     shaped = fc.oneof(...variants.map((v) => valueFor(spec, v, live)));
@@ -163,6 +164,15 @@ export function valueFor(spec: Json, node: Json, live?: Live['live']): fc.Arbitr
         if (t === 'null') return fc.constant(null);
         if (t === 'object') return objectFor(spec, schema);
         if (t === 'integer') return fc.integer();
+        if (t === 'boolean') return fc.boolean();
+        if (t === 'array') {
+          // Up to a few rows: the limits of a long array are the example-based tests' to try.
+          const rows = fc.array(valueFor(spec, schema.items as Json, live), {
+            minLength: (schema.minItems as number | undefined) ?? 0,
+            maxLength: 4,
+          });
+          return rows as fc.Arbitrary<Value>;
+        }
         return stringFor(schema);
       }),
     );

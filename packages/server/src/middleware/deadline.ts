@@ -17,8 +17,9 @@ export interface Deadline {
  * itself goes on in the background until the database's statement_timeout stops it; a write that
  * has not reached `commit()` by then is rolled back there.
  */
-export function deadline(ms: number): MiddlewareHandler<AppEnv> {
+export function deadline(msFor: number | ((path: string) => number)): MiddlewareHandler<AppEnv> {
   return async function deadlineMiddleware(c, next) {
+    const ms = typeof msFor === 'number' ? msFor : msFor(c.req.path);
     let expired = false;
     let committing = false;
     c.set('deadline', {

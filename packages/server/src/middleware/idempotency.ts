@@ -75,7 +75,7 @@ export function idempotencyKey(): MiddlewareHandler<AppEnv> {
  * Replays the answer kept for the key idempotencyKey() read, or claims the key, runs the rest
  * and keeps its answer. Goes after the operation's parse: only valid requests take a key.
  */
-export function idempotent(): MiddlewareHandler<AppEnv> {
+export function idempotent(maxStoredBody = MAX_STORED_BODY): MiddlewareHandler<AppEnv> {
   return async function idempotencyMiddleware(c, next) {
     const request = c.get('idempotency');
     if (request === undefined) return next();
@@ -130,7 +130,7 @@ export function idempotent(): MiddlewareHandler<AppEnv> {
       // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no".
       const kept = c.res.status < 500 && c.res.status !== 429;
       const body = kept ? await c.res.clone().text() : undefined;
-      if (body === undefined || Buffer.byteLength(body) > MAX_STORED_BODY) {
+      if (body === undefined || Buffer.byteLength(body) > maxStoredBody) {
         // Not an answer to keep: the retry should run again.
         await db.delete(idempotencyKeys).where(thisKey);
         return;

@@ -7,8 +7,8 @@ export const BODY_LIMIT = 64 * 1024;
 export const MAX_DEPTH = 32;
 
 // The rest of the body is never read, so the connection cannot be reused: say so.
-const tooLarge = () =>
-  new ApiError(413, 'payload_too_large', `The request body must be at most ${BODY_LIMIT} bytes.`, {
+const tooLarge = (limit: number) =>
+  new ApiError(413, 'payload_too_large', `The request body must be at most ${limit} bytes.`, {
     headers: { Connection: 'close' },
   });
 const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError(400, 'invalid_json', detail);
@@ -37,7 +37,7 @@ function isJsonMediaType(contentType: string | undefined): boolean {
  * Content-Length was sent (the stream is counted, so chunked bodies cannot slip past), 400 unless
  * it is UTF-8 JSON.
  */
-export function jsonBody(): MiddlewareHandler<AppEnv> {
+export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
   return async function jsonBodyMiddleware(c, next) {
     const contentType = c.req.header('content-type');
     if (!isJsonMediaType(contentType)) {
@@ -52,9 +52,9 @@ export function jsonBody(): MiddlewareHandler<AppEnv> {
       );
     }
     const declared = c.req.header('content-length');
-    if (declared !== undefined && Number(declared) > BODY_LIMIT) throw tooLarge();
+    if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
 
-    const bytes = await readLimited(c.req.raw.body, BODY_LIMIT);
+    const bytes = await readLimited(c.req.raw.body, limit);
     let text: string;
     try {
       text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
@@ -117,7 +117,7 @@ async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: num
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel().catch(() => {});
-      throw tooLarge();
+      throw tooLarge(limit);
     }
     chunks.push(value);
   }

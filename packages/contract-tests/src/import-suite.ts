@@ -1,0 +1,233 @@
+// Bringing accounts over through the client: per-row answers, foreign hashes verified and then
+// rehashed, dry runs, idempotency, and no email ever imported twice. Server targets only.
+import { readFileSync } from 'node:fs';
+import type { components } from '@user-accounts/client';
+import { describe, expect, it } from 'vitest';
+import { useTarget } from './harness.ts';
+import type { TargetSpec } from './targets.ts';
+
+type ImportUser = components['schemas']['ImportUser'];
+type ImportItem = components['schemas']['ImportItem'];
+
+interface Fixture {
+  format: string;
+  password: string;
+  hash: string;
+  sharesFirst72?: string;
+}
+// Made by each format's reference tool (packages/server/src/hashes/fixtures/make-fixtures.sh).
+export const FOREIGN_HASHES = (
+  JSON.parse(
+    readFileSync(new URL('../../server/src/hashes/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
+  ) as Fixture[]
+).filter((f) => f.format !== 'firebase-scrypt');
+
+export function defineImportSuite(spec: TargetSpec): void {
+  if (spec.skip || !spec.stateful) return;
+
+  describe(`${spec.name}: import`, () => {
+    const h = useTarget(spec);
+    const importUsers = (users: ImportUser[], options: { dryRun?: boolean; key?: string } = {}) =>
+      h.client.POST('/api/1/user/import', {
+        body: { users, ...(options.dryRun !== undefined && { dryRun: options.dryRun }) },
+        params: { header: options.key === undefined ? {} : { 'Idempotency-Key': options.key } },
+      });
+    const countSite = async (emails: string[]) =>
+      Number(
+        (
+          await h.target.sql('select count(*)::int as n from users where lower(email) = any($1::text[])', [
+            emails.map((e) => e.toLowerCase()),
+          ])
+        )[0]!.n,
+      );
+    const created = (item: ImportItem | undefined) => (item !== undefined && '_userId' in item ? item._userId : '');
+
+    it('imports every hash format made by its reference tool; verify accepts its password, then rehashes it to argon2id with the ETag unchanged', async () => {
+      const rows = FOREIGN_HASHES.map((f) => ({
+        email: h.uniqueEmail(f.format),
+        name: f.format,
+        passwordHash: f.hash,
+      }));
+      const { data, response } = await importUsers(rows);
+      expect(response.status).toBe(200);
+      expect(data?.result).toMatchObject({ status: 'import done', created: rows.length, failed: 0 });
+      for (const [i, fixture] of FOREIGN_HASHES.entries()) {
+        const id = created(data!.result.items[i]);
+        expect(data!.result.items[i]).toEqual({ index: i, _userId: id, status: 'user created' });
+        expect((await h.rowOf(id))!.password_hash).toBe(fixture.hash);
+        const before = await h.client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+        const wrong = await h.client.POST('/api/1/user/verify', {
+          body: { email: rows[i]!.email, password: `!${fixture.password}` },
+        });
+        expect(wrong.response.status, fixture.hash).toBe(422);
+        const right = await h.client.POST('/api/1/user/verify', {
+          body: { email: rows[i]!.email, password: fixture.password },
+        });
+        expect(right.response.status, fixture.hash).toBe(200);
+        expect(String((await h.rowOf(id))!.password_hash)).toMatch(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
+        const after = await h.client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+        expect(after.response.headers.get('etag')).toBe(before.response.headers.get('etag'));
+        expect(after.data?.result.updatedAt).toBe(before.data?.result.updatedAt);
+        // Rehashed: the same password goes on working.
+        const again = await h.client.POST('/api/1/user/verify', { body: { _userId: id, password: fixture.password } });
+        expect(again.response.status).toBe(200);
+      }
+    });
+
+    it("keeps bcrypt's 72-byte rule until the rehash, and the whole password from then on", async () => {
+      const long = FOREIGN_HASHES.find((f) => f.format === 'bcrypt-long')!;
+      const email = h.uniqueEmail('bcrypt-long');
+      await importUsers([{ email, name: 'Long Password', passwordHash: long.hash }]);
+      const verify = (password: string) => h.client.POST('/api/1/user/verify', { body: { email, password } });
+      expect((await verify(long.password)).response.status).toBe(200);
+      expect((await verify(long.sharesFirst72!)).response.status).toBe(422);
+      expect((await verify(long.password)).response.status).toBe(200);
+    });
+
+    it('answers each row at its index: created, invalid, weak, unusable hash, repeated in the batch, already in use', async () => {
+      const existing = await h.createUser();
+      const fresh = h.uniqueEmail('fresh');
+      const plain = h.uniqueEmail('plain');
+      const rows = [
+        { email: fresh, name: 'Fresh', passwordHash: FOREIGN_HASHES[0]!.hash },
+        { email: 'not an email', name: 'Bad', passwordHash: FOREIGN_HASHES[0]!.hash },
+        { email: h.uniqueEmail('weak'), name: 'Weak', password: 'password123' },
+        { email: h.uniqueEmail('md5'), name: 'Md5', passwordHash: '5f4dcc3b5aa765d61d8327deb882cf99' },
+        { email: `  ${fresh.toUpperCase()} `, name: 'Again', passwordHash: FOREIGN_HASHES[0]!.hash },
+        { email: existing.email.toLowerCase(), name: 'Taken', passwordHash: FOREIGN_HASHES[0]!.hash },
+        { email: plain, name: 'Plain', password: 'a long and unusual passphrase' },
+        { email: h.uniqueEmail('both'), name: 'Both', password: 'a long and unusual passphrase', passwordHash: 'x' },
+      ];
+      const { data, response } = await importUsers(rows);
+      expect(response.status).toBe(200);
+      const items = data!.result.items;
+      expect(data!.result).toMatchObject({ status: 'import done', created: 2, failed: 6 });
+      expect(items.map((item) => item.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      const codes = items.map((item) => ('error' in item ? item.error.code : item.status));
+      expect(codes).toEqual([
+        'user created',
+        'invalid_request',
+        'weak_password',
+        'invalid_password_hash',
+        'email_taken',
+        'email_taken',
+        'user created',
+        'invalid_request',
+      ]);
+      const pointers = items.map((item) => ('error' in item ? item.error.errors.map((e) => e.pointer) : []));
+      expect(pointers).toEqual([
+        [],
+        ['/users/1/email'],
+        ['/users/2/password'],
+        ['/users/3/passwordHash'],
+        ['/users/4/email'],
+        ['/users/5/email'],
+        [],
+        ['/users/7/password'],
+      ]);
+      expect(await countSite([fresh])).toBe(1);
+      expect(await countSite([existing.email])).toBe(1);
+      // A plain password is hashed as on create, and works.
+      const login = await h.client.POST('/api/1/user/verify', {
+        body: { email: plain, password: 'a long and unusual passphrase' },
+      });
+      expect(login.response.status).toBe(200);
+      // Imported accounts are in reach of every operation.
+      const read = await h.client.GET('/api/1/user/get', { params: { query: { email: plain } } });
+      expect(read.data?.result).toMatchObject({ _userId: created(items[6]), name: 'Plain', disabled: false });
+      const audit = await h.target.sql(
+        `select count(*)::int as n from audit_log where operation = 'import' and outcome = 'user created' and user_id = any($1::text[])`,
+        [[created(items[0]), created(items[6])]],
+      );
+      expect(audit[0]!.n).toBe(2);
+    });
+
+    it('checks everything in a dry run, emails in use included, and writes nothing', async () => {
+      const existing = await h.createUser();
+      const emails = [h.uniqueEmail('dry'), h.uniqueEmail('dry')];
+      const { data, response } = await importUsers(
+        [
+          { email: emails[0]!, name: 'Dry', passwordHash: FOREIGN_HASHES[0]!.hash },
+          { email: emails[1]!, name: 'Dry', password: 'a long and unusual passphrase' },
+          { email: existing.email, name: 'Taken', passwordHash: FOREIGN_HASHES[0]!.hash },
+        ],
+        { dryRun: true },
+      );
+      expect(response.status).toBe(200);
+      expect(data?.result).toMatchObject({ status: 'import checked', created: 2, failed: 1 });
+      expect(data?.result.items.slice(0, 2)).toEqual([
+        { index: 0, status: 'user would be created' },
+        { index: 1, status: 'user would be created' },
+      ]);
+      expect(await countSite(emails)).toBe(0);
+    });
+
+    it('replays an answer for its Idempotency-Key, and imports once', async () => {
+      const email = h.uniqueEmail('idem');
+      const key = `import-${email}`;
+      const rows = [{ email, name: 'Once', passwordHash: FOREIGN_HASHES[0]!.hash }];
+      const first = await importUsers(rows, { key });
+      const second = await importUsers(rows, { key });
+      expect(second.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(second.data).toEqual(first.data);
+      expect(await countSite([email])).toBe(1);
+    });
+
+    it('never creates two accounts for one email, across 20 imports of overlapping batches at once', async () => {
+      const pool = Array.from({ length: 30 }, () => h.uniqueEmail('race'));
+      const batches = Array.from({ length: 20 }, (_, b) =>
+        Array.from({ length: 10 }, (_, i) => ({
+          email: pool[(b * 7 + i * 3) % pool.length]!,
+          name: `Race ${b}`,
+          passwordHash: FOREIGN_HASHES[0]!.hash,
+        })),
+      );
+      const answers = await Promise.all(batches.map((batch) => importUsers(batch)));
+      for (const answer of answers) expect(answer.response.status).toBe(200);
+      const createdTotal = answers.reduce((sum, a) => sum + a.data!.result.created, 0);
+      const used = new Set(batches.flat().map((row) => row.email.toLowerCase()));
+      const rows = await h.target.sql(
+        'select lower(email) as email, count(*)::int as n from users where lower(email) = any($1::text[]) group by 1',
+        [[...used]],
+      );
+      expect(rows.every((row) => row.n === 1)).toBe(true);
+      expect(rows.length).toBe(used.size);
+      expect(createdTotal).toBe(used.size);
+    });
+
+    it('takes 1,000 rows in one call (a body over 64 KiB), and refuses 1,001 as a whole', async () => {
+      const rows = Array.from({ length: 1000 }, (_, i) => ({
+        email: h.uniqueEmail(`bulk${i}`),
+        name: `Bulk ${i}`,
+        address: 'A street with a long enough name to make the body larger',
+        passwordHash: FOREIGN_HASHES[0]!.hash,
+      }));
+      expect(JSON.stringify({ users: rows }).length).toBeGreaterThan(64 * 1024);
+      const { data, response } = await importUsers(rows);
+      expect(response.status).toBe(200);
+      expect(data?.result.created).toBe(1000);
+      expect(await countSite(rows.map((r) => r.email))).toBe(1000);
+
+      const tooMany = [...rows, { ...rows[0]!, email: h.uniqueEmail('one-more') }];
+      const refused = await importUsers(tooMany);
+      expect(refused.response.status).toBe(400);
+      expect(refused.error?.errors?.[0]?.pointer).toBe('/users');
+    });
+
+    it.each([
+      ['no users', {}],
+      ['no rows', { users: [] }],
+      ['users that is not an array', { users: { email: 'a@example.com' } }],
+      ['an unknown top-level field', { users: [{ email: 'a@example.com', name: 'A', password: 'x' }], force: true }],
+      ['a body that is an array', [{ email: 'a@example.com' }]],
+    ])('refuses %s as a whole with 400 invalid_request', async (_, body) => {
+      const response = await h.raw('/api/1/user/import', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as { code: string }).code).toBe('invalid_request');
+    });
+  });
+}

@@ -1,0 +1,120 @@
+// Password hashes made by other systems, as `import` takes them and `verify` checks them until
+// the account's first successful verify replaces them with our own argon2id (see passwords.ts).
+// Every algorithm runs in a maintained implementation: @node-rs/argon2, @node-rs/bcrypt, and
+// node:crypto's scrypt and PBKDF2, all on libuv's thread pool. This module only reads the
+// formats and bounds their cost, so that an imported hash cannot hold a hashing slot for minutes.
+import { pbkdf2, scrypt, timingSafeEqual } from 'node:crypto';
+import { promisify } from 'node:util';
+import { verify as argon2Verify } from '@node-rs/argon2';
+import { verify as bcryptVerify } from '@node-rs/bcrypt';
+
+/** Checks a password (its UTF-8 bytes) against one stored hash. */
+export type HashCheck = (password: Buffer) => Promise<boolean>;
+
+const pbkdf2Async = promisify(pbkdf2);
+const scryptAsync = promisify(scrypt) as (
+  password: Buffer,
+  salt: Buffer,
+  length: number,
+  options: { N: number; r: number; p: number; maxmem: number },
+) => Promise<Buffer>;
+
+// The limits the spec states for import, each a few seconds of one core at most.
+export const LIMITS = {
+  argon2: { memoryKiB: 262_144, passes: 20, lanes: 16 },
+  bcrypt: { minCost: 4, maxCost: 16 },
+  scrypt: { memoryBytes: 256 * 1024 * 1024, parallelism: 16 },
+  pbkdf2: { iterations: 10_000_000 },
+} as const;
+
+const B64 = '[A-Za-z0-9+/]';
+const ARGON2 = new RegExp(
+  `^\\$argon2(?:id|i|d)\\$(?:v=(?:16|19)\\$)?m=(\\d{1,7}),t=(\\d{1,3}),p=(\\d{1,2})\\$${B64}{11,}\\$${B64}{16,}$`,
+);
+const BCRYPT = /^\$2[aby]\$(\d\d)\$[./A-Za-z0-9]{53}$/;
+const SCRYPT = new RegExp(`^\\$scrypt\\$ln=(\\d{1,2}),r=(\\d{1,3}),p=(\\d{1,2})\\$(${B64}*)\\$(${B64}{16,})$`);
+// passlib: `$pbkdf2-sha256$29000$salt$hash` in its adapted base64 ('.' for '+'); PHC: `i=29000,l=32`.
+const PBKDF2 =
+  /^\$pbkdf2-(sha256|sha512)\$(?:(\d{1,8})|i=(\d{1,8})(?:,l=\d{1,3})?)\$([./A-Za-z0-9+]*)\$([./A-Za-z0-9+]{16,})$/;
+// Django: `pbkdf2_sha256$870000$salt$base64`, the salt used as its UTF-8 text.
+const DJANGO = /^pbkdf2_sha256\$(\d{1,8})\$([^$]{1,128})\$([A-Za-z0-9+/]{43}=)$/;
+
+const fromBase64 = (text: string) => Buffer.from(text.replaceAll('.', '+'), 'base64');
+
+const equalBytes = (a: Buffer, b: Buffer) => a.length === b.length && timingSafeEqual(a, b);
+
+/**
+ * How to check passwords against `stored`, or why it cannot be used: a format this service does
+ * not read, or a cost beyond the limits. Our own argon2id hashes read as any argon2 PHC string.
+ */
+export function readHash(stored: string): HashCheck | string {
+  for (const read of [readArgon2, readBcrypt, readScrypt, readPbkdf2, readDjango]) {
+    const check = read(stored);
+    if (check !== undefined) return check;
+  }
+  return 'is not a password hash in an accepted format (argon2, bcrypt, scrypt, PBKDF2, Django)';
+}
+
+// Each reader: undefined when `stored` is not its format, else its check or why it is refused.
+
+function readArgon2(stored: string): HashCheck | string | undefined {
+  const m = ARGON2.exec(stored);
+  if (m === null) return undefined;
+  const [memory, passes, lanes] = m.slice(1, 4).map(Number) as [number, number, number];
+  const { memoryKiB, passes: maxPasses, lanes: maxLanes } = LIMITS.argon2;
+  if (memory > memoryKiB || passes > maxPasses || lanes > maxLanes || lanes < 1 || passes < 1 || memory < 8 * lanes) {
+    return `is an argon2 hash with parameters beyond m=${memoryKiB}, t=${maxPasses}, p=${maxLanes}`;
+  }
+  return (password) => argon2Verify(stored, password).catch(() => false);
+}
+
+function readBcrypt(stored: string): HashCheck | string | undefined {
+  const m = BCRYPT.exec(stored);
+  if (m === null) return undefined;
+  const cost = Number(m[1]);
+  if (cost < LIMITS.bcrypt.minCost || cost > LIMITS.bcrypt.maxCost) {
+    return `is a bcrypt hash with a cost outside ${LIMITS.bcrypt.minCost} to ${LIMITS.bcrypt.maxCost}`;
+  }
+  // bcrypt's own rules: only the first 72 bytes of the password count.
+  return (password) => bcryptVerify(password, stored).catch(() => false);
+}
+
+function readScrypt(stored: string): HashCheck | string | undefined {
+  const m = SCRYPT.exec(stored);
+  if (m === null) return undefined;
+  const [log2N, r, p] = m.slice(1, 4).map(Number) as [number, number, number];
+  const memory = 128 * 2 ** log2N * r;
+  if (log2N < 1 || r < 1 || p < 1 || p > LIMITS.scrypt.parallelism || memory > LIMITS.scrypt.memoryBytes) {
+    return `is a scrypt hash with parameters beyond 128·2^ln·r ≤ ${LIMITS.scrypt.memoryBytes} bytes, p ≤ ${LIMITS.scrypt.parallelism}`;
+  }
+  const salt = fromBase64(m[4]!);
+  const expected = fromBase64(m[5]!);
+  const options = { N: 2 ** log2N, r, p, maxmem: memory + 1024 * 1024 };
+  return async (password) => equalBytes(await scryptAsync(password, salt, expected.length, options), expected);
+}
+
+function readPbkdf2(stored: string): HashCheck | string | undefined {
+  const m = PBKDF2.exec(stored);
+  if (m === null) return undefined;
+  const digest = m[1]!;
+  const iterations = Number(m[2] ?? m[3]);
+  if (iterations < 1 || iterations > LIMITS.pbkdf2.iterations) {
+    return `is a PBKDF2 hash with more than ${LIMITS.pbkdf2.iterations} iterations`;
+  }
+  const salt = fromBase64(m[4]!);
+  const expected = fromBase64(m[5]!);
+  return async (password) =>
+    equalBytes(await pbkdf2Async(password, salt, iterations, expected.length, digest), expected);
+}
+
+function readDjango(stored: string): HashCheck | string | undefined {
+  const m = DJANGO.exec(stored);
+  if (m === null) return undefined;
+  const iterations = Number(m[1]);
+  if (iterations < 1 || iterations > LIMITS.pbkdf2.iterations) {
+    return `is a PBKDF2 hash with more than ${LIMITS.pbkdf2.iterations} iterations`;
+  }
+  const salt = Buffer.from(m[2]!, 'utf8');
+  const expected = Buffer.from(m[3]!, 'base64');
+  return async (password) => equalBytes(await pbkdf2Async(password, salt, iterations, 32, 'sha256'), expected);
+}
