@@ -1,4 +1,4 @@
-// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`. It uses the same
+// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`, `pnpm cli import`. It uses the same
 // configuration as the server (DATABASE_URL, or the embedded database in DATA_DIR).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -8,6 +8,7 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { ConfigError, loadConfig } from './env.ts';
 import { unsafeDataDir } from './file-safety.ts';
+import { createPasswordHasher } from './passwords.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
   if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))
@@ -45,7 +46,12 @@ async function run(argv: string[]): Promise<CommandResult> {
     database = await openPglite(config.dataDir);
   }
   try {
-    return await runCommand(argv, database.db, await database.migrate());
+    const hasher = createPasswordHasher({
+      concurrency: config.hashConcurrency,
+      maxWaiting: config.hashQueue,
+      params: config.passwordHash,
+    });
+    return await runCommand(argv, database.db, await database.migrate(), { hasher, progress: process.stderr });
   } finally {
     await database.close();
     unlock();

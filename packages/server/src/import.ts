@@ -32,10 +32,6 @@ export interface ImportTarget {
   site: string;
 }
 
-// Plain passwords of one call hashed at once: the hasher's fair queue shares its slots between
-// sites; this keeps one import from filling the shared waiting room by itself.
-const HASHING_AT_ONCE = 4;
-
 const rowError = (index: number, code: ItemError['code'], message: string, errors: FieldError[]): ImportItem => ({
   index,
   error: { code, message, errors: errors.slice(0, 20) },
@@ -143,7 +139,10 @@ async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise
   return new Set(accepted.filter((a) => taken.has(a.row.email.toLowerCase())).map((a) => a.index));
 }
 
-/** Hashes the plain passwords, a few at a time, in the site's turn of the shared hasher. */
+/**
+ * Hashes the plain passwords in the site's turn of the shared hasher, as many at once as it has
+ * slots: enough to keep them busy, never enough to fill the shared waiting room by itself.
+ */
 async function hashPasswords(hasher: PasswordHasher, site: string, rows: Accepted[]): Promise<void> {
   const queue = rows.filter((a) => a.passwordHash === undefined);
   const worker = async () => {
@@ -151,7 +150,7 @@ async function hashPasswords(hasher: PasswordHasher, site: string, rows: Accepte
       next.passwordHash = await hasher.hash(next.row.password!, site);
     }
   };
-  await Promise.all(Array.from({ length: HASHING_AT_ONCE }, worker));
+  await Promise.all(Array.from({ length: hasher.concurrency }, worker));
 }
 
 /**

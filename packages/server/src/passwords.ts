@@ -53,6 +53,8 @@ export interface PasswordHasher {
   verify(stored: string | undefined, password: string, site: string): Promise<boolean>;
   /** Whether a stored hash was made otherwise than new hashes are now (replaced at a successful verify). */
   needsRehash(stored: string): boolean;
+  /** Hashes computed at once (HASH_CONCURRENCY). */
+  readonly concurrency: number;
   /** Hashes running and waiting now, every site together. */
   readonly load: { running: number; waiting: number };
 }
@@ -144,6 +146,7 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
   };
 
   return {
+    concurrency,
     get load() {
       return { running, waiting };
     },

@@ -1,9 +1,13 @@
-// The operator's commands (`pnpm cli ...`): tokens and the audit trail. They run wherever the
-// database is: in the CLI's own process, or inside the running server (see socket.ts).
+// The operator's commands (`pnpm cli ...`): tokens, the audit trail, imports. They run wherever
+// the database is: in the CLI's own process, or inside the running server (see socket.ts).
+import { existsSync } from 'node:fs';
 import { latestAuditRows } from '../audit.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
 import { isUuid } from '../ids.ts';
+import type { PasswordHasher } from '../passwords.ts';
 import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME, unrevokedTokenIds } from '../tokens.ts';
+import { compileValidators } from '../validation.ts';
+import { importFile } from './import-file.ts';
 
 /** Each command's usage: all of them make --help; a usage error shows only its command's. */
 const COMMANDS: { name: string; synopsis: string; about: string }[] = [
@@ -28,6 +32,14 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     name: 'audit tail',
     synopsis: 'audit tail [--limit N] [--site NAME] [--json]',
     about: 'The latest write requests, newest last.',
+  },
+  {
+    name: 'import',
+    synopsis: 'import --site NAME FILE.ndjson [--dry-run]',
+    about: `Creates the site's accounts from a file, one JSON object per line as POST
+      /api/1/user/import takes its rows (a password or a passwordHash each), 1,000 at a time.
+      Prints each refused line's reason; exits 1 when any line was refused. --dry-run checks
+      and writes nothing. With the embedded database, stop the server first.`,
   },
   {
     name: 'migrate',
@@ -68,6 +80,9 @@ function usageError(message: string, command: string | undefined, words: string[
   return `${line}\nUsage:\n${usage.join('\n')}\n`;
 }
 
+/** Flags that take no value: the word after one is an argument (`--dry-run FILE`). */
+const SWITCHES = new Set(['json', 'dry-run', 'help']);
+
 function parse(argv: string[]): { words: string[]; flags: Map<string, string | true> } {
   const words: string[] = [];
   const flags = new Map<string, string | true>();
@@ -79,7 +94,8 @@ function parse(argv: string[]): { words: string[]; flags: Map<string, string | t
     }
     const eq = arg.indexOf('=');
     if (eq > 0) flags.set(arg.slice(2, eq), arg.slice(eq + 1));
-    else if (argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) flags.set(arg.slice(2), argv[++i]!);
+    else if (!SWITCHES.has(arg.slice(2)) && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--'))
+      flags.set(arg.slice(2), argv[++i]!);
     else flags.set(arg.slice(2), true);
   }
   return { words, flags };
@@ -131,8 +147,18 @@ function table(rows: string[][]): string {
     .join('\n');
 }
 
-/** A command whose arguments have been checked; it runs once it has a database (migrated: see runCommand). */
-type Planned = (db: Db, migrated: Migrated | undefined) => Promise<string>;
+/** What only the CLI's own process has: a command run by the server through its socket gets none. */
+export interface CliServices {
+  hasher: PasswordHasher;
+  /** Where a long command tells how far it is (stderr). */
+  progress: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+/**
+ * A command whose arguments have been checked; it runs once it has a database (migrated: see
+ * runCommand), and answers its output, or a whole result when it may end otherwise than 0.
+ */
+type Planned = (db: Db, migrated: Migrated | undefined, services?: CliServices) => Promise<string | CommandResult>;
 
 function tokenCreate(flags: Map<string, string | true>): Planned {
   const site = text(flags, 'site', true);
@@ -232,6 +258,31 @@ function auditTail(flags: Map<string, string | true>): Planned {
   };
 }
 
+function importCommand(words: string[], flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  if (words.length !== 2) throw new UsageError('needs one file: one JSON object per line');
+  const file = words[1]!;
+  const unknown = [...flags.keys()].filter((f) => f !== 'site' && f !== 'dry-run');
+  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  return async (db, _, services) => {
+    if (services === undefined)
+      throw new CommandFailed(
+        'A server runs on this embedded database: stop it to import from the CLI, or send the rows to POST /api/1/user/import.',
+      );
+    if (!existsSync(file)) throw new CommandFailed(`There is no file ${file}.`);
+    const target = { db, hasher: services.hasher, validators: compileValidators(), site };
+    const { code, summary } = await importFile({
+      target,
+      file,
+      dryRun: flags.has('dry-run'),
+      progress: services.progress,
+    });
+    return { code, stdout: summary, stderr: '' };
+  };
+}
+
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
 const migrate: Planned = async (db, migrated) => {
   // Through the server's socket: the server migrated at its start, so nothing is new now.
@@ -253,6 +304,7 @@ export function planCommand(argv: string[]): Planned | CommandResult {
     if (command === 'token list') return tokenList(flags);
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
+    if (command === 'import') return importCommand(words, flags);
     if (command === 'migrate') {
       if (words.length > 1) throw new UsageError('takes no arguments');
       return migrate;
@@ -266,11 +318,17 @@ export function planCommand(argv: string[]): Planned | CommandResult {
 }
 
 /** `migrated`: what the caller's migrate() did before, when it was the one that migrated. */
-export async function runCommand(argv: string[], db: Db, migrated?: Migrated): Promise<CommandResult> {
+export async function runCommand(
+  argv: string[],
+  db: Db,
+  migrated?: Migrated,
+  services?: CliServices,
+): Promise<CommandResult> {
   const planned = planCommand(argv);
   if (typeof planned !== 'function') return planned;
   try {
-    return { code: 0, stdout: await planned(db, migrated), stderr: '' };
+    const output = await planned(db, migrated, services);
+    return typeof output === 'string' ? { code: 0, stdout: output, stderr: '' } : output;
   } catch (error) {
     if (error instanceof CommandFailed) return { code: 1, stdout: '', stderr: `${error.message}\n` };
     throw error;

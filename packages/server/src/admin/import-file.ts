@@ -1,0 +1,181 @@
+// `cli import --site NAME FILE.ndjson [--dry-run]`: a file of any size, one account per line (the
+// rows of POST /api/1/user/import), streamed through the same checks and writes in batches of
+// 1,000, with a progress bar on a terminal and plain lines otherwise.
+import { randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { SingleBar } from 'cli-progress';
+import { insertAuditRows } from '../audit.ts';
+import type { Db } from '../db/client.ts';
+import { type ImportItem, type ImportTarget, importRows } from '../import.ts';
+
+const BATCH = 1000;
+// How many refused rows are told one by one; the rest only counted by code.
+const TOLD = 20;
+
+export interface ImportFileOptions {
+  target: ImportTarget;
+  file: string;
+  dryRun: boolean;
+  /** Where progress goes (stderr), and whether it is a terminal to draw a bar on. */
+  progress: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+export interface ImportFileResult {
+  code: number;
+  summary: string;
+}
+
+/** Lines in the file, for the bar's total and ETA: one quick pass that holds no more than a chunk. */
+async function countLines(file: string): Promise<number> {
+  let lines = 0;
+  let last = 10;
+  for await (const chunk of createReadStream(file) as AsyncIterable<Buffer>) {
+    for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) lines++;
+    last = chunk.at(-1) ?? last;
+  }
+  return last === 10 ? lines : lines + 1;
+}
+
+interface Tally {
+  done: number;
+  created: number;
+  byCode: Map<string, number>;
+  told: string[];
+}
+
+function reporter(options: ImportFileOptions, total: number) {
+  const started = performance.now();
+  const { progress } = options;
+  if (progress.isTTY) {
+    const bar = new SingleBar({
+      stream: progress,
+      format: ' {bar} {percentage}% | {value}/{total} rows | {rate} rows/s | ETA {eta_formatted}',
+      etaBuffer: 20,
+      hideCursor: true,
+    });
+    bar.start(total, 0, { rate: 0 });
+    return {
+      update(done: number) {
+        bar.update(done, { rate: Math.round(done / ((performance.now() - started) / 1000)) });
+      },
+      stop: () => bar.stop(),
+      seconds: () => (performance.now() - started) / 1000,
+    };
+  }
+  // Not a terminal (a log, CI): a plain line at most every 2 s, and at the end.
+  let said = 0;
+  return {
+    update(done: number) {
+      const now = performance.now();
+      if (now - said < 2000 && done < total) return;
+      said = now;
+      const seconds = (now - started) / 1000;
+      const rate = done / seconds;
+      const eta = rate > 0 ? Math.ceil((total - done) / rate) : 0;
+      progress.write(`import: ${done}/${total} rows, ${Math.round(rate)} rows/s, ETA ${eta} s\n`);
+    },
+    stop() {},
+    seconds: () => (performance.now() - started) / 1000,
+  };
+}
+
+function tallyItems(tally: Tally, items: ImportItem[], lines: number[]): void {
+  for (const item of items) {
+    if (!('error' in item)) {
+      tally.created++;
+      continue;
+    }
+    const { code, errors } = item.error;
+    tally.byCode.set(code, (tally.byCode.get(code) ?? 0) + 1);
+    if (tally.told.length < TOLD) {
+      // The pointer's /users/N/ is the row in its batch; the operator knows lines.
+      const field = errors[0]?.pointer.replace(/^\/users\/\d+\/?/, '') ?? '';
+      const message = errors[0]?.message.replace(/\brow (\d+)$/, (_, row) => `line ${lines[Number(row)]}`);
+      const what = message === undefined ? item.error.message : `${field} ${message}`.trim();
+      tally.told.push(`  line ${lines[item.index]}: ${code}: ${what}`);
+    }
+  }
+}
+
+export async function importFile(options: ImportFileOptions): Promise<ImportFileResult> {
+  const { target, dryRun } = options;
+  const total = await countLines(options.file);
+  const report = reporter(options, total);
+  const tally: Tally = { done: 0, created: 0, byCode: new Map(), told: [] };
+  // Every batch of one run under one request id, so that its audit rows can be found together.
+  const requestId = `cli-import-${randomUUID()}`;
+  const source = { site: target.site, tokenId: 'cli', requestId };
+
+  let rows: unknown[] = [];
+  let lines: number[] = [];
+  const flush = async () => {
+    if (rows.length === 0) return;
+    const result = await importRows(target, rows, {
+      dryRun,
+      write: (insert) =>
+        target.db.transaction(async (tx: Db) => {
+          const created = await insert(tx);
+          const entries = [...created.values()].map((userId) => ({
+            operation: 'import' as const,
+            userId,
+            status: 200,
+            outcome: 'user created',
+          }));
+          await insertAuditRows(tx, source, entries);
+          return created;
+        }),
+    });
+    tallyItems(tally, result.items, lines);
+    rows = [];
+    lines = [];
+  };
+
+  let lineNumber = 0;
+  const input = createInterface({ input: createReadStream(options.file), crlfDelay: Number.POSITIVE_INFINITY });
+  try {
+    for await (const line of input) {
+      lineNumber++;
+      if (line.trim() === '') {
+        tally.done++;
+        continue;
+      }
+      let row: unknown;
+      try {
+        row = JSON.parse(line);
+      } catch {
+        tally.byCode.set('invalid_json', (tally.byCode.get('invalid_json') ?? 0) + 1);
+        if (tally.told.length < TOLD) tally.told.push(`  line ${lineNumber}: invalid_json: not a JSON object`);
+        tally.done++;
+        continue;
+      }
+      rows.push(row);
+      lines.push(lineNumber);
+      if (rows.length === BATCH) {
+        tally.done += rows.length;
+        await flush();
+        report.update(tally.done);
+      }
+    }
+    tally.done += rows.length;
+    await flush();
+    report.update(tally.done);
+  } finally {
+    report.stop();
+    input.close();
+  }
+
+  const failed = [...tally.byCode.values()].reduce((a, b) => a + b, 0);
+  const seconds = report.seconds();
+  const rate = Math.round(tally.created / Math.max(seconds, 0.001));
+  const verb = dryRun ? 'would be imported' : 'imported';
+  const lines_ = [
+    `${tally.created} of ${tally.created + failed} accounts ${verb} into site ${target.site} in ${seconds.toFixed(1)} s (${rate} accounts/s).`,
+  ];
+  if (failed > 0) {
+    const codes = [...tally.byCode].sort((a, b) => b[1] - a[1]).map(([code, n]) => `${code} ${n}`);
+    lines_.push(`${failed} refused: ${codes.join(', ')}.`, ...tally.told);
+    if (failed > tally.told.length) lines_.push(`  (${failed - tally.told.length} more not shown)`);
+  }
+  return { code: failed > 0 ? 1 : 0, summary: `${lines_.join('\n')}\n` };
+}
