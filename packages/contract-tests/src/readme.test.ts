@@ -1,0 +1,91 @@
+// The README's shell examples, taken from the README itself and run as a reader pastes them, on a
+// fresh server: a placeholder that only looks right (an id like "0193…") fails here, not for them.
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serverTarget, type Target } from './targets.ts';
+
+const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
+/** A block opts in with this first line, which also tells the reader what it needs. */
+const MARKER = '# with ./pnpmw start running';
+/** Where `./pnpmw start` listens; the test's server listens elsewhere. */
+const README_BASE = 'http://127.0.0.1:3000';
+
+function runnableBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/^```(?:sh|bash)\n([\s\S]*?)^```$/gm)]
+    .map((match) => match[1]!)
+    .filter((block) => block.startsWith(MARKER));
+}
+
+/** The statuses the block's `# 201 …` comment lines promise, in order. */
+function promisedStatuses(block: string): number[] {
+  return [...block.matchAll(/^# (\d{3})\b/gm)].map((match) => Number(match[1]));
+}
+
+const missing = ['bash', 'curl'].filter((tool) => spawnSync(tool, ['--version']).error !== undefined);
+const skip = missing.length > 0 ? `${missing.join(' and ')} not found` : undefined;
+if (skip) console.warn(`\n[contract-tests] README shell examples: SKIPPED, ${skip}\n`);
+
+// Every curl also reports its status on stderr, so the test can hold each to the README's comment
+// while stdout stays as pasted (the examples pipe it into node).
+const PRELUDE = `set -euo pipefail
+curl() { command curl --write-out '%{stderr}HTTP_STATUS %{http_code}\\n' "$@"; }
+`;
+
+let home: string;
+let target: Target;
+beforeAll(async () => {
+  if (skip) return;
+  home = mkdtempSync(join(tmpdir(), 'ua-readme-'));
+  // No API_TOKENS: the server mints the dev token into data/dev-token, where the README reads it.
+  target = await serverTarget({ DATA_DIR: join(home, 'data') }, async () => {}, { env: { API_TOKENS: '' } });
+});
+afterAll(async () => {
+  await target?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+function run(script: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    // Asynchronous: the server answering these requests runs in this very process.
+    execFile(
+      'bash',
+      ['-c', PRELUDE + script],
+      {
+        cwd: home,
+        // The node running the tests, for the README's `node -p`, whatever the PATH has.
+        env: { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}` },
+        timeout: 60_000,
+      },
+      (error, stdout, stderr) =>
+        resolve({ code: typeof error?.code === 'number' ? error.code : error ? -1 : 0, stdout, stderr }),
+    );
+  });
+}
+
+describe.skipIf(skip !== undefined)('the README shell examples, as pasted', () => {
+  const blocks = runnableBlocks(readFileSync(README, 'utf8'));
+
+  it('has some', () => {
+    expect(blocks.length).toBeGreaterThan(0);
+  });
+
+  it.each(blocks.map((block, i) => [i + 1, block] as const))(
+    'block %i runs, twice, with the statuses it shows',
+    async (_, block) => {
+      expect(block).toContain(README_BASE);
+      const script = block.replaceAll(README_BASE, target.baseUrl);
+      // Twice: pasting the block again must work too (it cleans up after itself).
+      for (const round of [1, 2]) {
+        const { code, stdout, stderr } = await run(script);
+        expect(code, `round ${round}\n${stdout}\n${stderr}`).toBe(0);
+        const statuses = [...stderr.matchAll(/^HTTP_STATUS (\d{3})$/gm)].map((match) => Number(match[1]));
+        expect(statuses, `round ${round}\n${stdout}\n${stderr}`).toEqual(promisedStatuses(block));
+      }
+    },
+    120_000,
+  );
+});
