@@ -1,7 +1,13 @@
-import createFetchClient, { type Client, type Middleware } from 'openapi-fetch';
-import type { components, paths } from './generated/schema.js';
+import createFetchClient, {
+  type Client,
+  type ClientPathsWithMethod,
+  type FetchResponse,
+  type MaybeOptionalInit,
+  type Middleware,
+} from 'openapi-fetch';
+import type { components, operations, paths } from './generated/schema.js';
 
-export type { components, paths } from './generated/schema.js';
+export type { components, operations, paths } from './generated/schema.js';
 
 /** An RFC 9457 problem, as every error of the API is. Switch on `code`. */
 export type Problem = components['schemas']['Problem'];
@@ -9,6 +15,97 @@ export type ErrorCode = components['schemas']['ErrorCode'];
 export type User = components['schemas']['User'];
 export type CreateUserRequest = components['schemas']['CreateUserRequest'];
 export type UpdateUserRequest = components['schemas']['UpdateUserRequest'];
+
+// The spec's "exactly one of" (`oneOf` of `required`) comes out of openapi-typescript as plain
+// optional fields, which accept both and neither. Each member of this union makes one key
+// required and forbids the others.
+type ExactlyOneOf<T, Keys extends keyof T> = {
+  [K in Keys]: Simplify<Omit<T, Keys> & { [P in K]-?: Exclude<T[P], undefined> } & { [P in Exclude<Keys, K>]?: never }>;
+}[Keys];
+type Simplify<T> = { [K in keyof T]: T[K] } & {};
+
+/** `get` looks an account up by `_userId` or by `email`: exactly one of them. */
+export type GetUserQuery = ExactlyOneOf<NonNullable<operations['getUser']['parameters']['query']>, '_userId' | 'email'>;
+/** `verify` takes the password and exactly one of `_userId` or `email`. */
+export type VerifyUserRequest = ExactlyOneOf<components['schemas']['VerifyUserRequest'], '_userId' | 'email'>;
+
+type Replace<T, K extends keyof T, V> = Omit<T, K> & { [P in K]: V };
+type WithJsonBody<Op extends { requestBody: unknown }, Body> = Replace<
+  Op,
+  'requestBody',
+  { content: { 'application/json': Body } }
+>;
+
+/** {@link paths} with the rules openapi-typescript cannot express put back in. */
+// Import rows keep their generated type (either password field optional): the server answers a
+// row with both or neither in that row's result, so a batch read from a file need not be
+// narrowed row by row before it is sent.
+export type StrictPaths = Omit<paths, '/api/1/user/get' | '/api/1/user/verify'> & {
+  '/api/1/user/get': Replace<
+    paths['/api/1/user/get'],
+    'get',
+    Replace<operations['getUser'], 'parameters', Replace<operations['getUser']['parameters'], 'query', GetUserQuery>>
+  >;
+  '/api/1/user/verify': Replace<
+    paths['/api/1/user/verify'],
+    'post',
+    WithJsonBody<operations['verifyUser'], VerifyUserRequest>
+  >;
+};
+
+// openapi-fetch infers the whole init as a type parameter, so TypeScript's excess-property check
+// never runs on it: once the required fields are there, a misspelt optional one (or `email` on
+// update) passes, literal or variable alike (openapi-ts/openapi-typescript#1769). The inferred
+// type is all we need to find the extra keys ourselves: each is mapped to `never`, at any depth
+// of `body` and `params`.
+type KeysOfUnion<T> = T extends unknown ? keyof T : never;
+type ValueOf<T, K extends PropertyKey> = T extends unknown ? (K extends keyof T ? T[K] : never) : never;
+type NoExtraKeys<Actual, Expected> = Actual extends readonly (infer Item)[]
+  ? Expected extends readonly (infer ExpectedItem)[]
+    ? readonly NoExtraKeys<Item, ExpectedItem>[]
+    : Actual
+  : Actual extends object
+    ? {
+        [K in keyof Actual]: K extends KeysOfUnion<NonNullable<Expected>>
+          ? NoExtraKeys<Actual[K], ValueOf<NonNullable<Expected>, K>>
+          : never;
+      }
+    : Actual;
+type CheckedInit<Init, Expected> = {
+  [K in keyof Init]: K extends 'body' | 'params' ? NoExtraKeys<Init[K], ValueOf<Expected, K>> : Init[K];
+};
+
+type RequiredKeysOf<T> = { [K in keyof T]-?: Partial<Pick<T, K>> extends Pick<T, K> ? never : K }[keyof T];
+// As openapi-fetch's own (optional when nothing in it is required; other keys pass through), plus
+// the check, behind NoInfer so that Init is still inferred from the argument alone.
+type InitParam<Init, Expected> =
+  RequiredKeysOf<Init> extends never
+    ? [(Init & NoInfer<CheckedInit<Init, Expected>> & { [key: string]: unknown })?]
+    : [Init & NoInfer<CheckedInit<Init, Expected>> & { [key: string]: unknown }];
+
+type HttpMethod = 'get' | 'put' | 'post' | 'delete' | 'options' | 'head' | 'patch' | 'trace';
+type MediaType = `${string}/${string}`;
+type PathsWith<M extends HttpMethod> = ClientPathsWithMethod<Client<StrictPaths>, M>;
+// Extract only tells the compiler what PathsWith already ensures: an operation, not `undefined`.
+type Operation<Path extends keyof StrictPaths, M extends HttpMethod> = Extract<
+  StrictPaths[Path][M],
+  Record<string, unknown>
+>;
+
+type Method<M extends HttpMethod> = <Path extends PathsWith<M>, Init extends MaybeOptionalInit<StrictPaths[Path], M>>(
+  url: Path,
+  ...init: InitParam<Init, MaybeOptionalInit<StrictPaths[Path], M>>
+) => Promise<FetchResponse<Operation<Path, M>, Init, MediaType>>;
+
+type RequestMethod = <
+  M extends HttpMethod,
+  Path extends PathsWith<M>,
+  Init extends MaybeOptionalInit<StrictPaths[Path], M>,
+>(
+  method: M,
+  url: Path,
+  ...init: InitParam<Init, MaybeOptionalInit<StrictPaths[Path], M>>
+) => Promise<FetchResponse<Operation<Path, M>, Init, MediaType>>;
 
 export interface ClientOptions {
   /** Where the API lives, e.g. `http://127.0.0.1:3000`; the paths add `/api/1/user/…`. */
@@ -21,15 +118,28 @@ export interface ClientOptions {
   headers?: Record<string, string>;
 }
 
-// Any media type: successes are application/json, errors application/problem+json.
-export type UserAccountsClient = Client<paths>;
+/**
+ * openapi-fetch's client, unchanged at run time; its calls are typed by {@link StrictPaths} and
+ * refuse fields the spec does not have.
+ */
+export interface UserAccountsClient extends Pick<Client<StrictPaths>, 'use' | 'eject'> {
+  request: RequestMethod;
+  GET: Method<'get'>;
+  PUT: Method<'put'>;
+  POST: Method<'post'>;
+  DELETE: Method<'delete'>;
+  OPTIONS: Method<'options'>;
+  HEAD: Method<'head'>;
+  PATCH: Method<'patch'>;
+  TRACE: Method<'trace'>;
+}
 
 /**
  * A typed client of the user-accounts API. Every call resolves to `{ data, error, response }`:
  * `data` on success, `error` (a {@link Problem}) otherwise. It never throws for an HTTP error.
  */
 export function createClient(options: ClientOptions): UserAccountsClient {
-  const client = createFetchClient<paths>({
+  const client = createFetchClient<StrictPaths>({
     baseUrl: options.baseUrl,
     headers: options.headers,
     ...(options.fetch ? { fetch: options.fetch } : {}),

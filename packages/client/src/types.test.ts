@@ -1,13 +1,18 @@
 // Type-level tests: they run as ordinary tests, but what they check is what `tsc` (the
-// typecheck task) accepts. A change to the spec that loosens these types fails the typecheck.
+// typecheck task) accepts. A change to the spec that loosens these types fails the typecheck,
+// and so does a `@ts-expect-error` that no longer finds its error: each one below is a mistake
+// the client must refuse at compile time. The calls run too, against a fetch that answers 599.
 import { describe, expectTypeOf, it } from 'vitest';
-import { createClient, type Problem, type User } from './index.ts';
+import { createClient, type GetUserQuery, type Problem, type UpdateUserRequest, type User } from './index.ts';
 
 const client = createClient({
   baseUrl: 'http://127.0.0.1:0',
   token: 'ua_x',
   fetch: async () => new Response(null, { status: 599 }),
 });
+const id = '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b';
+const email = 'a@example.com';
+const password = 'correct horse battery';
 
 describe('client types', () => {
   it('types a 409 from create as a Problem whose code the caller can switch on', async () => {
@@ -27,5 +32,87 @@ describe('client types', () => {
     if (data) expectTypeOf(data.result).toEqualTypeOf<User>();
     // @ts-expect-error: create needs a password
     await client.POST('/api/1/user/create', { body: { email: 'a@example.com', name: 'Ada' } });
+  });
+
+  it('accepts every well-formed request, whether its body is written in place or held in a variable', async () => {
+    await client.POST('/api/1/user/create', { body: { email, password, name: 'Ada', phone: '+44 20 7946 0018' } });
+    const create = { email, password, name: 'Ada', address: '12 St James’s Square' };
+    await client.POST('/api/1/user/create', { body: create });
+    await client.POST('/api/1/user/create', { body: { ...create, phone: '+44 20 7946 0018' } });
+    await client.POST('/api/1/user/update', {
+      body: { _userId: id, phone: null },
+      params: { header: { 'If-Match': '"3"' } },
+    });
+    const update: UpdateUserRequest = { _userId: id, name: 'Ada King' };
+    await client.POST('/api/1/user/update', { body: update });
+    await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+    const query: GetUserQuery = Math.random() < 0.5 ? { _userId: id } : { email };
+    await client.GET('/api/1/user/get', { params: { query } });
+    await client.POST('/api/1/user/verify', { body: { email, password } });
+    await client.POST('/api/1/user/import', {
+      body: {
+        users: [
+          { email, name: 'Ada', password },
+          { email, name: 'Grace', passwordHash: '$argon2id$x' },
+        ],
+      },
+    });
+    await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
+    await client.request('post', '/api/1/user/create', { body: create });
+  });
+
+  it('refuses a misspelt or unknown field in a body', async () => {
+    // @ts-expect-error: `emial` is not a field (and `email` is then missing)
+    await client.POST('/api/1/user/create', { body: { emial: email, password, name: 'Ada' } });
+    // @ts-expect-error: `phnoe` is not a field, though every required one is there
+    await client.POST('/api/1/user/create', { body: { email, password, name: 'Ada', phnoe: '+44 20 7946 0018' } });
+    // @ts-expect-error: `phnoe` added to a spread of a good body
+    await client.POST('/api/1/user/create', { body: { ...{ email, password, name: 'Ada' }, phnoe: '1' } });
+    const body = { email, password, name: 'Ada', phnoe: '+44 20 7946 0018' };
+    // @ts-expect-error: the same mistake held in a variable (no excess-property check applies there)
+    await client.POST('/api/1/user/create', { body });
+    const init = { body };
+    // @ts-expect-error: and in a variable holding the whole init
+    await client.POST('/api/1/user/create', init);
+    // @ts-expect-error: through `request` too
+    await client.request('post', '/api/1/user/create', { body });
+    // @ts-expect-error: an unknown field in a row of an import
+    await client.POST('/api/1/user/import', { body: { users: [{ email, name: 'Ada', password, nmae: 'x' }] } });
+    const header = { 'If-Macth': '"3"' };
+    // @ts-expect-error: `If-Macth` is not a header of update
+    await client.POST('/api/1/user/update', { body: { _userId: id, name: 'B' }, params: { header } });
+  });
+
+  it('refuses email in an update (it cannot be changed)', async () => {
+    // @ts-expect-error: email is not a field of update
+    await client.POST('/api/1/user/update', { body: { _userId: id, name: 'Ada King', email } });
+    const body = { _userId: id, name: 'Ada King', email };
+    // @ts-expect-error: nor when the body is a variable, e.g. a User edited in place
+    await client.POST('/api/1/user/update', { body });
+  });
+
+  it('asks get for exactly one of _userId and email', async () => {
+    // @ts-expect-error: both
+    await client.GET('/api/1/user/get', { params: { query: { _userId: id, email } } });
+    // @ts-expect-error: neither
+    await client.GET('/api/1/user/get', { params: { query: {} } });
+    // @ts-expect-error: no query at all
+    await client.GET('/api/1/user/get', {});
+    // @ts-expect-error: no init at all
+    await client.GET('/api/1/user/get');
+    // @ts-expect-error: a misspelt parameter
+    await client.GET('/api/1/user/get', { params: { query: { userId: id } } });
+    // @ts-expect-error: an unknown parameter beside a good one
+    await client.GET('/api/1/user/get', { params: { query: { _userId: id, emial: email } } });
+    const both = { _userId: id, email };
+    // @ts-expect-error: both, from a variable
+    await client.GET('/api/1/user/get', { params: { query: both } });
+  });
+
+  it('asks verify for exactly one of _userId and email', async () => {
+    // @ts-expect-error: both
+    await client.POST('/api/1/user/verify', { body: { _userId: id, email, password } });
+    // @ts-expect-error: neither
+    await client.POST('/api/1/user/verify', { body: { password } });
   });
 });
