@@ -11,6 +11,7 @@ import { hash } from '@node-rs/argon2';
 import { openPostgres } from '@user-accounts/server/db';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
+import { loginRows } from './login.ts';
 import { type Row, writeReport } from './report.ts';
 
 const { values } = parseArgs({
@@ -18,6 +19,8 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
+    // `--only login`: the login and import figures alone.
+    only: { type: 'string' },
   },
 });
 const QUICK = values.quick;
@@ -242,6 +245,35 @@ async function main(): Promise<void> {
   const hashRate = await standaloneHashRate(SECONDS);
   const passwordHash = await hash('bench-password-0', ARGON2ID);
 
+  const login = async (db: BenchDb) =>
+    rows.push(
+      ...(await loginRows(
+        {
+          db,
+          password: 'bench-password-0',
+          passwordHash,
+          emptyDatabase: () => seededDatabase(0, passwordHash),
+          ours,
+          load,
+          log,
+          rounds: ROUNDS,
+          seconds: SECONDS,
+          token: TOKEN,
+        },
+        hashRate,
+      )),
+    );
+  if (values.only === 'login') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await login(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${writeReport(rows, { rounds: ROUNDS, seconds: SECONDS, cores, quick: QUICK })}`);
+    return;
+  }
+
   log('ready time on an existing embedded data folder');
   const ready = await readyTime();
   rows.push({
@@ -310,6 +342,8 @@ async function main(): Promise<void> {
         });
       }
     }
+
+    await login(db);
 
     // Writes and the mix, on our server only (the floor has no writes).
     const server = await ours(db);

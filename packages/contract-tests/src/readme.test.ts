@@ -20,9 +20,11 @@ function runnableBlocks(markdown: string): string[] {
     .filter((block) => block.startsWith(MARKER));
 }
 
-/** The statuses the block's `# 201 …` comment lines promise, in order. */
+/** The statuses the block's `# 201 …` comment lines promise, in order (`# 422 ×9`: nine of them). */
 function promisedStatuses(block: string): number[] {
-  return [...block.matchAll(/^# (\d{3})\b/gm)].map((match) => Number(match[1]));
+  return [...block.matchAll(/^# (\d{3})(?: ×(\d+))?\b/gm)].flatMap((match) =>
+    Array<number>(Number(match[2] ?? 1)).fill(Number(match[1])),
+  );
 }
 
 const missing = ['bash', 'curl'].filter((tool) => spawnSync(tool, ['--version']).error !== undefined);
