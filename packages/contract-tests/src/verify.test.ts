@@ -1,12 +1,23 @@
 // verify's guessing limits, its timing, and the rehash on use, each on a server of its own
-// configured as an operator would (VERIFY_LIMIT, VERIFY_LIMIT_ADDRESS, PASSWORD_HASH).
+// configured as an operator would (VERIFY_LIMIT, VERIFY_LIMIT_ADDRESS, PASSWORD_HASH, REDIS_URL).
+import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkedClient } from './harness.ts';
-import { embeddedServer, type ServerOptions, type Target } from './targets.ts';
+import {
+  embeddedServer,
+  freshPostgresDatabase,
+  postgresUnavailable,
+  type ServerOptions,
+  serverTarget,
+  type Target,
+} from './targets.ts';
 
 const targets: Target[] = [];
+/** Run once the targets are closed (a database they shared, dropped). */
+const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   await Promise.all(targets.splice(0).map((t) => t.close()));
+  for (const cleanup of cleanups.splice(0)) await cleanup();
 });
 async function server(options: ServerOptions = {}) {
   const target = await embeddedServer(options);
@@ -173,5 +184,96 @@ describe('verify', () => {
     expect(
       (await client.POST('/api/1/user/verify', { body: { email: who, password: 'wrong one' } })).response.status,
     ).toBe(422);
+  });
+});
+
+/** Why the Redis of TEST_REDIS_URL cannot be used here, or undefined when it answers a PING. */
+async function redisUnavailable(): Promise<string | undefined> {
+  const url = process.env.TEST_REDIS_URL;
+  if (!url) return 'TEST_REDIS_URL is not set';
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname, port: Number(port || 6379), timeout: 2000 });
+    const done = (reason: string | undefined) => {
+      socket.destroy();
+      resolve(reason);
+    };
+    socket.on('connect', () => socket.write('PING\r\n'));
+    // -NOAUTH answers too: the server reads REDIS_URL's password, this probe does not.
+    socket.on('data', () => done(undefined));
+    socket.on('timeout', () => done(`no Redis answers at TEST_REDIS_URL (no answer in 2 s)`));
+    socket.on('error', (error) => done(`no Redis answers at TEST_REDIS_URL (${error.message})`));
+  });
+}
+
+describe('one lockout shared by two servers', async () => {
+  const skipPostgres = await postgresUnavailable();
+  const stores: [string, string | undefined][] = [
+    ['in the database', skipPostgres],
+    ['in Redis', skipPostgres ?? (await redisUnavailable())],
+  ];
+  for (const [store, skip] of stores) {
+    if (skip !== undefined) console.warn(`\n[contract-tests] verify lockout shared ${store}: SKIPPED, ${skip}\n`);
+    it.skipIf(skip !== undefined)(
+      `counts ${store}: 10 failures spread over both lock the identifier on both`,
+      async () => {
+        const database = await freshPostgresDatabase();
+        cleanups.push(() => database.drop());
+        const env: Record<string, string> = store === 'in Redis' ? { REDIS_URL: process.env.TEST_REDIS_URL! } : {};
+        // The same database for both; the drop waits until both are closed.
+        const start = async () => {
+          const target = await serverTarget({ DATABASE_URL: database.url }, async () => {}, { env });
+          targets.push(target);
+          return checkedClient(target.baseUrl, target.token);
+        };
+        const servers = [await start(), await start()] as const;
+        const who = email('shared');
+        await servers[0].POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Shared' } });
+        for (let i = 0; i < 10; i++) {
+          const { response } = await servers[i % 2]!.POST('/api/1/user/verify', {
+            body: { email: who, password: `wrong ${i}` },
+          });
+          expect(response.status).toBe(422);
+        }
+        for (const client of servers) {
+          const locked = await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } });
+          expect(locked.response.status).toBe(429);
+          expect(locked.error?.code).toBe('too_many_attempts');
+          expect(Number(locked.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(59);
+        }
+        // Where the counts are: in Redis, the database holds none and nothing fell back.
+        const [{ n }] = (await targets[0]!.sql('select count(*)::int as n from verify_failures')) as [{ n: number }];
+        expect(n).toBe(store === 'in Redis' ? 0 : 1);
+        expect(targets.flatMap((t) => t.logs).filter((line) => line.includes('Redis unavailable'))).toEqual([]);
+      },
+      60_000,
+    );
+  }
+
+  it('keeps the lockout, in the database, when Redis does not answer (REDIS_URL on a closed port)', async () => {
+    const { target, client } = await server({ env: { REDIS_URL: 'redis://127.0.0.1:1', VERIFY_LIMIT: '3/15m' } });
+    const [who, other] = [email('fallback'), email('fallback')];
+    for (const address of [who, other]) {
+      await client.POST('/api/1/user/create', { body: { email: address, password: PASSWORD, name: 'Fallback' } });
+    }
+    for (let i = 0; i < 3; i++) {
+      const { response } = await client.POST('/api/1/user/verify', { body: { email: who, password: `wrong ${i}` } });
+      expect(response.status).toBe(422);
+    }
+    const locked = await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } });
+    expect(locked.response.status).toBe(429);
+    expect(Number(locked.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(59);
+    // Nor does it fail a login, and the success still resets the count.
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 2; i++) {
+        const { response } = await client.POST('/api/1/user/verify', { body: { email: other, password: 'wrong' } });
+        expect(response.status).toBe(422);
+      }
+      const { response } = await client.POST('/api/1/user/verify', { body: { email: other, password: PASSWORD } });
+      expect(response.status).toBe(200);
+    }
+    expect(
+      target.logs.some((line) => line.includes('Redis unavailable; counting verify failures in the database')),
+    ).toBe(true);
   });
 });

@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { AuthFailures } from './auth-failures.ts';
 import type { Database } from './db/client.ts';
-import type { VerifyLimits } from './lockout.ts';
+import type { LockoutStore, VerifyLimits } from './lockout.ts';
 import type { Metrics } from './metrics.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
@@ -29,6 +29,8 @@ export interface AppDeps {
   authFailures?: AuthFailures;
   /** verify's guessing limits (VERIFY_LIMIT, VERIFY_LIMIT_ADDRESS). */
   verifyLimits: VerifyLimits;
+  /** Where verify's failure counts live: the database, or Redis (REDIS_URL) falling back to it. */
+  lockout: LockoutStore;
 }
 
 export interface AppEnv {

@@ -11,6 +11,7 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import type { Config } from './env.ts';
 import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
+import { connectRedis, databaseLockout, redisLockout } from './lockout.ts';
 import { createMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
@@ -80,7 +81,7 @@ export interface Service {
   database: Database;
   /** The development token of an embedded database without API_TOKENS (main prints it). */
   devToken: { token: string; minted: boolean; file: string } | undefined;
-  /** Closes what assemble opened: counters' Redis connection, the database, the folder lock. */
+  /** Closes what assemble opened: the Redis connections, the database, the folder lock. */
   close(): Promise<void>;
 }
 
@@ -113,6 +114,9 @@ export async function assembleOn(
     config.rateLimits,
     config.redisUrl === undefined ? counters : redisCounters(config.redisUrl, counters, logger),
   );
+  const failures = databaseLockout(database.db);
+  const lockoutRedis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
+  const lockout = lockoutRedis === undefined ? failures : redisLockout(lockoutRedis, failures, logger);
   let hasher: PasswordHasher | undefined;
   const metrics =
     config.metricsToken === undefined
@@ -137,9 +141,14 @@ export async function assembleOn(
     requestTimeoutMs: config.requestTimeoutMs,
     corsOrigins: config.corsOrigins,
     verifyLimits: config.verifyLimits,
+    lockout,
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
-  return { app: createApp(deps), deps, database, devToken, closeDeps: () => limiter.close() };
+  async function closeDeps() {
+    lockoutRedis?.disconnect();
+    await limiter.close();
+  }
+  return { app: createApp(deps), deps, database, devToken, closeDeps };
 }
 
 /** The whole service from its configuration: logger, database, dependencies, app. */

@@ -3,9 +3,9 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth-failures.ts';
 import { users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, describeError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
-import { attempt, clearFailures, lockoutKey, undoAttempt } from '../lockout.ts';
+import { type LockoutStore, lockoutKey } from '../lockout.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { runWrite } from '../writes.ts';
@@ -52,7 +52,7 @@ export const verifyUser = defineOperation({
     return { fields: validBody(c, 'VerifyUserRequest'), address: endUserAddress(c.req.header('x-end-user-ip')) };
   },
   async handle(c, { fields, address }) {
-    const { database, hasher, verifyLimits } = c.get('deps');
+    const { database, hasher, verifyLimits, lockout } = c.get('deps');
     const db = database.db;
     const site = c.get('token').site;
     const identifier =
@@ -63,16 +63,20 @@ export const verifyUser = defineOperation({
     const fromAddress = address === undefined ? undefined : lockoutKey(site, 'address', addressKey(address));
     // Each attempt is counted as a failure before the password is checked (see lockout.ts), and
     // taken back when it was not one.
-    const addressWait = fromAddress === undefined ? 0 : await attempt(db, fromAddress, verifyLimits.address);
+    const addressWait = fromAddress === undefined ? 0 : await lockout.attempt(fromAddress, verifyLimits.address);
     if (addressWait > 0) throw tooManyAttempts(addressWait);
-    const wait = await attempt(db, identifier, verifyLimits.identifier);
+    const wait = await lockout.attempt(identifier, verifyLimits.identifier);
     if (wait > 0) {
-      if (fromAddress !== undefined) await undoAttempt(db, fromAddress);
+      if (fromAddress !== undefined) await lockout.undo(fromAddress);
       throw tooManyAttempts(wait);
     }
     const notAFailure = async () => {
-      await undoAttempt(db, identifier);
-      if (fromAddress !== undefined) await undoAttempt(db, fromAddress);
+      await lockout.undo(identifier);
+      if (fromAddress !== undefined) await lockout.undo(fromAddress);
+    };
+    const succeeded = async (store: LockoutStore) => {
+      await store.clear(identifier);
+      if (fromAddress !== undefined) await store.undo(fromAddress);
     };
 
     let match = sql`false`;
@@ -105,8 +109,9 @@ export const verifyUser = defineOperation({
       // Disabled since it was read: refused, as if it had been disabled before.
       const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
       if (now === undefined || now.disabled) return undefined;
-      await clearFailures(tx, identifier);
-      if (fromAddress !== undefined) await undoAttempt(tx, fromAddress);
+      // Counts in this database are cleared with the success, atomically; others after it commits.
+      const inTransaction = lockout.inTransaction?.(tx);
+      if (inTransaction !== undefined) await succeeded(inTransaction);
       if (rehashed !== undefined) {
         // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
         await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
@@ -120,6 +125,12 @@ export const verifyUser = defineOperation({
     if (verified === undefined) {
       await notAFailure();
       throw accountDisabled();
+    }
+    if (lockout.inTransaction === undefined) {
+      // The login stands: a count left behind only makes a later lock come sooner.
+      await succeeded(lockout).catch((error: unknown) =>
+        c.get('log').warn({ err: describeError(error) }, 'could not clear verify failures after a success'),
+      );
     }
     return c.json({ result: { _userId: row.id, status: 'password verified' } } satisfies VerifyUserResponse, 200);
   },
