@@ -59,6 +59,8 @@ const VALID: Record<string, () => Call> = {
   }),
   disableUser: () => ({ method: 'POST', path: '/api/1/user/disable', body: json({ _userId: GHOST }) }),
   enableUser: () => ({ method: 'POST', path: '/api/1/user/enable', body: json({ _userId: GHOST }) }),
+  listUsers: () => ({ method: 'GET', path: '/api/1/user/list?email=ada&limit=10&disabled=false' }),
+  countUsers: () => ({ method: 'GET', path: '/api/1/user/count?email=%40example.org' }),
   importUsers: () => ({
     method: 'POST',
     path: '/api/1/user/import',
@@ -173,6 +175,10 @@ describe('the same calls, the same answers from the mock and the server', () => 
     ['a delete without _userId', { method: 'DELETE', path: '/api/1/user/delete', body: json({}) }],
     ['a PUT on create', { method: 'PUT', path: '/api/1/user/create', body: '{}' }],
     ['a GET on delete', { method: 'GET', path: '/api/1/user/delete' }],
+    ['a list with limit 0', { method: 'GET', path: '/api/1/user/list?limit=0' }],
+    ['a list with a made-up cursor', { method: 'GET', path: '/api/1/user/list?after=abc.def' }],
+    ['a count with disabled=yes', { method: 'GET', path: '/api/1/user/count?disabled=yes' }],
+    ['a count with a limit', { method: 'GET', path: '/api/1/user/count?limit=5' }],
     ['an import without rows', { method: 'POST', path: '/api/1/user/import', body: json({ users: [] }) }],
     [
       'an import with an unknown top-level field',

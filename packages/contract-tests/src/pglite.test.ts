@@ -1,5 +1,6 @@
 import { defineAccessSuite } from './access-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
+import { defineListSuite } from './list-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
@@ -12,3 +13,4 @@ defineWritesSuite(pgliteTarget);
 defineSecuritySuite(pgliteTarget);
 defineLoginSuite(pgliteTarget);
 defineImportSuite(pgliteTarget);
+defineListSuite(pgliteTarget);

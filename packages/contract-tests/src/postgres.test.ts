@@ -1,5 +1,6 @@
 import { defineAccessSuite } from './access-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
+import { defineListSuite } from './list-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
@@ -14,3 +15,4 @@ defineWritesSuite(target);
 defineSecuritySuite(target);
 defineLoginSuite(target);
 defineImportSuite(target);
+defineListSuite(target);

@@ -29,6 +29,7 @@ const TITLES: Record<ErrorCode, string> = {
   invalid_credentials: 'Invalid credentials',
   account_disabled: 'Account disabled',
   too_many_attempts: 'Too many attempts',
+  invalid_cursor: 'Invalid cursor',
   invalid_password_hash: 'Invalid password hash',
 };
 

@@ -3,12 +3,14 @@
 // and the security suite take their operations from it. A test holds it to spec/openapi.yaml
 // (path, method, scope). Adding an operation: the spec, one handler file, one row here.
 import type { Operation } from './operation.ts';
+import { countUsers } from './routes/count-users.ts';
 import { createUser } from './routes/create-user.ts';
 import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
 import { getUser } from './routes/get-user.ts';
 import { importUsers } from './routes/import-users.ts';
+import { listUsers } from './routes/list-users.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
@@ -23,6 +25,8 @@ export const operations: readonly Operation<any>[] = [
   disableUser,
   enableUser,
   importUsers,
+  listUsers,
+  countUsers,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

@@ -41,6 +41,8 @@ export interface Validators {
   body: Record<string, ValidateFunction>;
   /** Each operation's query, as a closed object of its own parameters, by path. */
   query: Record<string, ValidateFunction>;
+  /** The query parameters of each path that are not strings: they are read from the query's text first. */
+  queryTypes: Record<string, Record<string, 'integer' | 'boolean'>>;
   idempotencyKey: ValidateFunction;
   /**
    * import's body without its rows, and one row: each row is checked on its own and answered at
@@ -61,6 +63,7 @@ export function compileValidators(): Validators {
       : p) as SpecParameter;
   const body: Record<string, ValidateFunction> = {};
   const query: Record<string, ValidateFunction> = {};
+  const queryTypes: Record<string, Record<string, 'integer' | 'boolean'>> = {};
   for (const [path, methods] of Object.entries(spec.paths)) {
     for (const operation of Object.values(methods)) {
       const ref = operation.requestBody?.content?.['application/json']?.schema?.$ref;
@@ -72,6 +75,12 @@ export function compileValidators(): Validators {
       if (params.length > 0) {
         const properties = Object.fromEntries(params.map((p) => [p.name, retarget(p.schema)]));
         query[path] = ajv.compile({ type: 'object', additionalProperties: false, properties });
+        queryTypes[path] = Object.fromEntries(
+          params.flatMap((p) => {
+            const type = (p.schema as { type?: string }).type;
+            return type === 'integer' || type === 'boolean' ? [[p.name, type]] : [];
+          }),
+        );
       }
     }
   }
@@ -82,6 +91,7 @@ export function compileValidators(): Validators {
   return {
     body,
     query,
+    queryTypes,
     importShape: ajv.compile({ ...importRequest, properties: { ...importRequest.properties, users: anyRows } }),
     importRow: ajv.getSchema('spec#/$defs/ImportUser')!,
     idempotencyKey: ajv.compile(
@@ -200,4 +210,15 @@ export function assertWellFormedStrings(value: Record<string, unknown>, where = 
       message: 'contains an unpaired UTF-16 surrogate',
     }));
   if (bad.length > 0) throw invalidRequest('The request contains malformed text.', bad);
+}
+
+/**
+ * A query parameter's text as the type its schema says, by the spec's words: an integer in
+ * decimal digits, a boolean as `true` or `false`. Anything else stays text, for the schema to
+ * refuse as the wrong type.
+ */
+export function fromQueryText(text: string, type: 'integer' | 'boolean' | undefined): string | number | boolean {
+  if (type === 'integer' && /^(?:0|[1-9][0-9]{0,14})$/.test(text)) return Number(text);
+  if (type === 'boolean' && (text === 'true' || text === 'false')) return text === 'true';
+  return text;
 }

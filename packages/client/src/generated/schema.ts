@@ -237,6 +237,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List accounts, a page at a time
+         * @description The accounts in reach of the token (its site's, created through this interface), in order
+         *     of creation (`order=desc`: newest first), `limit` at a time. Every filter is optional;
+         *     given together, an account must match them all. `next` is the cursor of the following
+         *     page, or `null` on the last one: pass it back as `after`, with the same filters and
+         *     `order`, and the same token's site.
+         *
+         *     Paging is by key, not by offset: page 10,000 costs what page 1 costs, and paging through
+         *     while others create and delete accounts never shows an account twice nor skips one that
+         *     existed the whole time (one created meanwhile shows up if it sorts after the current
+         *     page). A cursor is opaque and signed by the server: an edited or made-up one, one of
+         *     other filters or another site, or one older than 24 hours is 400 `invalid_cursor`.
+         *
+         *     The `name` filter has no index: it reads the site's accounts in order until it has found
+         *     a page, so a rare substring over many accounts takes longer than the other filters.
+         */
+        get: operations["listUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/count": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Count accounts
+         * @description The exact number of accounts `list` would give for the same filters. Exact counts read
+         *     every matching account's index entry: over a million matches, that takes a noticeable
+         *     fraction of a second.
+         */
+        get: operations["countUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -550,6 +605,18 @@ export interface components {
                 items: components["schemas"]["ImportItem"][];
             };
         };
+        ListUsersResponse: {
+            result: {
+                users: components["schemas"]["User"][];
+                /** @description The cursor of the next page, for `after`; `null` on the last page. */
+                next: string | null;
+            };
+        };
+        CountUsersResponse: {
+            result: {
+                count: number;
+            };
+        };
         GetUserResponse: {
             result: components["schemas"]["User"];
         };
@@ -580,7 +647,7 @@ export interface components {
          * @description A stable identifier of the error; switch on this, not on `title` or `detail`.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -693,6 +760,34 @@ export interface components {
          *     rows; an unknown top-level field). A row's own faults are answered in its item, not here.
          */
         ImportBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description A query parameter is unknown, repeated or malformed (`limit` out of 1 to 1,000, a time
+         *     without its offset, `disabled` other than `true` or `false`), or the cursor is not one
+         *     this server gave for these filters within 24 hours (`invalid_cursor`).
+         */
+        ListBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description A query parameter is unknown, repeated or malformed. */
+        CountBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -854,7 +949,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get; `write` for create, update, delete, disable, enable and import; `verify` for verify). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -932,6 +1027,33 @@ export interface components {
          * @example ada.lovelace@example.com
          */
         EmailQuery: components["schemas"]["Email"];
+        /**
+         * @description Accounts whose email starts with this, ignoring letter case (`ada`, `ada.lovelace@`); a
+         *     value starting with `@` matches the domain whole instead (`@example.org`: every address at
+         *     example.org, not at mail.example.org). No control characters.
+         * @example @example.org
+         */
+        ListEmail: string;
+        /**
+         * @description Accounts whose name contains this, ignoring letter case. No control characters.
+         * @example lovelace
+         */
+        ListName: string;
+        /**
+         * @description Accounts created after this instant (RFC 3339, with its offset), not at it.
+         * @example 2026-11-01T00:00:00Z
+         */
+        CreatedAfter: string;
+        /**
+         * @description Accounts created before this instant (RFC 3339, with its offset), not at it.
+         * @example 2026-12-01T00:00:00Z
+         */
+        CreatedBefore: string;
+        /**
+         * @description `true`: only disabled accounts; `false`: only enabled ones.
+         * @example false
+         */
+        ListDisabled: boolean;
         /**
          * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
          *     given, failed checks are also limited per address and site, so one attacker trying many
@@ -1371,6 +1493,139 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listUsers: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Accounts whose email starts with this, ignoring letter case (`ada`, `ada.lovelace@`); a
+                 *     value starting with `@` matches the domain whole instead (`@example.org`: every address at
+                 *     example.org, not at mail.example.org). No control characters.
+                 * @example @example.org
+                 */
+                email?: components["parameters"]["ListEmail"];
+                /**
+                 * @description Accounts whose name contains this, ignoring letter case. No control characters.
+                 * @example lovelace
+                 */
+                name?: components["parameters"]["ListName"];
+                /**
+                 * @description Accounts created after this instant (RFC 3339, with its offset), not at it.
+                 * @example 2026-11-01T00:00:00Z
+                 */
+                createdAfter?: components["parameters"]["CreatedAfter"];
+                /**
+                 * @description Accounts created before this instant (RFC 3339, with its offset), not at it.
+                 * @example 2026-12-01T00:00:00Z
+                 */
+                createdBefore?: components["parameters"]["CreatedBefore"];
+                /**
+                 * @description `true`: only disabled accounts; `false`: only enabled ones.
+                 * @example false
+                 */
+                disabled?: components["parameters"]["ListDisabled"];
+                /**
+                 * @description `asc` (oldest first, the default) or `desc` (newest first).
+                 * @example desc
+                 */
+                order?: "asc" | "desc";
+                /**
+                 * @description Accounts per page, 1 to 1,000 (default 100), in decimal digits.
+                 * @example 100
+                 */
+                limit?: number;
+                /**
+                 * @description The `next` of the previous page.
+                 * @example eyJjIjoiMTc2Mzc5NzgwMDAwMDAwMCIsImkiOiIwMTkzIn0.c2lnbmF0dXJl
+                 */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of accounts; `next` is `null` on the last. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListUsersResponse"];
+                };
+            };
+            400: components["responses"]["ListBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    countUsers: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Accounts whose email starts with this, ignoring letter case (`ada`, `ada.lovelace@`); a
+                 *     value starting with `@` matches the domain whole instead (`@example.org`: every address at
+                 *     example.org, not at mail.example.org). No control characters.
+                 * @example @example.org
+                 */
+                email?: components["parameters"]["ListEmail"];
+                /**
+                 * @description Accounts whose name contains this, ignoring letter case. No control characters.
+                 * @example lovelace
+                 */
+                name?: components["parameters"]["ListName"];
+                /**
+                 * @description Accounts created after this instant (RFC 3339, with its offset), not at it.
+                 * @example 2026-11-01T00:00:00Z
+                 */
+                createdAfter?: components["parameters"]["CreatedAfter"];
+                /**
+                 * @description Accounts created before this instant (RFC 3339, with its offset), not at it.
+                 * @example 2026-12-01T00:00:00Z
+                 */
+                createdBefore?: components["parameters"]["CreatedBefore"];
+                /**
+                 * @description `true`: only disabled accounts; `false`: only enabled ones.
+                 * @example false
+                 */
+                disabled?: components["parameters"]["ListDisabled"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The count. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CountUsersResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -38,6 +38,13 @@ const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | u
  */
 const ROWS_ANSWERED_ONE_BY_ONE: Record<string, string> = { importUsers: 'users' };
 
+/** The spec's words: an integer in a query is written in decimal digits, a boolean as true or false. */
+function typedQueryValue(text: string, type: string | undefined): unknown {
+  if (type === 'integer' && /^(?:0|[1-9][0-9]{0,14})$/.test(text)) return Number(text);
+  if (type === 'boolean' && (text === 'true' || text === 'false')) return text === 'true';
+  return text;
+}
+
 function isJson(type: string | undefined): boolean {
   if (type === undefined) return false;
   const [media, ...params] = type.split(';').map((s) => s.trim().toLowerCase());
@@ -69,10 +76,12 @@ export function createOracle(checker: SpecChecker) {
   const idempotencyKey = checker.validatorFor(spec.components.parameters.IdempotencyKey.schema);
   // Each operation of the table, with its validators compiled from the spec.
   const known = operations.map((op) => {
-    const parameters = (spec.paths[op.path][op.method.toLowerCase()].parameters ?? []) as { $ref: string }[];
+    // Each parameter as declared, in place or by reference.
+    const parameters = ((spec.paths[op.path][op.method.toLowerCase()].parameters ?? []) as { $ref?: string }[]).map(
+      (p) => (p.$ref === undefined ? p : spec.components.parameters[p.$ref.split('/').pop()!]),
+    );
     const query = new Map(
       parameters
-        .map((p) => spec.components.parameters[p.$ref.split('/').pop()!])
         .filter((p) => p.in === 'query')
         .map((p) => [p.name as string, checker.validatorFor(p.schema)] as const),
     );
@@ -82,7 +91,12 @@ export function createOracle(checker: SpecChecker) {
       schema = { ...schema, properties: { ...schema.properties, [rows]: { ...schema.properties[rows], items: {} } } };
     }
     const body: ValidateFunction | undefined = schema === undefined ? undefined : checker.validatorFor(schema);
-    return { op, query, body, words: WORD_RULES[op.name] };
+    const queryTypes = new Map(
+      parameters
+        .filter((p) => p.in === 'query')
+        .map((p) => [p.name as string, p.schema?.type as string | undefined] as const),
+    );
+    return { op, query, queryTypes, body, words: WORD_RULES[op.name] };
   });
 
   return function verdict(sent: Sent): Verdict {
@@ -102,7 +116,9 @@ export function createOracle(checker: SpecChecker) {
         const validate = operation.query.get(name);
         if (!validate) return { invalid: `unknown query parameter ${name}` };
         const v = name === 'email' || name === 'name' ? value.trim() : value;
-        if (!v.isWellFormed() || !validate(v)) return { invalid: `bad ${name}` };
+        if (!v.isWellFormed() || !validate(typedQueryValue(v, operation.queryTypes.get(name)))) {
+          return { invalid: `bad ${name}` };
+        }
         fields[name] = v;
       }
       return { invalid: operation.words?.(fields) };

@@ -46,6 +46,14 @@ export const users = pgTable(
   (t) => [
     // Emails are unique per site ignoring case, whoever wrote the row.
     uniqueIndex('users_site_email_lower_key').on(t.site, sql`lower(${t.email})`),
+    // list and count (only rows in reach): pages in creation order, emails by prefix and by domain.
+    index('users_list_created_idx').on(t.site, t.createdAt, t.id).where(sql`${t.origin} = 'api'`),
+    index('users_list_email_prefix_idx')
+      .on(t.site, sql`lower(${t.email}) text_pattern_ops`)
+      .where(sql`${t.origin} = 'api'`),
+    index('users_list_email_domain_idx')
+      .on(t.site, sql`regexp_replace(lower(${t.email}), '^.*@', '')`)
+      .where(sql`${t.origin} = 'api'`),
     check('users_origin_check', sql`${t.origin} in ('api', 'external')`),
   ],
 );
@@ -136,4 +144,10 @@ export const verifyFailures = pgTable(
   (t) => [index('verify_failures_window_start_idx').on(t.windowStart)],
 );
 
-export const schema = { users, apiTokens, rateLimits, idempotencyKeys, auditLog, verifyFailures };
+/** Keys the servers of a deployment share, made once by the first that needs one (list's cursors). */
+export const serviceKeys = pgTable('service_keys', {
+  name: text('name').primaryKey(),
+  key: text('key').notNull(),
+});
+
+export const schema = { users, apiTokens, rateLimits, idempotencyKeys, auditLog, verifyFailures, serviceKeys };

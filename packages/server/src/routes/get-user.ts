@@ -19,7 +19,7 @@ export const getUser = defineOperation({
   scope: 'read',
   request: { query: true },
   parse(c): { _userId?: string; email?: string } {
-    const query = validQuery(c, GET_USER_PATH);
+    const query = validQuery<{ _userId?: string; email?: string }>(c, GET_USER_PATH);
     if ((query._userId === undefined) === (query.email === undefined)) {
       throw invalidRequest('Give exactly one of the query parameters _userId or email.', []);
     }

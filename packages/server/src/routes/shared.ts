@@ -8,7 +8,13 @@ import { ApiError, userNotFound } from '../errors.ts';
 import type { IfMatch } from '../etag.ts';
 import { isUuid } from '../ids.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
-import { assertWellFormedStrings, type BodySchema, invalidRequest, toFieldErrors } from '../validation.ts';
+import {
+  assertWellFormedStrings,
+  type BodySchema,
+  fromQueryText,
+  invalidRequest,
+  toFieldErrors,
+} from '../validation.ts';
 import { runWrite } from '../writes.ts';
 
 type Schemas = components['schemas'];
@@ -43,7 +49,7 @@ export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): 
  * The query, checked against the operation's parameters in the spec: each parameter once, none
  * unknown, normalized as bodies are.
  */
-export function validQuery(c: Context<AppEnv>, path: string): Record<string, string> {
+export function validQuery<T extends object>(c: Context<AppEnv>, path: string): T {
   // URLSearchParams keeps every parameter, even one with an empty name, which must be refused too.
   // A Map, so that a parameter named __proto__ is just a name.
   const raw = new Map<string, string[]>();
@@ -57,9 +63,13 @@ export function validQuery(c: Context<AppEnv>, path: string): Record<string, str
   }
   const query: Record<string, string> = Object.fromEntries([...raw].map(([name, values]) => [name, values[0]!]));
   normalize(query);
+  const types = c.get('validators').queryTypes[path] ?? {};
+  const typed = Object.fromEntries(
+    Object.entries(query).map(([name, text]) => [name, fromQueryText(text, types[name])]),
+  );
   const validate = c.get('validators').query[path]!;
-  if (!validate(query)) throw invalidRequest('The query is not valid.', toFieldErrors(validate.errors));
-  return query;
+  if (!validate(typed)) throw invalidRequest('The query is not valid.', toFieldErrors(validate.errors));
+  return typed as T;
 }
 
 /** `email` in an update body is refused by name, before the (closed) schema would call it unknown. */
