@@ -2,7 +2,7 @@
 // page deep in the list costs what the first costs, and rows written meanwhile neither repeat
 // nor push others out of the walk.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, asc, desc, eq, gt, lt, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, lt, or, type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { serviceKeys, users } from './db/schema.ts';
 import { ApiError } from './errors.ts';
@@ -128,4 +128,22 @@ export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
   const beyond = order === 'asc' ? gt : lt;
   const after = or(beyond(users.createdAt, at), and(eq(users.createdAt, at), beyond(users.id, position.i)));
   return { after, orderBy };
+}
+
+/** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
+export function listQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
+  return db
+    .select()
+    .from(users)
+    .where(and(eq(users.origin, 'api'), eq(users.site, site), ...filterConditions(filters), walk.after))
+    .orderBy(...walk.orderBy)
+    .limit(limit + 1);
+}
+
+/** How many of the site's accounts in reach match. */
+export function countQuery(db: Db, site: string, filters: ListFilters) {
+  return db
+    .select({ count: count() })
+    .from(users)
+    .where(and(eq(users.origin, 'api'), eq(users.site, site), ...filterConditions(filters)));
 }

@@ -258,8 +258,9 @@ export interface paths {
          *     page). A cursor is opaque and signed by the server: an edited or made-up one, one of
          *     other filters or another site, or one older than 24 hours is 400 `invalid_cursor`.
          *
-         *     The `name` filter has no index: it reads the site's accounts in order until it has found
-         *     a page, so a rare substring over many accounts takes longer than the other filters.
+         *     The `name` filter has no index of its own: PostgreSQL reads through the site's accounts
+         *     for it (with another filter, through that filter's matches), so over many accounts it
+         *     is the slowest filter.
          */
         get: operations["listUsers"];
         put?: never;
@@ -645,9 +646,12 @@ export interface components {
         };
         /**
          * @description A stable identifier of the error; switch on this, not on `title` or `detail`.
+         *     `unknown_example` comes only from the mock (`pnpm mock`): its `Prefer: code=STATUS` or
+         *     `example=NAME` names an answer the operation does not document (400; `detail` lists the
+         *     operation's statuses and the names of their examples).
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's

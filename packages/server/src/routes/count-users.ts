@@ -1,9 +1,7 @@
 import type { components } from '@user-accounts/client';
-import { and, count } from 'drizzle-orm';
-import { users } from '../db/schema.ts';
-import { filterConditions, type ListFilters } from '../listing.ts';
+import { countQuery, type ListFilters } from '../listing.ts';
 import { defineOperation } from '../operation.ts';
-import { inReach, validQuery } from './shared.ts';
+import { validQuery } from './shared.ts';
 
 type CountUsersResponse = components['schemas']['CountUsersResponse'];
 
@@ -17,11 +15,7 @@ export const countUsers = defineOperation({
   request: { query: true },
   parse: (c) => validQuery<ListFilters>(c, COUNT_USERS_PATH),
   async handle(c, filters) {
-    const [row] = await c
-      .get('deps')
-      .database.db.select({ count: count() })
-      .from(users)
-      .where(and(inReach(c), ...filterConditions(filters)));
+    const [row] = await countQuery(c.get('deps').database.db, c.get('token').site, filters);
     return c.json({ result: { count: row!.count } } satisfies CountUsersResponse, 200);
   },
 });

@@ -1,9 +1,7 @@
 import type { components } from '@user-accounts/client';
-import { and } from 'drizzle-orm';
-import { users } from '../db/schema.ts';
-import { cursorScope, cursorsOf, filterConditions, keyset, type ListFilters } from '../listing.ts';
+import { cursorScope, cursorsOf, keyset, type ListFilters, listQuery } from '../listing.ts';
 import { defineOperation } from '../operation.ts';
-import { inReach, toUser, validQuery } from './shared.ts';
+import { toUser, validQuery } from './shared.ts';
 
 type ListUsersResponse = components['schemas']['ListUsersResponse'];
 type ListQuery = ListFilters & { order?: 'asc' | 'desc'; limit?: number; after?: string };
@@ -23,12 +21,7 @@ export const listUsers = defineOperation({
     const scope = cursorScope(c.get('token').site, filters, order);
     const walk = keyset(after === undefined ? undefined : cursors.read(after, scope), order);
     // One row more than the page: whether there is a next page, without a count.
-    const rows = await db
-      .select()
-      .from(users)
-      .where(and(inReach(c), ...filterConditions(filters), walk.after))
-      .orderBy(...walk.orderBy)
-      .limit(limit + 1);
+    const rows = await listQuery(db, c.get('token').site, filters, walk, limit);
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     const next =

@@ -1,0 +1,99 @@
+// list and count read through an index, whatever the filter, on a site of many accounts: the
+// plans PostgreSQL chooses for the very queries the server sends (built by the same functions).
+import { openPostgres } from '@user-accounts/server/db';
+import { countQuery, keyset, type ListFilters, listQuery } from '@user-accounts/server/listing';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
+
+const skip = await postgresUnavailable();
+if (skip) console.warn(`\n[contract-tests] list and count plans on PostgreSQL: SKIPPED, ${skip}\n`);
+
+// Enough rows, spread over 1,000 domains, other sites and out-of-reach rows, for the planner
+// to weigh the indexes as it would at a million.
+const ACCOUNTS = 200_000;
+
+describe.skipIf(skip !== undefined)(
+  `list and count plans on PostgreSQL, ${ACCOUNTS.toLocaleString('en')} accounts`,
+  () => {
+    let database: Awaited<ReturnType<typeof freshPostgresDatabase>>;
+    let server: Awaited<ReturnType<typeof openPostgres>>;
+    let sql: postgres.Sql;
+
+    beforeAll(async () => {
+      database = await freshPostgresDatabase();
+      server = await openPostgres(database.url, { max: 1 });
+      await server.migrate();
+      sql = postgres(database.url, { max: 1, onnotice: () => {} });
+      await sql`insert into users (id, site, email, name, password_hash, origin, created_at)
+      select gen_random_uuid(), case when i % 10 = 0 then 'other' else 'shop' end,
+        'user' || i || '@d' || (i % 1000) || '.example.com', 'User ' || i, 'x',
+        case when i % 50 = 0 then 'external' else 'api' end,
+        timestamptz '2026-01-01' + i * interval '1 second'
+      from generate_series(1, ${ACCOUNTS}) as i`;
+      await sql`analyze users`;
+    }, 120_000);
+    afterAll(async () => {
+      await sql?.end();
+      await server?.close();
+      await database?.drop();
+    });
+
+    /** The plan of a query builder's SQL, as one line of node types and index names. */
+    async function plan(query: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
+      const { sql: text, params } = query.toSQL();
+      const [row] = await sql.unsafe(`explain (format json) ${text}`, params as never[]);
+      const nodes: string[] = [];
+      const walk = (node: Record<string, unknown>) => {
+        nodes.push(`${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ''}`);
+        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+      };
+      walk((row!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
+      return nodes.join(' > ');
+    }
+    const list = (filters: ListFilters, order: 'asc' | 'desc' = 'asc', after?: { c: number; i: string; t: number }) =>
+      plan(listQuery(server.db, 'shop', filters, keyset(after, order), 100));
+
+    it.each([
+      ['the first page', {}, 'asc', 'users_list_created_idx'],
+      ['the first page, newest first', {}, 'desc', 'users_list_created_idx'],
+      ['an email prefix', { email: 'user1234' }, 'asc', 'users_list_email_prefix_idx'],
+      ['a domain', { email: '@d7.example.com' }, 'asc', 'users_list_email_domain_idx'],
+      [
+        'a creation range',
+        { createdAfter: '2026-01-02T00:00:00Z', createdBefore: '2026-01-02T01:00:00Z' },
+        'asc',
+        'users_list_created_idx',
+      ],
+      ['disabled accounts with a prefix', { email: 'user99', disabled: false }, 'desc', 'users_list_email_prefix_idx'],
+    ] as const)('lists %s through an index', async (_, filters, order, index) => {
+      const shape = await list(filters, order);
+      expect(shape).toContain(index);
+      expect(shape).not.toContain('Seq Scan');
+    });
+
+    it('goes on from a cursor through the creation index, not by skipping rows', async () => {
+      const shape = await list({}, 'asc', {
+        c: Date.parse('2026-01-02T00:00:00Z'),
+        i: '00000000-0000-7000-8000-000000000000',
+        t: 0,
+      });
+      expect(shape).toContain('users_list_created_idx');
+      expect(shape).not.toContain('Seq Scan');
+    });
+
+    it.each([
+      ['a domain', { email: '@d7.example.com' }, 'users_list_email_domain_idx'],
+      ['an email prefix', { email: 'user12' }, 'users_list_email_prefix_idx'],
+      [
+        'a creation range',
+        { createdAfter: '2026-01-02T00:00:00Z', createdBefore: '2026-01-02T01:00:00Z' },
+        'users_list_created_idx',
+      ],
+    ] as const)('counts %s through an index', async (_, filters, index) => {
+      const shape = await plan(countQuery(server.db, 'shop', filters));
+      expect(shape).toContain(index);
+      expect(shape).not.toContain('Seq Scan');
+    });
+  },
+);
