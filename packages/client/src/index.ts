@@ -132,6 +132,28 @@ export interface UserAccountsClient extends Pick<Client<StrictPaths>, 'use' | 'e
   HEAD: Method<'head'>;
   PATCH: Method<'patch'>;
   TRACE: Method<'trace'>;
+  /**
+   * Every account `list` gives for these filters, page after page (`limit` per request, 1,000 by
+   * default), as one async iterable: `for await (const user of api.listAll({ email: '@example.org' }))`.
+   * Stopping early (`break`) sends no further request. A refused request throws a
+   * {@link ProblemError}.
+   */
+  listAll(query?: ListAllQuery): AsyncIterable<User>;
+}
+
+/** list's filters and order, and the page size listAll asks for. */
+export type ListAllQuery = Omit<NonNullable<operations['listUsers']['parameters']['query']>, 'after'>;
+
+/** A refused request of a helper that cannot answer `{ data, error }` (listAll): the problem, thrown. */
+export class ProblemError extends Error {
+  readonly problem: Problem;
+  readonly status: number;
+  constructor(problem: Problem, status: number) {
+    super(`${status} ${problem.code}: ${problem.detail}`);
+    this.name = 'ProblemError';
+    this.problem = problem;
+    this.status = status;
+  }
 }
 
 /**
@@ -151,5 +173,17 @@ export function createClient(options: ClientOptions): UserAccountsClient {
     },
   };
   client.use(authorization);
-  return client;
+  const typed = client as unknown as Omit<UserAccountsClient, 'listAll'>;
+  async function* listAll(query: ListAllQuery = {}): AsyncIterable<User> {
+    let after: string | undefined;
+    do {
+      const { data, error, response } = await typed.GET('/api/1/user/list', {
+        params: { query: { limit: 1000, ...query, ...(after !== undefined && { after }) } },
+      });
+      if (data === undefined) throw new ProblemError(error as Problem, response.status);
+      yield* data.result.users;
+      after = data.result.next ?? undefined;
+    } while (after !== undefined);
+  }
+  return Object.assign(typed, { listAll });
 }

@@ -181,6 +181,31 @@ export function defineListSuite(spec: TargetSpec): void {
       expect(ok.response.status).toBe(200);
     });
 
+    it("walks every page with the client's listAll, sends no request after a break, and throws a refusal", async () => {
+      const client = await newSite();
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) ids.push((await h.createUser({}, client)).id);
+      const all: string[] = [];
+      for await (const user of client.listAll({ limit: 2 })) all.push(user._userId);
+      expect(all).toEqual(ids);
+      const newest: string[] = [];
+      const sent = h.bodies.length;
+      for await (const user of client.listAll({ limit: 2, order: 'desc' })) {
+        newest.push(user._userId);
+        if (newest.length === 3) break;
+      }
+      expect(newest).toEqual(ids.slice(2).reverse());
+      expect(h.bodies.length - sent).toBe(2);
+      const refused = (async () => {
+        for await (const _ of client.listAll({ limit: 0 })) break;
+      })();
+      await expect(refused).rejects.toMatchObject({
+        name: 'ProblemError',
+        status: 400,
+        problem: { code: 'invalid_request' },
+      });
+    });
+
     it('never lists or counts another site’s accounts or one out of reach', async () => {
       const client = await newSite();
       const mine = await h.createUser({ email: h.uniqueEmail('reach') }, client);
