@@ -2,7 +2,7 @@
 // the server's own code (token check, 405, 413/415, JSON and depth, the schema and the rules the
 // spec states in words), and passes the rest, normalized, to Prism for a documented example.
 // What it cannot know without data (which account exists, a password equal to a stored email)
-// stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…`.
+// stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…` (mock-prefer.ts).
 import { request } from 'node:http';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { pino } from 'pino';
@@ -15,6 +15,7 @@ import { listedOriginsCors } from './middleware/cors.ts';
 import { idempotencyKeyOf } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { requestId } from './middleware/request-id.ts';
+import { checkedPrefer, documentedAnswers } from './mock-prefer.ts';
 import type { Operation } from './operation.ts';
 import { operations } from './operations.ts';
 import { type Policy, parseRateLimit } from './rate-limit.ts';
@@ -52,10 +53,18 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   app.use(listedOriginsCors(options.corsOrigins, CORS));
 
   /** The request, as the gate has normalized it, to Prism at a path of the spec; Prism's answer back as it is. */
-  const relay = (c: Context<AppEnv>, path: string, search: string, body: string | undefined): Promise<Response> =>
+  const relay = (
+    c: Context<AppEnv>,
+    path: string,
+    search: string,
+    body: string | undefined,
+    prefer: string | undefined,
+  ): Promise<Response> =>
     new Promise((resolve, reject) => {
       const headers: Record<string, string> = {};
       for (const [name, value] of c.req.raw.headers) if (!HOP_BY_HOP.has(name)) headers[name] = value;
+      delete headers.prefer;
+      if (prefer !== undefined) headers.prefer = prefer;
       if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
       // The upstream path is the operation's own, never one taken from the request.
       const upstream = request(
@@ -112,15 +121,18 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), limits(op.budget), requireScope(op.scope)];
     if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
     if (op.idempotent) chain.push(keyChecked);
+    const answers = documentedAnswers(loadSpec(), op.path, op.method);
     app.on(op.method, [op.path], ...chain, async function gate(c) {
       const input = op.parse(c);
+      // After the server's own checks: a request the server refuses is refused alike, whatever it prefers.
+      const prefer = checkedPrefer(op.name, answers, c.req.header('prefer'));
       // Forwarded as the server reads it: the query or the body normalized by parse (trimmed).
       if ('query' in op.request) {
-        return relay(c, op.path, new URLSearchParams(input as Record<string, string>).toString(), undefined);
+        return relay(c, op.path, new URLSearchParams(input as Record<string, string>).toString(), undefined, prefer);
       }
       const own = op.mockAnswer?.(c, input);
       if (own !== undefined) return own;
-      return relay(c, op.path, '', JSON.stringify(c.get('body')));
+      return relay(c, op.path, '', JSON.stringify(c.get('body')), prefer);
     });
   }
   registerMethodNotAllowed(app);
@@ -129,7 +141,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   for (const [path, methods] of Object.entries(loadSpec().paths)) {
     if (operations.some((op) => op.path === path)) continue;
     const open = methods.get?.security?.length === 0;
-    const forward = (c: Context<AppEnv>) => relay(c, path, '', undefined);
+    const forward = (c: Context<AppEnv>) => relay(c, path, '', undefined, c.req.header('prefer'));
     if (open) app.get(path, forward);
     else app.get(path, requireToken(), forward);
   }

@@ -28,8 +28,12 @@ const PAGE = `<!doctype html>
 `;
 
 // Scalar's options: our own spec, no fonts from its CDN, no telemetry, no links out to its services.
+// Its Test Request goes to this page's own origin: the spec's servers (a local server on :3000,
+// the mock on :4010) are other origins, which the CSP's connect-src refuses, and seldom the
+// server that is serving this page.
 const INIT = `Scalar.createApiReference('#app', {
   url: '/openapi.json',
+  servers: [{ url: location.origin, description: 'This server' }],
   withDefaultFonts: false,
   telemetry: false,
   hideClientButton: true,

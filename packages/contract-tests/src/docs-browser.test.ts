@@ -1,0 +1,85 @@
+// /docs as a frontend developer uses it: Scalar's "Test Request" on each operation, the token typed
+// into its Authentication field, on a server that is not on the spec's :3000. Each request must go
+// to the server that served the page (so neither CORS nor the page's connect-src is in the way),
+// carry the token, and get an answer the spec documents, which the page then shows.
+import { operations } from '@user-accounts/server/operations';
+import { DEFAULT_SCOPES } from '@user-accounts/server/tokens';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
+import { createSpecChecker } from './spec-check.ts';
+import { embeddedServer, type Target } from './targets.ts';
+
+const checker = createSpecChecker();
+const unavailable = chromiumUnavailable();
+if (unavailable) console.warn(`\n[contract-tests] /docs Test Request tests SKIPPED: ${unavailable}\n`);
+
+describe.skipIf(unavailable !== undefined)("/docs: Scalar's Test Request on each operation", () => {
+  let target: Target;
+  beforeAll(async () => {
+    target = await embeddedServer();
+  });
+  afterAll(async () => {
+    await target?.close();
+  });
+
+  /** Opens the operation's Test Request, types the token the first time, sends; the request, if one left. */
+  async function testRequest(page: Page, op: (typeof operations)[number], typeToken: boolean) {
+    const tag = checker.spec.paths[op.path][op.method.toLowerCase()].tags[0];
+    // The address Scalar's sidebar gives the operation; its section is rendered once scrolled to.
+    await page.goto(`${target.baseUrl}/docs#tag/${tag}/${op.method}${op.path}`);
+    await page.getByRole('button', { name: `Test Request (${op.method.toLowerCase()} ${op.path})` }).click();
+    const client = page.getByRole('dialog');
+    // Scalar keeps what was typed for the whole page, as a developer going from one operation to the next sees.
+    if (typeToken) await client.getByRole('textbox', { name: 'Value', exact: true }).fill(target.token);
+    const sent = page
+      .waitForRequest((r) => new URL(r.url()).pathname === op.path, { timeout: 10_000 })
+      .catch(() => undefined);
+    await client.getByRole('button', { name: /^Send/ }).first().click();
+    return { client, request: await sent };
+  }
+
+  it('sends each to this server with the token and shows a documented answer', async () => {
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+      const failed: string[] = [];
+      page.on('requestfailed', (r) => failed.push(`${r.url()}: ${r.failure()?.errorText}`));
+      const refused: string[] = [];
+      page.on('console', (m) => void (/Content Security Policy/i.test(m.text()) && refused.push(m.text())));
+      await page.goto(`${target.baseUrl}/docs`);
+
+      for (const [index, op] of operations.entries()) {
+        const where = `${op.method} ${op.path}`;
+        const { client, request } = await testRequest(page, op, index === 0);
+        // A request the CSP refuses never starts: the console says why.
+        if (request === undefined) expect.fail(`${where}: nothing was sent. ${refused.join(' ')}`);
+        const response = await request.response();
+        expect(new URL(request.url()).origin, where).toBe(target.baseUrl);
+        expect(request.method(), where).toBe(op.method);
+        expect(request.headers().authorization, where).toBe(target.token);
+        expect(response, `${where}: no answer`).not.toBeNull();
+        const status = response!.status();
+        const answer = new Response(status === 204 ? null : await response!.text(), {
+          status,
+          headers: await response!.allHeaders(),
+        });
+        expect(await checker.check(op.method, op.path, answer), `${where} conforms to the spec`).toEqual([]);
+        // The token accepted; with the operation's scope, the operation's own answer to Scalar's
+        // example; without it (export, which a dev token lacks), the documented 403.
+        expect(status, where).not.toBe(401);
+        if (DEFAULT_SCOPES.includes(op.scope)) expect(status, where).not.toBe(403);
+        else expect(status, where).toBe(403);
+        expect(status, where).toBeLessThan(500);
+        // The page could read it: the client shows the status.
+        // biome-ignore lint/performance/useDomNodeTextContent: what is shown, not what is in the DOM
+        await expect.poll(() => client.innerText(), { timeout: 10_000 }).toMatch(new RegExp(`\\b${status} [A-Z]`));
+        await page.keyboard.press('Escape');
+      }
+      expect(failed).toEqual([]);
+      expect(refused).toEqual([]);
+    } finally {
+      await browser.close();
+    }
+  }, 120_000);
+});
