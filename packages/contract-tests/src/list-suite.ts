@@ -206,6 +206,81 @@ export function defineListSuite(spec: TargetSpec): void {
       });
     });
 
+    describe('export', () => {
+      /** export's lines, read as a client would, outside the harness: they hold password hashes. */
+      const exportAs = async (token: string) => {
+        const response = await fetch(`${h.target.baseUrl}/api/1/user/export`, { headers: { Authorization: token } });
+        return { response, lines: (await response.text()).split('\n') };
+      };
+
+      it('needs the export scope, which API_TOKENS and the dev token do not have', async () => {
+        const { response, lines } = await exportAs(h.target.token);
+        expect(response.status).toBe(403);
+        expect((JSON.parse(lines[0]!) as { code: string }).code).toBe('forbidden');
+      });
+
+      it('streams every account in reach, oldest first, as import rows with their hashes, and they import into another site and sign in there', async () => {
+        const site = `export-${Date.now().toString(36)}`;
+        const writer = h.clientFor((await h.target.createToken({ site, scopes: ['write'], label: 'w' })).token);
+        const exporter = (await h.target.createToken({ site, scopes: ['export'], label: 'e' })).token;
+        const users = [
+          await h.createUser({ phone: '+44 20 7946 0018', address: '1 Main St' }, writer),
+          await h.createUser({}, writer),
+          await h.createUser({}, writer),
+        ];
+        await writer.POST('/api/1/user/disable', { body: { _userId: users[1]!.id } });
+        await h.target.sql(`update users set origin = 'external' where id = $1`, [users[2]!.id]);
+
+        const { response, lines } = await exportAs(exporter);
+        expect(response.status).toBe(200);
+        expect(response.headers.get('content-type')).toBe('application/x-ndjson');
+        expect(lines.at(-1)).toBe('');
+        const rows = lines.slice(0, -1).map((line) => JSON.parse(line) as Record<string, string>);
+        expect(rows.map((r) => r.email)).toEqual([users[0]!.email, users[1]!.email]);
+        expect(Object.keys(rows[0]!)).toEqual(['email', 'name', 'phone', 'address', 'passwordHash']);
+        expect(Object.keys(rows[1]!)).toEqual(['email', 'name', 'passwordHash']);
+        expect(rows[0]!.passwordHash).toMatch(/^\$argon2id\$/);
+
+        const elsewhere = `import-${Date.now().toString(36)}`;
+        const importer = h.clientFor(
+          (await h.target.createToken({ site: elsewhere, scopes: ['write', 'verify'], label: 'i' })).token,
+        );
+        const imported = await importer.POST('/api/1/user/import', { body: { users: rows as never } });
+        expect(imported.data?.result).toMatchObject({ created: 2, failed: 0 });
+        for (const user of users.slice(0, 2)) {
+          const login = await importer.POST('/api/1/user/verify', {
+            body: { email: user.email, password: user.password },
+          });
+          expect(login.response.status, user.email).toBe(200);
+        }
+        const audit = await h.target.sql(
+          `select count(*)::int as n from audit_log where site = $1 and operation = 'export' and outcome = 'export started'`,
+          [site],
+        );
+        expect(audit[0]!.n).toBe(1);
+      });
+
+      it('goes on serving while a client stops reading an export halfway', async () => {
+        const site = `export-${Date.now().toString(36)}-big`;
+        const exporter = (await h.target.createToken({ site, scopes: ['export'], label: 'e' })).token;
+        await h.target.sql(
+          `insert into users (id, site, email, name, password_hash, origin)
+             select gen_random_uuid(), $1, 'bulk' || i || '@example.com', 'Bulk', 'x', 'api' from generate_series(1, 5000) i`,
+          [site],
+        );
+        const response = await fetch(`${h.target.baseUrl}/api/1/user/export`, { headers: { Authorization: exporter } });
+        const reader = response.body!.getReader();
+        const first = await reader.read();
+        expect(new TextDecoder().decode(first.value).startsWith('{"email":"bulk')).toBe(true);
+        await reader.cancel();
+        const { response: again, lines } = await exportAs(exporter);
+        expect(again.status).toBe(200);
+        expect(lines.length).toBe(5001);
+        const read = await h.client.GET('/api/1/user/list', { params: { query: { limit: 1 } } });
+        expect(read.response.status).toBe(200);
+      });
+    });
+
     it('never lists or counts another site’s accounts or one out of reach', async () => {
       const client = await newSite();
       const mine = await h.createUser({ email: h.uniqueEmail('reach') }, client);

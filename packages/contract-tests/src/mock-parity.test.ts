@@ -61,6 +61,7 @@ const VALID: Record<string, () => Call> = {
   enableUser: () => ({ method: 'POST', path: '/api/1/user/enable', body: json({ _userId: GHOST }) }),
   listUsers: () => ({ method: 'GET', path: '/api/1/user/list?email=ada&limit=10&disabled=false' }),
   countUsers: () => ({ method: 'GET', path: '/api/1/user/count?email=%40example.org' }),
+  exportUsers: () => ({ method: 'GET', path: '/api/1/user/export' }),
   importUsers: () => ({
     method: 'POST',
     path: '/api/1/user/import',
@@ -97,7 +98,8 @@ describe('the mock serves every documented example', () => {
     const call = VALID[operationId]!();
     const response = await send(mock, { ...call, headers: { Prefer: `code=${status}, example=${name}` } });
     expect(response.status).toBe(Number(status));
-    expect(await response.json()).toEqual(value);
+    if (typeof value === 'string') expect(await response.text()).toBe(value);
+    else expect(await response.json()).toEqual(value);
   });
 });
 
@@ -176,7 +178,6 @@ describe('the same calls, the same answers from the mock and the server', () => 
     ['a PUT on create', { method: 'PUT', path: '/api/1/user/create', body: '{}' }],
     ['a GET on delete', { method: 'GET', path: '/api/1/user/delete' }],
     ['a list with limit 0', { method: 'GET', path: '/api/1/user/list?limit=0' }],
-    ['a list with a made-up cursor', { method: 'GET', path: '/api/1/user/list?after=abc.def' }],
     ['a count with disabled=yes', { method: 'GET', path: '/api/1/user/count?disabled=yes' }],
     ['a count with a limit', { method: 'GET', path: '/api/1/user/count?limit=5' }],
     ['an import without rows', { method: 'POST', path: '/api/1/user/import', body: json({ users: [] }) }],
@@ -216,5 +217,79 @@ describe('the same calls, the same answers from the mock and the server', () => 
         JSON.stringify(await r.json()).replace(/"_userId":"[^"]+"/g, '"_userId":"…"');
       expect(await withoutIds(fromMock)).toBe(await withoutIds(fromServer));
     }
+  });
+});
+
+describe('Prefer asking for an answer the operation does not document', () => {
+  /** Each documented status of the operation and its example names, read from the spec here. */
+  const documented = (operationId: string): Map<string, string[]> => {
+    const operation = Object.values<any>(spec.paths)
+      .flatMap((item) => Object.values<any>(item))
+      .find((o) => o.operationId === operationId);
+    return new Map(
+      Object.entries<any>(operation.responses).map(([status, response]) => [
+        status,
+        Object.values<any>(checker.resolve(response).content ?? {}).flatMap((m) => Object.keys(m.examples ?? {})),
+      ]),
+    );
+  };
+  const refusal = async (response: Response) => {
+    expect(response.status).toBe(400);
+    expect(response.headers.get('content-type')).toBe('application/problem+json');
+    const problem = (await response.json()) as { code: string; detail: string };
+    expect(problem.code).toBe('unknown_example');
+    return problem.detail;
+  };
+
+  it.each(operations.map((op) => op.name))(
+    "%s: 400 unknown_example naming every documented status and example, not Prism's error",
+    async (operationId) => {
+      const answers = documented(operationId);
+      const success = [...answers.keys()].find((s) => s.startsWith('2'))!;
+      const error = [...answers.keys()].find((s) => s.startsWith('4') && answers.get(s)!.length > 0)!;
+      // An unknown status, an unknown name, and a name documented under another status.
+      for (const prefer of ['code=418', 'example=nope', `code=${error}, example=${answers.get(success)![0]}`]) {
+        const detail = await refusal(await send(mock, { ...VALID[operationId]!(), headers: { Prefer: prefer } }));
+        expect(detail).toContain(operationId);
+        for (const [status, names] of answers) {
+          expect(detail).toMatch(new RegExp(`\\b${status}\\b`));
+          for (const name of names) expect(detail).toContain(name);
+        }
+      }
+    },
+  );
+
+  it('echoes what was asked cut short', async () => {
+    const long = 'x'.repeat(4000);
+    const detail = await refusal(await send(mock, { ...VALID.getUser!(), headers: { Prefer: `example=${long}` } }));
+    expect(detail).not.toContain(long);
+    expect(detail.length).toBeLessThan(1000);
+  });
+
+  it('an example without a code is looked for under the success status, as Prism does', async () => {
+    const detail = await refusal(
+      await send(mock, { ...VALID.getUser!(), headers: { Prefer: 'example=user_not_found' } }),
+    );
+    expect(detail).toMatch(/under 200\b/);
+    const found = await send(mock, { ...VALID.getUser!(), headers: { Prefer: 'code=404, example=user_not_found' } });
+    expect(found.status).toBe(404);
+  });
+
+  it.each([
+    ['quoted, in capitals, with a parameter', 'Code=404; x=1, Example="user_not_found"', 404],
+    ['beside a preference the mock does not know (ignored, as RFC 7240 asks)', 'return=minimal, example=minimal', 200],
+    ['only preferences the mock does not know', 'return=minimal, wait=10', 200],
+  ])('reads Prefer as Prism does: %s', async (_, prefer, status) => {
+    expect((await send(mock, { ...VALID.getUser!(), headers: { Prefer: prefer } })).status).toBe(status);
+  });
+
+  it("a request the server refuses gets the server's refusal, whatever it prefers", async () => {
+    const call: Call = { method: 'GET', path: '/api/1/user/get', headers: { Prefer: 'code=418' } };
+    const response = await send(mock, call);
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { code: string }).code).toBe('invalid_request');
+    expect((await send(mock, { ...VALID.getUser!(), token: 'none', headers: { Prefer: 'code=418' } })).status).toBe(
+      401,
+    );
   });
 });

@@ -91,7 +91,19 @@ export function createSpecChecker(): SpecChecker {
       }
       const validate = validatorFor(media.schema);
       let body: unknown = text; // a text/* body is checked as the string it is
-      if (!contentType.startsWith('text/')) {
+      if (contentType === 'application/x-ndjson') {
+        // Lines of JSON, each ending with a newline; the schema describes the text as a whole.
+        const lines = text.split('\n');
+        if (lines.pop() !== '')
+          problems.push(`${method} ${path} ${response.status}: NDJSON does not end with a newline`);
+        for (const line of lines) {
+          try {
+            JSON.parse(line);
+          } catch {
+            return [...problems, `${method} ${path} ${response.status}: an NDJSON line is not JSON`];
+          }
+        }
+      } else if (!contentType.startsWith('text/')) {
         try {
           body = JSON.parse(text);
         } catch {

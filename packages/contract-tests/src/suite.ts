@@ -828,7 +828,7 @@ export function defineContractSuite(spec: TargetSpec): void {
       });
 
       stateful('answers 404 not_found for unknown paths and other API versions', async () => {
-        for (const path of ['/api/2/user/get', '/api/1/user/list', '/nothing']) {
+        for (const path of ['/api/2/user/get', '/api/1/user/search', '/nothing']) {
           const response = await raw(path);
           expect(response.status).toBe(404);
           expect(await problemCode(response)).toBe('not_found');

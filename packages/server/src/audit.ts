@@ -10,7 +10,7 @@ import { auditLog } from './db/schema.ts';
 import { describeError, problemCode } from './errors.ts';
 import { isUuid } from './ids.ts';
 
-export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify' | 'import';
+export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify' | 'import' | 'export';
 
 export interface AuditEntry {
   operation: WriteOperation;

@@ -147,3 +147,45 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
     .from(users)
     .where(and(eq(users.origin, 'api'), eq(users.site, site), ...filterConditions(filters)));
 }
+
+/** Accounts exported per page: what the server holds of an export at a time. */
+export const EXPORT_PAGE = 1000;
+
+/** One page of the site's accounts in reach, oldest first, after `position`. */
+export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined) {
+  const walk = keyset(position === undefined ? undefined : { ...position, t: 0 }, 'asc');
+  return db
+    .select({
+      email: users.email,
+      name: users.name,
+      phone: users.phone,
+      address: users.address,
+      passwordHash: users.passwordHash,
+      createdAt: users.createdAt,
+      id: users.id,
+    })
+    .from(users)
+    .where(and(eq(users.origin, 'api'), eq(users.site, site), walk.after))
+    .orderBy(...walk.orderBy)
+    .limit(EXPORT_PAGE);
+}
+
+type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
+
+/** A row as import takes it: the fields of create (unset ones left out) and the stored hash. */
+export function exportLine(row: ExportRow): string {
+  const { email, name, phone, address, passwordHash } = row;
+  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), passwordHash })}\n`;
+}
+
+/** Every page of an export, one after the other, each read only when the previous one is taken. */
+export async function* exportPages(db: Db, site: string): AsyncGenerator<ExportRow[]> {
+  let position: { c: number; i: string } | undefined;
+  for (;;) {
+    const rows = await exportPage(db, site, position);
+    if (rows.length > 0) yield rows;
+    if (rows.length < EXPORT_PAGE) return;
+    const last = rows.at(-1)!;
+    position = { c: last.createdAt.getTime(), i: last.id };
+  }
+}

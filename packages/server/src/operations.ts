@@ -8,6 +8,7 @@ import { createUser } from './routes/create-user.ts';
 import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
+import { exportUsers } from './routes/export-users.ts';
 import { getUser } from './routes/get-user.ts';
 import { importUsers } from './routes/import-users.ts';
 import { listUsers } from './routes/list-users.ts';
@@ -27,6 +28,7 @@ export const operations: readonly Operation<any>[] = [
   importUsers,
   listUsers,
   countUsers,
+  exportUsers,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

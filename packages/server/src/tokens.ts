@@ -6,8 +6,10 @@ import type { Db } from './db/client.ts';
 import { apiTokens, DEFAULT_SITE } from './db/schema.ts';
 
 export const TOKEN_PREFIX = 'ua_';
-export const SCOPES = ['read', 'write', 'verify'] as const;
+export const SCOPES = ['read', 'write', 'verify', 'export'] as const;
 export type Scope = (typeof SCOPES)[number];
+/** The scopes of API_TOKENS and the dev token: all but export, which hands out password hashes. */
+export const DEFAULT_SCOPES: readonly Scope[] = ['read', 'write', 'verify'];
 
 /** Site names: lowercase, URL- and shell-safe, so they can be typed and grepped without quoting. */
 export const SITE_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
@@ -46,7 +48,7 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Toke
   const configuredByHash = new Map<string, TokenInfo>(
     configured.map((token) => {
       const digest = hashToken(token);
-      return [digest, { id: `env:${digest.slice(0, 12)}`, site: DEFAULT_SITE, scopes: SCOPES, digest }];
+      return [digest, { id: `env:${digest.slice(0, 12)}`, site: DEFAULT_SITE, scopes: DEFAULT_SCOPES, digest }];
     }),
   );
   let usedSinceFlush = new Map<string, Date>();
@@ -163,8 +165,8 @@ export async function revokeToken(db: Db, id: string): Promise<boolean> {
 async function storeToken(db: Db, token: string, label: string): Promise<void> {
   await db
     .insert(apiTokens)
-    .values({ tokenHash: hashToken(token), prefix: token.slice(0, 10), label, scopes: [...SCOPES] })
-    .onConflictDoUpdate({ target: apiTokens.tokenHash, set: { scopes: [...SCOPES] } });
+    .values({ tokenHash: hashToken(token), prefix: token.slice(0, 10), label, scopes: [...DEFAULT_SCOPES] })
+    .onConflictDoUpdate({ target: apiTokens.tokenHash, set: { scopes: [...DEFAULT_SCOPES] } });
 }
 
 /**

@@ -72,7 +72,8 @@ export function compileValidators(): Validators {
         body[name] = ajv.getSchema(`spec#/$defs/${name}`)!;
       }
       const params = (operation.parameters ?? []).map(parameter).filter((p) => p.in === 'query');
-      if (params.length > 0) {
+      // Every operation without a body has its query checked, closed even when it takes no parameter.
+      if (params.length > 0 || ref === undefined) {
         const properties = Object.fromEntries(params.map((p) => [p.name, retarget(p.schema)]));
         query[path] = ajv.compile({ type: 'object', additionalProperties: false, properties });
         queryTypes[path] = Object.fromEntries(

@@ -293,6 +293,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export every account, with its password hash
+         * @description Every account in reach of the token, oldest first, as NDJSON (`application/x-ndjson`):
+         *     one JSON object per line in `import`'s own row format, **with** the stored
+         *     `passwordHash`, so that `import` (or `cli import`) into another site or deployment gives
+         *     accounts whose passwords verify there. `disabled` is not a field of `import`: a disabled
+         *     account is exported as its row, and must be disabled again after the import.
+         *
+         *     Needs the `export` scope, which only an operator grants (`cli token create --scopes
+         *     export`): `API_TOKENS` and the dev token do not have it. The file holds password hashes:
+         *     keep it as you keep the database.
+         *
+         *     The answer is streamed: the server holds a page of 1,000 accounts at a time whatever
+         *     the size, reads the next page only as the client takes the lines, and stops when the
+         *     client stops reading. Accounts created while the export runs may or may not be in it;
+         *     none is in it twice. The 200 and its status line are sent before the first page: a
+         *     failure after it ends the body early, without a last newline. Every export leaves an
+         *     audit row (operation `export`).
+         */
+        get: operations["exportUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -790,7 +825,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description A query parameter is unknown, repeated or malformed. */
+        /** @description A query parameter is unknown, repeated or malformed (`export` takes none). */
         CountBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -953,7 +988,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1625,6 +1660,37 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CountUsersResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportUsers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The accounts, one JSON object per line, each line ending with a newline. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
                 };
             };
             400: components["responses"]["CountBadRequest"];

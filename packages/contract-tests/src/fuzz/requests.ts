@@ -358,12 +358,9 @@ const takes = (spec: Json, op: Operation, parameter: string) =>
 
 /** A query operation's requests: its own parameters from the spec, repeated, or with strangers. */
 function queryOperation(spec: Json, op: Operation) {
-  const params = (spec.paths[op.path][op.method.toLowerCase()].parameters as Json[])
+  const params = ((spec.paths[op.path][op.method.toLowerCase()].parameters ?? []) as Json[])
     .map((p) => resolve(spec, p))
     .filter((p) => p.in === 'query');
-  const param = fc.oneof(
-    ...params.map((p) => fc.tuple(fc.constant(p.name as string), valueFor(spec, p.schema, LIVE_FIELDS[p.name]))),
-  );
   const stranger = fc.tuple(
     fc.oneof(
       fc.constantFrom('', '__proto__', 'constructor', 'access_token', 'Email', '_userid'),
@@ -371,11 +368,18 @@ function queryOperation(spec: Json, op: Operation) {
     ),
     stringFor({}),
   );
+  // An operation without parameters (export) is sent none, or strangers.
+  const param =
+    params.length === 0
+      ? stranger.map((extra) => extra as [string, Value])
+      : fc.oneof(
+          ...params.map((p) => fc.tuple(fc.constant(p.name as string), valueFor(spec, p.schema, LIVE_FIELDS[p.name]))),
+        );
   return fc.record({
     method: fc.constant(op.method),
     path: fc.constant(op.path),
     query: fc.oneof(
-      { weight: 8, arbitrary: param.map((p) => [p]) },
+      { weight: 8, arbitrary: params.length === 0 ? fc.constant([]) : param.map((p) => [p]) },
       { weight: 2, arbitrary: fc.array(param, { maxLength: 3 }) },
       { weight: 1, arbitrary: fc.tuple(param, stranger).map(([p, extra]) => [p, extra as [string, Value]]) },
     ),

@@ -201,7 +201,9 @@ describe('usage errors', () => {
   it("say what is wrong in one line, then that command's usage only", () => {
     const stderr = stderrOf(['token', 'create', '--site', 'shop', '--scopes', 'admin', '--label', 'x']);
     const [what, usage, ...rest] = stderr.trimEnd().split('\n');
-    expect(what).toBe('cli token create: --scopes must be a comma-separated list of read, write, verify (got "admin")');
+    expect(what).toBe(
+      'cli token create: --scopes must be a comma-separated list of read, write, verify, export (got "admin")',
+    );
     expect(usage).toMatch(/^Usage: cli token create --site NAME /);
     expect(rest.join('\n')).toMatch(/^ {6}Prints a new token, once\./);
     expect(stderr).not.toMatch(/token list|token revoke|audit tail|migrate/);

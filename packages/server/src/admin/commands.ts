@@ -14,8 +14,9 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   {
     name: 'token create',
     synopsis: 'token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]',
-    about: `Prints a new token, once. Scopes: read (get), write (create, update, delete, disable,
-      enable), verify (verify: check passwords at login, nothing else).`,
+    about: `Prints a new token, once. Scopes: read (get, list, count), write (create, update,
+      delete, disable, enable, import), verify (verify: check passwords at login, nothing else),
+      export (export: every account with its password hash; grant it to operators' jobs only).`,
   },
   {
     name: 'token list',

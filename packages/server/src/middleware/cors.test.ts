@@ -38,7 +38,7 @@ describe('listedOriginsCors', () => {
     ['no Origin', '/api/1/user/get', { 'Access-Control-Request-Method': 'GET' }, 405],
     [
       'a path that is no operation',
-      '/api/1/user/list',
+      '/api/1/user/search',
       { Origin: LISTED, 'Access-Control-Request-Method': 'GET' },
       404,
     ],
