@@ -51,7 +51,11 @@ async function run(argv: string[]): Promise<CommandResult> {
       maxWaiting: config.hashQueue,
       params: config.passwordHash,
     });
-    return await runCommand(argv, database.db, await database.migrate(), { hasher, progress: process.stderr });
+    return await runCommand(argv, database.db, await database.migrate(), {
+      hasher,
+      progress: process.stderr,
+      output: process.stdout,
+    });
   } finally {
     await database.close();
     unlock();

@@ -7,6 +7,7 @@ import { isUuid } from '../ids.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME, unrevokedTokenIds } from '../tokens.ts';
 import { compileValidators } from '../validation.ts';
+import { exportFile } from './export-file.ts';
 import { importFile } from './import-file.ts';
 
 /** Each command's usage: all of them make --help; a usage error shows only its command's. */
@@ -41,6 +42,13 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       /api/1/user/import takes its rows (a password or a passwordHash each), 1,000 at a time.
       Prints each refused line's reason; exits 1 when any line was refused. --dry-run checks
       and writes nothing. With the embedded database, stop the server first.`,
+  },
+  {
+    name: 'export',
+    synopsis: 'export --site NAME > FILE.ndjson',
+    about: `Writes every account of the site, oldest first, one JSON object per line with its
+      password hash: what import (here or in another deployment) takes back. Keep the file as
+      you keep the database. With the embedded database, stop the server first.`,
   },
   {
     name: 'migrate',
@@ -153,6 +161,8 @@ export interface CliServices {
   hasher: PasswordHasher;
   /** Where a long command tells how far it is (stderr). */
   progress: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Where a command that writes data writes it (stdout), as it goes. */
+  output: NodeJS.WritableStream;
 }
 
 /**
@@ -284,6 +294,23 @@ function importCommand(words: string[], flags: Map<string, string | true>): Plan
   };
 }
 
+function exportCommand(words: string[], flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  if (words.length > 1) throw new UsageError('takes no file: it writes to standard output (> FILE.ndjson)');
+  const unknown = [...flags.keys()].filter((f) => f !== 'site');
+  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  return async (db, _, services) => {
+    if (services === undefined)
+      throw new CommandFailed(
+        'A server runs on this embedded database: stop it to export from the CLI, or use GET /api/1/user/export with a token of the export scope.',
+      );
+    const { summary } = await exportFile({ db, site, output: services.output, progress: services.progress });
+    return { code: 0, stdout: '', stderr: summary };
+  };
+}
+
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
 const migrate: Planned = async (db, migrated) => {
   // Through the server's socket: the server migrated at its start, so nothing is new now.
@@ -306,6 +333,7 @@ export function planCommand(argv: string[]): Planned | CommandResult {
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
     if (command === 'import') return importCommand(words, flags);
+    if (command === 'export') return exportCommand(words, flags);
     if (command === 'migrate') {
       if (words.length > 1) throw new UsageError('takes no arguments');
       return migrate;

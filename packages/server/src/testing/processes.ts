@@ -75,7 +75,8 @@ export function processes() {
       child.stderr.on('data', (chunk: Buffer) => {
         stderr += chunk.toString();
       });
-      return new Promise((resolve) => child.on('exit', (code) => resolve({ code, stdout, stderr })));
+      // 'close', not 'exit': the output may still be in the pipes when the process has exited.
+      return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
     },
     dataDir(): string {
       const dir = mkdtempSync(join(tmpdir(), 'ua-proc-'));
