@@ -11,6 +11,7 @@ import { hash } from '@node-rs/argon2';
 import { openPostgres } from '@user-accounts/server/db';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
+import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
 import { type Row, writeReport } from './report.ts';
 
@@ -19,7 +20,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login`: the login and import figures alone.
+    // `--only login` or `--only listing`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -59,8 +60,10 @@ async function seededDatabase(accounts: number, passwordHash: string): Promise<B
   await database.close();
   const sql = postgres(url.toString(), { max: 1, onnotice: () => {} });
   const started = performance.now();
-  await sql`insert into users (id, site, email, name, password_hash, origin)
-    select gen_random_uuid(), 'default', 'user' || i || '@bench.example.com', 'User ' || i, ${passwordHash}, 'api'
+  // Created a second apart, as a site's sign-ups come: list's ranges and pages have an order to walk.
+  await sql`insert into users (id, site, email, name, password_hash, origin, created_at)
+    select gen_random_uuid(), 'default', 'user' || i || '@bench.example.com', 'User ' || i, ${passwordHash}, 'api',
+      timestamptz '2026-01-01' + i * interval '1 second'
     from generate_series(1, ${accounts}) as i`;
   await sql`vacuum analyze users`;
   const sample = await sql<{ id: string; email: string }[]>`select id, email from users order by random() limit 20000`;
@@ -263,6 +266,11 @@ async function main(): Promise<void> {
         hashRate,
       )),
     );
+  if (values.only === 'listing') {
+    await scaled(rows, passwordHash, true);
+    log(`bench: report written to ${writeReport(rows, { rounds: ROUNDS, seconds: SECONDS, cores, quick: QUICK })}`);
+    return;
+  }
   if (values.only === 'login') {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -503,23 +511,59 @@ async function main(): Promise<void> {
     await db.drop();
   }
 
-  // get-by-email at 10k and at 1M accounts.
+  await scaled(rows, passwordHash, false);
+
+  const file = writeReport(rows, { rounds: ROUNDS, seconds: SECONDS, cores, quick: QUICK });
+  log(`bench: report written to ${file}`);
+}
+
+/** get-by-email, and list, count and export, at 10k and at 1M accounts (`listingOnly`: the latter alone). */
+async function scaled(rows: Row[], passwordHash: string, listingOnly: boolean): Promise<void> {
   const times: Record<number, number> = {};
+  const lists: Record<number, Record<string, number>> = {};
   for (const size of [10_000, 1_000_000]) {
-    log(`get-by-email at ${size.toLocaleString('en')} accounts`);
+    log(`${listingOnly ? 'list' : 'get-by-email and list'} at ${size.toLocaleString('en')} accounts`);
     const sized = await seededDatabase(size, passwordHash);
     try {
-      const server = await ours(sized);
-      const results: Result[] = [];
-      await load(server.url, 16, 1, getByEmail(sized));
-      for (let r = 0; r < ROUNDS; r++) results.push(await load(server.url, 16, SECONDS, getByEmail(sized)));
-      await server.stop();
-      times[size] = median(results.map((x) => x.p50));
-      log(`  p50 ${times[size]} ms, ${median(results.map((x) => x.rps)).toFixed(0)} req/s`);
+      if (!listingOnly) {
+        const server = await ours(sized);
+        const results: Result[] = [];
+        await load(server.url, 16, 1, getByEmail(sized));
+        for (let r = 0; r < ROUNDS; r++) results.push(await load(server.url, 16, SECONDS, getByEmail(sized)));
+        await server.stop();
+        times[size] = median(results.map((x) => x.p50));
+        log(`  p50 ${times[size]} ms, ${median(results.map((x) => x.rps)).toFixed(0)} req/s`);
+      }
+      const bench = { db: sized, accounts: size, ours, token: TOKEN, log };
+      lists[size] = await listTimes(bench);
+      log(
+        `  list p50: ${Object.entries(lists[size])
+          .map(([k, v]) => `${k} ${v.toFixed(1)} ms`)
+          .join(', ')}`,
+      );
+      if (size === 1_000_000) rows.push(...(await deepRows(bench, lists[size].first!)));
     } finally {
       await sized.drop();
     }
   }
+  for (const [shape, label] of [
+    ['prefix', 'list by email prefix'],
+    ['range', 'list by creation range'],
+  ] as const) {
+    const large = lists[1_000_000]![shape]!;
+    const small = lists[10_000]![shape]!;
+    rows.push({
+      group: 'list',
+      name: `${label} p50 at 1M vs 10k accounts`,
+      ours: large,
+      floor: small,
+      unit: 'ms',
+      lowerIsBetter: true,
+      target: '≤ 1.5×',
+      ok: large / small <= 1.5,
+    });
+  }
+  if (listingOnly) return;
   rows.push({
     group: 'scale',
     name: 'get-by-email p50 at 1M vs 10k accounts',
@@ -530,9 +574,6 @@ async function main(): Promise<void> {
     target: '≤ 1.2×',
     ok: times[1_000_000]! / times[10_000]! <= 1.2,
   });
-
-  const file = writeReport(rows, { rounds: ROUNDS, seconds: SECONDS, cores, quick: QUICK });
-  log(`bench: report written to ${file}`);
 }
 
 await main();

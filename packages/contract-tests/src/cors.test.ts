@@ -70,7 +70,7 @@ describe.each([
   });
 
   it('answers a preflight on a path that is no operation 404 not_found, even from a listed origin', async () => {
-    for (const path of [`${API}/list`, '/api/2/user/get', `${API}/get/`, '/api/']) {
+    for (const path of [`${API}/search`, '/api/2/user/get', `${API}/get/`, '/api/']) {
       await expectProblem(await preflight(target, path, LISTED), 404, 'not_found');
     }
   });
