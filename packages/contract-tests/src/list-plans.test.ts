@@ -45,7 +45,8 @@ describe.skipIf(skip !== undefined)(
       const [row] = await sql.unsafe(`explain (format json) ${text}`, params as never[]);
       const nodes: string[] = [];
       const walk = (node: Record<string, unknown>) => {
-        nodes.push(`${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ''}`);
+        const cond = node['Index Cond'] ? ` [${node['Index Cond']}]` : '';
+        nodes.push(`${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ''}${cond}`);
         for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
       };
       walk((row!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
@@ -57,7 +58,7 @@ describe.skipIf(skip !== undefined)(
     it.each([
       ['the first page', {}, 'asc', 'users_list_created_idx'],
       ['the first page, newest first', {}, 'desc', 'users_list_created_idx'],
-      ['an email prefix', { email: 'user1234' }, 'asc', 'users_list_email_prefix_idx'],
+      ['an email prefix', { email: 'user12345' }, 'asc', 'users_list_email_prefix_idx'],
       ['a domain', { email: '@d7.example.com' }, 'asc', 'users_list_email_domain_idx'],
       [
         'a creation range',
@@ -80,6 +81,9 @@ describe.skipIf(skip !== undefined)(
       });
       expect(shape).toContain('users_list_created_idx');
       expect(shape).not.toContain('Seq Scan');
+      // The cursor bounds the index scan (an Index Cond) rather than filtering every row before
+      // it: spelt with OR, each page read the whole site up to the cursor again (export: O(n²)).
+      expect(shape).toMatch(/users_list_created_idx \[[^\]]*created_at[^\]]*\]/);
     });
 
     it.each([

@@ -2,7 +2,7 @@
 // page deep in the list costs what the first costs, and rows written meanwhile neither repeat
 // nor push others out of the walk.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, asc, count, desc, eq, gt, lt, or, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { serviceKeys, users } from './db/schema.ts';
 import { ApiError } from './errors.ts';
@@ -124,9 +124,13 @@ export const cursorScope = (site: string, filters: ListFilters, order: 'asc' | '
 export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
   const orderBy = order === 'asc' ? [asc(users.createdAt), asc(users.id)] : [desc(users.createdAt), desc(users.id)];
   if (position === undefined) return { after: undefined, orderBy };
-  const at = new Date(position.c);
-  const beyond = order === 'asc' ? gt : lt;
-  const after = or(beyond(users.createdAt, at), and(eq(users.createdAt, at), beyond(users.id, position.i)));
+  const at = new Date(position.c).toISOString();
+  // A row comparison, which PostgreSQL reads as a range of the (site, created_at, id) index; the
+  // same test spelt with OR is a filter, which reads every row before the cursor again.
+  const after =
+    order === 'asc'
+      ? sql`(${users.createdAt}, ${users.id}) > (${at}::timestamptz, ${position.i}::uuid)`
+      : sql`(${users.createdAt}, ${users.id}) < (${at}::timestamptz, ${position.i}::uuid)`;
   return { after, orderBy };
 }
 
