@@ -124,8 +124,9 @@ async function start(script: string, env: Record<string, string>): Promise<Proc>
   };
 }
 
-const ours = (db: BenchDb) =>
+const ours = (db: { url: string }, env: Record<string, string> = {}) =>
   start(MAIN, {
+    ...env,
     DATABASE_URL: db.url,
     API_TOKENS: TOKEN,
     RATE_LIMIT: '100000000/60s',

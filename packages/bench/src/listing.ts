@@ -104,37 +104,43 @@ export async function deepRows(b: ListingBench, first: number): Promise<Row[]> {
     await server.stop();
   }
 
-  const exporter = await b.ours(b.db);
-  try {
-    const started = performance.now();
-    const response = await fetch(`${exporter.url}/api/1/user/export`, { headers: { authorization: exportToken } });
-    let lines = 0;
-    for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-      for (const byte of chunk) if (byte === 10) lines++;
+  // The server as it starts by default, and with V8's young generation held small.
+  for (const [label, env] of [
+    ['', {}],
+    [', --max-semi-space-size=8', { NODE_OPTIONS: '--max-semi-space-size=8' }],
+  ] as const) {
+    const exporter = await b.ours(b.db, env);
+    try {
+      const started = performance.now();
+      const response = await fetch(`${exporter.url}/api/1/user/export`, { headers: { authorization: exportToken } });
+      let lines = 0;
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        for (const byte of chunk) if (byte === 10) lines++;
+      }
+      const rate = lines / ((performance.now() - started) / 1000);
+      const rss = exporter.peakRssMb();
+      b.log(
+        `  export${label}: ${lines.toLocaleString('en')} accounts at ${rate.toFixed(0)}/s, server peak RSS ${rss.toFixed(0)} MB`,
+      );
+      rows.push({
+        group: 'export',
+        name: `export of ${b.accounts.toLocaleString('en')} accounts${label}`,
+        ours: rate,
+        unit: 'accounts/s',
+        target: '≥ 50000/s',
+        ok: rate >= 50_000,
+      });
+      rows.push({
+        group: 'export',
+        name: `server peak RSS over the export${label}`,
+        ours: rss,
+        unit: 'MB',
+        target: '≤ 200 MB',
+        ok: rss <= 200,
+      });
+    } finally {
+      await exporter.stop();
     }
-    const rate = lines / ((performance.now() - started) / 1000);
-    const rss = exporter.peakRssMb();
-    b.log(
-      `  export: ${lines.toLocaleString('en')} accounts at ${rate.toFixed(0)}/s, server peak RSS ${rss.toFixed(0)} MB`,
-    );
-    rows.push({
-      group: 'export',
-      name: `export of ${b.accounts.toLocaleString('en')} accounts`,
-      ours: rate,
-      unit: 'accounts/s',
-      target: '≥ 50000/s',
-      ok: rate >= 50_000,
-    });
-    rows.push({
-      group: 'export',
-      name: 'server peak RSS over the export',
-      ours: rss,
-      unit: 'MB',
-      target: '≤ 200 MB',
-      ok: rss <= 200,
-    });
-  } finally {
-    await exporter.stop();
   }
   return rows;
 }

@@ -31,7 +31,15 @@ describe.skipIf(unavailable !== undefined)("/docs: Scalar's Test Request on each
     await page.getByRole('button', { name: `Test Request (${op.method.toLowerCase()} ${op.path})` }).click();
     const client = page.getByRole('dialog');
     // Scalar keeps what was typed for the whole page, as a developer going from one operation to the next sees.
-    if (typeToken) await client.getByRole('textbox', { name: 'Value', exact: true }).fill(target.token);
+    if (typeToken) {
+      const field = client.getByRole('textbox', { name: 'Value', exact: true });
+      // Empty, with a hint that cannot be mistaken for a token (Scalar's own looks like one).
+      expect(await field.inputValue()).toBe('');
+      expect(await field.getAttribute('placeholder')).toBe(
+        'your API token: ua_…, on a dev server the one in data/dev-token',
+      );
+      await field.fill(target.token);
+    }
     const sent = page
       .waitForRequest((r) => new URL(r.url()).pathname === op.path, { timeout: 10_000 })
       .catch(() => undefined);

@@ -1061,11 +1061,8 @@ export interface components {
          * @example 0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b
          */
         UserIdQuery: components["schemas"]["UserId"];
-        /**
-         * @description The account's email, in any letter case. Give this or `_userId`, not both.
-         * @example ada.lovelace@example.com
-         */
-        EmailQuery: components["schemas"]["Email"];
+        /** @description The account's email, in any letter case. Give this or `_userId`, not both. */
+        EmailQuery: string;
         /**
          * @description Accounts whose email starts with this, ignoring letter case (`ada`, `ada.lovelace@`); a
          *     value starting with `@` matches the domain whole instead (`@example.org`: every address at
@@ -1104,13 +1101,11 @@ export interface components {
          * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
          *     printable ASCII characters. A retry with the same key and body replays the first answer.
          *     Kept 24 hours per token.
-         * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
          */
         IdempotencyKey: string;
         /**
          * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
          *     the account's current tag is listed (strong comparison); otherwise 412.
-         * @example "3"
          */
         IfMatch: string;
     };
@@ -1158,10 +1153,7 @@ export interface operations {
                  * @example 0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b
                  */
                 _userId?: components["parameters"]["UserIdQuery"];
-                /**
-                 * @description The account's email, in any letter case. Give this or `_userId`, not both.
-                 * @example ada.lovelace@example.com
-                 */
+                /** @description The account's email, in any letter case. Give this or `_userId`, not both. */
                 email?: components["parameters"]["EmailQuery"];
             };
             header?: never;
@@ -1202,7 +1194,6 @@ export interface operations {
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
                  *     Kept 24 hours per token.
-                 * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -1252,13 +1243,11 @@ export interface operations {
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
                  *     Kept 24 hours per token.
-                 * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
                  *     the account's current tag is listed (strong comparison); otherwise 412.
-                 * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -1308,7 +1297,6 @@ export interface operations {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
                  *     the account's current tag is listed (strong comparison); otherwise 412.
-                 * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -1400,7 +1388,6 @@ export interface operations {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
                  *     the account's current tag is listed (strong comparison); otherwise 412.
-                 * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -1447,7 +1434,6 @@ export interface operations {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
                  *     the account's current tag is listed (strong comparison); otherwise 412.
-                 * @example "3"
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -1495,7 +1481,6 @@ export interface operations {
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
                  *     Kept 24 hours per token.
-                 * @example 7f1c9d52-4e0a-4c1b-9b3e-2a6f8d0c5e11
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -1578,10 +1563,7 @@ export interface operations {
                  * @example 100
                  */
                 limit?: number;
-                /**
-                 * @description The `next` of the previous page.
-                 * @example eyJjIjoiMTc2Mzc5NzgwMDAwMDAwMCIsImkiOiIwMTkzIn0.c2lnbmF0dXJl
-                 */
+                /** @description The `next` of the previous page. */
                 after?: string;
             };
             header?: never;

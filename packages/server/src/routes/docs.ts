@@ -41,6 +41,13 @@ const INIT = `Scalar.createApiReference('#app', {
   agent: { disabled: true },
   mcp: { disabled: true },
 });
+// Scalar's token field shows a made-up token as its placeholder (base64 of a joke), which reads
+// like a real one that could be pasted: say what goes there instead.
+new MutationObserver(() => {
+  for (const input of document.querySelectorAll('input[placeholder="QUxMIFlPVVIgQkFTRSBBUkUgQkVMT05HIFRPIFVT"]')) {
+    input.placeholder = 'your API token: ua_…, on a dev server the one in data/dev-token';
+  }
+}).observe(document.documentElement, { subtree: true, childList: true });
 `;
 
 const CSP = [
