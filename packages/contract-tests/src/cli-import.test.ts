@@ -8,7 +8,7 @@ import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { FOREIGN_HASHES } from './import-suite.ts';
+import { FIREBASE_SAMPLE, FOREIGN_HASHES } from './import-suite.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
 const procs = processes();
@@ -20,6 +20,7 @@ afterAll(() => procs.cleanup());
 
 const argon2 = FOREIGN_HASHES.find((f) => f.format === 'argon2id')!;
 const bcrypt = FOREIGN_HASHES.find((f) => f.format === 'bcrypt')!;
+const firebase = FIREBASE_SAMPLE;
 
 function ndjson(dir: string, lines: string[]): string {
   const file = join(dir, 'accounts.ndjson');
@@ -166,7 +167,15 @@ describe('cli import on the embedded database', () => {
       JSON.stringify({ email: 'bob@example.com', name: 'Bob', passwordHash: bcrypt.hash, phone: '+44 20 7946 0018' }),
       '',
       JSON.stringify({ email: 'eve@example.com', name: 'Eve', password: 'password' }),
+      JSON.stringify({
+        email: 'fay@example.com',
+        name: 'Fay',
+        passwordHash: firebase.hash,
+        passwordSalt: firebase.salt,
+      }),
     ]);
+    const params = join(procs.dataDir(), 'firebase.json');
+    writeFileSync(params, JSON.stringify(firebase.firebase));
     let server = procs.server(env);
     await server.ready;
     const refused = await procs.cli(['import', '--site', 'default', file], env);
@@ -175,12 +184,12 @@ describe('cli import on the embedded database', () => {
     server.child.kill('SIGTERM');
     await server.exited;
 
-    const dry = await procs.cli(['import', '--site', 'default', '--dry-run', file], env);
+    const dry = await procs.cli(['import', '--site', 'default', '--dry-run', '--firebase-scrypt', params, file], env);
     expect(dry.code).toBe(1);
-    expect(dry.stdout).toMatch(/^2 of 3 accounts would be imported/m);
-    const run = await procs.cli(['import', '--site', 'default', file], env);
+    expect(dry.stdout).toMatch(/^3 of 4 accounts would be imported/m);
+    const run = await procs.cli(['import', '--site', 'default', file, '--firebase-scrypt', params], env);
     expect(run.code).toBe(1);
-    expect(run.stdout).toMatch(/^2 of 3 accounts imported into site default/m);
+    expect(run.stdout).toMatch(/^3 of 4 accounts imported into site default/m);
     expect(run.stdout).toContain('line 4: weak_password: password is too common');
 
     server = procs.server(env);
@@ -192,6 +201,7 @@ describe('cli import on the embedded database', () => {
     for (const [email, password] of [
       ['ada@example.com', 'a long and unusual passphrase'],
       ['bob@example.com', bcrypt.password],
+      ['fay@example.com', firebase.password],
     ]) {
       const { response } = await client.POST('/api/1/user/verify', { body: { email: email!, password: password! } });
       expect(response.status, email).toBe(200);

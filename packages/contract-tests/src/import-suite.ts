@@ -14,13 +14,16 @@ interface Fixture {
   password: string;
   hash: string;
   sharesFirst72?: string;
+  salt?: string;
+  firebase?: { signerKey: string; saltSeparator: string; rounds: number; memCost: number };
 }
-// Made by each format's reference tool (packages/server/src/hashes/fixtures/make-fixtures.sh).
-export const FOREIGN_HASHES = (
-  JSON.parse(
-    readFileSync(new URL('../../server/src/hashes/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
-  ) as Fixture[]
-).filter((f) => f.format !== 'firebase-scrypt');
+// Made by each format's reference tool (packages/server/src/hashes/fixtures/make-fixtures.sh);
+// Firebase's is the sample of Firebase's own README, with its project parameters.
+const FIXTURES = JSON.parse(
+  readFileSync(new URL('../../server/src/hashes/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
+) as Fixture[];
+export const FOREIGN_HASHES = FIXTURES.filter((f) => f.format !== 'firebase-scrypt');
+export const FIREBASE_SAMPLE = FIXTURES.find((f) => f.format === 'firebase-scrypt')!;
 
 export function defineImportSuite(spec: TargetSpec): void {
   if (spec.skip || !spec.stateful) return;
@@ -82,6 +85,27 @@ export function defineImportSuite(spec: TargetSpec): void {
       expect((await verify(long.password)).response.status).toBe(200);
       expect((await verify(long.sharesFirst72!)).response.status).toBe(422);
       expect((await verify(long.password)).response.status).toBe(200);
+    });
+
+    it("imports Firebase's modified scrypt with the project's parameters given once, and refuses its salt without them", async () => {
+      const firebase = FIREBASE_SAMPLE;
+      const email = h.uniqueEmail('firebase');
+      const row = { email, name: 'Firebase User', passwordHash: firebase.hash, passwordSalt: firebase.salt! };
+      const without = await importUsers([row]);
+      expect(without.data?.result.items[0]).toMatchObject({
+        index: 0,
+        error: { code: 'invalid_password_hash', errors: [{ pointer: '/users/0/passwordSalt' }] },
+      });
+      const { data } = await h.client.POST('/api/1/user/import', {
+        body: { users: [row], firebaseScrypt: firebase.firebase! },
+      });
+      const id = created(data!.result.items[0]);
+      expect(String((await h.rowOf(id))!.password_hash)).toMatch(/^\$firebase-scrypt\$r=8,m=14\$/);
+      const wrong = await h.client.POST('/api/1/user/verify', { body: { email, password: `${firebase.password}!` } });
+      expect(wrong.response.status).toBe(422);
+      const right = await h.client.POST('/api/1/user/verify', { body: { email, password: firebase.password } });
+      expect(right.response.status).toBe(200);
+      expect(String((await h.rowOf(id))!.password_hash)).toMatch(/^\$argon2id\$/);
     });
 
     it('answers each row at its index: created, invalid, weak, unusable hash, repeated in the batch, already in use', async () => {

@@ -6,7 +6,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { users } from './db/schema.ts';
 import type { ApiError, FieldError } from './errors.ts';
-import { readHash } from './hashes/foreign.ts';
+import { type FirebaseScrypt, firebaseStored, readHash } from './hashes/foreign.ts';
 import { uuidv7 } from './ids.ts';
 import { type PasswordHasher, weakPasswordReason } from './passwords.ts';
 import { assertWellFormedStrings, toFieldErrors, type Validators } from './validation.ts';
@@ -44,12 +44,13 @@ const at = (index: number, errors: FieldError[]) =>
 export function checkRows(
   rows: unknown[],
   validators: Validators,
+  firebase?: FirebaseScrypt,
 ): { items: (ImportItem | undefined)[]; accepted: Accepted[] } {
   const items: (ImportItem | undefined)[] = [];
   const accepted: Accepted[] = [];
   const seen = new Map<string, number>();
   for (const [index, raw] of rows.entries()) {
-    const checked = checkRow(raw, validators);
+    const checked = checkRow(raw, validators, firebase);
     if ('code' in checked) {
       items[index] = rowError(index, checked.code, checked.message, at(index, checked.errors));
       continue;
@@ -73,7 +74,7 @@ export function checkRows(
 }
 
 /** One row, normalized as create normalizes and checked, or why it is refused (pointers within the row). */
-function checkRow(raw: unknown, validators: Validators): Schemas['ImportUser'] | ItemError {
+function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScrypt): Schemas['ImportUser'] | ItemError {
   const refused = (code: ItemError['code'], message: string, errors: FieldError[]): ItemError => ({
     code,
     message,
@@ -112,12 +113,24 @@ function checkRow(raw: unknown, validators: Validators): Schemas['ImportUser'] |
     }
   }
   if (row.passwordHash !== undefined) {
-    const check = readHash(row.passwordHash);
+    const { passwordSalt, ...rest } = row;
+    if (passwordSalt !== undefined && firebase === undefined) {
+      return refused(
+        'invalid_password_hash',
+        "A passwordSalt is for a Firebase hash, with the request's firebaseScrypt.",
+        [{ pointer: '/passwordSalt', code: 'not_allowed', message: "needs the request's firebaseScrypt parameters" }],
+      );
+    }
+    // A Firebase hash is kept with what its verify needs: the project's parameters and the salt.
+    const stored =
+      passwordSalt === undefined ? row.passwordHash : firebaseStored(firebase!, passwordSalt, row.passwordHash);
+    const check = readHash(stored);
     if (typeof check === 'string') {
       return refused('invalid_password_hash', 'The password hash cannot be used.', [
         { pointer: '/passwordHash', code: 'invalid_format', message: check },
       ]);
     }
+    return { ...rest, passwordHash: stored };
   }
   return row;
 }
@@ -190,10 +203,12 @@ export async function importRows(
   rows: unknown[],
   options: {
     dryRun: boolean;
+    /** The Firebase project's parameters, for rows with a Firebase hash and salt. */
+    firebase?: FirebaseScrypt | undefined;
     write: (insert: (tx: Db) => Promise<Map<number, string>>) => Promise<Map<number, string>>;
   },
 ): Promise<ImportResult> {
-  const { items, accepted } = checkRows(rows, target.validators);
+  const { items, accepted } = checkRows(rows, target.validators, options.firebase);
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
   const fresh = accepted.filter((a) => !taken.has(a.index));

@@ -214,7 +214,11 @@ export interface paths {
          *       128·2^ln·r ≤ 256 MiB, p ≤ 16); PBKDF2 as passlib writes it
          *       (`$pbkdf2-sha256$rounds$salt$hash`, `$pbkdf2-sha512$…`, adapted base64) or in PHC form
          *       (`$pbkdf2-sha256$i=rounds,l=length$salt$hash`); and Django's
-         *       `pbkdf2_sha256$iterations$salt$base64`. PBKDF2 up to 10,000,000 iterations. Until its
+         *       `pbkdf2_sha256$iterations$salt$base64`. PBKDF2 up to 10,000,000 iterations. And
+         *       Firebase's modified scrypt: the row's `passwordHash` and `passwordSalt` as Firebase
+         *       exports them (base64), with the project's hash parameters given once for the call in
+         *       `firebaseScrypt`; they are kept with each such account's hash until its rehash, since
+         *       its verify needs them. Until its
          *       rehash, a wrong password for an imported account costs what its own hash costs, so
          *       `verify`'s equal time holds between accounts hashed alike. `verify` checks an imported
          *       hash against the password normalized to NFC and, when that differs, as it was sent:
@@ -603,12 +607,30 @@ export interface components {
             address?: components["schemas"]["Address"];
             password?: components["schemas"]["Password"];
             passwordHash?: components["schemas"]["PasswordHash"];
+            /**
+             * @description Firebase's salt of this account (base64), with a Firebase `passwordHash` and the
+             *     request's `firebaseScrypt`.
+             */
+            passwordSalt?: string;
         } & (unknown | unknown);
+        /**
+         * @description A Firebase project's password hash parameters (Authentication → Users → Password hash
+         *     parameters), for the rows that carry a Firebase `passwordHash` and `passwordSalt`.
+         */
+        FirebaseScrypt: {
+            /** @description `base64_signer_key` */
+            signerKey: string;
+            /** @description `base64_salt_separator` */
+            saltSeparator: string;
+            rounds: number;
+            memCost: number;
+        };
         ImportUsersRequest: {
             /** @description The accounts, 1 to 1,000. Each row is checked on its own (see `import`). */
             users: components["schemas"]["ImportUser"][];
             /** @description `true`: check every row and write nothing. Omitted: `false`. */
             dryRun?: boolean;
+            firebaseScrypt?: components["schemas"]["FirebaseScrypt"];
         };
         ImportItemError: {
             code: components["schemas"]["ErrorCode"];

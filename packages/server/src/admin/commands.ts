@@ -1,8 +1,9 @@
 // The operator's commands (`pnpm cli ...`): tokens, the audit trail, imports. They run wherever
 // the database is: in the CLI's own process, or inside the running server (see socket.ts).
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { latestAuditRows } from '../audit.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
+import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { isUuid } from '../ids.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME, unrevokedTokenIds } from '../tokens.ts';
@@ -37,11 +38,13 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   },
   {
     name: 'import',
-    synopsis: 'import --site NAME FILE.ndjson [--dry-run]',
+    synopsis: 'import --site NAME FILE.ndjson [--dry-run] [--firebase-scrypt PARAMS.json]',
     about: `Creates the site's accounts from a file, one JSON object per line as POST
       /api/1/user/import takes its rows (a password or a passwordHash each), 1,000 at a time.
       Prints each refused line's reason; exits 1 when any line was refused. --dry-run checks
-      and writes nothing. With the embedded database, stop the server first.`,
+      and writes nothing. --firebase-scrypt: the Firebase project's hash parameters (signerKey,
+      saltSeparator, rounds, memCost), for lines with a Firebase passwordHash and passwordSalt.
+      With the embedded database, stop the server first.`,
   },
   {
     name: 'export',
@@ -275,19 +278,39 @@ function importCommand(words: string[], flags: Map<string, string | true>): Plan
     throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
   if (words.length !== 2) throw new UsageError('needs one file: one JSON object per line');
   const file = words[1]!;
-  const unknown = [...flags.keys()].filter((f) => f !== 'site' && f !== 'dry-run');
+  const unknown = [...flags.keys()].filter((f) => !['site', 'dry-run', 'firebase-scrypt'].includes(f));
   if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  const firebaseFile = text(flags, 'firebase-scrypt');
   return async (db, _, services) => {
     if (services === undefined)
       throw new CommandFailed(
         'A server runs on this embedded database: stop it to import from the CLI, or send the rows to POST /api/1/user/import.',
       );
     if (!existsSync(file)) throw new CommandFailed(`There is no file ${file}.`);
-    const target = { db, hasher: services.hasher, validators: compileValidators(), site };
+    const validators = compileValidators();
+    let firebase: FirebaseScrypt | undefined;
+    if (firebaseFile !== undefined) {
+      if (!existsSync(firebaseFile)) throw new CommandFailed(`There is no file ${firebaseFile}.`);
+      let params: unknown;
+      try {
+        params = JSON.parse(readFileSync(firebaseFile, 'utf8'));
+      } catch {
+        throw new CommandFailed(`${firebaseFile} is not JSON.`);
+      }
+      // Checked by the spec's own schema, as the HTTP import checks its firebaseScrypt.
+      if (!validators.importShape({ users: [{}], firebaseScrypt: params })) {
+        throw new CommandFailed(
+          `${firebaseFile} must hold signerKey, saltSeparator (base64), rounds (1 to 8) and memCost (1 to 14).`,
+        );
+      }
+      firebase = params as FirebaseScrypt;
+    }
+    const target = { db, hasher: services.hasher, validators, site };
     const { code, summary } = await importFile({
       target,
       file,
       dryRun: flags.has('dry-run'),
+      firebase,
       progress: services.progress,
     });
     return { code, stdout: summary, stderr: '' };

@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { SingleBar } from 'cli-progress';
 import { insertAuditRows } from '../audit.ts';
 import type { Db } from '../db/client.ts';
+import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { type ImportItem, type ImportTarget, importRows } from '../import.ts';
 
 const BATCH = 1000;
@@ -17,6 +18,8 @@ export interface ImportFileOptions {
   target: ImportTarget;
   file: string;
   dryRun: boolean;
+  /** The Firebase project's hash parameters (--firebase-scrypt), for lines with a Firebase hash. */
+  firebase?: FirebaseScrypt | undefined;
   /** Where progress goes (stderr), and whether it is a terminal to draw a bar on. */
   progress: NodeJS.WritableStream & { isTTY?: boolean };
 }
@@ -113,6 +116,7 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
     if (rows.length === 0) return;
     const result = await importRows(target, rows, {
       dryRun,
+      firebase: options.firebase,
       write: (insert) =>
         target.db.transaction(async (tx: Db) => {
           const created = await insert(tx);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { readHash } from './foreign.ts';
+import { firebaseStored, readHash } from './foreign.ts';
 
 interface Fixture {
   format: string;
@@ -8,11 +8,13 @@ interface Fixture {
   password: string;
   hash: string;
   sharesFirst72?: string;
+  salt?: string;
+  firebase?: { signerKey: string; saltSeparator: string; rounds: number; memCost: number };
 }
 // Made by the reference tools of each format (fixtures/make-fixtures.sh), not by this code.
-const fixtures = (
-  JSON.parse(readFileSync(new URL('./fixtures/foreign-hashes.json', import.meta.url), 'utf8')) as Fixture[]
-).filter((f) => f.format !== 'firebase-scrypt');
+const all = JSON.parse(readFileSync(new URL('./fixtures/foreign-hashes.json', import.meta.url), 'utf8')) as Fixture[];
+const fixtures = all.filter((f) => f.format !== 'firebase-scrypt');
+const firebase = all.find((f) => f.format === 'firebase-scrypt')!;
 
 const check = (hash: string) => {
   const checker = readHash(hash);
@@ -30,6 +32,17 @@ describe('readHash', () => {
       expect(await verify(fixture.password.slice(1))).toBe(false);
     },
   );
+
+  it("checks Firebase's modified scrypt against the sample of Firebase's own README", async () => {
+    const verify = check(firebaseStored(firebase.firebase!, firebase.salt!, firebase.hash));
+    expect(await verify(firebase.password)).toBe(true);
+    expect(await verify(`${firebase.password}!`)).toBe(false);
+    const otherKey = { ...firebase.firebase!, signerKey: Buffer.from('another key').toString('base64') };
+    expect(await check(firebaseStored(otherKey, firebase.salt!, firebase.hash))(firebase.password)).toBe(false);
+    expect(readHash(firebaseStored({ ...firebase.firebase!, memCost: 20 }, firebase.salt!, firebase.hash))).toContain(
+      'memCost',
+    );
+  });
 
   it("keeps bcrypt's rule: only the first 72 bytes count", async () => {
     const long = fixtures.find((f) => f.format === 'bcrypt-long')!;

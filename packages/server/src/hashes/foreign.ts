@@ -3,7 +3,7 @@
 // Every algorithm runs in a maintained implementation: @node-rs/argon2, @node-rs/bcrypt, and
 // node:crypto's scrypt and PBKDF2, all on libuv's thread pool. This module only reads the
 // formats and bounds their cost, so that an imported hash cannot hold a hashing slot for minutes.
-import { pbkdf2, scrypt, timingSafeEqual } from 'node:crypto';
+import { createCipheriv, pbkdf2, scrypt, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
 import { verify as argon2Verify } from '@node-rs/argon2';
 import { verify as bcryptVerify } from '@node-rs/bcrypt';
@@ -36,6 +36,9 @@ const SCRYPT = new RegExp(`^\\$scrypt\\$ln=(\\d{1,2}),r=(\\d{1,3}),p=(\\d{1,2})\
 // passlib: `$pbkdf2-sha256$29000$salt$hash` in its adapted base64 ('.' for '+'); PHC: `i=29000,l=32`.
 const PBKDF2 =
   /^\$pbkdf2-(sha256|sha512)\$(?:(\d{1,8})|i=(\d{1,8})(?:,l=\d{1,3})?)\$([./A-Za-z0-9+]*)\$([./A-Za-z0-9+]{16,})$/;
+// Firebase's modified scrypt, as import keeps it: the project's parameters with the row's salt and hash.
+const FIREBASE =
+  /^\$firebase-scrypt\$r=(\d),m=(\d{1,2})\$([A-Za-z0-9+/=]*)\$([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+)\$([A-Za-z0-9+/=]+)$/;
 // Django: `pbkdf2_sha256$870000$salt$base64`, the salt used as its UTF-8 text.
 const DJANGO = /^pbkdf2_sha256\$(\d{1,8})\$([^$]{1,128})\$([A-Za-z0-9+/]{43}=)$/;
 
@@ -48,11 +51,11 @@ const equalBytes = (a: Buffer, b: Buffer) => a.length === b.length && timingSafe
  * not read, or a cost beyond the limits. Our own argon2id hashes read as any argon2 PHC string.
  */
 export function readHash(stored: string): HashCheck | string {
-  for (const read of [readArgon2, readBcrypt, readScrypt, readPbkdf2, readDjango]) {
+  for (const read of [readArgon2, readBcrypt, readScrypt, readPbkdf2, readDjango, readFirebase]) {
     const check = read(stored);
     if (check !== undefined) return check;
   }
-  return 'is not a password hash in an accepted format (argon2, bcrypt, scrypt, PBKDF2, Django)';
+  return 'is not a password hash in an accepted format (argon2, bcrypt, scrypt, PBKDF2, Django, or Firebase with passwordSalt)';
 }
 
 // Each reader: undefined when `stored` is not its format, else its check or why it is refused.
@@ -117,4 +120,43 @@ function readDjango(stored: string): HashCheck | string | undefined {
   const salt = Buffer.from(m[2]!, 'utf8');
   const expected = Buffer.from(m[3]!, 'base64');
   return async (password) => equalBytes(await pbkdf2Async(password, salt, iterations, 32, 'sha256'), expected);
+}
+
+/** A Firebase project's hash parameters, as its console shows them (base64 strings). */
+export interface FirebaseScrypt {
+  signerKey: string;
+  saltSeparator: string;
+  rounds: number;
+  memCost: number;
+}
+
+/** The stored form of a Firebase hash: everything its verify needs, in one string. */
+export const firebaseStored = (p: FirebaseScrypt, salt: string, hash: string) =>
+  `$firebase-scrypt$r=${p.rounds},m=${p.memCost}$${p.saltSeparator}$${p.signerKey}$${salt}$${hash}`;
+
+/**
+ * Firebase's scrypt (github.com/firebase/scrypt): a key is derived from the password and the
+ * salt followed by the separator (N = 2^memCost, r = rounds, p = 1), and the signer key encrypted
+ * with its first 32 bytes by AES-256-CTR from a zero IV must give the stored hash.
+ */
+function readFirebase(stored: string): HashCheck | string | undefined {
+  const m = FIREBASE.exec(stored);
+  if (m === null) return undefined;
+  const [rounds, memCost] = [Number(m[1]), Number(m[2])];
+  if (rounds < 1 || rounds > 8 || memCost < 1 || memCost > 14) {
+    return 'is a Firebase scrypt hash with rounds beyond 1 to 8 or memCost beyond 1 to 14';
+  }
+  const [separator, signerKey, salt, expected] = m.slice(3, 7).map((b) => Buffer.from(b!, 'base64')) as [
+    Buffer,
+    Buffer,
+    Buffer,
+    Buffer,
+  ];
+  const N = 2 ** memCost;
+  const options = { N, r: rounds, p: 1, maxmem: 128 * N * rounds + 1024 * 1024 };
+  return async (password) => {
+    const key = await scryptAsync(password, Buffer.concat([salt, separator]), 64, options);
+    const cipher = createCipheriv('aes-256-ctr', key.subarray(0, 32), Buffer.alloc(16));
+    return equalBytes(Buffer.concat([cipher.update(signerKey), cipher.final()]), expected);
+  };
 }

@@ -1,4 +1,5 @@
 import type { components } from '@user-accounts/client';
+import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkRows, importRows } from '../import.ts';
 import { defineOperation } from '../operation.ts';
@@ -29,11 +30,11 @@ export const importUsers = defineOperation({
     // The request's own shape only: each row is checked by itself in handle, and answered at its index.
     const validate = c.get('validators').importShape;
     if (!validate(body)) throw invalidRequest('The request body is not valid.', toFieldErrors(validate.errors));
-    return body as { users: unknown[]; dryRun?: boolean };
+    return body as { users: unknown[]; dryRun?: boolean; firebaseScrypt?: FirebaseScrypt };
   },
   mockAnswer(c, input) {
     // What the server would answer, but for the emails in use, which only it can know.
-    const { items, accepted } = checkRows(input.users, c.get('validators'));
+    const { items, accepted } = checkRows(input.users, c.get('validators'), input.firebaseScrypt);
     if (accepted.length === input.users.length) return undefined;
     const dryRun = input.dryRun === true;
     for (const { index } of accepted) {
@@ -52,6 +53,7 @@ export const importUsers = defineOperation({
     const dryRun = input.dryRun === true;
     const result = await importRows(target, input.users, {
       dryRun,
+      firebase: input.firebaseScrypt,
       write: async (insert) =>
         (await runWrite(
           c,
