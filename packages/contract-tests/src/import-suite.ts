@@ -1,5 +1,6 @@
 // Bringing accounts over through the client: per-row answers, foreign hashes verified and then
 // rehashed, dry runs, idempotency, and no email ever imported twice. Server targets only.
+import { pbkdf2Sync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { components } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
@@ -75,6 +76,19 @@ export function defineImportSuite(spec: TargetSpec): void {
         const again = await h.client.POST('/api/1/user/verify', { body: { _userId: id, password: fixture.password } });
         expect(again.response.status).toBe(200);
       }
+    });
+
+    it('checks an imported hash against the password as sent when the other system did not normalize it', async () => {
+      // Found by review: the server normalized the password before the hasher could try it as sent.
+      const typed = 'Cafe\u0301 au lait, sans sucre'; // "é" as e + a combining accent (NFD)
+      const hash = pbkdf2Sync(typed, 'nfdsalt', 1000, 32, 'sha256').toString('base64');
+      const email = h.uniqueEmail('nfd');
+      await importUsers([{ email, name: 'Nfd', passwordHash: `pbkdf2_sha256$1000$nfdsalt$${hash}` }]);
+      const verify = (password: string) => h.client.POST('/api/1/user/verify', { body: { email, password } });
+      expect((await verify(typed)).response.status).toBe(200);
+      // Rehashed to ours, of the NFC form: from now on either form is the same password.
+      expect((await verify(typed.normalize('NFC'))).response.status).toBe(200);
+      expect((await verify(typed)).response.status).toBe(200);
     });
 
     it("keeps bcrypt's 72-byte rule until the rehash, and the whole password from then on", async () => {

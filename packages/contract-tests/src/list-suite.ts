@@ -142,9 +142,14 @@ export function defineListSuite(spec: TargetSpec): void {
         // Found by the fuzzer: a NUL reached PostgreSQL, which refuses it in text (500).
         'name=a%00b',
         'email=a%00',
+        // Found by review: both pass the schema's date-time, and were 500s.
+        'createdAfter=2016-12-31T23:59:60Z',
+        'createdBefore=0000-01-01T00:00:00Z',
       ]) {
-        const response = await h.raw(`/api/1/user/list?${query}`);
-        expect(response.status, query).toBe(400);
+        for (const operation of ['list', 'count']) {
+          const response = await h.raw(`/api/1/user/${operation}?${query}`);
+          expect(response.status, `${operation}?${query}`).toBe(400);
+        }
       }
     });
 

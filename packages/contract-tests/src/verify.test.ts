@@ -64,6 +64,22 @@ describe('verify', () => {
     expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(30);
   });
 
+  it('does not count an attempt the server could not judge (503: the hashing queue full) as a failure', async () => {
+    // Found by review: a user retrying a login while the server was busy locked their own account.
+    const { client } = await server({ env: { HASH_CONCURRENCY: '1', HASH_QUEUE: '0' } });
+    const who = email('busy');
+    await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Busy' } });
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        client.POST('/api/1/user/verify', { body: { email: who, password: `guess ${i}` } }),
+      ),
+    );
+    const statuses = answers.map((a) => a.response.status);
+    expect(statuses.filter((s) => s === 503).length).toBeGreaterThan(0);
+    const right = await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } });
+    expect(right.response.status).toBe(200);
+  });
+
   it('counts an IPv6 end user by its /64 and in any spelling, and refuses a zone id', async () => {
     const { client } = await server({ env: { VERIFY_LIMIT_ADDRESS: '2/1h' } });
     const from = (ip: string) => ({ header: { 'X-End-User-IP': ip } });

@@ -71,7 +71,9 @@ function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>): void {
     c.set('input', op.parse(c));
     await next();
   });
-  if (op.idempotent) chain.push(idempotent(op.bulk?.keptAnswerBytes));
+  // A key is held as long as its request may run (import's longer deadline), so that a retry
+  // meanwhile is answered 409 rather than run a second time.
+  if (op.idempotent) chain.push(idempotent(op.bulk?.keptAnswerBytes, Math.max(60_000, op.bulk?.timeoutMs ?? 0)));
   const handler: Handler<AppEnv> = async (c) => op.handle(c, c.get('input'));
   Object.defineProperty(handler, 'name', { value: op.name });
   app.on(op.method, [op.path], ...chain, handler);

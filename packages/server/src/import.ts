@@ -158,9 +158,16 @@ async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise
  */
 async function hashPasswords(hasher: PasswordHasher, site: string, rows: Accepted[]): Promise<void> {
   const queue = rows.filter((a) => a.passwordHash === undefined);
+  // Once one hash fails (the queue full: 503), the call fails: the others stop taking work.
+  let failed = false;
   const worker = async () => {
-    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-      next.passwordHash = await hasher.hash(next.row.password!, site);
+    for (let next = queue.shift(); next !== undefined && !failed; next = queue.shift()) {
+      try {
+        next.passwordHash = await hasher.hash(next.row.password!, site);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
     }
   };
   await Promise.all(Array.from({ length: hasher.concurrency }, worker));

@@ -6,6 +6,7 @@ import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { serviceKeys, users } from './db/schema.ts';
 import { ApiError } from './errors.ts';
+import { invalidRequest } from './validation.ts';
 
 export interface ListFilters {
   email?: string;
@@ -13,6 +14,30 @@ export interface ListFilters {
   createdAfter?: string;
   createdBefore?: string;
   disabled?: boolean;
+}
+
+/**
+ * The spec's words for the created range: an RFC 3339 instant that exists. The schema's date-time
+ * lets through a leap second (`…T23:59:60Z`), which a Date cannot hold, and year 0000, which
+ * PostgreSQL has not: both 400, not 500.
+ */
+export function checkInstants(filters: ListFilters): void {
+  const bad = (['createdAfter', 'createdBefore'] as const).filter((name) => {
+    const text = filters[name];
+    if (text === undefined) return false;
+    const at = new Date(text);
+    return Number.isNaN(at.getTime()) || at.getUTCFullYear() < 1;
+  });
+  if (bad.length > 0) {
+    throw invalidRequest(
+      'The query is not valid.',
+      bad.map((name) => ({
+        pointer: `/${name}`,
+        code: 'invalid_format',
+        message: 'must be an instant from year 1 on, without a leap second',
+      })),
+    );
+  }
 }
 
 /** `%`, `_` and `\` taken as themselves in a LIKE pattern. */
@@ -136,8 +161,10 @@ export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
 
 /** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
 export function listQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
+  // The shown columns only: a page never carries a hash, even on its way to toUser.
+  const { id, email, name, phone, address, disabled, createdAt, updatedAt } = users;
   return db
-    .select()
+    .select({ id, email, name, phone, address, disabled, createdAt, updatedAt })
     .from(users)
     .where(and(eq(users.origin, 'api'), eq(users.site, site), ...filterConditions(filters), walk.after))
     .orderBy(...walk.orderBy)

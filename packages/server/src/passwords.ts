@@ -155,7 +155,9 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
       inTurn(site, async () => {
         if (stored === undefined) {
           standIn ??= hash(randomBytes(16).toString('hex'), argon2id);
+          // As many checks as for an account: a second for a password sent unnormalized.
           await verify(await standIn, password.normalize('NFC')).catch(() => false);
+          if (password.normalize('NFC') !== password) await verify(await standIn, password).catch(() => false);
           return false;
         }
         const normalized = password.normalize('NFC');
@@ -164,9 +166,12 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
           ? (given: Buffer) => verify(stored, given).catch(() => false)
           : readHash(stored);
         if (typeof check === 'string') return false;
-        if (await check(Buffer.from(normalized))) return true;
+        // A hash the import accepted that its algorithm still refuses (a parameter its library
+        // will not run) is a wrong password, not a 500: that account cannot sign in.
+        const safely = (given: Buffer) => check(given).catch(() => false);
+        if (await safely(Buffer.from(normalized))) return true;
         // Another system may have hashed the password as it was typed, without normalizing it.
-        return normalized !== password && check(Buffer.from(password));
+        return normalized !== password && safely(Buffer.from(password));
       }),
     needsRehash: (stored) => !stored.startsWith(prefix),
   };

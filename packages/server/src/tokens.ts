@@ -161,7 +161,7 @@ export async function revokeToken(db: Db, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** The dev token has every scope; one kept from an older version gains the scopes added since. */
+/** The dev token has every scope but export; one kept from an older version has its scopes set to those. */
 async function storeToken(db: Db, token: string, label: string): Promise<void> {
   await db
     .insert(apiTokens)

@@ -208,13 +208,14 @@ export interface paths {
          *       replaced by an argon2id hash of the current parameters at the first successful
          *       `verify` (as a change of `PASSWORD_HASH` does; `updatedAt` and the `ETag` stay):
          *       argon2id, argon2i and argon2d PHC strings (`$argon2id$v=19$m=…,t=…,p=…$salt$hash`;
-         *       m ≤ 262,144 KiB, t ≤ 20, p ≤ 16); bcrypt (`$2a$`, `$2b$`, `$2y$`, cost 4 to 16; bcrypt
+         *       m ≤ 131,072 KiB, t ≤ 10, p ≤ 16); bcrypt (`$2a$`, `$2b$`, `$2y$`, cost 4 to 16; bcrypt
          *       reads only the first 72 bytes of a password: until the rehash, so does `verify` for
          *       that account); scrypt in PHC form (`$scrypt$ln=…,r=…,p=…$salt$hash`, passlib's;
-         *       128·2^ln·r ≤ 256 MiB, p ≤ 16); PBKDF2 as passlib writes it
+         *       128·r·(2^ln + p) ≤ 128 MiB, 2^ln·r·p ≤ 2^20, p ≤ 16, a hash of at most 64 bytes); PBKDF2 as passlib writes it
          *       (`$pbkdf2-sha256$rounds$salt$hash`, `$pbkdf2-sha512$…`, adapted base64) or in PHC form
          *       (`$pbkdf2-sha256$i=rounds,l=length$salt$hash`); and Django's
-         *       `pbkdf2_sha256$iterations$salt$base64`. PBKDF2 up to 10,000,000 iterations. And
+         *       `pbkdf2_sha256$iterations$salt$base64`. PBKDF2 up to 10,000,000 iterations times the
+         *       output's blocks of its digest, and an output of at most 64 bytes. And
          *       Firebase's modified scrypt: the row's `passwordHash` and `passwordSalt` as Firebase
          *       exports them (base64), with the project's hash parameters given once for the call in
          *       `firebaseScrypt`; they are kept with each such account's hash until its rehash, since
@@ -1098,12 +1099,14 @@ export interface components {
          */
         ListName: string;
         /**
-         * @description Accounts created after this instant (RFC 3339, with its offset), not at it.
+         * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
+         *     on, without a leap second (400 otherwise).
          * @example 2026-11-01T00:00:00Z
          */
         CreatedAfter: string;
         /**
-         * @description Accounts created before this instant (RFC 3339, with its offset), not at it.
+         * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
+         *     on, without a leap second (400 otherwise).
          * @example 2026-12-01T00:00:00Z
          */
         CreatedBefore: string;
@@ -1561,12 +1564,14 @@ export interface operations {
                  */
                 name?: components["parameters"]["ListName"];
                 /**
-                 * @description Accounts created after this instant (RFC 3339, with its offset), not at it.
+                 * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
+                 *     on, without a leap second (400 otherwise).
                  * @example 2026-11-01T00:00:00Z
                  */
                 createdAfter?: components["parameters"]["CreatedAfter"];
                 /**
-                 * @description Accounts created before this instant (RFC 3339, with its offset), not at it.
+                 * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
+                 *     on, without a leap second (400 otherwise).
                  * @example 2026-12-01T00:00:00Z
                  */
                 createdBefore?: components["parameters"]["CreatedBefore"];
@@ -1632,12 +1637,14 @@ export interface operations {
                  */
                 name?: components["parameters"]["ListName"];
                 /**
-                 * @description Accounts created after this instant (RFC 3339, with its offset), not at it.
+                 * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
+                 *     on, without a leap second (400 otherwise).
                  * @example 2026-11-01T00:00:00Z
                  */
                 createdAfter?: components["parameters"]["CreatedAfter"];
                 /**
-                 * @description Accounts created before this instant (RFC 3339, with its offset), not at it.
+                 * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
+                 *     on, without a leap second (400 otherwise).
                  * @example 2026-12-01T00:00:00Z
                  */
                 createdBefore?: components["parameters"]["CreatedBefore"];

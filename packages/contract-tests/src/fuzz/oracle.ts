@@ -30,7 +30,20 @@ const BODY_LIMIT = 64 * 1024;
 const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | undefined> = {
   getUser: (query) => ('_userId' in query === 'email' in query ? 'not exactly one of _userId, email' : undefined),
   updateUser: (body) => ('email' in body ? 'email is not updatable' : undefined),
+  listUsers: (query) => instantsExist(query),
+  countUsers: (query) => instantsExist(query),
 };
+
+/** list's and count's words: a created bound is an instant from year 1 on, without a leap second. */
+function instantsExist(query: Record<string, unknown>): string | undefined {
+  for (const name of ['createdAfter', 'createdBefore']) {
+    const text = query[name];
+    if (typeof text !== 'string') continue;
+    const at = new Date(text);
+    if (Number.isNaN(at.getTime()) || at.getUTCFullYear() < 1) return `${name} is no instant`;
+  }
+  return undefined;
+}
 
 /**
  * The arrays whose rows the spec says are checked one by one and answered at their index (in a

@@ -44,6 +44,11 @@ describe('readHash', () => {
     );
   });
 
+  it('runs a scrypt hash whose lanes need more than its blocks (r=999, p=16) instead of failing', async () => {
+    // Found by review: accepted by the import, then refused by OpenSSL's memory check at every verify (500).
+    expect(await check(`$scrypt$ln=1,r=999,p=16$c2FsdA$${'A'.repeat(43)}`)('a password')).toBe(false);
+  });
+
   it("keeps bcrypt's rule: only the first 72 bytes count", async () => {
     const long = fixtures.find((f) => f.format === 'bcrypt-long')!;
     expect(Buffer.byteLength(long.password)).toBe(100);
@@ -62,6 +67,15 @@ describe('readHash', () => {
     ['scrypt of 1 GiB', '$scrypt$ln=20,r=8,p=1$c2FsdA$aGFzaGhhc2hoYXNoaGFzaA', 'beyond'],
     ['PBKDF2 of 20 million rounds', '$pbkdf2-sha256$20000000$c2FsdA$aGFzaGhhc2hoYXNoaGFzaA', 'more than'],
     ['Django with 20 million iterations', `pbkdf2_sha256$20000000$salt$${'A'.repeat(43)}=`, 'more than'],
+    // Found by review: each was accepted, and cost seconds to minutes, or a 500 at every verify.
+    [
+      'an argon2 hash of 256 MiB',
+      '$argon2id$v=19$m=262144,t=1,p=1$c29tZXNhbHRzb21lc2FsdA$aGFzaGhhc2hoYXNoaGFzaA',
+      'beyond',
+    ],
+    ['scrypt of 17 s (ln=20, r=2, p=16)', `$scrypt$ln=20,r=2,p=16$c2FsdA$${'A'.repeat(43)}`, 'beyond'],
+    ['PBKDF2 of 10 million rounds and a 486-character output', `$pbkdf2-sha256$10000000$$${'A'.repeat(486)}`, 'longer'],
+    ['PBKDF2 of 10 million rounds and 2 blocks', `$pbkdf2-sha256$10000000$c2FsdA$${'A'.repeat(86)}`, 'more than'],
   ])('refuses %s, saying why', (_, hash, why) => {
     const reason = readHash(hash);
     expect(typeof reason).toBe('string');

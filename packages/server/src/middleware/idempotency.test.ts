@@ -60,6 +60,31 @@ const storedRow = async (key: string) =>
   (await database.db.select().from(idempotencyKeys).where(eq(idempotencyKeys.key, key)))[0];
 
 describe('idempotent', () => {
+  it('holds a claimed key as long as its operation may run (import: 120 s), not the 60 s of the others', async () => {
+    // Found by review: an import retried after 60 s took the key over and ran a second time.
+    for (const [leaseMs, seconds] of [
+      [undefined, 60],
+      [120_000, 120],
+    ] as const) {
+      let held: Date | undefined;
+      const key = randomUUID();
+      const app = testApp({ deps: { database }, vars: { token } });
+      app.post('/api/1/user/create', jsonBody(), idempotencyKey(), idempotent(MAX_STORED_BODY, leaseMs), async (c) => {
+        held = (await storedRow(key))?.lockedUntil ?? undefined;
+        return c.json({ ok: true }, 201);
+      });
+      const started = Date.now();
+      await app.request('/api/1/user/create', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+        body: '{}',
+      });
+      const lease = (held!.getTime() - started) / 1000;
+      expect(lease).toBeGreaterThan(seconds - 5);
+      expect(lease).toBeLessThan(seconds + 5);
+    }
+  });
+
   it('runs every request without a key', async () => {
     const { send, runs } = idempotentApp();
     expect((await send(undefined, '{"a":1}')).status).toBe(201);

@@ -15,8 +15,11 @@ import { idempotencyKeys } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
 import { invalidRequest } from '../validation.ts';
 
-/** How long a claim holds without an answer before a retry may take over (a process died mid-request). */
-const LEASE = sql`now() + interval '60 seconds'`;
+/**
+ * How long a claim holds without an answer before a retry may take over (a process died
+ * mid-request): as long as the request may run, so that a retry meanwhile is 409, not a second run.
+ */
+const leaseFor = (ms: number) => sql`now() + ${`${Math.ceil(ms / 1000)} seconds`}::interval`;
 /** The response headers that are part of the answer (the rest belong to each delivery). */
 const KEPT_HEADERS = ['content-type', 'location', 'etag'];
 /**
@@ -75,7 +78,8 @@ export function idempotencyKey(): MiddlewareHandler<AppEnv> {
  * Replays the answer kept for the key idempotencyKey() read, or claims the key, runs the rest
  * and keeps its answer. Goes after the operation's parse: only valid requests take a key.
  */
-export function idempotent(maxStoredBody = MAX_STORED_BODY): MiddlewareHandler<AppEnv> {
+export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): MiddlewareHandler<AppEnv> {
+  const LEASE = leaseFor(leaseMs);
   return async function idempotencyMiddleware(c, next) {
     const request = c.get('idempotency');
     if (request === undefined) return next();

@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { countQuery, type ListFilters } from '../listing.ts';
+import { checkInstants, countQuery, type ListFilters } from '../listing.ts';
 import { defineOperation } from '../operation.ts';
 import { validQuery } from './shared.ts';
 
@@ -13,7 +13,11 @@ export const countUsers = defineOperation({
   path: COUNT_USERS_PATH,
   scope: 'read',
   request: { query: true },
-  parse: (c) => validQuery<ListFilters>(c, COUNT_USERS_PATH),
+  parse(c) {
+    const filters = validQuery<ListFilters>(c, COUNT_USERS_PATH);
+    checkInstants(filters);
+    return filters;
+  },
   async handle(c, filters) {
     const [row] = await countQuery(c.get('deps').database.db, c.get('token').site, filters);
     return c.json({ result: { count: row!.count } } satisfies CountUsersResponse, 200);

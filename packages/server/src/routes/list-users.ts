@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { cursorScope, cursorsOf, keyset, type ListFilters, listQuery } from '../listing.ts';
+import { checkInstants, cursorScope, cursorsOf, keyset, type ListFilters, listQuery } from '../listing.ts';
 import { defineOperation } from '../operation.ts';
 import { toUser, validQuery } from './shared.ts';
 
@@ -14,7 +14,11 @@ export const listUsers = defineOperation({
   path: LIST_USERS_PATH,
   scope: 'read',
   request: { query: true },
-  parse: (c) => validQuery<ListQuery>(c, LIST_USERS_PATH),
+  parse(c) {
+    const query = validQuery<ListQuery>(c, LIST_USERS_PATH);
+    checkInstants(query);
+    return query;
+  },
   async handle(c, { order = 'asc', limit = 100, after, ...filters }) {
     const db = c.get('deps').database.db;
     const cursors = await cursorsOf(db);

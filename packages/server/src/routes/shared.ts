@@ -91,7 +91,12 @@ export function weakPassword(reason: string): ApiError {
   });
 }
 
-export function toUser(row: typeof users.$inferSelect): Schemas['User'] {
+export function toUser(
+  row: Pick<
+    typeof users.$inferSelect,
+    'id' | 'email' | 'name' | 'phone' | 'address' | 'disabled' | 'createdAt' | 'updatedAt'
+  >,
+): Schemas['User'] {
   return {
     _userId: row.id,
     email: row.email,

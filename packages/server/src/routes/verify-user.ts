@@ -49,9 +49,16 @@ export const verifyUser = defineOperation({
     if (body !== null && typeof body === 'object' && !Array.isArray(body) && 'email' in body === '_userId' in body) {
       throw invalidRequest('Give exactly one of email or _userId, with the password.', []);
     }
-    return { fields: validBody(c, 'VerifyUserRequest'), address: endUserAddress(c.req.header('x-end-user-ip')) };
+    // The password as sent, before validBody normalizes it: an imported hash may be of that form.
+    const sent = body !== null && typeof body === 'object' && 'password' in body ? body.password : undefined;
+    const fields = validBody(c, 'VerifyUserRequest');
+    return {
+      fields,
+      sent: typeof sent === 'string' ? sent : fields.password,
+      address: endUserAddress(c.req.header('x-end-user-ip')),
+    };
   },
-  async handle(c, { fields, address }) {
+  async handle(c, { fields, sent, address }) {
     const { database, hasher, verifyLimits, lockout } = c.get('deps');
     const db = database.db;
     const site = c.get('token').site;
@@ -74,6 +81,16 @@ export const verifyUser = defineOperation({
       await lockout.undo(identifier);
       if (fromAddress !== undefined) await lockout.undo(fromAddress);
     };
+    // Work that can fail for want of the server (database, hashing queue, deadline): a failure
+    // there judged no password, so it is no guess either.
+    const unjudged = async <T>(work: () => Promise<T>): Promise<T> => {
+      try {
+        return await work();
+      } catch (error) {
+        await notAFailure().catch(() => {});
+        throw error;
+      }
+    };
     const succeeded = async (store: LockoutStore) => {
       await store.clear(identifier);
       if (fromAddress !== undefined) await store.undo(fromAddress);
@@ -82,14 +99,16 @@ export const verifyUser = defineOperation({
     let match = sql`false`;
     if (fields.email !== undefined) match = sql`lower(${users.email}) = lower(${fields.email})`;
     else if (isUuid(fields._userId!)) match = eq(users.id, fields._userId!);
-    const [row] = await db
-      .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
-      .from(users)
-      .where(and(match, inReach(c)))
-      .limit(1);
-    // No account, or none in reach: the same verification against a stand-in hash, so that the
-    // answer takes as long as for a wrong password.
-    const right = await hasher.verify(row?.passwordHash ?? undefined, fields.password, site);
+    const { row, right } = await unjudged(async () => {
+      const [row] = await db
+        .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
+        .from(users)
+        .where(and(match, inReach(c)))
+        .limit(1);
+      // No account, or none in reach: the same verification against a stand-in hash, so that the
+      // answer takes as long as for a wrong password.
+      return { row, right: await hasher.verify(row?.passwordHash ?? undefined, sent, site) };
+    });
     if (row === undefined || !right) throw invalidCredentials();
     if (row.disabled) {
       await notAFailure();
@@ -105,23 +124,29 @@ export const verifyUser = defineOperation({
         throw error;
       });
     }
-    const verified = await runWrite(c, { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
-      // Disabled since it was read: refused, as if it had been disabled before.
-      const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
-      if (now === undefined || now.disabled) return undefined;
-      // Counts in this database are cleared with the success, atomically; others after it commits.
-      const inTransaction = lockout.inTransaction?.(tx);
-      if (inTransaction !== undefined) await succeeded(inTransaction);
-      if (rehashed !== undefined) {
-        // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
-        await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
-        await tx
-          .update(users)
-          .set({ passwordHash: rehashed })
-          .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
-      }
-      return row.id;
-    });
+    const verified = await unjudged(() =>
+      runWrite(c, { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
+        // Disabled since it was read: refused, as if it had been disabled before.
+        const [now] = await tx
+          .select({ disabled: users.disabled })
+          .from(users)
+          .where(eq(users.id, row.id))
+          .for('update');
+        if (now === undefined || now.disabled) return undefined;
+        // Counts in this database are cleared with the success, atomically; others after it commits.
+        const inTransaction = lockout.inTransaction?.(tx);
+        if (inTransaction !== undefined) await succeeded(inTransaction);
+        if (rehashed !== undefined) {
+          // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
+          await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
+          await tx
+            .update(users)
+            .set({ passwordHash: rehashed })
+            .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
+        }
+        return row.id;
+      }),
+    );
     if (verified === undefined) {
       await notAFailure();
       throw accountDisabled();
