@@ -146,6 +146,23 @@ export function defineAccessSuite(spec: TargetSpec): void {
         expect(new Date(after!.last_used_at as string).getTime()).toBeGreaterThan(Date.now() - 60_000);
       });
 
+      it("records each token's own last use, not the latest of any token flushed with it", async () => {
+        // Found in a README walk-through: a revoked token showed the later use of another token.
+        const early = await h.target.createToken({ label: 'used early' });
+        const late = await h.target.createToken({ label: 'used late' });
+        await h.clientFor(early.token).GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+        const between = Date.now();
+        await new Promise((r) => setTimeout(r, 1100));
+        await h.clientFor(late.token).GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+        await h.target.flushLastUsed();
+        const at = async (id: string) =>
+          new Date(
+            (await h.target.sql('select last_used_at from api_tokens where id = $1', [id]))[0]!.last_used_at as string,
+          ).getTime();
+        expect(await at(early.id)).toBeLessThanOrEqual(between);
+        expect(await at(late.id)).toBeGreaterThan(between + 1000);
+      });
+
       it('stores tokens only as SHA-256 hashes with a display prefix', async () => {
         const { id, token } = await h.target.createToken({ label: 'stored' });
         const [row] = await h.target.sql('select * from api_tokens where id = $1', [id]);

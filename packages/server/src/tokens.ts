@@ -76,12 +76,14 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Toke
       if (usedSinceFlush.size === 0) return;
       const batch = usedSinceFlush;
       usedSinceFlush = new Map();
-      const latest = new Date(Math.max(...[...batch.values()].map(Number)));
-      // Coarse on purpose: one statement for every token used since the last flush.
-      await db
-        .update(apiTokens)
-        .set({ lastUsedAt: sql`greatest(${apiTokens.lastUsedAt}, ${latest.toISOString()}::timestamptz)` })
-        .where(inArray(apiTokens.id, [...batch.keys()]));
+      // One statement for every token used since the last flush, each with its own time (two
+      // lists as text, which every driver passes alike).
+      const ids = [...batch.keys()].join(',');
+      const times = [...batch.values()].map((d) => d.toISOString()).join(',');
+      await db.execute(sql`update ${apiTokens} set last_used_at = greatest(${apiTokens.lastUsedAt}, used.at)
+        from (select unnest(string_to_array(${ids}, ','))::uuid as id,
+                     unnest(string_to_array(${times}, ','))::timestamptz as at) as used
+        where ${apiTokens.id} = used.id`);
     },
   };
 }

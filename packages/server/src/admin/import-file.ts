@@ -101,6 +101,8 @@ function tallyItems(tally: Tally, items: ImportItem[], lines: number[]): void {
   }
 }
 
+const lineOf = (told: string) => Number(/line (\d+)/.exec(told)?.[1] ?? 0);
+
 export async function importFile(options: ImportFileOptions): Promise<ImportFileResult> {
   const { target, dryRun } = options;
   const total = await countLines(options.file);
@@ -178,7 +180,9 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
   ];
   if (failed > 0) {
     const codes = [...tally.byCode].sort((a, b) => b[1] - a[1]).map(([code, n]) => `${code} ${n}`);
-    lines_.push(`${failed} refused: ${codes.join(', ')}.`, ...tally.told);
+    // In file order: a line that is no JSON is told as it is read, the others batch by batch.
+    const told = [...tally.told].sort((a, b) => lineOf(a) - lineOf(b));
+    lines_.push(`${failed} refused: ${codes.join(', ')}.`, ...told);
     if (failed > tally.told.length) lines_.push(`  (${failed - tally.told.length} more not shown)`);
   }
   return { code: failed > 0 ? 1 : 0, summary: `${lines_.join('\n')}\n` };
