@@ -194,6 +194,18 @@ describe('the same calls, the same answers from the mock and the server', () => 
     expect(fromMock.headers.get('allow')).toBe(fromServer.headers.get('allow'));
   });
 
+  it('an import whose rows all pass: one item per row, as the server answers (not the example of two)', async () => {
+    // Found in a README walk-through: the mock answered a one-row import with its documented example's two items.
+    const call: Call = {
+      method: 'POST',
+      path: '/api/1/user/import',
+      body: json({ users: [{ email: unique(), name: 'Only', password: 'a parity passphrase 42' }] }),
+    };
+    const answer = (await (await send(mock, call)).json()) as { result: { created: number; items: unknown[] } };
+    expect(answer.result.created).toBe(1);
+    expect(answer.result.items).toHaveLength(1);
+  });
+
   it('an import with refused rows: each row answered as the server answers it (the ids aside)', async () => {
     for (const dryRun of [false, true]) {
       const call: Call = {
@@ -207,6 +219,11 @@ describe('the same calls, the same answers from the mock and the server', () => 
             { email: unique(), name: 'Weak', password: 'password123' },
             { email: unique(), name: 'Md5', passwordHash: '5f4dcc3b5aa765d61d8327deb882cf99' },
             { email: unique(), name: 'Neither' },
+            {
+              email: unique(),
+              name: 'Fine Too',
+              passwordHash: '$2b$10$eG5CnE4IGRIUQIDmVswfluK2WF1sWzmH9lenl4TgAj9VgtmxQ7Nl2',
+            },
           ],
         }),
       };

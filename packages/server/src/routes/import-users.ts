@@ -33,9 +33,10 @@ export const importUsers = defineOperation({
     return body as { users: unknown[]; dryRun?: boolean; firebaseScrypt?: FirebaseScrypt };
   },
   mockAnswer(c, input) {
-    // What the server would answer, but for the emails in use, which only it can know.
+    // What the server would answer, row for row, but for the emails in use, which only it can
+    // know; a caller who asks for a documented example (Prefer) gets Prism's.
+    if (c.req.header('prefer') !== undefined) return undefined;
     const { items, accepted } = checkRows(input.users, c.get('validators'), input.firebaseScrypt);
-    if (accepted.length === input.users.length) return undefined;
     const dryRun = input.dryRun === true;
     for (const { index } of accepted) {
       items[index] = dryRun
