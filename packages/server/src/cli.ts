@@ -6,7 +6,7 @@ import { type CommandResult, planCommand, runCommand, USAGE } from './admin/comm
 import { callAdminSocket } from './admin/socket.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
-import { ConfigError, loadConfig } from './env.ts';
+import { ConfigError, loadConfig, sizeThreadPool } from './env.ts';
 import { unsafeDataDir } from './file-safety.ts';
 import { createPasswordHasher } from './passwords.ts';
 
@@ -16,6 +16,7 @@ async function run(argv: string[]): Promise<CommandResult> {
   const planned = planCommand(argv);
   if (typeof planned !== 'function') return planned;
   const config = loadConfig();
+  sizeThreadPool(config.hashConcurrency);
   let database: Database;
   let unlock = () => {};
   if (config.databaseUrl !== undefined) {

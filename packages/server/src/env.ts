@@ -230,3 +230,13 @@ export function loadConfig(env: Env = process.env): Config {
     authFailureLimit,
   };
 }
+
+/**
+ * libuv's thread pool runs every hash (@node-rs/argon2, @node-rs/bcrypt, scrypt, PBKDF2), and the
+ * file and DNS work too: 4 threads unless told, whatever HASH_CONCURRENCY says, so more hashes
+ * than 4 would never run at once and would hold up the rest. Sized from the configuration before
+ * anything starts the pool; an operator's own UV_THREADPOOL_SIZE stays.
+ */
+export function sizeThreadPool(hashConcurrency: number): void {
+  process.env.UV_THREADPOOL_SIZE ??= String(Math.min(1024, hashConcurrency + 4));
+}

@@ -50,6 +50,28 @@ describe('main', () => {
     expect(await second.exited).toBe(0);
   }, 60_000);
 
+  it("sizes libuv's thread pool for HASH_CONCURRENCY hashes and 4 more threads, not libuv's 4", async () => {
+    // Found by review: with its default 4 threads, no more than 4 hashes ever ran at once.
+    const threadsAfterAHash = async (concurrency: number) => {
+      const dir = dataDir();
+      const server = run({ DATA_DIR: dir, HASH_CONCURRENCY: String(concurrency) });
+      await server.ready;
+      const token = readFileSync(join(dir, 'dev-token'), 'utf8').trim();
+      const created = await fetch(`${server.baseUrl}/api/1/user/create`, {
+        method: 'POST',
+        headers: { Authorization: token, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ email: `pool${concurrency}@example.com`, password: 'a pool of threads', name: 'Pool' }),
+      });
+      expect(created.status).toBe(201);
+      // The pool starts all its threads at its first use.
+      const threads = readdirSync(`/proc/${server.child.pid}/task`).length;
+      server.child.kill('SIGTERM');
+      await server.exited;
+      return threads;
+    };
+    expect((await threadsAfterAHash(16)) - (await threadsAfterAHash(1))).toBeGreaterThanOrEqual(15);
+  }, 60_000);
+
   it('logs JSON lines when not in a terminal, and readable lines with LOG_FORMAT=pretty', async () => {
     const json = run({ DATA_DIR: dataDir() });
     await json.ready;

@@ -3,7 +3,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serveAdminSocket } from './admin/socket.ts';
 import { assemble, type Service, StartError } from './deps.ts';
-import { type Config, ConfigError, loadConfig } from './env.ts';
+import { type Config, ConfigError, loadConfig, sizeThreadPool } from './env.ts';
 import { startHousekeeping } from './housekeeping.ts';
 import { serveApp } from './serve.ts';
 
@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     if (error instanceof ConfigError) fail(error.message);
     throw error;
   }
+  sizeThreadPool(config.hashConcurrency);
   let service: Service;
   try {
     service = await assemble(config);
