@@ -95,6 +95,28 @@ describe('rate limits', () => {
     expect((await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } })).response.status).toBe(404);
   });
 
+  it('counts an import one hash per plain password, and refuses one over the budget before hashing any', async () => {
+    // Found by review: an import counted once, however many passwords it hashed.
+    const target = await embedded({ env: { RATE_LIMIT: '100/60s', RATE_LIMIT_HASH: '6/60s' } });
+    const client = checkedClient(target.baseUrl, (await target.createToken({ label: 'importer' })).token);
+    const rows = (n: number, tag: string) =>
+      Array.from({ length: n }, (_, i) => ({
+        email: `${tag}.${i}.${Date.now()}@example.com`,
+        name: 'Imported',
+        password: `a long passphrase ${tag} ${i}`,
+      }));
+    const four = await client.POST('/api/1/user/import', { body: { users: rows(4, 'four') } });
+    expect(four.response.status).toBe(200);
+    expect(field(four.response, 'ratelimit', 'r')).toEqual([
+      { name: 'all', value: 99 },
+      { name: 'hash', value: 2 },
+    ]);
+    const three = await client.POST('/api/1/user/import', { body: { users: rows(3, 'three') } });
+    expect(three.response.status).toBe(429);
+    expect(three.error?.code).toBe('rate_limited');
+    expect((await target.sql('select count(*)::int as n from users'))[0]!.n).toBe(4);
+  });
+
   it('starts a new window after the old one ends', async () => {
     const target = await embedded({ env: { RATE_LIMIT: '1/1s', RATE_LIMIT_HASH: 'off' } });
     const client = checkedClient(target.baseUrl, target.token);

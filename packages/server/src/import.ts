@@ -212,6 +212,8 @@ export async function importRows(
     dryRun: boolean;
     /** The Firebase project's parameters, for rows with a Firebase hash and salt. */
     firebase?: FirebaseScrypt | undefined;
+    /** Told how many plain passwords are about to be hashed (the request's hash budget). */
+    beforeHashing?: (count: number) => Promise<void>;
     write: (insert: (tx: Db) => Promise<Map<number, string>>) => Promise<Map<number, string>>;
   },
 ): Promise<ImportResult> {
@@ -222,6 +224,7 @@ export async function importRows(
   if (options.dryRun) {
     for (const a of fresh) items[a.index] = { index: a.index, status: 'user would be created' };
   } else {
+    await options.beforeHashing?.(fresh.filter((a) => a.passwordHash === undefined).length);
     await hashPasswords(target.hasher, target.site, fresh);
     const created = await options.write((tx) => insertRows(tx, target.site, fresh));
     for (const a of fresh) {

@@ -35,9 +35,9 @@ interface Count {
   resetMs: number;
 }
 
-/** Adds one to each counter and says where each window stands. */
+/** Adds `weight` (default one) to each counter and says where each window stands. */
 interface CounterStore {
-  increment(tokenId: string, policies: Policy[]): Promise<Count[]>;
+  increment(tokenId: string, policies: Policy[], weight?: number): Promise<Count[]>;
   close(): Promise<void>;
 }
 
@@ -51,15 +51,15 @@ export interface RateLimiter {
    * Counts this request, already counted against "all", against `budget` alone: for a request
    * that learns only late that it spends what the budget bounds. [] when the budget is off.
    */
-  consumeBudget(tokenId: string, budget: Budget): Promise<PolicyState[]>;
+  consumeBudget(tokenId: string, budget: Budget, weight?: number): Promise<PolicyState[]>;
   close(): Promise<void>;
 }
 
 export function createRateLimiter(config: RateLimitConfig, store: CounterStore): RateLimiter {
-  const countAgainst = async (tokenId: string, candidates: (Policy | null)[]): Promise<PolicyState[]> => {
+  const countAgainst = async (tokenId: string, candidates: (Policy | null)[], weight = 1): Promise<PolicyState[]> => {
     const policies = candidates.filter((p): p is Policy => p !== null);
     if (policies.length === 0) return [];
-    const counts = await store.increment(tokenId, policies);
+    const counts = await store.increment(tokenId, policies, weight);
     return policies.map((policy, i) => {
       const { count, resetMs } = counts[i]!;
       return {
@@ -72,7 +72,7 @@ export function createRateLimiter(config: RateLimitConfig, store: CounterStore):
   };
   return {
     consume: (tokenId, budget) => countAgainst(tokenId, [config.all, budget === undefined ? null : config[budget]]),
-    consumeBudget: (tokenId, budget) => countAgainst(tokenId, [config[budget]]),
+    consumeBudget: (tokenId, budget, weight) => countAgainst(tokenId, [config[budget]], weight),
     close: () => store.close(),
   };
 }
@@ -85,7 +85,7 @@ export function createRateLimiter(config: RateLimitConfig, store: CounterStore):
  * the batch. Budgets stay exact across processes: every batch is one atomic statement.
  */
 export function databaseCounters(db: Db): CounterStore {
-  type Waiter = { resolve: (counts: Count[]) => void; reject: (error: unknown) => void };
+  type Waiter = { weight: number; resolve: (counts: Count[]) => void; reject: (error: unknown) => void };
   const queues = new Map<string, { tokenId: string; policies: Policy[]; waiting: Waiter[]; busy: boolean }>();
 
   async function incrementBy(tokenId: string, policies: Policy[], n: number): Promise<Count[]> {
@@ -117,10 +117,14 @@ export function databaseCounters(db: Db): CounterStore {
     while (queue.waiting.length > 0) {
       const batch = queue.waiting.splice(0);
       try {
-        const counts = await incrementBy(queue.tokenId, queue.policies, batch.length);
-        // The batch took the counts from (count - n + 1) to count, in arrival order.
-        for (const [j, waiter] of batch.entries()) {
-          waiter.resolve(counts.map((c) => ({ count: c.count - batch.length + j + 1, resetMs: c.resetMs })));
+        const total = batch.reduce((sum, w) => sum + w.weight, 0);
+        const counts = await incrementBy(queue.tokenId, queue.policies, total);
+        // The batch took the counts from (count - total + 1) to count, each waiter its weight, in arrival order.
+        let before = total;
+        for (const waiter of batch) {
+          before -= waiter.weight;
+          const through = total - before;
+          waiter.resolve(counts.map((c) => ({ count: c.count - total + through, resetMs: c.resetMs })));
         }
       } catch (error) {
         for (const waiter of batch) waiter.reject(error);
@@ -131,14 +135,14 @@ export function databaseCounters(db: Db): CounterStore {
   }
 
   return {
-    increment(tokenId, policies) {
+    increment(tokenId, policies, weight = 1) {
       const key = `${tokenId}|${policies.map((p) => `${p.name}:${p.windowSeconds}`).join(',')}`;
       let queue = queues.get(key);
       if (queue === undefined) {
         queue = { tokenId, policies, waiting: [], busy: false };
         queues.set(key, queue);
       }
-      const promise = new Promise<Count[]>((resolve, reject) => queue.waiting.push({ resolve, reject }));
+      const promise = new Promise<Count[]>((resolve, reject) => queue.waiting.push({ weight, resolve, reject }));
       if (!queue.busy) void drain(queue, key);
       return promise;
     },
@@ -153,13 +157,15 @@ const pgArray = (values: (string | number)[], type: 'text' | 'int') =>
     sql`, `,
   )}]::${sql.raw(type)}[]`;
 
-// INCR each key; a key's first increment starts its window. PTTL says when the window ends.
+// INCRBY each key by the weight (the last argument); a key's first increment starts its window.
+// PTTL says when the window ends.
 const CONSUME_LUA = `
 local out = {}
+local weight = tonumber(ARGV[#KEYS + 1])
 for i, key in ipairs(KEYS) do
-  local count = redis.call('INCR', key)
+  local count = redis.call('INCRBY', key, weight)
   local ttl = redis.call('PTTL', key)
-  if count == 1 or ttl < 0 then
+  if count == weight or ttl < 0 then
     redis.call('PEXPIRE', key, ARGV[i])
     ttl = tonumber(ARGV[i])
   end
@@ -182,19 +188,19 @@ export function redisCounters(url: string, fallback: CounterStore, logger: Logge
   });
   redis.on('error', () => {}); // each failed count is logged where it falls back
   return {
-    async increment(tokenId, policies) {
+    async increment(tokenId, policies, weight = 1) {
       try {
         // One hash tag per token keeps a token's keys in one slot of a Redis cluster.
         const keys = policies.map((p) => `ua:rl:{${tokenId}}:${p.name}`);
         const windowsMs = policies.map((p) => String(p.windowSeconds * 1000));
-        const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs)) as number[];
+        const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs, String(weight))) as number[];
         return policies.map((_, i) => ({ count: Number(reply[2 * i]), resetMs: Number(reply[2 * i + 1]) }));
       } catch (error) {
         logger.warn(
           { err: error instanceof Error ? error.message : String(error) },
           'Redis unavailable; counting in the database',
         );
-        return fallback.increment(tokenId, policies);
+        return fallback.increment(tokenId, policies, weight);
       }
     },
     async close() {

@@ -225,8 +225,10 @@ export interface paths {
          *       hash against the password normalized to NFC and, when that differs, as it was sent:
          *       the other system may not have normalized it.
          *     - A `password` is checked as on `create` and hashed in the same bounded, fair queue as
-         *       every hash; a `passwordHash` costs no hashing. The call counts once against the `"all"`
-         *       and the `"hash"` budgets, whatever it holds.
+         *       every hash; a `passwordHash` costs no hashing. The call counts once against `"all"`,
+         *       and against `"hash"` once as it arrives and once more for each further plain password
+         *       it is about to hash (after the checks, before the first hash): over the budget, 429
+         *       `rate_limited` and nothing is hashed or written.
          *     - The body may be up to 2 MiB (413 `payload_too_large` over it), and the request may take
          *       up to 120 seconds (or `REQUEST_TIMEOUT_MS`, if longer) before it is answered 503 with
          *       nothing written.

@@ -52,3 +52,15 @@ export async function consumeBudget(c: Context<AppEnv>, budget: Budget): Promise
   c.set('rateLimits', [...counted, ...states]);
   if (states.some((s) => s.exceeded)) throw rateLimited(states);
 }
+
+/**
+ * Counts `extra` more against `budget`, already counted once for this request: an import that
+ * hashes n plain passwords spends n hashes. Over it: 429, before any of them is hashed.
+ */
+export async function consumeMore(c: Context<AppEnv>, budget: Budget, extra: number): Promise<void> {
+  if (extra <= 0) return;
+  const states = await c.get('deps').limiter.consumeBudget(c.get('token').id, budget, extra);
+  if (states.length === 0) return;
+  c.set('rateLimits', [...(c.get('rateLimits') ?? []).filter((s) => s.name !== budget), ...states]);
+  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+}

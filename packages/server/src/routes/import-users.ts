@@ -2,6 +2,7 @@ import type { components } from '@user-accounts/client';
 import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkRows, importRows } from '../import.ts';
+import { consumeMore } from '../middleware/rate-limit.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest, toFieldErrors } from '../validation.ts';
 import { runWrite } from '../writes.ts';
@@ -55,6 +56,8 @@ export const importUsers = defineOperation({
     const result = await importRows(target, input.users, {
       dryRun,
       firebase: input.firebaseScrypt,
+      // The call was counted once as it came in; each further plain password is one hash more.
+      beforeHashing: (count) => consumeMore(c, 'hash', count - 1),
       write: async (insert) =>
         (await runWrite(
           c,
