@@ -30,6 +30,12 @@ export function defineWritesSuite(spec: TargetSpec): void {
         expect(second.response.headers.get('idempotent-replayed')).toBe('true');
         expect(first.response.headers.get('idempotent-replayed')).toBeNull();
         expect(await count(body.email)).toBe(1);
+        // The replay's audit row names the account, as the create's does (found in a README walk-through).
+        const audit = await h.target.sql(
+          `select outcome, user_id from audit_log where operation = 'create' and user_id = $1 order by id`,
+          [first.data!.result._userId],
+        );
+        expect(audit.map((row) => row.outcome)).toEqual(['user created', 'replayed']);
       });
 
       it('treats the same body in another key order as the same request', async () => {

@@ -68,7 +68,8 @@ export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv
     try {
       await insertAuditRow(c.get('deps').database.db, c, {
         operation,
-        userId: record.userId ?? bodyUserId(c.get('body')),
+        // A replayed create names its account only in the answer it replays.
+        userId: record.userId ?? bodyUserId(c.get('body')) ?? (replayed ? await answeredUserId(c.res) : undefined),
         status: c.res.status,
         outcome,
       });
@@ -76,6 +77,16 @@ export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv
       c.get('log').warn({ err: describeError(failure) }, 'audit row not written');
     }
   };
+}
+
+/** The `_userId` of a success's answer (`{"result": {"_userId": …}}`), when it has one. */
+async function answeredUserId(response: Response): Promise<string | undefined> {
+  try {
+    const id = ((await response.clone().json()) as { result?: { _userId?: unknown } }).result?._userId;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The `_userId` the caller named, when the body got far enough to name one. */
