@@ -11,10 +11,11 @@ import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import type { Config } from './env.ts';
 import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
-import { connectRedis, databaseLockout, redisLockout } from './lockout.ts';
+import { databaseLockout, redisLockout } from './lockout.ts';
 import { createMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
+import { connectRedis } from './redis.ts';
 import { createTokenVerifier, ensureDevToken, hasUsableToken } from './tokens.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -81,7 +82,7 @@ export interface Service {
   database: Database;
   /** The development token of an embedded database without API_TOKENS (main prints it). */
   devToken: { token: string; minted: boolean; file: string } | undefined;
-  /** Closes what assemble opened: the Redis connections, the database, the folder lock. */
+  /** Closes what assemble opened: the Redis connection, the database, the folder lock. */
   close(): Promise<void>;
 }
 
@@ -109,14 +110,14 @@ export async function assembleOn(
   }
   for (const warning of config.warnings) logger.warn(warning);
   const tokens = createTokenVerifier(database.db, config.apiTokens);
+  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
   const counters = databaseCounters(database.db);
   const limiter = createRateLimiter(
     config.rateLimits,
-    config.redisUrl === undefined ? counters : redisCounters(config.redisUrl, counters, logger),
+    redis === undefined ? counters : redisCounters(redis, counters, logger),
   );
   const failures = databaseLockout(database.db);
-  const lockoutRedis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
-  const lockout = lockoutRedis === undefined ? failures : redisLockout(lockoutRedis, failures, logger);
+  const lockout = redis === undefined ? failures : redisLockout(redis, failures, logger);
   let hasher: PasswordHasher | undefined;
   const metrics =
     config.metricsToken === undefined
@@ -145,7 +146,7 @@ export async function assembleOn(
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {
-    lockoutRedis?.disconnect();
+    redis?.disconnect();
     await limiter.close();
   }
   return { app: createApp(deps), deps, database, devToken, closeDeps };

@@ -9,7 +9,7 @@ import type { ApiError, FieldError } from './errors.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from './hashes/foreign.ts';
 import { uuidv7 } from './ids.ts';
 import { type PasswordHasher, weakPasswordReason } from './passwords.ts';
-import { assertWellFormedStrings, toFieldErrors, type Validators } from './validation.ts';
+import { normalizeFields, toFieldErrors, type Validators } from './validation.ts';
 
 type Schemas = components['schemas'];
 export type ImportItem = Schemas['ImportItem'];
@@ -86,12 +86,8 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
     ]);
   }
   const fields = raw as Record<string, unknown>;
-  for (const key of ['email', 'name'] as const) {
-    if (typeof fields[key] === 'string') fields[key] = fields[key].trim();
-  }
-  if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
   try {
-    assertWellFormedStrings(fields);
+    normalizeFields(fields);
   } catch (error) {
     return refused('invalid_request', 'The row contains malformed text.', (error as ApiError).errors ?? []);
   }

@@ -6,6 +6,7 @@ import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { serviceKeys, users } from './db/schema.ts';
 import { ApiError } from './errors.ts';
+import { inReachOf } from './reach.ts';
 import { invalidRequest } from './validation.ts';
 
 export interface ListFilters {
@@ -166,7 +167,7 @@ export function listQuery(db: Db, site: string, filters: ListFilters, walk: Retu
   return db
     .select({ id, email, name, phone, address, disabled, createdAt, updatedAt })
     .from(users)
-    .where(and(eq(users.origin, 'api'), eq(users.site, site), ...filterConditions(filters), walk.after))
+    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
     .orderBy(...walk.orderBy)
     .limit(limit + 1);
 }
@@ -176,7 +177,7 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
   return db
     .select({ count: count() })
     .from(users)
-    .where(and(eq(users.origin, 'api'), eq(users.site, site), ...filterConditions(filters)));
+    .where(and(inReachOf(site), ...filterConditions(filters)));
 }
 
 /** Accounts exported per page: what the server holds of an export at a time. */
@@ -196,7 +197,7 @@ export function exportPage(db: Db, site: string, position: { c: number; i: strin
       id: users.id,
     })
     .from(users)
-    .where(and(eq(users.origin, 'api'), eq(users.site, site), walk.after))
+    .where(and(inReachOf(site), walk.after))
     .orderBy(...walk.orderBy)
     .limit(EXPORT_PAGE);
 }

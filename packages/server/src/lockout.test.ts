@@ -7,14 +7,8 @@ import { createServer, type Server } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from './db/client.ts';
-import {
-  connectRedis,
-  databaseLockout,
-  type LockoutPolicy,
-  type LockoutStore,
-  lockoutKey,
-  redisLockout,
-} from './lockout.ts';
+import { databaseLockout, type LockoutPolicy, type LockoutStore, lockoutKey, redisLockout } from './lockout.ts';
+import { connectRedis } from './redis.ts';
 import { arrayLogger, silentLogger } from './testing/hono.ts';
 
 let database: Database;

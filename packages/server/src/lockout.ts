@@ -4,7 +4,7 @@
 // says nothing about which emails exist.
 import { createHash } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db } from './db/client.ts';
 import { verifyFailures } from './db/schema.ts';
@@ -163,16 +163,6 @@ if failures ~= nil and failures > 0 then
   redis.call('HINCRBY', KEYS[1], 'failures', -1)
 end
 return 0`;
-
-/**
- * A connection for redisLockout, set as the rate limiter's is: a command fails at once while
- * Redis is unreachable, and after 250 ms when it does not answer, instead of waiting in a queue.
- */
-export function connectRedis(url: string): Redis {
-  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
-  redis.on('error', () => {}); // each failed command is logged where it falls back
-  return redis;
-}
 
 /**
  * Counts in Redis, under `prefix`. When Redis fails or does not answer, the operation goes to

@@ -2,7 +2,7 @@
 // default, in Redis when REDIS_URL is set. Fixed windows that start at the first request after
 // the previous window ended, so a fresh token always gets its whole budget at once.
 import { sql } from 'drizzle-orm';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db } from './db/client.ts';
 
@@ -179,14 +179,7 @@ return out`;
  * `fallback` (the database) and a warning logged: an outage of Redis should neither become an
  * outage of the service nor switch the limits off. Budgets are split while it lasts.
  */
-export function redisCounters(url: string, fallback: CounterStore, logger: Logger): CounterStore {
-  const redis = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: 250,
-    lazyConnect: false,
-  });
-  redis.on('error', () => {}); // each failed count is logged where it falls back
+export function redisCounters(redis: Redis, fallback: CounterStore, logger: Logger): CounterStore {
   return {
     async increment(tokenId, policies, weight = 1) {
       try {
@@ -203,9 +196,8 @@ export function redisCounters(url: string, fallback: CounterStore, logger: Logge
         return fallback.increment(tokenId, policies, weight);
       }
     },
-    async close() {
-      redis.disconnect();
-    },
+    // The connection is the server's (deps.ts), closed there.
+    close: async () => {},
   };
 }
 

@@ -201,6 +201,18 @@ export function invalidRequest(detail: string, errors: FieldError[]): ApiError {
   return new ApiError(400, 'invalid_request', detail, { errors });
 }
 
+/**
+ * The spec's words, for a body, a query or an import row: surrounding whitespace of `email` and
+ * `name` is trimmed, `password` normalized to NFC; lone surrogates are refused (400).
+ */
+export function normalizeFields(fields: Record<string, unknown>): void {
+  for (const key of ['email', 'name'] as const) {
+    if (typeof fields[key] === 'string') fields[key] = fields[key].trim();
+  }
+  if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
+  assertWellFormedStrings(fields);
+}
+
 /** Lone UTF-16 surrogates cannot be stored as UTF-8; refuse them instead of mangling them. */
 export function assertWellFormedStrings(value: Record<string, unknown>, where = ''): void {
   const bad = Object.entries(value)

@@ -8,25 +8,11 @@ import { ApiError, userNotFound } from '../errors.ts';
 import type { IfMatch } from '../etag.ts';
 import { isUuid } from '../ids.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
-import {
-  assertWellFormedStrings,
-  type BodySchema,
-  fromQueryText,
-  invalidRequest,
-  toFieldErrors,
-} from '../validation.ts';
+import { inReachOf } from '../reach.ts';
+import { type BodySchema, fromQueryText, invalidRequest, normalizeFields, toFieldErrors } from '../validation.ts';
 import { runWrite } from '../writes.ts';
 
 type Schemas = components['schemas'];
-
-/** The spec's words: surrounding whitespace of `email` and `name` is trimmed, `password` normalized to NFC. */
-function normalize(fields: Record<string, unknown>): void {
-  for (const key of ['email', 'name'] as const) {
-    if (typeof fields[key] === 'string') fields[key] = fields[key].trim();
-  }
-  if (typeof fields.password === 'string') fields.password = fields.password.normalize('NFC');
-  assertWellFormedStrings(fields);
-}
 
 /** The parsed body, normalized as the spec says, then checked against the operation's schema. */
 export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): Schemas[K] {
@@ -37,7 +23,7 @@ export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): 
     ]);
   }
   const fields = body as Record<string, unknown>;
-  normalize(fields);
+  normalizeFields(fields);
   const validate = c.get('validators').body[schema]!;
   if (!validate(fields)) {
     throw invalidRequest('The request body is not valid.', toFieldErrors(validate.errors));
@@ -62,7 +48,7 @@ export function validQuery<T extends object>(c: Context<AppEnv>, path: string): 
     );
   }
   const query: Record<string, string> = Object.fromEntries([...raw].map(([name, values]) => [name, values[0]!]));
-  normalize(query);
+  normalizeFields(query);
   const types = c.get('validators').queryTypes[path] ?? {};
   const typed = Object.fromEntries(
     Object.entries(query).map(([name, text]) => [name, fromQueryText(text, types[name])]),
@@ -109,13 +95,8 @@ export function toUser(
   };
 }
 
-/**
- * The accounts a request may see: created through this interface, and of the token's own site.
- * Every other row answers exactly as a row that does not exist.
- */
-export function inReach(c: Context<AppEnv>) {
-  return and(eq(users.origin, 'api'), eq(users.site, c.get('token').site));
-}
+/** The accounts the request's token may see (see reach.ts). */
+export const inReach = (c: Context<AppEnv>) => inReachOf(c.get('token').site);
 
 export const preconditionFailed = () =>
   new ApiError(412, 'precondition_failed', 'The account has changed since the given ETag; read it again.');
