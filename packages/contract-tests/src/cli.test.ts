@@ -1,5 +1,5 @@
 // The operator CLI as an operator runs it, against running servers: tokens minted, listed and
-// revoked (refused on the next request by every server), and the audit trail.
+// revoked (refused by every server within 1 s), and the audit trail.
 
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
@@ -119,37 +119,79 @@ describe('cli on the embedded database, while the server runs', () => {
   });
 });
 
-describe('cli on PostgreSQL, with two servers', async () => {
+/** The p-th percentile of `xs` (nearest rank). */
+const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.ceil((p / 100) * xs.length) - 1]!;
+
+// The promise restated by issue 13: servers keep accepted tokens in memory, so a revocation is
+// not read on the next request but heard (LISTEN/NOTIFY); the bound is 1 s on every server.
+describe('cli on PostgreSQL, with two and three servers: the revocation bound', async () => {
   const skip = await postgresUnavailable();
   if (skip) console.warn(`\n[contract-tests] cli on PostgreSQL: SKIPPED, ${skip}\n`);
-  it.skipIf(skip !== undefined)(
-    'mints a token before any server ran, and a revocation counts on every server at its next request',
-    async () => {
-      const database = await freshPostgresDatabase();
-      cleanups.push(() => database.drop());
-      const env = { DATABASE_URL: database.url };
-      const created = await procs.cli(
-        ['token', 'create', '--site', 'default', '--scopes', 'read', '--label', 'replicated'],
-        env,
-      );
-      expect(created.code, created.stderr).toBe(0);
-      const token = tokenIn(created.stdout)!;
+  const redisUrl = process.env.TEST_REDIS_URL;
+  const setups: [string, number, string | undefined][] = [
+    ['rate limits in the database', 2, skip],
+    ['rate limits in the database', 3, skip],
+    ['rate limits in Redis', 3, skip ?? (redisUrl ? undefined : 'TEST_REDIS_URL is not set')],
+  ];
+  for (const [store, count, skipped] of setups) {
+    if (skipped && skipped !== skip) console.warn(`\n[contract-tests] revocation, ${store}: SKIPPED, ${skipped}\n`);
+    it.skipIf(skipped !== undefined)(
+      `mints tokens before any server ran; each revocation is refused by all ${count} servers (${store}) within 1 s of cli token revoke returning`,
+      async () => {
+        const database = await freshPostgresDatabase();
+        cleanups.push(() => database.drop());
+        const env = { DATABASE_URL: database.url };
+        const tokens: string[] = [];
+        for (let i = 0; i < 4; i++) {
+          const created = await procs.cli(
+            ['token', 'create', '--site', 'default', '--scopes', 'read', '--label', `replicated ${i}`],
+            env,
+          );
+          expect(created.code, created.stderr).toBe(0);
+          tokens.push(tokenIn(created.stdout)!);
+        }
+        const listed = JSON.parse((await procs.cli(['token', 'list', '--json'], env)).stdout) as {
+          id: string;
+          label: string;
+        }[];
+        const ids = tokens.map((_, i) => listed.find((t) => t.label === `replicated ${i}`)!.id);
 
-      const servers = [
-        procs.server({ ...env, API_TOKENS: mintToken() }),
-        procs.server({ ...env, API_TOKENS: mintToken() }),
-      ];
-      await Promise.all(servers.map((s) => s.ready));
-      for (const s of servers) expect(await statusOf(s.baseUrl, token)).toBe(404);
+        const servers = Array.from({ length: count }, () =>
+          procs.server({
+            ...env,
+            API_TOKENS: mintToken(),
+            ...(store.includes('Redis') ? { REDIS_URL: redisUrl! } : {}),
+          }),
+        );
+        await Promise.all(servers.map((s) => s.ready));
+        // Each server has accepted (and so holds) every token.
+        for (const s of servers) for (const token of tokens) expect(await statusOf(s.baseUrl, token)).toBe(404);
 
-      const id = (JSON.parse((await procs.cli(['token', 'list', '--json'], env)).stdout) as { id: string }[])[0]!.id;
-      expect((await procs.cli(['token', 'revoke', id], env)).code).toBe(0);
-      for (const s of servers) expect(await statusOf(s.baseUrl, token)).toBe(401);
-      for (const s of servers) s.child.kill('SIGTERM');
-      await Promise.all(servers.map((s) => s.exited));
-    },
-    60_000,
-  );
+        const latencies: number[] = [];
+        for (const [i, token] of tokens.entries()) {
+          expect((await procs.cli(['token', 'revoke', ids[i]!], env)).code).toBe(0);
+          const revoked = performance.now();
+          await Promise.all(
+            servers.map(async (s) => {
+              while ((await statusOf(s.baseUrl, token)) !== 401) {
+                expect(performance.now() - revoked, 'still accepted 1 s after the revocation').toBeLessThan(1_000);
+                await new Promise((resolve) => setTimeout(resolve, 5));
+              }
+              latencies.push(performance.now() - revoked);
+            }),
+          );
+        }
+        console.log(
+          `[contract-tests] revocation over ${count} servers, ${store}: ${latencies.length} refusals, ` +
+            `p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms, ` +
+            `max ${Math.max(...latencies).toFixed(1)} ms after cli token revoke returned`,
+        );
+        for (const s of servers) s.child.kill('SIGTERM');
+        await Promise.all(servers.map((s) => s.exited));
+      },
+      90_000,
+    );
+  }
 });
 
 describe('cli migrate', async () => {

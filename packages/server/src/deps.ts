@@ -16,7 +16,7 @@ import { createMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
 import { connectRedis } from './redis.ts';
-import { createTokenVerifier, ensureDevToken, hasUsableToken } from './tokens.ts';
+import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './tokens.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
 export class StartError extends Error {
@@ -110,6 +110,15 @@ export async function assembleOn(
   }
   for (const warning of config.warnings) logger.warn(warning);
   const tokens = createTokenVerifier(database.db, config.apiTokens);
+  const tokenChanges = await database.listen(TOKENS_CHANNEL, {
+    notified: () => tokens.invalidate(),
+    live(up) {
+      tokens.setLive(up);
+      if (!up)
+        logger.warn('not hearing token changes from the database; every request reads its token until it is back');
+      else logger.debug('hearing token changes; accepted tokens are cached');
+    },
+  });
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
   const counters = databaseCounters(database.db);
   const limiter = createRateLimiter(
@@ -146,6 +155,7 @@ export async function assembleOn(
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {
+    await tokenChanges.close();
     redis?.disconnect();
     await limiter.close();
   }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { and, desc, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { apiTokens, DEFAULT_SITE } from './db/schema.ts';
 
@@ -39,38 +39,81 @@ export interface TokenVerifier {
   flushLastUsed(): Promise<void>;
 }
 
+/** A verifier that keeps accepted tokens in memory, told by the database when to forget them. */
+export interface CachingTokenVerifier extends TokenVerifier {
+  /** Drops every cached token: a token changed somewhere (the database's NOTIFY on TOKENS_CHANNEL). */
+  invalidate(): void;
+  /** Whether changes are being heard now; while they are not, nothing is cached or read from the cache. */
+  setLive(up: boolean): void;
+}
+
+/** What the api_tokens trigger (migration 0006) notifies on every change of a token but its last use. */
+export const TOKENS_CHANNEL = 'ua_tokens';
+
+/** An entry is read again after this long even when no change was heard: a bound on what a lost notification costs. */
+export const TOKEN_CACHE_MAX_AGE_MS = 60_000;
+const TOKEN_CACHE_MAX_ENTRIES = 10_000;
+
+interface Cached {
+  info: TokenInfo;
+  expiresAt: number;
+  cachedAt: number;
+}
+
 /**
- * Accepts the operator's configured tokens (site `default`, both scopes, checked in memory) and
- * the tokens stored in the database, looked up by hash on every request so that a revocation
- * counts on the next request on every replica.
+ * Accepts the operator's configured tokens (site `default`, checked in memory) and the tokens
+ * stored in the database, looked up by hash and then kept in memory while this server hears every
+ * change of a token (LISTEN on TOKENS_CHANNEL, see deps.ts): a revocation drops the cache on
+ * every server as it commits. While the listener is down the cache is bypassed and each request
+ * reads the database, as it did before there was a cache.
  */
-export function createTokenVerifier(db: Db, configured: readonly string[]): TokenVerifier {
+export function createTokenVerifier(db: Db, configured: readonly string[]): CachingTokenVerifier {
   const configuredByHash = new Map<string, TokenInfo>(
     configured.map((token) => {
       const digest = hashToken(token);
       return [digest, { id: `env:${digest.slice(0, 12)}`, site: DEFAULT_SITE, scopes: DEFAULT_SCOPES, digest }];
     }),
   );
+  const cache = new Map<string, Cached>();
+  let live = false;
+  // Moves on every change heard and every change of `live`: a lookup that saw it move while it
+  // read the database may hold what a revocation has just replaced, and is not cached.
+  let generation = 0;
   let usedSinceFlush = new Map<string, Date>();
+  const lookup = db
+    .select({ id: apiTokens.id, site: apiTokens.site, scopes: apiTokens.scopes, expiresAt: apiTokens.expiresAt })
+    .from(apiTokens)
+    .where(
+      and(
+        eq(apiTokens.tokenHash, sql.placeholder('digest')),
+        isNull(apiTokens.revokedAt),
+        sql`(${apiTokens.expiresAt} is null or ${apiTokens.expiresAt} > now())`,
+      ),
+    )
+    .limit(1)
+    .prepare('token_by_hash');
+
   return {
     async verify(token) {
       const digest = hashToken(token);
       const fromEnv = configuredByHash.get(digest);
       if (fromEnv !== undefined) return fromEnv;
-      const [row] = await db
-        .select({ id: apiTokens.id, site: apiTokens.site, scopes: apiTokens.scopes })
-        .from(apiTokens)
-        .where(
-          and(
-            eq(apiTokens.tokenHash, digest),
-            isNull(apiTokens.revokedAt),
-            sql`(${apiTokens.expiresAt} is null or ${apiTokens.expiresAt} > now())`,
-          ),
-        )
-        .limit(1);
+      const now = Date.now();
+      const cached = live ? cache.get(digest) : undefined;
+      if (cached !== undefined && cached.expiresAt > now && now - cached.cachedAt < TOKEN_CACHE_MAX_AGE_MS) {
+        usedSinceFlush.set(cached.info.id, new Date(now));
+        return cached.info;
+      }
+      const before = generation;
+      const [row] = await lookup.execute({ digest });
       if (row === undefined) return undefined;
       usedSinceFlush.set(row.id, new Date());
-      return { id: row.id, site: row.site, scopes: row.scopes.filter(isScope), digest };
+      const info: TokenInfo = { id: row.id, site: row.site, scopes: row.scopes.filter(isScope), digest };
+      if (live && generation === before) {
+        if (cache.size >= TOKEN_CACHE_MAX_ENTRIES) cache.clear();
+        cache.set(digest, { info, expiresAt: row.expiresAt?.getTime() ?? Number.POSITIVE_INFINITY, cachedAt: now });
+      }
+      return info;
     },
     async flushLastUsed() {
       if (usedSinceFlush.size === 0) return;
@@ -84,6 +127,15 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Toke
         from (select unnest(string_to_array(${ids}, ','))::uuid as id,
                      unnest(string_to_array(${times}, ','))::timestamptz as at) as used
         where ${apiTokens.id} = used.id`);
+    },
+    invalidate() {
+      generation++;
+      cache.clear();
+    },
+    setLive(up) {
+      generation++;
+      live = up;
+      cache.clear();
     },
   };
 }

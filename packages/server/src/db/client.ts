@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { MIGRATIONS_DIR as MIGRATIONS } from '../resources.ts';
+import { type ChannelHandlers, type Listening, listenPglite, listenPostgres } from './listen.ts';
 import { schema } from './schema.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -20,6 +21,8 @@ export interface Database {
   migrate(): Promise<Migrated>;
   /** Resolves when the database answers a query. */
   ping(): Promise<void>;
+  /** LISTENs on `channel` for as long as the database is open (see listen.ts). */
+  listen(channel: string, handlers: ChannelHandlers): Promise<Listening>;
   close(): Promise<void>;
 }
 
@@ -76,6 +79,7 @@ export async function openPostgres(
     connection: { application_name: 'user-accounts', statement_timeout: options.statementTimeoutMs ?? 10_000 },
   } as Parameters<typeof postgres>[1]);
   const db = drizzle(client, { schema }) as unknown as Db;
+  const { listeners, track } = listenerSet();
   return {
     db,
     kind: 'postgres',
@@ -93,8 +97,22 @@ export async function openPostgres(
       }
     },
     ping: ping(db),
-    close: () => client.end({ timeout: 5 }),
+    listen: (channel, handlers) => track(listenPostgres(url, channel, handlers)),
+    async close() {
+      await Promise.all([...listeners].map(async (l) => (await l).close()));
+      await client.end({ timeout: 5 });
+    },
   };
+}
+
+/** The listeners a database has opened, closed with it. */
+function listenerSet() {
+  const listeners = new Set<Promise<Listening>>();
+  const track = (listening: Promise<Listening>) => {
+    listeners.add(listening);
+    return listening;
+  };
+  return { listeners, track };
 }
 
 /** The embedded database: PostgreSQL compiled to WASM, kept in `dataDir/pgdata`. */
@@ -109,11 +127,16 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
   }
   const client = await PGlite.create(path);
   const db = drizzle(client, { schema }) as unknown as Db;
+  const { listeners, track } = listenerSet();
   return {
     db,
     kind: 'pglite',
     migrate: () => counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })),
     ping: ping(db),
-    close: () => client.close(),
+    listen: (channel, handlers) => track(listenPglite(client, channel, handlers)),
+    async close() {
+      await Promise.all([...listeners].map(async (l) => (await l).close()));
+      await client.close();
+    },
   };
 }
