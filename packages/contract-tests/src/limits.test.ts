@@ -1,9 +1,11 @@
 // Abuse limits: per-token rate limits (429 with the draft's fields), shared by every server
 // process of a deployment (database counters, or Redis), and bounded, fairly shared password hashing.
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { processes } from '@user-accounts/server/testing/processes';
-import { mintToken } from '@user-accounts/server/tokens';
+import { hashToken, mintToken } from '@user-accounts/server/tokens';
+import postgres from 'postgres';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { checkedClient, GHOST } from './harness.ts';
 import {
@@ -128,48 +130,168 @@ describe('rate limits', () => {
   });
 });
 
-describe('one budget shared by two server processes', async () => {
+// Each server leases slices of a budget from the shared store and counts them itself (issue 13):
+// never more than the budget passes across servers; at most (servers − 1) × min(100, ⌊q/16⌋)
+// fewer, the slices leased by the other servers and left unspent (none for a budget under 32).
+describe('one budget shared by two and three server processes', async () => {
   const skipPostgres = await postgresUnavailable();
   const redisUrl = process.env.TEST_REDIS_URL;
   const stores: [string, string | undefined][] = [
     ['in the database', skipPostgres],
     ['in Redis', skipPostgres ?? (redisUrl ? undefined : 'TEST_REDIS_URL is not set')],
   ];
+  const get = async (client: ReturnType<typeof checkedClient>) => {
+    const { response, error } = await client.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+    if (response.status === 429) {
+      expect(error?.code).toBe('rate_limited');
+      expect(field(response, 'ratelimit', 'r')[0]!.value).toBe(0);
+    }
+    return response.status;
+  };
+
+  /** `count` servers on one fresh database (and Redis), sharing the budget `limit` of each of `tokens`. */
+  async function servers(store: string, count: number, limit: number, tokens: string[]) {
+    const database = await freshPostgresDatabase();
+    cleanups.push(() => database.drop());
+    const env = {
+      DATABASE_URL: database.url,
+      API_TOKENS: tokens.join(','),
+      RATE_LIMIT: `${limit}/60s`,
+      ...(store === 'in Redis' ? { REDIS_URL: redisUrl! } : {}),
+    };
+    // One starts first and migrates; the others start together.
+    const first = procs.server(env);
+    await first.ready;
+    const running = [first, ...Array.from({ length: count - 1 }, () => procs.server(env))];
+    await Promise.all(running.map((s) => s.ready));
+    return {
+      clients: (token: string) => running.map((s) => checkedClient(s.baseUrl, token)),
+      /** What the store has counted for the token's "all" budget: every unit leased in the window. */
+      stored: (token: string) => storedCount(store === 'in Redis' ? redisUrl! : database.url, token),
+      async stop() {
+        for (const s of running) s.child.kill('SIGTERM');
+        expect(await Promise.all(running.map((s) => s.exited))).toEqual(running.map(() => 0));
+      },
+    };
+  }
+
+  // The budget of the lease tests, and the slice a server leases first: ⌊400/16⌋ = 25.
+  const q = 400;
+  const slice = Math.min(100, Math.floor(q / 16));
   for (const [store, skip] of stores) {
     if (skip !== undefined) console.warn(`\n[contract-tests] shared rate limit ${store}: SKIPPED, ${skip}\n`);
-    it.skipIf(skip !== undefined)(
-      `counts ${store}: 6 requests pass across both, the 7th gets 429 on either`,
-      async () => {
-        const database = await freshPostgresDatabase();
-        cleanups.push(() => database.drop());
-        // A token of its own per run: Redis keeps counters between runs.
-        const token = mintToken();
-        const env = {
-          DATABASE_URL: database.url,
-          API_TOKENS: token,
-          RATE_LIMIT: '6/60s',
-          ...(store === 'in Redis' ? { REDIS_URL: redisUrl! } : {}),
-        };
-        const first = procs.server(env);
-        await first.ready;
-        const second = procs.server(env);
-        await second.ready;
-        const clients = [checkedClient(first.baseUrl, token), checkedClient(second.baseUrl, token)];
-        const statuses: number[] = [];
-        for (let i = 0; i < 8; i++) {
-          const { response } = await clients[i % 2]!.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
-          statuses.push(response.status);
-        }
-        expect(statuses).toEqual([404, 404, 404, 404, 404, 404, 429, 429]);
-        first.child.kill('SIGTERM');
-        second.child.kill('SIGTERM');
-        expect(await first.exited).toBe(0);
-        expect(await second.exited).toBe(0);
-      },
-      60_000,
-    );
+    for (const count of [2, 3]) {
+      it.skipIf(skip !== undefined)(
+        `counts ${store} over ${count} servers exactly under a budget of 32: 6 requests pass across them, the 7th gets 429 on any`,
+        async () => {
+          // A token of its own per run: Redis keeps counters between runs.
+          const token = mintToken();
+          const deployment = await servers(store, count, 6, [token]);
+          const clients = deployment.clients(token);
+          const statuses: number[] = [];
+          for (let i = 0; i < 6 + count; i++) statuses.push(await get(clients[i % count]!));
+          expect(statuses).toEqual([...Array(6).fill(404), ...Array(count).fill(429)]);
+          await deployment.stop();
+        },
+        60_000,
+      );
+
+      it.skipIf(skip !== undefined)(
+        `leases ${store} over ${count} servers: of ${q}, never more pass, at most ${count - 1} × ${slice} fewer; one store write serves many requests`,
+        async () => {
+          const [leasing, sequential, concurrent, stranding] = [mintToken(), mintToken(), mintToken(), mintToken()];
+          const deployment = await servers(store, count, q, [leasing, sequential, concurrent, stranding]);
+          const bound = (count - 1) * slice;
+
+          // What a user can see of a lease: the first request takes a slice of ⌊q/16⌋ units from the
+          // store, and the next ⌊slice/2⌋ on that server are counted without a store write (the
+          // store's count has not moved, and each write adds at least one), their remaining values
+          // in turn; the next slice is leased once fewer than ⌊slice/2⌋ units are left.
+          const one = deployment.clients(leasing)[0]!;
+          const served = 1 + Math.floor(slice / 2);
+          const remaining: number[] = [];
+          for (let i = 0; i < served; i++) {
+            const { response } = await one.GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
+            remaining.push(field(response, 'ratelimit', 'r')[0]!.value);
+            if (i === 0) expect(await deployment.stored(leasing)).toBe(slice);
+          }
+          expect(remaining).toEqual(Array.from({ length: served }, (_, i) => q - 1 - i));
+          expect(await deployment.stored(leasing)).toBe(slice);
+
+          // q + 50 requests round-robin, one after another, then 32 at a time.
+          for (const [token, width] of [
+            [sequential, 1],
+            [concurrent, 32],
+          ] as const) {
+            const clients = deployment.clients(token);
+            const statuses: number[] = [];
+            let next = 0;
+            await Promise.all(
+              Array.from({ length: width }, async () => {
+                for (let i = next++; i < q + 50; i = next++) statuses.push(await get(clients[i % count]!));
+              }),
+            );
+            const passed = statuses.filter((s) => s === 404).length;
+            console.log(`[contract-tests] ${q} over ${count} servers ${store}, ${width} at a time: ${passed} passed`);
+            expect(passed).toBeLessThanOrEqual(q);
+            expect(passed).toBeGreaterThanOrEqual(q - bound);
+            expect(statuses.filter((s) => s === 429)).toHaveLength(q + 50 - passed);
+          }
+
+          // The bound is all but reached when servers go quiet holding a slice: each but the last
+          // answers one request (leasing a whole slice) and no more; the last then passes exactly
+          // q − (count − 1) × slice, and the 429s are exactly the bound.
+          const clients = deployment.clients(stranding);
+          for (const client of clients.slice(0, -1)) expect(await get(client)).toBe(404);
+          const statuses: number[] = [];
+          for (let i = 0; i < q; i++) statuses.push(await get(clients.at(-1)!));
+          expect(statuses.filter((s) => s === 404)).toHaveLength(q - bound);
+          expect(statuses.filter((s) => s === 429)).toHaveLength(bound);
+          await deployment.stop();
+        },
+        120_000,
+      );
+    }
   }
 });
+
+/** The count a store holds for a token's "all" budget in its window (rate-limit.ts names the key). */
+async function storedCount(url: string, token: string): Promise<number> {
+  // The id the server gives a token of API_TOKENS (tokens.ts).
+  const id = `env:${hashToken(token).slice(0, 12)}`;
+  if (url.startsWith('redis:')) return Number((await redisGet(url, `ua:rl:{${id}}:all`)) ?? 0);
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql<{ count: number }[]>`select count from rate_limits where key = ${`${id}/all`}`;
+    return Number(rows[0]?.count ?? 0);
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+/** GET over RESP on a plain connection (TEST_REDIS_URL without a password). */
+async function redisGet(url: string, key: string): Promise<string | null> {
+  const { hostname, port } = new URL(url);
+  const socket = connect({ host: hostname, port: Number(port || 6379) });
+  socket.write(`*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
+  let reply = '';
+  try {
+    for await (const chunk of socket) {
+      reply += String(chunk);
+      const bulk = /^\$(-?\d+)\r\n/.exec(reply);
+      if (bulk === null) {
+        if (reply.includes('\r\n')) throw new Error(`Redis answered ${reply.trim()}`);
+        continue;
+      }
+      if (bulk[1] === '-1') return null;
+      const body = reply.slice(bulk[0].length);
+      if (body.length >= Number(bulk[1]) + 2) return body.slice(0, Number(bulk[1]));
+    }
+    throw new Error('Redis closed the connection');
+  } finally {
+    socket.destroy();
+  }
+}
 
 describe('bounded password hashing', () => {
   it('answers 200 parallel creates with only 201 or 503 when hashing is capped low, keeping memory steady', async () => {

@@ -14,7 +14,7 @@ import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
 import { databaseLockout, redisLockout } from './lockout.ts';
 import { createMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
-import { createRateLimiter, databaseCounters, redisCounters } from './rate-limit.ts';
+import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './tokens.ts';
 
@@ -121,9 +121,10 @@ export async function assembleOn(
   });
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
   const counters = databaseCounters(database.db);
+  // Leased slices: one store round trip serves many requests (rate-limit.ts).
   const limiter = createRateLimiter(
     config.rateLimits,
-    redis === undefined ? counters : redisCounters(redis, counters, logger),
+    leasedCounters(redis === undefined ? counters : redisCounters(redis, counters, logger)),
   );
   const failures = databaseLockout(database.db);
   const lockout = redis === undefined ? failures : redisLockout(redis, failures, logger);

@@ -1,6 +1,8 @@
 // Per-token request budgets, shared by every server of a deployment: counted in the database by
 // default, in Redis when REDIS_URL is set. Fixed windows that start at the first request after
-// the previous window ended, so a fresh token always gets its whole budget at once.
+// the previous window ended, so a fresh token always gets its whole budget at once. A server
+// does not ask the store for every request: it leases slices of a budget and counts them itself
+// (leasedCounters), so one round trip serves many requests and no budget is ever exceeded.
 import { sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -30,13 +32,13 @@ export interface RateLimitConfig {
   hash: Policy | null;
 }
 
-interface Count {
+export interface Count {
   count: number;
   resetMs: number;
 }
 
 /** Adds `weight` (default one) to each counter and says where each window stands. */
-interface CounterStore {
+export interface CounterStore {
   increment(tokenId: string, policies: Policy[], weight?: number): Promise<Count[]>;
   close(): Promise<void>;
 }
@@ -74,6 +76,166 @@ export function createRateLimiter(config: RateLimitConfig, store: CounterStore):
     consume: (tokenId, budget) => countAgainst(tokenId, [config.all, budget === undefined ? null : config[budget]]),
     consumeBudget: (tokenId, budget, weight) => countAgainst(tokenId, [config[budget]], weight),
     close: () => store.close(),
+  };
+}
+
+/** The most units of a budget one lease takes. */
+export const MAX_SLICE = 100;
+
+/**
+ * How many units a server leases when the store has counted `seen` of `limit`: a sixteenth of
+ * what is left, from 1 to MAX_SLICE, so that slices shrink as a budget runs out and few units
+ * are left unspent on other servers. The spec and the README state the bound this gives.
+ */
+export function sliceSize(limit: number, seen: number): number {
+  return Math.min(MAX_SLICE, Math.max(1, Math.floor((limit - seen) / 16)));
+}
+
+/**
+ * A store that counts most requests without asking `store`. Per token and policy a server owns
+ * numbered units of the window's budget: a lease is the store's own atomic increment by n, which
+ * answers the new count c, so the server owns the units c−n+1..c (those up to the limit). A
+ * request takes the next owned unit (a weight of w, the next w) and its count is the last of
+ * them, so in one server counts stay exact (each remaining value once), and across servers no
+ * unit is given twice: never more than the limit pass in a window.
+ *
+ * A lease takes n = max(what the waiting requests need, sliceSize) − the units still owned, so
+ * a server holds at most one slice unspent. Requests that arrive while a lease is in flight wait
+ * for it together and take from it; when fewer than ⌊slice/2⌋ units are left the next slice is
+ * leased ahead (for slices of 2 or more), so steady traffic does not wait. Once the store's
+ * count reached the limit, the server refuses the token's requests itself, without a round trip,
+ * until the window ends. Unspent units lapse with their window, which ends locally no later than
+ * in the store (the store's remaining time, counted from when the lease was sent).
+ */
+export function leasedCounters(store: CounterStore, clock: () => number = () => performance.now()): CounterStore {
+  type Waiter = { weight: number; resolve: (count: Count) => void; reject: (error: unknown) => void };
+  interface Lease {
+    tokenId: string;
+    policy: Policy;
+    /** The unit numbers owned and not yet taken, in order, each at most the limit. */
+    units: [from: number, to: number][];
+    owned: number;
+    /** The highest count the store answered in this window. */
+    seen: number;
+    /** When the window ends, on `clock`; 0 before the first lease. */
+    endsAt: number;
+    leasing: boolean;
+    waiting: Waiter[];
+  }
+  const leases = new Map<string, Lease>();
+  const inFlight = new Set<Promise<unknown>>();
+  let sweepAt = 0;
+
+  /** Takes `n` owned units (n ≤ owned); the last of them, or undefined for none. */
+  function take(lease: Lease, n: number): number | undefined {
+    let last: number | undefined;
+    lease.owned -= n;
+    while (n > 0) {
+      const range = lease.units[0]!;
+      const used = Math.min(n, range[1] - range[0] + 1);
+      last = range[0] + used - 1;
+      n -= used;
+      if (last === range[1]) lease.units.shift();
+      else range[0] = last + 1;
+    }
+    return last;
+  }
+
+  /** Answers the waiting requests that can be answered now, then leases what the rest need. */
+  function serve(lease: Lease): void {
+    const now = clock();
+    if (now >= lease.endsAt) {
+      lease.units = [];
+      lease.owned = 0;
+      lease.seen = 0;
+      lease.endsAt = 0;
+    }
+    const { limit } = lease.policy;
+    while (lease.waiting.length > 0) {
+      const waiter = lease.waiting[0]!;
+      const resetMs = lease.endsAt - now;
+      if (lease.owned >= waiter.weight) {
+        lease.waiting.shift();
+        waiter.resolve({ count: take(lease, waiter.weight) ?? lease.seen, resetMs });
+      } else if (lease.seen >= limit) {
+        // Every unit a lease could give now is past the limit: over it, without asking. Like the
+        // store, a request over the budget spends what it takes.
+        lease.waiting.shift();
+        const short = waiter.weight - lease.owned;
+        take(lease, lease.owned);
+        waiter.resolve({ count: Math.max(lease.seen, limit) + short, resetMs });
+      } else break;
+    }
+    if (lease.leasing) return;
+    const slice = sliceSize(limit, lease.seen);
+    const demand = lease.waiting.reduce((sum, w) => sum + w.weight, 0);
+    if (demand > 0) void leaseMore(lease, Math.max(demand, slice) - lease.owned);
+    else if (lease.seen < limit && lease.owned < Math.floor(slice / 2)) void leaseMore(lease, slice - lease.owned);
+  }
+
+  async function leaseMore(lease: Lease, n: number): Promise<void> {
+    lease.leasing = true;
+    const sentAt = clock();
+    let call: Promise<Count[]> | undefined;
+    try {
+      call = store.increment(lease.tokenId, [lease.policy], n);
+      inFlight.add(call);
+      const { count, resetMs } = (await call)[0]!;
+      // A lease answered after the window ended locally starts the next one (or lapses at once).
+      if (clock() >= lease.endsAt) {
+        lease.units = [];
+        lease.owned = 0;
+        lease.seen = 0;
+        lease.endsAt = 0;
+      }
+      lease.endsAt = Math.max(lease.endsAt, sentAt + resetMs);
+      lease.seen = Math.max(lease.seen, count);
+      const from = count - n + 1;
+      const to = Math.min(count, lease.policy.limit);
+      if (from <= to) {
+        lease.units.push([from, to]);
+        lease.owned += to - from + 1;
+      }
+      lease.leasing = false;
+      serve(lease);
+    } catch (error) {
+      lease.leasing = false;
+      for (const waiter of lease.waiting.splice(0)) waiter.reject(error);
+    } finally {
+      if (call !== undefined) inFlight.delete(call);
+    }
+  }
+
+  /** Forgets the leases whose window has ended. */
+  function sweep(now: number): void {
+    if (now < sweepAt) return;
+    sweepAt = now + 60_000;
+    for (const [key, lease] of leases) {
+      if (now >= lease.endsAt && !lease.leasing && lease.waiting.length === 0) leases.delete(key);
+    }
+  }
+
+  return {
+    increment(tokenId, policies, weight = 1) {
+      sweep(clock());
+      return Promise.all(
+        policies.map((policy) => {
+          const key = `${tokenId}|${policy.name}:${policy.limit}/${policy.windowSeconds}`;
+          let lease = leases.get(key);
+          if (lease === undefined) {
+            lease = { tokenId, policy, units: [], owned: 0, seen: 0, endsAt: 0, leasing: false, waiting: [] };
+            leases.set(key, lease);
+          }
+          const promise = new Promise<Count>((resolve, reject) => lease.waiting.push({ weight, resolve, reject }));
+          serve(lease);
+          return promise;
+        }),
+      );
+    },
+    async close() {
+      await Promise.allSettled([...inFlight]);
+      await store.close();
+    },
   };
 }
 

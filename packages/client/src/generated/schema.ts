@@ -1156,7 +1156,8 @@ export interface components {
         "RateLimit-Policy": string;
         /**
          * @description What is left of each policy of `RateLimit-Policy`: `r` requests remain, and the window
-         *     restarts in `t` seconds.
+         *     restarts in `t` seconds. With several servers, `r` is what the answering server knows:
+         *     what the others leased counts as spent.
          */
         RateLimit: string;
         /** @description As `RateLimit-Policy`, when the budget could be counted (not when the database is down). */
