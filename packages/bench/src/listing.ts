@@ -5,7 +5,7 @@ import { openPostgres } from '@user-accounts/server/db';
 import { cursorScope, cursorsOf } from '@user-accounts/server/listing';
 import { createToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
-import type { Row } from './report.ts';
+import { median, type Row } from './report.ts';
 
 interface Server {
   url: string;
@@ -21,8 +21,6 @@ export interface ListingBench {
   token: string;
   log(line: string): void;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)]!;
 
 /** The median time of `n` requests one after another, after a few unmeasured ones. */
 async function p50(url: string, token: string, path: (i: number) => string, n = 200): Promise<number> {
@@ -85,8 +83,8 @@ export async function deepRows(b: ListingBench, first: number): Promise<Row[]> {
     rows.push({
       group: 'list',
       name: `list of 100, last page (${(b.accounts / 100).toLocaleString('en')}) vs first, by cursor`,
-      ours: page,
-      floor: first,
+      ours: [page],
+      baseline: [first],
       unit: 'ms',
       lowerIsBetter: true,
       target: '≤ 1.2×',
@@ -97,7 +95,7 @@ export async function deepRows(b: ListingBench, first: number): Promise<Row[]> {
     rows.push({
       group: 'list',
       name: `exact count of ${b.accounts.toLocaleString('en')} accounts`,
-      ours: count,
+      ours: [count],
       unit: 'ms',
     });
   } finally {
@@ -125,7 +123,7 @@ export async function deepRows(b: ListingBench, first: number): Promise<Row[]> {
       rows.push({
         group: 'export',
         name: `export of ${b.accounts.toLocaleString('en')} accounts${label}`,
-        ours: rate,
+        ours: [rate],
         unit: 'accounts/s',
         target: '≥ 50000/s',
         ok: rate >= 50_000,
@@ -133,7 +131,7 @@ export async function deepRows(b: ListingBench, first: number): Promise<Row[]> {
       rows.push({
         group: 'export',
         name: `server peak RSS over the export${label}`,
-        ours: rss,
+        ours: [rss],
         unit: 'MB',
         target: '≤ 200 MB',
         ok: rss <= 200,
