@@ -67,7 +67,8 @@ export async function openPostgres(
   const client = postgres(url, {
     max: options.max ?? 10,
     // The default pipelining (100) degrades under sustained load (see stack notes); 0 would
-    // avoid it but breaks every sql.begin() in postgres.js 3.4.9 (UNSAFE_TRANSACTION), so 1.
+    // avoid it but broke every sql.begin() in postgres.js 3.4.9 (UNSAFE_TRANSACTION; patched since, see
+    // db/client.test.ts), so 1.
     max_pipeline: 1,
     connect_timeout: 5,
     // The default backoff grows to 20 s after a few failed reconnects, so service came back up to

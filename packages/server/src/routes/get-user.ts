@@ -1,16 +1,37 @@
 import type { components } from '@user-accounts/client';
-import { and, eq, type SQL, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
+import { preparedOn } from '../db/prepared.ts';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf } from '../etag.ts';
 import { isUuid } from '../ids.ts';
 import { defineOperation } from '../operation.ts';
+import { inReachOf } from '../reach.ts';
 import { invalidRequest } from '../validation.ts';
-import { inReach, toUser, validQuery } from './shared.ts';
+import { toUser, validQuery } from './shared.ts';
 
 export const GET_USER_PATH = '/api/1/user/get';
 
 type GetUserResponse = components['schemas']['GetUserResponse'];
+
+// The two reads every site makes most, prepared once (see preparedOn).
+const inReachOfPlaceholder = () => inReachOf(sql.placeholder('site'));
+const byId = preparedOn((db) =>
+  db
+    .select()
+    .from(users)
+    .where(and(eq(users.id, sql.placeholder('id')), inReachOfPlaceholder()))
+    .limit(1)
+    .prepare('get_user_by_id'),
+);
+const byEmail = preparedOn((db) =>
+  db
+    .select()
+    .from(users)
+    .where(and(sql`lower(${users.email}) = lower(${sql.placeholder('email')})`, inReachOfPlaceholder()))
+    .limit(1)
+    .prepare('get_user_by_email'),
+);
 
 export const getUser = defineOperation({
   name: 'getUser',
@@ -26,19 +47,15 @@ export const getUser = defineOperation({
     return query;
   },
   async handle(c, { _userId: id, email }) {
-    let match: SQL;
+    const { db } = c.get('deps').database;
+    const site = c.get('token').site;
+    let row: typeof users.$inferSelect | undefined;
     if (id !== undefined) {
       if (!isUuid(id)) throw userNotFound();
-      match = eq(users.id, id);
+      [row] = await byId(db).execute({ id, site });
     } else {
-      match = sql`lower(${users.email}) = lower(${email})`;
+      [row] = await byEmail(db).execute({ email, site });
     }
-    const [row] = await c
-      .get('deps')
-      .database.db.select()
-      .from(users)
-      .where(and(match, inReach(c)))
-      .limit(1);
     if (row === undefined) throw userNotFound();
     c.header('ETag', etagOf(row.version));
     return c.json({ result: toUser(row) } satisfies GetUserResponse, 200);

@@ -1,0 +1,51 @@
+// The pool under the load that broke it: transactions and single queries at once, more than there
+// are connections. postgres.js ran a transaction's BEGIN on a connection it had not reserved when
+// every connection was busy; the pool's next queries joined that transaction and held its locks
+// until the statement timeout (the bench's read/write mix stalled 10 s). patches/postgres@3.4.9.patch.
+// Needs TEST_DATABASE_URL; skipped, saying so, without it.
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import { describe, expect, it } from 'vitest';
+import { openPostgres } from './client.ts';
+
+const URL = process.env.TEST_DATABASE_URL;
+
+async function postgresUnavailable(): Promise<string | undefined> {
+  if (!URL) return 'TEST_DATABASE_URL is not set';
+  const probe = postgres(URL, { max: 1, connect_timeout: 2, onnotice: () => {} });
+  try {
+    await probe`select 1`;
+    return undefined;
+  } catch (error) {
+    return `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`;
+  } finally {
+    await probe.end({ timeout: 1 });
+  }
+}
+const skip = await postgresUnavailable();
+if (skip !== undefined) console.warn(`\n[client.test] the PostgreSQL pool: SKIPPED, ${skip}\n`);
+
+describe.skipIf(skip !== undefined)('the PostgreSQL pool', () => {
+  it('keeps every transaction on a connection of its own when all connections are busy', async () => {
+    const database = await openPostgres(URL!, { max: 2, statementTimeoutMs: 5_000 });
+    try {
+      await Promise.all([1, 2].map(() => database.db.execute(sql`select 1`))); // both connections open
+      const outcomes: PromiseSettledResult<string>[] = [];
+      for (let round = 0; round < 5; round++) {
+        // Both connections busy; then, once the pool has handed them out, a transaction.
+        const busy = [1, 2].map(() => database.db.execute(sql`select pg_sleep(0.02)`).then(() => 'slept'));
+        await new Promise((resolve) => setImmediate(resolve));
+        const transaction = database.db.transaction(async (tx) => {
+          await tx.execute(sql`select 1`);
+          return 'committed';
+        });
+        outcomes.push(...(await Promise.allSettled([...busy, transaction])));
+      }
+      expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : (o.reason as Error).message))).toEqual(
+        Array.from({ length: 5 }, () => ['slept', 'slept', 'committed']).flat(),
+      );
+    } finally {
+      await database.close();
+    }
+  }, 30_000);
+});
