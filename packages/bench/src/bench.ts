@@ -30,7 +30,7 @@ import { makeSignature } from 'better-auth/crypto';
 import postgres from 'postgres';
 import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
-import { ARGON2ID, PEER_SECRET } from './params.ts';
+import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 
 const { values } = parseArgs({
@@ -165,7 +165,7 @@ interface Proc {
 }
 
 async function start(script: string, env: Record<string, string>): Promise<Proc> {
-  const child = spawn(process.execPath, [script], {
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, script], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -353,7 +353,7 @@ async function readyTime(): Promise<number[]> {
     const times: number[] = [];
     for (let r = 0; r < 3; r++) {
       const t0 = performance.now();
-      const child = spawn(process.execPath, [MAIN], {
+      const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, MAIN], {
         env: { PATH: process.env.PATH ?? '', PORT: '38271', DATA_DIR: dir, LOG_LEVEL: 'warn' },
         stdio: 'ignore',
       });
