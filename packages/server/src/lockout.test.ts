@@ -234,3 +234,28 @@ describe('the Redis store, when Redis does not answer', () => {
     }
   });
 });
+
+// PGlite runs one statement at a time; PostgreSQL runs attempts really at once. A key with no row
+// yet let every racing attempt through there (each saw no lock) until attempts became one statement.
+const PG_URL = process.env.TEST_DATABASE_URL;
+describe.skipIf(!PG_URL)('the database store on PostgreSQL', () => {
+  it('lets exactly the limit (5) of 40 attempts at once go on, through 10 connections, on a key with no row and on one with a row', async () => {
+    const { openPostgres } = await import('./db/client.ts');
+    const postgresDb = await openPostgres(PG_URL!, { max: 10 });
+    try {
+      await postgresDb.migrate();
+      const pgStore = databaseLockout(postgresDb.db);
+      const p = { limit: 5, windowSeconds: 900, lockSeconds: 60, maxLockSeconds: 86_400 };
+      for (const existing of [false, true]) {
+        const k = `race-${randomUUID()}`;
+        if (existing) await pgStore.attempt(k, p);
+        const waits = await Promise.all(Array.from({ length: 40 }, () => pgStore.attempt(k, p)));
+        expect(waits.filter((w) => w === 0)).toHaveLength(existing ? 4 : 5);
+        expect(waits.filter((w) => w > 0)).toHaveLength(existing ? 36 : 35);
+      }
+    } finally {
+      await postgresDb.close();
+    }
+  }, 30_000);
+});
+if (!PG_URL) console.warn('\n[lockout.test] the database store on PostgreSQL: SKIPPED, TEST_DATABASE_URL is not set\n');

@@ -63,44 +63,46 @@ export function databaseLockout(db: Db): LockoutStore {
   };
 }
 
-// Each attempt takes the key's row lock: concurrent ones are counted one after another.
+/**
+ * One statement: the key's lock read under its row lock and, unless a lock is in force, the
+ * failure counted. Concurrent attempts on a key are counted one after another (the second waits
+ * for the row and sees the first's count; on a key with no row yet, the insert's conflict
+ * orders them and those past the limit are refused). It was a transaction of four round trips, twice per
+ * verify (the identifier and the address): six of a verify's fifteen round trips.
+ */
 async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<number> {
-  return db.transaction(async (tx) => {
-    const [row] = await tx
-      .select({ wait: sql<number>`ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int` })
-      .from(verifyFailures)
-      .where(eq(verifyFailures.key, key))
-      .for('update');
-    const wait = Number(row?.wait ?? 0);
-    if (wait > 0) return wait;
-    await countFailure(tx, key, policy);
-    return 0;
-  });
-}
-
-async function countFailure(db: Db, key: string, policy: LockoutPolicy): Promise<void> {
   const window = sql`make_interval(secs => ${policy.windowSeconds})`;
   // The count starts again once a window has passed since the last failure or the last lock's end.
   const stale = sql`greatest(${verifyFailures.windowStart}, coalesce(${verifyFailures.lockedUntil}, ${verifyFailures.windowStart})) + ${window} <= now()`;
   const failures = sql`case when ${stale} then 1 else ${verifyFailures.failures} + 1 end`;
   const lock = sql`least(${policy.lockSeconds}::float8 * power(2, greatest(0, ${failures} - ${policy.limit})), ${policy.maxLockSeconds}::float8)`;
-  await db
-    .insert(verifyFailures)
-    .values({
-      key,
-      failures: 1,
-      windowStart: sql`now()`,
-      lockedUntil: policy.limit <= 1 ? sql`now() + make_interval(secs => ${policy.lockSeconds})` : null,
-    })
-    .onConflictDoUpdate({
-      target: verifyFailures.key,
-      set: {
-        failures,
-        windowStart: sql`now()`,
-        lockedUntil: sql`case when ${failures} >= ${policy.limit} then now() + make_interval(secs => ${lock})
-          when ${stale} then null else ${verifyFailures.lockedUntil} end`,
-      },
-    });
+  const firstLock =
+    policy.limit <= 1 ? sql`now() + make_interval(secs => ${policy.lockSeconds})` : sql`null::timestamptz`;
+  const result = await db.execute<{ wait: number }>(sql`
+    with locked as (
+      select ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int as wait
+      from ${verifyFailures} where ${verifyFailures.key} = ${key} for update
+    ), counted as (
+      insert into ${verifyFailures} (key, failures, window_start, locked_until)
+      select ${key}, 1, now(), ${firstLock}
+      where not exists (select 1 from locked where wait > 0)
+      on conflict (key) do update set
+        failures = ${failures},
+        window_start = now(),
+        locked_until = case when ${failures} >= ${policy.limit} then now() + make_interval(secs => ${lock})
+          when ${stale} then null else ${verifyFailures.lockedUntil} end
+      returning failures, ceil(extract(epoch from (locked_until - now())))::int as wait
+    )
+    -- A lock in force refuses the attempt, uncounted. So does a count past the limit on a key
+    -- that had no row when the attempt began: attempts racing on a new key could not wait for
+    -- its lock (after a lock ends, the next attempt goes on, as before).
+    select coalesce(
+      (select wait from locked where wait > 0),
+      (select wait from counted where failures > ${policy.limit} and wait > 0 and not exists (select 1 from locked)),
+      0)::int as wait`);
+  // postgres.js answers an array of rows, PGlite an object with `rows`.
+  const rows = Array.isArray(result) ? result : (result as unknown as { rows: { wait: number }[] }).rows;
+  return Number(rows[0]?.wait ?? 0);
 }
 
 async function undoAttempt(db: Db, key: string): Promise<void> {
