@@ -112,6 +112,7 @@ export async function assembleOn(
   const tokens = createTokenVerifier(database.db, config.apiTokens);
   const tokenChanges = await database.listen(TOKENS_CHANNEL, {
     notified: () => tokens.invalidate(),
+    confirmed: (until) => tokens.confirmed(until),
     live(up) {
       tokens.setLive(up);
       if (!up)

@@ -271,3 +271,32 @@ describe('leased counters over a failing store', () => {
     await limiter.close();
   });
 });
+
+describe('leased counters over a store slower than its window', () => {
+  it('answers the requests waiting for a lease that arrives after its window ended, rather than lease for ever', async () => {
+    // Each answer takes 60 ms and says the window had 50 ms left: every lease lapses on arrival.
+    let count = 0;
+    let calls = 0;
+    const store: CounterStore = {
+      async increment(_, policies, weight = 1): Promise<Count[]> {
+        calls++;
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        count += weight;
+        return policies.map(() => ({ count, resetMs: 50 }));
+      },
+      close: async () => {},
+    };
+    const limiter = createRateLimiter(
+      { all: { name: 'all', limit: 100, windowSeconds: 1 }, hash: null },
+      leasedCounters(store),
+    );
+    const answers = await Promise.race([
+      Promise.all(Array.from({ length: 3 }, () => limiter.consume('t'))),
+      new Promise<'still waiting'>((resolve) => setTimeout(() => resolve('still waiting'), 2_000)),
+    ]);
+    expect(answers).not.toBe('still waiting');
+    expect((answers as Awaited<ReturnType<typeof limiter.consume>>[]).every((s) => !s[0]!.exceeded)).toBe(true);
+    expect(calls).toBeLessThanOrEqual(3);
+    await limiter.close();
+  });
+});

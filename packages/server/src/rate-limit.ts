@@ -181,6 +181,22 @@ export function leasedCounters(store: CounterStore, clock: () => number = () => 
       call = store.increment(lease.tokenId, [lease.policy], n);
       inFlight.add(call);
       const { count, resetMs } = (await call)[0]!;
+      if (sentAt + resetMs <= clock()) {
+        // The store's window ended while its answer was on the way (a round trip as long as the
+        // window): the units would lapse on arrival and the next lease likewise, for ever. The
+        // requests waiting get the units of this answer directly, as the store counted them.
+        lease.leasing = false;
+        let next = count - n;
+        let served = 0;
+        while (lease.waiting.length > 0 && (served === 0 || next + lease.waiting[0]!.weight <= count)) {
+          const waiter = lease.waiting.shift()!;
+          next += waiter.weight;
+          served++;
+          waiter.resolve({ count: next, resetMs: 0 });
+        }
+        serve(lease);
+        return;
+      }
       // A lease answered after the window ended locally starts the next one (or lapses at once).
       if (clock() >= lease.endsAt) {
         lease.units = [];

@@ -25,10 +25,28 @@ async function revokeUnheard(id: string) {
   }
 }
 
+/** Live, and hearing its heartbeat for good (as the embedded database's listener says). */
+function trust(verifier: ReturnType<typeof createTokenVerifier>) {
+  verifier.setLive(true);
+  verifier.confirmed(Number.POSITIVE_INFINITY);
+}
+
 describe('the token cache', () => {
-  it('answers a token it accepted from memory while changes are heard, and forgets it when told', async () => {
+  it('stops trusting what it holds once the heartbeat is overdue, though the listener never said it was lost', async () => {
     const verifier = createTokenVerifier(database.db, []);
     verifier.setLive(true);
+    verifier.confirmed(performance.now() + 100);
+    const { id, token } = await newToken();
+    expect((await verifier.verify(token))?.id).toBe(id);
+    await revokeUnheard(id);
+    expect((await verifier.verify(token))?.id).toBe(id); // from memory, within the confirmed time
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(await verifier.verify(token)).toBeUndefined();
+  });
+
+  it('answers a token it accepted from memory while changes are heard, and forgets it when told', async () => {
+    const verifier = createTokenVerifier(database.db, []);
+    trust(verifier);
     const { id, token } = await newToken();
     expect((await verifier.verify(token))?.id).toBe(id);
     await revokeUnheard(id);
@@ -47,7 +65,7 @@ describe('the token cache', () => {
 
   it('drops what it holds when the listener is lost, and caches nothing until it is back', async () => {
     const verifier = createTokenVerifier(database.db, []);
-    verifier.setLive(true);
+    trust(verifier);
     const first = await newToken();
     await verifier.verify(first.token);
     verifier.setLive(false);
@@ -56,14 +74,14 @@ describe('the token cache', () => {
 
     const second = await newToken();
     await verifier.verify(second.token); // while not live: not cached
-    verifier.setLive(true);
+    trust(verifier);
     await revokeUnheard(second.id);
     expect(await verifier.verify(second.token)).toBeUndefined();
   });
 
   it('does not cache a lookup that a change overtook', async () => {
     const verifier = createTokenVerifier(database.db, []);
-    verifier.setLive(true);
+    trust(verifier);
     const { id, token } = await newToken();
     const reading = verifier.verify(token);
     verifier.invalidate(); // heard while the lookup was on its way
@@ -74,7 +92,7 @@ describe('the token cache', () => {
 
   it('stops accepting a cached token when it expires, with no change heard', async () => {
     const verifier = createTokenVerifier(database.db, []);
-    verifier.setLive(true);
+    trust(verifier);
     const { id, token } = await newToken(new Date(Date.now() + 600));
     expect((await verifier.verify(token))?.id).toBe(id);
     await new Promise((resolve) => setTimeout(resolve, 700));
@@ -90,6 +108,7 @@ describe('the token cache', () => {
         verifier.invalidate();
       },
       live: (up) => verifier.setLive(up),
+      confirmed: (until) => verifier.confirmed(until),
     });
     try {
       const { id, token } = await newToken();
@@ -100,6 +119,25 @@ describe('the token cache', () => {
       await revokeToken(database.db, id);
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(heard).toBe(1);
+      expect(await verifier.verify(token)).toBeUndefined();
+    } finally {
+      await listening.close();
+    }
+  });
+
+  it('is told when the table is truncated (last: it empties the table)', async () => {
+    const verifier = createTokenVerifier(database.db, []);
+    const listening = await database.listen(TOKENS_CHANNEL, {
+      notified: () => verifier.invalidate(),
+      live: (up) => verifier.setLive(up),
+      confirmed: (until) => verifier.confirmed(until),
+    });
+    try {
+      const { id, token } = await newToken();
+      expect((await verifier.verify(token))?.id).toBe(id);
+      const client = (database.db as unknown as { $client: { query(q: string): Promise<unknown> } }).$client;
+      await client.query('truncate api_tokens');
+      await new Promise((resolve) => setTimeout(resolve, 50));
       expect(await verifier.verify(token)).toBeUndefined();
     } finally {
       await listening.close();

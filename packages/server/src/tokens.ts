@@ -45,6 +45,8 @@ export interface CachingTokenVerifier extends TokenVerifier {
   invalidate(): void;
   /** Whether changes are being heard now; while they are not, nothing is cached or read from the cache. */
   setLive(up: boolean): void;
+  /** Changes are known to be heard until `until` (performance.now()); past it the cache is bypassed. */
+  confirmed(until: number): void;
 }
 
 /** What the api_tokens trigger (migration 0006) notifies on every change of a token but its last use. */
@@ -54,6 +56,7 @@ export const TOKENS_CHANNEL = 'ua_tokens';
 export const TOKEN_CACHE_MAX_AGE_MS = 60_000;
 const TOKEN_CACHE_MAX_ENTRIES = 10_000;
 
+/** Times on performance.now()'s clock: an expiry is the database's, counted down from its answer. */
 interface Cached {
   info: TokenInfo;
   expiresAt: number;
@@ -64,8 +67,8 @@ interface Cached {
  * Accepts the operator's configured tokens (site `default`, checked in memory) and the tokens
  * stored in the database, looked up by hash and then kept in memory while this server hears every
  * change of a token (LISTEN on TOKENS_CHANNEL, see deps.ts): a revocation drops the cache on
- * every server as it commits. While the listener is down the cache is bypassed and each request
- * reads the database, as it did before there was a cache.
+ * every server as it commits. While the listener is down, or its heartbeat has not come back
+ * lately, the cache is bypassed and each request reads the database, as before there was a cache.
  */
 export function createTokenVerifier(db: Db, configured: readonly string[]): CachingTokenVerifier {
   const configuredByHash = new Map<string, TokenInfo>(
@@ -76,12 +79,19 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Cach
   );
   const cache = new Map<string, Cached>();
   let live = false;
+  let confirmedUntil = 0;
   // Moves on every change heard and every change of `live`: a lookup that saw it move while it
   // read the database may hold what a revocation has just replaced, and is not cached.
   let generation = 0;
   let usedSinceFlush = new Map<string, Date>();
   const lookup = db
-    .select({ id: apiTokens.id, site: apiTokens.site, scopes: apiTokens.scopes, expiresAt: apiTokens.expiresAt })
+    .select({
+      id: apiTokens.id,
+      site: apiTokens.site,
+      scopes: apiTokens.scopes,
+      // What is left, by the database's clock (a server's own may differ).
+      msLeft: sql<number | null>`extract(epoch from (${apiTokens.expiresAt} - now())) * 1000`,
+    })
     .from(apiTokens)
     .where(
       and(
@@ -98,10 +108,11 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Cach
       const digest = hashToken(token);
       const fromEnv = configuredByHash.get(digest);
       if (fromEnv !== undefined) return fromEnv;
-      const now = Date.now();
-      const cached = live ? cache.get(digest) : undefined;
+      const now = performance.now();
+      const trusted = live && now < confirmedUntil;
+      const cached = trusted ? cache.get(digest) : undefined;
       if (cached !== undefined && cached.expiresAt > now && now - cached.cachedAt < TOKEN_CACHE_MAX_AGE_MS) {
-        usedSinceFlush.set(cached.info.id, new Date(now));
+        usedSinceFlush.set(cached.info.id, new Date());
         return cached.info;
       }
       const before = generation;
@@ -109,9 +120,10 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Cach
       if (row === undefined) return undefined;
       usedSinceFlush.set(row.id, new Date());
       const info: TokenInfo = { id: row.id, site: row.site, scopes: row.scopes.filter(isScope), digest };
-      if (live && generation === before) {
+      if (trusted && generation === before) {
         if (cache.size >= TOKEN_CACHE_MAX_ENTRIES) cache.clear();
-        cache.set(digest, { info, expiresAt: row.expiresAt?.getTime() ?? Number.POSITIVE_INFINITY, cachedAt: now });
+        const expiresAt = row.msLeft === null ? Number.POSITIVE_INFINITY : now + Number(row.msLeft);
+        cache.set(digest, { info, expiresAt, cachedAt: now });
       }
       return info;
     },
@@ -136,6 +148,9 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Cach
       generation++;
       live = up;
       cache.clear();
+    },
+    confirmed(until) {
+      confirmedUntil = Math.max(confirmedUntil, until);
     },
   };
 }

@@ -38,12 +38,17 @@ describe.skipIf(skip !== undefined)('listening on PostgreSQL', () => {
     const channel = `ua_test_${process.pid}_${Date.now()}`;
     const states: boolean[] = [];
     let heard = 0;
+    let confirmations = 0;
     const listening = await listenPostgres(URL!, channel, {
       notified: () => heard++,
       live: (up) => states.push(up),
+      confirmed: () => confirmations++,
     });
     try {
       await until(() => states.at(-1) === true);
+      // Its own heartbeat comes back through LISTEN, again and again; another server's changes nothing.
+      await until(() => confirmations >= 3);
+      await admin!`select pg_notify(${channel}, 'beat:another server:1')`;
       await admin!`select pg_notify(${channel}, '')`;
       await until(() => heard === 1);
 
@@ -57,6 +62,7 @@ describe.skipIf(skip !== undefined)('listening on PostgreSQL', () => {
     } finally {
       await listening.close();
     }
-    expect(states).toEqual([true, false, true]);
+    expect(states).toEqual([true, false, true, false]);
+    expect(heard).toBe(2);
   });
 });

@@ -9,33 +9,60 @@ export interface ChannelHandlers {
   notified(): void;
   /** true once the LISTEN is in place (again); false as soon as notifications may be missed. */
   live(up: boolean): void;
+  /**
+   * Notifications are known to arrive until `until` (on performance.now()'s clock): the listener's
+   * own heartbeat came back through LISTEN. Past it, a receiver must not trust what it caches.
+   */
+  confirmed(until: number): void;
 }
 
 export interface Listening {
   close(): Promise<void>;
 }
 
-/** How often the listening connection is asked to answer, and how long it has to. */
-export const HEARTBEAT_MS = 1_000;
-const HEARTBEAT_TIMEOUT_MS = 1_000;
+/**
+ * Every HEARTBEAT_MS the listener notifies itself and hears its own heartbeat come back: proof
+ * that LISTEN works end to end (a connection that answers queries but lost its LISTEN, as behind
+ * a transaction-mode pooler, would not pass), valid for CONFIRMED_FOR_MS. So a silent connection
+ * is distrusted within CONFIRMED_FOR_MS of its last heartbeat, under the 1 s the spec promises
+ * for revocations, whatever the event loop does meanwhile.
+ */
+export const HEARTBEAT_MS = 250;
+export const CONFIRMED_FOR_MS = 800;
+const STATEMENT_TIMEOUT_MS = 1_000;
+const BEAT = 'beat:';
 
 const quoted = (channel: string) => `"${channel.replace(/"/g, '""')}"`;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `work`, or a rejection once `ms` have passed. */
+async function within<T>(ms: number, work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * A connection of its own (a pooled one would lose its LISTEN when the pool recycles it), made
  * anew after every loss. postgres.js's own `sql.listen` re-listens after a drop but says nothing
  * of the drop, and gives up silently when the first attempt to reconnect fails; hence this.
- * A connection that stays open but stops answering (a network partition) is caught by the
- * heartbeat within HEARTBEAT_MS + HEARTBEAT_TIMEOUT_MS.
  */
 export async function listenPostgres(url: string, channel: string, handlers: ChannelHandlers): Promise<Listening> {
   const { default: postgres } = await import('postgres');
   type Sql = ReturnType<typeof postgres>;
   let closed = false;
   let current: Sql | undefined;
+  let trying: Sql | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
   let connecting: Promise<void> | undefined;
+  let beats = 0;
+  const token = `${BEAT}${process.pid}:${Math.random().toString(36).slice(2)}:`;
 
   const open = (): Sql => {
     const sql: Sql = postgres(url, {
@@ -45,8 +72,14 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
       connect_timeout: 2,
       fetch_types: false,
       onnotice: () => {},
-      onnotify: (name: string) => {
-        if (name === channel && sql === current) handlers.notified();
+      onnotify: (name: string, payload: string) => {
+        if (name !== channel || sql !== current) return;
+        // Heartbeats (ours and other servers') change nothing; ours prove the LISTEN works.
+        if (payload.startsWith(BEAT)) {
+          if (payload.startsWith(token)) handlers.confirmed(performance.now() + CONFIRMED_FOR_MS);
+          return;
+        }
+        handlers.notified();
       },
       onclose: () => {
         if (sql === current) lost();
@@ -69,8 +102,12 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
   async function connect(): Promise<void> {
     for (let attempt = 0; !closed; attempt++) {
       const sql = open();
+      trying = sql;
       try {
-        await sql.unsafe(`listen ${quoted(channel)}`);
+        // connect_timeout ends at the first ReadyForQuery: a server that stops answering after
+        // that would leave LISTEN waiting for ever.
+        await within(STATEMENT_TIMEOUT_MS + 2_000, sql.unsafe(`listen ${quoted(channel)}`));
+        trying = undefined;
         if (closed) {
           await sql.end({ timeout: 0 });
           break;
@@ -80,26 +117,22 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
         heartbeat = setInterval(() => void beat(sql), HEARTBEAT_MS);
         heartbeat.unref();
         handlers.live(true);
+        void beat(sql);
         return;
       } catch {
+        trying = undefined;
         await sql.end({ timeout: 0 }).catch(() => {});
-        await sleep(Math.min(50 * 2 ** attempt, 1_000));
+        if (!closed) await sleep(Math.min(50 * 2 ** attempt, 1_000));
       }
     }
     connecting = undefined;
   }
 
   async function beat(sql: Sql): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error('heartbeat timed out')), HEARTBEAT_TIMEOUT_MS);
-    });
     try {
-      await Promise.race([sql`select 1`, late]);
+      await within(STATEMENT_TIMEOUT_MS, sql`select pg_notify(${channel}, ${token + beats++})`);
     } catch {
       if (sql === current) lost();
-    } finally {
-      clearTimeout(timer);
     }
   }
 
@@ -108,10 +141,11 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
     async close() {
       closed = true;
       clearInterval(heartbeat);
-      const sql = current;
+      const sql = current ?? trying;
       current = undefined;
-      await sql?.end({ timeout: 1 });
-      await connecting;
+      handlers.live(false);
+      await sql?.end({ timeout: 0 }).catch(() => {});
+      await connecting?.catch(() => {});
     },
   };
 }
@@ -120,6 +154,7 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
 export async function listenPglite(client: PGlite, channel: string, handlers: ChannelHandlers): Promise<Listening> {
   const unlisten = await client.listen(channel, () => handlers.notified());
   handlers.live(true);
+  handlers.confirmed(Number.POSITIVE_INFINITY);
   return {
     async close() {
       await unlisten().catch(() => {}); // the database may be closed first
