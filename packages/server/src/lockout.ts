@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import type { Db } from './db/client.ts';
+import { type Db, rows } from './db/client.ts';
 import { verifyFailures } from './db/schema.ts';
 
 export interface LockoutPolicy {
@@ -78,7 +78,9 @@ async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<numb
   const lock = sql`least(${policy.lockSeconds}::float8 * power(2, greatest(0, ${failures} - ${policy.limit})), ${policy.maxLockSeconds}::float8)`;
   const firstLock =
     policy.limit <= 1 ? sql`now() + make_interval(secs => ${policy.lockSeconds})` : sql`null::timestamptz`;
-  const result = await db.execute<{ wait: number }>(sql`
+  const [row] = await rows<{ wait: number }>(
+    db,
+    sql`
     with locked as (
       select ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int as wait
       from ${verifyFailures} where ${verifyFailures.key} = ${key} for update
@@ -99,10 +101,9 @@ async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<numb
     select coalesce(
       (select wait from locked where wait > 0),
       (select wait from counted where failures > ${policy.limit} and wait > 0 and not exists (select 1 from locked)),
-      0)::int as wait`);
-  // postgres.js answers an array of rows, PGlite an object with `rows`.
-  const rows = Array.isArray(result) ? result : (result as unknown as { rows: { wait: number }[] }).rows;
-  return Number(rows[0]?.wait ?? 0);
+      0)::int as wait`,
+  );
+  return Number(row?.wait ?? 0);
 }
 
 async function undoAttempt(db: Db, key: string): Promise<void> {

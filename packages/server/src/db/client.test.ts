@@ -4,24 +4,12 @@
 // until the statement timeout (the bench's read/write mix stalled 10 s). patches/postgres@3.4.9.patch.
 // Needs TEST_DATABASE_URL; skipped, saying so, without it.
 import { sql } from 'drizzle-orm';
-import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
+import { postgresUnavailable } from '../testing/postgres.ts';
 import { openPostgres } from './client.ts';
 
 const URL = process.env.TEST_DATABASE_URL;
 
-async function postgresUnavailable(): Promise<string | undefined> {
-  if (!URL) return 'TEST_DATABASE_URL is not set';
-  const probe = postgres(URL, { max: 1, connect_timeout: 2, onnotice: () => {} });
-  try {
-    await probe`select 1`;
-    return undefined;
-  } catch (error) {
-    return `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`;
-  } finally {
-    await probe.end({ timeout: 1 });
-  }
-}
 const skip = await postgresUnavailable();
 if (skip !== undefined) console.warn(`\n[client.test] the PostgreSQL pool: SKIPPED, ${skip}\n`);
 

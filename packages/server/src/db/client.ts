@@ -34,7 +34,7 @@ const ping = (db: Db) => async () => {
 };
 
 /** postgres.js answers an array of rows, PGlite an object that holds them. */
-async function rows<T extends Record<string, unknown>>(db: Db, query: SQL): Promise<T[]> {
+export async function rows<T extends Record<string, unknown>>(db: Db, query: SQL): Promise<T[]> {
   const result = await db.execute<T>(query);
   return Array.isArray(result) ? result : (result as unknown as { rows: T[] }).rows;
 }

@@ -2,22 +2,11 @@
 // when it hears them again. Needs TEST_DATABASE_URL; skipped, saying so, without it.
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
+import { postgresUnavailable } from '../testing/postgres.ts';
 import { listenPostgres } from './listen.ts';
 
 const URL = process.env.TEST_DATABASE_URL;
 
-async function postgresUnavailable(): Promise<string | undefined> {
-  if (!URL) return 'TEST_DATABASE_URL is not set';
-  const probe = postgres(URL, { max: 1, connect_timeout: 2, onnotice: () => {} });
-  try {
-    await probe`select 1`;
-    return undefined;
-  } catch (error) {
-    return `no PostgreSQL answers at TEST_DATABASE_URL (${(error as Error).message})`;
-  } finally {
-    await probe.end({ timeout: 1 });
-  }
-}
 const skip = await postgresUnavailable();
 if (skip !== undefined) console.warn(`\n[listen.test] the PostgreSQL listener: SKIPPED, ${skip}\n`);
 
