@@ -15,6 +15,8 @@ export type ErrorCode = components['schemas']['ErrorCode'];
 export type User = components['schemas']['User'];
 export type CreateUserRequest = components['schemas']['CreateUserRequest'];
 export type UpdateUserRequest = components['schemas']['UpdateUserRequest'];
+/** A change event (CloudEvents 1.0), as the feed and webhooks carry it. */
+export type ChangeEvent = components['schemas']['Event'];
 
 // The spec's "exactly one of" (`oneOf` of `required`) comes out of openapi-typescript as plain
 // optional fields, which accept both and neither. Each member of this union makes one key
@@ -139,6 +141,25 @@ export interface UserAccountsClient extends Pick<Client<StrictPaths>, 'use' | 'e
    * {@link ProblemError}.
    */
   listAll(query?: ListAllQuery): AsyncIterable<User>;
+  /**
+   * The site's change events from `after` on (without it, from the oldest kept), followed for as
+   * long as you iterate: each request long-polls (`wait`, 30 s by default), so a new event
+   * arrives as soon as it commits. `for await (const event of api.followEvents({ after: saved }))`;
+   * keep `event.sequence` as your next `after`. Stopping (`break`, or `signal`) sends no further
+   * request. A refused request (410 `events_expired`, …) throws a {@link ProblemError}.
+   */
+  followEvents(options?: FollowEventsOptions): AsyncIterable<ChangeEvent>;
+}
+
+export interface FollowEventsOptions {
+  /** The `sequence` after which to start; the oldest event kept when omitted. */
+  after?: string;
+  /** Events per request, 1 to 1,000 (default 100). */
+  limit?: number;
+  /** Seconds each request waits for a new event, 0 to 30 (default 30). */
+  wait?: number;
+  /** Ends the iteration, also while a request is waiting. */
+  signal?: AbortSignal;
 }
 
 /** list's filters and order, and the page size listAll asks for. */
@@ -173,7 +194,7 @@ export function createClient(options: ClientOptions): UserAccountsClient {
     },
   };
   client.use(authorization);
-  const typed = client as unknown as Omit<UserAccountsClient, 'listAll'>;
+  const typed = client as unknown as Omit<UserAccountsClient, 'listAll' | 'followEvents'>;
   async function* listAll(query: ListAllQuery = {}): AsyncIterable<User> {
     let after: string | undefined;
     do {
@@ -185,5 +206,30 @@ export function createClient(options: ClientOptions): UserAccountsClient {
       after = data.result.next ?? undefined;
     } while (after !== undefined);
   }
-  return Object.assign(typed, { listAll });
+  async function* followEvents(follow: FollowEventsOptions = {}): AsyncIterable<ChangeEvent> {
+    let after = follow.after;
+    const { signal } = follow;
+    while (signal?.aborted !== true) {
+      let answer: Awaited<ReturnType<typeof typed.GET<'/api/1/events', object>>>;
+      try {
+        answer = await typed.GET('/api/1/events', {
+          params: {
+            query: { limit: follow.limit ?? 100, wait: follow.wait ?? 30, ...(after !== undefined && { after }) },
+          },
+          ...(signal && { signal }),
+        });
+      } catch (error) {
+        if (signal?.aborted) return;
+        throw error;
+      }
+      const { data, error, response } = answer;
+      if (data === undefined) throw new ProblemError(error as Problem, response.status);
+      for (const event of data.result.events) {
+        yield event;
+        after = event.sequence;
+      }
+      after = data.result.next;
+    }
+  }
+  return Object.assign(typed, { listAll, followEvents });
 }

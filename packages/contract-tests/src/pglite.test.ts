@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineEventsSuite } from './events-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
 import { defineListSuite } from './list-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
@@ -14,3 +15,4 @@ defineSecuritySuite(pgliteTarget);
 defineLoginSuite(pgliteTarget);
 defineImportSuite(pgliteTarget);
 defineListSuite(pgliteTarget);
+defineEventsSuite(pgliteTarget);

@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineEventsSuite } from './events-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
 import { defineListSuite } from './list-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
@@ -16,3 +17,4 @@ defineSecuritySuite(target);
 defineLoginSuite(target);
 defineImportSuite(target);
 defineListSuite(target);
+defineEventsSuite(target);

@@ -114,10 +114,13 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     c.res.headers.set('Cache-Control', 'no-store');
   });
   const timeoutMs = deps.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
-  const bulkTimeouts = new Map(operations.flatMap((op) => (op.bulk ? [[op.path, op.bulk.timeoutMs]] : [])));
+  // import's longer deadline; a long-poll's wait on top of the usual one.
+  const timeouts = new Map(
+    operations.map((op) => [op.path, Math.max(timeoutMs, op.bulk?.timeoutMs ?? 0, timeoutMs + (op.waitsMs ?? 0))]),
+  );
   app.use(
     '/api/*',
-    deadline((path) => Math.max(timeoutMs, bulkTimeouts.get(path) ?? 0)),
+    deadline((path) => timeouts.get(path) ?? timeoutMs),
   );
 
   registerHealth(app);

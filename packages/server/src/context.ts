@@ -10,6 +10,7 @@ import type { PasswordHasher } from './passwords.ts';
 import type { PolicyState, RateLimiter } from './rate-limit.ts';
 import type { TokenInfo, TokenVerifier } from './tokens.ts';
 import type { Validators } from './validation.ts';
+import type { Wake } from './wake.ts';
 import type { WriteRecord } from './writes.ts';
 
 /** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
@@ -31,6 +32,8 @@ export interface AppDeps {
   verifyLimits: VerifyLimits;
   /** Where verify's failure counts live: the database, or Redis (REDIS_URL) falling back to it. */
   lockout: LockoutStore;
+  /** Told when events commit (LISTEN): long-polls answer at once rather than at their next poll. */
+  wake?: Wake;
 }
 
 export interface AppEnv {

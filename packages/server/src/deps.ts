@@ -10,6 +10,7 @@ import type { AppDeps, AppEnv } from './context.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import type { Config } from './env.ts';
+import { EVENTS_CHANNEL } from './events.ts';
 import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
 import { databaseLockout, redisLockout } from './lockout.ts';
 import { createMetrics } from './metrics.ts';
@@ -17,6 +18,7 @@ import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './tokens.ts';
+import { createWake } from './wake.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
 export class StartError extends Error {
@@ -120,6 +122,12 @@ export async function assembleOn(
       else logger.debug('hearing token changes; accepted tokens are cached');
     },
   });
+  const wake = createWake();
+  const eventsHeard = await database.listen(EVENTS_CHANNEL, {
+    notified: () => wake.notify(),
+    confirmed: () => {},
+    live: () => {},
+  });
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
   const counters = databaseCounters(database.db);
   // Leased slices: one store round trip serves many requests (rate-limit.ts).
@@ -154,10 +162,12 @@ export async function assembleOn(
     corsOrigins: config.corsOrigins,
     verifyLimits: config.verifyLimits,
     lockout,
+    wake,
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {
     await tokenChanges.close();
+    await eventsHeard.close();
     redis?.disconnect();
     await limiter.close();
   }

@@ -31,6 +31,7 @@ const TITLES: Record<ErrorCode, string> = {
   too_many_attempts: 'Too many attempts',
   invalid_cursor: 'Invalid cursor',
   invalid_password_hash: 'Invalid password hash',
+  events_expired: 'Events expired',
   unknown_example: 'Unknown example',
 };
 

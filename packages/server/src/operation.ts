@@ -27,6 +27,8 @@ export interface Operation<Input = unknown> {
    * (import): its body, its answer kept for an Idempotency-Key, and its time before a 503.
    */
   bulk?: { bodyBytes: number; keptAnswerBytes: number; timeoutMs: number };
+  /** How long it may wait for something to happen (a long-poll), on top of the request timeout. */
+  waitsMs?: number;
   /** The audited write it is, when it writes (its success goes through runWrite). */
   writes?: WriteOperation;
   /**

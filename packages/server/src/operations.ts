@@ -11,6 +11,7 @@ import { enableUser } from './routes/enable-user.ts';
 import { exportUsers } from './routes/export-users.ts';
 import { getUser } from './routes/get-user.ts';
 import { importUsers } from './routes/import-users.ts';
+import { listEvents } from './routes/list-events.ts';
 import { listUsers } from './routes/list-users.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyUser } from './routes/verify-user.ts';
@@ -29,6 +30,7 @@ export const operations: readonly Operation<any>[] = [
   listUsers,
   countUsers,
   exportUsers,
+  listEvents,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

@@ -6,10 +6,10 @@ import type { Db } from './db/client.ts';
 import { apiTokens, DEFAULT_SITE } from './db/schema.ts';
 
 export const TOKEN_PREFIX = 'ua_';
-export const SCOPES = ['read', 'write', 'verify', 'export'] as const;
+export const SCOPES = ['read', 'write', 'verify', 'export', 'events'] as const;
 export type Scope = (typeof SCOPES)[number];
 /** The scopes of API_TOKENS and the dev token: all but export, which hands out password hashes. */
-export const DEFAULT_SCOPES: readonly Scope[] = ['read', 'write', 'verify'];
+export const DEFAULT_SCOPES: readonly Scope[] = ['read', 'write', 'verify', 'events'];
 
 /** Site names: lowercase, URL- and shell-safe, so they can be typed and grepped without quoting. */
 export const SITE_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;

@@ -6,6 +6,17 @@ import type { Context } from 'hono';
 import { insertAuditRow, insertAuditRows, type WriteOperation } from './audit.ts';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
+import { appendEvents, type EventType } from './events.ts';
+
+/** The change event of each write that changes accounts (events.ts); verify and export have none. */
+const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
+  create: 'user.created',
+  update: 'user.updated',
+  delete: 'user.deleted',
+  disable: 'user.disabled',
+  enable: 'user.enabled',
+  import: 'user.created',
+};
 
 /** How a write request went, as the audit middleware needs to know. */
 export interface WriteRecord {
@@ -24,6 +35,10 @@ export interface WriteDone {
   /** The status and status text the handler will answer with, for the audit row. */
   status: number;
   outcome: string;
+  /** update: the fields the request set, for its event's changedfields. */
+  changed?: string[];
+  /** false when the write found nothing to change (disable of a disabled account): no event. */
+  emits?: boolean;
 }
 
 /**
@@ -44,7 +59,7 @@ export async function runWrite<T>(
   const written = await c.get('deps').database.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
-    const { userIds, ...entry } = typeof done === 'function' ? done(result) : done;
+    const { userIds, changed, emits, ...entry } = typeof done === 'function' ? done(result) : done;
     if (userIds === undefined || userIds.length === 0)
       await insertAuditRow(tx, c, { operation: record.operation, ...entry });
     else {
@@ -54,6 +69,16 @@ export async function runWrite<T>(
         tx,
         source,
         userIds.map((userId) => ({ operation: record.operation, ...entry, userId })),
+      );
+    }
+    // Last of the statements: it holds the site's event sequence until COMMIT (events.ts).
+    const type = EVENT_OF[record.operation];
+    if (type !== undefined && emits !== false) {
+      const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
+      await appendEvents(
+        tx,
+        c.get('token').site,
+        ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) })),
       );
     }
     // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.

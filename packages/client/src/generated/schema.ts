@@ -335,6 +335,52 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the change events of the token's site, in order
+         * @description Every committed write to an account of the token's site (`create`, `update`, `delete`,
+         *     `disable`, `enable`, each account an `import` creates) is an event, written in the same
+         *     transaction as the write: no committed change lacks its event, and no event is written for
+         *     a change that did not commit (a 409, a 412, a rolled-back 503). A `disable` or `enable`
+         *     that finds the account already in that state changes nothing and has no event.
+         *
+         *     Each event has the site's next **sequence number** (`sequence`, 1, 2, 3, … with no gaps)
+         *     and is a CloudEvents 1.0 envelope in its JSON format. `data` is the account as `get`
+         *     answers it after the change, or `{"_userId"}` for `user.deleted`. A `user.updated` event
+         *     names the fields the request set in `changedfields` (comma-separated, `password` among
+         *     them when it was set: never its value). No event holds a password, a hash or a token.
+         *
+         *     Events are answered in sequence order, `limit` at a time, after `after`; without
+         *     `after`, from the oldest event kept. Pass `next` back as `after` for the following ones. The
+         *     feed never skips an event: a writer takes the site's next number under a lock held until
+         *     it commits, so events commit in their order, and a reader that has seen `n` will never
+         *     later find a committed event below `n`.
+         *
+         *     `wait` (seconds, 0 to 30) long-polls: when no event follows `after`, the answer comes
+         *     as soon as one commits on any server, or with no events once `wait` has passed.
+         *     Events are kept for the operator's retention time (`EVENTS_RETENTION`, by default
+         *     7 days); an `after` whose following events were removed is 410 `events_expired` (even
+         *     `0`), and an `after` past the site's last event is 400 `invalid_request`.
+         *
+         *     Needs the `events` scope (`cli token create --scopes events`). Operators can also have
+         *     the events sent to webhooks, signed per Standard Webhooks (`cli webhook add`; see the
+         *     README).
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -700,6 +746,49 @@ export interface components {
                 status: "user removed";
             };
         };
+        /**
+         * @description A change event: a CloudEvents 1.0 envelope (JSON format). `id` is unique and stays the
+         *     same on every delivery of the event (a webhook's `webhook-id` is this `id`): receivers
+         *     deduplicate on it. `sequence` (a CloudEvents extension attribute) is the event's number
+         *     among its site's events: compare it as a number.
+         */
+        Event: {
+            /** @constant */
+            specversion: "1.0";
+            /** Format: uuid */
+            id: string;
+            /**
+             * @description `urn:user-accounts:site:` and the site's name.
+             * @example urn:user-accounts:site:default
+             */
+            source: string;
+            /** @enum {string} */
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled";
+            subject: components["schemas"]["UserId"];
+            time: components["schemas"]["Timestamp"];
+            /** @constant */
+            datacontenttype: "application/json";
+            /** @example 42 */
+            sequence: string;
+            /**
+             * @description `user.updated` only: the fields the update set, comma-separated, in the order
+             *     `name`, `phone`, `address`, `password`.
+             * @example phone,password
+             */
+            changedfields?: string;
+            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"];
+        };
+        /** @description The `data` of a `user.deleted` event. */
+        DeletedUser: {
+            _userId: components["schemas"]["UserId"];
+        };
+        ListEventsResponse: {
+            result: {
+                events: components["schemas"]["Event"][];
+                /** @description The `sequence` of the last event answered (`after` when none): the next `after`. */
+                next: string;
+            };
+        };
         HealthStatus: {
             /** @constant */
             status: "ok";
@@ -711,7 +800,7 @@ export interface components {
          *     operation's statuses and the names of their examples).
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -840,6 +929,38 @@ export interface components {
          *     this server gave for these filters within 24 hours (`invalid_cursor`).
          */
         ListBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description A query parameter is unknown, repeated or malformed (`after` not a sequence number,
+         *     `limit` out of 1 to 1,000, `wait` out of 0 to 30), or `after` is past the site's last
+         *     event.
+         */
+        EventsBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description Events that follow `after` were removed (they are kept for `EVENTS_RETENTION`): a reader
+         *     this far behind has missed changes. Resynchronize from `list` (or `export`), then read on
+         *     without `after`, which starts at the oldest event kept.
+         */
+        EventsExpired: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -1013,7 +1134,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export; `events` for the events feed). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1710,6 +1831,54 @@ export interface operations {
             400: components["responses"]["CountBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The sequence number after which to read (the `next` of the previous answer; `0` is before the first event). Omitted, the answer starts at the oldest event kept.
+                 * @example 0
+                 */
+                after?: string;
+                /**
+                 * @description Events per answer, 1 to 1,000 (default 100), in decimal digits.
+                 * @example 100
+                 */
+                limit?: number;
+                /**
+                 * @description Seconds to wait for an event when none follows `after`, 0 to 30 (default 0), in decimal digits.
+                 * @example 0
+                 */
+                wait?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events after `after`, in order (none when there are none yet). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListEventsResponse"];
+                };
+            };
+            400: components["responses"]["EventsBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            410: components["responses"]["EventsExpired"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

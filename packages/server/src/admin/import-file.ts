@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { SingleBar } from 'cli-progress';
 import { insertAuditRows } from '../audit.ts';
 import type { Db } from '../db/client.ts';
+import { appendEvents } from '../events.ts';
 import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { type ImportItem, type ImportTarget, importRows } from '../import.ts';
 
@@ -129,6 +130,11 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
             outcome: 'user created',
           }));
           await insertAuditRows(tx, source, entries);
+          await appendEvents(
+            tx,
+            target.site,
+            [...created.values()].map((userId) => ({ type: 'user.created' as const, userId })),
+          );
           return created;
         }),
     });

@@ -76,7 +76,7 @@ export const apiTokens = pgTable(
   (t) => [
     uniqueIndex('api_tokens_token_hash_key').on(t.tokenHash),
     index('api_tokens_created_at_idx').on(t.createdAt),
-    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write', 'verify', 'export']::text[]`),
+    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write', 'verify', 'export', 'events']::text[]`),
   ],
 );
 
@@ -150,4 +150,92 @@ export const serviceKeys = pgTable('service_keys', {
   key: text('key').notNull(),
 });
 
-export const schema = { users, apiTokens, rateLimits, idempotencyKeys, auditLog, verifyFailures, serviceKeys };
+/**
+ * Each site's last event sequence number. A writer takes the next one with an upsert of its row,
+ * whose lock it holds until it commits: the site's events commit in sequence order (events.ts).
+ * `prunedThrough`: events up to it were removed by the retention (410 for a reader behind it).
+ */
+export const eventSequences = pgTable('event_sequences', {
+  site: text('site').primaryKey(),
+  last: bigint('last', { mode: 'number' }).notNull(),
+  prunedThrough: bigint('pruned_through', { mode: 'number' }).notNull().default(0),
+});
+
+/** The outbox: one row per committed change of an account, written in the change's transaction. */
+export const events = pgTable(
+  'events',
+  {
+    site: text('site').notNull(),
+    seq: bigint('seq', { mode: 'number' }).notNull(),
+    id: uuid('id').notNull().default(sql`gen_random_uuid()`),
+    type: text('type').notNull(),
+    subject: uuid('subject').notNull(),
+    time: at('time').notNull().defaultNow(),
+    /** user.updated: the fields the request set, comma-separated. */
+    changed: text('changed'),
+    data: jsonb('data').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.site, t.seq] }), index('events_time_idx').on(t.time)],
+);
+
+/** A site's webhook endpoint. `fannedSeq`: the site's events up to it have their deliveries. */
+export const webhookEndpoints = pgTable('webhook_endpoints', {
+  id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+  site: text('site').notNull(),
+  url: text('url').notNull(),
+  /** Event types sent: exact (`user.deleted`) or a prefix (`user.*`), `*` for all. */
+  types: text('types').array().notNull(),
+  /** The signing secret, `whsec_` and base64: needed in the clear to sign. */
+  secret: text('secret').notNull(),
+  fannedSeq: bigint('fanned_seq', { mode: 'number' }).notNull(),
+  createdAt: at('created_at').notNull().defaultNow(),
+  /** Since when every attempt failed; null after a success. */
+  failingSince: at('failing_since'),
+  disabledAt: at('disabled_at'),
+  disabledReason: text('disabled_reason'),
+});
+
+/** One event to one endpoint: pending until a 2xx, retried with backoff, given up after 3 days. */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    endpointId: uuid('endpoint_id')
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: 'cascade' }),
+    site: text('site').notNull(),
+    seq: bigint('seq', { mode: 'number' }).notNull(),
+    subject: uuid('subject').notNull(),
+    type: text('type').notNull(),
+    state: text('state').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    nextAttemptAt: at('next_attempt_at').notNull().defaultNow(),
+    /** A server sending it holds it until then; past it (the server died), another may. */
+    leasedUntil: at('leased_until'),
+    lastStatus: smallint('last_status'),
+    lastError: text('last_error'),
+    createdAt: at('created_at').notNull().defaultNow(),
+    deliveredAt: at('delivered_at'),
+  },
+  (t) => [
+    index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.state} = 'pending'`),
+    // The earlier pending delivery of the same account to the same endpoint, which a later one waits for.
+    index('webhook_deliveries_order_idx').on(t.endpointId, t.subject, t.seq).where(sql`${t.state} = 'pending'`),
+    index('webhook_deliveries_created_idx').on(t.createdAt),
+    check('webhook_deliveries_state_check', sql`${t.state} in ('pending', 'delivered', 'failed')`),
+  ],
+);
+
+export const schema = {
+  users,
+  apiTokens,
+  rateLimits,
+  idempotencyKeys,
+  auditLog,
+  verifyFailures,
+  serviceKeys,
+  eventSequences,
+  events,
+  webhookEndpoints,
+  webhookDeliveries,
+};

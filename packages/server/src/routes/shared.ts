@@ -138,16 +138,19 @@ export async function switchAccount(
   if (!isUuid(input._userId)) throw userNotFound();
   const account = and(eq(users.id, input._userId), inReach(c));
   const current = matchingIfMatch(account, ifMatch);
-  const done = { userId: input._userId, status: 200, outcome: disabled ? 'user disabled' : 'user enabled' };
+  const outcome = disabled ? 'user disabled' : 'user enabled';
+  // An account already in that state is not changed, and so has no event.
+  const done = (w: { changed: boolean }) => ({ userId: input._userId, status: 200, outcome, emits: w.changed });
+  c.get('write').userId = input._userId;
   const written = await runWrite(c, done, async (tx) => {
     const [changed] = await tx
       .update(users)
       .set({ disabled, updatedAt: sql`now()` })
       .where(and(current, ne(users.disabled, disabled)))
       .returning({ version: users.version });
-    if (changed !== undefined) return changed;
+    if (changed !== undefined) return { ...changed, changed: true };
     const [unchanged] = await tx.select({ version: users.version }).from(users).where(current).limit(1);
-    return unchanged;
+    return unchanged === undefined ? undefined : { ...unchanged, changed: false };
   });
   if (written === undefined) throw await notWritten(c.get('deps').database.db, account, ifMatch);
   return written;

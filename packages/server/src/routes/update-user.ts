@@ -66,7 +66,13 @@ export const updateUser = defineOperation({
       changes.passwordHash = await hashPassword(c, input.password);
     }
 
-    const updated = await runWrite(c, { userId: input._userId, status: 200, outcome: 'user updated' }, async (tx) => {
+    const done = {
+      userId: input._userId,
+      status: 200,
+      outcome: 'user updated',
+      changed: Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k)),
+    };
+    const updated = await runWrite(c, done, async (tx) => {
       const [row] = await tx
         .update(users)
         .set({ ...changes, updatedAt: sql`now()` })

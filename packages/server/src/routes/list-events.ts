@@ -1,0 +1,65 @@
+import type { components } from '@user-accounts/client';
+import { ApiError } from '../errors.ts';
+import { type CloudEvent, feedBounds, readEvents } from '../events.ts';
+import { defineOperation } from '../operation.ts';
+import { invalidRequest } from '../validation.ts';
+import { validQuery } from './shared.ts';
+
+type ListEventsResponse = components['schemas']['ListEventsResponse'];
+type EventsQuery = { after?: string; limit?: number; wait?: number };
+
+const LIST_EVENTS_PATH = '/api/1/events';
+export const MAX_WAIT_S = 30;
+/** A long-poll re-reads at least this often, should a notification be missed (a listener reconnecting). */
+const POLL_MS = 1_000;
+
+const expired = (after: number, first: CloudEvent | undefined) =>
+  new ApiError(
+    410,
+    'events_expired',
+    `Events after ${after} were removed (they are kept for the retention time)` +
+      (first === undefined ? '.' : `; the oldest kept is ${first.sequence}.`) +
+      ' Resynchronize from list, then read on without after.',
+  );
+
+export const listEvents = defineOperation({
+  name: 'listEvents',
+  method: 'GET',
+  path: LIST_EVENTS_PATH,
+  scope: 'events',
+  request: { query: true },
+  waitsMs: MAX_WAIT_S * 1000,
+  parse(c) {
+    const query = validQuery<EventsQuery>(c, LIST_EVENTS_PATH);
+    return {
+      after: query.after === undefined ? undefined : Number(query.after),
+      limit: query.limit ?? 100,
+      wait: query.wait ?? 0,
+    };
+  },
+  async handle(c, { after, limit, wait }) {
+    const { database, wake } = c.get('deps');
+    const site = c.get('token').site;
+    const bounds = await feedBounds(database.db, site);
+    if (after !== undefined && after > bounds.last) {
+      throw invalidRequest(`after is past this site's last event (${bounds.last}).`, [
+        { pointer: '/after', code: 'invalid_format', message: `is past the last event, ${bounds.last}` },
+      ]);
+    }
+    const until = performance.now() + wait * 1000;
+    for (;;) {
+      const events = await readEvents(database.db, site, after, limit);
+      // Checked after the read: a prune between the bounds and the read cannot go unseen.
+      if (after !== undefined && after < bounds.prunedThrough) throw expired(after, events[0]);
+      const left = until - performance.now();
+      if (events.length > 0 || left <= 0 || c.req.raw.signal.aborted) {
+        const next = events.at(-1)?.sequence ?? String(after ?? bounds.prunedThrough);
+        return c.json({ result: { events, next } } as ListEventsResponse, 200);
+      }
+      await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal) ??
+        new Promise((resolve) => setTimeout(resolve, Math.min(left, POLL_MS))));
+      const fresh = await feedBounds(database.db, site);
+      bounds.prunedThrough = fresh.prunedThrough;
+    }
+  },
+});
