@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events]`: the service on
 // PostgreSQL against its floor (floor.ts, the least a server can do for a get) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
 // configurations interleaved round by round, each figure reported as the median of its rounds
@@ -16,7 +16,7 @@
 //   peer comparison, and create, update, delete and then the 90/10 mix (whose p99 after the
 //   writes is a known problem); it leaves out the start time, 64 connections, get-by-email, login
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
-// - `--only login|listing`: those figures alone, to bench/results/ as before (no floor measured).
+// - `--only login|listing|events`: those figures alone, to bench/results/ as before (no floor measured).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -28,6 +28,7 @@ import { openPostgres } from '@user-accounts/server/db';
 import autocannon from 'autocannon';
 import { makeSignature } from 'better-auth/crypto';
 import postgres from 'postgres';
+import { eventRows } from './events.ts';
 import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
@@ -38,7 +39,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login` or `--only listing`: those figures alone.
+    // `--only login`, `--only listing` or `--only events`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -726,6 +727,18 @@ async function main(): Promise<void> {
     log(`bench: report written to ${report([])}`);
     return;
   }
+  const events = async (db: BenchDb) =>
+    rows.push(...(await eventRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS, token: TOKEN })));
+  if (values.only === 'events') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await events(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report([])}`);
+    return;
+  }
   if (values.only === 'login') {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -763,6 +776,8 @@ async function main(): Promise<void> {
     await peerRows(rows, db, passwordHash);
 
     if (!QUICK) await login(db);
+    log('change events');
+    await events(db);
 
     log('writes, then the mix');
     const server = await ours(db);

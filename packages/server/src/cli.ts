@@ -13,9 +13,9 @@ import { createPasswordHasher } from './passwords.ts';
 async function run(argv: string[]): Promise<CommandResult> {
   if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))
     return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
-  const planned = planCommand(argv);
-  if (typeof planned !== 'function') return planned;
   const config = loadConfig();
+  const planned = planCommand(argv, { webhookAllowPrivate: config.webhookAllowPrivate });
+  if (typeof planned !== 'function') return planned;
   sizeThreadPool(config.hashConcurrency);
   let database: Database;
   let unlock = () => {};
@@ -52,11 +52,13 @@ async function run(argv: string[]): Promise<CommandResult> {
       maxWaiting: config.hashQueue,
       params: config.passwordHash,
     });
-    return await runCommand(argv, database.db, await database.migrate(), {
-      hasher,
-      progress: process.stderr,
-      output: process.stdout,
-    });
+    return await runCommand(
+      argv,
+      database.db,
+      await database.migrate(),
+      { hasher, progress: process.stderr, output: process.stdout },
+      { webhookAllowPrivate: config.webhookAllowPrivate },
+    );
   } finally {
     await database.close();
     unlock();

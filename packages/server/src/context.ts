@@ -34,6 +34,8 @@ export interface AppDeps {
   lockout: LockoutStore;
   /** Told when events commit (LISTEN): long-polls answer at once rather than at their next poll. */
   wake?: Wake;
+  /** false only in the benchmark (OUTBOX_DISABLED), to measure what events cost a write. */
+  outbox?: boolean;
 }
 
 export interface AppEnv {

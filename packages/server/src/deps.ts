@@ -163,6 +163,7 @@ export async function assembleOn(
     verifyLimits: config.verifyLimits,
     lockout,
     wake,
+    outbox: !config.outboxDisabled,
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {

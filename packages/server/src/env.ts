@@ -40,6 +40,12 @@ export interface Config {
   passwordHash: Argon2Params;
   /** verify's guessing limits, per identifier and per end-user address. */
   verifyLimits: VerifyLimits;
+  /** How long change events are kept (the feed, replays), in ms. */
+  eventsRetentionMs: number;
+  /** Webhooks may go to plain http and to private, loopback and link-local addresses. */
+  webhookAllowPrivate: boolean;
+  /** The benchmark's switch: writes make no events, to measure what the outbox costs. */
+  outboxDisabled: boolean;
 }
 
 export const DEFAULT_RATE_LIMIT = '6000/60s';
@@ -208,8 +214,27 @@ export function loadConfig(env: Env = process.env): Config {
     })(),
   };
 
+  const rawRetention = value('EVENTS_RETENTION') ?? '7d';
+  const retention = /^(\d{1,4})([hd])$/.exec(rawRetention);
+  const eventsRetentionMs =
+    retention === null ? 0 : Number(retention[1]) * (retention[2] === 'd' ? 86_400_000 : 3_600_000);
+  // At least the 3 days webhook deliveries are retried for: a retry must find its event.
+  if (eventsRetentionMs < 3 * 86_400_000 || eventsRetentionMs > 3650 * 86_400_000)
+    problems.push(
+      `EVENTS_RETENTION must be a number of days or hours, 3d (72h) to 3650d, like 7d (got "${rawRetention}")`,
+    );
+
+  const rawAllowPrivate = value('WEBHOOK_ALLOW_PRIVATE') ?? 'false';
+  if (rawAllowPrivate !== 'true' && rawAllowPrivate !== 'false')
+    problems.push(`WEBHOOK_ALLOW_PRIVATE must be true or false (got "${rawAllowPrivate}")`);
+
+  const outboxDisabled = value('OUTBOX_DISABLED') === 'true';
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
+    eventsRetentionMs,
+    outboxDisabled,
+    webhookAllowPrivate: rawAllowPrivate === 'true',
     passwordHash: passwordHash as Argon2Params,
     verifyLimits,
     port,

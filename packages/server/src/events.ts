@@ -43,18 +43,12 @@ const textArray = (values: (string | null)[]) =>
     sql`, `,
   )}]::text[]`;
 
-/** Switched off only by the benchmark, to measure what the outbox costs a write (OUTBOX_DISABLED). */
-let outboxOn = process.env.OUTBOX_DISABLED !== 'true';
-export const setOutbox = (on: boolean) => {
-  outboxOn = on;
-};
-
 /**
  * Appends the events of one write, in its transaction: call it last before COMMIT (it takes the
  * site's sequence lock, see above). One statement whatever the number of events.
  */
 export async function appendEvents(tx: Db, site: string, entries: EventEntry[]): Promise<void> {
-  if (entries.length === 0 || !outboxOn) return;
+  if (entries.length === 0) return;
   const changed = entries.map((e) =>
     e.changed === undefined ? null : FIELD_ORDER.filter((f) => e.changed!.includes(f)).join(','),
   );

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Db } from './db/client.ts';
 import { idempotencyKeys, rateLimits } from './db/schema.ts';
 import { describeError } from './errors.ts';
+import { pruneEvents } from './events.ts';
 import { purgeStaleFailures } from './lockout.ts';
 import type { TokenVerifier } from './tokens.ts';
 
@@ -17,7 +18,20 @@ export async function purgeExpired(db: Db): Promise<void> {
   await purgeStaleFailures(db);
 }
 
-export function startHousekeeping(db: Db, tokens: TokenVerifier, logger: Logger): { stop(): Promise<void> } {
+/** Removes events past the retention, and deliveries done (or given up) as long ago. */
+export async function purgeEvents(db: Db, retentionMs: number): Promise<void> {
+  await pruneEvents(db, retentionMs);
+  await db.execute(
+    sql`delete from webhook_deliveries where state <> 'pending' and created_at < now() - make_interval(secs => ${Math.floor(retentionMs / 1000)})`,
+  );
+}
+
+export function startHousekeeping(
+  db: Db,
+  tokens: TokenVerifier,
+  logger: Logger,
+  options: { eventsRetentionMs: number },
+): { stop(): Promise<void> } {
   const run = (name: string, chore: () => Promise<void>) => () =>
     chore().catch((error: unknown) => logger.warn({ err: describeError(error) }, `${name} failed; will retry`));
   const flush = run('recording token last-used times', () => tokens.flushLastUsed());
@@ -25,6 +39,10 @@ export function startHousekeeping(db: Db, tokens: TokenVerifier, logger: Logger)
     setInterval(flush, LAST_USED_EVERY_MS),
     setInterval(
       run('purging expired idempotency keys', () => purgeExpired(db)),
+      PURGE_EVERY_MS,
+    ),
+    setInterval(
+      run('purging events past their retention', () => purgeEvents(db, options.eventsRetentionMs)),
       PURGE_EVERY_MS,
     ),
   ];

@@ -6,6 +6,7 @@ import { assemble, type Service, StartError } from './deps.ts';
 import { type Config, ConfigError, loadConfig, sizeThreadPool } from './env.ts';
 import { startHousekeeping } from './housekeeping.ts';
 import { serveApp } from './serve.ts';
+import { startWebhookWorker } from './webhooks/worker.ts';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -41,9 +42,21 @@ async function main(): Promise<void> {
     );
   }
 
-  const housekeeping = startHousekeeping(database.db, tokens, logger);
+  const housekeeping = startHousekeeping(database.db, tokens, logger, { eventsRetentionMs: config.eventsRetentionMs });
+  const webhooks = startWebhookWorker({
+    db: database.db,
+    logger,
+    wake: deps.wake,
+    allowPrivate: config.webhookAllowPrivate,
+    metrics: deps.metrics?.collector,
+  });
   // The CLI cannot open the embedded database while we hold it: it sends its commands to us.
-  const adminSocket = database.kind === 'pglite' ? serveAdminSocket(config.dataDir, database.db, logger) : undefined;
+  const adminSocket =
+    database.kind === 'pglite'
+      ? serveAdminSocket(config.dataDir, database.db, logger, {
+          webhookAllowPrivate: config.webhookAllowPrivate,
+        })
+      : undefined;
   const server = serveApp(app, { port: config.port, hostname: config.host }, (info: AddressInfo) => {
     logger.info(
       {
@@ -73,6 +86,7 @@ async function main(): Promise<void> {
     server.close(async () => {
       clearTimeout(force);
       adminSocket?.close();
+      await webhooks.stop();
       await housekeeping.stop();
       await service.close().catch((error: unknown) => logger.error({ err: String(error) }, 'closing the database'));
       logger.info('stopped');

@@ -1,13 +1,17 @@
 // Prometheus metrics, on a registry of the app's own (never prom-client's global one, so that
 // several apps in one process, as in the tests, do not collide).
+
+import { sql } from 'drizzle-orm';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import type { Database } from './db/client.ts';
+import { type Database, rows } from './db/client.ts';
 import type { PasswordHasher } from './passwords.ts';
 
 export interface Metrics {
   registry: Registry;
   observeRequest(method: string, route: string, status: number, seconds: number): void;
   observeHash(seconds: number): void;
+  /** A webhook attempt's outcome, its time, and (delivered) the time from the event's commit. */
+  observeDelivery(outcome: 'delivered' | 'failed' | 'given_up', attemptSeconds: number, latencySeconds?: number): void;
 }
 
 const PING_TIMEOUT_MS = 1_000;
@@ -86,9 +90,65 @@ export function createMetrics(sources: {
       }
     },
   });
+  const deliveries = new Counter({
+    name: 'webhook_attempts_total',
+    help: 'Webhook delivery attempts by this server, by outcome: delivered (2xx), failed (retried later), given_up (after 3 days).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  });
+  const deliveryLatency = new Histogram({
+    name: 'webhook_delivery_latency_seconds',
+    help: "From an event's commit to its receiver's 2xx, for deliveries by this server (retries included).",
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600, 3600],
+    registers: [registry],
+  });
+  // What the whole deployment has, read from the database at scrape time (any server answers the same).
+  const fromDatabase = <T extends Record<string, unknown>>(query: ReturnType<typeof sql>) =>
+    rows<T>(sources.database.db, query).catch(() => [] as T[]);
+  new Gauge({
+    name: 'events_written',
+    help: "Change events written so far, every site together (the sum of the sites' last sequence numbers).",
+    registers: [registry],
+    async collect() {
+      const [row] = await fromDatabase<{ n: string | null }>(sql`select sum(last)::text as n from event_sequences`);
+      this.set(Number(row?.n ?? 0));
+    },
+  });
+  new Gauge({
+    name: 'webhook_pending_deliveries',
+    help: 'Webhook deliveries not yet delivered nor given up (the retry queue), by endpoint.',
+    labelNames: ['endpoint'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const found = await fromDatabase<{ endpoint: string; n: number; oldest: number }>(
+        sql`select endpoint_id::text as endpoint, count(*)::int as n from webhook_deliveries where state = 'pending' group by endpoint_id`,
+      );
+      for (const row of found) this.set({ endpoint: row.endpoint }, row.n);
+    },
+  });
+  new Gauge({
+    name: 'webhook_oldest_pending_seconds',
+    help: 'Age of the oldest undelivered delivery, by endpoint.',
+    labelNames: ['endpoint'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const found = await fromDatabase<{ endpoint: string; age: number }>(
+        sql`select endpoint_id::text as endpoint, extract(epoch from now() - min(created_at))::float8 as age
+          from webhook_deliveries where state = 'pending' group by endpoint_id`,
+      );
+      for (const row of found) this.set({ endpoint: row.endpoint }, row.age);
+    },
+  });
 
   return {
     registry,
+    observeDelivery(outcome, attemptSeconds, latencySeconds) {
+      deliveries.inc({ outcome });
+      if (latencySeconds !== undefined) deliveryLatency.observe(latencySeconds);
+      void attemptSeconds;
+    },
     observeRequest(method, route, status, seconds) {
       const labels = { method, route, status: String(status) };
       requests.inc(labels);

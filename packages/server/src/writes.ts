@@ -73,7 +73,7 @@ export async function runWrite<T>(
     }
     // Last of the statements: it holds the site's event sequence until COMMIT (events.ts).
     const type = EVENT_OF[record.operation];
-    if (type !== undefined && emits !== false) {
+    if (type !== undefined && emits !== false && c.get('deps').outbox !== false) {
       const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
       await appendEvents(
         tx,

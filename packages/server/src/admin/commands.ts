@@ -8,6 +8,15 @@ import { isUuid } from '../ids.ts';
 import type { PasswordHasher } from '../passwords.ts';
 import { createToken, listTokens, revokeToken, SCOPES, type Scope, SITE_NAME, unrevokedTokenIds } from '../tokens.ts';
 import { compileValidators } from '../validation.ts';
+import {
+  addEndpoint,
+  latestDeliveries,
+  listEndpoints,
+  removeEndpoint,
+  replay,
+  TYPE_PATTERN,
+} from '../webhooks/endpoints.ts';
+import { checkWebhookUrl } from '../webhooks/target.ts';
 import { exportFile } from './export-file.ts';
 import { importFile } from './import-file.ts';
 
@@ -18,7 +27,8 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     synopsis: 'token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]',
     about: `Prints a new token, once. Scopes: read (get, list, count), write (create, update,
       delete, disable, enable, import), verify (verify: check passwords at login, nothing else),
-      export (export: every account with its password hash; grant it to operators' jobs only).`,
+      export (export: every account with its password hash; grant it to operators' jobs only),
+      events (GET /api/1/events: the change feed).`,
   },
   {
     name: 'token list',
@@ -52,6 +62,36 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     about: `Writes every account of the site, oldest first, one JSON object per line with its
       password hash: what import (here or in another deployment) takes back. Keep the file as
       you keep the database. With the embedded database, stop the server first.`,
+  },
+  {
+    name: 'webhook add',
+    synopsis: 'webhook add --site NAME --url URL [--types user.*]',
+    about: `Sends the site's change events from now on to URL, signed per Standard Webhooks; prints
+      the endpoint's id and its signing secret (whsec_…), once. --types: comma-separated event
+      types (user.created, user.updated, user.deleted, user.disabled, user.enabled) or user.*
+      (the default). URL must be https:// to a public address (WEBHOOK_ALLOW_PRIVATE=true also
+      allows http:// and private addresses), checked again at every attempt.`,
+  },
+  {
+    name: 'webhook list',
+    synopsis: 'webhook list [--site NAME] [--json]',
+    about: 'Every endpoint: id, site, URL, types, created, failing since, disabled, deliveries pending.',
+  },
+  {
+    name: 'webhook remove',
+    synopsis: 'webhook remove ID',
+    about: 'Removes the endpoint and its deliveries, pending or not.',
+  },
+  {
+    name: 'webhook replay',
+    synopsis: 'webhook replay ID --from SEQ',
+    about: `Sends again the endpoint's events from sequence number SEQ on (those still kept), delivered
+      or not, after any still pending; switches a disabled endpoint back on.`,
+  },
+  {
+    name: 'webhook deliveries',
+    synopsis: 'webhook deliveries [ID] [--limit N] [--json]',
+    about: 'The latest deliveries (of one endpoint, or all), newest first: state, attempts, last answer.',
   },
   {
     name: 'migrate',
@@ -145,7 +185,8 @@ export function parseExpiry(raw: string, now = new Date()): Date {
   return date;
 }
 
-const when = (d: Date | null) => (d === null ? '-' : d.toISOString().replace(/\.\d{3}Z$/, 'Z'));
+// PGlite's raw queries answer timestamps as text, postgres.js's as Date.
+const when = (d: Date | string | null) => (d === null ? '-' : new Date(d).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
@@ -334,6 +375,116 @@ function exportCommand(words: string[], flags: Map<string, string | true>): Plan
   };
 }
 
+/** What a command needs to know of the deployment's configuration. */
+export interface CommandSettings {
+  webhookAllowPrivate: boolean;
+}
+
+const siteFlag = (flags: Map<string, string | true>) => {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  return site;
+};
+
+const limitFlag = (flags: Map<string, string | true>, fallback: string) => {
+  const raw = text(flags, 'limit') ?? fallback;
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) < 1) throw new UsageError('--limit must be a whole number from 1 to 99999');
+  return Number(raw);
+};
+
+function webhookAdd(flags: Map<string, string | true>, settings: CommandSettings): Planned {
+  const site = siteFlag(flags);
+  const url = text(flags, 'url', true);
+  const refused = checkWebhookUrl(url, settings.webhookAllowPrivate);
+  if (refused !== undefined) throw new UsageError(`--url: ${refused}`);
+  const types = (text(flags, 'types') ?? 'user.*').split(',').map((t) => t.trim());
+  const bad = types.filter((t) => !TYPE_PATTERN.test(t));
+  if (bad.length > 0 || types.length === 0 || types.length > 10)
+    throw new UsageError(
+      `--types must be event types (user.created, user.updated, user.deleted, user.disabled, user.enabled) or user.* (got "${bad.join(',')}")`,
+    );
+  return async (db) => {
+    const { id, secret } = await addEndpoint(db, { site, url, types });
+    return [
+      `Added webhook ${id} for site ${site}: ${types.join(',')} to ${url}.`,
+      'Its signing secret is shown once; give it to the receiver now:',
+      '',
+      `  ${secret}`,
+      '',
+    ].join('\n');
+  };
+}
+
+function webhookList(flags: Map<string, string | true>): Planned {
+  const site = flags.has('site') ? siteFlag(flags) : undefined;
+  return async (db) => {
+    const endpoints = await listEndpoints(db, site);
+    if (flags.has('json')) return `${JSON.stringify(endpoints, null, 2)}\n`;
+    if (endpoints.length === 0) return 'No webhooks.\n';
+    const header = ['ID', 'SITE', 'URL', 'TYPES', 'CREATED', 'FAILING SINCE', 'DISABLED', 'PENDING'];
+    const body = endpoints.map((e) => [
+      e.id,
+      e.site,
+      e.url,
+      e.types.join(','),
+      when(e.createdAt),
+      when(e.failingSince),
+      e.disabledAt === null ? '-' : `${when(e.disabledAt)} (${e.disabledReason})`,
+      String(e.pending),
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+function webhookId(words: string[], position: number): string {
+  const id = words[position];
+  if (id === undefined || !isUuid(id)) throw new UsageError('needs the id of a webhook, as webhook list shows it');
+  return id;
+}
+
+function webhookRemove(words: string[]): Planned {
+  const id = webhookId(words, 2);
+  return async (db) => {
+    if (!(await removeEndpoint(db, id))) throw new CommandFailed(`No webhook has the id ${id}.`);
+    return `Removed webhook ${id} and its deliveries.\n`;
+  };
+}
+
+function webhookReplay(words: string[], flags: Map<string, string | true>): Planned {
+  const id = webhookId(words, 2);
+  const from = text(flags, 'from', true);
+  if (!/^[1-9]\d{0,17}$/.test(from)) throw new UsageError('--from must be a sequence number (1 or more)');
+  return async (db) => {
+    const made = await replay(db, id, Number(from));
+    if (made === undefined) throw new CommandFailed(`No webhook has the id ${id}.`);
+    return `Queued ${made} deliver${made === 1 ? 'y' : 'ies'} to webhook ${id}, from sequence number ${from}.\n`;
+  };
+}
+
+function webhookDeliveries(words: string[], flags: Map<string, string | true>): Planned {
+  const endpointId = words[2] === undefined ? undefined : webhookId(words, 2);
+  const limit = limitFlag(flags, '20');
+  return async (db) => {
+    const found = await latestDeliveries(db, { limit, ...(endpointId && { endpointId }) });
+    if (flags.has('json')) return `${JSON.stringify(found, null, 2)}\n`;
+    if (found.length === 0) return 'No deliveries.\n';
+    const header = ['CREATED', 'WEBHOOK', 'SEQ', 'TYPE', 'ACCOUNT', 'STATE', 'ATTEMPTS', 'LAST', 'NEXT ATTEMPT'];
+    const body = found.map((d) => [
+      when(d.createdAt),
+      d.endpointId,
+      d.seq,
+      d.type,
+      d.subject,
+      d.state,
+      String(d.attempts),
+      d.lastError ?? (d.lastStatus === null ? '-' : String(d.lastStatus)),
+      d.state === 'pending' ? when(d.nextAttemptAt) : '-',
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
 const migrate: Planned = async (db, migrated) => {
   // Through the server's socket: the server migrated at its start, so nothing is new now.
@@ -347,7 +498,10 @@ const migrate: Planned = async (db, migrated) => {
  * Checks the arguments without touching a database: a usage error is a CommandResult (exit 2),
  * a valid command a function that runs it.
  */
-export function planCommand(argv: string[]): Planned | CommandResult {
+export function planCommand(
+  argv: string[],
+  settings: CommandSettings = { webhookAllowPrivate: false },
+): Planned | CommandResult {
   const { words, flags } = parse(argv);
   const command = COMMANDS.find((c) => words.slice(0, c.name.split(' ').length).join(' ') === c.name)?.name;
   try {
@@ -357,6 +511,11 @@ export function planCommand(argv: string[]): Planned | CommandResult {
     if (command === 'audit tail') return auditTail(flags);
     if (command === 'import') return importCommand(words, flags);
     if (command === 'export') return exportCommand(words, flags);
+    if (command === 'webhook add') return webhookAdd(flags, settings);
+    if (command === 'webhook list') return webhookList(flags);
+    if (command === 'webhook remove') return webhookRemove(words);
+    if (command === 'webhook replay') return webhookReplay(words, flags);
+    if (command === 'webhook deliveries') return webhookDeliveries(words, flags);
     if (command === 'migrate') {
       if (words.length > 1) throw new UsageError('takes no arguments');
       return migrate;
@@ -375,8 +534,9 @@ export async function runCommand(
   db: Db,
   migrated?: Migrated,
   services?: CliServices,
+  settings?: CommandSettings,
 ): Promise<CommandResult> {
-  const planned = planCommand(argv);
+  const planned = planCommand(argv, settings);
   if (typeof planned !== 'function') return planned;
   try {
     const output = await planned(db, migrated, services);

@@ -18,7 +18,7 @@ describe('serveAdminSocket', () => {
     const previous = process.umask(0o000);
     cleanups.push(() => process.umask(previous));
 
-    const socket = serveAdminSocket(dir, {} as Db, silentLogger());
+    const socket = serveAdminSocket(dir, {} as Db, silentLogger(), { webhookAllowPrivate: false });
     cleanups.push(() => socket.close());
     // Right after the call, before any callback could have run: the moment another user raced for.
     const stat = statSync(adminSocketPath(dir));

@@ -8,11 +8,16 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Db } from '../db/client.ts';
 import { describeError } from '../errors.ts';
-import { type CommandResult, runCommand } from './commands.ts';
+import { type CommandResult, type CommandSettings, runCommand } from './commands.ts';
 
 export const adminSocketPath = (dataDir: string) => join(dataDir, 'admin.sock');
 
-export function serveAdminSocket(dataDir: string, db: Db, logger: Logger): { close(): void } {
+export function serveAdminSocket(
+  dataDir: string,
+  db: Db,
+  logger: Logger,
+  settings: CommandSettings,
+): { close(): void } {
   const path = adminSocketPath(dataDir);
   rmSync(path, { force: true }); // left by a server that was killed
   const server = createServer((req, res) => {
@@ -27,7 +32,7 @@ export function serveAdminSocket(dataDir: string, db: Db, logger: Logger): { clo
         let result: CommandResult;
         try {
           const { argv } = JSON.parse(body) as { argv: string[] };
-          result = await runCommand(argv, db);
+          result = await runCommand(argv, db, undefined, undefined, settings);
           logger.info({ command: argv.slice(0, 2).join(' '), code: result.code }, 'cli command');
         } catch (error) {
           logger.error({ err: describeError(error) }, 'cli command failed');

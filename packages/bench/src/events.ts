@@ -1,0 +1,164 @@
+// The change events' figures of `pnpm bench` (issue 15): what the outbox costs a write (update
+// throughput with events against the same build with OUTBOX_DISABLED, interleaved round by round
+// on one database), and the latency from a write to its webhook's arrival at a receiver on this
+// machine, at a steady 200 writes/s.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { median, type Row } from './report.ts';
+
+const CLI = fileURLToPath(new URL('../../server/dist/cli.js', import.meta.url));
+
+interface Server {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface EventsBench {
+  db: { url: string; ids: string[] };
+  ours(db: { url: string }, env?: Record<string, string>): Promise<Server>;
+  load(
+    url: string,
+    connections: number,
+    seconds: number,
+    make: (i: number) => { method?: 'POST'; path: string; body?: string },
+  ): Promise<{ rps: number; p99: number; bad: number }>;
+  log(line: string): void;
+  rounds: number;
+  seconds: number;
+  token: string;
+}
+
+const percentile = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.ceil((p / 100) * xs.length) - 1] ?? NaN;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function runCli(args: string[], env: Record<string, string>): Promise<string> {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env } });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  child.stderr.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  return new Promise((resolve, reject) =>
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`cli ${args.join(' ')}: ${out}`)))),
+  );
+}
+
+export async function eventRows(bench: EventsBench): Promise<Row[]> {
+  const { db, log } = bench;
+  const updatable = db.ids.slice(0, 10_000);
+  const update = (tag: string) => (i: number) => ({
+    method: 'POST' as const,
+    path: '/api/1/user/update',
+    body: JSON.stringify({ _userId: updatable[i % updatable.length], name: `${tag} ${i}` }),
+  });
+
+  log('events: update throughput with the outbox and without (OUTBOX_DISABLED), interleaved');
+  const withEvents: number[] = [];
+  const without: number[] = [];
+  const on = await bench.ours(db);
+  const off = await bench.ours(db, { OUTBOX_DISABLED: 'true' });
+  try {
+    for (let r = 0; r < bench.rounds; r++) {
+      withEvents.push((await bench.load(on.url, 16, bench.seconds, update('Evented'))).rps);
+      without.push((await bench.load(off.url, 16, bench.seconds, update('Plain'))).rps);
+    }
+  } finally {
+    await Promise.all([on.stop(), off.stop()]);
+  }
+  log(`  update @16: ${median(withEvents).toFixed(0)} req/s with events, ${median(without).toFixed(0)} without`);
+
+  log('events: webhook delivery latency at 200 writes/s to a receiver on 127.0.0.1');
+  const latencies: number[] = [];
+  const receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => {
+      body += c.toString();
+    });
+    req.on('end', () => {
+      const event = JSON.parse(body) as { time: string };
+      latencies.push(Date.now() - Date.parse(event.time));
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const hookUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`;
+  const env = { DATABASE_URL: db.url, WEBHOOK_ALLOW_PRIVATE: 'true' };
+  const added = await runCli(['webhook', 'add', '--site', 'default', '--url', hookUrl], env);
+  const endpointId = /Added webhook ([0-9a-f-]{36})/.exec(added)![1]!;
+  const server = await bench.ours(db, { WEBHOOK_ALLOW_PRIVATE: 'true' });
+  const seconds = Math.max(5, bench.seconds * 2);
+  let sent = 0;
+  let failed = 0;
+  try {
+    const started = performance.now();
+    const inFlight: Promise<void>[] = [];
+    // Open loop: a write every 5 ms whatever the answers, as a site's traffic comes.
+    while (performance.now() - started < seconds * 1000) {
+      const due = started + sent * 5;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const { path, body } = update('Hooked')(sent);
+      sent++;
+      inFlight.push(
+        fetch(`${server.url}${path}`, {
+          method: 'POST',
+          headers: { authorization: bench.token, 'content-type': 'application/json' },
+          body,
+        }).then(
+          async (r) => {
+            await r.arrayBuffer();
+            if (r.status !== 200) failed++;
+          },
+          () => {
+            failed++;
+          },
+        ),
+      );
+    }
+    await Promise.all(inFlight);
+    const deadline = Date.now() + 30_000;
+    while (latencies.length < sent - failed && Date.now() < deadline) await sleep(50);
+  } finally {
+    await server.stop();
+    receiver.close();
+    // The scenarios after this one must not spend time retrying to a receiver that is gone.
+    await runCli(['webhook', 'remove', endpointId], env);
+  }
+  const rate = sent / seconds;
+  log(
+    `  ${sent} writes at ${rate.toFixed(0)}/s (${failed} failed), ${latencies.length} delivered: ` +
+      `p50 ${percentile(latencies, 50)} ms, p99 ${percentile(latencies, 99)} ms`,
+  );
+  return [
+    {
+      group: 'events',
+      name: 'update throughput with events vs the same server with the outbox off, 16 connections',
+      ours: withEvents,
+      baseline: without,
+      unit: 'req/s',
+      target: '≥ 0.9×',
+      ok: median(withEvents) / median(without) >= 0.9,
+    },
+    {
+      group: 'events',
+      name: `webhook delivery, write to receipt, p50 (${sent} updates at 200/s, ${latencies.length} delivered)`,
+      ours: [percentile(latencies, 50)],
+      unit: 'ms',
+      lowerIsBetter: true,
+    },
+    {
+      group: 'events',
+      name: 'webhook delivery, write to receipt, p99',
+      ours: [percentile(latencies, 99)],
+      unit: 'ms',
+      lowerIsBetter: true,
+      target: '≤ 500 ms',
+      ok: percentile(latencies, 99) <= 500 && latencies.length >= sent - failed,
+    },
+  ];
+}

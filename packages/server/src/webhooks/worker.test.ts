@@ -1,0 +1,210 @@
+// The webhook sender over a real embedded database and a real receiver on 127.0.0.1: the order
+// per account, the type filter, giving up, disabling an endpoint, the address check at delivery
+// time, and replay. The contract tests (webhooks.test.ts) cover processes, kills and two servers.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'drizzle-orm';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openPglite, rows } from '../db/client.ts';
+import { appendEvents, type EventType } from '../events.ts';
+import { silentLogger } from '../testing/hono.ts';
+import { addEndpoint, replay } from './endpoints.ts';
+import { claim, fanOut, retryDelayMs, startWebhookWorker, type WebhookWorker } from './worker.ts';
+
+let database: Database;
+let receiver: Server;
+let url: string;
+let answer = 204;
+const got: { sequence: string; type: string; subject: string }[] = [];
+const workers: WebhookWorker[] = [];
+let sites = 0;
+
+beforeAll(async () => {
+  database = await openPglite(undefined);
+  await database.migrate();
+  receiver = createServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk: Buffer) => {
+      body += chunk.toString();
+    });
+    req.on('end', () => {
+      if (answer < 300) got.push(JSON.parse(body) as (typeof got)[number]);
+      res.writeHead(answer).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop()));
+  got.length = 0;
+  answer = 204;
+});
+afterAll(async () => {
+  receiver.close();
+  await database.close();
+});
+
+const db = () => database.db;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A site of its own, with accounts to write events about. */
+async function site(accounts: number) {
+  const name = `wh-${sites++}`;
+  const ids: string[] = [];
+  for (let i = 0; i < accounts; i++) {
+    const [row] = await rows<{ id: string }>(
+      db(),
+      sql`insert into users (site, email, name, origin) values (${name}, ${`${name}-${i}@example.com`}, 'Ada', 'api') returning id::text as id`,
+    );
+    ids.push(row!.id);
+  }
+  return { name, ids };
+}
+
+const write = (siteName: string, events: [EventType, string][]) =>
+  db().transaction((tx) =>
+    appendEvents(
+      tx,
+      siteName,
+      events.map(([type, userId]) => ({ type, userId })),
+    ),
+  );
+
+const worker = (allowPrivate = true) => {
+  const w = startWebhookWorker({ db: db(), logger: silentLogger(), allowPrivate, pollMs: 50, timeoutMs: 2_000 });
+  workers.push(w);
+  return w;
+};
+
+async function until(check: () => Promise<boolean> | boolean, ms = 5_000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('not within the time');
+    await sleep(20);
+  }
+}
+
+describe('the webhook sender', () => {
+  it('claims only the earliest pending delivery of each account, so an account’s events go out in order', async () => {
+    const s = await site(2);
+    await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    await write(s.name, [
+      ['user.created', s.ids[0]!],
+      ['user.created', s.ids[1]!],
+      ['user.updated', s.ids[0]!],
+    ]);
+    await fanOut(db());
+    const first = await claim(db(), 10, 15);
+    expect(first.filter((d) => d.site === s.name).map((d) => d.seq)).toEqual(['1', '2']);
+    // Sequence 3 waits for 1, even once 1's lease has run out and 2 is gone.
+    const second = await claim(db(), 10, 15);
+    expect(second.filter((d) => d.site === s.name)).toEqual([]);
+  });
+
+  it('sends only the types an endpoint asked for', async () => {
+    const s = await site(1);
+    await addEndpoint(db(), { site: s.name, url, types: ['user.deleted'] });
+    await write(s.name, [
+      ['user.created', s.ids[0]!],
+      ['user.deleted', s.ids[0]!],
+    ]);
+    worker();
+    await until(() => got.some((e) => e.subject === s.ids[0]));
+    await sleep(200);
+    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.type)).toEqual(['user.deleted']);
+  });
+
+  it('retries a failed delivery later, and gives it up once it has failed for 3 days', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    answer = 500;
+    await write(s.name, [['user.created', s.ids[0]!]]);
+    worker();
+    const state = async () =>
+      (
+        await rows<{ state: string; attempts: number; last_status: number | null; next: boolean }>(
+          db(),
+          sql`select state, attempts, last_status, next_attempt_at > now() as next from webhook_deliveries where endpoint_id = ${id}`,
+        )
+      )[0];
+    await until(async () => (await state())?.attempts === 1 && (await state())?.last_status === 500);
+    expect(await state()).toMatchObject({ state: 'pending', next: true });
+    await db().execute(
+      sql`update webhook_deliveries set created_at = now() - interval '3 days 1 minute', next_attempt_at = now() where endpoint_id = ${id}`,
+    );
+    await until(async () => (await state())?.state === 'failed');
+    expect(got).toEqual([]);
+  });
+
+  it('disables an endpoint whose every attempt failed for 5 days, and says so in the audit trail', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    answer = 503;
+    await db().execute(
+      sql`update webhook_endpoints set failing_since = now() - interval '5 days 1 minute' where id = ${id}`,
+    );
+    await write(s.name, [['user.created', s.ids[0]!]]);
+    worker();
+    const endpoint = async () =>
+      (
+        await rows<{ disabled: boolean; reason: string | null }>(
+          db(),
+          sql`select disabled_at is not null as disabled, disabled_reason as reason from webhook_endpoints where id = ${id}`,
+        )
+      )[0]!;
+    await until(async () => (await endpoint()).disabled);
+    expect((await endpoint()).reason).toMatch(/failed for 5 days; last: answered 503/);
+    const audit = await rows<{ operation: string; outcome: string }>(
+      db(),
+      sql`select operation, outcome from audit_log where site = ${s.name} and token_id = 'webhooks'`,
+    );
+    expect(audit).toEqual([{ operation: 'webhook', outcome: expect.stringMatching(/^endpoint disabled: /) }]);
+    // A replay switches it back on and sends again.
+    answer = 204;
+    expect(await replay(db(), id, 1)).toBe(1);
+    await until(() => got.some((e) => e.subject === s.ids[0]));
+    expect((await endpoint()).disabled).toBe(false);
+  });
+
+  it('refuses, at delivery time, a host name that resolves to a private address', async () => {
+    const s = await site(1);
+    const port = (receiver.address() as AddressInfo).port;
+    const { id } = await addEndpoint(db(), { site: s.name, url: `https://localhost:${port}/hooks`, types: ['user.*'] });
+    await write(s.name, [['user.created', s.ids[0]!]]);
+    worker(false);
+    const last = async () =>
+      (
+        await rows<{ error: string | null }>(
+          db(),
+          sql`select last_error as error from webhook_deliveries where endpoint_id = ${id}`,
+        )
+      )[0]?.error;
+    await until(async () => (await last()) != null);
+    expect(await last()).toMatch(/127\.0\.0\.1|::1|private|loopback/i);
+    expect(got).toEqual([]);
+  });
+
+  it('replays delivered events from a sequence number on', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    await write(s.name, [
+      ['user.created', s.ids[0]!],
+      ['user.updated', s.ids[0]!],
+      ['user.updated', s.ids[0]!],
+    ]);
+    worker();
+    await until(() => got.filter((e) => e.subject === s.ids[0]).length === 3);
+    expect(await replay(db(), id, 2)).toBe(2);
+    await until(() => got.filter((e) => e.subject === s.ids[0]).length === 5);
+    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2', '3', '2', '3']);
+  });
+
+  it('backs off exponentially with jitter, up to an hour', () => {
+    const policy = { baseMs: 1_000, maxMs: 3_600_000, giveUpMs: 0, disableAfterMs: 0 };
+    expect(retryDelayMs(1, policy, () => 0)).toBe(500);
+    expect(retryDelayMs(1, policy, () => 1)).toBe(1_000);
+    expect(retryDelayMs(4, policy, () => 1)).toBe(8_000);
+    expect(retryDelayMs(30, policy, () => 1)).toBe(3_600_000);
+  });
+});

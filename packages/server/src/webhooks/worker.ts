@@ -1,0 +1,283 @@
+// Sends the change events to the sites' webhook endpoints. Every server runs one; they share the
+// work through the database:
+// - fan-out: for each endpoint, the events after its cursor (`fanned_seq`) become deliveries and
+//   the cursor moves, in one statement under the endpoint's row lock (SKIP LOCKED: one server at
+//   a time per endpoint). The feed's order guarantee (events.ts) is what makes a cursor enough.
+// - claim: due deliveries are leased (`leased_until`) in one statement, FOR UPDATE SKIP LOCKED,
+//   so that two servers never send one delivery at once; a server that dies mid-send leaves a
+//   lease that runs out, and the delivery is sent again (at least once).
+// - order: a delivery is due only when no earlier delivery of the same account to the same
+//   endpoint is still pending, so a receiver sees an account's events in order.
+// Why not graphile-worker or pg-boss: both need a node-postgres pool and LISTEN of their own, so
+// neither runs on the embedded database (PGlite, one in-process connection), and the work here is
+// two statements that need the outbox's ordering anyway.
+import { sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import { type Db, rows } from '../db/client.ts';
+import { describeError } from '../errors.ts';
+import { readEvent } from '../events.ts';
+import type { Wake } from '../wake.ts';
+import { typeMatches } from './endpoints.ts';
+import { type Attempt, sendWebhook } from './send.ts';
+
+const DAY_MS = 86_400_000;
+
+export interface RetryPolicy {
+  /** The first retry's delay; each next one doubles, up to maxMs, with jitter (half to all of it). */
+  baseMs: number;
+  maxMs: number;
+  /** A delivery failing for this long is given up (state `failed`; `cli webhook replay` sends it again). */
+  giveUpMs: number;
+  /** An endpoint whose every attempt failed for this long is disabled. */
+  disableAfterMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  baseMs: 1_000,
+  maxMs: 3_600_000,
+  giveUpMs: 3 * DAY_MS,
+  disableAfterMs: 5 * DAY_MS,
+};
+
+export interface DeliveryMetrics {
+  observeDelivery(outcome: 'delivered' | 'failed' | 'given_up', attemptSeconds: number, latencySeconds?: number): void;
+}
+
+export interface WebhookWorkerOptions {
+  db: Db;
+  logger: Logger;
+  wake?: Wake | undefined;
+  allowPrivate: boolean;
+  metrics?: DeliveryMetrics | undefined;
+  retry?: RetryPolicy;
+  /** Deliveries sent at once by this server. */
+  concurrency?: number;
+  /** How often to look for due retries (new events wake it at once). */
+  pollMs?: number;
+  timeoutMs?: number;
+}
+
+interface Claimed extends Record<string, unknown> {
+  id: string;
+  site: string;
+  seq: string;
+  attempts: number;
+  endpointId: string;
+  url: string;
+  secret: string;
+}
+
+/** The delay before attempt n + 1 after n failures: doubling from baseMs, capped, with jitter. */
+export function retryDelayMs(failures: number, policy: RetryPolicy, random = Math.random): number {
+  const full = Math.min(policy.maxMs, policy.baseMs * 2 ** Math.min(failures - 1, 40));
+  return Math.round(full / 2 + (random() * full) / 2);
+}
+
+/** Makes the deliveries of events the endpoints have not had yet; returns how many events it looked at. */
+export async function fanOut(db: Db, batch = 1000): Promise<number> {
+  const [done] = await rows<{ n: number }>(
+    db,
+    sql`with ep as (
+      select id, site, types, fanned_seq from webhook_endpoints where disabled_at is null
+      for update skip locked
+    ), batch as (
+      select ep.id as endpoint_id, ep.types, ev.site, ev.seq, ev.subject, ev.type
+      from ep cross join lateral (
+        select site, seq, subject, type from events
+        where events.site = ep.site and events.seq > ep.fanned_seq order by events.seq limit ${batch}
+      ) ev
+    ), made as (
+      insert into webhook_deliveries (endpoint_id, site, seq, subject, type)
+      select endpoint_id, site, seq, subject, type from batch
+      where ${typeMatches(sql`batch.type`, sql`batch.types`)}
+      order by seq
+    ), moved as (
+      update webhook_endpoints w set fanned_seq = m.seq
+      from (select endpoint_id, max(seq) as seq from batch group by endpoint_id) m where w.id = m.endpoint_id
+    )
+    select count(*)::int as n from batch`,
+  );
+  return done?.n ?? 0;
+}
+
+/** Leases up to `limit` due deliveries, at most one per endpoint and account, each its earliest pending. */
+export async function claim(db: Db, limit: number, leaseSeconds: number): Promise<Claimed[]> {
+  return rows<Claimed>(
+    db,
+    sql`with due as (
+      select d.id from webhook_deliveries d
+      join webhook_endpoints e on e.id = d.endpoint_id and e.disabled_at is null
+      where d.state = 'pending' and d.next_attempt_at <= now()
+        and (d.leased_until is null or d.leased_until < now())
+        and not exists (
+          select 1 from webhook_deliveries p
+          where p.endpoint_id = d.endpoint_id and p.subject = d.subject and p.state = 'pending' and p.seq < d.seq
+        )
+      order by d.next_attempt_at, d.id
+      limit ${limit}
+      for update of d skip locked
+    )
+    update webhook_deliveries d
+    set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1
+    from due, webhook_endpoints e
+    where d.id = due.id and e.id = d.endpoint_id
+    returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret`,
+  );
+}
+
+/** Records an attempt's outcome: delivered, or retried later, or given up; and the endpoint's health. */
+async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: RetryPolicy, logger: Logger) {
+  const error = attempt.ok ? null : (attempt.error ?? `answered ${attempt.status}`).slice(0, 500);
+  if (attempt.ok) {
+    await db.execute(sql`
+      with d as (
+        update webhook_deliveries set state = 'delivered', delivered_at = now(), leased_until = null,
+          last_status = ${attempt.status ?? null}, last_error = null
+        where id = ${delivery.id} returning endpoint_id
+      )
+      update webhook_endpoints set failing_since = null
+      where id = (select endpoint_id from d) and failing_since is not null`);
+    return 'delivered' as const;
+  }
+  const delay = retryDelayMs(delivery.attempts, policy);
+  const [row] = await rows<{ state: string; disable: boolean; site: string }>(
+    db,
+    sql`with d as (
+      update webhook_deliveries set leased_until = null, last_status = ${attempt.status ?? null}, last_error = ${error},
+        next_attempt_at = now() + make_interval(secs => ${delay / 1000}),
+        state = case when created_at < now() - make_interval(secs => ${policy.giveUpMs / 1000}) then 'failed' else 'pending' end
+      where id = ${delivery.id} returning state, endpoint_id
+    ), e as (
+      update webhook_endpoints set failing_since = coalesce(failing_since, now())
+      where id = (select endpoint_id from d)
+      returning site, failing_since < now() - make_interval(secs => ${policy.disableAfterMs / 1000}) as disable
+    )
+    select d.state, e.disable, e.site from d, e`,
+  );
+  if (row?.disable) await disableEndpoint(db, delivery.endpointId, row.site, error ?? 'failed', logger);
+  return row?.state === 'failed' ? ('given_up' as const) : ('failed' as const);
+}
+
+/** Switches an endpoint off after days of failures, and says so in the audit trail. */
+async function disableEndpoint(db: Db, endpointId: string, site: string, lastError: string, logger: Logger) {
+  const reason = `every delivery failed for ${DEFAULT_RETRY.disableAfterMs / DAY_MS} days; last: ${lastError}`.slice(
+    0,
+    500,
+  );
+  const [changed] = await rows<{ id: string }>(
+    db,
+    sql`update webhook_endpoints set disabled_at = now(), disabled_reason = ${reason}
+      where id = ${endpointId} and disabled_at is null returning id::text as id`,
+  );
+  if (changed === undefined) return;
+  await db.execute(sql`insert into audit_log (site, token_id, operation, user_id, request_id, status, outcome)
+    values (${site}, 'webhooks', 'webhook', null, ${`webhook-${endpointId}`}, 0, ${`endpoint disabled: ${reason}`.slice(0, 500)})`);
+  logger.warn({ endpoint: endpointId, site }, `webhook endpoint disabled: ${reason}`);
+}
+
+async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions): Promise<void> {
+  const policy = options.retry ?? DEFAULT_RETRY;
+  const event = await readEvent(db, delivery.site, Number(delivery.seq));
+  if (event === undefined) {
+    // Pruned by the retention before it could be sent: nothing left to send.
+    await db.execute(sql`update webhook_deliveries set state = 'failed', leased_until = null,
+      last_error = 'the event is past the retention and was removed' where id = ${delivery.id}`);
+    options.metrics?.observeDelivery('given_up', 0);
+    return;
+  }
+  const attempt: Attempt = await sendWebhook({
+    url: delivery.url,
+    secret: delivery.secret,
+    id: event.id,
+    timestamp: new Date(),
+    body: JSON.stringify(event),
+    allowPrivate: options.allowPrivate,
+    timeoutMs: options.timeoutMs ?? 10_000,
+  });
+  const outcome = await record(db, delivery, attempt, policy, options.logger);
+  const latency = outcome === 'delivered' ? (Date.now() - Date.parse(event.time)) / 1000 : undefined;
+  options.metrics?.observeDelivery(outcome, attempt.ms / 1000, latency);
+  if (!attempt.ok)
+    options.logger.info(
+      {
+        endpoint: delivery.endpointId,
+        sequence: event.sequence,
+        attempts: delivery.attempts,
+        error: attempt.error,
+        status: attempt.status,
+      },
+      outcome === 'given_up' ? 'webhook delivery given up' : 'webhook delivery failed; will retry',
+    );
+}
+
+export interface WebhookWorker {
+  /** Looks for work now (tests; new events do this by themselves). */
+  kick(): void;
+  /** Stops taking work and waits for the deliveries in flight. */
+  stop(): Promise<void>;
+}
+
+export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker {
+  const { db, logger } = options;
+  const concurrency = options.concurrency ?? 16;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  // A lease outlives the attempt's time limit, so a live server's send never loses it; a dead
+  // server's deliveries are sent again once it runs out.
+  const leaseSeconds = Math.ceil(timeoutMs / 1000) + 5;
+  const inFlight = new Set<Promise<void>>();
+  let running = false;
+  let again = false;
+  let stopped = false;
+
+  async function cycle(): Promise<void> {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await fanOut(db);
+        const room = concurrency - inFlight.size;
+        if (room <= 0 || stopped) break;
+        const claimed = await claim(db, room, leaseSeconds);
+        for (const delivery of claimed) {
+          const sending: Promise<void> = deliver(db, delivery, { ...options, timeoutMs })
+            .catch((error: unknown) =>
+              logger.warn(
+                { err: describeError(error) },
+                'webhook delivery not recorded; its lease will run out and it is sent again',
+              ),
+            )
+            .finally(() => {
+              inFlight.delete(sending);
+              if (!stopped) kick();
+            });
+          inFlight.add(sending);
+        }
+        if (claimed.length === room) again = true;
+      } while (again && !stopped);
+    } catch (error) {
+      logger.warn({ err: describeError(error) }, 'webhook sending failed; will retry');
+    } finally {
+      running = false;
+    }
+  }
+  const kick = () => {
+    if (!stopped) void cycle();
+  };
+  const unsubscribe = options.wake?.subscribe(kick);
+  const timer = setInterval(kick, options.pollMs ?? 1_000);
+  timer.unref();
+  kick();
+  return {
+    kick,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      unsubscribe?.();
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}
