@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { AuthFailures } from './auth-failures.ts';
 import type { Database } from './db/client.ts';
+import type { Sequencer } from './events.ts';
 import type { LockoutStore, VerifyLimits } from './lockout.ts';
 import type { Metrics } from './metrics.ts';
 import type { Deadline } from './middleware/deadline.ts';
@@ -34,6 +35,8 @@ export interface AppDeps {
   lockout: LockoutStore;
   /** Told when events commit (LISTEN): long-polls answer at once rather than at their next poll. */
   wake?: Wake;
+  /** Numbers committed events; kicked after each write, so that its event is out at once. */
+  sequencer?: Sequencer;
   /** false only in the benchmark (OUTBOX_DISABLED), to measure what events cost a write. */
   outbox?: boolean;
 }

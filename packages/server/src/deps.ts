@@ -10,7 +10,8 @@ import type { AppDeps, AppEnv } from './context.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import type { Config } from './env.ts';
-import { EVENTS_CHANNEL } from './events.ts';
+import { describeError } from './errors.ts';
+import { EVENTS_CHANNEL, startSequencer } from './events.ts';
 import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
 import { databaseLockout, redisLockout } from './lockout.ts';
 import { createMetrics } from './metrics.ts';
@@ -123,6 +124,9 @@ export async function assembleOn(
     },
   });
   const wake = createWake();
+  const sequencer = startSequencer(database.db, (error) =>
+    logger.warn({ err: describeError(error) }, 'numbering events failed; will retry'),
+  );
   const eventsHeard = await database.listen(EVENTS_CHANNEL, {
     notified: () => wake.notify(),
     confirmed: () => {},
@@ -163,12 +167,14 @@ export async function assembleOn(
     verifyLimits: config.verifyLimits,
     lockout,
     wake,
+    sequencer,
     outbox: !config.outboxDisabled,
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {
     await tokenChanges.close();
     await eventsHeard.close();
+    await sequencer.stop();
     redis?.disconnect();
     await limiter.close();
   }

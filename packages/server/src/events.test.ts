@@ -1,10 +1,12 @@
 // The outbox and the feed over a real embedded database: numbering per site, a rollback giving
 // its numbers back, and the retention (events pruned, a reader behind them told 410).
+
+import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite, rows } from './db/client.ts';
+import { type Database, openPglite, openPostgres, rows } from './db/client.ts';
 import { loadConfig } from './env.ts';
-import { appendEvents, feedBounds, pruneEvents, readEvents } from './events.ts';
+import { appendEvents, feedBounds, pruneEvents, readEvents, sequenceEvents } from './events.ts';
 import { listEvents } from './routes/list-events.ts';
 import { problemOf, testApp } from './testing/hono.ts';
 
@@ -29,14 +31,16 @@ async function site(accounts: number) {
   return { name, ids };
 }
 
-const created = (siteName: string, ids: string[]) =>
-  database.db.transaction((tx) =>
+async function created(siteName: string, ids: string[]) {
+  await database.db.transaction((tx) =>
     appendEvents(
       tx,
       siteName,
       ids.map((userId) => ({ type: 'user.created' as const, userId })),
     ),
   );
+  await sequenceEvents(database.db);
+}
 
 function feed(siteName: string) {
   const app = testApp({
@@ -104,4 +108,47 @@ describe('the retention', () => {
       expect(() => loadConfig({ EVENTS_RETENTION: bad })).toThrow(/EVENTS_RETENTION must be/);
     }
   });
+});
+
+// PGlite runs one transaction at a time; only PostgreSQL has a write still open while others commit.
+const PG_URL = process.env.TEST_DATABASE_URL;
+if (!PG_URL) console.warn('\n[events.test] numbering on PostgreSQL: SKIPPED, TEST_DATABASE_URL is not set\n');
+describe.skipIf(!PG_URL)('numbering on PostgreSQL', () => {
+  it('numbers only what committed: a write still open gets no number and holds back none of those that commit after it', async () => {
+    const pg = await openPostgres(PG_URL!, { max: 4 });
+    try {
+      await pg.migrate();
+      const name = `ev-pg-${randomUUID().slice(0, 8)}`;
+      const ids: string[] = [];
+      for (const i of [0, 1]) {
+        const [row] = await rows<{ id: string }>(
+          pg.db,
+          sql`insert into users (site, email, name, origin) values (${name}, ${`${name}-${i}@example.com`}, 'Ada', 'api') returning id::text as id`,
+        );
+        ids.push(row!.id);
+      }
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const open = pg.db.transaction(async (tx) => {
+        await appendEvents(tx, name, [{ type: 'user.created', userId: ids[0]! }]);
+        await held;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await pg.db.transaction((tx) => appendEvents(tx, name, [{ type: 'user.created', userId: ids[1]! }]));
+      await sequenceEvents(pg.db, name);
+      const seen = async () => (await readEvents(pg.db, name, 0, 10)).map((e) => [e.sequence, e.subject]);
+      expect(await seen()).toEqual([['1', ids[1]]]);
+      release();
+      await open;
+      await sequenceEvents(pg.db);
+      expect(await seen()).toEqual([
+        ['1', ids[1]],
+        ['2', ids[0]],
+      ]);
+    } finally {
+      await pg.close();
+    }
+  }, 30_000);
 });

@@ -2,15 +2,23 @@
 //
 // Gap-free reading. Sequence numbers taken from a PostgreSQL sequence are handed out at one time
 // and committed at another, so a reader that has seen 7 could later find 6 committed, and skip
-// it for ever. Two ways out: hand readers only events below the oldest still-open writer's
-// position (pg_snapshot_xmin), which keeps writers apart but makes the feed lag behind the
-// longest open transaction and needs a second ordering (by transaction id); or make events
-// commit in their order. We do the second: a writer takes its site's next number with an upsert
-// of the site's row in event_sequences, in the last statement before COMMIT, and holds that
-// row's lock until it commits. The next writer of the site waits for it there, so numbers are
-// dense (a rollback gives its numbers back) and commit in order: a snapshot that holds event n
-// holds every event below n. The price is that one site's writes pass that point one at a time,
-// for the time of one statement and a COMMIT (the bench's outbox scenario measures it).
+// it for ever. What we do instead: a write inserts its events without a number, in its own
+// transaction; a sequencer (the SQL function sequence_events, migration 0008) numbers the
+// events it can see, which are exactly those that committed, under the site's row lock in
+// event_sequences, and commits. Numbering runs are one at a time per site, each numbers after
+// the last, so a reader that has seen n never later finds a number below n. An account's events
+// keep their order: a write waits for the account's previous write to commit, so its event is
+// inserted later (`pos`) and numbered after it, in the same run or a later one.
+// Why not the alternatives we measured (bench/results/2026-11-22-09-42.md, -09-51.md):
+// - numbering in the write itself, under the site's lock held to its COMMIT, makes one site's
+//   commits pass one at a time: update throughput fell to 0.40× of the same server without
+//   events (0.43× with the number taken by a deferred trigger in the commit itself), and a NOTIFY
+//   per write serializes commits across all sites besides;
+// - handing out only events below pg_snapshot_xmin makes every site's feed wait for the longest
+//   open transaction anywhere (one site's 2-minute import would hold up every feed).
+// The price here: each event is written twice (inserted, then numbered), and a reader sees it
+// once a sequencer ran: right after the write on its own server, within SEQUENCER_POLL_MS on the
+// others, and at once for the feed, which numbers its site before it reads.
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { rows } from './db/client.ts';
@@ -43,28 +51,72 @@ const textArray = (values: (string | null)[]) =>
     sql`, `,
   )}]::text[]`;
 
-/**
- * Appends the events of one write, in its transaction: call it last before COMMIT (it takes the
- * site's sequence lock, see above). One statement whatever the number of events.
- */
+/** Appends the events of one write, in its transaction, unnumbered (see above). */
 export async function appendEvents(tx: Db, site: string, entries: EventEntry[]): Promise<void> {
   if (entries.length === 0) return;
   const changed = entries.map((e) =>
     e.changed === undefined ? null : FIELD_ORDER.filter((f) => e.changed!.includes(f)).join(','),
   );
+  // Inserted in the entries' order, which is the order the sequencer numbers them in.
   await tx.execute(sql`
-    with n as (
-      insert into event_sequences as s (site, last) values (${site}, ${entries.length})
-      on conflict (site) do update set last = s.last + ${entries.length}
-      returning last
-    ), e as (
+    with e as (
       select * from unnest(${textArray(entries.map((e) => e.type))}, ${textArray(entries.map((e) => e.userId))}::uuid[],
         ${textArray(changed)}) with ordinality as e(type, user_id, changed, ord)
     )
-    insert into events (site, seq, type, subject, changed, data)
-    select ${site}, n.last - ${entries.length} + e.ord, e.type, e.user_id, e.changed,
+    insert into events (site, type, subject, changed, data)
+    select ${site}, e.type, e.user_id, e.changed,
       case when e.type = 'user.deleted' then jsonb_build_object('_userId', e.user_id) else ${accountJson} end
-    from n, e`);
+    from e order by e.ord`);
+}
+
+/** Numbers the events that committed (see above); with a site, that site's, waiting for any run on it. */
+export async function sequenceEvents(db: Db, site?: string): Promise<number> {
+  const [row] = await rows<{ n: number }>(
+    db,
+    site === undefined ? sql`select sequence_events() as n` : sql`select sequence_events(${site}) as n`,
+  );
+  return row?.n ?? 0;
+}
+
+/** How often a server numbers what other servers wrote (its own writes are numbered at once). */
+export const SEQUENCER_POLL_MS = 100;
+
+export interface Sequencer {
+  /** Numbers now (after a write committed here); runs coalesce. */
+  kick(): void;
+  stop(): Promise<void>;
+}
+
+/** Every server runs one: events committed anywhere get their numbers within SEQUENCER_POLL_MS. */
+export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs = SEQUENCER_POLL_MS): Sequencer {
+  let running: Promise<void> | undefined;
+  let again = false;
+  let stopped = false;
+  const run = async () => {
+    do {
+      again = false;
+      await sequenceEvents(db).catch(onError);
+    } while (again && !stopped);
+    running = undefined;
+  };
+  const kick = () => {
+    if (stopped) return;
+    if (running !== undefined) {
+      again = true;
+      return;
+    }
+    running = run();
+  };
+  const timer = setInterval(kick, pollMs);
+  timer.unref();
+  return {
+    kick,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await running;
+    },
+  };
 }
 
 export interface CloudEvent {
@@ -149,7 +201,7 @@ export async function pruneEvents(db: Db, retentionMs: number): Promise<number> 
   const removed = await rows<{ n: number }>(
     db,
     sql`with gone as (
-      delete from events where time < now() - make_interval(secs => ${seconds}) returning site, seq
+      delete from events where time < now() - make_interval(secs => ${seconds}) and seq is not null returning site, seq
     ), upto as (
       select site, max(seq) as seq from gone group by site
     ), marked as (

@@ -71,7 +71,7 @@ export async function runWrite<T>(
         userIds.map((userId) => ({ operation: record.operation, ...entry, userId })),
       );
     }
-    // Last of the statements: it holds the site's event sequence until COMMIT (events.ts).
+    // The write's events, in its transaction (numbered once it committed: events.ts).
     const type = EVENT_OF[record.operation];
     if (type !== undefined && emits !== false && c.get('deps').outbox !== false) {
       const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
@@ -86,5 +86,6 @@ export async function runWrite<T>(
     return result;
   });
   record.committed = written !== undefined;
+  if (written !== undefined) c.get('deps').sequencer?.kick();
   return written;
 }

@@ -151,8 +151,7 @@ export const serviceKeys = pgTable('service_keys', {
 });
 
 /**
- * Each site's last event sequence number. A writer takes the next one with an upsert of its row,
- * whose lock it holds until it commits: the site's events commit in sequence order (events.ts).
+ * Each site's last event sequence number, taken by the sequencer under this row's lock (events.ts).
  * `prunedThrough`: events up to it were removed by the retention (410 for a reader behind it).
  */
 export const eventSequences = pgTable('event_sequences', {
@@ -165,9 +164,12 @@ export const eventSequences = pgTable('event_sequences', {
 export const events = pgTable(
   'events',
   {
+    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    /** Insertion order: the sequencer numbers a site's new events in it (events.ts). */
+    pos: bigint('pos', { mode: 'number' }).notNull().generatedAlwaysAsIdentity(),
     site: text('site').notNull(),
-    seq: bigint('seq', { mode: 'number' }).notNull(),
-    id: uuid('id').notNull().default(sql`gen_random_uuid()`),
+    /** The site's sequence number, given by the sequencer once the event committed; null until then. */
+    seq: bigint('seq', { mode: 'number' }),
     type: text('type').notNull(),
     subject: uuid('subject').notNull(),
     time: at('time').notNull().defaultNow(),
@@ -175,7 +177,11 @@ export const events = pgTable(
     changed: text('changed'),
     data: jsonb('data').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.site, t.seq] }), index('events_time_idx').on(t.time)],
+  (t) => [
+    uniqueIndex('events_site_seq_key').on(t.site, t.seq),
+    index('events_time_idx').on(t.time),
+    index('events_unnumbered_idx').on(t.site, t.pos).where(sql`${t.seq} is null`),
+  ],
 );
 
 /** A site's webhook endpoint. `fannedSeq`: the site's events up to it have their deliveries. */

@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { ApiError } from '../errors.ts';
-import { type CloudEvent, feedBounds, readEvents } from '../events.ts';
+import { type CloudEvent, feedBounds, readEvents, sequenceEvents } from '../events.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { validQuery } from './shared.ts';
@@ -40,6 +40,8 @@ export const listEvents = defineOperation({
   async handle(c, { after, limit, wait }) {
     const { database, wake } = c.get('deps');
     const site = c.get('token').site;
+    // Whatever committed before this read is numbered, and so answered (events.ts).
+    await sequenceEvents(database.db, site);
     const bounds = await feedBounds(database.db, site);
     if (after !== undefined && after > bounds.last) {
       throw invalidRequest(`after is past this site's last event (${bounds.last}).`, [
@@ -58,6 +60,7 @@ export const listEvents = defineOperation({
       }
       await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal) ??
         new Promise((resolve) => setTimeout(resolve, Math.min(left, POLL_MS))));
+      await sequenceEvents(database.db, site);
       const fresh = await feedBounds(database.db, site);
       bounds.prunedThrough = fresh.prunedThrough;
     }

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite, rows } from '../db/client.ts';
-import { appendEvents, type EventType } from '../events.ts';
+import { appendEvents, type EventType, sequenceEvents } from '../events.ts';
 import { silentLogger } from '../testing/hono.ts';
 import { addEndpoint, replay } from './endpoints.ts';
 import { claim, fanOut, retryDelayMs, startWebhookWorker, type WebhookWorker } from './worker.ts';
@@ -62,14 +62,16 @@ async function site(accounts: number) {
   return { name, ids };
 }
 
-const write = (siteName: string, events: [EventType, string][]) =>
-  db().transaction((tx) =>
+async function write(siteName: string, events: [EventType, string][]) {
+  await db().transaction((tx) =>
     appendEvents(
       tx,
       siteName,
       events.map(([type, userId]) => ({ type, userId })),
     ),
   );
+  await sequenceEvents(db());
+}
 
 const worker = (allowPrivate = true) => {
   const w = startWebhookWorker({ db: db(), logger: silentLogger(), allowPrivate, pollMs: 50, timeoutMs: 2_000 });
