@@ -5,8 +5,8 @@ CREATE TABLE "event_sequences" (
 );
 --> statement-breakpoint
 CREATE TABLE "events" (
-	"id" uuid PRIMARY KEY DEFAULT gen_random_uuid() NOT NULL,
-	"pos" bigint GENERATED ALWAYS AS IDENTITY (sequence name "events_pos_seq" INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 START WITH 1 CACHE 1),
+	"pos" bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY (sequence name "events_pos_seq" INCREMENT BY 1 MINVALUE 1 MAXVALUE 9223372036854775807 START WITH 1 CACHE 1),
+	"id" uuid DEFAULT gen_random_uuid() NOT NULL,
 	"site" text NOT NULL,
 	"seq" bigint,
 	"type" text NOT NULL,
@@ -50,7 +50,7 @@ CREATE TABLE "webhook_endpoints" (
 ALTER TABLE "api_tokens" DROP CONSTRAINT "api_tokens_scopes_check";--> statement-breakpoint
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_endpoint_id_webhook_endpoints_id_fk" FOREIGN KEY ("endpoint_id") REFERENCES "public"."webhook_endpoints"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE UNIQUE INDEX "events_site_seq_key" ON "events" USING btree ("site","seq");--> statement-breakpoint
-CREATE INDEX "events_time_idx" ON "events" USING btree ("time");--> statement-breakpoint
+CREATE INDEX "events_time_idx" ON "events" USING brin ("time");--> statement-breakpoint
 CREATE INDEX "events_unnumbered_idx" ON "events" USING btree ("site","pos") WHERE "events"."seq" is null;--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_due_idx" ON "webhook_deliveries" USING btree ("next_attempt_at") WHERE "webhook_deliveries"."state" = 'pending';--> statement-breakpoint
 CREATE INDEX "webhook_deliveries_order_idx" ON "webhook_deliveries" USING btree ("endpoint_id","subject","seq") WHERE "webhook_deliveries"."state" = 'pending';--> statement-breakpoint

@@ -6,10 +6,10 @@ DECLARE
   upto bigint;
 BEGIN
   WITH fresh AS (
-    SELECT id, last_seq + row_number() OVER (ORDER BY pos) AS n
+    SELECT pos, last_seq + row_number() OVER (ORDER BY pos) AS n
     FROM events WHERE site = for_site AND seq IS NULL
   ), done AS (
-    UPDATE events e SET seq = fresh.n FROM fresh WHERE e.id = fresh.id RETURNING fresh.n
+    UPDATE events e SET seq = fresh.n FROM fresh WHERE e.pos = fresh.pos RETURNING fresh.n
   )
   SELECT count(*), coalesce(max(n), last_seq) INTO numbered, upto FROM done;
   UPDATE event_sequences SET last = upto WHERE site = for_site;

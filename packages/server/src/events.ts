@@ -87,9 +87,15 @@ export interface Sequencer {
   stop(): Promise<void>;
 }
 
-/** Every server runs one: events committed anywhere get their numbers within SEQUENCER_POLL_MS. */
+/**
+ * Every server runs one: events committed anywhere get their numbers within SEQUENCER_POLL_MS.
+ * A kick (a write committed here) runs it within BATCH_MS, so that the writes of that window are
+ * numbered in one run: a run per write cost more than the numbering itself.
+ */
 export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs = SEQUENCER_POLL_MS): Sequencer {
+  const BATCH_MS = 10;
   let running: Promise<void> | undefined;
+  let scheduled: NodeJS.Timeout | undefined;
   let again = false;
   let stopped = false;
   const run = async () => {
@@ -99,7 +105,8 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
     } while (again && !stopped);
     running = undefined;
   };
-  const kick = () => {
+  const now = () => {
+    scheduled = undefined;
     if (stopped) return;
     if (running !== undefined) {
       again = true;
@@ -107,13 +114,16 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
     }
     running = run();
   };
-  const timer = setInterval(kick, pollMs);
+  const timer = setInterval(now, pollMs);
   timer.unref();
   return {
-    kick,
+    kick() {
+      if (!stopped && scheduled === undefined) scheduled = setTimeout(now, BATCH_MS);
+    },
     async stop() {
       stopped = true;
       clearInterval(timer);
+      clearTimeout(scheduled);
       await running;
     },
   };
@@ -132,7 +142,7 @@ export interface CloudEvent {
   data: Record<string, unknown>;
 }
 
-interface EventRow extends Record<string, unknown> {
+export interface EventRow extends Record<string, unknown> {
   seq: string;
   id: string;
   type: EventType;
@@ -159,7 +169,7 @@ export function toCloudEvent(site: string, row: EventRow): CloudEvent {
   };
 }
 
-const eventColumns = sql`seq::text as seq, id::text as id, type, subject::text as subject, ${iso(sql`time`)} as time, changed, data`;
+export const eventColumns = sql`seq::text as seq, id::text as id, type, subject::text as subject, ${iso(sql`time`)} as time, changed, data`;
 
 /** Where a site's feed stands: its last sequence number and the last one pruned. */
 export async function feedBounds(db: Db, site: string): Promise<{ last: number; prunedThrough: number }> {
@@ -184,12 +194,6 @@ export async function readEvents(
     sql`select ${eventColumns} from events where site = ${site} and seq > ${after ?? 0} order by events.seq limit ${limit}`,
   );
   return found.map((row) => toCloudEvent(site, row));
-}
-
-/** One event, for a webhook delivery; undefined once pruned. */
-export async function readEvent(db: Db, site: string, seq: number): Promise<CloudEvent | undefined> {
-  const [row] = await rows<EventRow>(db, sql`select ${eventColumns} from events where site = ${site} and seq = ${seq}`);
-  return row === undefined ? undefined : toCloudEvent(site, row);
 }
 
 /**

@@ -15,7 +15,7 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
 import { describeError } from '../errors.ts';
-import { readEvent } from '../events.ts';
+import { type EventRow, eventColumns, toCloudEvent } from '../events.ts';
 import type { Wake } from '../wake.ts';
 import { typeMatches } from './endpoints.ts';
 import { type Attempt, sendWebhook } from './send.ts';
@@ -65,6 +65,8 @@ interface Claimed extends Record<string, unknown> {
   endpointId: string;
   url: string;
   secret: string;
+  /** The event's row, read in the same statement; null once pruned. */
+  event: EventRow | string | null;
 }
 
 /** The delay before attempt n + 1 after n failures: doubling from baseMs, capped, with jitter. */
@@ -121,7 +123,8 @@ export async function claim(db: Db, limit: number, leaseSeconds: number): Promis
     set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1
     from due, webhook_endpoints e
     where d.id = due.id and e.id = d.endpoint_id
-    returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret`,
+    returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
+      (select row_to_json(ev) from (select ${eventColumns} from events where site = d.site and seq = d.seq) ev) as event`,
   );
 }
 
@@ -177,7 +180,8 @@ async function disableEndpoint(db: Db, endpointId: string, site: string, lastErr
 
 async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions): Promise<void> {
   const policy = options.retry ?? DEFAULT_RETRY;
-  const event = await readEvent(db, delivery.site, Number(delivery.seq));
+  const row = typeof delivery.event === 'string' ? (JSON.parse(delivery.event) as EventRow) : delivery.event;
+  const event = row === null ? undefined : toCloudEvent(delivery.site, row);
   if (event === undefined) {
     // Pruned by the retention before it could be sent: nothing left to send.
     await db.execute(sql`update webhook_deliveries set state = 'failed', leased_until = null,
@@ -228,6 +232,9 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   let running = false;
   let again = false;
   let stopped = false;
+  // New events (a notification, the poll) need a fan-out first; a finished delivery only frees a
+  // slot for the next claim.
+  let fanOutWanted = true;
 
   async function cycle(): Promise<void> {
     if (running) {
@@ -238,7 +245,10 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     try {
       do {
         again = false;
-        await fanOut(db);
+        if (fanOutWanted) {
+          fanOutWanted = false;
+          await fanOut(db);
+        }
         const room = concurrency - inFlight.size;
         if (room <= 0 || stopped) break;
         const claimed = await claim(db, room, leaseSeconds);
@@ -252,7 +262,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
             )
             .finally(() => {
               inFlight.delete(sending);
-              if (!stopped) kick();
+              if (!stopped) void cycle();
             });
           inFlight.add(sending);
         }
@@ -265,6 +275,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
     }
   }
   const kick = () => {
+    fanOutWanted = true;
     if (!stopped) void cycle();
   };
   const unsubscribe = options.wake?.subscribe(kick);
