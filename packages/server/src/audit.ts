@@ -36,7 +36,12 @@ export interface AuditSource {
 /** Writes rows of one request at once (an import writes one per account it creates). */
 export async function insertAuditRows(db: Db, source: AuditSource, entries: AuditEntry[]): Promise<void> {
   if (entries.length === 0) return;
-  await db.insert(auditLog).values(
+  await auditInsert(db, source, entries);
+}
+
+/** The INSERT of the rows, not yet run: runWrite runs it in one statement with the write's events. */
+export function auditInsert(db: Db, source: AuditSource, entries: AuditEntry[]) {
+  return db.insert(auditLog).values(
     entries.map((entry) => ({
       ...source,
       operation: entry.operation,

@@ -3,7 +3,7 @@
 // operation (audit.ts) records every other outcome (refusals, failures, replays) and refuses an
 // answer to a write that did not come through here.
 import type { Context } from 'hono';
-import { insertAuditRow, insertAuditRows, type WriteOperation } from './audit.ts';
+import { auditInsert, type WriteOperation } from './audit.ts';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
 import { appendEvents, type EventType } from './events.ts';
@@ -60,26 +60,23 @@ export async function runWrite<T>(
     const result = await work(tx);
     if (result === undefined) return undefined;
     const { userIds, changed, emits, ...entry } = typeof done === 'function' ? done(result) : done;
-    if (userIds === undefined || userIds.length === 0)
-      await insertAuditRow(tx, c, { operation: record.operation, ...entry });
-    else {
-      const token = c.get('token');
-      const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
-      await insertAuditRows(
-        tx,
-        source,
-        userIds.map((userId) => ({ operation: record.operation, ...entry, userId })),
-      );
-    }
-    // The write's events, in its transaction (numbered once it committed: events.ts).
+    const token = c.get('token');
+    const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
+    const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
+    // An audit row per account written (import), else one for the request.
+    const audited = (userIds === undefined || userIds.length === 0 ? [entry.userId] : userIds).map((userId) => ({
+      operation: record.operation,
+      ...entry,
+      userId,
+    }));
+    const audit = auditInsert(tx, source, audited);
     const type = EVENT_OF[record.operation];
-    if (type !== undefined && emits !== false && c.get('deps').outbox !== false) {
-      const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
-      await appendEvents(
-        tx,
-        c.get('token').site,
-        ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) })),
-      );
+    if (type !== undefined && emits !== false && c.get('deps').outbox !== false && ids.length > 0) {
+      // The audit rows and the events in one statement: a round trip less in every write.
+      const events = ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) }));
+      await appendEvents(tx, token.site, events, audit.getSQL());
+    } else {
+      await audit;
     }
     // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.
     c.get('deadline')?.commit();
