@@ -9,16 +9,17 @@
 // the last, so a reader that has seen n never later finds a number below n. An account's events
 // keep their order: a write waits for the account's previous write to commit, so its event is
 // inserted later (`pos`) and numbered after it, in the same run or a later one.
-// Why not the alternatives we measured (bench/results/2026-11-22-09-42.md, -09-51.md):
+// Why not the alternatives we measured (`./pnpmw bench --only events`, update throughput with
+// events against the same server without, bench/results/2026-11-22-*.md):
 // - numbering in the write itself, under the site's lock held to its COMMIT, makes one site's
-//   commits pass one at a time: update throughput fell to 0.40× of the same server without
-//   events (0.43× with the number taken by a deferred trigger in the commit itself), and a NOTIFY
-//   per write serializes commits across all sites besides;
+//   commits pass one at a time: 0.40× (09-42), and 0.43× with the number taken by a deferred
+//   trigger in the commit itself (09-51); a NOTIFY per write serializes commits across sites;
 // - handing out only events below pg_snapshot_xmin makes every site's feed wait for the longest
 //   open transaction anywhere (one site's 2-minute import would hold up every feed).
-// The price here: each event is written twice (inserted, then numbered), and a reader sees it
-// once a sequencer ran: right after the write on its own server, within SEQUENCER_POLL_MS on the
-// others, and at once for the feed, which numbers its site before it reads.
+// This design measured 0.67× (10-08). The price: each event is written twice (inserted, then
+// numbered), and a reader sees it once a sequencer ran: within 10 ms of the write on its own
+// server, within SEQUENCER_POLL_MS on the others, and at once for the feed, which numbers its
+// site before it reads.
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { rows } from './db/client.ts';
