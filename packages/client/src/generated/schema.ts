@@ -358,9 +358,9 @@ export interface paths {
          *
          *     Events are answered in sequence order, `limit` at a time, after `after`; without
          *     `after`, from the oldest event kept. Pass `next` back as `after` for the following ones. The
-         *     feed never skips an event: a writer takes the site's next number under a lock held until
-         *     it commits, so events commit in their order, and a reader that has seen `n` will never
-         *     later find a committed event below `n`.
+         *     feed never skips an event: events are numbered only once they committed, by numbering
+         *     runs that take the site's lock one at a time, so a reader that has seen `n` will never
+         *     later find an event below `n`.
          *
          *     `wait` (seconds, 0 to 30) long-polls: when no event follows `after`, the answer comes
          *     as soon as one commits on any server, or with no events once `wait` has passed.

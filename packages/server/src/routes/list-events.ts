@@ -51,7 +51,8 @@ export const listEvents = defineOperation({
     const until = performance.now() + wait * 1000;
     for (;;) {
       const events = await readEvents(database.db, site, after, limit);
-      // Checked after the read: a prune between the bounds and the read cannot go unseen.
+      // pruned_through read after the events: a prune that committed between the two is seen.
+      bounds.prunedThrough = (await feedBounds(database.db, site)).prunedThrough;
       if (after !== undefined && after < bounds.prunedThrough) throw expired(after, events[0]);
       const left = until - performance.now();
       if (events.length > 0 || left <= 0 || c.req.raw.signal.aborted) {
@@ -61,8 +62,6 @@ export const listEvents = defineOperation({
       await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal) ??
         new Promise((resolve) => setTimeout(resolve, Math.min(left, POLL_MS))));
       await sequenceEvents(database.db, site);
-      const fresh = await feedBounds(database.db, site);
-      bounds.prunedThrough = fresh.prunedThrough;
     }
   },
 });

@@ -118,6 +118,6 @@ export async function latestDeliveries(db: Db, options: { limit: number; endpoin
         next_attempt_at as "nextAttemptAt", delivered_at as "deliveredAt"
       from webhook_deliveries
       where ${options.endpointId === undefined ? sql`true` : sql`endpoint_id = ${options.endpointId}`}
-      order by id desc limit ${options.limit}`,
+      order by webhook_deliveries.id desc limit ${options.limit}`,
   );
 }

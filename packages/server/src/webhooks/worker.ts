@@ -128,6 +128,12 @@ export async function claim(db: Db, limit: number, leaseSeconds: number): Promis
   );
 }
 
+/**
+ * Still this server's claim: no other server claimed it since (a claim counts an attempt). A
+ * late record after the lease ran out and another server took over would otherwise undo its work.
+ */
+const ours = (delivery: Claimed) => sql`state = 'pending' and attempts = ${delivery.attempts}`;
+
 /** Records an attempt's outcome: delivered, or retried later, or given up; and the endpoint's health. */
 async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: RetryPolicy, logger: Logger) {
   const error = attempt.ok ? null : (attempt.error ?? `answered ${attempt.status}`).slice(0, 500);
@@ -136,7 +142,7 @@ async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: Retry
       with d as (
         update webhook_deliveries set state = 'delivered', delivered_at = now(), leased_until = null,
           last_status = ${attempt.status ?? null}, last_error = null
-        where id = ${delivery.id} returning endpoint_id
+        where id = ${delivery.id} and ${ours(delivery)} returning endpoint_id
       )
       update webhook_endpoints set failing_since = null
       where id = (select endpoint_id from d) and failing_since is not null`);
@@ -149,7 +155,7 @@ async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: Retry
       update webhook_deliveries set leased_until = null, last_status = ${attempt.status ?? null}, last_error = ${error},
         next_attempt_at = now() + make_interval(secs => ${delay / 1000}),
         state = case when created_at < now() - make_interval(secs => ${policy.giveUpMs / 1000}) then 'failed' else 'pending' end
-      where id = ${delivery.id} returning state, endpoint_id
+      where id = ${delivery.id} and ${ours(delivery)} returning state, endpoint_id
     ), e as (
       update webhook_endpoints set failing_since = coalesce(failing_since, now())
       where id = (select endpoint_id from d)
@@ -185,7 +191,7 @@ async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions)
   if (event === undefined) {
     // Pruned by the retention before it could be sent: nothing left to send.
     await db.execute(sql`update webhook_deliveries set state = 'failed', leased_until = null,
-      last_error = 'the event is past the retention and was removed' where id = ${delivery.id}`);
+      last_error = 'the event is past the retention and was removed' where id = ${delivery.id} and ${ours(delivery)}`);
     options.metrics?.observeDelivery('given_up', 0);
     return;
   }
