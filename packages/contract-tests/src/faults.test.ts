@@ -10,8 +10,10 @@ import {
   call,
   createAccounts,
   FAULT_TOKEN,
+  HALF_WRITTEN,
   lostWrites,
   type Outcome,
+  rowsOf,
   writeLoad,
 } from './faults/load.ts';
 import { type PrivatePostgres, privatePostgres, privatePostgresUnavailable } from './faults/private-postgres.ts';
@@ -45,12 +47,6 @@ async function serverOn(vars: Record<string, string>): Promise<Running> {
   await server.ready;
   return server;
 }
-
-const rowsOf = (rows: { id: string; name: string }[]) => new Map(rows.map((r) => [String(r.id), String(r.name)]));
-
-/** Accounts that exist without the audit row their create wrote in the same transaction, or without a hash. */
-const HALF_WRITTEN = `select u.id from users u where u.origin = 'api' and (u.password_hash is null or not exists
-  (select 1 from audit_log a where a.user_id = u.id::text and a.operation = 'create'))`;
 
 const unavailable = privatePostgresUnavailable();
 const withPostgres = unavailable === undefined ? describe : describe.skip;

@@ -39,6 +39,8 @@ export interface AppDeps {
   sequencer?: Sequencer;
   /** false only in the benchmark (OUTBOX_DISABLED), to measure what events cost a write. */
   outbox?: boolean;
+  /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
+  lifecycle?: { draining: boolean };
 }
 
 export interface AppEnv {

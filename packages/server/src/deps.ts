@@ -169,6 +169,7 @@ export async function assembleOn(
     wake,
     sequencer,
     outbox: !config.outboxDisabled,
+    lifecycle: { draining: false },
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {

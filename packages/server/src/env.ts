@@ -34,6 +34,8 @@ export interface Config {
   metricsToken: string | undefined;
   /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
   requestTimeoutMs: number;
+  /** After SIGTERM, how long to keep serving (readiness 503) before closing the listener. */
+  shutdownDrainMs: number;
   /** Failed authentications allowed per client address and window, in each process; null: no limit. */
   authFailureLimit: AuthFailureLimit | null;
   /** argon2id parameters of new hashes; a stored hash made otherwise is replaced at its next verify. */
@@ -160,6 +162,7 @@ export function loadConfig(env: Env = process.env): Config {
   const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
   const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
   const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
+  const shutdownDrainMs = count('SHUTDOWN_DRAIN_MS', 0, 0, 60_000);
 
   const corsOrigins = (value('CORS_ORIGINS') ?? '')
     .split(',')
@@ -250,6 +253,7 @@ export function loadConfig(env: Env = process.env): Config {
     hashConcurrency,
     hashQueue,
     requestTimeoutMs,
+    shutdownDrainMs,
     metricsToken,
     corsOrigins,
     authFailureLimit,

@@ -132,6 +132,9 @@ const UNAVAILABLE_CODES = new Set([
   '3D000', // invalid_catalog_name: the database was dropped or renamed under us
   '53300', // too_many_connections
   '57014', // query_canceled (statement_timeout)
+  // A standby during a failover (a connection made before the promotion, or a URL without
+  // target_session_attrs=read-write): the write is refused, nothing was done.
+  '25006', // read_only_sql_transaction
   // postgres.js 3.4.9 raises this at a transaction's BEGIN when the connection it had reserved
   // failed under it (seen only while PostgreSQL stops, in the fault tests): the transaction ran
   // none of its statements, so it is an outage, not a bug of ours.

@@ -57,7 +57,8 @@ async function main(): Promise<void> {
           webhookAllowPrivate: config.webhookAllowPrivate,
         })
       : undefined;
-  const server = serveApp(app, { port: config.port, hostname: config.host }, (info: AddressInfo) => {
+  const lifecycle = deps.lifecycle!;
+  const server = serveApp(app, { port: config.port, hostname: config.host, draining: () => lifecycle.draining }, (info: AddressInfo) => {
     logger.info(
       {
         address: info.address,
@@ -77,6 +78,13 @@ async function main(): Promise<void> {
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    lifecycle.draining = true;
+    if (config.shutdownDrainMs > 0) {
+      logger.info({ signal, drainMs: config.shutdownDrainMs }, 'draining: /readyz answers 503, still serving');
+    }
+    setTimeout(() => close(signal), config.shutdownDrainMs);
+  };
+  const close = (signal: string) => {
     logger.info({ signal }, 'shutting down: no new connections, finishing requests in flight');
     const force = setTimeout(() => {
       logger.warn('requests still in flight after the grace period; closing anyway');

@@ -102,7 +102,7 @@ function sendProblem(outgoing: ServerResponse, problem: ApiError, requestId: str
 
 export function serveApp(
   app: { fetch: (request: Request) => Response | Promise<Response> },
-  options: { port: number; hostname: string },
+  options: { port: number; hostname: string; draining?: () => boolean },
   onListening: (info: AddressInfo) => void,
 ): Server {
   const listener = getRequestListener(app.fetch, {
@@ -123,6 +123,9 @@ export function serveApp(
     // Node counts a head equal to maxHeaderSize as too large: one more, and the spec's limit holds exactly.
     { maxHeaderSize: HEADER_BYTES + 1, requireHostHeader: false },
     function routeAsSent(incoming, outgoing) {
+      // While draining, no connection is kept alive: a proxy's idle connection closed under it
+      // by our exit would fail the request it had just sent on it.
+      if (options.draining?.()) outgoing.shouldKeepAlive = false;
       const refused = refusal(incoming);
       if (refused === undefined) return void listener(incoming, outgoing);
       const id = incoming.headers['x-request-id'];

@@ -211,3 +211,10 @@ export const acknowledged = (acks: Acks) =>
 
 /** Counts acknowledged updates too, not only the accounts that got one. */
 export const acknowledgedOps = (log: Outcome[]) => log.filter((o) => o.status >= 200 && o.status < 300).length;
+
+export const rowsOf = (rows: { id: string; name: string }[]) =>
+  new Map(rows.map((r) => [String(r.id), String(r.name)]));
+
+/** Accounts that exist without the audit row their create wrote in the same transaction, or without a hash. */
+export const HALF_WRITTEN = `select u.id from users u where u.origin = 'api' and (u.password_hash is null or not exists
+  (select 1 from audit_log a where a.user_id = u.id::text and a.operation = 'create'))`;

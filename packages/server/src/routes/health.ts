@@ -9,6 +9,7 @@ export function registerHealth(app: App): void {
     return c.json({ status: 'ok' as const }, 200);
   });
   app.get('/readyz', async function getReadiness(c) {
+    if (c.get('deps').lifecycle?.draining) throw serviceUnavailable('The server is shutting down.');
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([

@@ -1,0 +1,447 @@
+// A deployment on one machine, from the files in deploy/: a PostgreSQL primary and a synchronous
+// standby (initdb, pg_basebackup), Redis, three server replicas and HAProxy in front. The same
+// code serves `./pnpmw cluster up|down|status` and the cluster tests, which also kill, restart
+// and promote its parts.
+
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import {
+  appendFileSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { connect } from 'node:net';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+import {
+  alive,
+  freePort,
+  gone,
+  launch,
+  type Owner,
+  postgresBin,
+  postgresOwner,
+  signalGroup,
+  sleep,
+  until,
+  which,
+} from './pieces.ts';
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+export const DEPLOY = join(ROOT, 'deploy');
+const SERVER_MAIN = join(ROOT, 'packages/server/src/main.ts');
+/** haproxy.cfg names three servers: app1..app3. */
+const REPLICAS = 3;
+const STANDBY_NAME = 'standby1';
+
+export interface PostgresNode {
+  name: string;
+  data: string;
+  port: number;
+  pid: number;
+  role: 'primary' | 'standby' | 'down';
+}
+
+export interface ClusterState {
+  dir: string;
+  /** Where clients send requests: HAProxy. */
+  url: string;
+  token: string;
+  synchronous: boolean;
+  databaseUrl: string;
+  redisUrl: string;
+  postgres: PostgresNode[];
+  redis: { port: number; pid: number };
+  haproxy: { port: number; pid: number; admin: string };
+  replicas: { name: string; port: number; pid: number }[];
+  /** Variables given to every replica on top of deploy/user-accounts.env. */
+  serverEnv: Record<string, string>;
+}
+
+export interface ClusterOptions {
+  /** Everything lives here: data folders, logs, state.json. Removed by down(). */
+  dir: string;
+  /** HAProxy's port; 0: a free one. */
+  port?: number;
+  /** false: asynchronous replication (to show what a synchronous standby is for). */
+  synchronous?: boolean;
+  serverEnv?: Record<string, string>;
+}
+
+/** Why the topology cannot be started on this machine, or undefined when it can. */
+export function clusterUnavailable(): string | undefined {
+  if (postgresBin() === undefined) return 'no PostgreSQL server binaries (initdb, pg_basebackup); set PG_BIN';
+  const owner = postgresOwner();
+  if (typeof owner === 'string') return owner;
+  if (which('redis-server') === undefined) return 'no redis-server';
+  if (which('haproxy') === undefined) return "no haproxy (Debian's package: apt-get install haproxy)";
+  return undefined;
+}
+
+/** deploy/user-accounts.env: the settings a replica runs with. */
+export function deployEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of readFileSync(join(DEPLOY, 'user-accounts.env'), 'utf8').split('\n')) {
+    const match = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line.trim());
+    if (match) env[match[1]!] = match[2]!;
+  }
+  return env;
+}
+
+function owner(): Owner {
+  const found = postgresOwner();
+  if (typeof found === 'string') throw new Error(found);
+  return found;
+}
+
+function pgRun(tool: string, args: string[]): void {
+  const [exe, ...rest] = [...owner().prefix, join(postgresBin()!, tool), ...args];
+  const done = spawnSync(exe!, rest, { encoding: 'utf8' });
+  if (done.status === 0) return;
+  const output = done.stderr || done.stdout;
+  const hint = /Permission denied/.test(output)
+    ? ' (PostgreSQL runs as the postgres user: put CLUSTER_DIR in a folder it can enter, such as /tmp/ua-cluster)'
+    : '';
+  throw new Error(`${tool} failed: ${output}${hint}`);
+}
+
+const pgUrl = (port: number) => `postgres://postgres@127.0.0.1:${port}/postgres`;
+
+/** Runs one query on one node, on a connection of its own. */
+export async function onNode<T>(port: number, query: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(pgUrl(port), { max: 1, connect_timeout: 2, onnotice: () => {} });
+  try {
+    return await query(sql);
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+export interface Cluster {
+  state: ClusterState;
+  /** HAProxy's view of each replica: app1 → UP, DOWN, MAINT, … */
+  balancerStatus(): Promise<Record<string, string>>;
+  waitBalancer(name: string, status: 'UP' | 'DOWN', ms?: number): Promise<void>;
+  /** SIGTERM, and resolves once it has exited. */
+  stopReplica(i: number): Promise<void>;
+  killReplica(i: number): Promise<void>;
+  /** Starts it again on its port; resolves when it is ready. */
+  startReplica(i: number): Promise<void>;
+  primary(): PostgresNode;
+  standby(): PostgresNode | undefined;
+  killPrimary(): Promise<void>;
+  /** `pg_ctl promote` on the standby, standing in for the orchestrator; resolves once it accepts writes. */
+  promoteStandby(): Promise<void>;
+  /**
+   * SIGSTOP to the primary's WAL sender: the standby falls behind (a slow link, standing in). On
+   * the primary's side, so that no WAL already sent waits in a socket buffer to be applied later.
+   */
+  pauseReplication(): Promise<void>;
+  stopRedis(): Promise<void>;
+  startRedis(): Promise<void>;
+  /** Stops everything and removes the folder. */
+  down(): Promise<void>;
+}
+
+const stateFile = (dir: string) => join(dir, 'state.json');
+
+/** The cluster whose state is kept in `dir`, started earlier (by this process or another). */
+export function attach(dir: string): Cluster | undefined {
+  const file = stateFile(resolve(dir));
+  if (!existsSync(file)) return undefined;
+  return control(JSON.parse(readFileSync(file, 'utf8')) as ClusterState);
+}
+
+export async function up(options: ClusterOptions): Promise<Cluster> {
+  const dir = resolve(options.dir);
+  if (attach(dir) !== undefined) throw new Error(`a cluster is already kept in ${dir}: run down first`);
+  const why = clusterUnavailable();
+  if (why !== undefined) throw new Error(why);
+  mkdirSync(join(dir, 'logs'), { recursive: true });
+  const own = owner();
+  if (own.uid !== undefined) chownSync(dir, own.uid, own.gid!);
+  const [pg1, pg2, redisPort, haproxyPort, ...appPorts] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    options.port ? Promise.resolve(options.port) : freePort(),
+    ...Array.from({ length: REPLICAS }, () => freePort()),
+  ]);
+  const synchronous = options.synchronous ?? true;
+  const state: ClusterState = {
+    dir,
+    url: `http://127.0.0.1:${haproxyPort}`,
+    token: `ua_cluster_${randomBytes(16).toString('hex')}`,
+    synchronous,
+    // Both hosts: the server finds whichever accepts writes (postgres.js tries them in turn).
+    databaseUrl: `postgres://postgres@127.0.0.1:${pg1},127.0.0.1:${pg2}/postgres?target_session_attrs=read-write`,
+    redisUrl: `redis://127.0.0.1:${redisPort}`,
+    postgres: [
+      { name: 'pg1', data: join(dir, 'pg1'), port: pg1!, pid: 0, role: 'primary' },
+      { name: 'pg2', data: join(dir, 'pg2'), port: pg2!, pid: 0, role: 'standby' },
+    ],
+    redis: { port: redisPort!, pid: 0 },
+    haproxy: { port: haproxyPort!, pid: 0, admin: join(dir, 'haproxy.sock') },
+    replicas: appPorts.map((port, i) => ({ name: `app${i + 1}`, port, pid: 0 })),
+    serverEnv: options.serverEnv ?? {},
+  };
+  const cluster = control(state);
+  try {
+    await startDatabases(state);
+    await cluster.startRedis();
+    await Promise.all(state.replicas.map((_, i) => cluster.startReplica(i)));
+    startBalancer(state);
+    save(state);
+    await Promise.all(state.replicas.map((r) => cluster.waitBalancer(r.name, 'UP', 10_000)));
+  } catch (error) {
+    // The folder goes with down(): what its logs ended with is the explanation.
+    const tails = readdirSync(join(dir, 'logs')).map(
+      (f) =>
+        `--- logs/${f}\n${readFileSync(join(dir, 'logs', f), 'utf8')
+          .split('\n')
+          .slice(-15)
+          .join('\n')}`,
+    );
+    await cluster.down();
+    throw new Error(`${(error as Error).message}\n${tails.join('\n')}`);
+  }
+  return cluster;
+}
+
+function save(state: ClusterState): void {
+  writeFileSync(stateFile(state.dir), `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
+}
+
+function startPostgres(state: ClusterState, node: PostgresNode, extra: string[] = []): void {
+  node.pid = launch(
+    [
+      ...owner().prefix,
+      join(postgresBin()!, 'postgres'),
+      '-D',
+      node.data,
+      '-p',
+      String(node.port),
+      '-k',
+      state.dir,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      ...extra,
+    ],
+    { log: join(state.dir, 'logs', `${node.name}.log`) },
+  );
+}
+
+const accepts = (port: number) => () => onNode(port, async (sql) => (await sql`select 1`).length === 1);
+
+async function startDatabases(state: ClusterState): Promise<void> {
+  const [primary, standby] = state.postgres as [PostgresNode, PostgresNode];
+  pgRun('initdb', ['-D', primary.data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-instructions']);
+  include(primary.data, 'primary.conf');
+  // The asynchronous variant differs in this one setting only.
+  startPostgres(state, primary, state.synchronous ? [] : ['-c', 'synchronous_standby_names=']);
+  save(state);
+  await until('the primary to accept connections', 30_000, accepts(primary.port));
+  pgRun('pg_basebackup', [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(primary.port),
+    '-U',
+    'postgres',
+    '-D',
+    standby.data,
+    '-R',
+    '-X',
+    'stream',
+  ]);
+  include(standby.data, 'standby.conf');
+  startPostgres(state, standby);
+  save(state);
+  await until('the standby to stream from the primary', 30_000, () =>
+    onNode(primary.port, async (sql) => {
+      const rows = await sql`select sync_state from pg_stat_replication where application_name = ${STANDBY_NAME}`;
+      return rows[0]?.sync_state === (state.synchronous ? 'sync' : 'async');
+    }),
+  );
+}
+
+/** Appends a deploy/postgresql file to the node's postgresql.conf (the postgres user may not read deploy/). */
+function include(data: string, file: string): void {
+  const text = readFileSync(join(DEPLOY, 'postgresql', file), 'utf8');
+  appendFileSync(join(data, 'postgresql.conf'), `\n# ---- deploy/postgresql/${file}\n${text}`);
+}
+
+function startBalancer(state: ClusterState): void {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    UA_BIND: `127.0.0.1:${state.haproxy.port}`,
+    UA_ADMIN_SOCKET: state.haproxy.admin,
+  };
+  state.replicas.forEach((r, i) => {
+    env[`UA_APP${i + 1}`] = `127.0.0.1:${r.port}`;
+  });
+  // -db: in the foreground (no daemon), so that its pid is the one we keep.
+  state.haproxy.pid = launch([which('haproxy')!, '-db', '-f', join(DEPLOY, 'haproxy.cfg')], {
+    log: join(state.dir, 'logs', 'haproxy.log'),
+    env,
+  });
+}
+
+function adminCommand(socket: string, command: string): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const client = connect(socket);
+    let out = '';
+    client.on('connect', () => client.end(`${command}\n`));
+    client.on('data', (chunk) => {
+      out += chunk.toString();
+    });
+    client.on('end', () => resolvePromise(out));
+    client.on('error', reject);
+  });
+}
+
+function control(state: ClusterState): Cluster {
+  const replicaEnv = (port: number): NodeJS.ProcessEnv => ({
+    PATH: process.env.PATH,
+    ...deployEnv(),
+    PORT: String(port),
+    DATABASE_URL: state.databaseUrl,
+    REDIS_URL: state.redisUrl,
+    API_TOKENS: state.token,
+    LOG_LEVEL: 'info',
+    ...state.serverEnv,
+  });
+  const ready = (port: number) => async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
+  const node = (role: PostgresNode['role']) => state.postgres.find((n) => n.role === role);
+
+  const cluster: Cluster = {
+    state,
+    async balancerStatus() {
+      const csv = await adminCommand(state.haproxy.admin, 'show stat');
+      const [header, ...lines] = csv.trim().split('\n');
+      const columns = header!.replace(/^# /, '').split(',');
+      const name = columns.indexOf('svname');
+      const status = columns.indexOf('status');
+      const proxy = columns.indexOf('pxname');
+      const result: Record<string, string> = {};
+      for (const line of lines) {
+        const cells = line.split(',');
+        if (cells[proxy] === 'replicas' && cells[name] !== 'BACKEND') result[cells[name]!] = cells[status]!;
+      }
+      return result;
+    },
+    async waitBalancer(name, status, ms = 10_000) {
+      await until(
+        `HAProxy to mark ${name} ${status}`,
+        ms,
+        async () => (await cluster.balancerStatus())[name]?.startsWith(status) === true,
+      );
+    },
+    async stopReplica(i) {
+      const replica = state.replicas[i]!;
+      signalGroup(replica.pid, 'SIGTERM');
+      if (!(await gone(replica.pid, 30_000))) signalGroup(replica.pid, 'SIGKILL');
+    },
+    async killReplica(i) {
+      const replica = state.replicas[i]!;
+      signalGroup(replica.pid, 'SIGKILL');
+      await gone(replica.pid, 5_000);
+    },
+    async startReplica(i) {
+      const replica = state.replicas[i]!;
+      replica.pid = launch([process.execPath, '--max-semi-space-size=16', SERVER_MAIN], {
+        log: join(state.dir, 'logs', `${replica.name}.log`),
+        env: replicaEnv(replica.port),
+        cwd: state.dir,
+      });
+      save(state);
+      await until(`${replica.name} to be ready`, 60_000, async () => {
+        if (!alive(replica.pid)) throw new Error(`${replica.name} exited; see ${state.dir}/logs/${replica.name}.log`);
+        return ready(replica.port)();
+      });
+    },
+    primary: () => node('primary')!,
+    standby: () => node('standby'),
+    async killPrimary() {
+      const primary = cluster.primary();
+      signalGroup(primary.pid, 'SIGKILL');
+      await gone(primary.pid, 5_000);
+      primary.role = 'down';
+      save(state);
+    },
+    async promoteStandby() {
+      const standby = cluster.standby();
+      if (standby === undefined) throw new Error('there is no standby to promote');
+      pgRun('pg_ctl', ['promote', '-w', '-D', standby.data]);
+      standby.role = 'primary';
+      save(state);
+      await until('the promoted standby to accept writes', 30_000, () =>
+        onNode(standby.port, async (sql) => (await sql`select pg_is_in_recovery() as r`)[0]?.r === false),
+      );
+    },
+    async pauseReplication() {
+      const [row] = await onNode(cluster.primary().port, (sql) => sql`select pid from pg_stat_replication`);
+      if (row === undefined) throw new Error('the primary has no WAL sender');
+      process.kill(Number(row.pid), 'SIGSTOP');
+    },
+    async stopRedis() {
+      signalGroup(state.redis.pid, 'SIGKILL');
+      await gone(state.redis.pid, 5_000);
+    },
+    async startRedis() {
+      state.redis.pid = launch(
+        [
+          which('redis-server')!,
+          '--port',
+          String(state.redis.port),
+          '--bind',
+          '127.0.0.1',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--dir',
+          state.dir,
+        ],
+        { log: join(state.dir, 'logs', 'redis.log') },
+      );
+      save(state);
+      await until('Redis to answer', 10_000, () => pingRedis(state.redis.port));
+    },
+    async down() {
+      const pids = [
+        state.haproxy.pid,
+        ...state.replicas.map((r) => r.pid),
+        state.redis.pid,
+        ...state.postgres.map((n) => n.pid),
+      ].filter((pid) => pid > 0);
+      // SIGTERM (replicas drain), SIGINT to PostgreSQL (a fast shutdown); a second later, what is left is killed.
+      for (const pid of pids) signalGroup(pid, state.postgres.some((n) => n.pid === pid) ? 'SIGINT' : 'SIGTERM');
+      await Promise.all(pids.map((pid) => gone(pid, 1_000)));
+      for (const pid of pids) signalGroup(pid, 'SIGKILL');
+      await Promise.all(pids.map((pid) => gone(pid, 5_000)));
+      rmSync(state.dir, { recursive: true, force: true });
+    },
+  };
+  return cluster;
+}
+
+function pingRedis(port: number): Promise<boolean> {
+  return new Promise((resolvePromise) => {
+    const client = connect(port, '127.0.0.1');
+    client.on('connect', () => client.write('PING\r\n'));
+    client.on('data', (chunk) => {
+      resolvePromise(chunk.toString().startsWith('+PONG'));
+      client.destroy();
+    });
+    client.on('error', () => resolvePromise(false));
+  });
+}
+
+export { alive, freePort, sleep };
