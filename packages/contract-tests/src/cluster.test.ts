@@ -30,11 +30,13 @@ import {
   type WriteLoad,
   writeLoad,
 } from './faults/load.ts';
+import { receiverOn } from './receiver.ts';
 
 const unavailable = clusterUnavailable();
 if (unavailable !== undefined) console.warn(`\n[contract-tests] cluster tests: SKIPPED, ${unavailable}\n`);
 const withCluster = unavailable === undefined ? describe : describe.skip;
 
+const METRICS_TOKEN = 'metrics_token_for_the_cluster_tests_01234';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const REQUEST_TIMEOUT_MS = 3_000;
 const SERVER_ENV = {
@@ -297,7 +299,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
   beforeAll(async () => {
     cluster = await up({
       dir: mkdtempSync(join(tmpdir(), 'ua-cluster-')),
-      serverEnv: { ...SERVER_ENV, RATE_LIMIT: `${RATE}/60s` },
+      serverEnv: { ...SERVER_ENV, RATE_LIMIT: `${RATE}/60s`, WEBHOOK_ALLOW_PRIVATE: 'true', METRICS_TOKEN },
     });
   }, 120_000);
   afterAll(async () => {
@@ -364,6 +366,36 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     for (let i = 0; i < 13; i++) statuses.push((await verify()).status);
     // VERIFY_LIMIT's default: 10 failures, then locked, on whichever replica answers.
     expect(statuses).toEqual([...Array(10).fill(422), 429, 429, 429]);
+  }, 60_000);
+
+  it('webhook deliveries are shared by the three replicas: every event delivered, none twice', async () => {
+    const cleanups: (() => Promise<void>)[] = [];
+    try {
+      const receiver = await receiverOn(cleanups);
+      const env = { DATABASE_URL: cluster.state.databaseUrl, WEBHOOK_ALLOW_PRIVATE: 'true' };
+      const added = await procs.cli(['webhook', 'add', '--site', 'default', '--url', receiver.url], env);
+      expect(added.code, added.stderr).toBe(0);
+      receiver.setSecret(/(whsec_[A-Za-z0-9+/=]+)/.exec(added.stdout)![1]!);
+      const ids = await createAccounts(cluster.state.url, 24, 'hooks');
+      const distinct = () => new Set(receiver.received.map((r) => r.id));
+      const deadline = Date.now() + 20_000;
+      while (distinct().size < ids.length && Date.now() < deadline) await sleep(100);
+      expect(new Set(receiver.received.map((r) => r.event.subject))).toEqual(new Set(ids));
+      expect(receiver.received.length - distinct().size, 'events delivered twice').toBe(0);
+      expect(receiver.counts().refused).toBe(0);
+      const sent = await Promise.all(
+        cluster.state.replicas.map(async (r) => {
+          const text = await (
+            await fetch(`http://127.0.0.1:${r.port}/metrics`, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } })
+          ).text();
+          return Number(/^webhook_attempts_total\{outcome="delivered"\} (\d+)/m.exec(text)?.[1] ?? 0);
+        }),
+      );
+      expect(sent.reduce((a, b) => a + b, 0)).toBe(ids.length);
+      console.log(`[cluster] webhooks: ${ids.length} events delivered once each, by the replicas ${sent.join(' / ')}`);
+    } finally {
+      await Promise.all(cleanups.map((c) => c()));
+    }
   }, 60_000);
 
   it(`one rate-limit budget (${RATE}/60s) shared by the three replicas`, async () => {

@@ -5,14 +5,14 @@
 // arrives at least once, in order per account, and no event comes of a write that failed.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type ChangeEvent, createClient, type UserAccountsClient } from '@user-accounts/client';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
-import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { receiverOn } from './receiver.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
 const procs = processes();
@@ -24,56 +24,8 @@ afterAll(() => procs.cleanup());
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface Received {
-  id: string;
-  event: ChangeEvent;
-}
-
-/** A receiver that verifies each delivery with standardwebhooks and answers 204 (or 500 while told to fail). */
-async function startReceiver() {
-  let secret = '';
-  let failing = false;
-  const received: Received[] = [];
-  let refused = 0;
-  let failed = 0;
-  const server: Server = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => {
-      body += chunk;
-    });
-    req.on('end', () => {
-      if (failing) {
-        failed++;
-        res.writeHead(500).end();
-        return;
-      }
-      try {
-        const event = new Webhook(secret).verify(body, req.headers as IncomingHttpHeaders & Record<string, string>);
-        received.push({ id: req.headers['webhook-id'] as string, event: event as ChangeEvent });
-        res.writeHead(204).end();
-      } catch {
-        refused++;
-        res.writeHead(400).end();
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(() => new Promise((resolve) => server.close(() => resolve())));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`,
-    received,
-    setSecret: (s: string) => {
-      secret = s;
-    },
-    fail: (on: boolean) => {
-      failing = on;
-    },
-    counts: () => ({ refused, failed }),
-  };
-}
-
 type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+const startReceiver = () => receiverOn(cleanups);
 
 interface Ack {
   type: ChangeEvent['type'];

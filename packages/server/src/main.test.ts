@@ -50,6 +50,24 @@ describe('main', () => {
     expect(await second.exited).toBe(0);
   }, 60_000);
 
+  it('with SHUTDOWN_DRAIN_MS, keeps serving after SIGTERM while /readyz says 503 and no connection is kept alive, then exits', async () => {
+    const server = run({ DATA_DIR: dataDir(), SHUTDOWN_DRAIN_MS: '1500' });
+    await server.ready;
+    expect((await fetch(`${server.baseUrl}/readyz`)).headers.get('connection')).toBe('keep-alive');
+    const signalled = Date.now();
+    server.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 200));
+    const ready = await fetch(`${server.baseUrl}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(ready.headers.get('content-type')).toBe('application/problem+json');
+    expect(((await ready.json()) as { code: string }).code).toBe('service_unavailable');
+    const live = await fetch(`${server.baseUrl}/healthz`);
+    expect(live.status).toBe(200);
+    expect(live.headers.get('connection')).toBe('close');
+    expect(await server.exited).toBe(0);
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(1_500);
+  }, 30_000);
+
   it("sizes libuv's thread pool for HASH_CONCURRENCY hashes and 4 more threads, not libuv's 4", async () => {
     // Found by review: with its default 4 threads, no more than 4 hashes ever ran at once.
     const threadsAfterAHash = async (concurrency: number) => {

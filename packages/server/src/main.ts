@@ -58,17 +58,21 @@ async function main(): Promise<void> {
         })
       : undefined;
   const lifecycle = deps.lifecycle!;
-  const server = serveApp(app, { port: config.port, hostname: config.host, draining: () => lifecycle.draining }, (info: AddressInfo) => {
-    logger.info(
-      {
-        address: info.address,
-        port: info.port,
-        database: database.kind,
-        dataDir: database.kind === 'pglite' ? config.dataDir : undefined,
-      },
-      `listening on http://${info.address}:${info.port}`,
-    );
-  });
+  const server = serveApp(
+    app,
+    { port: config.port, hostname: config.host, draining: () => lifecycle.draining },
+    (info: AddressInfo) => {
+      logger.info(
+        {
+          address: info.address,
+          port: info.port,
+          database: database.kind,
+          dataDir: database.kind === 'pglite' ? config.dataDir : undefined,
+        },
+        `listening on http://${info.address}:${info.port}`,
+      );
+    },
+  );
   server.on('error', (error: Error) => {
     logger.fatal({ err: { message: error.message, code: (error as { code?: string }).code } }, 'cannot listen');
     void service.close().finally(() => process.exit(1));
