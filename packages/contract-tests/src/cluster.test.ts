@@ -187,6 +187,8 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
     const failures = all.filter(failed);
     expect(failures.length).toBeLessThanOrEqual(7);
     expect(failures.filter((o) => o.startedAt >= downAt)).toEqual([]);
+    // HAProxy's own answer is problem+json (deploy/haproxy-errors/).
+    for (const o of failures.filter((o) => o.status === 502)) expect(o.code).toBe('bad_gateway');
     expect(failures.filter((o) => o.startedAt < killedAt - REQUEST_TIMEOUT_MS)).toEqual([]);
     await setCheck(cluster, load.writes);
   }, 120_000);
@@ -272,6 +274,7 @@ async function failover(cluster: Cluster, owned: string[]): Promise<Failover> {
     `, ${lost.length} acknowledged writes lost, service back ${recoveredMs} ms after the promotion began`,
   );
   expect(await onNode(cluster.primary().port, (sql) => sql.unsafe(HALF_WRITTEN))).toHaveLength(0);
+  for (const o of all.filter(failed)) expect(o.code).toBe('service_unavailable');
   return { lost, recoveredMs, statuses: all.filter(failed).map((o) => o.status) };
 }
 
