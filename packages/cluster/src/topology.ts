@@ -444,4 +444,4 @@ function pingRedis(port: number): Promise<boolean> {
   });
 }
 
-export { alive, freePort, sleep };
+export { alive, freePort, postgresBin, postgresOwner, sleep };

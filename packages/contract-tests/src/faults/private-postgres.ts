@@ -1,10 +1,10 @@
 // A PostgreSQL cluster of our own, made with the machine's initdb in a temporary folder, for the
 // fault tests: they stop it, SIGKILL it and start it again, which nobody may do to a shared server.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir, userInfo } from 'node:os';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, postgresBin, postgresOwner } from '@user-accounts/cluster';
 import postgres from 'postgres';
 
 export interface PrivatePostgres {
@@ -20,47 +20,17 @@ export interface PrivatePostgres {
   remove(): Promise<void>;
 }
 
-function findBin(): string | undefined {
-  if (process.env.PG_BIN) return process.env.PG_BIN;
-  const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return undefined;
-  const versions = readdirSync(root).sort((a, b) => Number(b) - Number(a));
-  return versions.map((v) => join(root, v, 'bin')).find((bin) => existsSync(join(bin, 'initdb')));
-}
-
-/** PostgreSQL refuses to run as root: as root, run it as the `postgres` user. */
-function asOwner(): { prefix: string[]; uid?: number; gid?: number } | string {
-  if (userInfo().uid !== 0) return { prefix: [] };
-  const id = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-  const gid = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-  if (id.status !== 0) return 'running as root and there is no postgres user to run PostgreSQL as';
-  if (spawnSync('setpriv', ['--version']).status !== 0)
-    return 'running as root without setpriv to drop to the postgres user';
-  const uid = Number(id.stdout.trim());
-  const g = Number(gid.stdout.trim());
-  return { prefix: ['setpriv', `--reuid=${uid}`, `--regid=${g}`, '--init-groups', '--'], uid, gid: g };
-}
-
 /** Why a private cluster cannot be made here, or undefined when it can. */
 export function privatePostgresUnavailable(): string | undefined {
-  const bin = findBin();
+  const bin = postgresBin();
   if (bin === undefined) return 'no PostgreSQL server binaries (initdb) found; set PG_BIN';
-  const owner = asOwner();
+  const owner = postgresOwner();
   return typeof owner === 'string' ? owner : undefined;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 export async function privatePostgres(): Promise<PrivatePostgres> {
-  const bin = findBin()!;
-  const owner = asOwner();
+  const bin = postgresBin()!;
+  const owner = postgresOwner();
   if (typeof owner === 'string') throw new Error(owner);
   const dir = mkdtempSync(join(tmpdir(), 'ua-pg-'));
   if (owner.uid !== undefined) chownSync(dir, owner.uid, owner.gid!);
