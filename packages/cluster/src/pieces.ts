@@ -2,7 +2,7 @@
 // outlive the command that started them: `cluster up` returns, `cluster down` (another process)
 // finds them again by the pids kept in the cluster's state file.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, openSync, readdirSync } from 'node:fs';
+import { existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -82,6 +82,35 @@ export function signalGroup(pid: number, sig: NodeJS.Signals): void {
   try {
     process.kill(-pid, sig);
   } catch {}
+}
+
+/** The processes whose parent is `pid` (from /proc: PostgreSQL's backends are not in its process group). */
+export function childrenOf(pid: number): number[] {
+  const children: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // The field after the parenthesized command name, which may itself hold spaces: state, then ppid.
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) children.push(Number(entry));
+    } catch {}
+  }
+  return children;
+}
+
+/**
+ * A crash: SIGKILL to PostgreSQL's postmaster and every backend at once. Each backend runs in a
+ * session of its own, so a signal to the postmaster's group does not reach them; one that is
+ * stopped (SIGSTOP) would never notice the postmaster's death and linger.
+ */
+export function crashPostgres(pid: number): void {
+  for (const child of childrenOf(pid)) {
+    try {
+      process.kill(child, 'SIGKILL');
+    } catch {}
+  }
+  signalGroup(pid, 'SIGKILL');
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import {
   alive,
+  crashPostgres,
   freePort,
   gone,
   launch,
@@ -370,7 +371,7 @@ function control(state: ClusterState): Cluster {
     standby: () => node('standby'),
     async killPrimary() {
       const primary = cluster.primary();
-      signalGroup(primary.pid, 'SIGKILL');
+      crashPostgres(primary.pid);
       await gone(primary.pid, 5_000);
       primary.role = 'down';
       save(state);
@@ -424,7 +425,10 @@ function control(state: ClusterState): Cluster {
       // SIGTERM (replicas drain), SIGINT to PostgreSQL (a fast shutdown); a second later, what is left is killed.
       for (const pid of pids) signalGroup(pid, state.postgres.some((n) => n.pid === pid) ? 'SIGINT' : 'SIGTERM');
       await Promise.all(pids.map((pid) => gone(pid, 1_000)));
-      for (const pid of pids) signalGroup(pid, 'SIGKILL');
+      for (const pid of pids) {
+        if (state.postgres.some((n) => n.pid === pid)) crashPostgres(pid);
+        else signalGroup(pid, 'SIGKILL');
+      }
       await Promise.all(pids.map((pid) => gone(pid, 5_000)));
       rmSync(state.dir, { recursive: true, force: true });
     },
@@ -444,4 +448,4 @@ function pingRedis(port: number): Promise<boolean> {
   });
 }
 
-export { alive, freePort, postgresBin, postgresOwner, sleep };
+export { alive, crashPostgres, freePort, postgresBin, postgresOwner, sleep };

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, postgresBin, postgresOwner } from '@user-accounts/cluster';
+import { crashPostgres, freePort, postgresBin, postgresOwner } from '@user-accounts/cluster';
 import postgres from 'postgres';
 
 export interface PrivatePostgres {
@@ -97,7 +97,6 @@ export async function privatePostgres(): Promise<PrivatePostgres> {
       '-c',
       'max_connections=50',
     ];
-    // Its own process group, so that kill() reaches the backends too.
     child = spawn(exe!, rest, { detached: true, stdio: 'ignore' });
     await ready();
   };
@@ -113,19 +112,13 @@ export async function privatePostgres(): Promise<PrivatePostgres> {
       await exited();
     },
     async kill() {
-      if (child?.pid !== undefined) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {}
-      }
+      if (child?.pid !== undefined) crashPostgres(child.pid);
       await exited();
     },
     async remove() {
       await sql.end({ timeout: 1 }).catch(() => {});
       if (child?.pid !== undefined && child.exitCode === null && child.signalCode === null) {
-        try {
-          process.kill(-child.pid, 'SIGKILL');
-        } catch {}
+        crashPostgres(child.pid);
         await exited();
       }
       rmSync(dir, { recursive: true, force: true });
