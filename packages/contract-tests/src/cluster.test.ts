@@ -19,6 +19,7 @@ import {
 import { processes } from '@user-accounts/server/testing/processes';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  acknowledged,
   acknowledgedOps,
   call,
   createAccounts,
@@ -85,6 +86,9 @@ async function setCheck(cluster: Cluster, writes: WriteLoad): Promise<void> {
   const rows = rowsOf(await onNode(port, (sql) => sql<{ id: string; name: string }[]>`select id, name from users`));
   expect(lostWrites(writes.acks, rows)).toEqual([]);
   expect(await onNode(port, (sql) => sql.unsafe(HALF_WRITTEN))).toHaveLength(0);
+  console.log(
+    `[cluster]   set check: ${acknowledged(writes.acks)} acknowledged writes (creates, deletes, last names) all in the database, none half-written`,
+  );
 }
 
 function report(what: string, outcomes: Outcome[], extra = ''): void {
@@ -267,6 +271,9 @@ async function failover(cluster: Cluster, owned: string[]): Promise<Failover> {
     await onNode(cluster.primary().port, (sql) => sql<{ id: string; name: string }[]>`select id, name from users`),
   );
   const lost = lostWrites(load.writes.acks, rows);
+  console.log(
+    `[cluster]   set check: ${acknowledged(load.writes.acks)} acknowledged writes checked, ${lost.length} missing`,
+  );
   const all = load.all();
   report(
     `failover, ${cluster.state.synchronous ? 'synchronous' : 'asynchronous'} standby`,
