@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity]`: the service on
 // PostgreSQL against its floor (floor.ts, the least a server can do for a get) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
 // configurations interleaved round by round, each figure reported as the median of its rounds
@@ -16,7 +16,7 @@
 //   peer comparison, and create, update, delete and then the 90/10 mix (whose p99 after the
 //   writes is a known problem); it leaves out the start time, 64 connections, get-by-email, login
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
-// - `--only login|listing|events`: those figures alone, to bench/results/ as before (no floor measured).
+// - `--only login|listing|events|capacity`: those figures alone, to bench/results/ as before (no floor measured).
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -28,6 +28,7 @@ import { openPostgres } from '@user-accounts/server/db';
 import autocannon from 'autocannon';
 import { makeSignature } from 'better-auth/crypto';
 import postgres from 'postgres';
+import { capacityRows } from './capacity.ts';
 import { eventRows } from './events.ts';
 import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
@@ -39,7 +40,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login`, `--only listing` or `--only events`: those figures alone.
+    // `--only login`, `--only listing`, `--only events` or `--only capacity`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -733,6 +734,40 @@ async function main(): Promise<void> {
     const db = await seededDatabase(100_000, passwordHash);
     try {
       await events(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report([])}`);
+    return;
+  }
+  if (values.only === 'capacity') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      log('capacity: throughput and CPU per kind of request, one server (docs/scaling.md)');
+      const update: Make = (i) => ({
+        method: 'POST',
+        path: '/api/1/user/update',
+        body: JSON.stringify({ _userId: pick(db.ids, i), name: `Capacity ${i}` }),
+      });
+      const verify: Make = (i) => ({
+        method: 'POST',
+        path: '/api/1/user/verify',
+        body: JSON.stringify({ email: pick(db.emails, i), password: PASSWORD }),
+      });
+      rows.push(
+        ...(await capacityRows({
+          ours: () => ours(db),
+          load,
+          seconds: Math.max(SECONDS, 8),
+          log,
+          scenarios: [
+            { name: 'get by id', connections: 16, make: getById(db) },
+            { name: 'update (no password)', connections: 16, make: update },
+            { name: 'create (argon2id hash)', connections: 8, make: create('capacity') },
+            { name: 'verify (argon2id verify)', connections: 8, make: verify },
+          ],
+        })),
+      );
     } finally {
       await db.drop();
     }
