@@ -128,7 +128,8 @@ export async function assembleOn(
     logger.warn({ err: describeError(error) }, 'numbering events failed; will retry'),
   );
   const eventsHeard = await database.listen(EVENTS_CHANNEL, {
-    notified: () => wake.notify(),
+    // The site whose events were numbered; an empty payload (a server of an older version) wakes all.
+    notified: (site) => wake.notify(site === '' ? undefined : site),
     confirmed: () => {},
     live: () => {},
   });

@@ -6,7 +6,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite, openPostgres, rows } from './db/client.ts';
 import { loadConfig } from './env.ts';
-import { appendEvents, feedBounds, pruneEvents, readEvents, sequenceEvents } from './events.ts';
+import { appendEvents, feedBounds, pruneEvents, readEvents, SEQUENCE_BATCH, sequenceEvents } from './events.ts';
 import { listEvents } from './routes/list-events.ts';
 import { problemOf, testApp } from './testing/hono.ts';
 
@@ -100,6 +100,40 @@ describe('the retention', () => {
     expect(fromOldest.result.next).toBe('4');
     expect((await get('?after=5')).status).toBe(400);
   });
+
+  it('removes only a prefix of the sequence: an old event after a recent one stays, so a reader sees no hole', async () => {
+    const s = await site(5);
+    await created(s.name, s.ids);
+    // Times are when each write began: a long write can carry an older time than the one before it.
+    await database.db.execute(
+      sql`update events set time = now() - interval '8 days' where site = ${s.name} and seq in (1, 2, 4)`,
+    );
+    await pruneEvents(database.db, 7 * 86_400_000);
+    expect(await feedBounds(database.db, s.name)).toEqual({ last: 5, prunedThrough: 2 });
+    const fromTwo = (await (await feed(s.name)('?after=2')).json()) as { result: { events: { sequence: string }[] } };
+    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual(['3', '4', '5']);
+  });
+
+  it('numbers and prunes a backlog larger than one statement may take, in bounded statements', async () => {
+    const s = await site(1);
+    const n = SEQUENCE_BATCH * 2 + 500;
+    // A backlog, as after the sequencer stopped while an import wrote.
+    await database.db.execute(sql`insert into events (site, type, subject, data)
+      select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
+    // One call numbers one batch (what fits in statement_timeout); sequenceEvents calls until done.
+    const [one] = await rows<{ n: number }>(database.db, sql`select sequence_events(${s.name}) as n`);
+    expect(one!.n).toBe(SEQUENCE_BATCH);
+    expect(await sequenceEvents(database.db, s.name)).toBe(n - SEQUENCE_BATCH);
+    const [dense] = await rows<{ count: number; min: string; max: string; distinct: number }>(
+      database.db,
+      sql`select count(*)::int as count, min(seq)::text as min, max(seq)::text as max, count(distinct seq)::int as distinct
+        from events where site = ${s.name}`,
+    );
+    expect(dense).toEqual({ count: n, min: '1', max: String(n), distinct: n });
+    await database.db.execute(sql`update events set time = now() - interval '8 days' where site = ${s.name}`);
+    expect(await pruneEvents(database.db, 7 * 86_400_000)).toBe(n);
+    expect(await feedBounds(database.db, s.name)).toEqual({ last: n, prunedThrough: n });
+  }, 60_000);
 
   it('is EVENTS_RETENTION, 7 days unless told, never under the 3 days of webhook retries', () => {
     expect(loadConfig({}).eventsRetentionMs).toBe(7 * 86_400_000);

@@ -3,7 +3,7 @@
 // Gap-free reading. Sequence numbers taken from a PostgreSQL sequence are handed out at one time
 // and committed at another, so a reader that has seen 7 could later find 6 committed, and skip
 // it for ever. What we do instead: a write inserts its events without a number, in its own
-// transaction; a sequencer (the SQL function sequence_events, migration 0008) numbers the
+// transaction; a sequencer (the SQL function sequence_events, migrations 0008 and 0009) numbers the
 // events it can see, which are exactly those that committed, under the site's row lock in
 // event_sequences, and commits. Numbering runs are one at a time per site, each numbers after
 // the last, so a reader that has seen n never later finds a number below n. An account's events
@@ -71,13 +71,24 @@ export async function appendEvents(tx: Db, site: string, entries: EventEntry[], 
     from e order by e.ord`);
 }
 
-/** Numbers the events that committed (see above); with a site, that site's, waiting for any run on it. */
+/** What one sequence_events call numbers of a site at most (migration 0009): it fits in statement_timeout. */
+export const SEQUENCE_BATCH = 10_000;
+
+/**
+ * Numbers the events that committed (see above); with a site, that site's, waiting for any run
+ * on it. Calls again while a call may have stopped at its bound.
+ */
 export async function sequenceEvents(db: Db, site?: string): Promise<number> {
-  const [row] = await rows<{ n: number }>(
-    db,
-    site === undefined ? sql`select sequence_events() as n` : sql`select sequence_events(${site}) as n`,
-  );
-  return row?.n ?? 0;
+  let total = 0;
+  for (;;) {
+    const [row] = await rows<{ n: number }>(
+      db,
+      site === undefined ? sql`select sequence_events() as n` : sql`select sequence_events(${site}) as n`,
+    );
+    const n = row?.n ?? 0;
+    total += n;
+    if (n < SEQUENCE_BATCH) return total;
+  }
 }
 
 /** How often a server numbers what other servers wrote (its own writes are numbered at once). */
@@ -198,23 +209,40 @@ export async function readEvents(
   return found.map((row) => toCloudEvent(site, row));
 }
 
+/** How many events one pruning statement removes at most: it fits in statement_timeout. */
+export const PRUNE_BATCH = 10_000;
+
 /**
- * Removes events older than the retention, and records per site how far that went, so that a
- * reader behind it is told (410) rather than silently given what follows.
+ * Removes events older than the retention, as a prefix of each site's sequence: up to the event
+ * before the oldest one still within the retention (times are when each write began, so they are
+ * not quite in sequence order: a prefix by time alone would leave holes a reader could not tell
+ * from events never written). Records per site how far it went (`pruned_through`: a reader behind
+ * it gets 410), in statements of at most PRUNE_BATCH events per site.
  */
 export async function pruneEvents(db: Db, retentionMs: number): Promise<number> {
   const seconds = Math.floor(retentionMs / 1000);
-  const removed = await rows<{ n: number }>(
-    db,
-    sql`with gone as (
-      delete from events where time < now() - make_interval(secs => ${seconds}) and seq is not null returning site, seq
-    ), upto as (
-      select site, max(seq) as seq from gone group by site
-    ), marked as (
-      update event_sequences s set pruned_through = greatest(s.pruned_through, upto.seq)
-      from upto where s.site = upto.site returning 1
-    )
-    select count(*)::int as n from gone`,
-  );
-  return removed[0]?.n ?? 0;
+  let total = 0;
+  for (;;) {
+    const [removed] = await rows<{ n: number; cut: number }>(
+      db,
+      sql`with cut as (
+        -- Looking no further than one batch: the next run goes on from where this one stops.
+        select s.site, s.pruned_through as after, least(s.last, coalesce(
+          (select min(e.seq) - 1 from events e where e.site = s.site
+            and e.seq > s.pruned_through and e.seq <= s.pruned_through + ${PRUNE_BATCH}
+            and e.time >= now() - make_interval(secs => ${seconds})),
+          s.pruned_through + ${PRUNE_BATCH})) as upto
+        from event_sequences s
+      ), moved as (
+        update event_sequences s set pruned_through = cut.upto
+        from cut where s.site = cut.site and cut.upto > s.pruned_through returning 1
+      ), gone as (
+        delete from events e using cut
+        where e.site = cut.site and e.seq > cut.after and e.seq <= cut.upto returning 1
+      )
+      select (select count(*)::int from gone) as n, (select count(*)::int from moved) as cut`,
+    );
+    total += removed?.n ?? 0;
+    if ((removed?.cut ?? 0) === 0) return total;
+  }
 }

@@ -5,8 +5,8 @@
 import type { PGlite } from '@electric-sql/pglite';
 
 export interface ChannelHandlers {
-  /** A NOTIFY on the channel arrived (its payload is not used: receivers drop what they cache). */
-  notified(): void;
+  /** A NOTIFY on the channel arrived, with its payload (events: the site; tokens: unused). */
+  notified(payload: string): void;
   /** true once the LISTEN is in place (again); false as soon as notifications may be missed. */
   live(up: boolean): void;
   /**
@@ -79,7 +79,7 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
           if (payload.startsWith(token)) handlers.confirmed(performance.now() + CONFIRMED_FOR_MS);
           return;
         }
-        handlers.notified();
+        handlers.notified(payload);
       },
       onclose: () => {
         if (sql === current) lost();
@@ -152,7 +152,7 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
 
 /** The embedded database lives in this process: a LISTEN there cannot be lost. */
 export async function listenPglite(client: PGlite, channel: string, handlers: ChannelHandlers): Promise<Listening> {
-  const unlisten = await client.listen(channel, () => handlers.notified());
+  const unlisten = await client.listen(channel, (payload) => handlers.notified(payload));
   handlers.live(true);
   handlers.confirmed(Number.POSITIVE_INFINITY);
   return {

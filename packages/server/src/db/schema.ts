@@ -203,7 +203,7 @@ export const webhookEndpoints = pgTable('webhook_endpoints', {
   disabledReason: text('disabled_reason'),
 });
 
-/** One event to one endpoint: pending until a 2xx, retried with backoff, given up after 3 days. */
+/** One event to one endpoint: pending until a 2xx, retried with backoff, given up 3 days after its first attempt. */
 export const webhookDeliveries = pgTable(
   'webhook_deliveries',
   {
@@ -223,6 +223,8 @@ export const webhookDeliveries = pgTable(
     lastStatus: smallint('last_status'),
     lastError: text('last_error'),
     createdAt: at('created_at').notNull().defaultNow(),
+    /** Set by its first claim: the 3 days of retries count from here, not from a wait behind an earlier delivery. */
+    firstAttemptAt: at('first_attempt_at'),
     deliveredAt: at('delivered_at'),
   },
   (t) => [

@@ -59,7 +59,7 @@ export const listEvents = defineOperation({
         const next = events.at(-1)?.sequence ?? String(after ?? bounds.prunedThrough);
         return c.json({ result: { events, next } } as ListEventsResponse, 200);
       }
-      await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal) ??
+      await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal, site) ??
         new Promise((resolve) => setTimeout(resolve, Math.min(left, POLL_MS))));
       await sequenceEvents(database.db, site);
     }

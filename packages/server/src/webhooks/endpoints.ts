@@ -77,6 +77,9 @@ export async function replay(db: Db, id: string, from: number): Promise<number |
       select e.id, ev.site, ev.seq, ev.subject, ev.type
       from webhook_endpoints e join events ev on ev.site = e.site and ev.seq >= ${from} and ev.seq <= e.fanned_seq
       where e.id = ${id} and ${typeMatches(sql`ev.type`, sql`e.types`)}
+        -- An event still on its way (pending) is not sent twice.
+        and not exists (select 1 from webhook_deliveries p where p.endpoint_id = e.id and p.subject = ev.subject
+          and p.seq = ev.seq and p.state = 'pending')
       order by ev.seq
       returning 1
     ) select count(*)::int as n from made`,

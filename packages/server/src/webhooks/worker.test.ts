@@ -117,7 +117,7 @@ describe('the webhook sender', () => {
     expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.type)).toEqual(['user.deleted']);
   });
 
-  it('retries a failed delivery later, and gives it up once it has failed for 3 days', async () => {
+  it('retries a failed delivery later, and gives it up once it has failed for 3 days since its first attempt', async () => {
     const s = await site(1);
     const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
     answer = 500;
@@ -132,8 +132,14 @@ describe('the webhook sender', () => {
       )[0];
     await until(async () => (await state())?.attempts === 1 && (await state())?.last_status === 500);
     expect(await state()).toMatchObject({ state: 'pending', next: true });
+    // Made 4 days ago but first tried just now (it waited behind an earlier delivery): retried still.
     await db().execute(
-      sql`update webhook_deliveries set created_at = now() - interval '3 days 1 minute', next_attempt_at = now() where endpoint_id = ${id}`,
+      sql`update webhook_deliveries set created_at = now() - interval '4 days', next_attempt_at = now() where endpoint_id = ${id}`,
+    );
+    await until(async () => (await state())?.attempts === 2 && (await state())?.next === true);
+    expect(await state()).toMatchObject({ state: 'pending', last_status: 500 });
+    await db().execute(
+      sql`update webhook_deliveries set first_attempt_at = now() - interval '3 days 1 minute', next_attempt_at = now() where endpoint_id = ${id}`,
     );
     await until(async () => (await state())?.state === 'failed');
     expect(got).toEqual([]);
@@ -162,9 +168,10 @@ describe('the webhook sender', () => {
       sql`select operation, outcome from audit_log where site = ${s.name} and token_id = 'webhooks'`,
     );
     expect(audit).toEqual([{ operation: 'webhook', outcome: expect.stringMatching(/^endpoint disabled: /) }]);
-    // A replay switches it back on and sends again.
+    // A replay switches it back on; its delivery, still pending, is sent (not a second one).
     answer = 204;
-    expect(await replay(db(), id, 1)).toBe(1);
+    expect(await replay(db(), id, 1)).toBe(0);
+    await db().execute(sql`update webhook_deliveries set next_attempt_at = now() where endpoint_id = ${id}`);
     await until(() => got.some((e) => e.subject === s.ids[0]));
     expect((await endpoint()).disabled).toBe(false);
   });
@@ -200,6 +207,31 @@ describe('the webhook sender', () => {
     expect(await replay(db(), id, 2)).toBe(2);
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 5);
     expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2', '3', '2', '3']);
+  });
+
+  it('replays no event that is still pending: each is delivered once when the receiver is back', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    answer = 500;
+    await write(s.name, [
+      ['user.created', s.ids[0]!],
+      ['user.updated', s.ids[0]!],
+    ]);
+    worker();
+    const attempts = async () =>
+      (
+        await rows<{ n: number }>(
+          db(),
+          sql`select coalesce(sum(attempts), 0)::int as n from webhook_deliveries where endpoint_id = ${id}`,
+        )
+      )[0]!.n;
+    await until(async () => (await attempts()) >= 1);
+    expect(await replay(db(), id, 1)).toBe(0);
+    answer = 204;
+    await db().execute(sql`update webhook_deliveries set next_attempt_at = now() where endpoint_id = ${id}`);
+    await until(() => got.filter((e) => e.subject === s.ids[0]).length === 2);
+    await sleep(300);
+    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2']);
   });
 
   it('backs off exponentially with jitter, up to an hour', () => {

@@ -120,7 +120,8 @@ export async function claim(db: Db, limit: number, leaseSeconds: number): Promis
       for update of d skip locked
     )
     update webhook_deliveries d
-    set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1
+    set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1,
+      first_attempt_at = coalesce(d.first_attempt_at, now())
     from due, webhook_endpoints e
     where d.id = due.id and e.id = d.endpoint_id
     returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
@@ -154,7 +155,9 @@ async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: Retry
     sql`with d as (
       update webhook_deliveries set leased_until = null, last_status = ${attempt.status ?? null}, last_error = ${error},
         next_attempt_at = now() + make_interval(secs => ${delay / 1000}),
-        state = case when created_at < now() - make_interval(secs => ${policy.giveUpMs / 1000}) then 'failed' else 'pending' end
+        -- From its first attempt: a delivery that waited days behind an earlier one still gets its retries.
+        state = case when coalesce(first_attempt_at, created_at) < now() - make_interval(secs => ${policy.giveUpMs / 1000})
+          then 'failed' else 'pending' end
       where id = ${delivery.id} and ${ours(delivery)} returning state, endpoint_id
     ), e as (
       update webhook_endpoints set failing_since = coalesce(failing_since, now())
@@ -163,16 +166,20 @@ async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: Retry
     )
     select d.state, e.disable, e.site from d, e`,
   );
-  if (row?.disable) await disableEndpoint(db, delivery.endpointId, row.site, error ?? 'failed', logger);
+  if (row?.disable) await disableEndpoint(db, delivery.endpointId, row.site, error ?? 'failed', policy, logger);
   return row?.state === 'failed' ? ('given_up' as const) : ('failed' as const);
 }
 
 /** Switches an endpoint off after days of failures, and says so in the audit trail. */
-async function disableEndpoint(db: Db, endpointId: string, site: string, lastError: string, logger: Logger) {
-  const reason = `every delivery failed for ${DEFAULT_RETRY.disableAfterMs / DAY_MS} days; last: ${lastError}`.slice(
-    0,
-    500,
-  );
+async function disableEndpoint(
+  db: Db,
+  endpointId: string,
+  site: string,
+  lastError: string,
+  policy: RetryPolicy,
+  logger: Logger,
+) {
+  const reason = `every delivery failed for ${policy.disableAfterMs / DAY_MS} days; last: ${lastError}`.slice(0, 500);
   const [changed] = await rows<{ id: string }>(
     db,
     sql`update webhook_endpoints set disabled_at = now(), disabled_reason = ${reason}
@@ -242,12 +249,17 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   // slot for the next claim.
   let fanOutWanted = true;
 
-  async function cycle(): Promise<void> {
+  let current: Promise<void> | undefined;
+  function cycle(): Promise<void> {
     if (running) {
       again = true;
-      return;
+      return current!;
     }
     running = true;
+    current = work();
+    return current;
+  }
+  async function work(): Promise<void> {
     try {
       do {
         again = false;
@@ -294,6 +306,8 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
       stopped = true;
       clearInterval(timer);
       unsubscribe?.();
+      // A cycle in progress may still be claiming: what it claims is sent, and waited for, here.
+      await current;
       await Promise.allSettled([...inFlight]);
     },
   };

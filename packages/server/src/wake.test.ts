@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { createWake } from './wake.ts';
+
+/** Whether `promise` settled within `ms`. */
+const within = (promise: Promise<void>, ms: number) =>
+  Promise.race([promise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+
+describe('wake', () => {
+  it("wakes a site's long-poll for its own site's events and for a notification of any site, not for another site's", async () => {
+    const wake = createWake();
+    const a = wake.next(5_000, undefined, 'shop');
+    wake.notify('blog');
+    expect(await within(a, 50)).toBe(false);
+    wake.notify('shop');
+    expect(await within(a, 50)).toBe(true);
+
+    const b = wake.next(5_000, undefined, 'shop');
+    wake.notify(); // a server of an older version: its notification names no site
+    expect(await within(b, 50)).toBe(true);
+  });
+
+  it('wakes subscribers (the webhook sender) and site-less waiters on every site', async () => {
+    const wake = createWake();
+    let heard = 0;
+    const unsubscribe = wake.subscribe(() => heard++);
+    const any = wake.next(5_000);
+    wake.notify('blog');
+    expect(await within(any, 50)).toBe(true);
+    expect(heard).toBe(1);
+    unsubscribe();
+    wake.notify('blog');
+    expect(heard).toBe(1);
+  });
+
+  it('answers at the end of the wait, or when the request is aborted, and forgets the waiter', async () => {
+    const wake = createWake();
+    const started = performance.now();
+    await wake.next(30, undefined, 'shop');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(25);
+    const aborted = new AbortController();
+    const waiting = wake.next(5_000, aborted.signal, 'shop');
+    aborted.abort();
+    expect(await within(waiting, 50)).toBe(true);
+    let woken = 0;
+    // A waiter that was answered is not called again by a later notification.
+    const later = wake.next(5_000, undefined, 'shop').then(() => woken++);
+    wake.notify('shop');
+    await later;
+    wake.notify('shop');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(woken).toBe(1);
+  });
+});
