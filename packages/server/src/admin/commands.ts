@@ -456,9 +456,15 @@ function webhookReplay(words: string[], flags: Map<string, string | true>): Plan
   const from = text(flags, 'from', true);
   if (!/^[1-9]\d{0,17}$/.test(from)) throw new UsageError('--from must be a sequence number (1 or more)');
   return async (db) => {
-    const made = await replay(db, id, Number(from));
-    if (made === undefined) throw new CommandFailed(`No webhook has the id ${id}.`);
-    return `Queued ${made} deliver${made === 1 ? 'y' : 'ies'} to webhook ${id}, from sequence number ${from}.\n`;
+    const replayed = await replay(db, id, Number(from));
+    if (replayed === undefined) throw new CommandFailed(`No webhook has the id ${id}.`);
+    const { made, prunedThrough } = replayed;
+    // Said, not silently skipped: what the retention removed cannot be sent (a feed reader gets 410 for it).
+    const gone =
+      Number(from) <= prunedThrough
+        ? ` Events up to ${prunedThrough} are past EVENTS_RETENTION and were removed: they cannot be sent.`
+        : '';
+    return `Queued ${made} deliver${made === 1 ? 'y' : 'ies'} to webhook ${id}, from sequence number ${from}.${gone}\n`;
   };
 }
 

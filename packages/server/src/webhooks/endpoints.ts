@@ -67,8 +67,18 @@ export async function removeEndpoint(db: Db, id: string): Promise<boolean> {
  * its types, delivered before or not: new deliveries, after any still pending. Returns how many,
  * or undefined when there is no such endpoint.
  */
-export async function replay(db: Db, id: string, from: number): Promise<number | undefined> {
-  const [endpoint] = await rows<{ id: string }>(db, sql`select id::text as id from webhook_endpoints where id = ${id}`);
+/** What a replay queued, and up to which sequence number the site's events are gone (the retention). */
+export interface Replayed {
+  made: number;
+  prunedThrough: number;
+}
+
+export async function replay(db: Db, id: string, from: number): Promise<Replayed | undefined> {
+  const [endpoint] = await rows<{ id: string; pruned: string | null }>(
+    db,
+    sql`select e.id::text as id, s.pruned_through::text as pruned
+      from webhook_endpoints e left join event_sequences s on s.site = e.site where e.id = ${id}`,
+  );
   if (endpoint === undefined) return undefined;
   const [made] = await rows<{ n: number }>(
     db,
@@ -89,7 +99,7 @@ export async function replay(db: Db, id: string, from: number): Promise<number |
     sql`update webhook_endpoints set disabled_at = null, disabled_reason = null, failing_since = null
       where id = ${id} and disabled_at is not null`,
   );
-  return made!.n;
+  return { made: made!.n, prunedThrough: Number(endpoint.pruned ?? 0) };
 }
 
 /** Whether an event type is among an endpoint's patterns (see TYPE_PATTERN). */

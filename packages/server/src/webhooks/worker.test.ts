@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'drizzle-orm';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite, rows } from '../db/client.ts';
-import { appendEvents, type EventType, sequenceEvents } from '../events.ts';
+import { appendEvents, type EventType, pruneEvents, sequenceEvents } from '../events.ts';
 import { silentLogger } from '../testing/hono.ts';
 import { addEndpoint, replay } from './endpoints.ts';
 import { claim, fanOut, retryDelayMs, startWebhookWorker, type WebhookWorker } from './worker.ts';
@@ -170,7 +170,7 @@ describe('the webhook sender', () => {
     expect(audit).toEqual([{ operation: 'webhook', outcome: expect.stringMatching(/^endpoint disabled: /) }]);
     // A replay switches it back on; its delivery, still pending, is sent (not a second one).
     answer = 204;
-    expect(await replay(db(), id, 1)).toBe(0);
+    expect((await replay(db(), id, 1))?.made).toBe(0);
     await db().execute(sql`update webhook_deliveries set next_attempt_at = now() where endpoint_id = ${id}`);
     await until(() => got.some((e) => e.subject === s.ids[0]));
     expect((await endpoint()).disabled).toBe(false);
@@ -204,9 +204,24 @@ describe('the webhook sender', () => {
     ]);
     worker();
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 3);
-    expect(await replay(db(), id, 2)).toBe(2);
+    expect(await replay(db(), id, 2)).toEqual({ made: 2, prunedThrough: 0 });
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 5);
     expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2', '3', '2', '3']);
+  });
+
+  it('says how far the retention removed events when a replay starts before them', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    await write(s.name, [
+      ['user.created', s.ids[0]!],
+      ['user.updated', s.ids[0]!],
+      ['user.updated', s.ids[0]!],
+    ]);
+    worker();
+    await until(() => got.filter((e) => e.subject === s.ids[0]).length === 3);
+    await db().execute(sql`update events set time = now() - interval '8 days' where site = ${s.name} and seq <= 2`);
+    await pruneEvents(db(), 7 * 86_400_000);
+    expect(await replay(db(), id, 1)).toEqual({ made: 1, prunedThrough: 2 });
   });
 
   it('replays no event that is still pending: each is delivered once when the receiver is back', async () => {
@@ -226,7 +241,7 @@ describe('the webhook sender', () => {
         )
       )[0]!.n;
     await until(async () => (await attempts()) >= 1);
-    expect(await replay(db(), id, 1)).toBe(0);
+    expect((await replay(db(), id, 1))?.made).toBe(0);
     answer = 204;
     await db().execute(sql`update webhook_deliveries set next_attempt_at = now() where endpoint_id = ${id}`);
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 2);
