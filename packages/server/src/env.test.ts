@@ -44,3 +44,28 @@ describe('RATE_LIMIT_HASH', () => {
     );
   });
 });
+
+describe('true/false switches', () => {
+  it.each(['WEBHOOK_ALLOW_PRIVATE', 'OUTBOX_DISABLED'])(
+    '%s is true or false, and refuses anything else',
+    (variable) => {
+      expect(loadConfig({ [variable]: 'true' })).toMatchObject(
+        variable === 'OUTBOX_DISABLED' ? { outboxDisabled: true } : { webhookAllowPrivate: true },
+      );
+      expect(loadConfig({ [variable]: 'false' })).toMatchObject(
+        variable === 'OUTBOX_DISABLED' ? { outboxDisabled: false } : { webhookAllowPrivate: false },
+      );
+      for (const bad of ['yes', '1', 'TRUE']) {
+        expect(() => loadConfig({ [variable]: bad })).toThrow(new RegExp(`${variable} must be true or false`));
+      }
+    },
+  );
+
+  it('SHUTDOWN_DRAIN_MS is 0 unless told, at most a minute', () => {
+    expect(loadConfig({}).shutdownDrainMs).toBe(0);
+    expect(loadConfig({ SHUTDOWN_DRAIN_MS: '3000' }).shutdownDrainMs).toBe(3000);
+    expect(() => loadConfig({ SHUTDOWN_DRAIN_MS: '60001' })).toThrow(
+      /SHUTDOWN_DRAIN_MS must be a whole number from 0 to 60000/,
+    );
+  });
+});

@@ -227,17 +227,20 @@ export function loadConfig(env: Env = process.env): Config {
       `EVENTS_RETENTION must be a number of days or hours, 3d (72h) to 3650d, like 7d (got "${rawRetention}")`,
     );
 
-  const rawAllowPrivate = value('WEBHOOK_ALLOW_PRIVATE') ?? 'false';
-  if (rawAllowPrivate !== 'true' && rawAllowPrivate !== 'false')
-    problems.push(`WEBHOOK_ALLOW_PRIVATE must be true or false (got "${rawAllowPrivate}")`);
-
-  const outboxDisabled = value('OUTBOX_DISABLED') === 'true';
+  const flag = (variable: string) => {
+    const raw = value(variable) ?? 'false';
+    if (raw !== 'true' && raw !== 'false') problems.push(`${variable} must be true or false (got "${raw}")`);
+    return raw === 'true';
+  };
+  const webhookAllowPrivate = flag('WEBHOOK_ALLOW_PRIVATE');
+  // A typo (OUTBOX_DISABLED=yes) must not leave the events on while the operator thinks them off, or the reverse.
+  const outboxDisabled = flag('OUTBOX_DISABLED');
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     eventsRetentionMs,
     outboxDisabled,
-    webhookAllowPrivate: rawAllowPrivate === 'true',
+    webhookAllowPrivate,
     passwordHash: passwordHash as Argon2Params,
     verifyLimits,
     port,
