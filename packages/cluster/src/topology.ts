@@ -416,12 +416,14 @@ function control(state: ClusterState): Cluster {
       await until('Redis to answer', 10_000, () => pingRedis(state.redis.port));
     },
     async down() {
-      const pids = [
-        state.haproxy.pid,
-        ...state.replicas.map((r) => r.pid),
-        state.redis.pid,
-        ...state.postgres.map((n) => n.pid),
-      ].filter((pid) => pid > 0);
+      // Only processes that are still what we started: after a reboot, a kept pid may be anyone's.
+      const started: [number, string][] = [
+        [state.haproxy.pid, 'haproxy.cfg'],
+        ...state.replicas.map((r): [number, string] => [r.pid, SERVER_MAIN]),
+        [state.redis.pid, 'redis-server'],
+        ...state.postgres.map((n): [number, string] => [n.pid, n.data]),
+      ];
+      const pids = started.filter(([pid, marker]) => pid > 0 && commandLine(pid).includes(marker)).map(([pid]) => pid);
       // SIGTERM (replicas drain), SIGINT to PostgreSQL (a fast shutdown); a second later, what is left is killed.
       for (const pid of pids) signalGroup(pid, state.postgres.some((n) => n.pid === pid) ? 'SIGINT' : 'SIGTERM');
       await Promise.all(pids.map((pid) => gone(pid, 1_000)));
@@ -434,6 +436,15 @@ function control(state: ClusterState): Cluster {
     },
   };
   return cluster;
+}
+
+/** A process's command line, '' when it is gone. */
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
 }
 
 function pingRedis(port: number): Promise<boolean> {
