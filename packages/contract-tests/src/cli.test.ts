@@ -4,6 +4,7 @@
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
+import postgres from 'postgres';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { GHOST } from './harness.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
@@ -192,6 +193,50 @@ describe('cli on PostgreSQL, with two and three servers: the revocation bound', 
       90_000,
     );
   }
+});
+
+describe('DATABASE_LISTEN_URL', async () => {
+  const skip = await postgresUnavailable();
+  it.skipIf(skip !== undefined)(
+    'sends the LISTEN connections there (behind a transaction-mode pooler, to PostgreSQL itself), and revocations are still heard',
+    async () => {
+      const database = await freshPostgresDatabase();
+      cleanups.push(() => database.drop());
+      // Another role, so that pg_stat_activity tells which URL each connection came from.
+      const role = `ua_listen_${Date.now()}`;
+      const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+      cleanups.push(async () => {
+        await admin.unsafe(`drop role if exists ${role}`).catch(() => {});
+        await admin.end();
+      });
+      await admin.unsafe(`create role ${role} login`);
+      const listenUrl = new URL(database.url);
+      listenUrl.username = role;
+      const env = { DATABASE_URL: database.url, API_TOKENS: mintToken() };
+      const server = procs.server({ ...env, DATABASE_LISTEN_URL: listenUrl.toString() });
+      await server.ready;
+      const created = await procs.cli(
+        ['token', 'create', '--site', 'default', '--scopes', 'read', '--label', 'l'],
+        env,
+      );
+      const token = tokenIn(created.stdout)!;
+      expect(await statusOf(server.baseUrl, token)).toBe(404);
+      const listeners = async () =>
+        (await admin`select application_name as app from pg_stat_activity where usename = ${role} order by 1`).map(
+          (r) => r.app as string,
+        );
+      const deadline = Date.now() + 10_000;
+      while ((await listeners()).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      expect(await listeners()).toEqual(['user-accounts listen ua_events', 'user-accounts listen ua_tokens']);
+      const listed = JSON.parse((await procs.cli(['token', 'list', '--json'], env)).stdout) as { id: string }[];
+      expect((await procs.cli(['token', 'revoke', listed[0]!.id], env)).code).toBe(0);
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(await statusOf(server.baseUrl, token)).toBe(401);
+      server.child.kill('SIGTERM');
+      await server.exited;
+    },
+    60_000,
+  );
 });
 
 describe('cli migrate', async () => {

@@ -58,7 +58,10 @@ export async function createLogger(config: Config, destination?: DestinationStre
 /** The configured database, opened and migrated; on the embedded one, its folder locked to us. */
 export async function openDatabase(config: Config): Promise<{ database: Database; unlock(): void }> {
   if (config.databaseUrl !== undefined) {
-    const database = await openPostgres(config.databaseUrl, { statementTimeoutMs: config.requestTimeoutMs });
+    const database = await openPostgres(config.databaseUrl, {
+      statementTimeoutMs: config.requestTimeoutMs,
+      ...(config.databaseListenUrl === undefined ? {} : { listenUrl: config.databaseListenUrl }),
+    });
     await database.migrate().catch(async (error: unknown) => {
       await database.close().catch(() => {});
       throw error;

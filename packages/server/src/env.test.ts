@@ -69,3 +69,17 @@ describe('true/false switches', () => {
     );
   });
 });
+
+describe('DATABASE_LISTEN_URL', () => {
+  it('is a postgres:// URL beside DATABASE_URL, and nothing without it', () => {
+    const both = { DATABASE_URL: 'postgres://a@db:6432/x', DATABASE_LISTEN_URL: 'postgres://a@db:5432/x' };
+    expect(loadConfig(both).databaseListenUrl).toBe('postgres://a@db:5432/x');
+    expect(loadConfig({ DATABASE_URL: both.DATABASE_URL }).databaseListenUrl).toBeUndefined();
+    expect(() => loadConfig({ ...both, DATABASE_LISTEN_URL: 'mysql://x' })).toThrow(
+      /DATABASE_LISTEN_URL must be a postgres/,
+    );
+    expect(() => loadConfig({ DATABASE_LISTEN_URL: both.DATABASE_LISTEN_URL })).toThrow(
+      /DATABASE_LISTEN_URL needs DATABASE_URL/,
+    );
+  });
+});

@@ -14,6 +14,8 @@ export interface Config {
   host: string;
   /** postgres:// URL; absent means the embedded PGlite database in `dataDir`. */
   databaseUrl: string | undefined;
+  /** Where the LISTEN connections go, when not DATABASE_URL (a transaction-mode pooler drops a LISTEN). */
+  databaseListenUrl: string | undefined;
   dataDir: string;
   /** Tokens accepted as configured by the operator; never logged. */
   apiTokens: string[];
@@ -92,6 +94,13 @@ export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = value('DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/.+/.test(databaseUrl)) {
     problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  const databaseListenUrl = value('DATABASE_LISTEN_URL');
+  if (databaseListenUrl !== undefined && !/^postgres(ql)?:\/\/.+/.test(databaseListenUrl)) {
+    problems.push('DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL');
+  }
+  if (databaseListenUrl !== undefined && databaseUrl === undefined) {
+    problems.push('DATABASE_LISTEN_URL needs DATABASE_URL (the embedded database listens in process)');
   }
 
   // Relative to where the user typed the command (pnpm runs scripts in the package folder).
@@ -246,6 +255,7 @@ export function loadConfig(env: Env = process.env): Config {
     port,
     host,
     databaseUrl,
+    databaseListenUrl,
     dataDir,
     apiTokens,
     logLevel: rawLevel as LogLevel,

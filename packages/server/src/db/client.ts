@@ -59,7 +59,7 @@ async function counted(db: Db, apply: () => Promise<void>): Promise<Migrated> {
 
 export async function openPostgres(
   url: string,
-  options: { max?: number; statementTimeoutMs?: number } = {},
+  options: { max?: number; statementTimeoutMs?: number; listenUrl?: string } = {},
 ): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
@@ -98,7 +98,7 @@ export async function openPostgres(
       }
     },
     ping: ping(db),
-    listen: (channel, handlers) => track(listenPostgres(url, channel, handlers)),
+    listen: (channel, handlers) => track(listenPostgres(options.listenUrl ?? url, channel, handlers)),
     async close() {
       await Promise.all([...listeners].map(async (l) => (await l).close()));
       await client.end({ timeout: 5 });
