@@ -267,6 +267,8 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     expect(status).toBe(200);
     expect(body.result.name).toBe('Seed');
     expect(await pg.sql`select email from users where email like 'hang.%'`).toHaveLength(0);
+    // Nor any change event: the only one is the seed's create (issue 15: none for a rolled-back 503).
+    expect(await pg.sql`select type, subject::text from events`).toEqual([{ type: 'user.created', subject: id }]);
     const again: Outcome[] = [];
     await Promise.all(
       Array.from({ length: 30 }, () =>
