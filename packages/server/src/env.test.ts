@@ -55,6 +55,10 @@ describe('true/false switches', () => {
       expect(loadConfig({ [variable]: 'false' })).toMatchObject(
         variable === 'OUTBOX_DISABLED' ? { outboxDisabled: false } : { webhookAllowPrivate: false },
       );
+      if (variable === 'OUTBOX_DISABLED') {
+        expect(loadConfig({ OUTBOX_DISABLED: 'true' }).warnings).toEqual([expect.stringContaining('no change events')]);
+        expect(loadConfig({ OUTBOX_DISABLED: 'false' }).warnings).toEqual([]);
+      }
       for (const bad of ['yes', '1', 'TRUE']) {
         expect(() => loadConfig({ [variable]: bad })).toThrow(new RegExp(`${variable} must be true or false`));
       }

@@ -244,6 +244,12 @@ export function loadConfig(env: Env = process.env): Config {
   const webhookAllowPrivate = flag('WEBHOOK_ALLOW_PRIVATE');
   // A typo (OUTBOX_DISABLED=yes) must not leave the events on while the operator thinks them off, or the reverse.
   const outboxDisabled = flag('OUTBOX_DISABLED');
+  if (outboxDisabled) {
+    // Dense sequence numbers would hide the gap: say it at every start.
+    warnings.push(
+      'OUTBOX_DISABLED=true: writes make no change events; the feed and webhooks miss them for good (a benchmark switch)',
+    );
+  }
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {

@@ -1,14 +1,25 @@
 // The outbox and the feed over a real embedded database: numbering per site, a rollback giving
-// its numbers back, and the retention (events pruned, a reader behind them told 410).
+// its numbers back, the retention (events pruned, a reader behind them told 410), and what wakes
+// a long-poll.
 
 import { randomUUID } from 'node:crypto';
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite, openPostgres, rows } from './db/client.ts';
+import { type Database, type Db, openPglite, openPostgres, rows } from './db/client.ts';
 import { loadConfig } from './env.ts';
-import { appendEvents, feedBounds, pruneEvents, readEvents, SEQUENCE_BATCH, sequenceEvents } from './events.ts';
+import {
+  appendEvents,
+  EVENTS_CHANNEL,
+  feedBounds,
+  PRUNE_BATCH,
+  pruneEvents,
+  readEvents,
+  SEQUENCE_BATCH,
+  sequenceEvents,
+} from './events.ts';
 import { listEvents } from './routes/list-events.ts';
 import { problemOf, testApp } from './testing/hono.ts';
+import { createWake, type Wake } from './wake.ts';
 
 let database: Database;
 beforeAll(async () => {
@@ -17,13 +28,13 @@ beforeAll(async () => {
 });
 afterAll(() => database.close());
 
-let sites = 0;
-async function site(accounts: number) {
-  const name = `ev-${sites++}`;
+async function site(accounts: number, on = database) {
+  // Unique on a PostgreSQL that earlier runs wrote to as well.
+  const name = `ev-${randomUUID().slice(0, 8)}`;
   const ids: string[] = [];
   for (let i = 0; i < accounts; i++) {
     const [row] = await rows<{ id: string }>(
-      database.db,
+      on.db,
       sql`insert into users (site, email, name, origin) values (${name}, ${`${name}-${i}@example.com`}, 'Ada', 'api') returning id::text as id`,
     );
     ids.push(row!.id);
@@ -31,20 +42,20 @@ async function site(accounts: number) {
   return { name, ids };
 }
 
-async function created(siteName: string, ids: string[]) {
-  await database.db.transaction((tx) =>
+async function created(siteName: string, ids: string[], on = database) {
+  await on.db.transaction((tx) =>
     appendEvents(
       tx,
       siteName,
       ids.map((userId) => ({ type: 'user.created' as const, userId })),
     ),
   );
-  await sequenceEvents(database.db);
+  await sequenceEvents(on.db);
 }
 
-function feed(siteName: string) {
+function feed(siteName: string, on = database, wake?: Wake) {
   const app = testApp({
-    deps: { database },
+    deps: { database: on, ...(wake === undefined ? {} : { wake }) },
     vars: { token: { id: 't', site: siteName, scopes: ['events'] } as never },
   });
   app.get(listEvents.path, (c) => listEvents.handle(c, listEvents.parse(c)));
@@ -114,26 +125,11 @@ describe('the retention', () => {
     expect(fromTwo.result.events.map((e) => e.sequence)).toEqual(['3', '4', '5']);
   });
 
-  it('numbers and prunes a backlog larger than one statement may take, in bounded statements', async () => {
-    const s = await site(1);
-    const n = SEQUENCE_BATCH * 2 + 500;
-    // A backlog, as after the sequencer stopped while an import wrote.
-    await database.db.execute(sql`insert into events (site, type, subject, data)
-      select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
-    // One call numbers one batch (what fits in statement_timeout); sequenceEvents calls until done.
-    const [one] = await rows<{ n: number }>(database.db, sql`select sequence_events(${s.name}) as n`);
-    expect(one!.n).toBe(SEQUENCE_BATCH);
-    expect(await sequenceEvents(database.db, s.name)).toBe(n - SEQUENCE_BATCH);
-    const [dense] = await rows<{ count: number; min: string; max: string; distinct: number }>(
-      database.db,
-      sql`select count(*)::int as count, min(seq)::text as min, max(seq)::text as max, count(distinct seq)::int as distinct
-        from events where site = ${s.name}`,
-    );
-    expect(dense).toEqual({ count: n, min: '1', max: String(n), distinct: n });
-    await database.db.execute(sql`update events set time = now() - interval '8 days' where site = ${s.name}`);
-    expect(await pruneEvents(database.db, 7 * 86_400_000)).toBe(n);
-    expect(await feedBounds(database.db, s.name)).toEqual({ last: n, prunedThrough: n });
-  }, 60_000);
+  it(
+    'numbers and prunes a backlog larger than one statement may take, in bounded statements',
+    () => backlogInBoundedStatements(database),
+    60_000,
+  );
 
   it('is EVENTS_RETENTION, 7 days unless told, never under the 3 days of webhook retries', () => {
     expect(loadConfig({}).eventsRetentionMs).toBe(7 * 86_400_000);
@@ -144,10 +140,117 @@ describe('the retention', () => {
   });
 });
 
-// PGlite runs one transaction at a time; only PostgreSQL has a write still open while others commit.
+/** `on`, noting the count `n` each statement answers with (pruneEvents's: the events it removed). */
+function countingStatements(on: Database) {
+  const counts: number[] = [];
+  const db = new Proxy(on.db, {
+    get(target, key, receiver) {
+      if (key !== 'execute') return Reflect.get(target, key, receiver);
+      return async (query: SQL) => {
+        const result = await target.execute(query);
+        const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { n?: unknown }[];
+        if (typeof row?.n === 'number') counts.push(row.n);
+        return result;
+      };
+    },
+  }) as Db;
+  return { db, counts };
+}
+
+/** A backlog, as after the sequencer stopped while an import wrote: numbered, then pruned, a batch per statement. */
+async function backlogInBoundedStatements(on: Database) {
+  const s = await site(1, on);
+  const n = SEQUENCE_BATCH * 2 + 500;
+  await on.db.execute(sql`insert into events (site, type, subject, data)
+    select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
+  // One call numbers one batch (what fits in statement_timeout); sequenceEvents calls until done.
+  const [one] = await rows<{ n: number }>(on.db, sql`select sequence_events(${s.name}) as n`);
+  expect(one!.n).toBe(SEQUENCE_BATCH);
+  expect(await sequenceEvents(on.db, s.name)).toBe(n - SEQUENCE_BATCH);
+  const [dense] = await rows<{ count: number; min: string; max: string; distinct: number }>(
+    on.db,
+    sql`select count(*)::int as count, min(seq)::text as min, max(seq)::text as max, count(distinct seq)::int as distinct
+      from events where site = ${s.name}`,
+  );
+  expect(dense).toEqual({ count: n, min: '1', max: String(n), distinct: n });
+  await on.db.execute(sql`update events set time = now() - interval '8 days' where site = ${s.name}`);
+  const pruning = countingStatements(on);
+  // Other sites' old events too, on a PostgreSQL that other tests wrote to.
+  expect(await pruneEvents(pruning.db, 7 * 86_400_000)).toBeGreaterThanOrEqual(n);
+  expect(pruning.counts.length).toBeGreaterThanOrEqual(3);
+  expect(Math.max(...pruning.counts)).toBeLessThanOrEqual(PRUNE_BATCH);
+  expect(await feedBounds(on.db, s.name)).toEqual({ last: n, prunedThrough: n });
+  const [left] = await rows<{ n: number }>(on.db, sql`select count(*)::int as n from events where site = ${s.name}`);
+  expect(left!.n).toBe(0);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A long-poll of site A through the route, woken as deps.ts wires it (the notification names the
+ * numbered site): B's write leaves it waiting its whole `wait`, A's own answers it at once rather
+ * than at its next re-read.
+ */
+async function longPollWakesForItsOwnSiteOnly(on: Database) {
+  const wake = createWake();
+  let up = () => {};
+  const listening = new Promise<void>((resolve) => {
+    up = resolve;
+  });
+  const heard = await on.listen(EVENTS_CHANNEL, {
+    notified: (payload) => wake.notify(payload === '' ? undefined : payload),
+    live: (live) => live && up(),
+    confirmed: () => {},
+  });
+  try {
+    await listening;
+    const a = await site(1, on);
+    const b = await site(1, on);
+    // When A's poll was woken before its wait ran out (the route re-reads every second anyway).
+    const early: number[] = [];
+    const watched: Wake = {
+      ...wake,
+      async next(ms, signal, forSite) {
+        const started = performance.now();
+        await wake.next(ms, signal, forSite);
+        if (performance.now() - started < ms - 50) early.push(performance.now());
+      },
+    };
+    const get = feed(a.name, on, watched);
+    type Page = { result: { events: { sequence: string; subject: string }[]; next: string } };
+
+    const started = performance.now();
+    const quiet = get('?after=0&wait=2');
+    await sleep(300);
+    await created(b.name, b.ids, on);
+    const answer = await quiet;
+    expect(answer.status).toBe(200);
+    expect(((await answer.json()) as Page).result).toEqual({ events: [], next: '0' });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(1_950);
+    expect(early).toEqual([]);
+
+    const woken = get('?after=0&wait=10');
+    await sleep(300);
+    const wrote = performance.now();
+    await created(a.name, a.ids, on);
+    const page = (await (await woken).json()) as Page;
+    expect(page.result.events.map((e) => [e.sequence, e.subject])).toEqual([['1', a.ids[0]]]);
+    expect(performance.now() - wrote).toBeLessThan(1_000);
+    expect(early).toHaveLength(1);
+  } finally {
+    await heard.close();
+  }
+}
+
+describe('a long-poll', () => {
+  it('is woken by its own site’s events only', () => longPollWakesForItsOwnSiteOnly(database), 15_000);
+});
+
+// PGlite runs one transaction at a time, in this process: only PostgreSQL has a write still open
+// while others commit, a LISTEN on a connection of its own, and a statement_timeout.
 const PG_URL = process.env.TEST_DATABASE_URL;
-if (!PG_URL) console.warn('\n[events.test] numbering on PostgreSQL: SKIPPED, TEST_DATABASE_URL is not set\n');
-describe.skipIf(!PG_URL)('numbering on PostgreSQL', () => {
+if (!PG_URL) console.warn('\n[events.test] events on PostgreSQL: SKIPPED, TEST_DATABASE_URL is not set\n');
+describe.skipIf(!PG_URL)('events on PostgreSQL', () => {
   it('numbers only what committed: a write still open gets no number and holds back none of those that commit after it', async () => {
     const pg = await openPostgres(PG_URL!, { max: 4 });
     try {
@@ -181,6 +284,26 @@ describe.skipIf(!PG_URL)('numbering on PostgreSQL', () => {
         ['1', ids[1]],
         ['2', ids[0]],
       ]);
+    } finally {
+      await pg.close();
+    }
+  }, 30_000);
+
+  it('numbers and prunes a backlog in statements that fit in statement_timeout', async () => {
+    const pg = await openPostgres(PG_URL!, { max: 4 });
+    try {
+      await pg.migrate();
+      await backlogInBoundedStatements(pg);
+    } finally {
+      await pg.close();
+    }
+  }, 60_000);
+
+  it('wakes a long-poll for its own site’s events only', async () => {
+    const pg = await openPostgres(PG_URL!, { max: 4 });
+    try {
+      await pg.migrate();
+      await longPollWakesForItsOwnSiteOnly(pg);
     } finally {
       await pg.close();
     }

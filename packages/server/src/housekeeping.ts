@@ -1,10 +1,10 @@
 // Periodic chores of a running server. Each is idempotent, so every replica may run them.
 import { lt, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import type { Db } from './db/client.ts';
+import { type Db, rows } from './db/client.ts';
 import { idempotencyKeys, rateLimits } from './db/schema.ts';
 import { describeError } from './errors.ts';
-import { pruneEvents } from './events.ts';
+import { PRUNE_BATCH, pruneEvents } from './events.ts';
 import { purgeStaleFailures } from './lockout.ts';
 import type { TokenVerifier } from './tokens.ts';
 
@@ -18,12 +18,26 @@ export async function purgeExpired(db: Db): Promise<void> {
   await purgeStaleFailures(db);
 }
 
-/** Removes events past the retention, and deliveries done (or given up) as long ago. */
+/**
+ * Removes events past the retention, and deliveries done (or given up) as long ago, in statements
+ * of at most PRUNE_BATCH rows: a week of deliveries at once would outlast statement_timeout, and
+ * fail again at every run.
+ */
 export async function purgeEvents(db: Db, retentionMs: number): Promise<void> {
   await pruneEvents(db, retentionMs);
-  await db.execute(
-    sql`delete from webhook_deliveries where state <> 'pending' and created_at < now() - make_interval(secs => ${Math.floor(retentionMs / 1000)})`,
-  );
+  for (;;) {
+    const [gone] = await rows<{ n: number }>(
+      db,
+      sql`with gone as (
+        delete from webhook_deliveries where id in (
+          select id from webhook_deliveries
+          where state <> 'pending' and created_at < now() - make_interval(secs => ${Math.floor(retentionMs / 1000)})
+          limit ${PRUNE_BATCH})
+        returning 1
+      ) select count(*)::int as n from gone`,
+    );
+    if ((gone?.n ?? 0) < PRUNE_BATCH) return;
+  }
 }
 
 export function startHousekeeping(

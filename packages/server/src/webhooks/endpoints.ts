@@ -62,17 +62,19 @@ export async function removeEndpoint(db: Db, id: string): Promise<boolean> {
   return removed.length > 0;
 }
 
-/**
- * Sends again the endpoint's events from sequence number `from` up to where it is now, matching
- * its types, delivered before or not: new deliveries, after any still pending. Returns how many,
- * or undefined when there is no such endpoint.
- */
 /** What a replay queued, and up to which sequence number the site's events are gone (the retention). */
 export interface Replayed {
   made: number;
   prunedThrough: number;
 }
 
+/**
+ * Sends again the endpoint's events from sequence number `from` up to where it is now, matching
+ * its types, delivered before or not, except those still pending (they are on their way: a second
+ * delivery would only repeat them). The new deliveries take their place in each account's order
+ * (worker.ts): an older event goes before a newer one still pending, so that a receiver applying
+ * them as they come ends on the account's latest state. Undefined when there is no such endpoint.
+ */
 export async function replay(db: Db, id: string, from: number): Promise<Replayed | undefined> {
   const [endpoint] = await rows<{ id: string; pruned: string | null }>(
     db,

@@ -3,9 +3,10 @@
 // time, and replay. The contract tests (webhooks.test.ts) cover processes, kills and two servers.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite, rows } from '../db/client.ts';
+import { type Database, type Db, openPglite, rows } from '../db/client.ts';
 import { appendEvents, type EventType, pruneEvents, sequenceEvents } from '../events.ts';
 import { silentLogger } from '../testing/hono.ts';
 import { addEndpoint, replay } from './endpoints.ts';
@@ -86,6 +87,48 @@ async function until(check: () => Promise<boolean> | boolean, ms = 5_000) {
     await sleep(20);
   }
 }
+
+const dialect = new PgDialect();
+const isClaim = (text: string) => text.includes('set leased_until = now() +');
+
+/**
+ * The database as the worker sees it, holding the first statement that `matches` until
+ * `release()`, and counting claims: a stop() can then land in the middle of a cycle.
+ */
+function held(matches: (text: string) => boolean) {
+  let release = () => {};
+  const opened = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let arrive = () => {};
+  const reached = new Promise<void>((resolve) => {
+    arrive = resolve;
+  });
+  let holding = true;
+  const gate = { claims: 0, reached, release: () => release(), db: db() };
+  gate.db = new Proxy(db(), {
+    get(target, key, receiver) {
+      if (key !== 'execute') return Reflect.get(target, key, receiver);
+      return async (query: SQL) => {
+        const text = dialect.sqlToQuery(query).sql;
+        if (holding && matches(text)) {
+          holding = false;
+          arrive();
+          await opened;
+        }
+        if (isClaim(text)) gate.claims++;
+        return target.execute(query);
+      };
+    },
+  }) as Db;
+  return gate;
+}
+
+const attemptsOf = (endpointId: string) =>
+  rows<{ state: string; attempts: number; leased: boolean }>(
+    db(),
+    sql`select state, attempts, leased_until is not null as leased from webhook_deliveries where endpoint_id = ${endpointId}`,
+  );
 
 describe('the webhook sender', () => {
   it('claims only the earliest pending delivery of each account, so an account’s events go out in order', async () => {
@@ -247,6 +290,51 @@ describe('the webhook sender', () => {
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 2);
     await sleep(300);
     expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2']);
+  });
+
+  it('claims nothing once stop() is called, even in a cycle already under way', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    await write(s.name, [['user.created', s.ids[0]!]]);
+    const gate = held((text) => text.includes('cross join lateral')); // the fan-out, before the claim
+    const w = startWebhookWorker({
+      db: gate.db,
+      logger: silentLogger(),
+      allowPrivate: true,
+      pollMs: 50,
+      timeoutMs: 2_000,
+    });
+    await gate.reached;
+    const stopping = w.stop();
+    gate.release();
+    await stopping;
+    await sleep(200);
+    expect(gate.claims).toBe(0);
+    expect(await attemptsOf(id)).toEqual([{ state: 'pending', attempts: 0, leased: false }]);
+    expect(got).toEqual([]);
+  });
+
+  it('waits in stop() for what a claim under way took: sent and recorded, none left leased', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    await write(s.name, [['user.created', s.ids[0]!]]);
+    const gate = held(isClaim);
+    const w = startWebhookWorker({
+      db: gate.db,
+      logger: silentLogger(),
+      allowPrivate: true,
+      pollMs: 50,
+      timeoutMs: 2_000,
+    });
+    await gate.reached;
+    const stopping = w.stop();
+    gate.release();
+    await stopping;
+    expect(await attemptsOf(id)).toEqual([{ state: 'delivered', attempts: 1, leased: false }]);
+    expect(got.map((e) => e.subject)).toContain(s.ids[0]);
+    const claims = gate.claims;
+    await sleep(200);
+    expect(gate.claims).toBe(claims);
   });
 
   it('backs off exponentially with jitter, up to an hour', () => {
