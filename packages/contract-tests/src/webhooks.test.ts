@@ -5,10 +5,9 @@
 // arrives at least once, in order per account, and no event comes of a write that failed.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type ChangeEvent, createClient, type UserAccountsClient } from '@user-accounts/client';
+import { freePort } from '@user-accounts/cluster';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -344,11 +343,3 @@ describe("the README's receiver", () => {
     expect(printed.trim().split('\n')).toEqual([`1 user.created ${ids[0]}`, `2 user.created ${ids[1]}`]);
   }, 60_000);
 });
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}

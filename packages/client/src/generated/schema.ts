@@ -410,7 +410,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description The database answers within 2 seconds. Needs no token.
+         * @description The database answers within 2 seconds. Needs no token. After SIGTERM, while the server drains (`SHUTDOWN_DRAIN_MS`), 503: it still serves, but a load balancer should send no more.
          */
         get: operations["getReadiness"];
         put?: never;

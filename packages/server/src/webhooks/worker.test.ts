@@ -74,8 +74,8 @@ async function write(siteName: string, events: [EventType, string][]) {
   await sequenceEvents(db());
 }
 
-const worker = (allowPrivate = true) => {
-  const w = startWebhookWorker({ db: db(), logger: silentLogger(), allowPrivate, pollMs: 50, timeoutMs: 2_000 });
+const worker = (allowPrivate = true, on: Db = db()) => {
+  const w = startWebhookWorker({ db: on, logger: silentLogger(), allowPrivate, pollMs: 50, timeoutMs: 2_000 });
   workers.push(w);
   return w;
 };
@@ -122,6 +122,15 @@ function held(matches: (text: string) => boolean) {
     },
   }) as Db;
   return gate;
+}
+
+/** Starts a worker on the gated database, and stops it while the gated statement is held. */
+async function stopWhileHeld(gate: ReturnType<typeof held>) {
+  const w = worker(true, gate.db);
+  await gate.reached;
+  const stopping = w.stop();
+  gate.release();
+  await stopping;
 }
 
 const attemptsOf = (endpointId: string) =>
@@ -297,17 +306,7 @@ describe('the webhook sender', () => {
     const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
     await write(s.name, [['user.created', s.ids[0]!]]);
     const gate = held((text) => text.includes('cross join lateral')); // the fan-out, before the claim
-    const w = startWebhookWorker({
-      db: gate.db,
-      logger: silentLogger(),
-      allowPrivate: true,
-      pollMs: 50,
-      timeoutMs: 2_000,
-    });
-    await gate.reached;
-    const stopping = w.stop();
-    gate.release();
-    await stopping;
+    await stopWhileHeld(gate);
     await sleep(200);
     expect(gate.claims).toBe(0);
     expect(await attemptsOf(id)).toEqual([{ state: 'pending', attempts: 0, leased: false }]);
@@ -319,17 +318,7 @@ describe('the webhook sender', () => {
     const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
     await write(s.name, [['user.created', s.ids[0]!]]);
     const gate = held(isClaim);
-    const w = startWebhookWorker({
-      db: gate.db,
-      logger: silentLogger(),
-      allowPrivate: true,
-      pollMs: 50,
-      timeoutMs: 2_000,
-    });
-    await gate.reached;
-    const stopping = w.stop();
-    gate.release();
-    await stopping;
+    await stopWhileHeld(gate);
     expect(await attemptsOf(id)).toEqual([{ state: 'delivered', attempts: 1, leased: false }]);
     expect(got.map((e) => e.subject)).toContain(s.ids[0]);
     const claims = gate.claims;
