@@ -204,10 +204,12 @@ describe('DATABASE_LISTEN_URL', async () => {
       cleanups.push(() => database.drop());
       // Another role, so that pg_stat_activity tells which URL each connection came from.
       const role = `ua_listen_${Date.now()}`;
-      const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+      // On the server's own database, not the test's: the cleanup that drops that one (WITH FORCE,
+      // at the same moment) cut this connection, and end() then waited for ever.
+      const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
       cleanups.push(async () => {
         await admin.unsafe(`drop role if exists ${role}`).catch(() => {});
-        await admin.end();
+        await admin.end({ timeout: 5 });
       });
       await admin.unsafe(`create role ${role} login`);
       const listenUrl = new URL(database.url);

@@ -10,6 +10,7 @@ import { loadConfig } from './env.ts';
 import {
   appendEvents,
   EVENTS_CHANNEL,
+  ensureEventSequence,
   feedBounds,
   PRUNE_BATCH,
   pruneEvents,
@@ -39,6 +40,7 @@ async function site(accounts: number, on = database) {
     );
     ids.push(row!.id);
   }
+  await ensureEventSequence(on.db, name);
   return { name, ids };
 }
 
@@ -63,6 +65,23 @@ function feed(siteName: string, on = database, wake?: Wake) {
 }
 
 describe('the outbox', () => {
+  it('numbers what servers older than migration 0010 left: events without a txid, a site without its row (by its feed)', async () => {
+    const before = await site(2);
+    // Written before the migration: no txid, and the site's last run recorded no snapshot.
+    await database.db.execute(sql`insert into events (site, type, subject, data, txid)
+      select ${before.name}, 'user.created', id, '{}'::jsonb, null from unnest(${sql.raw(`array['${before.ids.join("','")}']`)}::uuid[]) as id`);
+    await database.db.execute(sql`update event_sequences set snapshot = null where site = ${before.name}`);
+    expect(await sequenceEvents(database.db)).toBe(2);
+    expect((await readEvents(database.db, before.name, undefined, 10)).map((e) => e.subject)).toEqual(before.ids);
+    // A site whose first events an older server wrote during a rolling upgrade: no row in event_sequences.
+    const name = `ev-${randomUUID().slice(0, 8)}`;
+    await database.db.execute(
+      sql`insert into events (site, type, subject, data) values (${name}, 'user.created', ${before.ids[0]!}::uuid, '{}'::jsonb)`,
+    );
+    expect(await sequenceEvents(database.db, name)).toBe(1);
+    expect((await readEvents(database.db, name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+  });
+
   it('numbers each site on its own, and a rolled-back write gives its numbers back', async () => {
     const a = await site(3);
     const b = await site(1);
@@ -264,6 +283,7 @@ describe.skipIf(!PG_URL)('events on PostgreSQL', () => {
         );
         ids.push(row!.id);
       }
+      await ensureEventSequence(pg.db, name);
       let release = () => {};
       const held = new Promise<void>((resolve) => {
         release = resolve;

@@ -3,12 +3,17 @@
 // Gap-free reading. Sequence numbers taken from a PostgreSQL sequence are handed out at one time
 // and committed at another, so a reader that has seen 7 could later find 6 committed, and skip
 // it for ever. What we do instead: a write inserts its events without a number, in its own
-// transaction; a sequencer (the SQL function sequence_events, migrations 0008 and 0009) numbers the
+// transaction; a sequencer (the SQL function sequence_events, migrations 0008 to 0010) numbers the
 // events it can see, which are exactly those that committed, under the site's row lock in
 // event_sequences, and commits. Numbering runs are one at a time per site, each numbers after
 // the last, so a reader that has seen n never later finds a number below n. An account's events
 // keep their order: a write waits for the account's previous write to commit, so its event is
 // inserted later (`pos`) and numbered after it, in the same run or a later one.
+// How a run finds what is new (migration 0010), as PgQ's ticker does: each event records the
+// transaction that wrote it (`txid`), each site the snapshot of its last run; what that run could
+// not see was written by a transaction then in progress or begun after, a few index lookups. It
+// used to scan a partial index of unnumbered events, which kept an entry for every event numbered
+// until VACUUM: after a busy hour each run read thousands of dead entries.
 // Why not the alternatives we measured (`./pnpmw bench --only events`, update throughput with
 // events against the same server without, bench/results/2026-11-22-*.md):
 // - numbering in the write itself, under the site's lock held to its COMMIT, makes one site's
@@ -16,14 +21,12 @@
 //   trigger in the commit itself (09-51); a NOTIFY per write serializes commits across sites;
 // - handing out only events below pg_snapshot_xmin makes every site's feed wait for the longest
 //   open transaction anywhere (one site's 2-minute import would hold up every feed).
-// This design measured 0.67× (10-08) and 0.64× (12-12); without the numbering (events inserted,
-// never numbered: a build made only to measure) 0.83×. The price: each event is written twice (inserted, then
-// numbered), and a reader sees it once a sequencer ran: within 10 ms of the write on its own
-// server, within SEQUENCER_POLL_MS on the others, and at once for the feed, which numbers its
-// site before it reads.
+// The price: each event is written twice (inserted, then numbered), and a reader sees it once a
+// sequencer ran: within 10 ms of the write on its own server, within SEQUENCER_POLL_MS on the
+// others, and at once for the feed, which numbers its site before it reads.
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
-import { rows } from './db/client.ts';
+import { executePrepared, rows } from './db/client.ts';
 
 export const EVENTS_CHANNEL = 'ua_events';
 
@@ -42,10 +45,10 @@ const FIELD_ORDER = ['name', 'phone', 'address', 'password'];
 const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /** The account as get answers it, read in the write's transaction (after the change). */
-const accountJson = sql`(select jsonb_build_object(
+const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address,
     'disabled', u.disabled, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
-  from users u where u.id = e.user_id)`;
+  from users u where u.id = ${userId})`;
 
 const textArray = (values: (string | null)[]) =>
   sql`array[${sql.join(
@@ -53,23 +56,54 @@ const textArray = (values: (string | null)[]) =>
     sql`, `,
   )}]::text[]`;
 
-/** Appends the events of one write, in its transaction, unnumbered (see above); with `alongside`, in one statement with it. */
+/** The sites each database is known to have a row in event_sequences for (see ensureEventSequence). */
+const knownSites = new WeakMap<Db, Set<string>>();
+
+/**
+ * Makes the site's row in event_sequences, which the sequencer visits, before the first write of
+ * its events; once per site and process. In a statement of its own, never in the write's
+ * transaction: a row made there would hold every other write of the site until that transaction
+ * ended (a site whose first write is a two-minute import).
+ */
+export async function ensureEventSequence(db: Db, site: string): Promise<void> {
+  const known = knownSites.get(db) ?? new Set<string>();
+  knownSites.set(db, known);
+  if (known.has(site)) return;
+  await db.execute(sql`insert into event_sequences (site, last) values (${site}, 0) on conflict (site) do nothing`);
+  known.add(site);
+}
+
+/**
+ * Appends the events of one write, in its transaction, unnumbered (see above); with `alongside`,
+ * in one statement with it. The site has its row in event_sequences (ensureEventSequence).
+ */
 export async function appendEvents(tx: Db, site: string, entries: EventEntry[], alongside?: SQL): Promise<void> {
   if (entries.length === 0) return;
   const changed = entries.map((e) =>
     e.changed === undefined ? null : FIELD_ORDER.filter((f) => e.changed!.includes(f)).join(','),
   );
+  const done = alongside === undefined ? sql`` : sql`with done as (${alongside}) `;
+  if (entries.length === 1) {
+    // A write of one account (all but import): one row, a plain statement whose generic plan
+    // PostgreSQL keeps, prepared (executePrepared). With unnest it planned it anew every time.
+    const [entry] = entries;
+    const userId = sql`${entry!.userId}::uuid`;
+    await executePrepared(
+      tx,
+      sql`${done}insert into events (site, type, subject, changed, data)
+        select ${site}, ${entry!.type}, ${userId}, ${changed[0]},
+          ${entry!.type === 'user.deleted' ? sql`jsonb_build_object('_userId', ${userId})` : accountJson(userId)}`,
+    );
+    return;
+  }
   // Inserted in the entries' order, which is the order the sequencer numbers them in.
   // `alongside`: another INSERT of the write, run in the same statement (a round trip less).
-  await tx.execute(sql`
-    with ${alongside === undefined ? sql`` : sql`done as (${alongside}), `}e as (
-      select * from unnest(${textArray(entries.map((e) => e.type))}, ${textArray(entries.map((e) => e.userId))}::uuid[],
-        ${textArray(changed)}) with ordinality as e(type, user_id, changed, ord)
-    )
-    insert into events (site, type, subject, changed, data)
+  await tx.execute(sql`${done}insert into events (site, type, subject, changed, data)
     select ${site}, e.type, e.user_id, e.changed,
-      case when e.type = 'user.deleted' then jsonb_build_object('_userId', e.user_id) else ${accountJson} end
-    from e order by e.ord`);
+      case when e.type = 'user.deleted' then jsonb_build_object('_userId', e.user_id) else ${accountJson(sql`e.user_id`)} end
+    from unnest(${textArray(entries.map((e) => e.type))}, ${textArray(entries.map((e) => e.userId))}::uuid[],
+      ${textArray(changed)}) with ordinality as e(type, user_id, changed, ord)
+    order by e.ord`);
 }
 
 /** What one sequence_events call numbers of a site at most (migration 0009): it fits in statement_timeout. */

@@ -19,17 +19,18 @@ describe('wake', () => {
     expect(await within(b, 50)).toBe(true);
   });
 
-  it('wakes subscribers (the webhook sender) and site-less waiters on every site', async () => {
+  it('tells subscribers (the webhook sender) every notification with its site, and wakes site-less waiters on every site', async () => {
     const wake = createWake();
-    let heard = 0;
-    const unsubscribe = wake.subscribe(() => heard++);
+    const heard: (string | undefined)[] = [];
+    const unsubscribe = wake.subscribe((site) => heard.push(site));
     const any = wake.next(5_000);
     wake.notify('blog');
     expect(await within(any, 50)).toBe(true);
-    expect(heard).toBe(1);
+    wake.notify();
+    expect(heard).toEqual(['blog', undefined]);
     unsubscribe();
     wake.notify('blog');
-    expect(heard).toBe(1);
+    expect(heard).toEqual(['blog', undefined]);
   });
 
   it('answers at the end of the wait, or when the request is aborted, and forgets the waiter', async () => {

@@ -11,11 +11,12 @@ export interface Wake {
    * aborts, whichever is first. Without a site, any notification.
    */
   next(ms: number, signal?: AbortSignal, site?: string): Promise<void>;
-  /** Calls `fn` on each notification, whatever its site, until the returned function is called. */
-  subscribe(fn: () => void): () => void;
+  /** Calls `fn` with each notification's site (undefined: any), until the returned function is called. */
+  subscribe(fn: (site: string | undefined) => void): () => void;
 }
 
 export function createWake(): Wake {
+  const subscribers = new Set<(site: string | undefined) => void>();
   const everyNotification = new Set<() => void>();
   /** Long-polls by site: a write of one site wakes only that site's. */
   const bySite = new Map<string, Set<() => void>>();
@@ -31,6 +32,7 @@ export function createWake(): Wake {
       if (site === undefined) for (const set of bySite.values()) woken.push(...set);
       else woken.push(...(bySite.get(site) ?? []));
       for (const fn of woken) fn();
+      for (const fn of subscribers) fn(site);
     },
     next(ms, signal, site) {
       return new Promise<void>((resolve) => {
@@ -49,8 +51,8 @@ export function createWake(): Wake {
       });
     },
     subscribe(fn) {
-      everyNotification.add(fn);
-      return () => everyNotification.delete(fn);
+      subscribers.add(fn);
+      return () => subscribers.delete(fn);
     },
   };
 }

@@ -6,7 +6,7 @@ import type { Context } from 'hono';
 import { auditInsert, type WriteOperation } from './audit.ts';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
-import { appendEvents, type EventType } from './events.ts';
+import { appendEvents, type EventType, ensureEventSequence } from './events.ts';
 
 /** The change event of each write that changes accounts (events.ts); verify and export have none. */
 const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
@@ -56,7 +56,10 @@ export async function runWrite<T>(
 ): Promise<T | undefined> {
   const record = c.get('write');
   if (typeof done !== 'function') record.userId = done.userId;
-  const written = await c.get('deps').database.db.transaction(async (tx) => {
+  const { database, outbox } = c.get('deps');
+  if (outbox !== false && EVENT_OF[record.operation] !== undefined)
+    await ensureEventSequence(database.db, c.get('token').site);
+  const written = await database.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
     const { userIds, changed, emits, ...entry } = typeof done === 'function' ? done(result) : done;
@@ -71,7 +74,7 @@ export async function runWrite<T>(
     }));
     const audit = auditInsert(tx, source, audited);
     const type = EVENT_OF[record.operation];
-    if (type !== undefined && emits !== false && c.get('deps').outbox !== false && ids.length > 0) {
+    if (type !== undefined && emits !== false && outbox !== false && ids.length > 0) {
       // The audit rows and the events in one statement: a round trip less in every write.
       const events = ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) }));
       await appendEvents(tx, token.site, events, audit.getSQL());
@@ -83,6 +86,7 @@ export async function runWrite<T>(
     return result;
   });
   record.committed = written !== undefined;
-  if (written !== undefined) c.get('deps').sequencer?.kick();
+  // With the outbox off there is nothing of ours to number (the poll still numbers other servers').
+  if (written !== undefined && outbox !== false) c.get('deps').sequencer?.kick();
   return written;
 }

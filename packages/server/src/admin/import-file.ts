@@ -7,7 +7,7 @@ import { createInterface } from 'node:readline';
 import { SingleBar } from 'cli-progress';
 import { insertAuditRows } from '../audit.ts';
 import type { Db } from '../db/client.ts';
-import { appendEvents } from '../events.ts';
+import { appendEvents, ensureEventSequence } from '../events.ts';
 import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { type ImportItem, type ImportTarget, importRows } from '../import.ts';
 
@@ -120,8 +120,9 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
     const result = await importRows(target, rows, {
       dryRun,
       firebase: options.firebase,
-      write: (insert) =>
-        target.db.transaction(async (tx: Db) => {
+      write: async (insert) => {
+        await ensureEventSequence(target.db, target.site);
+        return target.db.transaction(async (tx: Db) => {
           const created = await insert(tx);
           const entries = [...created.values()].map((userId) => ({
             operation: 'import' as const,
@@ -136,7 +137,8 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
             [...created.values()].map((userId) => ({ type: 'user.created' as const, userId })),
           );
           return created;
-        }),
+        });
+      },
     });
     tallyItems(tally, result.items, lines);
     rows = [];

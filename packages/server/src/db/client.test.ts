@@ -6,7 +6,7 @@
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
 import { postgresUnavailable } from '../testing/postgres.ts';
-import { openPostgres } from './client.ts';
+import { type Db, executePrepared, openPostgres, rows } from './client.ts';
 
 const URL = process.env.TEST_DATABASE_URL;
 
@@ -32,6 +32,26 @@ describe.skipIf(skip !== undefined)('the PostgreSQL pool', () => {
       expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value : (o.reason as Error).message))).toEqual(
         Array.from({ length: 5 }, () => ['slept', 'slept', 'committed']).flat(),
       );
+    } finally {
+      await database.close();
+    }
+  }, 30_000);
+
+  it('runs executePrepared as a statement prepared on the connection, also in a transaction, where execute leaves none', async () => {
+    const database = await openPostgres(URL!, { max: 1 });
+    try {
+      const named = (tx: Db) =>
+        rows<{ statement: string }>(
+          tx,
+          sql`select statement from pg_prepared_statements where statement like '%ua_prepared_probe%'`,
+        );
+      const found = await database.db.transaction(async (tx) => {
+        await tx.execute(sql`select ${1}::int as ua_prepared_probe_plain`);
+        expect(await named(tx)).toEqual([]);
+        await executePrepared(tx, sql`select ${2}::int as ua_prepared_probe_named`);
+        return named(tx);
+      });
+      expect(found.map((r) => r.statement)).toEqual([expect.stringContaining('ua_prepared_probe_named')]);
     } finally {
       await database.close();
     }

@@ -3,6 +3,7 @@ import {
   bigint,
   boolean,
   check,
+  customType,
   index,
   integer,
   jsonb,
@@ -14,6 +15,10 @@ import {
   uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
+
+/** PostgreSQL's 64-bit transaction id and snapshot (events.ts's sequencer); read as text. */
+const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => 'xid8' });
+const pgSnapshot = customType<{ data: string; driverData: string }>({ dataType: () => 'pg_snapshot' });
 
 const at = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
 
@@ -158,6 +163,8 @@ export const eventSequences = pgTable('event_sequences', {
   site: text('site').primaryKey(),
   last: bigint('last', { mode: 'number' }).notNull(),
   prunedThrough: bigint('pruned_through', { mode: 'number' }).notNull().default(0),
+  /** The snapshot of the site's last numbering run: the events it could not see are the next run's (events.ts). */
+  snapshot: pgSnapshot('snapshot'),
 });
 
 /** The outbox: one row per committed change of an account, written in the change's transaction. */
@@ -177,12 +184,14 @@ export const events = pgTable(
     /** user.updated: the fields the request set, comma-separated. */
     changed: text('changed'),
     data: jsonb('data').notNull(),
+    /** The writing transaction (pg_current_xact_id()): the sequencer finds new events by it. Null before migration 0010. */
+    txid: xid8('txid').default(sql`pg_current_xact_id()`),
   },
   (t) => [
     uniqueIndex('events_site_seq_key').on(t.site, t.seq),
     // Events come in time order: a BRIN index finds the old ones for pruning at almost no cost to writes.
     index('events_time_idx').using('brin', t.time),
-    index('events_unnumbered_idx').on(t.site, t.pos).where(sql`${t.seq} is null`),
+    index('events_site_txid_idx').on(t.site, t.txid).where(sql`${t.txid} is not null`),
   ],
 );
 

@@ -1,6 +1,7 @@
 // A site's webhook endpoints and their deliveries, as the operator's CLI manages them.
 import { sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
+import { EVENTS_CHANNEL } from '../events.ts';
 import { newWebhookSecret } from './send.ts';
 
 /** `user.created`, `user.*` or `*`. */
@@ -37,6 +38,7 @@ export async function addEndpoint(
         coalesce((select last from event_sequences where site = ${spec.site}), 0))
       returning id::text as id`,
   );
+  await notifyServers(db);
   return { id: row!.id, secret };
 }
 
@@ -101,7 +103,16 @@ export async function replay(db: Db, id: string, from: number): Promise<Replayed
     sql`update webhook_endpoints set disabled_at = null, disabled_reason = null, failing_since = null
       where id = ${id} and disabled_at is not null`,
   );
+  await notifyServers(db);
   return { made: made!.n, prunedThrough: Number(endpoint.pruned ?? 0) };
+}
+
+/**
+ * Tells every server's webhook sender to read the endpoints again and look for work now: a
+ * notification on the events' channel with no site (worker.ts skips sites it knows no endpoint of).
+ */
+async function notifyServers(db: Db): Promise<void> {
+  await db.execute(sql`select pg_notify(${EVENTS_CHANNEL}, '')`);
 }
 
 /** Whether an event type is among an endpoint's patterns (see TYPE_PATTERN). */

@@ -7,8 +7,9 @@ import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, openPglite, rows } from '../db/client.ts';
-import { appendEvents, type EventType, pruneEvents, sequenceEvents } from '../events.ts';
+import { appendEvents, type EventType, ensureEventSequence, pruneEvents, sequenceEvents } from '../events.ts';
 import { silentLogger } from '../testing/hono.ts';
+import { createWake } from '../wake.ts';
 import { addEndpoint, replay } from './endpoints.ts';
 import { claim, fanOut, retryDelayMs, startWebhookWorker, type WebhookWorker } from './worker.ts';
 
@@ -60,6 +61,7 @@ async function site(accounts: number) {
     );
     ids.push(row!.id);
   }
+  await ensureEventSequence(db(), name);
   return { name, ids };
 }
 
@@ -324,6 +326,37 @@ describe('the webhook sender', () => {
     const claims = gate.claims;
     await sleep(200);
     expect(gate.claims).toBe(claims);
+  });
+
+  it('runs no statement for a notification about a site without endpoints, and reads them again when told one was added', async () => {
+    const hooked = await site(1);
+    const quiet = await site(1);
+    const wake = createWake();
+    let statements = 0;
+    const counting = new Proxy(db(), {
+      get(target, key, receiver) {
+        if (key !== 'execute') return Reflect.get(target, key, receiver);
+        return (query: SQL) => {
+          statements++;
+          return target.execute(query);
+        };
+      },
+    }) as Db;
+    // No poll within the test: only notifications make it work.
+    const w = startWebhookWorker({ db: counting, logger: silentLogger(), allowPrivate: true, wake, pollMs: 600_000 });
+    workers.push(w);
+    await until(() => statements >= 3); // its first cycle: the endpoints, a fan-out, a claim
+    await sleep(100);
+    const before = statements;
+    for (let i = 0; i < 5; i++) wake.notify(quiet.name);
+    await sleep(100);
+    expect(statements).toBe(before);
+
+    await addEndpoint(db(), { site: hooked.name, url, types: ['*'] });
+    wake.notify(); // what addEndpoint's notification, with no site, becomes at the listener
+    await write(hooked.name, [['user.created', hooked.ids[0]!]]);
+    wake.notify(hooked.name);
+    await until(() => got.some((e) => e.subject === hooked.ids[0]));
   });
 
   it('backs off exponentially with jitter, up to an hour', () => {
