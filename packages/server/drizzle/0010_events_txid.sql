@@ -1,37 +1,51 @@
--- The sequencer finds a site's new events by the transaction that wrote them, as PgQ does, and
--- no longer by the partial index of unnumbered events: that index kept an entry for every event
--- ever numbered until VACUUM, and every run read them all (482 pages after 190,000 updates: 2 ms
--- a run, most of what the outbox cost a write). See events.ts.
+-- The sequencer finds a site's new events by the transaction that wrote them, as PgQ's ticker
+-- does, and no longer by the partial index of unnumbered events: that index kept an entry for
+-- every event ever numbered until VACUUM, and every run read them all (482 pages after 190,000
+-- updates: 2 ms a run, most of what the outbox cost a write). See events.ts.
+--
+-- First, with writes of events held off until this migration commits, everything written so far
+-- is numbered (0009's functions), so that every site can start from the snapshot taken below.
+LOCK TABLE "events" IN EXCLUSIVE MODE;--> statement-breakpoint
+DO $$ BEGIN WHILE sequence_events() > 0 LOOP END LOOP; END $$;--> statement-breakpoint
+-- An index entry less per write: the BRIN on time (pruning goes by sequence number since 0009),
+-- and the entry of every unnumbered event in (site, seq).
+DROP INDEX "events_time_idx";--> statement-breakpoint
 DROP INDEX "events_unnumbered_idx";--> statement-breakpoint
+DROP INDEX "events_site_seq_key";--> statement-breakpoint
 ALTER TABLE "event_sequences" ADD COLUMN "snapshot" "pg_snapshot";--> statement-breakpoint
 -- The default is set apart from the ADD: a volatile default in the ADD would rewrite every
--- existing event under an exclusive lock. Existing events keep a null txid; a site's first run
--- (snapshot null) numbers them by seq IS NULL.
+-- existing event. Events from before keep a null txid: all of them are numbered by now.
 ALTER TABLE "events" ADD COLUMN "txid" "xid8";--> statement-breakpoint
 ALTER TABLE "events" ALTER COLUMN "txid" SET DEFAULT pg_current_xact_id();--> statement-breakpoint
 CREATE INDEX "events_site_txid_idx" ON "events" USING btree ("site","txid") WHERE "events"."txid" is not null;--> statement-breakpoint
--- Every site with events has its row: from now on the write that makes a site's first event makes
--- it (events.ts), and the sequencer no longer looks for sites among the events.
-INSERT INTO event_sequences (site, last) SELECT DISTINCT site, 0 FROM events WHERE seq IS NULL
-ON CONFLICT (site) DO NOTHING;--> statement-breakpoint
+CREATE UNIQUE INDEX "events_site_seq_key" ON "events" USING btree ("site","seq") WHERE "events"."seq" is not null;--> statement-breakpoint
+UPDATE event_sequences SET snapshot = pg_current_snapshot();--> statement-breakpoint
 DROP FUNCTION number_site_events(text, bigint);--> statement-breakpoint
 -- Numbers a site's events that committed since its last run, in insertion order; the caller
 -- holds the site's row lock in event_sequences. Since its last run: written by a transaction
 -- still in progress in that run's snapshot (pg_snapshot_xip) or begun after it (>= xmax); all
 -- others were visible to that run, which numbered them. One statement, so one snapshot: what it
 -- numbers and the snapshot it records are the same view. A run that stops at its bound keeps the
--- old snapshot (the next call goes on; `seq IS NULL` skips what this one numbered).
-CREATE FUNCTION number_site_events(for_site text) RETURNS integer LANGUAGE plpgsql AS $$
+-- old snapshot (the next call goes on; `seq IS NULL` skips what this one numbered). A site without
+-- a snapshot (its first run, see events.ts) looks at all its events.
+-- OFFSET 0 keeps `seq IS NULL` a filter: the planner would otherwise guess it rare and look it up
+-- by (site, seq), reading the dead entries of every event numbered since the last VACUUM.
+-- jit = off: the planner cannot know a snapshot's xmax, guesses a third of the events, and past
+-- jit_above_cost compiled the lookup on every run (16 ms to compile, 230 ms to run, 2 buffers read).
+CREATE FUNCTION number_site_events(for_site text) RETURNS integer LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
   since pg_snapshot;
   numbered integer;
 BEGIN
   SELECT snapshot INTO since FROM event_sequences WHERE site = for_site;
+  -- Two statements, not one with `since IS NULL OR`: PostgreSQL would plan that one anew each time.
   IF since IS NULL THEN
-    -- The site's first run: its events from before migration 0010 have no txid.
     WITH fresh AS (
       SELECT pos, row_number() OVER (ORDER BY pos) AS k
-      FROM (SELECT pos FROM events WHERE site = for_site AND seq IS NULL ORDER BY pos LIMIT 10000) unnumbered
+      FROM (
+        SELECT pos FROM (SELECT pos, seq FROM events WHERE site = for_site AND txid IS NOT NULL OFFSET 0) written
+        WHERE seq IS NULL ORDER BY pos LIMIT 10000
+      ) unnumbered
     ), done AS (
       UPDATE events e SET seq = s.last + fresh.k FROM fresh, event_sequences s
       WHERE e.pos = fresh.pos AND s.site = for_site RETURNING e.seq
@@ -45,10 +59,11 @@ BEGIN
     WITH fresh AS (
       SELECT pos, row_number() OVER (ORDER BY pos) AS k
       FROM (
-        SELECT pos FROM events
-        WHERE site = for_site AND seq IS NULL
-          AND (txid = ANY (ARRAY(SELECT pg_snapshot_xip(since))) OR txid >= pg_snapshot_xmax(since))
-        ORDER BY pos LIMIT 10000
+        SELECT pos FROM (
+          SELECT pos, seq FROM events
+          WHERE site = for_site AND (txid = ANY (ARRAY(SELECT pg_snapshot_xip(since))) OR txid >= pg_snapshot_xmax(since))
+          OFFSET 0
+        ) written WHERE seq IS NULL ORDER BY pos LIMIT 10000
       ) unnumbered
     ), done AS (
       UPDATE events e SET seq = s.last + fresh.k FROM fresh, event_sequences s
@@ -64,8 +79,8 @@ BEGIN
 END $$;
 --> statement-breakpoint
 -- As in 0009 (one notification per site numbered, naming it), but a site is visited only when
--- its index of transactions holds events its last run could not see (or it never ran).
-CREATE OR REPLACE FUNCTION sequence_events(only_site text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql AS $$
+-- it has events its last run could not see, found by transaction id (as in number_site_events).
+CREATE OR REPLACE FUNCTION sequence_events(only_site text DEFAULT NULL) RETURNS integer LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
   r record;
   n integer;
@@ -74,9 +89,12 @@ BEGIN
   IF only_site IS NULL THEN
     FOR r IN
       SELECT s.site FROM event_sequences s
-      WHERE s.snapshot IS NULL OR EXISTS (
-        SELECT 1 FROM events e WHERE e.site = s.site AND e.seq IS NULL
-          AND (e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot))) OR e.txid >= pg_snapshot_xmax(s.snapshot)))
+      WHERE (s.snapshot IS NULL OR EXISTS (
+        SELECT 1 FROM (
+          SELECT e.seq FROM events e WHERE e.site = s.site
+            AND (e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot))) OR e.txid >= pg_snapshot_xmax(s.snapshot))
+          OFFSET 0
+        ) written WHERE written.seq IS NULL))
       FOR UPDATE SKIP LOCKED
     LOOP
       n := number_site_events(r.site);
@@ -91,8 +109,11 @@ BEGIN
     FOR r IN
       SELECT s.site FROM event_sequences s
       WHERE s.site = only_site AND (s.snapshot IS NULL OR EXISTS (
-        SELECT 1 FROM events e WHERE e.site = s.site AND e.seq IS NULL
-          AND (e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot))) OR e.txid >= pg_snapshot_xmax(s.snapshot))))
+        SELECT 1 FROM (
+          SELECT e.seq FROM events e WHERE e.site = s.site
+            AND (e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot))) OR e.txid >= pg_snapshot_xmax(s.snapshot))
+          OFFSET 0
+        ) written WHERE written.seq IS NULL))
       FOR UPDATE
     LOOP
       n := number_site_events(r.site);

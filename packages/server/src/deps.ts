@@ -134,7 +134,11 @@ export async function assembleOn(
     // The site whose events were numbered; an empty payload (a server of an older version) wakes all.
     notified: (site) => wake.notify(site === '' ? undefined : site),
     confirmed: () => {},
-    live: () => {},
+    // Heard from now on: what was numbered while not listening (the start, a lost connection) is
+    // looked for at once, not at the next poll.
+    live: (up) => {
+      if (up) wake.notify();
+    },
   });
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
   const counters = databaseCounters(database.db);

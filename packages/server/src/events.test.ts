@@ -3,7 +3,11 @@
 // a long-poll.
 
 import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { type SQL, sql } from 'drizzle-orm';
+import { migrate } from 'drizzle-orm/pglite/migrator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, openPglite, openPostgres, rows } from './db/client.ts';
 import { loadConfig } from './env.ts';
@@ -18,6 +22,7 @@ import {
   SEQUENCE_BATCH,
   sequenceEvents,
 } from './events.ts';
+import { MIGRATIONS_DIR } from './resources.ts';
 import { listEvents } from './routes/list-events.ts';
 import { problemOf, testApp } from './testing/hono.ts';
 import { createWake, type Wake } from './wake.ts';
@@ -65,21 +70,51 @@ function feed(siteName: string, on = database, wake?: Wake) {
 }
 
 describe('the outbox', () => {
-  it('numbers what servers older than migration 0010 left: events without a txid, a site without its row (by its feed)', async () => {
-    const before = await site(2);
-    // Written before the migration: no txid, and the site's last run recorded no snapshot.
-    await database.db.execute(sql`insert into events (site, type, subject, data, txid)
-      select ${before.name}, 'user.created', id, '{}'::jsonb, null from unnest(${sql.raw(`array['${before.ids.join("','")}']`)}::uuid[]) as id`);
-    await database.db.execute(sql`update event_sequences set snapshot = null where site = ${before.name}`);
-    expect(await sequenceEvents(database.db)).toBe(2);
-    expect((await readEvents(database.db, before.name, undefined, 10)).map((e) => e.subject)).toEqual(before.ids);
-    // A site whose first events an older server wrote during a rolling upgrade: no row in event_sequences.
+  it('numbers, in migration 0010, what an older version left unnumbered, and goes on from there', async () => {
+    const old = await openPglite(undefined);
+    const folder = mkdtempSync(join(tmpdir(), 'ua-migrations-'));
+    try {
+      // The migrations up to 0009, as a server of the version before ran them.
+      cpSync(MIGRATIONS_DIR, folder, { recursive: true });
+      const journal = JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as {
+        entries: { tag: string }[];
+      };
+      journal.entries = journal.entries.filter((e) => e.tag < '0010');
+      writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify(journal));
+      await migrate(old.db as never, { migrationsFolder: folder });
+      const [user] = await rows<{ id: string }>(
+        old.db,
+        sql`insert into users (site, email, name, origin) values ('shop', 'a@example.com', 'Ada', 'api') returning id::text as id`,
+      );
+      await old.db.execute(sql`insert into events (site, type, subject, data)
+        select 'shop', 'user.updated', ${user!.id}::uuid, '{}'::jsonb from generate_series(1, 3)`);
+      await old.migrate();
+      expect((await readEvents(old.db, 'shop', undefined, 10)).map((e) => e.sequence)).toEqual(['1', '2', '3']);
+      await created('shop', [user!.id], old);
+      expect((await readEvents(old.db, 'shop', 3, 10)).map((e) => e.sequence)).toEqual(['4']);
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+      await old.close();
+    }
+  });
+
+  it('numbers the events of a site that a server older than migration 0010 wrote first (no row of its own yet)', async () => {
+    const s = await site(1);
+    // Its feed makes the row and numbers them.
     const name = `ev-${randomUUID().slice(0, 8)}`;
     await database.db.execute(
-      sql`insert into events (site, type, subject, data) values (${name}, 'user.created', ${before.ids[0]!}::uuid, '{}'::jsonb)`,
+      sql`insert into events (site, type, subject, data) values (${name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
     );
     expect(await sequenceEvents(database.db, name)).toBe(1);
     expect((await readEvents(database.db, name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+    // A newer server's first write of another such site starts it from all its events, not from now.
+    const other = `ev-${randomUUID().slice(0, 8)}`;
+    await database.db.execute(
+      sql`insert into events (site, type, subject, data) values (${other}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
+    );
+    await ensureEventSequence(database.db, other);
+    await created(other, [s.ids[0]!]);
+    expect((await readEvents(database.db, other, undefined, 10)).map((e) => e.sequence)).toEqual(['1', '2']);
   });
 
   it('numbers each site on its own, and a rolled-back write gives its numbers back', async () => {

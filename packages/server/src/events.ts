@@ -69,7 +69,13 @@ export async function ensureEventSequence(db: Db, site: string): Promise<void> {
   const known = knownSites.get(db) ?? new Set<string>();
   knownSites.set(db, known);
   if (known.has(site)) return;
-  await db.execute(sql`insert into event_sequences (site, last) values (${site}, 0) on conflict (site) do nothing`);
+  // It starts from the snapshot of now: every event of the site is written later, by a transaction
+  // that begins after this (its id is not visible in it). Unless a server older than migration
+  // 0010 wrote some already: then its first run looks at all of them.
+  await db.execute(sql`insert into event_sequences (site, last, snapshot)
+    select ${site}, 0, case when exists (select 1 from events where site = ${site} and txid is not null)
+      then null else pg_current_snapshot() end
+    on conflict (site) do nothing`);
   known.add(site);
 }
 
@@ -137,21 +143,26 @@ export interface Sequencer {
 
 /**
  * Every server runs one: events committed anywhere get their numbers within SEQUENCER_POLL_MS.
- * A kick (a write committed here) runs it within BATCH_MS, so that the writes of that window are
- * numbered in one run: a run per write cost more than the numbering itself.
+ * A kick (a write committed here) runs it within BATCH_MS after a quiet spell; under load, runs
+ * come at most every GAP_MS, each numbering the writes of its window: a run per 10 ms cost
+ * writes 4% more of their throughput than a run per 30 ms (`_exp` pairs, see issue 15's note).
  */
 export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs = SEQUENCER_POLL_MS): Sequencer {
   const BATCH_MS = 10;
+  const GAP_MS = 30;
   let running: Promise<void> | undefined;
   let scheduled: NodeJS.Timeout | undefined;
   let again = false;
   let stopped = false;
+  let lastStart = Number.NEGATIVE_INFINITY;
   const run = async () => {
-    do {
-      again = false;
-      await sequenceEvents(db).catch(onError);
-    } while (again && !stopped);
+    lastStart = performance.now();
+    await sequenceEvents(db).catch(onError);
     running = undefined;
+    if (again && !stopped) {
+      again = false;
+      kick();
+    }
   };
   const now = () => {
     scheduled = undefined;
@@ -162,12 +173,14 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
     }
     running = run();
   };
+  function kick() {
+    if (stopped || scheduled !== undefined) return;
+    scheduled = setTimeout(now, Math.max(BATCH_MS, lastStart + GAP_MS - performance.now()));
+  }
   const timer = setInterval(now, pollMs);
   timer.unref();
   return {
-    kick() {
-      if (!stopped && scheduled === undefined) scheduled = setTimeout(now, BATCH_MS);
-    },
+    kick,
     async stop() {
       stopped = true;
       clearInterval(timer);

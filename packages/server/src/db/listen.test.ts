@@ -23,6 +23,24 @@ async function until(check: () => boolean, ms = 5_000): Promise<void> {
 }
 
 describe.skipIf(skip !== undefined)('listening on PostgreSQL', () => {
+  it('is listening once it returns: a notification sent right after is heard', async () => {
+    const channel = `ua_test_${process.pid}_${Date.now()}_first`;
+    const states: boolean[] = [];
+    const heard: string[] = [];
+    const listening = await listenPostgres(URL!, channel, {
+      notified: (payload) => heard.push(payload),
+      live: (up) => states.push(up),
+      confirmed: () => {},
+    });
+    try {
+      expect(states).toEqual([true]);
+      await admin!`select pg_notify(${channel}, 'shop')`;
+      await until(() => heard.includes('shop'));
+    } finally {
+      await listening.close();
+    }
+  });
+
   it('hears notifications, reports the loss of its connection at once, and listens again by itself', async () => {
     const channel = `ua_test_${process.pid}_${Date.now()}`;
     const states: boolean[] = [];

@@ -53,6 +53,9 @@ async function within<T>(ms: number, work: Promise<T>): Promise<T> {
  * anew after every loss. postgres.js's own `sql.listen` re-listens after a drop but says nothing
  * of the drop, and gives up silently when the first attempt to reconnect fails; hence this.
  */
+/** How long a start waits for its LISTEN to be live (listenPostgres). */
+const FIRST_CONNECT_WAIT_MS = 2_000;
+
 export async function listenPostgres(url: string, channel: string, handlers: ChannelHandlers): Promise<Listening> {
   const { default: postgres } = await import('postgres');
   type Sql = ReturnType<typeof postgres>;
@@ -137,6 +140,10 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
   }
 
   connecting = connect();
+  // A server that starts serving before it listens misses what others tell it in the meantime
+  // (webhooks waited for the sender's poll, up to a second, after each start): the first attempt
+  // is waited for, up to a bound, so that a database slow to answer still lets the server start.
+  await Promise.race([connecting, new Promise((resolve) => setTimeout(resolve, FIRST_CONNECT_WAIT_MS).unref())]);
   return {
     async close() {
       closed = true;

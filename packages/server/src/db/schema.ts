@@ -188,9 +188,8 @@ export const events = pgTable(
     txid: xid8('txid').default(sql`pg_current_xact_id()`),
   },
   (t) => [
-    uniqueIndex('events_site_seq_key').on(t.site, t.seq),
-    // Events come in time order: a BRIN index finds the old ones for pruning at almost no cost to writes.
-    index('events_time_idx').using('brin', t.time),
+    // Numbered events only: an event is inserted without a number, and an index entry less per write.
+    uniqueIndex('events_site_seq_key').on(t.site, t.seq).where(sql`${t.seq} is not null`),
     index('events_site_txid_idx').on(t.site, t.txid).where(sql`${t.txid} is not null`),
   ],
 );
