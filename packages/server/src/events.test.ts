@@ -21,6 +21,7 @@ import {
   readEvents,
   SEQUENCE_BATCH,
   sequenceEvents,
+  startSequencer,
 } from './events.ts';
 import { MIGRATIONS_DIR } from './resources.ts';
 import { listEvents } from './routes/list-events.ts';
@@ -70,6 +71,21 @@ function feed(siteName: string, on = database, wake?: Wake) {
 }
 
 describe('the outbox', () => {
+  it('numbers the events of the last writes when the sequencer stops, not at some later start', async () => {
+    const s = await site(1);
+    const sequencer = startSequencer(
+      database.db,
+      (error) => {
+        throw error;
+      },
+      600_000,
+    );
+    await database.db.transaction((tx) => appendEvents(tx, s.name, [{ type: 'user.created', userId: s.ids[0]! }]));
+    sequencer.kick();
+    await sequencer.stop();
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+  });
+
   it('numbers, in migration 0010, what an older version left unnumbered, and goes on from there', async () => {
     const old = await openPglite(undefined);
     const folder = mkdtempSync(join(tmpdir(), 'ua-migrations-'));

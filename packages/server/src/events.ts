@@ -182,10 +182,14 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
   return {
     kick,
     async stop() {
+      // The last writes' events are numbered before the server goes: else they waited for another
+      // server's poll, or for the next start of a server that runs alone.
+      const pending = scheduled !== undefined || again;
       stopped = true;
       clearInterval(timer);
       clearTimeout(scheduled);
       await running;
+      if (pending) await sequenceEvents(db).catch(onError);
     },
   };
 }
