@@ -4,9 +4,10 @@
 // until the statement timeout (the bench's read/write mix stalled 10 s). patches/postgres@3.4.9.patch.
 // Needs TEST_DATABASE_URL; skipped, saying so, without it.
 import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { postgresUnavailable } from '../testing/postgres.ts';
-import { type Db, executePrepared, openPostgres, rows } from './client.ts';
+import { type Db, executePrepared, MIGRATION_LOCK, openPostgres, rows } from './client.ts';
 
 const URL = process.env.TEST_DATABASE_URL;
 
@@ -54,6 +55,34 @@ describe.skipIf(skip !== undefined)('the PostgreSQL pool', () => {
       expect(found.map((r) => r.statement)).toEqual([expect.stringContaining('ua_prepared_probe_named')]);
     } finally {
       await database.close();
+    }
+  }, 30_000);
+
+  it('takes the migration lock through the listen URL when there is one (PostgreSQL itself, not a pooler)', async () => {
+    const admin = postgres(URL!, { max: 2, onnotice: () => {} }); // one held with the lock, one to look
+    const role = `ua_lock_${Date.now()}`;
+    await admin.unsafe(`create role ${role} login superuser`);
+    const listenUrl = new globalThis.URL(URL!);
+    listenUrl.username = role;
+    const database = await openPostgres(URL!, { max: 1, listenUrl: listenUrl.toString() });
+    try {
+      const held = await admin.reserve();
+      await held`select pg_advisory_lock(${MIGRATION_LOCK})`;
+      const migrating = database.migrate();
+      const waiting = async () =>
+        (
+          await admin`select count(*)::int as n from pg_stat_activity where usename = ${role} and wait_event_type = 'Lock'`
+        )[0]!.n;
+      const deadline = Date.now() + 10_000;
+      while ((await waiting()) < 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(await waiting()).toBe(1);
+      await held`select pg_advisory_unlock(${MIGRATION_LOCK})`;
+      held.release();
+      await migrating;
+    } finally {
+      await database.close();
+      await admin.unsafe(`drop role if exists ${role}`).catch(() => {});
+      await admin.end({ timeout: 5 });
     }
   }, 30_000);
 });

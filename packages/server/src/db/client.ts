@@ -52,7 +52,7 @@ export async function executePrepared(db: Db, query: SQL): Promise<void> {
 }
 
 /** The advisory lock key of migrations: any constant the deployment's other users do not take. */
-const MIGRATION_LOCK = 0x75_73_65_72; // "user"
+export const MIGRATION_LOCK = 0x75_73_65_72; // "user"
 
 const ping = (db: Db) => async () => {
   await db.execute(sql`select 1`);
@@ -113,8 +113,10 @@ export async function openPostgres(
       // drizzle's migrator takes no lock: two servers (or a deploy step and a server) starting on
       // an empty database raced to CREATE TABLE and one failed. A session-level advisory lock
       // makes them take turns; the second finds every migration applied.
-      // The lock has a connection of its own: the pool may have only one (the CLI's).
-      const session = postgres(url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+      // The lock has a connection of its own: the pool may have only one (the CLI's). It goes
+      // where the listeners go (DATABASE_LISTEN_URL, PostgreSQL itself): behind a transaction-mode
+      // pooler, a session lock would stay with a server connection the pooler hands to others.
+      const session = postgres(options.listenUrl ?? url, { max: 1, connect_timeout: 5, onnotice: () => {} });
       try {
         await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
         return await counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }));
