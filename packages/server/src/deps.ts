@@ -59,6 +59,7 @@ export async function createLogger(config: Config, destination?: DestinationStre
 export async function openDatabase(config: Config): Promise<{ database: Database; unlock(): void }> {
   if (config.databaseUrl !== undefined) {
     const database = await openPostgres(config.databaseUrl, {
+      max: config.databasePoolSize,
       statementTimeoutMs: config.requestTimeoutMs,
       ...(config.databaseListenUrl === undefined ? {} : { listenUrl: config.databaseListenUrl }),
     });
@@ -155,7 +156,7 @@ export async function assembleOn(
       ? undefined
       : {
           token: config.metricsToken,
-          collector: createMetrics({ database, hasher: () => hasher, poolSize: database.kind === 'postgres' ? 10 : 1 }),
+          collector: createMetrics({ database, hasher: () => hasher, poolSize: database.kind === 'postgres' ? config.databasePoolSize : 1 }),
         };
   hasher = createPasswordHasher({
     concurrency: config.hashConcurrency,

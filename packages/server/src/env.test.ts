@@ -74,6 +74,16 @@ describe('true/false switches', () => {
   });
 });
 
+describe('DATABASE_POOL_SIZE', () => {
+  it('is 10 connections unless told, a whole number from 1 to 1000', () => {
+    expect(loadConfig({}).databasePoolSize).toBe(10);
+    expect(loadConfig({ DATABASE_POOL_SIZE: '4' }).databasePoolSize).toBe(4);
+    for (const bad of ['0', '1001', 'ten', '2.5']) {
+      expect(() => loadConfig({ DATABASE_POOL_SIZE: bad })).toThrow(/DATABASE_POOL_SIZE must be a whole number/);
+    }
+  });
+});
+
 describe('DATABASE_LISTEN_URL', () => {
   it('is a postgres:// URL beside DATABASE_URL, and nothing without it', () => {
     const both = { DATABASE_URL: 'postgres://a@db:6432/x', DATABASE_LISTEN_URL: 'postgres://a@db:5432/x' };

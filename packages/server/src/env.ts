@@ -16,6 +16,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** Where the LISTEN connections go, when not DATABASE_URL (a transaction-mode pooler drops a LISTEN). */
   databaseListenUrl: string | undefined;
+  /** DATABASE_POOL_SIZE: the pool's connections to PostgreSQL, per process. */
+  databasePoolSize: number;
   dataDir: string;
   /** Tokens accepted as configured by the operator; never logged. */
   apiTokens: string[];
@@ -168,6 +170,7 @@ export function loadConfig(env: Env = process.env): Config {
       problems.push(`${variable} must be a whole number from ${min} to ${max} (got "${raw}")`);
     return n;
   };
+  const databasePoolSize = count('DATABASE_POOL_SIZE', 10, 1, 1000);
   const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
   const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
   const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
@@ -262,6 +265,7 @@ export function loadConfig(env: Env = process.env): Config {
     host,
     databaseUrl,
     databaseListenUrl,
+    databasePoolSize,
     dataDir,
     apiTokens,
     logLevel: rawLevel as LogLevel,
