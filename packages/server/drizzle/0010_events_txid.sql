@@ -5,8 +5,19 @@
 --
 -- First, with writes of events held off until this migration commits, everything written so far
 -- is numbered (0009's functions), so that every site can start from the snapshot taken below.
-LOCK TABLE "events" IN EXCLUSIVE MODE;--> statement-breakpoint
-DO $$ BEGIN WHILE sequence_events() > 0 LOOP END LOOP; END $$;--> statement-breakpoint
+-- No time limit: a backlog of a million events takes longer than a request's (the server's
+-- statement_timeout), and the migration would then fail at every start.
+SET LOCAL statement_timeout = 0;--> statement-breakpoint
+-- Both tables, exclusively: a sequencer of the older version could otherwise hold a site's row,
+-- be skipped by the loop below (SKIP LOCKED), and be aborted by the DDL after it, leaving that
+-- site's events unnumbered for good.
+LOCK TABLE "event_sequences", "events" IN ACCESS EXCLUSIVE MODE;--> statement-breakpoint
+DO $$ BEGIN
+  WHILE sequence_events() > 0 LOOP END LOOP;
+  IF EXISTS (SELECT 1 FROM events WHERE seq IS NULL) THEN
+    RAISE EXCEPTION 'events left unnumbered before migration 0010; nothing was changed, start again';
+  END IF;
+END $$;--> statement-breakpoint
 -- An index entry less per write: the BRIN on time (pruning goes by sequence number since 0009),
 -- and the entry of every unnumbered event in (site, seq).
 DROP INDEX "events_time_idx";--> statement-breakpoint
@@ -38,6 +49,11 @@ DECLARE
   numbered integer;
 BEGIN
   SELECT snapshot INTO since FROM event_sequences WHERE site = for_site;
+  -- A snapshot from another cluster (the database was restored from a logical dump): its ids say
+  -- nothing here, so the run looks at all the site's events.
+  IF pg_snapshot_xmax(since) > pg_snapshot_xmax(pg_current_snapshot()) THEN
+    since := NULL;
+  END IF;
   -- Two statements, not one with `since IS NULL OR`: PostgreSQL would plan that one anew each time.
   IF since IS NULL THEN
     WITH fresh AS (
@@ -89,7 +105,7 @@ BEGIN
   IF only_site IS NULL THEN
     FOR r IN
       SELECT s.site FROM event_sequences s
-      WHERE (s.snapshot IS NULL OR EXISTS (
+      WHERE (s.snapshot IS NULL OR pg_snapshot_xmax(s.snapshot) > pg_snapshot_xmax(pg_current_snapshot()) OR EXISTS (
         SELECT 1 FROM (
           SELECT e.seq FROM events e WHERE e.site = s.site
             AND (e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot))) OR e.txid >= pg_snapshot_xmax(s.snapshot))
@@ -108,7 +124,7 @@ BEGIN
     INSERT INTO event_sequences (site, last) VALUES (only_site, 0) ON CONFLICT (site) DO NOTHING;
     FOR r IN
       SELECT s.site FROM event_sequences s
-      WHERE s.site = only_site AND (s.snapshot IS NULL OR EXISTS (
+      WHERE s.site = only_site AND (s.snapshot IS NULL OR pg_snapshot_xmax(s.snapshot) > pg_snapshot_xmax(pg_current_snapshot()) OR EXISTS (
         SELECT 1 FROM (
           SELECT e.seq FROM events e WHERE e.site = s.site
             AND (e.txid = ANY (ARRAY(SELECT pg_snapshot_xip(s.snapshot))) OR e.txid >= pg_snapshot_xmax(s.snapshot))

@@ -156,7 +156,11 @@ export async function assembleOn(
       ? undefined
       : {
           token: config.metricsToken,
-          collector: createMetrics({ database, hasher: () => hasher, poolSize: database.kind === 'postgres' ? config.databasePoolSize : 1 }),
+          collector: createMetrics({
+            database,
+            hasher: () => hasher,
+            poolSize: database.kind === 'postgres' ? config.databasePoolSize : 1,
+          }),
         };
   hasher = createPasswordHasher({
     concurrency: config.hashConcurrency,

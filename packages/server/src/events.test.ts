@@ -71,6 +71,16 @@ function feed(siteName: string, on = database, wake?: Wake) {
 }
 
 describe('the outbox', () => {
+  it('numbers after a restore into another cluster, whose transaction ids are behind the recorded snapshot', async () => {
+    const s = await site(1);
+    // A snapshot as the old cluster recorded it: ids this one has not reached.
+    await database.db.execute(
+      sql`update event_sequences set snapshot = '900000000:900000000:'::pg_snapshot where site = ${s.name}`,
+    );
+    await created(s.name, [s.ids[0]!]);
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+  });
+
   it('numbers the events of the last writes when the sequencer stops, not at some later start', async () => {
     const s = await site(1);
     const sequencer = startSequencer(
