@@ -3,7 +3,7 @@
 // Gap-free reading. Sequence numbers taken from a PostgreSQL sequence are handed out at one time
 // and committed at another, so a reader that has seen 7 could later find 6 committed, and skip
 // it for ever. What we do instead: a write inserts its events without a number, in its own
-// transaction; a sequencer (the SQL function sequence_events, migrations 0008 to 0010) numbers the
+// transaction; a sequencer (the SQL function sequence_events, migrations 0008 to 0011) numbers the
 // events it can see, which are exactly those that committed, under the site's row lock in
 // event_sequences, and commits. Numbering runs are one at a time per site, each numbers after
 // the last, so a reader that has seen n never later finds a number below n. An account's events
@@ -11,22 +11,24 @@
 // inserted later (`pos`) and numbered after it, in the same run or a later one.
 // How a run finds what is new (migration 0010), as PgQ's ticker does: each event records the
 // transaction that wrote it (`txid`), each site the snapshot of its last run; what that run could
-// not see was written by a transaction then in progress or begun after, a few index lookups. It
-// used to scan a partial index of unnumbered events, which kept an entry for every event numbered
-// until VACUUM: after a busy hour each run read thousands of dead entries.
+// not see was written by a transaction then in progress or begun after, a few index lookups.
+// Where the numbers go (migration 0011): a run writes one row of event_batches per 200 events it
+// numbers, (site, last_seq, pos[]), and the events themselves are never updated. The feed, the
+// webhook sender and pruning read them through site_events(site, after, limit), which unnests the
+// batches after `after` and joins the events by `pos`.
 // Why not the alternatives we measured (`./pnpmw bench --only events`, update throughput with
-// events against the same server without, bench/results/2026-11-22-*.md):
+// events against the same server without, bench/results/2026-11-2*.md):
 // - numbering in the write itself, under the site's lock held to its COMMIT, makes one site's
 //   commits pass one at a time: 0.40× (09-42), and 0.43× with the number taken by a deferred
 //   trigger in the commit itself (09-51); a NOTIFY per write serializes commits across sites;
 // - handing out only events below pg_snapshot_xmin makes every site's feed wait for the longest
-//   open transaction anywhere (one site's 2-minute import would hold up every feed).
-// The price: each event is written twice (inserted, then numbered), and a reader sees it once a
-// sequencer ran: within 10–30 ms of the write on its own server, within SEQUENCER_POLL_MS on the
-// others, and at once for the feed, which numbers its site before it reads. What it costs an
-// update at saturation: 0.64× before migration 0010 (12:12), 0.84–0.85× since (18:00, 18:04:
-// median of 10 side-by-side pairs), the rest being the event's INSERT (2 index entries) and the
-// numbering UPDATE (3, not HOT).
+//   open transaction anywhere (one site's 2-minute import would hold up every feed);
+// - a `seq` column in each event, set by the run (0008 to 0010): every event written twice, the
+//   second time its whole row (a non-HOT update, `seq` being indexed) and three index entries.
+//   That cost 0.85× (2026-11-22 18:00, 18:04) where the insert alone costs 0.98× (2026-11-24).
+// The price: a reader sees an event once a sequencer ran: within 10–30 ms of the write on its own
+// server, within SEQUENCER_POLL_MS on the others, and at once for the feed, which numbers its site
+// before it reads.
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { executePrepared, rows } from './db/client.ts';
@@ -237,7 +239,12 @@ export function toCloudEvent(site: string, row: EventRow): CloudEvent {
   };
 }
 
-export const eventColumns = sql`seq::text as seq, id::text as id, type, subject::text as subject, ${iso(sql`time`)} as time, changed, data`;
+/** An event's columns as toCloudEvent reads them, from `site_events(…) n join events e on e.pos = n.pos`. */
+export const eventColumns = sql`n.seq::text as seq, e.id::text as id, e.type, e.subject::text as subject, ${iso(sql`e.time`)} as time, e.changed, e.data`;
+
+/** The numbered events of a site after `after`, at most `limit`, as `n` joined to their rows `e`. */
+export const numberedEvents = (site: SQL | string, after: SQL | number, limit: SQL | number | null) =>
+  sql`site_events(${site}, ${after}, ${limit}) n join events e on e.pos = n.pos`;
 
 /** Where a site's feed stands: its last sequence number and the last one pruned. */
 export async function feedBounds(db: Db, site: string): Promise<{ last: number; prunedThrough: number }> {
@@ -259,7 +266,7 @@ export async function readEvents(
 ): Promise<CloudEvent[]> {
   const found = await rows<EventRow>(
     db,
-    sql`select ${eventColumns} from events where site = ${site} and seq > ${after ?? 0} order by events.seq limit ${limit}`,
+    sql`select ${eventColumns} from ${numberedEvents(site, after ?? 0, limit)} order by n.seq`,
   );
   return found.map((row) => toCloudEvent(site, row));
 }
@@ -272,7 +279,8 @@ export const PRUNE_BATCH = 10_000;
  * before the oldest one still within the retention (times are when each write began, so they are
  * not quite in sequence order: a prefix by time alone would leave holes a reader could not tell
  * from events never written). Records per site how far it went (`pruned_through`: a reader behind
- * it gets 410), in statements of at most PRUNE_BATCH events per site.
+ * it gets 410), in statements of at most PRUNE_BATCH events per site. A batch of numbers goes
+ * once all its events have; the feed joins batches to events, so one partly pruned shows the rest.
  */
 export async function pruneEvents(db: Db, retentionMs: number): Promise<number> {
   const seconds = Math.floor(retentionMs / 1000);
@@ -283,19 +291,22 @@ export async function pruneEvents(db: Db, retentionMs: number): Promise<number> 
       sql`with cut as (
         -- Looking no further than one batch: the next run goes on from where this one stops.
         select s.site, s.pruned_through as after, least(s.last, coalesce(
-          (select min(e.seq) - 1 from events e where e.site = s.site
-            and e.seq > s.pruned_through and e.seq <= s.pruned_through + ${PRUNE_BATCH}
-            and e.time >= now() - make_interval(secs => ${seconds})),
+          (select min(n.seq) - 1 from ${numberedEvents(sql`s.site`, sql`s.pruned_through`, PRUNE_BATCH)}
+            where e.time >= now() - make_interval(secs => ${seconds})),
           s.pruned_through + ${PRUNE_BATCH})) as upto
         from event_sequences s
       ), moved as (
         update event_sequences s set pruned_through = cut.upto
         from cut where s.site = cut.site and cut.upto > s.pruned_through returning 1
       ), gone as (
-        delete from events e using cut
-        where e.site = cut.site and e.seq > cut.after and e.seq <= cut.upto returning 1
+        delete from events e using cut cross join lateral site_events(cut.site, cut.after, cut.upto - cut.after) n
+        where cut.upto > cut.after and e.pos = n.pos returning 1
+      ), emptied as (
+        delete from event_batches b using cut
+        where b.site = cut.site and cut.upto > cut.after and b.last_seq <= cut.upto returning 1
       )
-      select (select count(*)::int from gone) as n, (select count(*)::int from moved) as cut`,
+      select (select count(*)::int from gone) as n, (select count(*)::int from moved) as cut,
+        (select count(*)::int from emptied) as batches`,
     );
     total += removed?.n ?? 0;
     if ((removed?.cut ?? 0) === 0) return total;

@@ -165,19 +165,37 @@ export const eventSequences = pgTable('event_sequences', {
   prunedThrough: bigint('pruned_through', { mode: 'number' }).notNull().default(0),
   /** The snapshot of the site's last numbering run: the events it could not see are the next run's (events.ts). */
   snapshot: pgSnapshot('snapshot'),
+  /**
+   * `last` when `snapshot` was recorded. Below `last`: a run stopped at its bound and kept the
+   * snapshot, and the events numbered since are left out of the next (events.ts).
+   */
+  snapshotLast: bigint('snapshot_last', { mode: 'number' }).notNull().default(0),
 });
+
+/**
+ * The sequence numbers, a row per numbering run (or per 200 events of a run): the events `pos`,
+ * in order, are numbered `lastSeq - cardinality(pos) + 1` to `lastSeq`. Events are never updated:
+ * numbering them one by one rewrote each row and its three index entries (events.ts).
+ */
+export const eventBatches = pgTable(
+  'event_batches',
+  {
+    site: text('site').notNull(),
+    lastSeq: bigint('last_seq', { mode: 'number' }).notNull(),
+    pos: bigint('pos', { mode: 'number' }).array().notNull(),
+  },
+  (t) => [primaryKey({ name: 'event_batches_pkey', columns: [t.site, t.lastSeq] })],
+);
 
 /** The outbox: one row per committed change of an account, written in the change's transaction. */
 export const events = pgTable(
   'events',
   {
-    /** Insertion order: the sequencer numbers a site's new events in it (events.ts). */
+    /** Insertion order: the sequencer numbers a site's new events in it (events.ts), in event_batches. */
     pos: bigint('pos', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
     /** The CloudEvents id; random, so unique without an index of its own (each index costs every write). */
     id: uuid('id').notNull().default(sql`gen_random_uuid()`),
     site: text('site').notNull(),
-    /** The site's sequence number, given by the sequencer once the event committed; null until then. */
-    seq: bigint('seq', { mode: 'number' }),
     type: text('type').notNull(),
     subject: uuid('subject').notNull(),
     time: at('time').notNull().defaultNow(),
@@ -187,11 +205,7 @@ export const events = pgTable(
     /** The writing transaction (pg_current_xact_id()): the sequencer finds new events by it. Null before migration 0010. */
     txid: xid8('txid').default(sql`pg_current_xact_id()`),
   },
-  (t) => [
-    // Numbered events only: an event is inserted without a number, and an index entry less per write.
-    uniqueIndex('events_site_seq_key').on(t.site, t.seq).where(sql`${t.seq} is not null`),
-    index('events_site_txid_idx').on(t.site, t.txid).where(sql`${t.txid} is not null`),
-  ],
+  (t) => [index('events_site_txid_idx').on(t.site, t.txid).where(sql`${t.txid} is not null`)],
 );
 
 /** A site's webhook endpoint. `fannedSeq`: the site's events up to it have their deliveries. */
@@ -253,6 +267,7 @@ export const schema = {
   verifyFailures,
   serviceKeys,
   eventSequences,
+  eventBatches,
   events,
   webhookEndpoints,
   webhookDeliveries,

@@ -15,7 +15,7 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
 import { describeError } from '../errors.ts';
-import { type EventRow, eventColumns, toCloudEvent } from '../events.ts';
+import { type EventRow, eventColumns, numberedEvents, toCloudEvent } from '../events.ts';
 import type { Wake } from '../wake.ts';
 import { typeMatches } from './endpoints.ts';
 import { type Attempt, sendWebhook } from './send.ts';
@@ -83,10 +83,9 @@ export async function fanOut(db: Db, batch = 1000): Promise<number> {
       select id, site, types, fanned_seq from webhook_endpoints where disabled_at is null
       for update skip locked
     ), batch as (
-      select ep.id as endpoint_id, ep.types, ev.site, ev.seq, ev.subject, ev.type
+      select ep.id as endpoint_id, ep.types, ep.site, ev.seq, ev.subject, ev.type
       from ep cross join lateral (
-        select site, seq, subject, type from events
-        where events.site = ep.site and events.seq > ep.fanned_seq order by events.seq limit ${batch}
+        select n.seq, e.subject, e.type from ${numberedEvents(sql`ep.site`, sql`ep.fanned_seq`, batch)}
       ) ev
     ), made as (
       insert into webhook_deliveries (endpoint_id, site, seq, subject, type)
@@ -134,7 +133,9 @@ export async function claim(db: Db, limit: number, leaseSeconds: number): Promis
     from due, webhook_endpoints e
     where d.id = due.id and e.id = d.endpoint_id
     returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
-      (select row_to_json(ev) from (select ${eventColumns} from events where site = d.site and seq = d.seq) ev) as event`,
+      (select row_to_json(ev) from (
+        select ${eventColumns} from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
+      ) ev) as event`,
   );
 }
 
