@@ -25,7 +25,11 @@
 //   open transaction anywhere (one site's 2-minute import would hold up every feed);
 // - a `seq` column in each event, set by the run (0008 to 0010): every event written twice, the
 //   second time its whole row (a non-HOT update, `seq` being indexed) and three index entries.
-//   That cost 0.85× (2026-11-22 18:00, 18:04) where the insert alone costs 0.98× (2026-11-24).
+//   Writes with events kept 0.86× of the throughput without (2026-11-24 05:06); with batches but
+//   the cached plan below, 0.88× (two runs, reports not kept); with both, 0.96–0.99× (05:44, 05:47).
+// Each run is planned anew (plan_cache_mode = force_custom_plan in 0011): the plan a session
+// cached while the table was nearly empty read every event of the site in each run, longer as
+// events accumulated, until an ANALYZE (which the embedded database never runs).
 // The price: a reader sees an event once a sequencer ran: within 10–30 ms of the write on its own
 // server, within SEQUENCER_POLL_MS on the others, and at once for the feed, which numbers its site
 // before it reads.
