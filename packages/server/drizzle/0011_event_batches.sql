@@ -30,15 +30,25 @@ INSERT INTO event_batches (site, last_seq, pos)
 SELECT site, max(seq), array_agg(pos ORDER BY seq) FROM events GROUP BY site, (seq - 1) / 200;--> statement-breakpoint
 DROP INDEX "events_site_seq_key";--> statement-breakpoint
 ALTER TABLE "event_sequences" ADD COLUMN "snapshot_last" bigint DEFAULT 0 NOT NULL;--> statement-breakpoint
-UPDATE event_sequences SET snapshot_last = last;--> statement-breakpoint
+-- Every site from the snapshot of now, as 0010 did: all is numbered, under the lock. A snapshot
+-- kept from 0010 may be older than its site's numbers (a run that stopped at exactly its bound
+-- keeps it), and the events it could not see would be taken for new ones and numbered again.
+UPDATE event_sequences SET snapshot = pg_current_snapshot(), snapshot_last = last;--> statement-breakpoint
 ALTER TABLE "events" DROP COLUMN "seq";--> statement-breakpoint
 -- A site's numbered events after `after_seq`, in order, at most `lim` (null: all), as
--- (seq, pos): join events on pos. Plain SQL, so that the planner inlines it where it is used.
+-- (seq, pos): join events on pos. Never those up to pruned_through: a batch partly pruned still
+-- lists them, and they would count against `lim`. Numbers are dense above pruned_through and a
+-- batch holds at most 200, so those up to start + lim are in batches ending before start + lim +
+-- 200: an index range either way. Plain SQL, so that the planner inlines it where it is used.
 CREATE FUNCTION site_events(for_site text, after_seq bigint, lim bigint) RETURNS TABLE (seq bigint, pos bigint)
 LANGUAGE sql STABLE AS $$
   SELECT b.last_seq - cardinality(b.pos) + o.ord AS seq, o.pos
-  FROM event_batches b CROSS JOIN LATERAL unnest(b.pos) WITH ORDINALITY AS o(pos, ord)
-  WHERE b.site = for_site AND b.last_seq > after_seq AND b.last_seq - cardinality(b.pos) + o.ord > after_seq
+  FROM (
+    SELECT greatest(after_seq, coalesce((SELECT s.pruned_through FROM event_sequences s WHERE s.site = for_site), 0)) AS start
+  ) a
+  CROSS JOIN event_batches b CROSS JOIN LATERAL unnest(b.pos) WITH ORDINALITY AS o(pos, ord)
+  WHERE b.site = for_site AND b.last_seq > a.start AND (lim IS NULL OR b.last_seq < a.start + lim + 200)
+    AND b.last_seq - cardinality(b.pos) + o.ord > a.start
   ORDER BY b.last_seq, o.ord
   LIMIT lim
 $$;--> statement-breakpoint
@@ -49,8 +59,10 @@ $$;--> statement-breakpoint
 -- snapshot (`snapshot_last` < `last`): then those numbered since are left out.
 -- Without a usable snapshot (a site whose first events a server older than 0010 wrote, or a
 -- database restored from a logical dump, whose transaction ids came from another cluster): every
--- event of the site that no batch holds, and, once none is left, their transaction ids are
--- cleared (10,000 a call), so that ids of the other cluster are never taken for new ones here.
+-- event of the site with a txid that no batch holds, and, once none is left, their transaction
+-- ids are cleared (10,000 a call), so that ids of the other cluster are never taken for new ones
+-- here. Each call reads all the site's batches: after a restore of n events, n / 10,000 calls of
+-- O(n) each, once.
 -- One statement per call, so one snapshot: what it numbers, clears and records is the same view.
 -- plan_cache_mode = force_custom_plan: each call is planned for the table as it is then. A plan
 -- kept from the first calls, made while the table was nearly empty, read all of a site's events
@@ -74,8 +86,12 @@ BEGIN
       SELECT p.pos FROM event_batches b CROSS JOIN LATERAL unnest(b.pos) AS p(pos) WHERE b.site = for_site
     ), fresh AS (
       SELECT pos, row_number() OVER (ORDER BY pos) AS k FROM (
-        SELECT e.pos FROM events e LEFT JOIN known ON known.pos = e.pos
-        WHERE e.site = for_site AND known.pos IS NULL ORDER BY e.pos LIMIT 10000
+        -- An event without a txid is numbered: from before 0010 (0010 and 0011 numbered them), or
+        -- cleared here. OFFSET 0: found by (site, txid), not along the whole table in pos order.
+        SELECT written.pos FROM (
+          SELECT pos FROM events WHERE site = for_site AND txid IS NOT NULL OFFSET 0
+        ) written LEFT JOIN known ON known.pos = written.pos
+        WHERE known.pos IS NULL ORDER BY written.pos LIMIT 10000
       ) unnumbered
     ), made AS (
       INSERT INTO event_batches (site, last_seq, pos)

@@ -293,18 +293,28 @@ export async function pruneEvents(db: Db, retentionMs: number): Promise<number> 
     const [removed] = await rows<{ n: number; cut: number }>(
       db,
       sql`with cut as (
-        -- Looking no further than one batch: the next run goes on from where this one stops.
-        select s.site, s.pruned_through as after, least(s.last, coalesce(
-          (select min(n.seq) - 1 from ${numberedEvents(sql`s.site`, sql`s.pruned_through`, PRUNE_BATCH)}
-            where e.time >= now() - make_interval(secs => ${seconds})),
-          s.pruned_through + ${PRUNE_BATCH})) as upto
+        -- Looking no further than one batch: the next run goes on from where this one stops. The
+        -- first event still within the retention, batch by batch in order: a batch costs at most
+        -- 200 lookups, and when nothing is due, the first batch is the last one looked at.
+        select s.site, s.pruned_through as after, least(s.last, s.pruned_through + ${PRUNE_BATCH}, (
+          select b.last_seq - cardinality(b.pos) + kept.ord - 1
+          from event_batches b cross join lateral (
+            select min(o.ord) as ord from unnest(b.pos) with ordinality o(pos, ord) join events e on e.pos = o.pos
+            where e.time >= now() - make_interval(secs => ${seconds})
+          ) kept
+          where b.site = s.site and b.last_seq > s.pruned_through
+            and b.last_seq < s.pruned_through + ${PRUNE_BATCH + 200} and kept.ord is not null
+          order by b.last_seq limit 1)) as upto
         from event_sequences s
       ), moved as (
         update event_sequences s set pruned_through = cut.upto
         from cut where s.site = cut.site and cut.upto > s.pruned_through returning 1
       ), gone as (
-        delete from events e using cut cross join lateral site_events(cut.site, cut.after, cut.upto - cut.after) n
-        where cut.upto > cut.after and e.pos = n.pos returning 1
+        -- By primary key, whatever the planner guesses of the batches (= any of an array).
+        delete from events e where e.pos = any (array(
+          select n.pos from cut cross join lateral site_events(cut.site, cut.after, cut.upto - cut.after) n
+          where cut.upto > cut.after
+        )) returning 1
       ), emptied as (
         delete from event_batches b using cut
         where b.site = cut.site and cut.upto > cut.after and b.last_seq <= cut.upto returning 1

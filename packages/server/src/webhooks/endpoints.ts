@@ -92,7 +92,7 @@ export async function replay(db: Db, id: string, from: number): Promise<Replayed
       from webhook_endpoints e
         cross join lateral site_events(e.site, ${from} - 1, greatest(e.fanned_seq - ${from} + 1, 0)) n
         join events ev on ev.pos = n.pos
-      where e.id = ${id} and ${typeMatches(sql`ev.type`, sql`e.types`)}
+      where e.id = ${id} and n.seq <= e.fanned_seq and ${typeMatches(sql`ev.type`, sql`e.types`)}
         -- An event still on its way (pending) is not sent twice.
         and not exists (select 1 from webhook_deliveries p where p.endpoint_id = e.id and p.subject = ev.subject
           and p.seq = n.seq and p.state = 'pending')

@@ -280,6 +280,30 @@ describe('the webhook sender', () => {
     expect(await replay(db(), id, 1)).toEqual({ made: 1, prunedThrough: 2 });
   });
 
+  it('replays no further than the events the endpoint has had, once whole batches of them were pruned', async () => {
+    const s = await site(1);
+    const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
+    // Each write numbered by a run of its own: a batch each.
+    for (const type of ['user.created', 'user.updated', 'user.updated'] as const)
+      await write(s.name, [[type, s.ids[0]!]]);
+    worker();
+    await until(() => got.filter((e) => e.subject === s.ids[0]).length === 3);
+    await Promise.all(workers.splice(0).map((w) => w.stop()));
+    // Two more the endpoint has not had (no sender running), and the first batch pruned.
+    for (const type of ['user.updated', 'user.updated'] as const) await write(s.name, [[type, s.ids[0]!]]);
+    await db().execute(
+      sql`update events set time = now() - interval '8 days' where pos in (select pos from site_events(${s.name}, 0, 1))`,
+    );
+    await pruneEvents(db(), 7 * 86_400_000);
+    expect(await replay(db(), id, 1)).toEqual({ made: 2, prunedThrough: 1 });
+    const [queued] = await rows<{ seqs: string }>(
+      db(),
+      sql`select string_agg(seq::text, ',' order by seq) as seqs from webhook_deliveries
+        where endpoint_id = ${id} and state = 'pending'`,
+    );
+    expect(queued!.seqs).toBe('2,3');
+  });
+
   it('replays no event that is still pending: each is delivered once when the receiver is back', async () => {
     const s = await site(1);
     const { id } = await addEndpoint(db(), { site: s.name, url, types: ['user.*'] });
