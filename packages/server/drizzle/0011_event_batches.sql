@@ -63,7 +63,9 @@ $$;--> statement-breakpoint
 -- ids are cleared (10,000 a call), so that ids of the other cluster are never taken for new ones
 -- here. Each call reads all the site's batches: after a restore of n events, n / 10,000 calls of
 -- O(n) each, once.
--- One statement per call, so one snapshot: what it numbers, clears and records is the same view.
+-- Each case picks what to number, and takes the snapshot to record, in one statement, so in one
+-- view (and clears, without a snapshot, in that same view); what follows only writes them down.
+-- A case of its own where nothing was left over: reading no batches at all on every run.
 -- plan_cache_mode = force_custom_plan: each call is planned for the table as it is then. A plan
 -- kept from the first calls, made while the table was nearly empty, read all of a site's events
 -- by the index on site alone (no ANALYZE had run: the embedded database never runs one, nor does a
@@ -75,7 +77,11 @@ DECLARE
   since pg_snapshot;
   since_last bigint;
   last_now bigint;
+  fresh bigint[];
+  seen pg_snapshot;
+  cleared integer := 0;
   numbered integer;
+  done boolean;
 BEGIN
   SELECT snapshot, snapshot_last, last INTO since, since_last, last_now FROM event_sequences WHERE site = for_site;
   IF pg_snapshot_xmax(since) > pg_snapshot_xmax(pg_current_snapshot()) THEN
@@ -84,77 +90,55 @@ BEGIN
   IF since IS NULL THEN
     WITH known AS (
       SELECT p.pos FROM event_batches b CROSS JOIN LATERAL unnest(b.pos) AS p(pos) WHERE b.site = for_site
-    ), fresh AS (
-      SELECT pos, row_number() OVER (ORDER BY pos) AS k FROM (
-        -- An event without a txid is numbered: from before 0010 (0010 and 0011 numbered them), or
-        -- cleared here. OFFSET 0: found by (site, txid), not along the whole table in pos order.
-        SELECT written.pos FROM (
-          SELECT pos FROM events WHERE site = for_site AND txid IS NOT NULL OFFSET 0
-        ) written LEFT JOIN known ON known.pos = written.pos
-        WHERE known.pos IS NULL ORDER BY written.pos LIMIT 10000
-      ) unnumbered
-    ), made AS (
-      INSERT INTO event_batches (site, last_seq, pos)
-      SELECT for_site, last_now + max(k), array_agg(pos ORDER BY k) FROM fresh GROUP BY (k - 1) / 200
-      RETURNING cardinality(pos) AS n, last_seq
-    ), cleared AS (
+    ), picked AS (
+      -- An event without a txid is numbered: from before 0010 (0010 and 0011 numbered them), or
+      -- cleared here. OFFSET 0: found by (site, txid), not along the whole table in pos order.
+      SELECT written.pos FROM (
+        SELECT pos FROM events WHERE site = for_site AND txid IS NOT NULL OFFSET 0
+      ) written LEFT JOIN known ON known.pos = written.pos
+      WHERE known.pos IS NULL ORDER BY written.pos LIMIT 10000
+    ), clearing AS (
       UPDATE events SET txid = NULL
       WHERE pos IN (SELECT pos FROM events WHERE site = for_site AND txid IS NOT NULL LIMIT 10000)
-        AND (SELECT count(*) FROM fresh) < 10000
+        AND (SELECT count(*) FROM picked) < 10000
       RETURNING 1
-    ), counted AS (
-      SELECT coalesce(sum(n), 0)::int AS n, max(last_seq) AS upto, (SELECT count(*) FROM cleared) AS cleared FROM made
     )
-    UPDATE event_sequences s SET last = coalesce(c.upto, s.last),
-      snapshot = CASE WHEN c.n < 10000 AND c.cleared < 10000 THEN pg_current_snapshot() END,
-      snapshot_last = coalesce(c.upto, s.last)
-    FROM counted c WHERE s.site = for_site RETURNING c.n INTO numbered;
+    SELECT ARRAY(SELECT pos FROM picked ORDER BY pos), pg_current_snapshot(), (SELECT count(*) FROM clearing)
+    INTO fresh, seen, cleared;
   ELSIF since_last < last_now THEN
     WITH known AS (
       SELECT p.pos FROM event_batches b CROSS JOIN LATERAL unnest(b.pos) AS p(pos)
       WHERE b.site = for_site AND b.last_seq > since_last
-    ), fresh AS (
-      SELECT pos, row_number() OVER (ORDER BY pos) AS k FROM (
-        SELECT written.pos FROM (
-          SELECT pos FROM events
-          WHERE site = for_site AND (txid = ANY (ARRAY(SELECT pg_snapshot_xip(since))) OR txid >= pg_snapshot_xmax(since))
-          OFFSET 0
-        ) written LEFT JOIN known ON known.pos = written.pos
-        WHERE known.pos IS NULL ORDER BY written.pos LIMIT 10000
-      ) unnumbered
-    ), made AS (
-      INSERT INTO event_batches (site, last_seq, pos)
-      SELECT for_site, last_now + max(k), array_agg(pos ORDER BY k) FROM fresh GROUP BY (k - 1) / 200
-      RETURNING cardinality(pos) AS n, last_seq
-    ), counted AS (
-      SELECT coalesce(sum(n), 0)::int AS n, max(last_seq) AS upto FROM made
     )
-    UPDATE event_sequences s SET last = coalesce(c.upto, s.last),
-      snapshot = CASE WHEN c.n < 10000 THEN pg_current_snapshot() ELSE s.snapshot END,
-      snapshot_last = CASE WHEN c.n < 10000 THEN coalesce(c.upto, s.last) ELSE s.snapshot_last END
-    FROM counted c WHERE s.site = for_site RETURNING c.n INTO numbered;
+    SELECT ARRAY(
+      SELECT written.pos FROM (
+        SELECT pos FROM events
+        WHERE site = for_site AND (txid = ANY (ARRAY(SELECT pg_snapshot_xip(since))) OR txid >= pg_snapshot_xmax(since))
+        OFFSET 0
+      ) written LEFT JOIN known ON known.pos = written.pos
+      WHERE known.pos IS NULL ORDER BY written.pos LIMIT 10000
+    ), pg_current_snapshot() INTO fresh, seen;
   ELSE
-    WITH fresh AS (
-      SELECT pos, row_number() OVER (ORDER BY pos) AS k FROM (
-        -- OFFSET 0: found by (site, txid), then sorted, not looked for along the whole table in pos order.
-        SELECT written.pos FROM (
-          SELECT pos FROM events
-          WHERE site = for_site AND (txid = ANY (ARRAY(SELECT pg_snapshot_xip(since))) OR txid >= pg_snapshot_xmax(since))
-          OFFSET 0
-        ) written ORDER BY written.pos LIMIT 10000
-      ) unnumbered
-    ), made AS (
-      INSERT INTO event_batches (site, last_seq, pos)
-      SELECT for_site, last_now + max(k), array_agg(pos ORDER BY k) FROM fresh GROUP BY (k - 1) / 200
-      RETURNING cardinality(pos) AS n, last_seq
-    ), counted AS (
-      SELECT coalesce(sum(n), 0)::int AS n, max(last_seq) AS upto FROM made
-    )
-    UPDATE event_sequences s SET last = coalesce(c.upto, s.last),
-      snapshot = CASE WHEN c.n < 10000 THEN pg_current_snapshot() ELSE s.snapshot END,
-      snapshot_last = CASE WHEN c.n < 10000 THEN coalesce(c.upto, s.last) ELSE s.snapshot_last END
-    FROM counted c WHERE s.site = for_site RETURNING c.n INTO numbered;
+    -- OFFSET 0: found by (site, txid), then sorted, not looked for along the whole table in pos order.
+    SELECT ARRAY(
+      SELECT written.pos FROM (
+        SELECT pos FROM events
+        WHERE site = for_site AND (txid = ANY (ARRAY(SELECT pg_snapshot_xip(since))) OR txid >= pg_snapshot_xmax(since))
+        OFFSET 0
+      ) written ORDER BY written.pos LIMIT 10000
+    ), pg_current_snapshot() INTO fresh, seen;
   END IF;
+  numbered := cardinality(fresh);
+  INSERT INTO event_batches (site, last_seq, pos)
+  SELECT for_site, last_now + max(k), array_agg(p ORDER BY k)
+  FROM unnest(fresh) WITH ORDINALITY AS u(p, k) GROUP BY (k - 1) / 200;
+  -- A call that stopped at its bound keeps its snapshot, for the next to go on from; without a
+  -- usable one, it stays without until every old id is cleared.
+  done := numbered < 10000 AND cleared < 10000;
+  UPDATE event_sequences SET last = last_now + numbered,
+    snapshot = CASE WHEN done THEN seen WHEN since IS NULL THEN NULL ELSE snapshot END,
+    snapshot_last = CASE WHEN done THEN last_now + numbered ELSE snapshot_last END
+  WHERE site = for_site;
   RETURN numbered;
 END $$;
 --> statement-breakpoint
