@@ -26,7 +26,7 @@
 // - a `seq` column in each event, set by the run (0008 to 0010): every event written twice, the
 //   second time its whole row (a non-HOT update, `seq` being indexed) and three index entries.
 //   Writes with events kept 0.86× of the throughput without (2026-11-24 05:06); with batches but
-//   the cached plan below, 0.88× (two runs, reports not kept); with both, 0.96–0.99× (05:44, 05:47, 06:35).
+//   the cached plan below, 0.88× (two runs, reports not kept); with both, 0.96–0.99× (05:44, 05:47, 06:35, 06:53).
 // Each run is planned anew (plan_cache_mode = force_custom_plan in 0011): the plan a session
 // cached while the table was nearly empty read every event of the site in each run, longer as
 // events accumulated, until an ANALYZE (which the embedded database never runs).
