@@ -1,6 +1,7 @@
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { AuthFailures } from './auth-failures.ts';
+import type { TrustedProxies } from './client-address.ts';
 import type { Database } from './db/client.ts';
 import type { Sequencer } from './events.ts';
 import type { LockoutStore, VerifyLimits } from './lockout.ts';
@@ -29,6 +30,8 @@ export interface AppDeps {
   requestTimeoutMs?: number;
   /** Failed authentications per client address (AUTH_FAILURE_LIMIT); absent: not limited. */
   authFailures?: AuthFailures;
+  /** Peers whose X-Forwarded-For names the client (TRUSTED_PROXIES); absent: nobody's. */
+  trustedProxies?: TrustedProxies;
   /** verify's guessing limits (VERIFY_LIMIT, VERIFY_LIMIT_ADDRESS). */
   verifyLimits: VerifyLimits;
   /** Where verify's failure counts live: the database, or Redis (REDIS_URL) falling back to it. */

@@ -183,6 +183,7 @@ export async function assembleOn(
     sequencer,
     outbox: !config.outboxDisabled,
     lifecycle: { draining: false },
+    trustedProxies: config.trustedProxies,
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {

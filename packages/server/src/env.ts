@@ -2,6 +2,7 @@
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import type { AuthFailureLimit } from './auth-failures.ts';
+import { parseTrustedProxies, TRUST_NOBODY, type TrustedProxies } from './client-address.ts';
 import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy, type VerifyLimits } from './lockout.ts';
 import { type Argon2Params, DEFAULT_PASSWORD_HASH, parsePasswordHash } from './passwords.ts';
 import { parseRateLimit, type RateLimitConfig } from './rate-limit.ts';
@@ -42,6 +43,8 @@ export interface Config {
   shutdownDrainMs: number;
   /** Failed authentications allowed per client address and window, in each process; null: no limit. */
   authFailureLimit: AuthFailureLimit | null;
+  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client; none by default. */
+  trustedProxies: TrustedProxies;
   /** argon2id parameters of new hashes; a stored hash made otherwise is replaced at its next verify. */
   passwordHash: Argon2Params;
   /** verify's guessing limits, per identifier and per end-user address. */
@@ -206,6 +209,13 @@ export function loadConfig(env: Env = process.env): Config {
     }
   }
 
+  // Nobody by default: X-Forwarded-For from any other peer is the client's own writing.
+  let trustedProxies = parseTrustedProxies(value('TRUSTED_PROXIES') ?? '');
+  if (trustedProxies instanceof Error) {
+    problems.push(`TRUSTED_PROXIES ${trustedProxies.message}`);
+    trustedProxies = TRUST_NOBODY;
+  }
+
   const passwordHash = parsePasswordHash(value('PASSWORD_HASH') ?? DEFAULT_PASSWORD_HASH);
   if (passwordHash instanceof Error) problems.push(`PASSWORD_HASH ${passwordHash.message}`);
 
@@ -280,6 +290,7 @@ export function loadConfig(env: Env = process.env): Config {
     metricsToken,
     corsOrigins,
     authFailureLimit,
+    trustedProxies,
   };
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { addressKey, createAuthFailures } from '../auth-failures.ts';
+import { parseTrustedProxies, type TrustedProxies } from '../client-address.ts';
 import { arrayLogger, problemOf, testApp } from '../testing/hono.ts';
 import type { TokenInfo, TokenVerifier } from '../tokens.ts';
 import { requireScope, requireToken } from './auth.ts';
@@ -98,7 +99,7 @@ describe('requireToken with a limit of failed authentications per address', () =
   /** What @hono/node-server hands the app: the connection, whose peer is the client's address. */
   const from = (remoteAddress: string) => ({ incoming: { socket: { remoteAddress } } });
 
-  function limitedApp(options: { verify?: TokenVerifier['verify'] } = {}) {
+  function limitedApp(options: { verify?: TokenVerifier['verify']; trustedProxies?: string } = {}) {
     let clock = 1_000_000;
     const asked: string[] = [];
     const known = new Set([KNOWN]);
@@ -113,10 +114,18 @@ describe('requireToken with a limit of failed authentications per address', () =
     };
     const authFailures = createAuthFailures(LIMIT, { now: () => clock });
     const { logger, lines } = arrayLogger();
-    const app = testApp({ deps: { tokens, authFailures, logger } });
+    const trustedProxies =
+      options.trustedProxies === undefined
+        ? undefined
+        : (parseTrustedProxies(options.trustedProxies) as TrustedProxies);
+    const app = testApp({ deps: { tokens, authFailures, logger, ...(trustedProxies ? { trustedProxies } : {}) } });
     app.get('/t', requireToken(), (c) => c.json(c.get('token')));
-    const call = (address: string, token: string) =>
-      app.request('/t', { headers: { Authorization: `Bearer ${token}` } }, from(address));
+    const call = (address: string, token: string, forwardedFor?: string) =>
+      app.request(
+        '/t',
+        { headers: { Authorization: `Bearer ${token}`, ...(forwardedFor ? { 'X-Forwarded-For': forwardedFor } : {}) } },
+        from(address),
+      );
     return { call, asked, known, authFailures, lines, advance: (ms: number) => (clock += ms) };
   }
 
@@ -139,6 +148,28 @@ describe('requireToken with a limit of failed authentications per address', () =
 
     await expectUnauthorized(await call('198.51.100.1', 'ua_guess_elsewhere'));
     expect((await call('198.51.100.1', KNOWN)).status).toBe(200);
+  });
+
+  it('ignores X-Forwarded-For by default: a client cannot escape its count by writing one', async () => {
+    const { call, asked } = limitedApp();
+    for (let i = 0; i < 3; i++) await expectUnauthorized(await call('203.0.113.7', `ua_guess_${i}`, `198.51.100.${i}`));
+    expect((await call('203.0.113.7', 'ua_guess_3', '198.51.100.99')).status).toBe(429);
+    expect(asked).toHaveLength(3);
+  });
+
+  it('counts the client a trusted proxy names (TRUSTED_PROXIES), not the proxy; others still by their own address', async () => {
+    const { call, asked } = limitedApp({ trustedProxies: '10.0.0.0/8' });
+    // Through the balancer: the attacker's failures are its own, the proxy's other clients go on.
+    for (let i = 0; i < 3; i++) await expectUnauthorized(await call('10.0.0.5', `ua_guess_${i}`, `198.51.100.1`));
+    expect((await call('10.0.0.5', 'ua_guess_3', '198.51.100.1')).status).toBe(429);
+    expect((await call('::ffff:10.0.0.6', KNOWN, '203.0.113.50')).status).toBe(200);
+    await expectUnauthorized(await call('10.0.0.5', 'ua_guess_other', '203.0.113.51'));
+    // What the attacker writes in front of the proxy's entry changes nothing.
+    expect((await call('10.0.0.5', 'ua_guess_4', '203.0.113.99, 198.51.100.1')).status).toBe(429);
+    // An untrusted peer's header is still ignored, even one naming a fresh address.
+    for (let i = 0; i < 3; i++) await call('192.0.2.1', `ua_direct_${i}`, `203.0.113.${60 + i}`);
+    expect((await call('192.0.2.1', 'ua_direct_3', '203.0.113.70')).status).toBe(429);
+    expect(asked).toHaveLength(8);
   });
 
   it('lets the address try again once its window ends, and says how long to wait until then', async () => {

@@ -1,6 +1,7 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { AuthFailureLimit } from '../auth-failures.ts';
+import { clientAddress, TRUST_NOBODY } from '../client-address.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import type { Scope } from '../tokens.ts';
@@ -19,13 +20,18 @@ const tooManyFailures = (limit: AuthFailureLimit, wait: number) =>
     },
   });
 
-/** The connection's peer; never a forwarded header, which any client can write. */
-function peerAddress(c: Context<AppEnv>): string | undefined {
+/**
+ * The client's address: the connection's peer, or what a trusted proxy (TRUSTED_PROXIES) says in
+ * X-Forwarded-For; never a forwarded header from anyone else, which any client can write.
+ */
+function requestAddress(c: Context<AppEnv>): string | undefined {
+  let peer: string | undefined;
   try {
-    return getConnInfo(c).remote.address;
+    peer = getConnInfo(c).remote.address;
   } catch {
     return undefined; // not served by @hono/node-server (app.request in tests)
   }
+  return clientAddress(peer, c.req.header('x-forwarded-for'), c.get('deps').trustedProxies ?? TRUST_NOBODY);
 }
 
 /**
@@ -37,7 +43,7 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
     const header = c.req.header('authorization')?.trim() ?? '';
     const token = header.replace(/^bearer\s+/i, '');
     const { tokens, authFailures } = c.get('deps');
-    const address = authFailures && peerAddress(c);
+    const address = authFailures && requestAddress(c);
     const attempt = authFailures?.attempt(address, token);
     if (authFailures && attempt && attempt.retryAfter > 0)
       throw tooManyFailures(authFailures.limit, attempt.retryAfter);
