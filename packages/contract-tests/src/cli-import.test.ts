@@ -1,13 +1,15 @@
 // `cli import` and `cli export` as an operator runs them: a file of accounts exported elsewhere,
 // streamed in through the import's own checks, then signed in to through a server; and an
 // export that goes back in.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { finished } from 'node:stream/promises';
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FIREBASE_SAMPLE, FOREIGN_HASHES } from './import-suite.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
@@ -221,4 +223,74 @@ describe('cli import on the embedded database', () => {
     expect(result.stderr.split('\n')[0]).toContain(message);
     expect(result.stderr).toContain('Usage: cli import --site NAME FILE.ndjson [--dry-run]');
   });
+});
+
+// What a terminal would obey: C0 but the line breaks, DEL, C1, and the bidirectional formatting characters.
+const RAW_CONTROLS =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+  /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/;
+
+describe('cli import of a hostile file, on the embedded database', () => {
+  let env: Record<string, string>;
+  beforeAll(async () => {
+    env = { DATA_DIR: procs.dataDir() };
+    const server = procs.server(env); // makes the embedded database
+    await server.ready;
+    server.child.kill('SIGTERM');
+    await server.exited;
+  }, 60_000);
+  const account = (email: string, extra: Record<string, unknown> = {}) =>
+    JSON.stringify({ email, name: 'Ok', password: 'a long and unusual passphrase', ...extra });
+
+  it('prints the escape sequences of its keys and values escaped: no title, no clipboard, no forged summary', async () => {
+    const forged = '\r\u001b[2K5 of 5 accounts imported.\n';
+    const file = ndjson(procs.dataDir(), [
+      account('title@example.com', { '\u001b]0;pwned\u0007': 1 }),
+      account('clip@example.com', { '\u001b]52;c;cHduZWQ=\u0007': 1 }),
+      account('forged@example.com', { [forged]: 1 }),
+      // Raw in the file (JSON takes them as they are): the 8-bit CSI, a right-to-left override.
+      account('raw@example.com', { '\u009b2J\u202etxt.exe': 1 }),
+      account('value@example.com', { name: '\u001b]0;pwned\u0007' }),
+      account('good@example.com'),
+    ]);
+    const run = await procs.cli(['import', '--site', 'default', file], env);
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stdout).not.toMatch(RAW_CONTROLS);
+    expect(run.stderr).not.toMatch(RAW_CONTROLS);
+    expect(run.stdout).toMatch(/^1 of 6 accounts imported into site default/);
+    expect(run.stdout).toContain('5 refused: invalid_request 5.');
+    expect(run.stdout).not.toMatch(/^5 of 5/m);
+    // Each told on its own line, visibly.
+    expect(run.stdout).toContain('line 1: invalid_request: \\u001b]0;pwned\\u0007 is not');
+    expect(run.stdout).toContain('line 2: invalid_request: \\u001b]52;c;cHduZWQ=\\u0007 is not');
+    expect(run.stdout).toContain('line 3: invalid_request: \\u000d\\u001b[2K5 of 5 accounts imported.\\u000a is not');
+    expect(run.stdout).toContain('line 4: invalid_request: \\u009b2J\\u202etxt.exe is not');
+    expect(run.stdout.trimEnd().split('\n')).toHaveLength(2 + 5);
+  }, 60_000);
+
+  it('refuses a line over 64 KiB with its number, without holding it, and imports the lines around it', async () => {
+    const file = join(procs.dataDir(), 'long.ndjson');
+    const out = createWriteStream(file);
+    out.write(`${account('before@example.com')}\n{"email":"long@example.com","name":"`);
+    // 64 MiB of name, written as a stream: the file is never in the test's memory either.
+    const mib = Buffer.alloc(1024 * 1024, 'a');
+    for (let i = 0; i < 64; i++) if (!out.write(mib)) await once(out, 'drain');
+    out.end(`","password":"a long and unusual passphrase"}\n${account('after@example.com')}\n`);
+    await finished(out);
+
+    // In a JavaScript heap of 64 MB (it needs about 30): a line held whole took twice its size,
+    // and failed here as the 600 MB line failed on any heap (a string too long for V8).
+    const run = await procs.cli(['import', '--site', 'long', file], {
+      ...env,
+      NODE_OPTIONS: '--max-old-space-size=64',
+    });
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stdout).toMatch(/^2 of 3 accounts imported into site long in [\d.]+ s/);
+    expect(run.stdout).toContain('1 refused: line_too_long 1.');
+    expect(run.stdout).toMatch(
+      /^ {2}line 2: line_too_long: 67108\d{3} bytes, over the limit of 65536 bytes per line$/m,
+    );
+    expect(run.stderr).not.toMatch(/Error|\n\s+at /);
+    expect(run.stderr).toMatch(/^import: 3\/3 rows/m);
+  }, 60_000);
 });

@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { type CommandResult, planCommand, runCommand, USAGE } from './admin/commands.ts';
 import { callAdminSocket } from './admin/socket.ts';
+import { terminalSafe } from './admin/terminal.ts';
 import { lockDataDir } from './data-dir-lock.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { ConfigError, loadConfig, sizeThreadPool } from './env.ts';
@@ -16,7 +17,7 @@ async function run(argv: string[]): Promise<CommandResult> {
   const config = loadConfig();
   const planned = planCommand(argv, { webhookAllowPrivate: config.webhookAllowPrivate });
   if (typeof planned !== 'function') return planned;
-  sizeThreadPool(config.hashConcurrency);
+  sizeThreadPool(config);
   let database: Database;
   let unlock = () => {};
   if (config.databaseUrl !== undefined) {
@@ -50,6 +51,7 @@ async function run(argv: string[]): Promise<CommandResult> {
     const hasher = createPasswordHasher({
       concurrency: config.hashConcurrency,
       maxWaiting: config.hashQueue,
+      costlyConcurrency: config.hashCostlyConcurrency,
       params: config.passwordHash,
     });
     return await runCommand(
@@ -65,14 +67,16 @@ async function run(argv: string[]): Promise<CommandResult> {
   }
 }
 
+// Everything printed passes here (a command's data streamed to stdout by export escapes its own):
+// what came from a file or the database cannot drive the terminal (see admin/terminal.ts).
 try {
   const result = await run(process.argv.slice(2));
-  process.stdout.write(result.stdout);
-  process.stderr.write(result.stderr);
+  process.stdout.write(terminalSafe(result.stdout));
+  process.stderr.write(terminalSafe(result.stderr));
   process.exitCode = result.code;
 } catch (error) {
   const message =
     error instanceof ConfigError ? error.message : `cli: ${error instanceof Error ? error.message : String(error)}`;
-  process.stderr.write(`${message}\n`);
+  process.stderr.write(terminalSafe(`${message}\n`));
   process.exitCode = 1;
 }

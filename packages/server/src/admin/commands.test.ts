@@ -190,6 +190,26 @@ describe('token revoke', () => {
   });
 });
 
+describe('what the database holds, printed', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openPglite(undefined);
+    await database.migrate();
+  });
+  afterAll(() => database?.close());
+
+  it('is escaped cell by cell: a label cannot set the title or forge a row', async () => {
+    // Written as any other program with the database could write it: the CLI refuses such a label.
+    const label = '\u001b]0;pwned\u0007\nua_forged  shop  \u009b2J\u202e';
+    await createToken(database.db, { site: 'shop', scopes: ['read'], label });
+    const { stdout } = await runCommand(['token', 'list'], database.db);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point
+    expect(stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/);
+    expect(stdout).toContain('\\u001b]0;pwned\\u0007\\u000aua_forged  shop  \\u009b2J\\u202e');
+    expect(stdout.trimEnd().split('\n')).toHaveLength(3); // the header, the token, the note
+  });
+});
+
 describe('usage errors', () => {
   const stderrOf = (argv: string[]) => {
     const planned = planCommand(argv);

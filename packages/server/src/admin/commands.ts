@@ -18,7 +18,8 @@ import {
 } from '../webhooks/endpoints.ts';
 import { checkWebhookUrl } from '../webhooks/target.ts';
 import { exportFile } from './export-file.ts';
-import { importFile } from './import-file.ts';
+import { importFile, MAX_LINE_BYTES } from './import-file.ts';
+import { escapeControls } from './terminal.ts';
 
 /** Each command's usage: all of them make --help; a usage error shows only its command's. */
 const COMMANDS: { name: string; synopsis: string; about: string }[] = [
@@ -51,9 +52,11 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     synopsis: 'import --site NAME FILE.ndjson [--dry-run] [--firebase-scrypt PARAMS.json]',
     about: `Creates the site's accounts from a file, one JSON object per line as POST
       /api/1/user/import takes its rows (a password or a passwordHash each), 1,000 at a time.
-      Prints each refused line's reason; exits 1 when any line was refused. --dry-run checks
-      and writes nothing. --firebase-scrypt: the Firebase project's hash parameters (signerKey,
-      saltSeparator, rounds, memCost), for lines with a Firebase passwordHash and passwordSalt.
+      Prints each refused line's reason; exits 1 when any line was refused. A line over
+      ${MAX_LINE_BYTES / 1024} KiB is refused unread (an account with every field at its limit and
+      every character \\u-escaped takes 22 KB). --dry-run checks and writes nothing.
+      --firebase-scrypt: the Firebase project's hash parameters (signerKey, saltSeparator,
+      rounds, memCost), for lines with a Firebase passwordHash and passwordSalt.
       With the embedded database, stop the server first.`,
   },
   {
@@ -188,7 +191,9 @@ export function parseExpiry(raw: string, now = new Date()): Date {
 // PGlite's raw queries answer timestamps as text, postgres.js's as Date.
 const when = (d: Date | string | null) => (d === null ? '-' : new Date(d).toISOString().replace(/\.\d{3}Z$/, 'Z'));
 
-function table(rows: string[][]): string {
+/** Rows of cells, in columns; a cell's control characters escaped (a label with a newline forges no row). */
+function table(cells: string[][]): string {
+  const rows = cells.map((r) => r.map(escapeControls));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows
     .map((r) =>
@@ -327,21 +332,21 @@ function importCommand(words: string[], flags: Map<string, string | true>): Plan
       throw new CommandFailed(
         'A server runs on this embedded database: stop it to import from the CLI, or send the rows to POST /api/1/user/import.',
       );
-    if (!existsSync(file)) throw new CommandFailed(`There is no file ${file}.`);
+    if (!existsSync(file)) throw new CommandFailed(`There is no file ${escapeControls(file)}.`);
     const validators = compileValidators();
     let firebase: FirebaseScrypt | undefined;
     if (firebaseFile !== undefined) {
-      if (!existsSync(firebaseFile)) throw new CommandFailed(`There is no file ${firebaseFile}.`);
+      if (!existsSync(firebaseFile)) throw new CommandFailed(`There is no file ${escapeControls(firebaseFile)}.`);
       let params: unknown;
       try {
         params = JSON.parse(readFileSync(firebaseFile, 'utf8'));
       } catch {
-        throw new CommandFailed(`${firebaseFile} is not JSON.`);
+        throw new CommandFailed(`${escapeControls(firebaseFile)} is not JSON.`);
       }
       // Checked by the spec's own schema, as the HTTP import checks its firebaseScrypt.
       if (!validators.importShape({ users: [{}], firebaseScrypt: params })) {
         throw new CommandFailed(
-          `${firebaseFile} must hold signerKey, saltSeparator (base64), rounds (1 to 8) and memCost (1 to 14).`,
+          `${escapeControls(firebaseFile)} must hold signerKey, saltSeparator (base64), rounds (1 to 8) and memCost (1 to 14).`,
         );
       }
       firebase = params as FirebaseScrypt;

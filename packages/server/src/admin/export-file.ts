@@ -7,6 +7,7 @@ import { SingleBar } from 'cli-progress';
 import { insertAuditRows } from '../audit.ts';
 import type { Db } from '../db/client.ts';
 import { countQuery, exportLine, exportPages } from '../listing.ts';
+import { terminalSafe } from './terminal.ts';
 
 export async function exportFile(options: {
   db: Db;
@@ -31,8 +32,9 @@ export async function exportFile(options: {
   let said = 0;
   try {
     for await (const page of exportPages(db, site)) {
-      // Waits when the reader (a file, a pipe) is slower: one page in memory at a time.
-      if (!output.write(page.map(exportLine).join(''))) await once(output, 'drain');
+      // Waits when the reader (a file, a pipe) is slower: one page in memory at a time. Escaped
+      // as the CLI's other output (the same JSON values: see terminal.ts), as it may be a terminal.
+      if (!output.write(terminalSafe(page.map(exportLine).join('')))) await once(output, 'drain');
       done += page.length;
       bar?.update(done);
       if (bar === undefined && performance.now() - said > 2000) {
