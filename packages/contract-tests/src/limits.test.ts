@@ -112,6 +112,7 @@ describe('rate limits', () => {
     expect(field(four.response, 'ratelimit', 'r')).toEqual([
       { name: 'all', value: 99 },
       { name: 'hash', value: 2 },
+      { name: 'import', value: 99_996 },
     ]);
     const three = await client.POST('/api/1/user/import', { body: { users: rows(3, 'three') } });
     expect(three.response.status).toBe(429);

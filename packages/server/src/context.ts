@@ -4,6 +4,7 @@ import type { AuthFailures } from './auth-failures.ts';
 import type { TrustedProxies } from './client-address.ts';
 import type { Database } from './db/client.ts';
 import type { Sequencer } from './events.ts';
+import type { LongPollGate } from './limits/long-polls.ts';
 import type { LockoutStore, VerifyLimits } from './lockout.ts';
 import type { Metrics } from './metrics.ts';
 import type { Deadline } from './middleware/deadline.ts';
@@ -42,6 +43,10 @@ export interface AppDeps {
   sequencer?: Sequencer;
   /** false only in the benchmark (OUTBOX_DISABLED), to measure what events cost a write. */
   outbox?: boolean;
+  /** Bounds the long-polls waiting at once, per token and per site (LONG_POLLS_PER_*); absent: none. */
+  longPolls?: LongPollGate;
+  /** The most accounts a site may hold (MAX_ACCOUNTS_PER_SITE); absent: no limit. */
+  maxAccountsPerSite?: number;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

@@ -13,6 +13,7 @@ import type { Config } from './env.ts';
 import { describeError } from './errors.ts';
 import { EVENTS_CHANNEL, startSequencer } from './events.ts';
 import { unsafeDataDir, unsafeSecretFile } from './file-safety.ts';
+import { createLongPollGate } from './limits/long-polls.ts';
 import { databaseLockout, redisLockout } from './lockout.ts';
 import { createMetrics } from './metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
@@ -165,6 +166,7 @@ export async function assembleOn(
   hasher = createPasswordHasher({
     concurrency: config.hashConcurrency,
     maxWaiting: config.hashQueue,
+    costlyConcurrency: config.hashCostlyConcurrency,
     onHashed: metrics?.collector.observeHash,
     params: config.passwordHash,
   });
@@ -183,6 +185,8 @@ export async function assembleOn(
     sequencer,
     outbox: !config.outboxDisabled,
     lifecycle: { draining: false },
+    longPolls: createLongPollGate(config.longPolls),
+    ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
     trustedProxies: config.trustedProxies,
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };

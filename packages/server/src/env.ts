@@ -33,6 +33,12 @@ export interface Config {
   /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
   hashConcurrency: number;
   hashQueue: number;
+  /** Hashes costing far more than PASSWORD_HASH (imported) checked at once, in a lane of their own. */
+  hashCostlyConcurrency: number;
+  /** Long-polls (GET /events with wait) waiting at once in one process, per token and per site. */
+  longPolls: { perToken: number; perSite: number };
+  /** The most accounts a site may hold (create and import refuse beyond it); null: no limit. */
+  maxAccountsPerSite: number | null;
   /** Browser origins allowed to call the API (CORS); empty: none, no CORS headers at all. */
   corsOrigins: string[];
   /** Turns /metrics on, for requests that carry it as a bearer token. */
@@ -53,6 +59,10 @@ export interface Config {
   eventsRetentionMs: number;
   /** Webhooks may go to plain http and to private, loopback and link-local addresses. */
   webhookAllowPrivate: boolean;
+  /** Deliveries to one webhook endpoint in flight at once, every server together. */
+  webhookEndpointConcurrency: number;
+  /** How long audit rows are kept, in ms; null: for ever. */
+  auditRetentionMs: number | null;
   /** The benchmark's switch: writes make no events, to measure what the outbox costs. */
   outboxDisabled: boolean;
 }
@@ -64,6 +74,14 @@ export const DEFAULT_RATE_LIMIT = '6000/60s';
  * crowding out the others is the fair queue in passwords.ts, not this budget.
  */
 export const DEFAULT_RATE_LIMIT_HASH = '6000/60s';
+/**
+ * Accounts one site may import per hour, every token of it together: a large migration in a few
+ * hours (the operator's `cli import` is not counted), never the shared database filled in minutes
+ * (an account with its event and audit row is about 8 KB: 100,000 is under 1 GB an hour).
+ */
+export const DEFAULT_RATE_LIMIT_IMPORT = '100000/1h';
+/** How long audit rows are kept (see loadConfig). */
+export const DEFAULT_AUDIT_RETENTION = '365d';
 /** Failed authentications per client address: far above what a working client ever fails. */
 export const DEFAULT_AUTH_FAILURE_LIMIT = '100/10s';
 
@@ -132,7 +150,7 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_FORMAT must be json or pretty (got "${logFormat}")`);
   }
 
-  const rateLimit = (name: 'all' | 'hash', variable: string, fallback: string) => {
+  const rateLimit = (name: 'all' | 'hash' | 'import', variable: string, fallback: string) => {
     const parsed = parseRateLimit(name, value(variable) ?? fallback);
     if (parsed instanceof Error) {
       problems.push(`${variable} ${parsed.message}`);
@@ -158,6 +176,7 @@ export function loadConfig(env: Env = process.env): Config {
   const rateLimits = {
     all: all ?? { name: 'all' as const, limit: 1, windowSeconds: 1 }, // only when reported as a problem
     hash: hashBudget(),
+    import: rateLimit('import', 'RATE_LIMIT_IMPORT', DEFAULT_RATE_LIMIT_IMPORT),
   };
 
   const redisUrl = value('REDIS_URL');
@@ -176,6 +195,12 @@ export function loadConfig(env: Env = process.env): Config {
   const databasePoolSize = count('DATABASE_POOL_SIZE', 10, 1, 1000);
   const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
   const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
+  const hashCostlyConcurrency = count('HASH_COSTLY_CONCURRENCY', 1, 1, 64);
+  const longPolls = {
+    perToken: count('LONG_POLLS_PER_TOKEN', 8, 1, 10_000),
+    perSite: count('LONG_POLLS_PER_SITE', 32, 1, 100_000),
+  };
+  const maxAccounts = count('MAX_ACCOUNTS_PER_SITE', 0, 0, 2_000_000_000);
   const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
   const shutdownDrainMs = count('SHUTDOWN_DRAIN_MS', 0, 0, 60_000);
 
@@ -239,15 +264,29 @@ export function loadConfig(env: Env = process.env): Config {
     })(),
   };
 
+  /** `Nd` or `Nh` in ms; 0 when it is neither. */
+  const duration = (raw: string) => {
+    const parsed = /^(\d{1,5})([hd])$/.exec(raw);
+    return parsed === null ? 0 : Number(parsed[1]) * (parsed[2] === 'd' ? 86_400_000 : 3_600_000);
+  };
   const rawRetention = value('EVENTS_RETENTION') ?? '7d';
-  const retention = /^(\d{1,4})([hd])$/.exec(rawRetention);
-  const eventsRetentionMs =
-    retention === null ? 0 : Number(retention[1]) * (retention[2] === 'd' ? 86_400_000 : 3_600_000);
+  const eventsRetentionMs = duration(rawRetention);
   // At least the 3 days webhook deliveries are retried for: a retry must find its event.
   if (eventsRetentionMs < 3 * 86_400_000 || eventsRetentionMs > 3650 * 86_400_000)
     problems.push(
       `EVENTS_RETENTION must be a number of days or hours, 3d (72h) to 3650d, like 7d (got "${rawRetention}")`,
     );
+
+  // A year: an incident is often found months after it began, and PCI DSS (10.5.1) asks for 12
+  // months of audit history; rows name accounts, so not for ever (a data minimum) unless told.
+  const rawAuditRetention = value('AUDIT_RETENTION') ?? DEFAULT_AUDIT_RETENTION;
+  const auditRetentionMs = rawAuditRetention === 'off' ? null : duration(rawAuditRetention);
+  if (auditRetentionMs !== null && (auditRetentionMs < 86_400_000 || auditRetentionMs > 36_500 * 86_400_000))
+    problems.push(
+      `AUDIT_RETENTION must be a number of days or hours, 1d (24h) to 36500d, like 365d, or off (got "${rawAuditRetention}")`,
+    );
+
+  const webhookEndpointConcurrency = count('WEBHOOK_ENDPOINT_CONCURRENCY', 4, 1, 256);
 
   const flag = (variable: string) => {
     const raw = value(variable) ?? 'false';
@@ -269,6 +308,8 @@ export function loadConfig(env: Env = process.env): Config {
     eventsRetentionMs,
     outboxDisabled,
     webhookAllowPrivate,
+    webhookEndpointConcurrency,
+    auditRetentionMs,
     passwordHash: passwordHash as Argon2Params,
     verifyLimits,
     port,
@@ -285,6 +326,9 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     hashConcurrency,
     hashQueue,
+    hashCostlyConcurrency,
+    longPolls,
+    maxAccountsPerSite: maxAccounts === 0 ? null : maxAccounts,
     requestTimeoutMs,
     shutdownDrainMs,
     metricsToken,
@@ -300,6 +344,7 @@ export function loadConfig(env: Env = process.env): Config {
  * than 4 would never run at once and would hold up the rest. Sized from the configuration before
  * anything starts the pool; an operator's own UV_THREADPOOL_SIZE stays.
  */
-export function sizeThreadPool(hashConcurrency: number): void {
-  process.env.UV_THREADPOOL_SIZE ??= String(Math.min(1024, hashConcurrency + 4));
+export function sizeThreadPool(config: Pick<Config, 'hashConcurrency' | 'hashCostlyConcurrency'>): void {
+  const hashes = config.hashConcurrency + config.hashCostlyConcurrency;
+  process.env.UV_THREADPOOL_SIZE ??= String(Math.min(1024, hashes + 4));
 }

@@ -32,6 +32,8 @@ const TITLES: Record<ErrorCode, string> = {
   invalid_cursor: 'Invalid cursor',
   invalid_password_hash: 'Invalid password hash',
   events_expired: 'Events expired',
+  too_many_long_polls: 'Too many long-polls',
+  account_limit_reached: 'Account limit reached',
   unknown_example: 'Unknown example',
 };
 

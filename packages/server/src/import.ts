@@ -2,13 +2,14 @@
 // `cli import`. Each row is checked on its own and answered at its index; only the rows that
 // pass every check are written, in one transaction per call (or CLI batch).
 import type { components } from '@user-accounts/client';
-import { and, eq, inArray, sql } from 'drizzle-orm';
+import { and, inArray, sql } from 'drizzle-orm';
 import type { Db } from './db/client.ts';
 import { users } from './db/schema.ts';
 import type { ApiError, FieldError } from './errors.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from './hashes/foreign.ts';
 import { uuidv7 } from './ids.ts';
 import { type PasswordHasher, weakPasswordReason } from './passwords.ts';
+import { inReachOf } from './reach.ts';
 import { normalizeFields, toFieldErrors, type Validators } from './validation.ts';
 
 type Schemas = components['schemas'];
@@ -30,6 +31,8 @@ export interface ImportTarget {
   hasher: PasswordHasher;
   validators: Validators;
   site: string;
+  /** Aborts when the request is gone: hashes still waiting for their turn are not computed. */
+  signal?: AbortSignal;
 }
 
 const rowError = (index: number, code: ItemError['code'], message: string, errors: FieldError[]): ImportItem => ({
@@ -136,14 +139,17 @@ const emailTaken = (index: number): ImportItem =>
     { pointer: `/users/${index}/email`, code: 'conflict', message: 'is already in use' },
   ]);
 
-/** The accepted rows whose email an account of the site already has (in reach or not). */
+/**
+ * The accepted rows whose email an account in reach of the site already has. A row out of reach
+ * (another writer's) is no conflict: the imported account stands beside it, as create's would.
+ */
 async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise<Set<number>> {
   if (accepted.length === 0) return new Set();
   const emails = accepted.map((a) => a.row.email.toLowerCase());
   const rows = await db
     .select({ email: sql<string>`lower(${users.email})` })
     .from(users)
-    .where(and(eq(users.site, site), inArray(sql`lower(${users.email})`, emails)));
+    .where(and(inReachOf(site), inArray(sql`lower(${users.email})`, emails)));
   const taken = new Set(rows.map((r) => r.email));
   return new Set(accepted.filter((a) => taken.has(a.row.email.toLowerCase())).map((a) => a.index));
 }
@@ -152,14 +158,19 @@ async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise
  * Hashes the plain passwords in the site's turn of the shared hasher, as many at once as it has
  * slots: enough to keep them busy, never enough to fill the shared waiting room by itself.
  */
-async function hashPasswords(hasher: PasswordHasher, site: string, rows: Accepted[]): Promise<void> {
+async function hashPasswords(
+  hasher: PasswordHasher,
+  site: string,
+  rows: Accepted[],
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const queue = rows.filter((a) => a.passwordHash === undefined);
   // Once one hash fails (the queue full: 503), the call fails: the others stop taking work.
   let failed = false;
   const worker = async () => {
     for (let next = queue.shift(); next !== undefined && !failed; next = queue.shift()) {
       try {
-        next.passwordHash = await hasher.hash(next.row.password!, site);
+        next.passwordHash = await hasher.hash(next.row.password!, site, signal);
       } catch (error) {
         failed = true;
         throw error;
@@ -208,8 +219,11 @@ export async function importRows(
     dryRun: boolean;
     /** The Firebase project's parameters, for rows with a Firebase hash and salt. */
     firebase?: FirebaseScrypt | undefined;
-    /** Told how many plain passwords are about to be hashed (the request's hash budget). */
-    beforeHashing?: (count: number) => Promise<void>;
+    /**
+     * Told how many rows are about to be written, before any is hashed: each costs a hash, now
+     * (a plain password) or at its first verify (a given hash), and each fills the database.
+     */
+    beforeWriting?: (count: number) => Promise<void>;
     write: (insert: (tx: Db) => Promise<Map<number, string>>) => Promise<Map<number, string>>;
   },
 ): Promise<ImportResult> {
@@ -220,8 +234,8 @@ export async function importRows(
   if (options.dryRun) {
     for (const a of fresh) items[a.index] = { index: a.index, status: 'user would be created' };
   } else {
-    await options.beforeHashing?.(fresh.filter((a) => a.passwordHash === undefined).length);
-    await hashPasswords(target.hasher, target.site, fresh);
+    await options.beforeWriting?.(fresh.length);
+    await hashPasswords(target.hasher, target.site, fresh, target.signal);
     const created = await options.write((tx) => insertRows(tx, target.site, fresh));
     for (const a of fresh) {
       const id = created.get(a.index);

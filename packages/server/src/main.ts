@@ -23,7 +23,7 @@ async function main(): Promise<void> {
     if (error instanceof ConfigError) fail(error.message);
     throw error;
   }
-  sizeThreadPool(config.hashConcurrency);
+  sizeThreadPool(config);
   let service: Service;
   try {
     service = await assemble(config);
@@ -42,12 +42,16 @@ async function main(): Promise<void> {
     );
   }
 
-  const housekeeping = startHousekeeping(database.db, tokens, logger, { eventsRetentionMs: config.eventsRetentionMs });
+  const housekeeping = startHousekeeping(database.db, tokens, logger, {
+    eventsRetentionMs: config.eventsRetentionMs,
+    auditRetentionMs: config.auditRetentionMs,
+  });
   const webhooks = startWebhookWorker({
     db: database.db,
     logger,
     wake: deps.wake,
     allowPrivate: config.webhookAllowPrivate,
+    perEndpoint: config.webhookEndpointConcurrency,
     metrics: deps.metrics?.collector,
   });
   // The CLI cannot open the embedded database while we hold it: it sends its commands to us.

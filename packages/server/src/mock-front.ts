@@ -8,7 +8,7 @@ import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { pino } from 'pino';
 import { CORS, provideDeps, registerMethodNotAllowed } from './app.ts';
 import type { AppDeps, AppEnv } from './context.ts';
-import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH } from './env.ts';
+import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH, DEFAULT_RATE_LIMIT_IMPORT } from './env.ts';
 import { ApiError, renderProblem } from './errors.ts';
 import { requireScope, requireToken } from './middleware/auth.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
@@ -98,7 +98,7 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   // A server's answers to a valid token carry the rate-limit fields; the mock's own refusals too
   // (a server's default budgets, full: the mock counts nothing). Prism's answers bring theirs from the spec.
   const limits = (budget: Operation['budget']): MiddlewareHandler<AppEnv> => {
-    const defaults = { all: DEFAULT_RATE_LIMIT, hash: DEFAULT_RATE_LIMIT_HASH };
+    const defaults = { all: DEFAULT_RATE_LIMIT, hash: DEFAULT_RATE_LIMIT_HASH, import: DEFAULT_RATE_LIMIT_IMPORT };
     const policies = (budget === undefined ? (['all'] as const) : (['all', budget] as const)).map(
       (name) => parseRateLimit(name, defaults[name]) as Policy,
     );

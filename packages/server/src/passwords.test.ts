@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { verify } from '@node-rs/argon2';
 import { describe, expect, it } from 'vitest';
 import { ApiError } from './errors.ts';
@@ -26,7 +27,7 @@ describe('createPasswordHasher', () => {
     expect(hasher.load).toEqual({ running: 0, waiting: 0 });
   });
 
-  it("serves the sites' waiting hashes in turn, each site's in the order they came", async () => {
+  it("serves first the waiting sites that have hashed least lately, each site's hashes in the order they came", async () => {
     const hasher = createPasswordHasher({ concurrency: 1, maxWaiting: 100 });
     const order: string[] = [];
     const hashes = [
@@ -36,8 +37,13 @@ describe('createPasswordHasher', () => {
     ];
     expect(hasher.load).toEqual({ running: 1, waiting: 7 });
     await Promise.all(hashes);
-    // a1 held the slot when the others came; then a, b and c take turns while each has some waiting.
-    expect(order).toEqual(['a1', 'a2', 'b1', 'c1', 'a3', 'b2', 'a4', 'a5']);
+    // a1 held the slot when the others came; b and c, which had used no time, go before a's next.
+    expect(order.slice(0, 3)).toEqual(['a1', 'b1', 'c1']);
+    for (const site of ['a', 'b']) {
+      const own = order.filter((o) => o.startsWith(site));
+      expect(own).toEqual([...own].sort());
+    }
+    expect(order).toHaveLength(8);
     expect(hasher.load).toEqual({ running: 0, waiting: 0 });
   });
 
@@ -55,7 +61,7 @@ describe('createPasswordHasher', () => {
     hashes.push(hashAs(hasher, 'a', 'a5', order));
     const results = await Promise.all(hashes);
     expect(order.filter((o) => o.endsWith(': 503')).sort()).toEqual(['a3: 503', 'a4: 503', 'a5: 503', 'b2: 503']);
-    expect(order.filter((o) => !o.includes(':'))).toEqual(['a1', 'a2', 'b1']);
+    expect(order.filter((o) => !o.includes(':'))).toEqual(['a1', 'b1', 'a2']);
     expect(results.filter((r) => r !== undefined)).toHaveLength(3);
   });
 
@@ -78,4 +84,21 @@ describe('createPasswordHasher', () => {
     expect(await next).toMatch(/^\$argon2id\$/);
     expect(hasher.load).toEqual({ running: 0, waiting: 0 });
   });
+
+  it('checks a hash costing far more than its own in a lane of its own: it never holds a shared slot', async () => {
+    // Found by attack (issue 26): imported PBKDF2 hashes of 10,000,000 rounds held every shared
+    // slot for seconds, and every site's logins waited behind them.
+    const hasher = createPasswordHasher({ concurrency: 1, maxWaiting: 8 });
+    const b64 = (n: number) => randomBytes(n).toString('base64').replaceAll('=', '').replaceAll('+', '.');
+    const costly = `$pbkdf2-sha512$2000000$${b64(16)}$${b64(64)}`;
+    const started = performance.now();
+    const slow = hasher.verify(costly, 'a wrong guess', 'evil').then(() => performance.now() - started);
+    const slower = hasher.verify(costly, 'another wrong guess', 'evil').then(() => performance.now() - started);
+    const own = hasher.hash('a passphrase of the shop', 'shop').then(() => performance.now() - started);
+    const [slowMs, slowerMs, ownMs] = await Promise.all([slow, slower, own]);
+    // The costly checks ran one after the other in their own lane; the shop's hash did not wait.
+    expect(slowMs).toBeGreaterThan(4 * ownMs);
+    expect(slowerMs).toBeGreaterThan(1.5 * slowMs);
+    expect(hasher.load).toEqual({ running: 0, waiting: 0 });
+  }, 30_000);
 });

@@ -3,7 +3,8 @@ import { availableParallelism } from 'node:os';
 import { hash, verify } from '@node-rs/argon2';
 import { dictionary } from '@zxcvbn-ts/language-common';
 import { serviceUnavailable } from './errors.ts';
-import { readHash } from './hashes/foreign.ts';
+import { createFairLane, type FairLane } from './hashes/fair-lane.ts';
+import { argon2Cost, type HashCost, hashCost, readHash } from './hashes/foreign.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {
@@ -42,28 +43,41 @@ const phcPrefix = (p: Argon2Params) => `$argon2id$v=19$m=${p.memoryCost},t=${p.t
 export interface PasswordHasher {
   /**
    * The argon2id PHC string of `password`, computed for `site` (the token's). Rejects with 503
-   * when no slot is free and the site may not wait (see createPasswordHasher).
+   * when no slot is free and the site may not wait (see createPasswordHasher), and with
+   * `signal`'s reason when it aborts before a slot is free (the request is gone).
    */
-  hash(password: string, site: string): Promise<string>;
+  hash(password: string, site: string, signal?: AbortSignal): Promise<string>;
   /**
    * Whether `password` matches the stored hash (ours, or one `import` took: see hashes/foreign.ts),
-   * in the same slots as hashing. Without a
-   * stored hash (no such account), it verifies against a stand-in hash and says no, taking as long.
+   * in the same slots as hashing, or in the costly lane for a hash that costs far more than ours.
+   * Without a stored hash (no such account), it verifies against a stand-in hash and says no,
+   * taking as long as for one of ours.
    */
-  verify(stored: string | undefined, password: string, site: string): Promise<boolean>;
+  verify(stored: string | undefined, password: string, site: string, signal?: AbortSignal): Promise<boolean>;
   /** Whether a stored hash was made otherwise than new hashes are now (replaced at a successful verify). */
   needsRehash(stored: string): boolean;
-  /** Hashes computed at once (HASH_CONCURRENCY). */
+  /** Hashes computed at once in the shared lane (HASH_CONCURRENCY). */
   readonly concurrency: number;
-  /** Hashes running and waiting now, every site together. */
+  /** Hashes running and waiting now, every site and both lanes together. */
   readonly load: { running: number; waiting: number };
 }
 
+/**
+ * A hash costs "much more" than the server's own when checking it is estimated to take more than
+ * this many times the CPU of a PASSWORD_HASH hash, or more than twice its memory: such hashes
+ * (imported from another system) are checked in a lane of their own. The spec states it.
+ */
+export const COSTLY_FACTOR = 8;
+
 export interface HasherOptions {
-  /** Hashes computed at once; each holds 19 MiB. Default: the number of cores. */
+  /** Hashes computed at once in the shared lane; each holds PASSWORD_HASH's memory. Default: the number of cores. */
   concurrency?: number;
   /** Hashes allowed to wait for a slot, every site together (the waiting room). */
   maxWaiting?: number;
+  /** Costly hashes (see COSTLY_FACTOR) checked at once, in a lane of their own. Default 1. */
+  costlyConcurrency?: number;
+  /** Costly hashes allowed to wait, every site together. Default 16. */
+  costlyMaxWaiting?: number;
   /** Told how long each hash took (its wait for a slot excluded), for the metrics. */
   onHashed?: (seconds: number) => void;
   /** The cost of new hashes (PASSWORD_HASH); default OWASP's baseline. */
@@ -74,11 +88,15 @@ export interface HasherOptions {
  * argon2id on libuv's thread pool, never on the event loop, with a bounded number in flight so a
  * flood of creates cannot exhaust memory or starve reads of CPU.
  *
- * The slots are shared by every site of the deployment, so they are shared fairly: each site
- * waits in a queue of its own (first come, first served), and a freed slot goes to the sites in
- * turn. The waiting room is shared too; when it is full, a site with fewer hashes waiting than
+ * The slots are shared by every site of the deployment, so they are shared fairly, by time (see
+ * hashes/fair-lane.ts): a freed slot goes to the waiting site that used the least hashing time
+ * lately. The waiting room is shared too; when it is full, a site with fewer hashes waiting than
  * the busiest site still gets in, and the busiest site's newest waiting hash is refused instead
- * (longest queue drop). A flooding site thus fills the room only while no one else needs it.
+ * (longest queue drop). A hash whose request is gone before its turn never runs.
+ *
+ * An imported hash may cost far more than ours (bcrypt 16 takes seconds; an argon2id of 128 MiB
+ * holds that much memory): those are checked in a costly lane of their own, so that they can
+ * never take the shared slots, and the memory they hold is bounded by its size.
  */
 export function createPasswordHasher(options: HasherOptions = {}): PasswordHasher {
   const concurrency = options.concurrency ?? availableParallelism();
@@ -88,91 +106,77 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
     ...(options.params ?? (parsePasswordHash(DEFAULT_PASSWORD_HASH) as Argon2Params)),
   } as const;
   const prefix = phcPrefix(argon2id);
+  const own = argon2Cost(argon2id.memoryCost, argon2id.timeCost);
+  const costly = (cost: HashCost) => cost.cpuMs > COSTLY_FACTOR * own.cpuMs || cost.memoryBytes > 2 * own.memoryBytes;
   // The hash an unknown account is checked against, made with the current parameters.
   let standIn: Promise<string> | undefined;
-  const maxWaiting = options.maxWaiting ?? 64;
-  let running = 0;
-  let waiting = 0;
-  // The sites with hashes waiting, in the order they are served next: a served site moves to the end.
-  const queues = new Map<string, { resolve(): void; reject(error: unknown): void }[]>();
   const saturated = () => serviceUnavailable('Too many password hashes in progress; try again shortly.');
+  const shared = createFairLane({ slots: concurrency, maxWaiting: options.maxWaiting ?? 64, saturated });
+  const costlyLane = createFairLane({
+    slots: options.costlyConcurrency ?? 1,
+    maxWaiting: options.costlyMaxWaiting ?? 16,
+    saturated,
+  });
 
-  /** Resolves once the hash may run; rejects with 503 when it may not wait. */
-  const slot = (site: string): Promise<void> => {
-    // A free slot means no one waits: release() hands each freed slot to a waiting hash first.
-    if (running < concurrency) {
-      running++;
-      return Promise.resolve();
-    }
-    const mine = queues.get(site)?.length ?? 0;
-    if (waiting >= maxWaiting) {
-      let busiest: [string, { reject(error: unknown): void }[]] | undefined;
-      for (const entry of queues) if (busiest === undefined || entry[1].length > busiest[1].length) busiest = entry;
-      if (busiest === undefined || busiest[1].length <= mine) return Promise.reject(saturated());
-      busiest[1].pop()!.reject(saturated());
-      waiting--;
-      if (busiest[1].length === 0) queues.delete(busiest[0]);
-    }
-    return new Promise<void>((resolve, reject) => {
-      const queue = queues.get(site);
-      if (queue === undefined) queues.set(site, [{ resolve, reject }]);
-      else queue.push({ resolve, reject });
-      waiting++;
-    });
-  };
+  /** `work` (one password check or hash) in `site`'s turn of `lane`, timed for the metrics. */
+  const inTurn = <T>(lane: FairLane, site: string, estimateMs: number, work: () => Promise<T>, signal?: AbortSignal) =>
+    lane.run(
+      site,
+      estimateMs,
+      async () => {
+        const started = performance.now();
+        try {
+          return await work();
+        } finally {
+          options.onHashed?.((performance.now() - started) / 1000);
+        }
+      },
+      signal,
+    );
 
-  const release = () => {
-    for (const [site, queue] of queues) {
-      const next = queue.shift()!;
-      queues.delete(site);
-      if (queue.length > 0) queues.set(site, queue);
-      waiting--;
-      next.resolve(); // the slot passes on: running stays as it is
-      return;
-    }
-    running--;
-  };
-
-  /** `work` (one argon2 computation) in `site`'s turn, holding a slot while it runs. */
-  const inTurn = async <T>(site: string, work: () => Promise<T>): Promise<T> => {
-    await slot(site);
-    const started = performance.now();
-    try {
-      return await work();
-    } finally {
-      options.onHashed?.((performance.now() - started) / 1000);
-      release();
-    }
+  /** Whether `password` matches `stored`, unnormalized too; false for a hash no longer readable. */
+  const check = async (stored: string, password: string): Promise<boolean> => {
+    const normalized = password.normalize('NFC');
+    // An argon2 hash is ours or was bounded by the import; ours may cost more than its limits.
+    const checker = stored.startsWith('$argon2')
+      ? (given: Buffer) => verify(stored, given).catch(() => false)
+      : readHash(stored);
+    if (typeof checker === 'string') return false;
+    // A hash the import accepted that its algorithm still refuses (a parameter its library
+    // will not run) is a wrong password, not a 500: that account cannot sign in.
+    const safely = (given: Buffer) => checker(given).catch(() => false);
+    if (await safely(Buffer.from(normalized))) return true;
+    // Another system may have hashed the password as it was typed, without normalizing it.
+    return normalized !== password && safely(Buffer.from(password));
   };
 
   return {
     concurrency,
     get load() {
-      return { running, waiting };
+      const [a, b] = [shared.load, costlyLane.load];
+      return { running: a.running + b.running, waiting: a.waiting + b.waiting };
     },
-    hash: (password, site) => inTurn(site, () => hash(password.normalize('NFC'), argon2id)),
-    verify: (stored, password, site) =>
-      inTurn(site, async () => {
-        if (stored === undefined) {
-          standIn ??= hash(randomBytes(16).toString('hex'), argon2id);
-          // As many checks as for an account: a second for a password sent unnormalized.
-          await verify(await standIn, password.normalize('NFC')).catch(() => false);
-          if (password.normalize('NFC') !== password) await verify(await standIn, password).catch(() => false);
-          return false;
-        }
-        const normalized = password.normalize('NFC');
-        // An argon2 hash is ours or was bounded by the import; ours may cost more than its limits.
-        const check = stored.startsWith('$argon2')
-          ? (given: Buffer) => verify(stored, given).catch(() => false)
-          : readHash(stored);
-        if (typeof check === 'string') return false;
-        // A hash the import accepted that its algorithm still refuses (a parameter its library
-        // will not run) is a wrong password, not a 500: that account cannot sign in.
-        const safely = (given: Buffer) => check(given).catch(() => false);
-        if (await safely(Buffer.from(normalized))) return true;
-        // Another system may have hashed the password as it was typed, without normalizing it.
-        return normalized !== password && safely(Buffer.from(password));
-      }),
+    hash: (password, site, signal) =>
+      inTurn(shared, site, own.cpuMs, () => hash(password.normalize('NFC'), argon2id), signal),
+    verify(stored, password, site, signal) {
+      if (stored === undefined) {
+        return inTurn(
+          shared,
+          site,
+          own.cpuMs,
+          async () => {
+            standIn ??= hash(randomBytes(16).toString('hex'), argon2id);
+            // As many checks as for an account: a second for a password sent unnormalized.
+            await verify(await standIn, password.normalize('NFC')).catch(() => false);
+            if (password.normalize('NFC') !== password) await verify(await standIn, password).catch(() => false);
+            return false;
+          },
+          signal,
+        );
+      }
+      const cost = hashCost(stored) ?? own;
+      return inTurn(costly(cost) ? costlyLane : shared, site, cost.cpuMs, () => check(stored, password), signal);
+    },
     needsRehash: (stored) => !stored.startsWith(prefix),
   };
 }

@@ -111,7 +111,7 @@ describe('leased counters over the database', () => {
 
   /** A limiter of one server (its own leases) over `store`. */
   const server = (store: CounterStore, policy: Policy, hash: Policy | null = null) =>
-    createRateLimiter({ all: policy, hash }, leasedCounters(store));
+    createRateLimiter({ all: policy, hash, import: null }, leasedCounters(store));
 
   /** The store's count for a token's "all" counter: every unit leased so far in the window. */
   const stored = async (tokenId: string) => {
@@ -260,7 +260,7 @@ describe('leased counters over a failing store', () => {
       close: async () => {},
     };
     const limiter = createRateLimiter(
-      { all: { name: 'all', limit: 1600, windowSeconds: 60 }, hash: null },
+      { all: { name: 'all', limit: 1600, windowSeconds: 60 }, hash: null, import: null },
       leasedCounters(store),
     );
     const failed = await Promise.allSettled(Array.from({ length: 5 }, () => limiter.consume('t')));
@@ -287,7 +287,7 @@ describe('leased counters over a store slower than its window', () => {
       close: async () => {},
     };
     const limiter = createRateLimiter(
-      { all: { name: 'all', limit: 100, windowSeconds: 1 }, hash: null },
+      { all: { name: 'all', limit: 100, windowSeconds: 1 }, hash: null, import: null },
       leasedCounters(store),
     );
     const answers = await Promise.race([

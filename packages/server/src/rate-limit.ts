@@ -30,6 +30,11 @@ export interface RateLimitConfig {
    * counted on top of `all`; null: no separate limit.
    */
   hash: Policy | null;
+  /**
+   * The accounts a site imports, counted per site (every token of it together) by the rows an
+   * import is about to write; null: no separate limit.
+   */
+  import: Policy | null;
 }
 
 export interface Count {
@@ -44,7 +49,7 @@ export interface CounterStore {
 }
 
 /** A budget a request counts against on top of "all". */
-export type Budget = 'hash';
+export type Budget = 'hash' | 'import';
 
 export interface RateLimiter {
   /** Counts this request against the token's "all" policy and the given budget's, when set. */
@@ -379,9 +384,9 @@ export function redisCounters(redis: Redis, fallback: CounterStore, logger: Logg
   };
 }
 
-/** `600/60s`, `100/1m`, `5000/1h`; `off` (allowed for the hash budget only) for none. */
+/** `600/60s`, `100/1m`, `5000/1h`; `off` (allowed for the budgets, not for "all") for none. */
 export function parseRateLimit(name: Policy['name'], raw: string): Policy | null | Error {
-  const offAllowed = name === 'hash';
+  const offAllowed = name !== 'all';
   if (raw === 'off' && offAllowed) return null;
   const match = /^(\d{1,9})\/(\d{1,6})(s|m|h)$/.exec(raw);
   if (!match)

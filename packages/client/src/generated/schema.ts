@@ -36,8 +36,11 @@ export interface paths {
         /**
          * Create an account
          * @description Creates an account and assigns its `_userId`. The password is stored only as an
-         *     argon2id hash. An email already held by an account of the same site, in any letter case
-         *     and whether or not that account is in reach, is 409 `email_taken`.
+         *     argon2id hash. An email already held by an account in reach of the same site, in any
+         *     letter case, is 409 `email_taken`. A row out of reach with the email (another writer's)
+         *     is no conflict: the new account is created beside it, and shows nothing of it. When the
+         *     operator bounds the accounts of a site (`MAX_ACCOUNTS_PER_SITE`, off by default), a create
+         *     beyond it is 403 `account_limit_reached` and changes nothing.
          */
         post: operations["createUser"];
         delete?: never;
@@ -111,12 +114,17 @@ export interface paths {
          *     - The right password of a disabled account: 403 `account_disabled`. A wrong password on a
          *       disabled account is the plain 422: only a caller who knows the password learns this.
          *     - Too many failures: 429 `too_many_attempts` with `Retry-After`, before the password is
-         *       looked at. Failures are counted per site and identifier as given (the email in lower
-         *       case, or the id), whether or not an account has it, so the lockout tells nothing either:
-         *       by default 10 failures within 15 minutes lock the identifier for 1 minute, doubling with
-         *       each further failure up to 24 hours (`VERIFY_LIMIT`). A success resets the count. With
-         *       `X-End-User-IP`, failures are also counted per address and site (by default 100 an hour;
-         *       an IPv6 address counts by its /64). Each attempt is counted before its password is
+         *       looked at. Failures are counted per account in reach, whichever identifier (email or
+         *       `_userId`) named it, and per site and identifier as given (the email in lower case, or
+         *       the id) when no account in reach has it, so the lockout tells nothing either: an unknown
+         *       identifier locks after as many failures, with the same answer. By default 10 failures
+         *       within 15 minutes lock for 1 minute, doubling with each further failure up to 24 hours
+         *       (`VERIFY_LIMIT`). A success resets the count. With `X-End-User-IP`, failures are also
+         *       counted per address and site (by default 100 an hour): the address is read in its
+         *       canonical form, so an IPv4-mapped, IPv4-compatible or expanded IPv6 spelling of an IPv4
+         *       address (`::ffff:203.0.113.7`, `::ffff:cb00:7107`, `::203.0.113.7`,
+         *       `0:0:0:0:0:ffff:203.0.113.7`) counts as that IPv4 address, and an IPv6 address counts by
+         *       its /64 however it is written. Each attempt is counted before its password is
          *       checked, so guesses sent at once cannot pass the limit together.
          *     - A hash made with other parameters than the server's current ones (`PASSWORD_HASH`) is
          *       replaced on a successful verify; that is not a change of the account: `updatedAt` and
@@ -194,7 +202,8 @@ export interface paths {
          *     - Each row is checked on its own, in input order, and answered in `items` at its index:
          *       a row that breaks the schema, has a weak `password` (the rules of `create`), a
          *       `passwordHash` in no accepted format or beyond its limits, or an email already in use
-         *       by an account of the site (or by an earlier row of the same call) fails with its
+         *       by an account in reach of the site (or by an earlier row of the same call; a row out of
+         *       reach is no conflict, as for `create`) fails with its
          *       problem `code` and field `errors`, and the other rows go on. A repeated email never
          *       creates two accounts, also between imports running at once. A failed row changes
          *       nothing.
@@ -225,10 +234,22 @@ export interface paths {
          *       hash against the password normalized to NFC and, when that differs, as it was sent:
          *       the other system may not have normalized it.
          *     - A `password` is checked as on `create` and hashed in the same bounded, fair queue as
-         *       every hash; a `passwordHash` costs no hashing. The call counts once against `"all"`,
-         *       and against `"hash"` once as it arrives and once more for each further plain password
-         *       it is about to hash (after the checks, before the first hash): over the budget, 429
-         *       `rate_limited` and nothing is hashed or written.
+         *       every hash; a `passwordHash` is checked at the account's verifies until its rehash. The
+         *       call counts once against `"all"`, and against `"hash"` once as it arrives and once more
+         *       for each further row it is about to write, with a password or a hash alike (after the
+         *       checks, before the first hash); each row it is about to write also counts against the
+         *       site's `"import"` budget (`RATE_LIMIT_IMPORT`, by default 100,000 rows an hour, shared by
+         *       every token of the site). Over a budget: 429 `rate_limited` and nothing is hashed or
+         *       written. Beyond the operator's bound on the site's accounts (`MAX_ACCOUNTS_PER_SITE`,
+         *       off by default), 403 `account_limit_reached` and nothing is written.
+         *     - Hashing time is shared between sites by time, not by turns. A `passwordHash` whose check
+         *       is estimated from its parameters to cost more than 8 times the CPU of the server's own
+         *       hash (`PASSWORD_HASH`), or more than twice its memory (bcrypt above cost 10, PBKDF2
+         *       above about 500,000 SHA-256 or 200,000 SHA-512 rounds, argon2 or scrypt above 38 MiB,
+         *       with the default `PASSWORD_HASH`), is accepted, but checked in a lane of its own, one at
+         *       a time per server (`HASH_COSTLY_CONCURRENCY`), never in the slots every site's logins
+         *       share: such an account's verifies may wait for each other until its first successful
+         *       verify rehashes it.
          *     - The body may be up to 2 MiB (413 `payload_too_large` over it), and the request may take
          *       up to 120 seconds (or `REQUEST_TIMEOUT_MS`, if longer) before it is answered 503 with
          *       nothing written.
@@ -363,14 +384,20 @@ export interface paths {
          *     later find an event below `n`.
          *
          *     `wait` (seconds, 0 to 30) long-polls: when no event follows `after`, the answer comes
-         *     as soon as one commits on any server, or with no events once `wait` has passed.
+         *     as soon as one commits on any server, or with no events once `wait` has passed. A
+         *     server holds at most `LONG_POLLS_PER_TOKEN` (default 8) waiting long-polls of one token
+         *     and `LONG_POLLS_PER_SITE` (default 32) of one site at once, so that no site can take the
+         *     connections every site shares; one more is 429 `too_many_long_polls` with
+         *     `Retry-After: 1`, at once (a request with `wait` 0 is never refused for it).
          *     Events are kept for the operator's retention time (`EVENTS_RETENTION`, by default
          *     7 days); an `after` whose following events were removed is 410 `events_expired` (even
          *     `0`), and an `after` past the site's last event is 400 `invalid_request`.
          *
          *     Needs the `events` scope (`cli token create --scopes events`). Operators can also have
          *     the events sent to webhooks, signed per Standard Webhooks (`cli webhook add`; see the
-         *     README).
+         *     README). An endpoint has at most `WEBHOOK_ENDPOINT_CONCURRENCY` deliveries in flight (4
+         *     by default) and sites and endpoints are served in turn, so one site's slow or dead
+         *     endpoint does not hold up another site's webhooks.
          */
         get: operations["listEvents"];
         put?: never;
@@ -513,7 +540,7 @@ export interface components {
         UserId: string;
         /**
          * Format: email
-         * @description An email address, unique per site ignoring letter case.
+         * @description An email address, unique per site ignoring letter case among the accounts in reach.
          * @example Ada.Lovelace@example.com
          */
         Email: string;
@@ -800,7 +827,7 @@ export interface components {
          *     operation's statuses and the names of their examples).
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -1014,7 +1041,7 @@ export interface components {
             };
         };
         /**
-         * @description Too many failed checks for this identifier or end-user address (`too_many_attempts`), or the
+         * @description Too many failed checks for this account, identifier or end-user address (`too_many_attempts`), or the
          *     token over one of its rate limits (`rate_limited`); `Retry-After` says when to try again.
          */
         VerifyTooManyRequests: {
@@ -1146,6 +1173,22 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description The token is valid but lacks the `write` scope (`forbidden`), or the site holds as many
+         *     accounts as the operator allows (`MAX_ACCOUNTS_PER_SITE`) and this write would add more
+         *     (`account_limit_reached`); nothing was written.
+         */
+        WriteForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds. */
         IdempotencyKeyInUse: {
             headers: {
@@ -1200,6 +1243,23 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /**
+         * @description The token over one of its rate limits (`rate_limited`), or too many long-polls of the
+         *     token or its site waiting on this server already (`too_many_long_polls`); `Retry-After`
+         *     says when to try again.
+         */
+        EventsTooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
     };
     parameters: {
         /**
@@ -1241,7 +1301,8 @@ export interface components {
         /**
          * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
          *     given, failed checks are also limited per address and site, so one attacker trying many
-         *     emails is slowed too. Never stored in plain text.
+         *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+         *     that IPv4 address). Never stored in plain text.
          * @example 203.0.113.7
          */
         EndUserIp: string | unknown | unknown;
@@ -1271,7 +1332,8 @@ export interface components {
          * @description The token's quota policies (draft-ietf-httpapi-ratelimit-headers): `q` requests per `w`
          *     seconds. `"all"` counts every request; `"hash"` counts the requests that compute a
          *     password hash (every `create`, `import` and `verify`, and an `update` that sets `password`), and is listed on
-         *     their answers only. `"failed_auth"` appears only on a 429 for too many failed
+         *     their answers only. `"import"` counts the rows a site imports, every token of the site
+         *     together, and is listed on `import`'s answers only. `"failed_auth"` appears only on a 429 for too many failed
          *     authentications from the client's address (see the `apiToken` security scheme).
          */
         "RateLimit-Policy": string;
@@ -1373,7 +1435,7 @@ export interface operations {
             };
             400: components["responses"]["CreateBadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["WriteForbidden"];
             409: components["responses"]["CreateConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -1491,7 +1553,8 @@ export interface operations {
                 /**
                  * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
                  *     given, failed checks are also limited per address and site, so one attacker trying many
-                 *     emails is slowed too. Never stored in plain text.
+                 *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+                 *     that IPv4 address). Never stored in plain text.
                  * @example 203.0.113.7
                  */
                 "X-End-User-IP"?: components["parameters"]["EndUserIp"];
@@ -1661,7 +1724,7 @@ export interface operations {
             };
             400: components["responses"]["ImportBadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["WriteForbidden"];
             409: components["responses"]["IdempotencyKeyInUse"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -1879,7 +1942,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             410: components["responses"]["EventsExpired"];
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["EventsTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -169,3 +169,47 @@ function readFirebase(stored: string): HashCheck | string | undefined {
     return equalBytes(Buffer.concat([cipher.update(signerKey), cipher.final()]), expected);
   };
 }
+
+/** What checking one hash costs: CPU time on one core, and memory held while it runs. */
+export interface HashCost {
+  cpuMs: number;
+  memoryBytes: number;
+}
+
+// Milliseconds of one core per unit of work, measured on this project's 2-core machine
+// (2026-11): argon2id m=19456,t=2 7 ms; bcrypt 10 45 ms; PBKDF2 100,000 iterations 11 ms (SHA-256)
+// and 29 ms (SHA-512); scrypt 2^14·8 22 ms. Only their ratios matter: an estimate is compared
+// with the same estimate of the server's own PASSWORD_HASH.
+const MS_PER = { argon2: 0.00018, bcrypt: 0.044, sha256: 0.00011, sha512: 0.00029, scrypt: 0.0002 } as const;
+
+/** The cost of an argon2 hash of `memoryKiB` and `passes` (work grows with both). */
+export const argon2Cost = (memoryKiB: number, passes: number): HashCost => ({
+  cpuMs: memoryKiB * passes * MS_PER.argon2,
+  memoryBytes: memoryKiB * 1024,
+});
+
+const scryptCost = (N: number, r: number, p: number): HashCost => ({
+  cpuMs: N * r * p * MS_PER.scrypt,
+  memoryBytes: 128 * r * (N + p + 2),
+});
+
+/** The cost of checking a password against `stored`, from its parameters; undefined for no known format. */
+export function hashCost(stored: string): HashCost | undefined {
+  let m = ARGON2.exec(stored);
+  if (m !== null) return argon2Cost(Number(m[1]), Number(m[2]));
+  m = BCRYPT.exec(stored);
+  if (m !== null) return { cpuMs: 2 ** Number(m[1]) * MS_PER.bcrypt, memoryBytes: 4096 };
+  m = SCRYPT.exec(stored);
+  if (m !== null) return scryptCost(2 ** Number(m[1]), Number(m[2]), Number(m[3]));
+  m = PBKDF2.exec(stored);
+  if (m !== null) {
+    const perBlock = m[1] === 'sha256' ? 32 : 64;
+    const blocks = Math.max(1, Math.ceil(fromBase64(m[5]!).length / perBlock));
+    return { cpuMs: Number(m[2] ?? m[3]) * blocks * MS_PER[m[1] as 'sha256' | 'sha512'], memoryBytes: 4096 };
+  }
+  m = DJANGO.exec(stored);
+  if (m !== null) return { cpuMs: Number(m[1]) * MS_PER.sha256, memoryBytes: 4096 };
+  m = FIREBASE.exec(stored);
+  if (m !== null) return scryptCost(2 ** Number(m[2]), Number(m[1]), 1);
+  return undefined;
+}

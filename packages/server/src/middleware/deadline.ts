@@ -9,6 +9,11 @@ export interface Deadline {
    * and answered, however late, because a 503 must mean that nothing changed.
    */
   commit(): void;
+  /**
+   * Aborts once nothing the request does can reach its caller any more: the deadline has passed,
+   * or the client went away. Work that waits its turn (a hash) gives up its place when it aborts.
+   */
+  readonly signal: AbortSignal;
 }
 
 /**
@@ -22,20 +27,32 @@ export function deadline(msFor: number | ((path: string) => number)): Middleware
     const ms = typeof msFor === 'number' ? msFor : msFor(c.req.path);
     let expired = false;
     let committing = false;
+    // Made only for requests that ask for it: most never wait for a turn.
+    let late: AbortController | undefined;
+    let signal: AbortSignal | undefined;
     c.set('deadline', {
       commit() {
         if (expired) throw serviceUnavailable('The request was not completed in time; nothing was changed.');
         committing = true;
       },
+      get signal() {
+        if (signal === undefined) {
+          late = new AbortController();
+          if (expired) late.abort(serviceUnavailable('The request was not completed in time.'));
+          signal = AbortSignal.any([c.req.raw.signal, late.signal]);
+        }
+        return signal;
+      },
     });
     let timer: NodeJS.Timeout | undefined;
     const work = next();
-    const late = new Promise<'late'>((resolve) => {
+    const overdue = new Promise<'late'>((resolve) => {
       timer = setTimeout(() => resolve('late'), ms);
     });
     try {
-      if ((await Promise.race([work, late])) === 'late' && !committing) {
+      if ((await Promise.race([work, overdue])) === 'late' && !committing) {
         expired = true;
+        late?.abort(serviceUnavailable('The request was not completed in time.'));
         work.catch(() => {});
         throw serviceUnavailable(
           `The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`,

@@ -64,3 +64,15 @@ export async function consumeMore(c: Context<AppEnv>, budget: Budget, extra: num
   c.set('rateLimits', [...(c.get('rateLimits') ?? []).filter((s) => s.name !== budget), ...states]);
   if (states.some((s) => s.exceeded)) throw rateLimited(states);
 }
+
+/**
+ * Counts `weight` against the site's own `budget`, shared by every token of the site (the rows an
+ * import writes). Over it: 429, before anything is written; the budget's fields join the answer's.
+ */
+export async function consumeSiteBudget(c: Context<AppEnv>, budget: Budget, weight: number): Promise<void> {
+  if (weight <= 0) return;
+  const states = await c.get('deps').limiter.consumeBudget(`site:${c.get('token').site}`, budget, weight);
+  if (states.length === 0) return;
+  c.set('rateLimits', [...(c.get('rateLimits') ?? []), ...states]);
+  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+}

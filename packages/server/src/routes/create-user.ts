@@ -1,13 +1,14 @@
 import type { components } from '@user-accounts/client';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import { uuidv7 } from '../ids.ts';
+import { checkAccountLimit } from '../limits/accounts.ts';
 import { defineOperation } from '../operation.ts';
 import { weakPasswordReason } from '../passwords.ts';
 import { runWrite } from '../writes.ts';
 import { GET_USER_PATH } from './get-user.ts';
-import { hashPassword, validBody, weakPassword } from './shared.ts';
+import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
 
 type CreateUserResponse = components['schemas']['CreateUserResponse'];
 
@@ -34,12 +35,13 @@ export const createUser = defineOperation({
   async handle(c, input) {
     const { database } = c.get('deps');
     const site = c.get('token').site;
-    // Emails are unique per site, across every row of it, in reach or not. Checking first spares
-    // a 50 ms hash on a conflict; the unique index still settles races between concurrent creates.
+    // Emails are unique per site among the accounts in reach: a row out of reach with this email
+    // (another writer's) is no conflict, and the new account stands beside it. Checking first
+    // spares a 50 ms hash on a conflict; the unique index still settles races between creates.
     const taken = await database.db
       .select({ one: sql`1` })
       .from(users)
-      .where(and(eq(users.site, site), sql`lower(${users.email}) = lower(${input.email})`))
+      .where(and(inReach(c), sql`lower(${users.email}) = lower(${input.email})`))
       .limit(1);
     if (taken.length > 0) throw emailTaken();
 
@@ -47,6 +49,7 @@ export const createUser = defineOperation({
     const id = uuidv7();
     try {
       await runWrite(c, { userId: id, status: 201, outcome: 'user created' }, async (tx) => {
+        await checkAccountLimit(tx, site, 1, c.get('deps').maxAccountsPerSite);
         await tx.insert(users).values({
           id,
           site,

@@ -2,7 +2,8 @@ import type { components } from '@user-accounts/client';
 import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { uuidv7 } from '../ids.ts';
 import { checkRows, importRows } from '../import.ts';
-import { consumeMore } from '../middleware/rate-limit.ts';
+import { checkAccountLimit } from '../limits/accounts.ts';
+import { consumeMore, consumeSiteBudget } from '../middleware/rate-limit.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest, toFieldErrors } from '../validation.ts';
 import { runWrite } from '../writes.ts';
@@ -51,13 +52,27 @@ export const importUsers = defineOperation({
   },
   async handle(c, input) {
     const { database, hasher } = c.get('deps');
-    const target = { db: database.db, hasher, validators: c.get('validators'), site: c.get('token').site };
+    const target = {
+      db: database.db,
+      hasher,
+      validators: c.get('validators'),
+      site: c.get('token').site,
+      signal: c.get('deadline').signal,
+    };
     const dryRun = input.dryRun === true;
+    // The rows about to be written, as importRows counts them before hashing.
+    let writing = 0;
     const result = await importRows(target, input.users, {
       dryRun,
       firebase: input.firebaseScrypt,
-      // The call was counted once as it came in; each further plain password is one hash more.
-      beforeHashing: (count) => consumeMore(c, 'hash', count - 1),
+      // The call was counted once as it came in; each further row is one hash more (now for a
+      // plain password, at its first verify for a given hash), and each row counts against the
+      // site's imports.
+      beforeWriting: async (count) => {
+        writing = count;
+        await consumeMore(c, 'hash', count - 1);
+        await consumeSiteBudget(c, 'import', count);
+      },
       write: async (insert) =>
         (await runWrite(
           c,
@@ -66,7 +81,10 @@ export const importUsers = defineOperation({
             created.size > 0
               ? { userId: undefined, userIds: [...created.values()], status: 200, outcome: 'user created' }
               : { userId: undefined, status: 200, outcome: 'import done' },
-          insert,
+          async (tx) => {
+            await checkAccountLimit(tx, target.site, writing, c.get('deps').maxAccountsPerSite);
+            return insert(tx);
+          },
         )) ?? new Map(),
     });
     if (dryRun) {

@@ -122,7 +122,7 @@ export async function notWritten(db: Db, account: SQL | undefined, ifMatch: IfMa
  */
 export async function hashPassword(c: Context<AppEnv>, password: string): Promise<string> {
   await consumeBudget(c, 'hash');
-  return c.get('deps').hasher.hash(password, c.get('token').site);
+  return c.get('deps').hasher.hash(password, c.get('token').site, c.get('deadline').signal);
 }
 
 /**

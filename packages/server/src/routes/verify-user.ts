@@ -1,7 +1,7 @@
-import { isIP } from 'node:net';
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth-failures.ts';
+import { canonicalEndUserAddress } from '../client-address.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -22,17 +22,21 @@ const tooManyAttempts = (seconds: number) =>
     headers: { 'Retry-After': String(seconds) },
   });
 
-/** The end user's address, when the caller gave one: an IPv4 or IPv6 address, or 400. */
+/**
+ * The end user's address, when the caller gave one: an IPv4 or IPv6 address in its canonical form
+ * (every spelling of an IPv4 address as IPv6 is the IPv4 address, so none escapes its count), or 400.
+ */
 function endUserAddress(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
-  const value = header.trim().toLowerCase();
+  const value = header.trim();
   // A zone id (`fe80::1%eth0`) names an interface of the caller's machine, not an end user.
-  if (value.length > 45 || value.includes('%') || isIP(value) === 0) {
+  const canonical = value.length > 45 || value.includes('%') ? undefined : canonicalEndUserAddress(value);
+  if (canonical === undefined) {
     throw invalidRequest('The X-End-User-IP header is not an IP address.', [
       { pointer: 'X-End-User-IP', code: 'invalid_format', message: 'must be an IPv4 or IPv6 address' },
     ]);
   }
-  return value;
+  return canonical;
 }
 
 export const verifyUser = defineOperation({
@@ -62,10 +66,23 @@ export const verifyUser = defineOperation({
     const { database, hasher, verifyLimits, lockout } = c.get('deps');
     const db = database.db;
     const site = c.get('token').site;
+    let match = sql`false`;
+    if (fields.email !== undefined) match = sql`lower(${users.email}) = lower(${fields.email})`;
+    else if (isUuid(fields._userId!)) match = eq(users.id, fields._userId!);
+    // The account first: its failures count once, by its id, whichever identifier named it (10 by
+    // email and 10 more by _userId were 20 guesses a window). An identifier no account in reach
+    // has counts as given, so an unknown one locks after as many failures, with the same answer.
+    const [row] = await db
+      .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
+      .from(users)
+      .where(and(match, inReach(c)))
+      .limit(1);
     const identifier =
-      fields.email !== undefined
-        ? lockoutKey(site, 'email', fields.email.toLowerCase())
-        : lockoutKey(site, 'id', fields._userId!.toLowerCase());
+      row !== undefined
+        ? lockoutKey(site, 'id', row.id.toLowerCase())
+        : fields.email !== undefined
+          ? lockoutKey(site, 'email', fields.email.toLowerCase())
+          : lockoutKey(site, 'id', fields._userId!.toLowerCase());
     // An address counts by its /64 for IPv6, as the failed-authentication limit does.
     const fromAddress = address === undefined ? undefined : lockoutKey(site, 'address', addressKey(address));
     // Each attempt is counted as a failure before the password is checked (see lockout.ts), and
@@ -96,19 +113,11 @@ export const verifyUser = defineOperation({
       if (fromAddress !== undefined) await store.undo(fromAddress);
     };
 
-    let match = sql`false`;
-    if (fields.email !== undefined) match = sql`lower(${users.email}) = lower(${fields.email})`;
-    else if (isUuid(fields._userId!)) match = eq(users.id, fields._userId!);
-    const { row, right } = await unjudged(async () => {
-      const [row] = await db
-        .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
-        .from(users)
-        .where(and(match, inReach(c)))
-        .limit(1);
-      // No account, or none in reach: the same verification against a stand-in hash, so that the
-      // answer takes as long as for a wrong password.
-      return { row, right: await hasher.verify(row?.passwordHash ?? undefined, sent, site) };
-    });
+    // No account, or none in reach: the same verification against a stand-in hash, so that the
+    // answer takes as long as for a wrong password.
+    const right = await unjudged(() =>
+      hasher.verify(row?.passwordHash ?? undefined, sent, site, c.get('deadline').signal),
+    );
     if (row === undefined || !right) throw invalidCredentials();
     if (row.disabled) {
       await notAFailure();
@@ -119,7 +128,7 @@ export const verifyUser = defineOperation({
     let rehashed: string | undefined;
     if (hasher.needsRehash(stored)) {
       // Best effort: with the hashing queue full, the login goes on and the rehash waits for the next one.
-      rehashed = await hasher.hash(fields.password, site).catch((error: unknown) => {
+      rehashed = await hasher.hash(fields.password, site, c.get('deadline').signal).catch((error: unknown) => {
         if (error instanceof ApiError && error.status === 503) return undefined;
         throw error;
       });

@@ -1,0 +1,172 @@
+// One site cannot hurt another (issue 26): two sites side by side on one server, "evil" spending
+// what every site shares (hashing time, long-polls, the database) and "shop" going about its
+// business; each test asserts what shop sees, and that evil is bounded.
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { checkedClient } from './harness.ts';
+import { embeddedServer, type ServerOptions, type Target } from './targets.ts';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  await Promise.all(cleanups.splice(0).map((c) => c()));
+});
+
+async function embedded(options: ServerOptions): Promise<Target> {
+  const target = await embeddedServer(options);
+  cleanups.push(() => target.close());
+  return target;
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+/** passlib's adapted base64 (no padding, '.' for '+'), as its PBKDF2 hashes are written. */
+const b64 = (n: number) => randomBytes(n).toString('base64').replaceAll('=', '').replaceAll('+', '.');
+
+describe('costly imported hashes', () => {
+  it("keep shop's logins quick while evil runs wrong verifies against PBKDF2 hashes of 5,000,000 rounds", async () => {
+    const target = await embedded({
+      env: { HASH_CONCURRENCY: '2', RATE_LIMIT_HASH: 'off', VERIFY_LIMIT: '1000/15m', RATE_LIMIT: '100000/60s' },
+    });
+    const evil = checkedClient(
+      target.baseUrl,
+      (await target.createToken({ site: 'evil', scopes: ['write', 'verify'], label: 'evil' })).token,
+    );
+    const shop = checkedClient(
+      target.baseUrl,
+      (await target.createToken({ site: 'shop', scopes: ['write', 'verify'], label: 'shop' })).token,
+    );
+    // Each check takes about 1.5 s of a core: within import's limits (10,000,000 rounds).
+    const users = Array.from({ length: 16 }, (_, i) => ({
+      email: `bomb.${i}@example.com`,
+      name: 'Bomb',
+      passwordHash: `$pbkdf2-sha512$5000000$${b64(16)}$${b64(64)}`,
+    }));
+    const imported = await evil.POST('/api/1/user/import', { body: { users } });
+    expect(imported.data?.result.created).toBe(16);
+    const email = 'shopper@example.com';
+    const password = 'the shop customer passphrase';
+    expect(
+      (await shop.POST('/api/1/user/create', { body: { email, password, name: 'Shopper' } })).response.status,
+    ).toBe(201);
+    const login = async () => {
+      const started = performance.now();
+      const { response } = await shop.POST('/api/1/user/verify', { body: { email, password } });
+      return { status: response.status, ms: performance.now() - started };
+    };
+    const quiet: number[] = [];
+    for (let i = 0; i < 5; i++) quiet.push((await login()).ms);
+
+    // Eight loops of wrong verifies, each against its own account, abandoned at the end.
+    const stop = new AbortController();
+    const loops = Array.from({ length: 8 }, async (_, loop) => {
+      for (let n = 0; !stop.signal.aborted; n++) {
+        await evil
+          .POST('/api/1/user/verify', {
+            body: { email: users[(loop + 8 * n) % 16]!.email, password: 'a wrong guess' },
+            signal: stop.signal,
+          })
+          .catch(() => {});
+      }
+    });
+    try {
+      await new Promise((r) => setTimeout(r, 500));
+      const attacked = [];
+      for (let i = 0; i < 10; i++) attacked.push(await login());
+      expect(attacked.map((a) => a.status)).toEqual(Array(10).fill(200));
+      // Before the fix each login waited behind evil's checks: about a second, and 503s.
+      expect(median(attacked.map((a) => a.ms))).toBeLessThan(Math.max(250, 8 * median(quiet)));
+    } finally {
+      stop.abort();
+      await Promise.all(loops);
+    }
+  }, 60_000);
+});
+
+describe('long-polls', () => {
+  it('holds at most LONG_POLLS_PER_TOKEN waiting per token and LONG_POLLS_PER_SITE per site: one more is 429 too_many_long_polls at once', async () => {
+    const target = await embedded({ env: { LONG_POLLS_PER_TOKEN: '2', LONG_POLLS_PER_SITE: '3' } });
+    const token = async (site: string) =>
+      checkedClient(target.baseUrl, (await target.createToken({ site, scopes: ['events'], label: site })).token);
+    const [evil1, evil2, shop] = [await token('evil'), await token('evil'), await token('shop')];
+    const stop = new AbortController();
+    const poll = (client: typeof shop, wait = 20) =>
+      client.GET('/api/1/events', { params: { query: { wait } }, signal: stop.signal }).catch(() => undefined);
+    /** The status of a long-poll that is answered at once, or "waiting" if it is still waiting after 300 ms. */
+    const statusSoon = async (client: typeof shop) => {
+      const answer = poll(client).then((r) => r?.response.status);
+      return Promise.race([answer, new Promise<string>((r) => setTimeout(() => r('waiting'), 300))]);
+    };
+    try {
+      expect(await statusSoon(evil1)).toBe('waiting');
+      expect(await statusSoon(evil1)).toBe('waiting');
+      const refused = await evil1.GET('/api/1/events', { params: { query: { wait: 20 } } });
+      expect(refused.response.status).toBe(429);
+      expect(refused.error?.code).toBe('too_many_long_polls');
+      expect(refused.response.headers.get('retry-after')).toBe('1');
+      // The site's third place goes to its other token; its fourth to no one.
+      expect(await statusSoon(evil2)).toBe('waiting');
+      expect((await evil2.GET('/api/1/events', { params: { query: { wait: 20 } } })).error?.code).toBe(
+        'too_many_long_polls',
+      );
+      // A read without wait is never refused for it, and shop long-polls as usual.
+      expect((await evil2.GET('/api/1/events', { params: { query: { wait: 0 } } })).response.status).toBe(200);
+      expect(await statusSoon(shop)).toBe('waiting');
+    } finally {
+      stop.abort();
+    }
+    // The places come back when the long-polls end (here, abandoned by their client).
+    await expect
+      .poll(async () => (await evil1.GET('/api/1/events', { params: { query: { wait: 1 } } })).response.status, {
+        timeout: 5_000,
+      })
+      .toBe(200);
+  }, 30_000);
+});
+
+describe('imports', () => {
+  it('count every row against the hash budget, given hashes too, and against the site’s imports, every token of it together', async () => {
+    const target = await embedded({ env: { RATE_LIMIT_HASH: '6/60s', RATE_LIMIT_IMPORT: '5/1h' } });
+    const token = async (site: string) =>
+      checkedClient(target.baseUrl, (await target.createToken({ site, scopes: ['write'], label: site })).token);
+    const rows = (n: number, tag: string) =>
+      Array.from({ length: n }, (_, i) => ({
+        email: `${tag}.${i}@example.com`,
+        name: 'Imported',
+        passwordHash: `$2b$10$${'a'.repeat(53)}`,
+      }));
+    const [first, second, other] = [await token('evil'), await token('evil'), await token('shop')];
+    const three = await first.POST('/api/1/user/import', { body: { users: rows(3, 'one') } });
+    expect(three.response.status).toBe(200);
+    // Before the fix: a call with given hashes counted one hash, whatever its rows.
+    expect(three.response.headers.get('ratelimit')).toMatch(/"hash";r=3;/);
+    expect(three.response.headers.get('ratelimit')).toMatch(/"import";r=2;/);
+    const over = await second.POST('/api/1/user/import', { body: { users: rows(3, 'two') } });
+    expect(over.response.status).toBe(429);
+    expect(over.error?.code).toBe('rate_limited');
+    expect(over.response.headers.get('ratelimit-policy')).toMatch(/"import";q=5;w=3600/);
+    // Nothing of the refused call was written; another site imports as usual.
+    expect((await target.sql("select count(*)::int as n from users where site = 'evil'"))[0]!.n).toBe(3);
+    expect((await other.POST('/api/1/user/import', { body: { users: rows(3, 'shop') } })).response.status).toBe(200);
+  }, 30_000);
+
+  it('stop at MAX_ACCOUNTS_PER_SITE, as creates do: 403 account_limit_reached, nothing written, other sites unaffected', async () => {
+    const target = await embedded({ env: { MAX_ACCOUNTS_PER_SITE: '3' } });
+    const token = async (site: string) =>
+      checkedClient(target.baseUrl, (await target.createToken({ site, scopes: ['write'], label: site })).token);
+    const [evil, shop] = [await token('evil'), await token('shop')];
+    const create = (client: typeof evil, i: number) =>
+      client.POST('/api/1/user/create', {
+        body: { email: `full.${i}@example.com`, password: `a long passphrase ${i}`, name: 'Full' },
+      });
+    for (let i = 0; i < 3; i++) expect((await create(evil, i)).response.status).toBe(201);
+    const fourth = await create(evil, 3);
+    expect(fourth.response.status).toBe(403);
+    expect(fourth.error?.code).toBe('account_limit_reached');
+    const imported = await evil.POST('/api/1/user/import', {
+      body: { users: [{ email: 'more@example.com', name: 'More', password: 'a long passphrase more' }] },
+    });
+    expect(imported.response.status).toBe(403);
+    expect(imported.error?.code).toBe('account_limit_reached');
+    expect((await target.sql("select count(*)::int as n from users where site = 'evil'"))[0]!.n).toBe(3);
+    expect((await create(shop, 0)).response.status).toBe(201);
+  }, 30_000);
+});
