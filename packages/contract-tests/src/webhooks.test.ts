@@ -5,6 +5,8 @@
 // arrives at least once, in order per account, and no event comes of a write that failed.
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type ChangeEvent, createClient, type UserAccountsClient } from '@user-accounts/client';
 import { freePort } from '@user-accounts/cluster';
@@ -25,6 +27,41 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 const startReceiver = () => receiverOn(cleanups);
+
+/**
+ * An endpoint that takes every request and never answers, as a broken receiver does: each
+ * attempt holds a sending slot until its time limit. Counts the requests it holds at once.
+ */
+async function startHangingEndpoint() {
+  const held = new Set<ServerResponse>();
+  let most = 0;
+  let seen = 0;
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    seen++;
+    held.add(res);
+    most = Math.max(most, held.size);
+    res.on('close', () => held.delete(res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`,
+    counts: () => ({ held: held.size, most, seen }),
+  };
+}
+
+/** An argon2id hash made by the reference tool: an import of it costs no hashing. */
+const IMPORTED_HASH = (
+  JSON.parse(
+    readFileSync(new URL('../../server/src/hashes/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
+  ) as { format: string; hash: string }[]
+).find((f) => f.format === 'argon2id')!.hash;
+
+const tokenIn = (stdout: string) => /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(stdout)?.[1];
 
 interface Ack {
   type: ChangeEvent['type'];
@@ -270,6 +307,63 @@ describe.each(backends)('webhooks on the $name', (backend) => {
         `${events} events, every one delivered; ${duplicates} delivered twice (after the kill)`,
     );
   }, 120_000);
+
+  it("sends one site's webhook within seconds while another site's endpoint hangs with a backlog", async () => {
+    // Issue 26, finding 5: evil's endpoint never answered, evil imported 200 accounts, and shop's
+    // next event arrived after 117 s: claims took every site's deliveries oldest first, 16 at once.
+    const hanging = await startHangingEndpoint();
+    const receiver = await startReceiver();
+    const env = { ...(await backend.env()), API_TOKENS: mintToken(), WEBHOOK_ALLOW_PRIVATE: 'true' };
+    const server = procs.server(env);
+    await server.ready;
+    const tokens: Record<string, string> = {};
+    for (const site of ['evil', 'shop']) {
+      const created = await procs.cli(['token', 'create', '--site', site, '--scopes', 'write', '--label', site], env);
+      expect(created.code, created.stderr).toBe(0);
+      tokens[site] = tokenIn(created.stdout)!;
+      const url = site === 'evil' ? hanging.url : receiver.url;
+      const added = await procs.cli(['webhook', 'add', '--site', site, '--url', url], env);
+      expect(added.code, added.stderr).toBe(0);
+      if (site === 'shop') receiver.setSecret(/(whsec_[A-Za-z0-9+/=]+)/.exec(added.stdout)![1]!);
+    }
+    const evil = createClient({ baseUrl: server.baseUrl, token: tokens.evil! });
+    const shop = createClient({ baseUrl: server.baseUrl, token: tokens.shop! });
+
+    const backlog = 120;
+    const imported = await evil.POST('/api/1/user/import', {
+      body: {
+        users: Array.from({ length: backlog }, (_, i) => ({
+          email: `evil-${i}@example.com`,
+          name: `Evil ${i}`,
+          passwordHash: IMPORTED_HASH,
+        })),
+      },
+    });
+    expect(imported.data?.result).toMatchObject({ created: backlog, failed: 0 });
+    // The sender is busy with evil's deliveries, each held until its time limit (10 s).
+    const busy = Date.now() + 10_000;
+    while (hanging.counts().held < 4 && Date.now() < busy) await sleep(50);
+    expect(hanging.counts().held).toBeGreaterThanOrEqual(4);
+    await sleep(300);
+
+    const created = await shop.POST('/api/1/user/create', {
+      body: { email: 'shopper@example.com', password: 'a long passphrase for shop', name: 'Shopper' },
+    });
+    expect(created.response.status).toBe(201);
+    const written = Date.now();
+    const id = created.data!.result._userId;
+    const deadline = written + 5_000;
+    while (!receiver.received.some((r) => r.event.subject === id) && Date.now() < deadline) await sleep(20);
+    const tookMs = Date.now() - written;
+    const counts = hanging.counts();
+    console.log(
+      `[webhooks] ${backend.name}: shop's webhook ${tookMs} ms after its write, evil's endpoint hanging with ` +
+        `${backlog} queued (${counts.seen} attempts so far, at most ${counts.most} at once)`,
+    );
+    expect(receiver.received.map((r) => r.event.subject)).toContain(id);
+    // The bound per endpoint (WEBHOOK_ENDPOINT_CONCURRENCY, 4 by default): not the sender's 16.
+    expect(counts.most).toBeLessThanOrEqual(4);
+  }, 60_000);
 });
 
 describe('webhooks with two servers on one PostgreSQL database', () => {

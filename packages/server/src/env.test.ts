@@ -97,3 +97,25 @@ describe('DATABASE_LISTEN_URL', () => {
     );
   });
 });
+
+describe('WEBHOOK_ENDPOINT_CONCURRENCY and AUDIT_RETENTION', () => {
+  it('bounds deliveries in flight per endpoint at 4 unless told, a whole number from 1 to 256', () => {
+    expect(loadConfig({}).webhookEndpointConcurrency).toBe(4);
+    expect(loadConfig({ WEBHOOK_ENDPOINT_CONCURRENCY: '1' }).webhookEndpointConcurrency).toBe(1);
+    for (const bad of ['0', '257', 'four']) {
+      expect(() => loadConfig({ WEBHOOK_ENDPOINT_CONCURRENCY: bad })).toThrow(
+        /WEBHOOK_ENDPOINT_CONCURRENCY must be a whole number from 1 to 256/,
+      );
+    }
+  });
+
+  it('keeps audit rows 365 days unless told: Nd or Nh from a day to 100 years, or off for ever', () => {
+    expect(loadConfig({}).auditRetentionMs).toBe(365 * 86_400_000);
+    expect(loadConfig({ AUDIT_RETENTION: '24h' }).auditRetentionMs).toBe(86_400_000);
+    expect(loadConfig({ AUDIT_RETENTION: '2555d' }).auditRetentionMs).toBe(2555 * 86_400_000);
+    expect(loadConfig({ AUDIT_RETENTION: 'off' }).auditRetentionMs).toBeNull();
+    for (const bad of ['23h', '0d', '36501d', 'year', '365']) {
+      expect(() => loadConfig({ AUDIT_RETENTION: bad })).toThrow(/AUDIT_RETENTION must be/);
+    }
+  });
+});

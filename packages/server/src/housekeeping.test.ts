@@ -4,7 +4,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, openPglite, rows } from './db/client.ts';
 import { PRUNE_BATCH } from './events.ts';
-import { purgeEvents } from './housekeeping.ts';
+import { purgeAudit, purgeEvents } from './housekeeping.ts';
 import { addEndpoint } from './webhooks/endpoints.ts';
 
 let database: Database;
@@ -16,15 +16,15 @@ afterAll(() => database.close());
 
 const dialect = new PgDialect();
 
-/** `on`, noting what each statement that deletes deliveries answered. */
-function watchingDeliveryDeletes(on: Db) {
+/** `on`, noting what each statement that deletes from `table` answered. */
+function watchingDeletes(on: Db, table = 'webhook_deliveries') {
   const answers: unknown[] = [];
   const db = new Proxy(on, {
     get(target, key, receiver) {
       if (key !== 'execute') return Reflect.get(target, key, receiver);
       return async (query: SQL) => {
         const result = await target.execute(query);
-        if (dialect.sqlToQuery(query).sql.includes('delete from webhook_deliveries')) {
+        if (dialect.sqlToQuery(query).sql.includes(`delete from ${table}`)) {
           const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { n?: unknown }[];
           answers.push(row?.n);
         }
@@ -47,7 +47,7 @@ describe('purging events', () => {
       values (${id}::uuid, 'hk', ${old + 1}, gen_random_uuid(), 'user.created', 'pending', now() - interval '8 days'),
         (${id}::uuid, 'hk', ${old + 2}, gen_random_uuid(), 'user.created', 'delivered', now())`);
 
-    const watched = watchingDeliveryDeletes(database.db);
+    const watched = watchingDeletes(database.db);
     await purgeEvents(watched.db, 7 * 86_400_000);
     expect(watched.answers).toEqual([PRUNE_BATCH, PRUNE_BATCH, 5]);
     const left = await rows<{ seq: string; state: string }>(
@@ -58,5 +58,27 @@ describe('purging events', () => {
       { seq: String(old + 1), state: 'pending' },
       { seq: String(old + 2), state: 'delivered' },
     ]);
+  }, 60_000);
+});
+
+describe('purging the audit trail', () => {
+  it('removes rows older than the retention in bounded statements, and keeps the recent ones', async () => {
+    const row = (age: string) =>
+      sql`(now() - ${age}::interval, 'hk-audit', 'tok', 'create', null, 'req', 201, 'user created')`;
+    const old = PRUNE_BATCH * 2 + 5;
+    await database.db.execute(sql`insert into audit_log (at, site, token_id, operation, user_id, request_id, status, outcome)
+      select now() - interval '400 days' + n * interval '1 second', 'hk-audit', 'tok', 'create', null, 'req-' || n, 201, 'user created'
+      from generate_series(1, ${old}) n`);
+    await database.db.execute(sql`insert into audit_log (at, site, token_id, operation, user_id, request_id, status, outcome)
+      values ${row('366 days')}, ${row('364 days')}, ${row('1 minute')}`);
+
+    const watched = watchingDeletes(database.db, 'audit_log');
+    expect(await purgeAudit(watched.db, 365 * 86_400_000)).toBe(old + 1);
+    expect(watched.answers).toEqual([PRUNE_BATCH, PRUNE_BATCH, 6]);
+    const left = await rows<{ days: number }>(
+      database.db,
+      sql`select extract(day from now() - at)::int as days from audit_log where site = 'hk-audit' order by at`,
+    );
+    expect(left).toEqual([{ days: 364 }, { days: 0 }]);
   }, 60_000);
 });

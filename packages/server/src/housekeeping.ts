@@ -1,5 +1,5 @@
 // Periodic chores of a running server. Each is idempotent, so every replica may run them.
-import { lt, sql } from 'drizzle-orm';
+import { lt, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from './db/client.ts';
 import { idempotencyKeys, rateLimits } from './db/schema.ts';
@@ -19,32 +19,48 @@ export async function purgeExpired(db: Db): Promise<void> {
 }
 
 /**
- * Removes events past the retention, and deliveries done (or given up) as long ago, in statements
- * of at most PRUNE_BATCH rows: a week of deliveries at once would outlast statement_timeout, and
- * fail again at every run.
+ * Deletes the rows of `table` (keyed by `id`) that `where` picks, in statements of at most
+ * PRUNE_BATCH rows: a week of deliveries, or a year of audit rows, at once would outlast
+ * statement_timeout, and fail again at every run. Returns how many.
  */
-export async function purgeEvents(db: Db, retentionMs: number): Promise<void> {
-  await pruneEvents(db, retentionMs);
+async function deleteInBatches(db: Db, table: 'webhook_deliveries' | 'audit_log', where: SQL): Promise<number> {
+  let total = 0;
   for (;;) {
     const [gone] = await rows<{ n: number }>(
       db,
       sql`with gone as (
-        delete from webhook_deliveries where id in (
-          select id from webhook_deliveries
-          where state <> 'pending' and created_at < now() - make_interval(secs => ${Math.floor(retentionMs / 1000)})
-          limit ${PRUNE_BATCH})
+        delete from ${sql.raw(table)} where id in (select id from ${sql.raw(table)} where ${where} limit ${PRUNE_BATCH})
         returning 1
       ) select count(*)::int as n from gone`,
     );
-    if ((gone?.n ?? 0) < PRUNE_BATCH) return;
+    const n = gone?.n ?? 0;
+    total += n;
+    if (n < PRUNE_BATCH) return total;
   }
+}
+
+const olderThan = (column: SQL, ms: number) => sql`${column} < now() - make_interval(secs => ${Math.floor(ms / 1000)})`;
+
+/** Removes events past the retention, and deliveries done (or given up) as long ago. */
+export async function purgeEvents(db: Db, retentionMs: number): Promise<void> {
+  await pruneEvents(db, retentionMs);
+  await deleteInBatches(
+    db,
+    'webhook_deliveries',
+    sql`state <> 'pending' and ${olderThan(sql`created_at`, retentionMs)}`,
+  );
+}
+
+/** Removes audit rows older than the retention (AUDIT_RETENTION), by the index on their time. */
+export async function purgeAudit(db: Db, retentionMs: number): Promise<number> {
+  return deleteInBatches(db, 'audit_log', olderThan(sql`at`, retentionMs));
 }
 
 export function startHousekeeping(
   db: Db,
   tokens: TokenVerifier,
   logger: Logger,
-  options: { eventsRetentionMs: number },
+  options: { eventsRetentionMs: number; auditRetentionMs: number | null },
 ): { stop(): Promise<void> } {
   const run = (name: string, chore: () => Promise<void>) => () =>
     chore().catch((error: unknown) => logger.warn({ err: describeError(error) }, `${name} failed; will retry`));
@@ -60,6 +76,14 @@ export function startHousekeeping(
       PURGE_EVERY_MS,
     ),
   ];
+  const { auditRetentionMs } = options;
+  if (auditRetentionMs !== null)
+    timers.push(
+      setInterval(
+        run('purging audit rows past their retention', () => purgeAudit(db, auditRetentionMs).then(() => {})),
+        PURGE_EVERY_MS,
+      ),
+    );
   for (const timer of timers) timer.unref();
   return {
     async stop() {

@@ -250,7 +250,14 @@ export const webhookDeliveries = pgTable(
     deliveredAt: at('delivered_at'),
   },
   (t) => [
-    index('webhook_deliveries_due_idx').on(t.nextAttemptAt).where(sql`${t.state} = 'pending'`),
+    // An endpoint's due deliveries, oldest first: the claim takes a few of each endpoint in turn (worker.ts).
+    index('webhook_deliveries_endpoint_due_idx')
+      .on(t.endpointId, t.nextAttemptAt, t.id)
+      .where(sql`${t.state} = 'pending'`),
+    // The deliveries being sent (or leased by a server that died): an endpoint's in flight, counted at each claim.
+    index('webhook_deliveries_leased_idx')
+      .on(t.endpointId, t.leasedUntil)
+      .where(sql`${t.state} = 'pending' and ${t.leasedUntil} is not null`),
     // The earlier pending delivery of the same account to the same endpoint, which a later one waits for.
     index('webhook_deliveries_order_idx').on(t.endpointId, t.subject, t.seq).where(sql`${t.state} = 'pending'`),
     index('webhook_deliveries_created_idx').on(t.createdAt),

@@ -93,6 +93,22 @@ async function until(check: () => Promise<boolean> | boolean, ms = 5_000) {
 const dialect = new PgDialect();
 const isClaim = (text: string) => text.includes('set leased_until = now() +');
 
+/** `on`, calling `each` with every statement's text before running it, in transactions too. */
+function watched(on: Db, each: (text: string) => Promise<void> | void): Db {
+  return new Proxy(on, {
+    get(target, key, receiver) {
+      if (key === 'execute')
+        return async (query: SQL) => {
+          await each(dialect.sqlToQuery(query).sql);
+          return target.execute(query);
+        };
+      if (key === 'transaction')
+        return (run: (tx: Db) => Promise<unknown>) => target.transaction((tx) => run(watched(tx as Db, each)));
+      return Reflect.get(target, key, receiver);
+    },
+  }) as Db;
+}
+
 /**
  * The database as the worker sees it, holding the first statement that `matches` until
  * `release()`, and counting claims: a stop() can then land in the middle of a cycle.
@@ -108,21 +124,14 @@ function held(matches: (text: string) => boolean) {
   });
   let holding = true;
   const gate = { claims: 0, reached, release: () => release(), db: db() };
-  gate.db = new Proxy(db(), {
-    get(target, key, receiver) {
-      if (key !== 'execute') return Reflect.get(target, key, receiver);
-      return async (query: SQL) => {
-        const text = dialect.sqlToQuery(query).sql;
-        if (holding && matches(text)) {
-          holding = false;
-          arrive();
-          await opened;
-        }
-        if (isClaim(text)) gate.claims++;
-        return target.execute(query);
-      };
-    },
-  }) as Db;
+  gate.db = watched(db(), async (text) => {
+    if (holding && matches(text)) {
+      holding = false;
+      arrive();
+      await opened;
+    }
+    if (isClaim(text)) gate.claims++;
+  });
   return gate;
 }
 
@@ -133,6 +142,15 @@ async function stopWhileHeld(gate: ReturnType<typeof held>) {
   const stopping = w.stop();
   gate.release();
   await stopping;
+}
+
+/** Until the endpoint's deliveries are all recorded delivered: a receiver has one before its sender records it. */
+const recorded = (endpointId: string) =>
+  until(async () => (await attemptsOf(endpointId)).every((d) => d.state === 'delivered'));
+
+/** Disables the endpoints earlier tests left, whose deliveries would take part in a claim. */
+async function onlyTheseEndpoints() {
+  await db().execute(sql`update webhook_endpoints set disabled_at = now() where disabled_at is null`);
 }
 
 const attemptsOf = (endpointId: string) =>
@@ -156,6 +174,62 @@ describe('the webhook sender', () => {
     // Sequence 3 waits for 1, even once 1's lease has run out and 2 is gone.
     const second = await claim(db(), 10, 15);
     expect(second.filter((d) => d.site === s.name)).toEqual([]);
+  });
+
+  it("serves sites and endpoints in turn: a backlog on one endpoint does not delay another's first delivery", async () => {
+    await onlyTheseEndpoints();
+    const evil = await site(10);
+    const shop = await site(1);
+    const two = await site(4);
+    const e = await addEndpoint(db(), { site: evil.name, url, types: ['*'] });
+    const s = await addEndpoint(db(), { site: shop.name, url, types: ['*'] });
+    const t1 = await addEndpoint(db(), { site: two.name, url, types: ['*'] });
+    const t2 = await addEndpoint(db(), { site: two.name, url, types: ['*'] });
+    await write(
+      evil.name,
+      evil.ids.map((id) => ['user.created', id]),
+    );
+    await write(
+      two.name,
+      two.ids.map((id) => ['user.created', id]),
+    );
+    await write(shop.name, [['user.created', shop.ids[0]!]]);
+    await fanOut(db());
+    // Three slots free: one for each site's oldest, though evil's 10 and two's 8 are older than shop's.
+    const first = await claim(db(), 3, 15, 3);
+    expect(first.map((d) => d.site).sort()).toEqual([evil.name, shop.name, two.name].sort());
+    // A site's endpoints take turns too: two's next is its other endpoint's first.
+    const second = await claim(db(), 2, 15, 3);
+    const otherOfTwo = first.find((d) => d.site === two.name)!.endpointId === t1.id ? t2.id : t1.id;
+    expect(second.map((d) => d.endpointId).sort()).toEqual([e.id, otherOfTwo].sort());
+    expect(first.map((d) => d.endpointId)).toContain(s.id);
+  });
+
+  it('leases at most perEndpoint deliveries of an endpoint at once, across claims (servers), until their leases end', async () => {
+    await onlyTheseEndpoints();
+    const evil = await site(10);
+    const { id } = await addEndpoint(db(), { site: evil.name, url, types: ['*'] });
+    await write(
+      evil.name,
+      evil.ids.map((user) => ['user.created', user]),
+    );
+    await fanOut(db());
+    expect((await claim(db(), 16, 15, 3)).length).toBe(3);
+    // Another server with 16 free slots: nothing more for this endpoint while those are in flight.
+    expect(await claim(db(), 16, 15, 3)).toEqual([]);
+    // One attempt recorded (retried later): room for one more.
+    await db().execute(sql`update webhook_deliveries set leased_until = null, next_attempt_at = now() + interval '1 hour'
+      where id = (select min(id) from webhook_deliveries where endpoint_id = ${id})`);
+    expect((await claim(db(), 16, 15, 3)).length).toBe(1);
+    // A server that died: its leases run out, and their deliveries are claimed again, still 3 at most.
+    await db().execute(sql`update webhook_deliveries set leased_until = now() - interval '1 second'
+      where endpoint_id = ${id} and leased_until is not null`);
+    expect((await claim(db(), 16, 15, 3)).length).toBe(3);
+    const [leased] = await rows<{ n: number }>(
+      db(),
+      sql`select count(*)::int as n from webhook_deliveries where endpoint_id = ${id} and leased_until > now()`,
+    );
+    expect(leased!.n).toBe(3);
   });
 
   it('sends only the types an endpoint asked for', async () => {
@@ -258,6 +332,7 @@ describe('the webhook sender', () => {
     ]);
     worker();
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 3);
+    await recorded(id); // else one still pending is (rightly) not replayed
     expect(await replay(db(), id, 2)).toEqual({ made: 2, prunedThrough: 0 });
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 5);
     expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2', '3', '2', '3']);
@@ -273,6 +348,7 @@ describe('the webhook sender', () => {
     ]);
     worker();
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 3);
+    await recorded(id);
     await db().execute(
       sql`update events set time = now() - interval '8 days' where pos in (select pos from site_events(${s.name}, 0, 2))`,
     );
@@ -359,15 +435,9 @@ describe('the webhook sender', () => {
     const quiet = await site(1);
     const wake = createWake();
     let statements = 0;
-    const counting = new Proxy(db(), {
-      get(target, key, receiver) {
-        if (key !== 'execute') return Reflect.get(target, key, receiver);
-        return (query: SQL) => {
-          statements++;
-          return target.execute(query);
-        };
-      },
-    }) as Db;
+    const counting = watched(db(), () => {
+      statements++;
+    });
     // No poll within the test: only notifications make it work.
     const w = startWebhookWorker({ db: counting, logger: silentLogger(), allowPrivate: true, wake, pollMs: 600_000 });
     workers.push(w);

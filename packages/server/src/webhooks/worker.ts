@@ -6,6 +6,13 @@
 // - claim: due deliveries are leased (`leased_until`) in one statement, FOR UPDATE SKIP LOCKED,
 //   so that two servers never send one delivery at once; a server that dies mid-send leaves a
 //   lease that runs out, and the delivery is sent again (at least once).
+// - fairness: an endpoint has at most `perEndpoint` deliveries leased at once, counted across
+//   the servers (a claim holds the endpoints' rows, SKIP LOCKED, so two claims never both see
+//   room), and a claim takes each site's first due delivery, then each site's second, and so on,
+//   a site's endpoints in turn. An endpoint that hangs holds `perEndpoint` of a server's slots
+//   for the attempt's time limit, never all of them, and another site's delivery is the first
+//   in line for the next free one (issue 26: a hanging endpoint with 200 queued had delayed every
+//   other site's webhooks by two minutes).
 // - order: a delivery is due only when no earlier delivery of the same account to the same
 //   endpoint is still pending, so a receiver sees an account's events in order.
 // Why not graphile-worker or pg-boss: both need a node-postgres pool and LISTEN of their own, so
@@ -52,6 +59,8 @@ export interface WebhookWorkerOptions {
   retry?: RetryPolicy;
   /** Deliveries sent at once by this server. */
   concurrency?: number;
+  /** Deliveries to one endpoint in flight at once, every server together (WEBHOOK_ENDPOINT_CONCURRENCY). */
+  perEndpoint?: number;
   /** How often to look for due retries (new events wake it at once). */
   pollMs?: number;
   timeoutMs?: number;
@@ -110,33 +119,80 @@ async function hookedSites(db: Db): Promise<Set<string>> {
   return new Set(found.map((r) => r.site));
 }
 
-/** Leases up to `limit` due deliveries, at most one per endpoint and account, each its earliest pending. */
-export async function claim(db: Db, limit: number, leaseSeconds: number): Promise<Claimed[]> {
-  return rows<Claimed>(
-    db,
-    sql`with due as (
-      select d.id from webhook_deliveries d
-      join webhook_endpoints e on e.id = d.endpoint_id and e.disabled_at is null
-      where d.state = 'pending' and d.next_attempt_at <= now()
-        and (d.leased_until is null or d.leased_until < now())
-        and not exists (
-          select 1 from webhook_deliveries p
-          where p.endpoint_id = d.endpoint_id and p.subject = d.subject and p.state = 'pending' and p.seq < d.seq
+/** Deliveries to one endpoint in flight at once, every server together, unless configured. */
+export const DEFAULT_PER_ENDPOINT = 4;
+
+/**
+ * Leases up to `limit` due deliveries, each the earliest pending of its endpoint and account, at
+ * most `perEndpoint` leased per endpoint at once, served in turn between sites and between a
+ * site's endpoints (see the top of this file). Two statements in a transaction: the first takes
+ * the endpoints (SKIP LOCKED), and the second, whose snapshot begins once it holds them, sees
+ * every lease another server's claim of them committed, so that the bound holds across servers.
+ */
+export async function claim(
+  db: Db,
+  limit: number,
+  leaseSeconds: number,
+  perEndpoint = DEFAULT_PER_ENDPOINT,
+): Promise<Claimed[]> {
+  return db.transaction(async (tx) => {
+    const endpoints = await rows<{ id: string }>(
+      tx,
+      sql`select e.id::text as id from webhook_endpoints e
+        where e.disabled_at is null and exists (
+          select 1 from webhook_deliveries d where d.endpoint_id = e.id and d.state = 'pending' and d.next_attempt_at <= now()
         )
-      order by d.next_attempt_at, d.id
-      limit ${limit}
-      for update of d skip locked
-    )
-    update webhook_deliveries d
-    set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1,
-      first_attempt_at = coalesce(d.first_attempt_at, now())
-    from due, webhook_endpoints e
-    where d.id = due.id and e.id = d.endpoint_id
-    returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
-      (select row_to_json(ev) from (
-        select ${eventColumns} from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
-      ) ev) as event`,
-  );
+        for update of e skip locked`,
+    );
+    if (endpoints.length === 0) return [];
+    const due = sql`d.state = 'pending' and d.next_attempt_at <= now() and (d.leased_until is null or d.leased_until < now())`;
+    return rows<Claimed>(
+      tx,
+      sql`with room as (
+        select e.id, e.site, ${perEndpoint} - (
+          select count(*)::int from webhook_deliveries l
+          where l.endpoint_id = e.id and l.state = 'pending' and l.leased_until is not null and l.leased_until >= now()
+        ) as room
+        from webhook_endpoints e where e.id = any (${sql`array[${sql.join(
+          endpoints.map((e) => sql`${e.id}`),
+          sql`, `,
+        )}]::uuid[]`})
+      ), turns as (
+        -- Each endpoint's first deliveries, as many as it has room for: a backlog is never read further.
+        select c.id, room.site, c.next_attempt_at,
+          row_number() over (partition by room.id order by c.next_attempt_at, c.id) as turn
+        from room cross join lateral (
+          select d.id, d.next_attempt_at from webhook_deliveries d
+          where d.endpoint_id = room.id and ${due}
+            and not exists (
+              select 1 from webhook_deliveries p
+              where p.endpoint_id = d.endpoint_id and p.subject = d.subject and p.state = 'pending' and p.seq < d.seq
+            )
+          order by d.next_attempt_at, d.id
+          limit greatest(room.room, 0)
+        ) c
+      ), fair as (
+        -- Each site's first turn of each endpoint, then their second turns…: sites in turn, then endpoints.
+        select id, next_attempt_at, row_number() over (partition by site order by turn, next_attempt_at, id) as site_turn
+        from turns
+      ), claimed as (
+        -- By primary key, whatever the planner guesses of the turns (it hashed the whole table);
+        -- still due once locked (a row another claim changed is checked again as it is now).
+        select d.id from webhook_deliveries d
+        where d.id = any (array(select id from fair order by site_turn, next_attempt_at, id limit ${limit})) and ${due}
+        for update of d skip locked
+      )
+      update webhook_deliveries d
+      set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1,
+        first_attempt_at = coalesce(d.first_attempt_at, now())
+      from claimed, webhook_endpoints e
+      where d.id = claimed.id and e.id = d.endpoint_id
+      returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
+        (select row_to_json(ev) from (
+          select ${eventColumns} from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
+        ) ev) as event`,
+    );
+  });
 }
 
 /**
@@ -247,6 +303,7 @@ export interface WebhookWorker {
 export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker {
   const { db, logger } = options;
   const concurrency = options.concurrency ?? 16;
+  const perEndpoint = options.perEndpoint ?? DEFAULT_PER_ENDPOINT;
   const timeoutMs = options.timeoutMs ?? 10_000;
   // A lease outlives the attempt's time limit, so a live server's send never loses it; a dead
   // server's deliveries are sent again once it runs out.
@@ -289,7 +346,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
         }
         const room = concurrency - inFlight.size;
         if (room <= 0 || stopped) break;
-        const claimed = await claim(db, room, leaseSeconds);
+        const claimed = await claim(db, room, leaseSeconds, perEndpoint);
         for (const delivery of claimed) {
           const sending: Promise<void> = deliver(db, delivery, { ...options, timeoutMs })
             .catch((error: unknown) =>
