@@ -4,6 +4,7 @@
 // acknowledged create, update and delete is there, nothing is half-written.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +32,7 @@ import {
   type WriteLoad,
   writeLoad,
 } from './faults/load.ts';
+import { type Answer, type SlowClients, send, slowClients } from './faults/sources.ts';
 import { receiverOn } from './receiver.ts';
 
 const unavailable = clusterUnavailable();
@@ -421,5 +423,207 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     // What earlier tests in this block spent counts too; leases leave at most (n − 1) × ⌊q/16⌋ unspent.
     expect(served).toBeLessThanOrEqual(RATE);
     expect(statuses.slice(-6)).toEqual(Array(6).fill(429));
+  }, 60_000);
+});
+
+/** HAProxy's `show stat`: one row per frontend, backend and server, by "proxy/name". */
+function balancerStats(cluster: Cluster): Promise<Map<string, Record<string, string>>> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(cluster.state.haproxy.admin);
+    let csv = '';
+    socket.on('connect', () => socket.end('show stat\n'));
+    socket.on('data', (chunk: Buffer) => {
+      csv += chunk.toString();
+    });
+    socket.on('error', reject);
+    socket.on('end', () => {
+      const [header = '', ...lines] = csv.trim().split('\n');
+      const columns = header.replace(/^# /, '').split(',');
+      const rows = new Map<string, Record<string, string>>();
+      for (const line of lines) {
+        const cells = line.split(',');
+        const row = Object.fromEntries(columns.map((c, i) => [c, cells[i] ?? '']));
+        rows.set(`${row.pxname}/${row.svname}`, row);
+      }
+      resolve(rows);
+    });
+  });
+}
+
+const summary = (answers: Answer[]) =>
+  Object.entries(
+    answers.reduce<Record<string, number>>((counts, a) => {
+      const key = a.status === 0 ? `none (${a.error})` : String(a.status);
+      counts[key] = (counts[key] ?? 0) + 1;
+      return counts;
+    }, {}),
+  )
+    .map(([k, n]) => `${n} × ${k}`)
+    .join(', ');
+
+// Issue 26, findings 2 to 4: an attacker (site `default`, or no token at all) and a victim (site
+// `shop`) side by side through HAProxy, each from a loopback address of its own so that the
+// balancer and the replicas tell them apart, as they would two machines.
+withCluster('one site cannot hurt another through the balancer (deploy/haproxy.cfg)', () => {
+  const procs = processes();
+  let cluster: Cluster;
+  let shop: string;
+  let fresh: string;
+  const VICTIM = '127.0.0.3';
+  const nobody = '/api/1/user/get?email=nobody@example.com';
+  beforeAll(async () => {
+    cluster = await up({
+      dir: mkdtempSync(join(tmpdir(), 'ua-cluster-')),
+      serverEnv: {
+        ...SERVER_ENV,
+        // The servers' own bound on waiting long-polls is another wall; lifted here, so that
+        // the balancer's is the one tested.
+        LONG_POLLS_PER_TOKEN: '1000',
+        LONG_POLLS_PER_SITE: '1000',
+        // Default 100/10s, per replica: a longer window, so that a busy machine's slowness cannot
+        // let the attacker's count lapse while the test looks.
+        AUTH_FAILURE_LIMIT: '50/120s',
+      },
+    });
+    const env = { DATABASE_URL: cluster.state.databaseUrl };
+    const mint = async (label: string) => {
+      const created = await procs.cli(
+        ['token', 'create', '--site', 'shop', '--scopes', 'read,write,verify', '--label', label],
+        env,
+      );
+      expect(created.code, created.stderr).toBe(0);
+      return /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(created.stdout)![1]!;
+    };
+    [shop, fresh] = await Promise.all([mint('shop'), mint('shop, never used before test (c)')]);
+  }, 120_000);
+  afterAll(async () => {
+    procs.cleanup();
+    await cluster?.down();
+  });
+
+  /** The victim's requests, one every `everyMs`, each given 5 s: what shop's backend sees. */
+  async function victim(count: number, everyMs: number, token = shop): Promise<Answer[]> {
+    const answers: Promise<Answer>[] = [];
+    for (let i = 0; i < count; i++) {
+      answers.push(
+        i % 2 === 0
+          ? send(cluster.state.url, nobody, { from: VICTIM, token, timeoutMs: 5_000 })
+          : send(cluster.state.url, '/api/1/user/create', {
+              from: VICTIM,
+              token,
+              method: 'POST',
+              body: JSON.stringify({
+                email: `victim.${Date.now()}.${i}@example.com`,
+                password: `Victim-pass-${i}`,
+                name: 'Victim',
+              }),
+              timeoutMs: 5_000,
+            }),
+      );
+      await sleep(everyMs);
+    }
+    return Promise.all(answers);
+  }
+  const served = (answers: Answer[]) => answers.filter((a) => a.status === 404 || a.status === 201);
+
+  it('(a) 200 long-polls of one events token take no slot of another site’s ordinary requests', async () => {
+    const stop = new AbortController();
+    // From four addresses, 50 each: the balancer's per-address bound is not what is tested here.
+    const polls = Array.from({ length: 200 }, (_, i) =>
+      send(cluster.state.url, '/api/1/events?wait=30', {
+        from: `127.0.0.${10 + (i % 4)}`,
+        token: FAULT_TOKEN,
+        timeoutMs: 60_000,
+        signal: stop.signal,
+      }),
+    );
+    let answered = 0;
+    for (const poll of polls) void poll.then(() => (answered += 1));
+    try {
+      // Once HAProxy holds all 200 connections (and a moment for them to reach the replicas).
+      const deadline = Date.now() + 15_000;
+      while (Number((await balancerStats(cluster)).get('api/FRONTEND')?.scur) < 200 && Date.now() < deadline)
+        await sleep(100);
+      await sleep(1_000);
+      const answers = await victim(12, 250);
+      const stats = await balancerStats(cluster);
+      console.log(
+        `[cluster] 200 long-polls waiting (long_polls backend: ${stats.get('long_polls/BACKEND')?.scur ?? 'none'}, ` +
+          `replicas backend: ${stats.get('replicas/BACKEND')?.scur}); shop: ${summary(answers)}, ` +
+          `slowest ${Math.max(...answers.map((a) => a.ms))} ms`,
+      );
+      expect(served(answers)).toHaveLength(answers.length);
+      // The attack was there all along: every poll was still waiting.
+      expect(answered).toBe(0);
+      expect(Number(stats.get('long_polls/BACKEND')?.scur)).toBe(200);
+    } finally {
+      stop.abort();
+      await Promise.all(polls);
+    }
+  }, 60_000);
+
+  it('(b) slow senders (bodies and headers a byte at a time, no token) neither fail nor slow another site’s requests', async () => {
+    const { url } = cluster.state;
+    const host = new URL(url).host;
+    // 400 bodies announced as 60,000 bytes, sent a byte every 2 s, from four addresses.
+    const bodies = Array.from({ length: 4 }, (_, i) =>
+      slowClients(url, {
+        from: `127.0.0.${20 + i}`,
+        count: 100,
+        head: `POST /api/1/user/create HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n`,
+        body: '{'.padEnd(60_000, ' '),
+        everyMs: 2_000,
+        reopenMs: 100,
+      }),
+    );
+    // 300 connections from one address sending their headers a byte every 2 s.
+    const heads = slowClients(url, {
+      from: '127.0.0.30',
+      count: 300,
+      head: `GET ${nobody} HTTP/1.1\r\nHost: ${host}\r\nX-Padding: ${'x'.repeat(1_000)}\r\n\r\n`,
+      everyMs: 2_000,
+      reopenMs: 1_000,
+    });
+    const cut = (clients: SlowClients[]) => clients.reduce((n, c) => n + (c.answered.get(408) ?? 0), 0);
+    try {
+      await sleep(1_000);
+      // Over 8 s: longer than a slow client is let to take (5 s), so they come back meanwhile.
+      const answers = await victim(16, 500);
+      console.log(
+        `[cluster] slow senders: ${bodies.reduce((n, b) => n + b.opened, 0)} body connections, ` +
+          `${heads.opened} header connections (${heads.refused} refused at once); ` +
+          `408 after 5 s: ${cut(bodies)} slow bodies, ${cut([heads])} slow heads; ` +
+          `shop: ${summary(answers)}, slowest ${Math.max(...answers.map((a) => a.ms))} ms`,
+      );
+      expect(served(answers)).toHaveLength(answers.length);
+      expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(3_000);
+      // They were cut by the balancer (408), and one address could not open 300.
+      expect(cut(bodies)).toBeGreaterThan(0);
+      expect(cut([heads])).toBeGreaterThan(0);
+      expect(heads.refused).toBeGreaterThan(0);
+    } finally {
+      for (const clients of [...bodies, heads]) clients.stop();
+    }
+  }, 60_000);
+
+  it('(c) 450 bogus tokens from one address lock out that address only: a fresh token from another is accepted', async () => {
+    const ATTACKER = '127.0.0.40';
+    const bogus = (i: number) =>
+      send(cluster.state.url, nobody, { from: ATTACKER, token: `ua_bogus_${i}_${'x'.repeat(40)}`, timeoutMs: 5_000 });
+    const attack: Answer[] = [];
+    for (let i = 0; i < 450; i += 10)
+      attack.push(...(await Promise.all(Array.from({ length: 10 }, (_, j) => bogus(i + j)))));
+    // The fresh token, never used on any replica (none remembers it as accepted), from another address.
+    const fromVictim = [];
+    for (let i = 0; i < 6; i++)
+      fromVictim.push(await send(cluster.state.url, nobody, { from: VICTIM, token: fresh, timeoutMs: 5_000 }));
+    const still = [];
+    for (let i = 0; i < 6; i++) still.push(await bogus(1000 + i));
+    console.log(
+      `[cluster] 450 bogus tokens: ${summary(attack)}; ` +
+        `then a fresh token from another address: ${summary(fromVictim)}; the attacker again: ${summary(still)}`,
+    );
+    expect(fromVictim.map((a) => a.status)).toEqual(Array(6).fill(404));
+    expect(still.map((a) => a.status)).toEqual(Array(6).fill(429));
   }, 60_000);
 });

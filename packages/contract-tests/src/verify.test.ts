@@ -50,6 +50,60 @@ describe('verify', () => {
     }
   });
 
+  it("counts an account's failures once, whichever identifier names it: 10 by email then 1 by _userId is locked, and the other way round", async () => {
+    const { client } = await server();
+    for (const first of ['email', '_userId'] as const) {
+      const who = email(`both-${first}`);
+      const { data } = await client.POST('/api/1/user/create', {
+        body: { email: who, password: PASSWORD, name: 'Both' },
+      });
+      const id = data!.result._userId;
+      const named = (by: 'email' | '_userId', password: string) =>
+        by === 'email' ? { email: who, password } : { _userId: id, password };
+      for (let i = 0; i < 10; i++) {
+        const { response } = await client.POST('/api/1/user/verify', { body: named(first, `wrong ${i}`) });
+        expect(response.status).toBe(422);
+      }
+      const other = first === 'email' ? '_userId' : 'email';
+      const locked = await client.POST('/api/1/user/verify', { body: named(other, 'wrong again') });
+      expect(locked.response.status, `${first} then ${other}`).toBe(429);
+      expect(locked.error?.code).toBe('too_many_attempts');
+      // The right password too, by either identifier, until the lock ends.
+      for (const by of ['email', '_userId'] as const) {
+        expect((await client.POST('/api/1/user/verify', { body: named(by, PASSWORD) })).response.status).toBe(429);
+      }
+    }
+  });
+
+  it('spreads no guesses over identifiers: 5 by email and 5 by _userId lock the account, as 10 on an unknown email lock it', async () => {
+    const { client } = await server();
+    const who = email('spread');
+    const { data } = await client.POST('/api/1/user/create', {
+      body: { email: who, password: PASSWORD, name: 'Spread' },
+    });
+    const id = data!.result._userId;
+    for (let i = 0; i < 10; i++) {
+      const body = i % 2 === 0 ? { email: who, password: `wrong ${i}` } : { _userId: id, password: `wrong ${i}` };
+      expect((await client.POST('/api/1/user/verify', { body })).response.status).toBe(422);
+    }
+    const locked = await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } });
+    const nobody = email('nobody');
+    for (let i = 0; i < 10; i++) {
+      await client.POST('/api/1/user/verify', { body: { email: nobody, password: `wrong ${i}` } });
+    }
+    const unknown = await client.POST('/api/1/user/verify', { body: { email: nobody, password: PASSWORD } });
+    // The same answer, so the lockout says nothing about which emails have an account.
+    for (const answer of [locked, unknown]) {
+      expect(answer.response.status).toBe(429);
+      // (The detail says the seconds left, as Retry-After does: those two alone may differ.)
+      const { requestId: _, detail: __, ...same } = answer.error!;
+      const { requestId: ___, detail: ____, ...first } = locked.error!;
+      expect(same).toEqual(first);
+      expect(same).toMatchObject({ status: 429, code: 'too_many_attempts' });
+      expect(Number(answer.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(50);
+    }
+  });
+
   it('counts guesses sent at once: of 40 concurrent wrong passwords, at most 10 are checked, the rest 429', async () => {
     const { client } = await server({ env: { HASH_QUEUE: '100' } });
     const who = email('burst');
@@ -102,6 +156,38 @@ describe('verify', () => {
       params: from('fe80::1%eth0'),
     });
     expect(zoned.response.status).toBe(400);
+  });
+
+  it('counts an IPv4 end user in every IPv6 spelling as the IPv4 address (X-End-User-IP)', async () => {
+    const { client } = await server({ env: { VERIFY_LIMIT_ADDRESS: '2/1h' } });
+    const from = (ip: string) => ({ header: { 'X-End-User-IP': ip } });
+    for (const ip of ['203.0.113.77', '::ffff:cb00:714d']) {
+      const { response } = await client.POST('/api/1/user/verify', {
+        body: { email: email('v4'), password: 'x' },
+        params: from(ip),
+      });
+      expect(response.status, ip).toBe(422);
+    }
+    const spellings = [
+      '203.0.113.77',
+      '::ffff:203.0.113.77',
+      '::FFFF:CB00:714D',
+      '::203.0.113.77',
+      '0:0:0:0:0:ffff:203.0.113.77',
+      '0000:0000:0000:0000:0000:ffff:cb00:714d',
+    ];
+    for (const ip of spellings) {
+      const { response } = await client.POST('/api/1/user/verify', {
+        body: { email: email('v4'), password: 'x' },
+        params: from(ip),
+      });
+      expect(response.status, ip).toBe(429);
+    }
+    const neighbour = await client.POST('/api/1/user/verify', {
+      body: { email: email('v4'), password: 'x' },
+      params: from('203.0.113.78'),
+    });
+    expect(neighbour.response.status).toBe(422);
   });
 
   it('starts the count again after a success', async () => {
@@ -231,7 +317,7 @@ describe('one lockout shared by two servers', async () => {
   for (const [store, skip] of stores) {
     if (skip !== undefined) console.warn(`\n[contract-tests] verify lockout shared ${store}: SKIPPED, ${skip}\n`);
     it.skipIf(skip !== undefined)(
-      `counts ${store}: 10 failures spread over both lock the identifier on both`,
+      `counts ${store}: 10 failures spread over both servers and both identifiers lock the account on both`,
       async () => {
         const database = await freshPostgresDatabase();
         cleanups.push(() => database.drop());
@@ -244,15 +330,23 @@ describe('one lockout shared by two servers', async () => {
         };
         const servers = [await start(), await start()] as const;
         const who = email('shared');
-        await servers[0].POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Shared' } });
+        const { data } = await servers[0].POST('/api/1/user/create', {
+          body: { email: who, password: PASSWORD, name: 'Shared' },
+        });
+        const id = data!.result._userId;
+        // By email on one server, by _userId on the other.
         for (let i = 0; i < 10; i++) {
           const { response } = await servers[i % 2]!.POST('/api/1/user/verify', {
-            body: { email: who, password: `wrong ${i}` },
+            body: i % 2 === 0 ? { email: who, password: `wrong ${i}` } : { _userId: id, password: `wrong ${i}` },
           });
           expect(response.status).toBe(422);
         }
-        for (const client of servers) {
-          const locked = await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } });
+        for (const [client, body] of [
+          [servers[0], { email: who, password: PASSWORD }],
+          [servers[1], { _userId: id, password: PASSWORD }],
+          [servers[1], { email: who, password: PASSWORD }],
+        ] as const) {
+          const locked = await client.POST('/api/1/user/verify', { body });
           expect(locked.response.status).toBe(429);
           expect(locked.error?.code).toBe('too_many_attempts');
           expect(Number(locked.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(59);

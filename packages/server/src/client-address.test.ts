@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   canonicalAddress,
+  canonicalEndUserAddress,
   clientAddress,
   parseTrustedProxies,
   TRUST_NOBODY,
@@ -87,4 +88,33 @@ describe('clientAddress', () => {
     expect(clientAddress('127.0.0.1', '198.51.100.9:4711', proxy)).toBe('127.0.0.1');
     expect(clientAddress('127.0.0.1', '', proxy)).toBe('127.0.0.1');
   });
+});
+
+describe('canonicalEndUserAddress (X-End-User-IP)', () => {
+  it.each([
+    ['203.0.113.77', '203.0.113.77'],
+    ['::ffff:203.0.113.77', '203.0.113.77'],
+    ['::ffff:cb00:714d', '203.0.113.77'],
+    ['::FFFF:CB00:714D', '203.0.113.77'],
+    ['0:0:0:0:0:ffff:203.0.113.77', '203.0.113.77'],
+    ['0000:0000:0000:0000:0000:ffff:cb00:714d', '203.0.113.77'],
+    ['::203.0.113.77', '203.0.113.77'],
+    ['::cb00:714d', '203.0.113.77'],
+    ['0:0:0:0:0:0:203.0.113.77', '203.0.113.77'],
+    ['2001:DB8:0:0:0:0:0:1', '2001:db8::1'],
+    ['2001:0db8:0000:0000:0000:0000:0000:0001', '2001:db8::1'],
+    ['2001:db8::0:1', '2001:db8::1'],
+    ['::1', '::1'],
+    ['0:0:0:0:0:0:0:1', '::1'],
+    ['::', '::'],
+  ])('%s is %s', (written, canonical) => {
+    expect(canonicalEndUserAddress(written)).toBe(canonical);
+  });
+
+  it.each(['127.1', '0x7f000001', '203.0.113.7:8080', 'fe80::1%eth0', '[2001:db8::1]', 'unknown', ''])(
+    'refuses %j',
+    (written) => {
+      expect(canonicalEndUserAddress(written)).toBeUndefined();
+    },
+  );
 });

@@ -95,3 +95,21 @@ export function clientAddress(
   }
   return client;
 }
+
+/**
+ * An end user's address as a site's backend reports it (X-End-User-IP), in one written form, so
+ * that no spelling of an address escapes its count: as canonicalAddress (an IPv4-mapped address,
+ * `::ffff:203.0.113.7` or `::ffff:cb00:7107` or fully expanded, is the IPv4 address; IPv6 in
+ * RFC 5952's short form), and an IPv4-compatible address (`::203.0.113.7`, deprecated by RFC 4291
+ * but still written) is the IPv4 address too. `::` and `::1` stay the IPv6 unspecified and
+ * loopback addresses. Undefined for anything that is not an IP address.
+ */
+export function canonicalEndUserAddress(address: string): string | undefined {
+  const parsed = parse(address.trim());
+  if (parsed === undefined || parsed.kind() === 'ipv4') return parsed?.toString();
+  const [a, b, c, d, e, f, high, low] = (parsed as ipaddr.IPv6).parts as [number, ...number[]];
+  if (a === 0 && b === 0 && c === 0 && d === 0 && e === 0 && f === 0 && (high! > 0 || low! > 1)) {
+    return new ipaddr.IPv4([high! >> 8, high! & 0xff, low! >> 8, low! & 0xff]).toString();
+  }
+  return parsed.toString();
+}

@@ -1,7 +1,7 @@
-// Guessing limits of `verify`: failed checks counted per site and identifier (and per end-user
-// address), in the database or, when REDIS_URL is set, in Redis, so that every server of a
-// deployment shares them. An identifier is counted whether or not an account has it, so a lockout
-// says nothing about which emails exist.
+// Guessing limits of `verify`: failed checks counted per site and account, by its id whichever
+// identifier named it (and per end-user address, in its canonical form), in the database or, when
+// REDIS_URL is set, in Redis, so that every server of a deployment shares them. An identifier no
+// account in reach has is counted as given, so a lockout says nothing about which emails exist.
 import { createHash } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
