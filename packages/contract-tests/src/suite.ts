@@ -524,36 +524,175 @@ export function defineContractSuite(spec: TargetSpec): void {
     });
 
     statefulGroup('accounts not created through the API are out of reach', () => {
-      stateful(
-        'a row inserted through SQL with the table defaults is invisible to all four operations and untouched',
-        async () => {
-          const email = uniqueEmail('imported');
-          const [row] = await target.sql(
-            "insert into users (email, name, phone) values ($1, 'Imported Person', '+1 555 0199') returning *",
-            [email],
-          );
-          const id = String(row!.id);
-          const ghost = '0193a1e4-0000-7000-8000-000000000000';
-          const strip = (p: Problem | undefined) => ({ ...p, requestId: undefined });
+      const ghost = '0193a1e4-0000-7000-8000-000000000000';
+      const strip = (p: Problem | undefined) => ({ ...p, requestId: undefined });
 
-          const missing = await client.GET('/api/1/user/get', { params: { query: { _userId: ghost } } });
-          const byId = await client.GET('/api/1/user/get', { params: { query: { _userId: id } } });
-          const byEmail = await client.GET('/api/1/user/get', { params: { query: { email: email.toLowerCase() } } });
-          const update = await client.POST('/api/1/user/update', {
+      /**
+       * A site of its own with a token of every scope, and a row another writer put in its table
+       * (the table's defaults, as a site's own sign-up would), with a password hash of a password
+       * it knows: the row would let that password in, were it in reach.
+       */
+      async function foreignRow(tag: string) {
+        const site = `reach-${tag}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 6)}`;
+        const scopes = ['read', 'write', 'verify', 'export', 'events'] as const;
+        const { token } = await target.createToken({ site, scopes: [...scopes], label: 'reach' });
+        const api = h.clientFor(token);
+        // A real argon2id hash of a known password, made by the API in a scratch site.
+        const scratchToken = await target.createToken({ site: `${site}-scratch`, scopes: ['write'], label: 'scratch' });
+        const scratch = await createUser({}, h.clientFor(scratchToken.token));
+        const hash = String((await rowOf(scratch.id))!.password_hash);
+        const email = uniqueEmail(`foreign-${tag}`);
+        const [row] = await target.sql(
+          "insert into users (site, email, name, phone, password_hash) values ($1, $2, 'Other System', '+1 555 0199', $3) returning *",
+          [site, email, hash],
+        );
+        return { site, token, api, email, password: scratch.password, id: String(row!.id), row: row! };
+      }
+
+      stateful(
+        'a row inserted through SQL with the table defaults is invisible to get, update, delete, disable, enable and verify by id, and untouched',
+        async () => {
+          const foreign = await foreignRow('ops');
+          const { api, id } = foreign;
+          const missing = await api.GET('/api/1/user/get', { params: { query: { _userId: ghost } } });
+          const byId = await api.GET('/api/1/user/get', { params: { query: { _userId: id } } });
+          const byEmail = await api.GET('/api/1/user/get', {
+            params: { query: { email: foreign.email.toLowerCase() } },
+          });
+          const update = await api.POST('/api/1/user/update', {
             body: { _userId: id, name: 'Hijacked', phone: null, password: password() },
           });
-          const del = await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
-          for (const r of [byId, byEmail, update, del]) {
+          const del = await api.DELETE('/api/1/user/delete', { body: { _userId: id } });
+          const disable = await api.POST('/api/1/user/disable', { body: { _userId: id } });
+          const enable = await api.POST('/api/1/user/enable', { body: { _userId: id } });
+          for (const r of [byId, byEmail, update, del, disable, enable]) {
             expect(r.response.status).toBe(404);
             expect(strip(r.error)).toEqual(strip(missing.error));
           }
-          const create = await client.POST('/api/1/user/create', {
-            body: { email: email.toUpperCase(), password: password(), name: 'Squatter' },
+          const unknown = await api.POST('/api/1/user/verify', {
+            body: { _userId: ghost, password: foreign.password },
           });
-          expect(create.response.status).toBe(409);
-          expect(await rowOf(id)).toEqual(row);
+          const verify = await api.POST('/api/1/user/verify', { body: { _userId: id, password: foreign.password } });
+          expect(verify.response.status).toBe(422);
+          expect(strip(verify.error)).toEqual(strip(unknown.error));
+          expect(await rowOf(id)).toEqual(foreign.row);
         },
       );
+
+      stateful('create: the email of a row out of reach is free, and the new account stands beside it', async () => {
+        const foreign = await foreignRow('create');
+        const { data, response, error } = await foreign.api.POST('/api/1/user/create', {
+          body: { email: foreign.email.toUpperCase(), password: password(), name: 'Own Account' },
+        });
+        expect(response.status, JSON.stringify(error)).toBe(201);
+        expect(data!.result._userId).not.toBe(foreign.id);
+        // A second one is the API's own conflict, as ever.
+        const again = await foreign.api.POST('/api/1/user/create', {
+          body: { email: foreign.email, password: password(), name: 'Second' },
+        });
+        expect(again.response.status).toBe(409);
+        expect(again.error?.code).toBe('email_taken');
+        expect(await rowOf(foreign.id)).toEqual(foreign.row);
+      });
+
+      stateful("import's dry run: the email of a row out of reach would be created", async () => {
+        const foreign = await foreignRow('dry');
+        const { data, response } = await foreign.api.POST('/api/1/user/import', {
+          body: { users: [{ email: foreign.email, name: 'Own Account', password: password() }], dryRun: true },
+        });
+        expect(response.status).toBe(200);
+        expect(data?.result).toEqual({
+          status: 'import checked',
+          created: 1,
+          failed: 0,
+          items: [{ index: 0, status: 'user would be created' }],
+        });
+      });
+
+      stateful('import: the email of a row out of reach is imported beside it', async () => {
+        const foreign = await foreignRow('import');
+        const { data, response } = await foreign.api.POST('/api/1/user/import', {
+          body: { users: [{ email: foreign.email.toUpperCase(), name: 'Own Account', password: password() }] },
+        });
+        expect(response.status).toBe(200);
+        expect(data?.result).toMatchObject({ status: 'import done', created: 1, failed: 0 });
+        const item = data!.result.items[0]!;
+        expect('_userId' in item && item._userId).not.toBe(foreign.id);
+        expect(await rowOf(foreign.id)).toEqual(foreign.row);
+      });
+
+      /** The foreign row, and an account of the API with the same email beside it. */
+      async function sharedEmail(tag: string) {
+        const foreign = await foreignRow(tag);
+        const own = await createUser({ email: foreign.email.toUpperCase(), name: 'Own Account' }, foreign.api);
+        return { foreign, own };
+      }
+
+      stateful(
+        'get by email finds the account of the API beside a row out of reach, and nothing once it is gone',
+        async () => {
+          const { foreign, own } = await sharedEmail('get');
+          const got = await foreign.api.GET('/api/1/user/get', { params: { query: { email: foreign.email } } });
+          expect(got.response.status).toBe(200);
+          expect(got.data?.result).toMatchObject({ _userId: own.id, name: 'Own Account', phone: null });
+          await foreign.api.DELETE('/api/1/user/delete', { body: { _userId: own.id } });
+          const gone = await foreign.api.GET('/api/1/user/get', { params: { query: { email: foreign.email } } });
+          const missing = await foreign.api.GET('/api/1/user/get', { params: { query: { _userId: ghost } } });
+          expect(gone.response.status).toBe(404);
+          expect(strip(gone.error)).toEqual(strip(missing.error));
+          expect(await rowOf(foreign.id)).toEqual(foreign.row);
+        },
+      );
+
+      stateful("verify by email checks the API's account only, never the row out of reach beside it", async () => {
+        const { foreign, own } = await sharedEmail('verify');
+        const unknown = await foreign.api.POST('/api/1/user/verify', {
+          body: { email: uniqueEmail('nobody'), password: foreign.password },
+        });
+        const theirs = await foreign.api.POST('/api/1/user/verify', {
+          body: { email: foreign.email, password: foreign.password },
+        });
+        expect(theirs.response.status).toBe(422);
+        expect(strip(theirs.error)).toEqual(strip(unknown.error));
+        const mine = await foreign.api.POST('/api/1/user/verify', {
+          body: { email: foreign.email, password: own.password },
+        });
+        expect(mine.data?.result).toEqual({ _userId: own.id, status: 'password verified' });
+      });
+
+      stateful('list and count by email show the account of the API only', async () => {
+        const { foreign, own } = await sharedEmail('list');
+        for (const email of [foreign.email, `@${foreign.email.split('@')[1]}`]) {
+          const listed = await foreign.api.GET('/api/1/user/list', { params: { query: { email } } });
+          expect(listed.data?.result.users.map((u) => u._userId)).toEqual([own.id]);
+          const counted = await foreign.api.GET('/api/1/user/count', { params: { query: { email } } });
+          expect(counted.data?.result.count).toBe(1);
+        }
+      });
+
+      stateful('export streams the account of the API only', async () => {
+        const { foreign, own } = await sharedEmail('export');
+        const response = await fetch(`${target.baseUrl}/api/1/user/export`, {
+          headers: { Authorization: foreign.token },
+        });
+        expect(response.status).toBe(200);
+        const lines = (await response.text()).split('\n').filter((line) => line !== '');
+        expect(lines.map((line) => (JSON.parse(line) as { name: string }).name)).toEqual([own.name]);
+        expect(lines.join('\n')).not.toContain('Other System');
+      });
+
+      stateful('the change feed tells of the account of the API only', async () => {
+        const { foreign, own } = await sharedEmail('events');
+        await target.sql("update users set name = 'Other System 2' where id = $1", [foreign.id]);
+        await foreign.api.POST('/api/1/user/update', { body: { _userId: own.id, name: 'Own Renamed' } });
+        const { data } = await foreign.api.GET('/api/1/events', { params: { query: { limit: 100 } } });
+        const events = data!.result.events;
+        expect(events.map((e) => [e.type, e.subject])).toEqual([
+          ['user.created', own.id],
+          ['user.updated', own.id],
+        ]);
+        expect(JSON.stringify(events)).not.toContain(foreign.id);
+      });
     });
 
     describe('authentication', () => {

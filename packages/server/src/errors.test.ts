@@ -42,7 +42,7 @@ describe('describeError, on a real query error', () => {
     expect(described).toContain('23505');
     expect(describeError(failure)).toMatchObject({
       causes: [
-        expect.objectContaining({ code: '23505', message: expect.stringContaining('users_site_email_lower_key') }),
+        expect.objectContaining({ code: '23505', message: expect.stringContaining('users_site_email_origin_key') }),
       ],
     });
     expect(describeError(failure).stack).toMatch(/^ {4}at /);

@@ -27,8 +27,9 @@ export const DEFAULT_SITE = 'default';
 
 /**
  * Accounts. `origin` records how a row came to be; its default is 'external', so a row written by
- * anyone but this service (the site's own sign-up, an import, a manual INSERT) stays out of reach
- * of the API unless its writer says otherwise. `version` backs the ETag: a trigger (migration
+ * anyone but this service (the site's own sign-up, another system's import, a manual INSERT)
+ * stays out of reach of the API unless its writer says otherwise, and no operation shows it
+ * (reach.ts). `version` backs the ETag: a trigger (migration
  * 0002) bumps it on every UPDATE, whoever the writer.
  */
 export const users = pgTable(
@@ -49,8 +50,10 @@ export const users = pgTable(
     updatedAt: at('updated_at').notNull().defaultNow(),
   },
   (t) => [
-    // Emails are unique per site ignoring case, whoever wrote the row.
-    uniqueIndex('users_site_email_lower_key').on(t.site, sql`lower(${t.email})`),
+    // Emails are unique per site ignoring case among the API's accounts, and among the other rows
+    // between themselves: a row out of reach never stands in the way of an account of the API
+    // (it would show through create's 409), nor the API's in the way of another writer's row.
+    uniqueIndex('users_site_email_origin_key').on(t.site, sql`lower(${t.email})`, t.origin),
     // list and count (only rows in reach): pages in creation order, emails by prefix and by domain.
     index('users_list_created_idx').on(t.site, t.createdAt, t.id).where(sql`${t.origin} = 'api'`),
     index('users_list_email_prefix_idx')
