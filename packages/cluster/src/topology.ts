@@ -126,6 +126,8 @@ export async function onNode<T>(port: number, query: (sql: postgres.Sql) => Prom
 
 export interface Cluster {
   state: ClusterState;
+  /** HAProxy's `show stat`: a row per frontend, backend and server, by proxy/name (api/FRONTEND, replicas/app1). */
+  balancerStats(): Promise<Map<string, Record<string, string>>>;
   /** HAProxy's view of each replica: app1 → UP, DOWN, MAINT, … */
   balancerStatus(): Promise<Record<string, string>>;
   waitBalancer(name: string, status: 'UP' | 'DOWN', ms?: number): Promise<void>;
@@ -323,17 +325,22 @@ function control(state: ClusterState): Cluster {
 
   const cluster: Cluster = {
     state,
-    async balancerStatus() {
+    async balancerStats() {
       const csv = await adminCommand(state.haproxy.admin, 'show stat');
-      const [header, ...lines] = csv.trim().split('\n');
-      const columns = header!.replace(/^# /, '').split(',');
-      const name = columns.indexOf('svname');
-      const status = columns.indexOf('status');
-      const proxy = columns.indexOf('pxname');
-      const result: Record<string, string> = {};
+      const [header = '', ...lines] = csv.trim().split('\n');
+      const columns = header.replace(/^# /, '').split(',');
+      const rows = new Map<string, Record<string, string>>();
       for (const line of lines) {
         const cells = line.split(',');
-        if (cells[proxy] === 'replicas' && cells[name] !== 'BACKEND') result[cells[name]!] = cells[status]!;
+        const row = Object.fromEntries(columns.map((column, i) => [column, cells[i] ?? '']));
+        rows.set(`${row.pxname}/${row.svname}`, row);
+      }
+      return rows;
+    },
+    async balancerStatus() {
+      const result: Record<string, string> = {};
+      for (const row of (await cluster.balancerStats()).values()) {
+        if (row.pxname === 'replicas' && row.svname !== 'BACKEND') result[row.svname!] = row.status!;
       }
       return result;
     },

@@ -4,7 +4,6 @@
 // acknowledged create, update and delete is there, nothing is half-written.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -426,30 +425,6 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
   }, 60_000);
 });
 
-/** HAProxy's `show stat`: one row per frontend, backend and server, by "proxy/name". */
-function balancerStats(cluster: Cluster): Promise<Map<string, Record<string, string>>> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(cluster.state.haproxy.admin);
-    let csv = '';
-    socket.on('connect', () => socket.end('show stat\n'));
-    socket.on('data', (chunk: Buffer) => {
-      csv += chunk.toString();
-    });
-    socket.on('error', reject);
-    socket.on('end', () => {
-      const [header = '', ...lines] = csv.trim().split('\n');
-      const columns = header.replace(/^# /, '').split(',');
-      const rows = new Map<string, Record<string, string>>();
-      for (const line of lines) {
-        const cells = line.split(',');
-        const row = Object.fromEntries(columns.map((c, i) => [c, cells[i] ?? '']));
-        rows.set(`${row.pxname}/${row.svname}`, row);
-      }
-      resolve(rows);
-    });
-  });
-}
-
 const summary = (answers: Answer[]) =>
   Object.entries(
     answers.reduce<Record<string, number>>((counts, a) => {
@@ -542,11 +517,11 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
     try {
       // Once HAProxy holds all 200 connections (and a moment for them to reach the replicas).
       const deadline = Date.now() + 15_000;
-      while (Number((await balancerStats(cluster)).get('api/FRONTEND')?.scur) < 200 && Date.now() < deadline)
+      while (Number((await cluster.balancerStats()).get('api/FRONTEND')?.scur) < 200 && Date.now() < deadline)
         await sleep(100);
       await sleep(1_000);
       const answers = await victim(12, 250);
-      const stats = await balancerStats(cluster);
+      const stats = await cluster.balancerStats();
       console.log(
         `[cluster] 200 long-polls waiting (long_polls backend: ${stats.get('long_polls/BACKEND')?.scur ?? 'none'}, ` +
           `replicas backend: ${stats.get('replicas/BACKEND')?.scur}); shop: ${summary(answers)}, ` +
