@@ -31,6 +31,7 @@ Send requests to ${state.url} (HAProxy, deploy/haproxy.cfg), with this token:
 
 Database: ${state.databaseUrl}
 Redis:    ${state.redisUrl}
+          (both refuse a connection without their password, kept in ${join(state.dir, 'state.json')}, mode 0600)
 Logs:     ${join(state.dir, 'logs')}/
 Stop:     ./pnpmw cluster down`);
     return 0;

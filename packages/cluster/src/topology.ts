@@ -1,12 +1,15 @@
 // A deployment on one machine, from the files in deploy/: a PostgreSQL primary and a synchronous
 // standby (initdb, pg_basebackup), Redis, three server replicas and HAProxy in front. The same
 // code serves `./pnpmw cluster up|down|status` and the cluster tests, which also kill, restart
-// and promote its parts.
+// and promote its parts. It is private to the user who started it: PostgreSQL asks every
+// connection, TCP or its Unix socket, for a password (scram-sha-256), Redis too (requirepass);
+// both are random, made at `up` and kept in the cluster's folder (0700) in state.json (0600).
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import {
   appendFileSync,
+  chmodSync,
   chownSync,
   existsSync,
   mkdirSync,
@@ -55,8 +58,11 @@ export interface ClusterState {
   url: string;
   token: string;
   synchronous: boolean;
+  /** With the password of PostgreSQL's `postgres` role, and Redis's: what the replicas are given. */
   databaseUrl: string;
   redisUrl: string;
+  postgresPassword: string;
+  redisPassword: string;
   postgres: PostgresNode[];
   redis: { port: number; pid: number };
   haproxy: { port: number; pid: number; admin: string };
@@ -101,9 +107,9 @@ function owner(): Owner {
   return found;
 }
 
-function pgRun(tool: string, args: string[]): void {
+function pgRun(tool: string, args: string[], env: NodeJS.ProcessEnv = process.env): void {
   const [exe, ...rest] = [...owner().prefix, join(postgresBin()!, tool), ...args];
-  const done = spawnSync(exe!, rest, { encoding: 'utf8' });
+  const done = spawnSync(exe!, rest, { encoding: 'utf8', env });
   if (done.status === 0) return;
   const output = done.stderr || done.stdout;
   const hint = /Permission denied/.test(output)
@@ -112,11 +118,13 @@ function pgRun(tool: string, args: string[]): void {
   throw new Error(`${tool} failed: ${output}${hint}`);
 }
 
-const pgUrl = (port: number) => `postgres://postgres@127.0.0.1:${port}/postgres`;
+/** A password for a URL as it is (base64url: nothing to encode), and never on a command line. */
+const secret = () => randomBytes(24).toString('base64url');
 
 /** Runs one query on one node, on a connection of its own. */
-export async function onNode<T>(port: number, query: (sql: postgres.Sql) => Promise<T>): Promise<T> {
-  const sql = postgres(pgUrl(port), { max: 1, connect_timeout: 2, onnotice: () => {} });
+async function onNode<T>(state: ClusterState, port: number, query: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const url = `postgres://postgres:${state.postgresPassword}@127.0.0.1:${port}/postgres`;
+  const sql = postgres(url, { max: 1, connect_timeout: 2, onnotice: () => {} });
   try {
     return await query(sql);
   } finally {
@@ -136,6 +144,8 @@ export interface Cluster {
   killReplica(i: number): Promise<void>;
   /** Starts it again on its port; resolves when it is ready. */
   startReplica(i: number): Promise<void>;
+  /** Runs one query on the node listening on `port`, on a connection of its own. */
+  onNode<T>(port: number, query: (sql: postgres.Sql) => Promise<T>): Promise<T>;
   primary(): PostgresNode;
   standby(): PostgresNode | undefined;
   killPrimary(): Promise<void>;
@@ -167,6 +177,8 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
   const why = clusterUnavailable();
   if (why !== undefined) throw new Error(why);
   mkdirSync(join(dir, 'logs'), { recursive: true });
+  // Its passwords, logs and PostgreSQL's socket: no other user enters.
+  chmodSync(dir, 0o700);
   const own = owner();
   if (own.uid !== undefined) chownSync(dir, own.uid, own.gid!);
   const [pg1, pg2, redisPort, haproxyPort, ...appPorts] = await Promise.all([
@@ -177,14 +189,17 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
     ...Array.from({ length: REPLICAS }, () => freePort()),
   ]);
   const synchronous = options.synchronous ?? true;
+  const [postgresPassword, redisPassword] = [secret(), secret()];
   const state: ClusterState = {
     dir,
     url: `http://127.0.0.1:${haproxyPort}`,
     token: `ua_cluster_${randomBytes(16).toString('hex')}`,
     synchronous,
     // Both hosts: the server finds whichever accepts writes (postgres.js tries them in turn).
-    databaseUrl: `postgres://postgres@127.0.0.1:${pg1},127.0.0.1:${pg2}/postgres?target_session_attrs=read-write`,
-    redisUrl: `redis://127.0.0.1:${redisPort}`,
+    databaseUrl: `postgres://postgres:${postgresPassword}@127.0.0.1:${pg1},127.0.0.1:${pg2}/postgres?target_session_attrs=read-write`,
+    redisUrl: `redis://:${redisPassword}@127.0.0.1:${redisPort}`,
+    postgresPassword,
+    redisPassword,
     postgres: [
       { name: 'pg1', data: join(dir, 'pg1'), port: pg1!, pid: 0, role: 'primary' },
       { name: 'pg2', data: join(dir, 'pg2'), port: pg2!, pid: 0, role: 'standby' },
@@ -240,34 +255,48 @@ function startPostgres(state: ClusterState, node: PostgresNode, extra: string[] 
   );
 }
 
-const accepts = (port: number) => () => onNode(port, async (sql) => (await sql`select 1`).length === 1);
+const accepts = (state: ClusterState, port: number) => () =>
+  onNode(state, port, async (sql) => (await sql`select 1`).length === 1);
 
 async function startDatabases(state: ClusterState): Promise<void> {
   const [primary, standby] = state.postgres as [PostgresNode, PostgresNode];
-  pgRun('initdb', ['-D', primary.data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-instructions']);
+  // The password reaches initdb in a file only the postgres user reads, there for that moment.
+  const pwfile = join(state.dir, 'pwfile');
+  writeFileSync(pwfile, `${state.postgresPassword}\n`, { mode: 0o600 });
+  const own = owner();
+  if (own.uid !== undefined) chownSync(pwfile, own.uid, own.gid!);
+  try {
+    // scram-sha-256 for every connection, local (the Unix socket) and TCP, replication too.
+    pgRun('initdb', [
+      '-D',
+      primary.data,
+      '-U',
+      'postgres',
+      '--auth=scram-sha-256',
+      `--pwfile=${pwfile}`,
+      '-E',
+      'UTF8',
+      '--no-instructions',
+    ]);
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
   include(primary.data, 'primary.conf');
   // The asynchronous variant differs in this one setting only.
   startPostgres(state, primary, state.synchronous ? [] : ['-c', 'synchronous_standby_names=']);
   save(state);
-  await until('the primary to accept connections', 30_000, accepts(primary.port));
-  pgRun('pg_basebackup', [
-    '-h',
-    '127.0.0.1',
-    '-p',
-    String(primary.port),
-    '-U',
-    'postgres',
-    '-D',
-    standby.data,
-    '-R',
-    '-X',
-    'stream',
-  ]);
+  await until('the primary to accept connections', 30_000, accepts(state, primary.port));
+  // In its environment, which only its user reads; -R keeps it in the standby's primary_conninfo.
+  pgRun(
+    'pg_basebackup',
+    ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres', '-D', standby.data, '-R', '-X', 'stream'],
+    { ...process.env, PGPASSWORD: state.postgresPassword },
+  );
   include(standby.data, 'standby.conf');
   startPostgres(state, standby);
   save(state);
   await until('the standby to stream from the primary', 30_000, () =>
-    onNode(primary.port, async (sql) => {
+    onNode(state, primary.port, async (sql) => {
       const rows = await sql`select sync_state from pg_stat_replication where application_name = ${STANDBY_NAME}`;
       return rows[0]?.sync_state === (state.synchronous ? 'sync' : 'async');
     }),
@@ -325,6 +354,7 @@ function control(state: ClusterState): Cluster {
 
   const cluster: Cluster = {
     state,
+    onNode: (port, query) => onNode(state, port, query),
     async balancerStats() {
       const csv = await adminCommand(state.haproxy.admin, 'show stat');
       const [header = '', ...lines] = csv.trim().split('\n');
@@ -390,11 +420,11 @@ function control(state: ClusterState): Cluster {
       standby.role = 'primary';
       save(state);
       await until('the promoted standby to accept writes', 30_000, () =>
-        onNode(standby.port, async (sql) => (await sql`select pg_is_in_recovery() as r`)[0]?.r === false),
+        onNode(state, standby.port, async (sql) => (await sql`select pg_is_in_recovery() as r`)[0]?.r === false),
       );
     },
     async pauseReplication() {
-      const [row] = await onNode(cluster.primary().port, (sql) => sql`select pid from pg_stat_replication`);
+      const [row] = await onNode(state, cluster.primary().port, (sql) => sql`select pid from pg_stat_replication`);
       if (row === undefined) throw new Error('the primary has no WAL sender');
       process.kill(Number(row.pid), 'SIGSTOP');
     },
@@ -403,9 +433,13 @@ function control(state: ClusterState): Cluster {
       await gone(state.redis.pid, 5_000);
     },
     async startRedis() {
+      // The password in a file of the folder, not on the command line that every user can read.
+      const config = join(state.dir, 'redis.conf');
+      writeFileSync(config, `requirepass ${state.redisPassword}\n`, { mode: 0o600 });
       state.redis.pid = launch(
         [
           which('redis-server')!,
+          config,
           '--port',
           String(state.redis.port),
           '--bind',
@@ -420,7 +454,7 @@ function control(state: ClusterState): Cluster {
         { log: join(state.dir, 'logs', 'redis.log') },
       );
       save(state);
-      await until('Redis to answer', 10_000, () => pingRedis(state.redis.port));
+      await until('Redis to answer', 10_000, () => pingRedis(state.redis.port, state.redisPassword));
     },
     async down() {
       // Only processes that are still what we started: after a reboot, a kept pid may be anyone's.
@@ -454,13 +488,17 @@ function commandLine(pid: number): string {
   }
 }
 
-function pingRedis(port: number): Promise<boolean> {
+function pingRedis(port: number, password: string): Promise<boolean> {
   return new Promise((resolvePromise) => {
     const client = connect(port, '127.0.0.1');
-    client.on('connect', () => client.write('PING\r\n'));
+    let reply = '';
+    client.on('connect', () => client.write(`AUTH ${password}\r\nPING\r\n`));
     client.on('data', (chunk) => {
-      resolvePromise(chunk.toString().startsWith('+PONG'));
-      client.destroy();
+      reply += chunk.toString();
+      if (!reply.startsWith('+OK\r\n') || reply.includes('\r\n+PONG')) {
+        resolvePromise(reply.startsWith('+OK\r\n+PONG'));
+        client.destroy();
+      }
     });
     client.on('error', () => resolvePromise(false));
   });

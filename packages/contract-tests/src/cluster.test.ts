@@ -3,20 +3,14 @@
 // runs a mixed load through HAProxy, breaks something, and checks the database afterwards: every
 // acknowledged create, update and delete is there, nothing is half-written.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  alive,
-  type Cluster,
-  type ClusterState,
-  clusterUnavailable,
-  freePort,
-  onNode,
-  up,
-} from '@user-accounts/cluster';
+import { alive, type Cluster, type ClusterState, clusterUnavailable, freePort, up } from '@user-accounts/cluster';
 import { processes } from '@user-accounts/server/testing/processes';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   acknowledged,
@@ -84,9 +78,11 @@ function mixedLoad(cluster: Cluster, tag: string, owned: string[], doomed: strin
 
 async function setCheck(cluster: Cluster, writes: WriteLoad): Promise<void> {
   const port = cluster.primary().port;
-  const rows = rowsOf(await onNode(port, (sql) => sql<{ id: string; name: string }[]>`select id, name from users`));
+  const rows = rowsOf(
+    await cluster.onNode(port, (sql) => sql<{ id: string; name: string }[]>`select id, name from users`),
+  );
   expect(lostWrites(writes.acks, rows)).toEqual([]);
-  expect(await onNode(port, (sql) => sql.unsafe(HALF_WRITTEN))).toHaveLength(0);
+  expect(await cluster.onNode(port, (sql) => sql.unsafe(HALF_WRITTEN))).toHaveLength(0);
   console.log(
     `[cluster]   set check: ${acknowledged(writes.acks)} acknowledged writes (creates, deletes, last names) all in the database, none half-written`,
   );
@@ -116,7 +112,7 @@ withCluster('./pnpmw cluster up | status | down', () => {
       child.on('close', (code) => resolve({ code, out }));
     });
 
-  it('up prints where to send requests and a working token; down leaves nothing running and no folder', async () => {
+  it('up prints where to send requests, a working token, and URLs with the passwords its PostgreSQL and Redis refuse any connection without; down leaves nothing running and no folder', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ua-cluster-cli-'));
     const port = await freePort();
     const started = await run(['up', '--port', String(port)], dir);
@@ -130,6 +126,7 @@ withCluster('./pnpmw cluster up | status | down', () => {
     expect(answer.status).toBe(404);
     const status = await run(['status'], dir);
     expect(status.out).toMatch(/app1 +127\.0\.0\.1:\d+ +UP/);
+    await expectPrivate(dir, started.out, state);
     const pids = [
       state.haproxy.pid,
       state.redis.pid,
@@ -221,6 +218,73 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
   }, 120_000);
 });
 
+/** PostgreSQL's first error for this connection (undefined: it connected). */
+async function refusal(target: string | postgres.Options<Record<string, never>>): Promise<string | undefined> {
+  const options = { max: 1, connect_timeout: 5, onnotice: () => {} };
+  const sql = typeof target === 'string' ? postgres(target, options) : postgres({ ...target, ...options });
+  try {
+    await sql`select 1`;
+    return undefined;
+  } catch (error) {
+    return `${(error as { code?: string }).code}: ${(error as Error).message}`;
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+/** Redis's replies to `commands`, sent on one fresh connection. */
+function redisSays(port: number, commands: string[]): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let reply = '';
+    socket.on('connect', () => socket.write(commands.map((c) => `${c}\r\n`).join('')));
+    socket.on('data', (chunk: Buffer) => {
+      reply += chunk.toString();
+      const lines = reply.split('\r\n').slice(0, -1);
+      if (lines.length < commands.length) return;
+      socket.destroy();
+      resolve(lines);
+    });
+    socket.on('error', reject);
+  });
+}
+
+/** `cluster up`'s PostgreSQL and Redis answer the URLs it printed, and nobody without their passwords. */
+async function expectPrivate(dir: string, printed: string, state: ClusterState): Promise<void> {
+  const port = state.postgres[0]!.port;
+  const as = { user: 'postgres', database: 'postgres' };
+  // Over TCP and over its Unix socket (which any local user could open): no password, a wrong one.
+  expect(await refusal({ ...as, host: '127.0.0.1', port })).toMatch(/^28P01: .*password authentication failed/);
+  expect(await refusal({ ...as, host: '127.0.0.1', port, pass: 'guess' })).toMatch(/^28P01: /);
+  expect(await refusal({ ...as, path: join(dir, `.s.PGSQL.${port}`) })).toMatch(/^28P01: /);
+  expect(await refusal({ ...as, path: join(dir, `.s.PGSQL.${port}`), pass: state.postgresPassword })).toBeUndefined();
+  // The standby refuses the same way (it is a copy of the primary, pg_hba.conf and all).
+  expect(await refusal({ ...as, host: '127.0.0.1', port: state.postgres[1]!.port })).toMatch(/^28P01: /);
+
+  expect((await redisSays(state.redis.port, ['PING', 'GET x']))[0]).toMatch(/^-NOAUTH /);
+  expect(await redisSays(state.redis.port, ['AUTH guess', 'PING'])).toEqual([
+    expect.stringMatching(/^-WRONGPASS /),
+    expect.stringMatching(/^-NOAUTH /),
+  ]);
+  expect(await redisSays(state.redis.port, [`AUTH ${state.redisPassword}`, 'PING'])).toEqual(['+OK', '+PONG']);
+
+  // The URLs it printed (and gave the replicas) carry them; they are kept for its user only.
+  expect(state.databaseUrl).toContain(`postgres:${state.postgresPassword}@`);
+  expect(await refusal(state.databaseUrl)).toBeUndefined();
+  expect(state.redisUrl).toBe(`redis://:${state.redisPassword}@127.0.0.1:${state.redis.port}`);
+  expect(printed).toContain(`Database: ${state.databaseUrl}`);
+  expect(printed).toContain(`Redis:    ${state.redisUrl}`);
+  expect(statSync(dir).mode & 0o777).toBe(0o700);
+  expect(statSync(join(dir, 'state.json')).mode & 0o777).toBe(0o600);
+
+  // Nor are they on a command line, which every local user can read in /proc.
+  for (const pid of [state.redis.pid, ...state.postgres.map((n) => n.pid)]) {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    expect(cmdline).not.toContain(state.postgresPassword);
+    expect(cmdline).not.toContain(state.redisPassword);
+  }
+}
+
 interface Failover {
   lost: string[];
   recoveredMs: number;
@@ -269,7 +333,10 @@ async function failover(cluster: Cluster, owned: string[]): Promise<Failover> {
   await sleep(1_000);
   await load.stop();
   const rows = rowsOf(
-    await onNode(cluster.primary().port, (sql) => sql<{ id: string; name: string }[]>`select id, name from users`),
+    await cluster.onNode(
+      cluster.primary().port,
+      (sql) => sql<{ id: string; name: string }[]>`select id, name from users`,
+    ),
   );
   const lost = lostWrites(load.writes.acks, rows);
   console.log(
@@ -281,7 +348,7 @@ async function failover(cluster: Cluster, owned: string[]): Promise<Failover> {
     all,
     `, ${lost.length} acknowledged writes lost, service back ${recoveredMs} ms after the promotion began`,
   );
-  expect(await onNode(cluster.primary().port, (sql) => sql.unsafe(HALF_WRITTEN))).toHaveLength(0);
+  expect(await cluster.onNode(cluster.primary().port, (sql) => sql.unsafe(HALF_WRITTEN))).toHaveLength(0);
   for (const o of all.filter(failed)) expect(o.code).toBe('service_unavailable');
   return { lost, recoveredMs, statuses: all.filter(failed).map((o) => o.status) };
 }
@@ -358,7 +425,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     expect(answers.map((a) => a.status)).toEqual(Array(6).fill(201));
     expect(answers.slice(1).map((a) => a.replayed)).toEqual(Array(5).fill('true'));
     expect(new Set(answers.map((a) => (a.body as { result: { _userId: string } }).result._userId)).size).toBe(1);
-    const [row] = await onNode(
+    const [row] = await cluster.onNode(
       cluster.primary().port,
       (sql) => sql`select count(*)::int as n from users where email = 'idem.lb@example.com'`,
     );
