@@ -669,7 +669,25 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
     expect(still.map((a) => a.status)).toEqual(Array(6).fill(429));
   }, 60_000);
 
-  it('(d) the balancer logs each request without its query string (emails)', async () => {
+  it('(d) only a feed read that waits takes a long-poll slot: without wait, or with wait=0, it is an ordinary request', async () => {
+    const sessions = async () => {
+      const stats = await cluster.balancerStats();
+      return {
+        polls: Number(stats.get('long_polls/BACKEND')?.stot),
+        ordinary: Number(stats.get('replicas/BACKEND')?.stot),
+      };
+    };
+    const feed = (query: string) =>
+      send(cluster.state.url, `/api/1/events${query}`, { from: VICTIM, token: FAULT_TOKEN, timeoutMs: 5_000 });
+    const before = await sessions();
+    for (const query of ['', '?wait=0', '?limit=1']) expect((await feed(query)).status).toBe(200);
+    const reads = await sessions();
+    expect(reads).toEqual({ polls: before.polls, ordinary: before.ordinary + 3 });
+    expect((await feed('?wait=1')).status).toBe(200);
+    expect(await sessions()).toEqual({ polls: reads.polls + 1, ordinary: reads.ordinary });
+  });
+
+  it('(e) the balancer logs each request without its query string (emails)', async () => {
     const path = '/api/1/user/get?email=log.probe%40example.com';
     expect((await send(cluster.state.url, path, { from: VICTIM, token: shop, timeoutMs: 5_000 })).status).toBe(404);
     const log = () => readFileSync(join(cluster.state.dir, 'logs', 'haproxy.log'), 'utf8');
