@@ -186,13 +186,13 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
     lines = [];
   };
 
+  let lineNumber = 0;
   // A line refused before it is a row: counted and told as it is read.
   const refuse = (code: string, told: string) => {
     tally.byCode.set(code, (tally.byCode.get(code) ?? 0) + 1);
     if (tally.told.length < TOLD) tally.told.push(`  line ${lineNumber}: ${code}: ${told}`);
     tally.done++;
   };
-  let lineNumber = 0;
   try {
     for await (const line of readLines(options.file, MAX_LINE_BYTES)) {
       lineNumber++;
