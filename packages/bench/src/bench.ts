@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|neighbours]`: the service on
 // PostgreSQL against its floor (floor.ts, the least a server can do for a get) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
 // configurations interleaved round by round, each figure reported as the median of its rounds
@@ -16,7 +16,9 @@
 //   peer comparison, and create, update, delete and then the 90/10 mix (whose p99 after the
 //   writes is a known problem); it leaves out the start time, 64 connections, get-by-email, login
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
-// - `--only login|listing|events|capacity`: those figures alone, to bench/results/ as before (no floor measured).
+// - `--only login|listing|events|capacity`: those figures alone, to bench/results/ as before (no floor measured);
+// - `--only neighbours` (under 2 minutes): one site's latency while another attacks (neighbours.ts),
+//   to bench/results/<date>-neighbours.md. A full run measures it too.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -32,6 +34,7 @@ import { capacityRows } from './capacity.ts';
 import { eventRows } from './events.ts';
 import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
+import { neighbourRows } from './neighbours.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 
@@ -40,7 +43,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login`, `--only listing`, `--only events` or `--only capacity`: those figures alone.
+    // `--only login`, `--only listing`, `--only events`, `--only capacity` or `--only neighbours`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -201,14 +204,15 @@ async function start(script: string, env: Record<string, string>): Promise<Proc>
   };
 }
 
+// The rate limits lifted, unless a scenario says otherwise (the noisy neighbours keep the defaults).
 const ours = (db: { url: string }, env: Record<string, string> = {}) =>
   start(MAIN, {
-    ...env,
     DATABASE_URL: db.url,
     API_TOKENS: TOKEN,
     RATE_LIMIT: '100000000/60s',
     RATE_LIMIT_HASH: 'off',
     LOG_LEVEL: 'info', // the server's default: one access-log line per request is part of its cost
+    ...env,
   });
 const floor = (db: BenchDb) => start(FLOOR, { DATABASE_URL: db.url });
 const peer = (db: PeerDb) => start(PEER, { DATABASE_URL: db.url });
@@ -682,8 +686,9 @@ async function main(): Promise<void> {
     log('bench: --rounds must be 2 or more: the floor varying between rounds is what tells a noisy run');
     process.exit(2);
   }
-  const report = (notes: string[]) =>
+  const report = (notes: string[], name?: string) =>
     writeReport(rows, {
+      name,
       rounds: ROUNDS,
       seconds: SECONDS,
       cores,
@@ -757,6 +762,23 @@ async function main(): Promise<void> {
       })),
     );
   };
+  const neighbourNotes: string[] = [];
+  const neighbours = async (db: BenchDb) => {
+    log("noisy neighbours: shop's latency, quiet and while evil attacks (issue 26)");
+    const result = await neighbourRows({ db, password: PASSWORD, passwordHash, ours, log, seconds: SECONDS });
+    rows.push(...result.rows);
+    neighbourNotes.push(...result.notes);
+  };
+  if (values.only === 'neighbours') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await neighbours(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report(neighbourNotes, 'neighbours')}`);
+    return;
+  }
   // `--only NAME`: one group of figures, on a database of 100,000 accounts made for it.
   const alone: Record<string, (db: BenchDb) => Promise<unknown>> = { events, capacity, login };
   const only = values.only === undefined ? undefined : alone[values.only];
@@ -771,7 +793,7 @@ async function main(): Promise<void> {
     return;
   }
   if (values.only !== undefined)
-    throw new Error(`--only takes listing, events, capacity or login (got ${values.only})`);
+    throw new Error(`--only takes listing, events, capacity, login or neighbours (got ${values.only})`);
 
   if (!QUICK) {
     log('ready time on an existing embedded data folder');
@@ -801,6 +823,7 @@ async function main(): Promise<void> {
     if (!QUICK) await login(db);
     log('change events');
     await events(db);
+    if (!QUICK) await neighbours(db);
 
     log('writes, then the mix');
     const server = await ours(db);
@@ -816,7 +839,7 @@ async function main(): Promise<void> {
 
   if (!QUICK) await scaled(rows, passwordHash, false);
 
-  const file = report(PEER_NOTES);
+  const file = report([...PEER_NOTES, ...neighbourNotes]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
   log(`bench: ${((performance.now() - started) / 1000).toFixed(0)} s`);
   if (bad.length > 0) {

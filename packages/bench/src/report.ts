@@ -27,6 +27,8 @@ export interface FloorVariation {
 }
 
 export interface ReportMeta {
+  /** A suffix of the file's name for a run of one scenario (`neighbours`: <date>-neighbours.md). */
+  name?: string | undefined;
   rounds: number;
   seconds: number;
   cores: number;
@@ -97,7 +99,7 @@ export function writeReport(rows: Row[], meta: ReportMeta): string {
   const dir = scratch ? `${SCRATCH}/` : RESULTS;
   mkdirSync(dir, { recursive: true });
   const now = new Date().toISOString();
-  const stamp = `${now.slice(0, 16).replace(/[:T]/g, '-')}${meta.quick ? '-quick' : ''}${bad.length > 0 ? '-noisy' : ''}`;
+  const stamp = `${now.slice(0, 16).replace(/[:T]/g, '-')}${meta.name ? `-${meta.name}` : ''}${meta.quick ? '-quick' : ''}${bad.length > 0 ? '-noisy' : ''}`;
   const status = [
     ...(bad.length > 0
       ? [
