@@ -69,6 +69,8 @@ export interface ClusterState {
   replicas: { name: string; port: number; pid: number }[];
   /** Variables given to every replica on top of deploy/user-accounts.env. */
   serverEnv: Record<string, string>;
+  /** Variables haproxy.cfg reads (UA_SOURCE_*), over its defaults. */
+  balancerEnv?: Record<string, string>;
 }
 
 export interface ClusterOptions {
@@ -79,6 +81,11 @@ export interface ClusterOptions {
   /** false: asynchronous replication (to show what a synchronous standby is for). */
   synchronous?: boolean;
   serverEnv?: Record<string, string>;
+  /**
+   * haproxy.cfg's per-address limits (UA_SOURCE_CONNECTIONS, UA_SOURCE_NEW_CONNS,
+   * UA_SOURCE_REQUESTS) for this cluster: a load generator on one address is no attacker.
+   */
+  balancerEnv?: Record<string, string>;
 }
 
 /** Why the topology cannot be started on this machine, or undefined when it can. */
@@ -208,6 +215,7 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
     haproxy: { port: haproxyPort!, pid: 0, admin: join(dir, 'haproxy.sock') },
     replicas: appPorts.map((port, i) => ({ name: `app${i + 1}`, port, pid: 0 })),
     serverEnv: options.serverEnv ?? {},
+    balancerEnv: options.balancerEnv ?? {},
   };
   const cluster = control(state);
   try {
@@ -311,6 +319,7 @@ function include(data: string, file: string): void {
 
 function startBalancer(state: ClusterState): void {
   const env: NodeJS.ProcessEnv = {
+    ...state.balancerEnv,
     PATH: process.env.PATH,
     UA_BIND: `127.0.0.1:${state.haproxy.port}`,
     UA_ADMIN_SOCKET: state.haproxy.admin,
