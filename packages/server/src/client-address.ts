@@ -25,12 +25,22 @@ function parse(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
 }
 
 /**
- * One address in one written form: IPv4 dotted, IPv6 in its short form (RFC 5952), an
- * IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, as a dual-stack socket reports an IPv4 peer) as
- * the IPv4 address. Undefined for anything that is not an IP address (a zone index, a port).
+ * One address in one written form, so that no spelling of an address escapes its count (the
+ * failed-authentication limit, verify's per-address lockout): IPv4 dotted; IPv6 in RFC 5952's
+ * short form; an IPv4-mapped address (`::ffff:203.0.113.7`, `::ffff:cb00:7107`, fully expanded;
+ * how a dual-stack socket reports an IPv4 peer) and an IPv4-compatible one (`::203.0.113.7`,
+ * deprecated by RFC 4291 but still written) as the IPv4 address; `::` and `::1` stay the IPv6
+ * unspecified and loopback addresses. Undefined for anything that is not an IP address (a zone
+ * index, a port).
  */
 export function canonicalAddress(address: string): string | undefined {
-  return parse(address.trim())?.toString();
+  const parsed = parse(address.trim());
+  if (parsed === undefined || parsed.kind() === 'ipv4') return parsed?.toString();
+  const [a, b, c, d, e, f, high, low] = (parsed as ipaddr.IPv6).parts as [number, ...number[]];
+  if (a === 0 && b === 0 && c === 0 && d === 0 && e === 0 && f === 0 && (high! > 0 || low! > 1)) {
+    return new ipaddr.IPv4([high! >> 8, high! & 0xff, low! >> 8, low! & 0xff]).toString();
+  }
+  return parsed.toString();
 }
 
 /** TRUSTED_PROXIES: comma-separated addresses or CIDR blocks; an Error naming the bad entry. */
@@ -94,22 +104,4 @@ export function clientAddress(
     if (!trusted.has(hop)) return hop;
   }
   return client;
-}
-
-/**
- * An end user's address as a site's backend reports it (X-End-User-IP), in one written form, so
- * that no spelling of an address escapes its count: as canonicalAddress (an IPv4-mapped address,
- * `::ffff:203.0.113.7` or `::ffff:cb00:7107` or fully expanded, is the IPv4 address; IPv6 in
- * RFC 5952's short form), and an IPv4-compatible address (`::203.0.113.7`, deprecated by RFC 4291
- * but still written) is the IPv4 address too. `::` and `::1` stay the IPv6 unspecified and
- * loopback addresses. Undefined for anything that is not an IP address.
- */
-export function canonicalEndUserAddress(address: string): string | undefined {
-  const parsed = parse(address.trim());
-  if (parsed === undefined || parsed.kind() === 'ipv4') return parsed?.toString();
-  const [a, b, c, d, e, f, high, low] = (parsed as ipaddr.IPv6).parts as [number, ...number[]];
-  if (a === 0 && b === 0 && c === 0 && d === 0 && e === 0 && f === 0 && (high! > 0 || low! > 1)) {
-    return new ipaddr.IPv4([high! >> 8, high! & 0xff, low! >> 8, low! & 0xff]).toString();
-  }
-  return parsed.toString();
 }

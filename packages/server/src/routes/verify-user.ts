@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth-failures.ts';
-import { canonicalEndUserAddress } from '../client-address.ts';
+import { canonicalAddress } from '../client-address.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
@@ -30,7 +30,7 @@ function endUserAddress(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   const value = header.trim();
   // A zone id (`fe80::1%eth0`) names an interface of the caller's machine, not an end user.
-  const canonical = value.length > 45 || value.includes('%') ? undefined : canonicalEndUserAddress(value);
+  const canonical = value.length > 45 || value.includes('%') ? undefined : canonicalAddress(value);
   if (canonical === undefined) {
     throw invalidRequest('The X-End-User-IP header is not an IP address.', [
       { pointer: 'X-End-User-IP', code: 'invalid_format', message: 'must be an IPv4 or IPv6 address' },
