@@ -1,6 +1,8 @@
 // GET /metrics as Prometheus scrapes it: off by default, behind its own token when on, and
 // counting the requests it is asked about.
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { processes } from '@user-accounts/server/testing/processes';
 import { afterAll, describe, expect, it } from 'vitest';
 import { GHOST } from './harness.ts';
@@ -10,6 +12,15 @@ const procs = processes();
 afterAll(() => procs.cleanup());
 const checker = createSpecChecker();
 const METRICS_TOKEN = 'metrics_token_for_the_scraper_0123456789';
+
+// Prometheus's own linter of the exposition format: `promtool` on PATH, or where .ci/run unpacks
+// Debian's prometheus package (.toolchain/prometheus/usr/bin).
+const unpacked = fileURLToPath(new URL('../../../.toolchain/prometheus/usr/bin/promtool', import.meta.url));
+const promtool =
+  spawnSync('promtool', ['--version']).status === 0 ? 'promtool' : existsSync(unpacked) ? unpacked : undefined;
+if (promtool === undefined) {
+  console.warn('\n[contract-tests] promtool check metrics: SKIPPED, promtool is not installed (Debian: prometheus)\n');
+}
 
 async function scrape(baseUrl: string, authorization?: string): Promise<Response> {
   const response = await fetch(`${baseUrl}/metrics`, {
@@ -75,4 +86,26 @@ describe('GET /metrics', () => {
     expect(after).not.toContain(GHOST);
     expect(after).not.toContain('metrics@example.com');
   });
+
+  it.skipIf(promtool === undefined)(
+    'passes promtool check metrics, with every default metric of the process',
+    async () => {
+      // Found by promtool: prom-client's nodejs_active_{handles,requests,resources}_total are gauges
+      // with a counter's suffix (exit 3).
+      const dataDir = procs.dataDir();
+      const server = procs.server({ DATA_DIR: dataDir, METRICS_TOKEN });
+      await server.ready;
+      const apiToken = readFileSync(`${dataDir}/dev-token`, 'utf8').trim();
+      await fetch(`${server.baseUrl}/api/1/user/get?_userId=${GHOST}`, { headers: { Authorization: apiToken } });
+      const response = await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`);
+      expect(response.status).toBe(200);
+      const text = await response.text();
+      expect(text).toMatch(/^nodejs_active_handles\{/m);
+      const checked = spawnSync(promtool!, ['check', 'metrics'], { input: text, encoding: 'utf8', timeout: 10_000 });
+      expect({ status: checked.status, output: `${checked.stdout}${checked.stderr}`.trim() }).toEqual({
+        status: 0,
+        output: '',
+      });
+    },
+  );
 });

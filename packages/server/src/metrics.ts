@@ -23,6 +23,12 @@ export function createMetrics(sources: {
 }): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  // prom-client's totals of active handles, requests and resources are gauges named `_total`,
+  // a suffix the exposition format keeps for counters (`promtool check metrics` fails on them).
+  // The same totals are `sum(nodejs_active_handles)` etc. over the per-type gauges kept beside them.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+    registry.removeSingleMetric(name);
+  }
   const requests = new Counter({
     name: 'http_requests_total',
     help: 'Requests answered, by route, method and status.',

@@ -518,6 +518,13 @@ export interface paths {
          *     duration, and the process's own metrics (CPU, memory, event loop lag). Off unless the
          *     operator sets `METRICS_TOKEN`; then it takes that token as `Authorization: Bearer <token>`
          *     (API tokens are not accepted, and it never counts against a rate limit).
+         *
+         *     Only the Prometheus text format 0.0.4 is served (`text/plain; version=0.0.4`), whatever
+         *     `Accept` asks: a scraper that prefers OpenMetrics falls back to it, as Prometheus does.
+         *     It passes `promtool check metrics`: prom-client's default gauges
+         *     `nodejs_active_{handles,requests,resources}_total` (a counter's suffix on a gauge) are not
+         *     exposed; their totals are the sums of `nodejs_active_handles`, `nodejs_active_requests`
+         *     and `nodejs_active_resources` by type.
          */
         get: operations["getMetrics"];
         put?: never;
