@@ -15,6 +15,7 @@ import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
+import { traceRequests } from './tracing.ts';
 import { compileValidators, type Validators } from './validation.ts';
 
 export type { AppDeps } from './context.ts';
@@ -93,6 +94,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   const validators = compileValidators();
   const app = new Hono<AppEnv>();
 
+  // Only when tracing is on (decided at start): otherwise no middleware, no cost.
+  if (deps.tracer !== undefined) app.use(traceRequests(deps.tracer));
   app.use(provideDeps(deps, validators));
   app.use(requestId());
   app.use(accessLog());

@@ -1,3 +1,4 @@
+import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { AuthFailures } from './auth-failures.ts';
@@ -25,6 +26,8 @@ export interface AppDeps {
   logger: Logger;
   /** Set when the operator turned metrics on (METRICS_TOKEN); /metrics is 404 otherwise. */
   metrics?: { collector: Metrics; token: string };
+  /** Set when tracing is on (OTEL_EXPORTER_OTLP_ENDPOINT): the app then traces each request. */
+  tracer?: Tracer;
   /** Browser origins allowed by CORS (CORS_ORIGINS); none by default. */
   corsOrigins?: string[];
   /** How long a request may take before it is answered 503 (and its write, if any, rolled back). */

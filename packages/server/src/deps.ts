@@ -2,6 +2,7 @@
 // test targets both assemble the service here, so the suite runs what production runs.
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
 import { createApp } from './app.ts';
@@ -20,6 +21,7 @@ import { createPasswordHasher, type PasswordHasher } from './passwords.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './rate-limit.ts';
 import { connectRedis } from './redis.ts';
 import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './tokens.ts';
+import { startTracing } from './tracing.ts';
 import { createWake } from './wake.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -57,9 +59,11 @@ export async function createLogger(config: Config, destination?: DestinationStre
 }
 
 /** The configured database, opened and migrated; on the embedded one, its folder locked to us. */
-export async function openDatabase(config: Config): Promise<{ database: Database; unlock(): void }> {
+export async function openDatabase(config: Config, tracer?: Tracer): Promise<{ database: Database; unlock(): void }> {
+  const traced = tracer === undefined ? {} : { tracer };
   if (config.databaseUrl !== undefined) {
     const database = await openPostgres(config.databaseUrl, {
+      ...traced,
       max: config.databasePoolSize,
       statementTimeoutMs: config.requestTimeoutMs,
       ...(config.databaseListenUrl === undefined ? {} : { listenUrl: config.databaseListenUrl }),
@@ -75,7 +79,7 @@ export async function openDatabase(config: Config): Promise<{ database: Database
   if (unsafe !== undefined) throw new StartError(unsafe);
   const unlock = lockDataDir(config.dataDir);
   try {
-    const database = await openPglite(config.dataDir);
+    const database = await openPglite(config.dataDir, traced);
     await database.migrate();
     return { database, unlock };
   } catch (error) {
@@ -102,6 +106,7 @@ export async function assembleOn(
   config: Config,
   database: Database,
   logger: Logger,
+  tracer?: Tracer,
 ): Promise<Omit<Service, 'close'> & { closeDeps(): Promise<void> }> {
   let devToken: Service['devToken'];
   if (config.apiTokens.length === 0) {
@@ -169,6 +174,7 @@ export async function assembleOn(
     costlyConcurrency: config.hashCostlyConcurrency,
     onHashed: metrics?.collector.observeHash,
     params: config.passwordHash,
+    ...(tracer === undefined ? {} : { tracer }),
   });
   const deps: AppDeps = {
     database,
@@ -177,6 +183,7 @@ export async function assembleOn(
     limiter,
     logger,
     metrics,
+    ...(tracer === undefined ? {} : { tracer }),
     requestTimeoutMs: config.requestTimeoutMs,
     corsOrigins: config.corsOrigins,
     verifyLimits: config.verifyLimits,
@@ -200,23 +207,34 @@ export async function assembleOn(
   return { app: createApp(deps), deps, database, devToken, closeDeps };
 }
 
-/** The whole service from its configuration: logger, database, dependencies, app. */
+/** The whole service from its configuration: logger, tracing (when configured), database, dependencies, app. */
 export async function assemble(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<Service> {
   const logger = await createLogger(config, options.logDestination);
-  const { database, unlock } = await openDatabase(config);
+  // Decided here, once: without an OTLP endpoint the SDK is never loaded and nothing is traced.
+  const tracing = config.tracing === undefined ? undefined : await startTracing(config.tracing);
+  let opened: Awaited<ReturnType<typeof openDatabase>>;
   try {
-    const { closeDeps, ...service } = await assembleOn(config, database, logger);
+    opened = await openDatabase(config, tracing?.tracer);
+  } catch (error) {
+    await tracing?.shutdown().catch(() => {});
+    throw error;
+  }
+  const { database, unlock } = opened;
+  try {
+    const { closeDeps, ...service } = await assembleOn(config, database, logger, tracing?.tracer);
     return {
       ...service,
       async close() {
         await closeDeps();
         await database.close();
         unlock();
+        await tracing?.shutdown();
       },
     };
   } catch (error) {
     await database.close().catch(() => {});
     unlock();
+    await tracing?.shutdown().catch(() => {});
     throw error;
   }
 }

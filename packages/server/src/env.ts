@@ -43,6 +43,11 @@ export interface Config {
   corsOrigins: string[];
   /** Turns /metrics on, for requests that carry it as a bearer token. */
   metricsToken: string | undefined;
+  /**
+   * OpenTelemetry traces, exported by OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set and
+   * OTEL_SDK_DISABLED is not true (the SDK reads the other OTEL_* variables itself); else off.
+   */
+  tracing: { serviceName: string } | undefined;
   /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
   requestTimeoutMs: number;
   /** After SIGTERM, how long to keep serving (readiness 503) before closing the listener. */
@@ -221,6 +226,13 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push('METRICS_TOKEN must be 20 to 256 printable ASCII characters without spaces');
   }
 
+  const otelEndpoint = value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? value('OTEL_EXPORTER_OTLP_ENDPOINT');
+  const otelDisabled = value('OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
+  const tracing =
+    otelEndpoint === undefined || otelDisabled
+      ? undefined
+      : { serviceName: value('OTEL_SERVICE_NAME') ?? 'user-accounts' };
+
   const rawAuthFailures = value('AUTH_FAILURE_LIMIT') ?? DEFAULT_AUTH_FAILURE_LIMIT;
   let authFailureLimit: AuthFailureLimit | null = null;
   if (rawAuthFailures !== 'off') {
@@ -332,6 +344,7 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs,
     shutdownDrainMs,
     metricsToken,
+    tracing,
     corsOrigins,
     authFailureLimit,
     trustedProxies,

@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { hash, verify } from '@node-rs/argon2';
+import { context, type Tracer, trace } from '@opentelemetry/api';
 import { dictionary } from '@zxcvbn-ts/language-common';
 import { serviceUnavailable } from './errors.ts';
 import { createFairLane, type FairLane } from './hashes/fair-lane.ts';
 import { argon2Cost, type HashCost, hashCost, readHash } from './hashes/foreign.ts';
+import { inSpan } from './tracing.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {
@@ -82,6 +84,8 @@ export interface HasherOptions {
   onHashed?: (seconds: number) => void;
   /** The cost of new hashes (PASSWORD_HASH); default OWASP's baseline. */
   params?: Argon2Params;
+  /** When tracing is on: a span per hash or check in a traced request, its run a child span. */
+  tracer?: Tracer;
 }
 
 /**
@@ -119,7 +123,14 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
   });
 
   /** `work` (one password check or hash) in `site`'s turn of `lane`, timed for the metrics. */
-  const inTurn = <T>(lane: FairLane, site: string, estimateMs: number, work: () => Promise<T>, signal?: AbortSignal) =>
+  const plainTurn = <T>(
+    _what: 'hash' | 'verify',
+    lane: FairLane,
+    site: string,
+    estimateMs: number,
+    work: () => Promise<T>,
+    signal?: AbortSignal,
+  ) =>
     lane.run(
       site,
       estimateMs,
@@ -133,6 +144,33 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
       },
       signal,
     );
+  const tracer = options.tracer;
+  // Chosen once: without tracing, a hash takes the plain path and nothing of OpenTelemetry runs.
+  // With it, `password hash` (or `verify`) spans the wait for a slot and the run, and its child
+  // `… run` the run alone. The slot may come free in another request's context: the parents are
+  // explicit.
+  const inTurn: typeof plainTurn =
+    tracer === undefined
+      ? plainTurn
+      : (what, lane, site, estimateMs, work, signal) => {
+          const parent = context.active();
+          if (trace.getSpan(parent) === undefined) return plainTurn(what, lane, site, estimateMs, work, signal);
+          const queued = performance.now();
+          const attributes = { 'user_accounts.hash.lane': lane === shared ? 'shared' : 'costly' };
+          return inSpan(tracer, `password ${what}`, parent, attributes, (span) =>
+            plainTurn(
+              what,
+              lane,
+              site,
+              estimateMs,
+              () => {
+                span.setAttribute('user_accounts.hash.wait_ms', Math.round((performance.now() - queued) * 100) / 100);
+                return inSpan(tracer, `password ${what} run`, trace.setSpan(parent, span), {}, work);
+              },
+              signal,
+            ),
+          );
+        };
 
   /** Whether `password` matches `stored`, unnormalized too; false for a hash no longer readable. */
   const check = async (stored: string, password: string): Promise<boolean> => {
@@ -157,10 +195,11 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
       return { running: a.running + b.running, waiting: a.waiting + b.waiting };
     },
     hash: (password, site, signal) =>
-      inTurn(shared, site, own.cpuMs, () => hash(password.normalize('NFC'), argon2id), signal),
+      inTurn('hash', shared, site, own.cpuMs, () => hash(password.normalize('NFC'), argon2id), signal),
     verify(stored, password, site, signal) {
       if (stored === undefined) {
         return inTurn(
+          'verify',
           shared,
           site,
           own.cpuMs,
@@ -175,7 +214,14 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
         );
       }
       const cost = hashCost(stored) ?? own;
-      return inTurn(costly(cost) ? costlyLane : shared, site, cost.cpuMs, () => check(stored, password), signal);
+      return inTurn(
+        'verify',
+        costly(cost) ? costlyLane : shared,
+        site,
+        cost.cpuMs,
+        () => check(stored, password),
+        signal,
+      );
     },
     needsRehash: (stored) => !stored.startsWith(prefix),
   };

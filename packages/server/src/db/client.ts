@@ -1,10 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import type { Tracer } from '@opentelemetry/api';
 import { type SQL, sql } from 'drizzle-orm';
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { MIGRATIONS_DIR as MIGRATIONS } from '../resources.ts';
 import { type ChannelHandlers, type Listening, listenPglite, listenPostgres } from './listen.ts';
 import { schema } from './schema.ts';
+import { tracePglite, tracePostgres } from './traced.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 
@@ -84,7 +86,7 @@ async function counted(db: Db, apply: () => Promise<void>): Promise<Migrated> {
 
 export async function openPostgres(
   url: string,
-  options: { max?: number; statementTimeoutMs?: number; listenUrl?: string } = {},
+  options: { max?: number; statementTimeoutMs?: number; listenUrl?: string; tracer?: Tracer } = {},
 ): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
@@ -104,6 +106,8 @@ export async function openPostgres(
     // No statement outlives the request it serves (see the deadline middleware).
     connection: { application_name: 'user-accounts', statement_timeout: options.statementTimeoutMs ?? 10_000 },
   } as Parameters<typeof postgres>[1]);
+  // Every query goes through this client: traced here, once, when tracing is on.
+  if (options.tracer !== undefined) tracePostgres(client, options.tracer);
   const db = drizzle(client, { schema }) as unknown as Db;
   const { listeners, track } = listenerSet();
   return {
@@ -144,7 +148,7 @@ function listenerSet() {
 }
 
 /** The embedded database: PostgreSQL compiled to WASM, kept in `dataDir/pgdata`. */
-export async function openPglite(dataDir: string | undefined): Promise<Database> {
+export async function openPglite(dataDir: string | undefined, options: { tracer?: Tracer } = {}): Promise<Database> {
   const { PGlite } = await import('@electric-sql/pglite');
   const { drizzle } = await import('drizzle-orm/pglite');
   const { migrate } = await import('drizzle-orm/pglite/migrator');
@@ -154,6 +158,8 @@ export async function openPglite(dataDir: string | undefined): Promise<Database>
     mkdirSync(path, { recursive: true, mode: 0o700 });
   }
   const client = await PGlite.create(path);
+  // Every query goes through this client: traced here, once, when tracing is on.
+  if (options.tracer !== undefined) tracePglite(client, options.tracer);
   const db = drizzle(client, { schema }) as unknown as Db;
   const { listeners, track } = listenerSet();
   return {
