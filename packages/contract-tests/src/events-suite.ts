@@ -6,6 +6,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
+/** A sequence number as `sequence` and `next` carry it: 20 digits, zero-padded. */
+const seq = (n: number) => String(n).padStart(20, '0');
+
 export function defineEventsSuite(spec: TargetSpec): void {
   if (spec.skip || !spec.stateful) return;
 
@@ -75,12 +78,12 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const b = await freshSite();
       for (let i = 0; i < 5; i++) await h.createUser({}, b.api);
       const first = await feed(b.api, { limit: 2 });
-      expect(first.data!.result.events.map((e) => e.sequence)).toEqual(['1', '2']);
-      expect(first.data!.result.next).toBe('2');
+      expect(first.data!.result.events.map((e) => e.sequence)).toEqual([seq(1), seq(2)]);
+      expect(first.data!.result.next).toBe(seq(2));
       const rest = await feed(b.api, { after: '2', limit: 1000 });
-      expect(rest.data!.result.events.map((e) => e.sequence)).toEqual(['3', '4', '5']);
+      expect(rest.data!.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4), seq(5)]);
       const none = await feed(b.api, { after: '5' });
-      expect(none.data!.result).toEqual({ events: [], next: '5' });
+      expect(none.data!.result).toEqual({ events: [], next: seq(5) });
       const past = await feed(b.api, { after: '6' });
       expect(past.status).toBe(400);
       expect(past.error?.code).toBe('invalid_request');
@@ -129,14 +132,14 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const ids = data!.result.items.map((item) => ('_userId' in item ? item._userId : undefined));
       const events = await all(b.api);
       expect(events.map((e) => [e.type, e.subject])).toEqual(ids.map((id) => ['user.created', id]));
-      expect(events.map((e) => e.sequence)).toEqual(['1', '2', '3']);
+      expect(events.map((e) => e.sequence)).toEqual([seq(1), seq(2), seq(3)]);
     });
 
     it('long-polls: answers as soon as an event commits, or empty once wait has passed', async () => {
       const b = await freshSite();
       let started = performance.now();
       const empty = await feed(b.api, { after: '0', wait: 1 });
-      expect(empty.data!.result).toEqual({ events: [], next: '0' });
+      expect(empty.data!.result).toEqual({ events: [], next: seq(0) });
       expect(performance.now() - started).toBeGreaterThanOrEqual(950);
 
       started = performance.now();
@@ -173,7 +176,7 @@ export function defineEventsSuite(spec: TargetSpec): void {
       while (seen.length < audited.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
       stop.abort();
       await reading;
-      expect(seen.map((e) => e.sequence)).toEqual(audited.map((_, i) => String(i + 1)));
+      expect(seen.map((e) => e.sequence)).toEqual(audited.map((_, i) => seq(i + 1)));
       const key = (type: string, id: unknown) => `${type} ${id}`;
       const typeOf: Record<string, string> = { create: 'user.created', update: 'user.updated', delete: 'user.deleted' };
       expect(seen.map((e) => key(e.type, e.subject)).sort()).toEqual(

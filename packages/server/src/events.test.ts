@@ -20,6 +20,7 @@ import {
   pruneEvents,
   readEvents,
   SEQUENCE_BATCH,
+  formatSequence as seq,
   sequenceEvents,
   startSequencer,
 } from './events.ts';
@@ -129,7 +130,7 @@ describe('the outbox', () => {
       sql`update event_sequences set snapshot = '900000000:900000000:'::pg_snapshot where site = ${s.name}`,
     );
     await created(s.name, [s.ids[0]!]);
-    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
   });
 
   it('numbers the events of the last writes when the sequencer stops, not at some later start', async () => {
@@ -144,7 +145,7 @@ describe('the outbox', () => {
     await database.db.transaction((tx) => appendEvents(tx, s.name, [{ type: 'user.created', userId: s.ids[0]! }]));
     sequencer.kick();
     await sequencer.stop();
-    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
   });
 
   it('numbers, in migration 0010, what an older version left unnumbered, and goes on from there', async () => {
@@ -156,9 +157,13 @@ describe('the outbox', () => {
       await old.db.execute(sql`insert into events (site, type, subject, data)
       select 'shop', 'user.updated', ${user!.id}::uuid, '{}'::jsonb from generate_series(1, 3)`);
       await old.migrate();
-      expect((await readEvents(old.db, 'shop', undefined, 10)).map((e) => e.sequence)).toEqual(['1', '2', '3']);
+      expect((await readEvents(old.db, 'shop', undefined, 10)).map((e) => e.sequence)).toEqual([
+        seq(1),
+        seq(2),
+        seq(3),
+      ]);
       await created('shop', [user!.id], old);
-      expect((await readEvents(old.db, 'shop', 3, 10)).map((e) => e.sequence)).toEqual(['4']);
+      expect((await readEvents(old.db, 'shop', 3, 10)).map((e) => e.sequence)).toEqual([seq(4)]);
     });
   });
 
@@ -170,7 +175,7 @@ describe('the outbox', () => {
       sql`insert into events (site, type, subject, data) values (${name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
     );
     expect(await sequenceEvents(database.db, name)).toBe(1);
-    expect((await readEvents(database.db, name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+    expect((await readEvents(database.db, name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
     // A newer server's first write of another such site starts it from all its events, not from now.
     const other = `ev-${randomUUID().slice(0, 8)}`;
     await database.db.execute(
@@ -178,7 +183,7 @@ describe('the outbox', () => {
     );
     await ensureEventSequence(database.db, other);
     await created(other, [s.ids[0]!]);
-    expect((await readEvents(database.db, other, undefined, 10)).map((e) => e.sequence)).toEqual(['1', '2']);
+    expect((await readEvents(database.db, other, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1), seq(2)]);
   });
 
   it('numbers, in migration 0011, into batches what was numbered before, and goes on from there', async () => {
@@ -199,7 +204,7 @@ describe('the outbox', () => {
       await write(2);
       await old.migrate();
       const all = await readEvents(old.db, 'shop', 5, 1000);
-      expect(all.map((e) => e.sequence)).toEqual(Array.from({ length: 447 }, (_, i) => String(i + 6)));
+      expect(all.map((e) => e.sequence)).toEqual(Array.from({ length: 447 }, (_, i) => seq(i + 6)));
       expect(all.map((e) => (e.data as { i: number }).i)).toEqual([
         ...Array.from({ length: 445 }, (_, i) => i + 6),
         1,
@@ -207,7 +212,7 @@ describe('the outbox', () => {
       ]);
       expect(await feedBounds(old.db, 'shop')).toEqual({ last: 452, prunedThrough: 5 });
       await created('shop', [user!.id], old);
-      expect((await readEvents(old.db, 'shop', 452, 10)).map((e) => e.sequence)).toEqual(['453']);
+      expect((await readEvents(old.db, 'shop', 452, 10)).map((e) => e.sequence)).toEqual([seq(453)]);
     });
   }, 30_000);
 
@@ -244,10 +249,10 @@ describe('the outbox', () => {
     await sequenceEvents(database.db);
     await created(s.name, [s.ids[1]!]);
     expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => [e.sequence, e.subject])).toEqual([
-      ['1', s.ids[0]],
-      ['2', s.ids[1]],
-      ['3', s.ids[0]],
-      ['4', s.ids[1]],
+      [seq(1), s.ids[0]],
+      [seq(2), s.ids[1]],
+      [seq(3), s.ids[0]],
+      [seq(4), s.ids[1]],
     ]);
   });
 
@@ -293,11 +298,11 @@ describe('the outbox', () => {
     ).rejects.toThrow('the write failed');
     await created(a.name, [a.ids[2]!]);
     expect((await readEvents(database.db, a.name, undefined, 10)).map((e) => [e.sequence, e.subject])).toEqual([
-      ['1', a.ids[0]],
-      ['2', a.ids[1]],
-      ['3', a.ids[2]],
+      [seq(1), a.ids[0]],
+      [seq(2), a.ids[1]],
+      [seq(3), a.ids[2]],
     ]);
-    expect((await readEvents(database.db, b.name, undefined, 10)).map((e) => e.sequence)).toEqual(['1']);
+    expect((await readEvents(database.db, b.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
   });
 });
 
@@ -322,10 +327,10 @@ describe('the retention', () => {
     const fromTwo = (await (await get('?after=2')).json()) as {
       result: { events: { sequence: string }[]; next: string };
     };
-    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual(['3', '4']);
+    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
     const fromOldest = (await (await get('')).json()) as { result: { events: { sequence: string }[]; next: string } };
-    expect(fromOldest.result.events.map((e) => e.sequence)).toEqual(['3', '4']);
-    expect(fromOldest.result.next).toBe('4');
+    expect(fromOldest.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
+    expect(fromOldest.result.next).toBe(seq(4));
     expect((await get('?after=5')).status).toBe(400);
   });
 
@@ -340,10 +345,10 @@ describe('the retention', () => {
     await pruneEvents(database.db, 7 * 86_400_000);
     expect(await feedBounds(database.db, s.name)).toEqual({ last: 5, prunedThrough: 2 });
     const fromTwo = (await (await feed(s.name)('?after=2')).json()) as { result: { events: { sequence: string }[] } };
-    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual(['3', '4', '5']);
+    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4), seq(5)]);
     // All five were numbered in one batch, which still lists the two pruned: they take no place in a page.
     const oldest = (await (await feed(s.name)('?limit=2')).json()) as { result: { events: { sequence: string }[] } };
-    expect(oldest.result.events.map((e) => e.sequence)).toEqual(['3', '4']);
+    expect(oldest.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
   });
 
   it(
@@ -475,7 +480,7 @@ async function longPollWakesForItsOwnSiteOnly(on: Database) {
     await created(b.name, b.ids, on);
     const answer = await quiet;
     expect(answer.status).toBe(200);
-    expect(((await answer.json()) as Page).result).toEqual({ events: [], next: '0' });
+    expect(((await answer.json()) as Page).result).toEqual({ events: [], next: seq(0) });
     expect(performance.now() - started).toBeGreaterThanOrEqual(1_950);
     expect(early).toEqual([]);
 
@@ -484,7 +489,7 @@ async function longPollWakesForItsOwnSiteOnly(on: Database) {
     const wrote = performance.now();
     await created(a.name, a.ids, on);
     const page = (await (await woken).json()) as Page;
-    expect(page.result.events.map((e) => [e.sequence, e.subject])).toEqual([['1', a.ids[0]]]);
+    expect(page.result.events.map((e) => [e.sequence, e.subject])).toEqual([[seq(1), a.ids[0]]]);
     expect(performance.now() - wrote).toBeLessThan(1_000);
     expect(early).toHaveLength(1);
   } finally {

@@ -228,6 +228,21 @@ export interface EventRow extends Record<string, unknown> {
 
 export const sourceOf = (site: string) => `urn:user-accounts:site:${site}`;
 
+/**
+ * How many digits `sequence` (and the feed's `next`) is written with, zero-padded: the CloudEvents
+ * Sequence extension wants a string whose lexicographic order is the events' order ("10" sorts
+ * before "2"; "00000000000000000010" after "00000000000000000002"). 20 digits hold any bigint
+ * (and any unsigned 64-bit number). The value is the same number as before: `after` takes both
+ * forms, and comparing as numbers still works.
+ */
+export const SEQUENCE_DIGITS = 20;
+
+/** A sequence number as `sequence` and `next` carry it. */
+export const formatSequence = (n: number | bigint | string) => String(n).padStart(SEQUENCE_DIGITS, '0');
+
+/** A sequence number as a request may give it: the short decimal form or the 20-digit one. */
+export const SEQUENCE_TEXT = /^(?:0|[1-9][0-9]{0,17}|[0-9]{20})$/;
+
 export function toCloudEvent(site: string, row: EventRow): CloudEvent {
   return {
     specversion: '1.0',
@@ -237,7 +252,7 @@ export function toCloudEvent(site: string, row: EventRow): CloudEvent {
     subject: row.subject,
     time: row.time,
     datacontenttype: 'application/json',
-    sequence: String(row.seq),
+    sequence: formatSequence(row.seq),
     ...(row.changed === null ? {} : { changedfields: row.changed }),
     data: typeof row.data === 'string' ? JSON.parse(row.data) : row.data,
   };

@@ -3,6 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { latestAuditRows } from '../audit.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
+import { SEQUENCE_TEXT } from '../events.ts';
 import type { FirebaseScrypt } from '../hashes/foreign.ts';
 import { isUuid } from '../ids.ts';
 import type { PasswordHasher } from '../passwords.ts';
@@ -459,7 +460,9 @@ function webhookRemove(words: string[]): Planned {
 function webhookReplay(words: string[], flags: Map<string, string | true>): Planned {
   const id = webhookId(words, 2);
   const from = text(flags, 'from', true);
-  if (!/^[1-9]\d{0,17}$/.test(from)) throw new UsageError('--from must be a sequence number (1 or more)');
+  // As an event's `sequence` carries it (20 digits, zero-padded) or in the short form.
+  if (!SEQUENCE_TEXT.test(from) || Number(from) < 1)
+    throw new UsageError('--from must be a sequence number (1 or more)');
   return async (db) => {
     const replayed = await replay(db, id, Number(from));
     if (replayed === undefined) throw new CommandFailed(`No webhook has the id ${id}.`);

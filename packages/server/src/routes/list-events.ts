@@ -2,7 +2,7 @@ import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { type CloudEvent, feedBounds, readEvents, sequenceEvents } from '../events.ts';
+import { type CloudEvent, feedBounds, formatSequence, readEvents, sequenceEvents } from '../events.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { validQuery } from './shared.ts';
@@ -28,7 +28,7 @@ const expired = (after: number, first: CloudEvent | undefined) =>
     410,
     'events_expired',
     `Events after ${after} were removed (they are kept for the retention time)` +
-      (first === undefined ? '.' : `; the oldest kept is ${first.sequence}.`) +
+      (first === undefined ? '.' : `; the oldest kept is ${Number(first.sequence)}.`) +
       ' Resynchronize from list, then read on without after.',
   );
 
@@ -83,7 +83,7 @@ async function answer(
     if (after !== undefined && after < bounds.prunedThrough) throw expired(after, events[0]);
     const left = until - performance.now();
     if (events.length > 0 || left <= 0 || c.req.raw.signal.aborted) {
-      const next = events.at(-1)?.sequence ?? String(after ?? bounds.prunedThrough);
+      const next = events.at(-1)?.sequence ?? formatSequence(after ?? bounds.prunedThrough);
       return c.json({ result: { events, next } } as ListEventsResponse, 200);
     }
     await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal, site) ??

@@ -1,6 +1,7 @@
 // One delivery attempt against real receivers on 127.0.0.1: the signature as a receiver checks
 // it (with the standardwebhooks library, not our code), failures, the time limit, and the
 // address checks that keep webhooks off private networks.
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type RequestListener } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -67,13 +68,18 @@ describe('sendWebhook', () => {
     const [got] = requests;
     expect(got).toMatchObject({ method: 'POST', url: '/hooks?site=a', body: sent.body });
     expect(got!.headers).toMatchObject({
-      'content-type': 'application/json',
+      // A CloudEvents HTTP message in structured mode (the body is the event).
+      'content-type': 'application/cloudevents+json',
       'user-agent': 'user-accounts-webhooks/1',
       'webhook-id': sent.id,
       'webhook-timestamp': String(Math.floor(sent.timestamp.getTime() / 1000)),
     });
     expect(got!.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
     expect(verified).toEqual(JSON.parse(sent.body));
+    // The signature covers exactly the id, the timestamp and the body's bytes, headers aside.
+    const signed = `${sent.id}.${got!.headers['webhook-timestamp']}.${sent.body}`;
+    const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+    expect(got!.headers['webhook-signature']).toBe(`v1,${createHmac('sha256', key).update(signed).digest('base64')}`);
   });
 
   it('fails on a 500 with its status', async () => {

@@ -1,11 +1,16 @@
 // One delivery attempt: a signed POST (Standard Webhooks: webhook-id, webhook-timestamp,
-// webhook-signature), judged by its status alone. Redirects are not followed: a 3xx would send
+// webhook-signature), judged by its status alone. The body is a CloudEvent, sent in the
+// CloudEvents HTTP binding's structured mode (its Content-Type says so; the signature covers the
+// body's bytes and nothing of the headers, so the two standards do not touch). Redirects are not followed: a 3xx would send
 // the event, signed, to a place the operator never checked, so it counts as a failure.
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
 import { checkWebhookUrl, safeLookup } from './target.ts';
+
+/** A delivery's Content-Type: a CloudEvent in the JSON event format, structured mode. */
+export const WEBHOOK_CONTENT_TYPE = 'application/cloudevents+json';
 
 /** What is read of an answer's body (and thrown away) before the connection is dropped. */
 const MAX_ANSWER_BYTES = 64 * 1024;
@@ -68,7 +73,8 @@ export async function sendWebhook(options: {
     return { ok: false, error: `cannot sign with the endpoint's secret: ${reason(error)}`, ms: elapsed() };
   }
   const headers = {
-    'content-type': 'application/json',
+    // Structured mode: without it the CloudEvents SDK's HTTP.toEvent finds "no cloud event".
+    'content-type': WEBHOOK_CONTENT_TYPE,
     'content-length': Buffer.byteLength(options.body),
     'user-agent': 'user-accounts-webhooks/1',
     'webhook-id': options.id,

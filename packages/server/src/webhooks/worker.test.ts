@@ -7,7 +7,14 @@ import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, openPglite, rows } from '../db/client.ts';
-import { appendEvents, type EventType, ensureEventSequence, pruneEvents, sequenceEvents } from '../events.ts';
+import {
+  appendEvents,
+  type EventType,
+  ensureEventSequence,
+  pruneEvents,
+  formatSequence as seq,
+  sequenceEvents,
+} from '../events.ts';
 import { silentLogger } from '../testing/hono.ts';
 import { createWake } from '../wake.ts';
 import { addEndpoint, replay } from './endpoints.ts';
@@ -335,7 +342,13 @@ describe('the webhook sender', () => {
     await recorded(id); // else one still pending is (rightly) not replayed
     expect(await replay(db(), id, 2)).toEqual({ made: 2, prunedThrough: 0 });
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 5);
-    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2', '3', '2', '3']);
+    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual([
+      seq(1),
+      seq(2),
+      seq(3),
+      seq(2),
+      seq(3),
+    ]);
   });
 
   it('says how far the retention removed events when a replay starts before them', async () => {
@@ -402,7 +415,7 @@ describe('the webhook sender', () => {
     await db().execute(sql`update webhook_deliveries set next_attempt_at = now() where endpoint_id = ${id}`);
     await until(() => got.filter((e) => e.subject === s.ids[0]).length === 2);
     await sleep(300);
-    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual(['1', '2']);
+    expect(got.filter((e) => e.subject === s.ids[0]).map((e) => e.sequence)).toEqual([seq(1), seq(2)]);
   });
 
   it('claims nothing once stop() is called, even in a cycle already under way', async () => {
