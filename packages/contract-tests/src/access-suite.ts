@@ -124,7 +124,7 @@ export function defineAccessSuite(spec: TargetSpec): void {
           new Request(url, { headers: { Authorization: 'ua_never_issued_0000000000000000000000' } }),
         );
         expect(after.status).toBe(401);
-        expect(after.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
+        expect(after.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts", error="invalid_token"');
         expect(withoutRequestId((await after.json()) as Problem)).toEqual(
           withoutRequestId((await unknown.json()) as Problem),
         );
@@ -137,6 +137,7 @@ export function defineAccessSuite(spec: TargetSpec): void {
           .GET('/api/1/user/get', { params: { query: { _userId: GHOST } } });
         expect(response.status).toBe(401);
         expect(error?.code).toBe('unauthorized');
+        expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts", error="invalid_token"');
       });
 
       it('records when a token was last used, without a write per request', async () => {

@@ -49,8 +49,12 @@ describe('GET /metrics', () => {
     const server = procs.server({ DATA_DIR: dataDir, METRICS_TOKEN });
     await server.ready;
     const apiToken = readFileSync(`${dataDir}/dev-token`, 'utf8').trim();
-    expect((await scrape(server.baseUrl)).status).toBe(401);
-    expect((await scrape(server.baseUrl, `Bearer ${apiToken}`)).status).toBe(401);
+    const none = await scrape(server.baseUrl);
+    expect(none.status).toBe(401);
+    expect(none.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
+    const wrong = await scrape(server.baseUrl, `Bearer ${apiToken}`);
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts", error="invalid_token"');
     expect((await scrape(server.baseUrl, METRICS_TOKEN)).status).toBe(401);
 
     const labels = { method: 'GET', route: '/api/1/user/get', status: '404' };

@@ -97,21 +97,27 @@ export function defineSecuritySuite(target: TargetSpec): void {
     const snapshot = () => h.target.sql(`select * from users where site = 'default' order by id`);
 
     describe.each(operations.map((op) => [`${op.method} ${op.path}`, op] as const))('%s', (_, op) => {
+      // RFC 6750 §3: `error="invalid_token"` for a token sent and refused; none without a token.
+      const plain = 'Bearer realm="user-accounts"';
+      const invalid = 'Bearer realm="user-accounts", error="invalid_token"';
       it.each([
-        ['no token', () => undefined],
-        ['an unknown token', () => 'ua_never_issued_1111111111111111111111'],
-        ['a revoked token', () => tokens.revoked],
-        ['a malformed Authorization header', () => 'Bearer'],
-      ])('answers %s with 401 unauthorized, the same body every time, and changes nothing', async (_, token) => {
-        const victim = await h.createUser();
-        const before = await snapshot();
-        const { response, problem } = await send(op, token(), victim.id);
-        expect(response.status).toBe(401);
-        expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
-        expect(withoutRequestId(problem)).toEqual(withoutRequestId(unknown401));
-        expect(response.headers.get('ratelimit')).toBeNull();
-        expect(await snapshot()).toEqual(before);
-      });
+        ['no token', () => undefined, plain],
+        ['an unknown token', () => 'ua_never_issued_1111111111111111111111', invalid],
+        ['a revoked token', () => tokens.revoked, invalid],
+        ['a Bearer without its token', () => 'Bearer', plain],
+      ])(
+        'answers %s with 401 unauthorized, the same body every time, and changes nothing',
+        async (_, token, challenge) => {
+          const victim = await h.createUser();
+          const before = await snapshot();
+          const { response, problem } = await send(op, token(), victim.id);
+          expect(response.status).toBe(401);
+          expect(response.headers.get('www-authenticate')).toBe(challenge);
+          expect(withoutRequestId(problem)).toEqual(withoutRequestId(unknown401));
+          expect(response.headers.get('ratelimit')).toBeNull();
+          expect(await snapshot()).toEqual(before);
+        },
+      );
 
       it(`answers a token without the ${op.scope} scope with 403 forbidden, and changes nothing`, async () => {
         const victim = await h.createUser();

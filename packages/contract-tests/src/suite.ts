@@ -697,20 +697,25 @@ export function defineContractSuite(spec: TargetSpec): void {
 
     describe('authentication', () => {
       // The mock checks that a token is there, not which: the other cases need the server.
-      const cases: [string, Record<string, string>, boolean][] = [
-        ['no Authorization header', {}, true],
-        ['an unknown token', { Authorization: 'ua_not_a_token_we_issued_0000000000' }, spec.stateful],
-        ['an empty Bearer', { Authorization: 'Bearer ' }, spec.stateful],
+      // RFC 6750 §3: `error="invalid_token"` when a token was sent and refused, no error code when none was.
+      const plain = 'Bearer realm="user-accounts"';
+      const invalid = 'Bearer realm="user-accounts", error="invalid_token"';
+      const cases: [string, Record<string, string>, boolean, string][] = [
+        ['no Authorization header', {}, true, plain],
+        ['an unknown token', { Authorization: 'ua_not_a_token_we_issued_0000000000' }, spec.stateful, invalid],
+        ['an unknown Bearer token', { Authorization: 'Bearer ua_not_a_token_we_issued_0000' }, spec.stateful, invalid],
+        ['an empty Bearer', { Authorization: 'Bearer ' }, spec.stateful, plain],
+        ['another scheme', { Authorization: 'Basic dXNlcjpwYXNz' }, spec.stateful, plain],
       ];
       it.each(cases.filter(([, , runs]) => runs))(
         'answers 401 unauthorized with WWW-Authenticate for %s',
-        async (_, headers) => {
+        async (_, headers, __, challenge) => {
           const response = await checkedFetch(
             new Request(`${target.baseUrl}${API}/get?email=a@example.com`, { headers }),
           );
           expect(response.status).toBe(401);
           if (spec.stateful) {
-            expect(response.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts"');
+            expect(response.headers.get('www-authenticate')).toBe(challenge);
             const body = (await response.json()) as Problem;
             expect(body).toMatchObject({ code: 'unauthorized', status: 401 });
           }

@@ -206,6 +206,42 @@ describe('verify', () => {
     }
   });
 
+  it("names the lock in a lockout 429's RateLimit fields, its reset the moment Retry-After names", async () => {
+    // Found by a RateLimit-draft reading (issue 27): the 429 carried the token's "all" window
+    // (`t=24`) beside `Retry-After: 60`; a client following the fields came back to the same lock.
+    const { client } = await server({ env: { VERIFY_LIMIT_ADDRESS: '3/1h' } });
+    const who = email('fields');
+    for (let i = 0; i < 10; i++) {
+      const { response } = await client.POST('/api/1/user/verify', { body: { email: who, password: `wrong ${i}` } });
+      expect(response.status).toBe(422);
+      // Other answers keep the token's budgets.
+      expect(response.headers.get('ratelimit')).toMatch(/^"all";r=\d+;t=\d+/);
+    }
+    const locked = await client.POST('/api/1/user/verify', { body: { email: who, password: PASSWORD } });
+    expect(locked.response.status).toBe(429);
+    expect(locked.error?.code).toBe('too_many_attempts');
+    const wait = locked.response.headers.get('retry-after');
+    expect(Number(wait)).toBeGreaterThan(50);
+    expect(locked.response.headers.get('ratelimit')).toBe(`"failed_verify";r=0;t=${wait}`);
+    expect(locked.response.headers.get('ratelimit-policy')).toBe('"failed_verify";q=10;w=900');
+
+    // The same for a lock of the end user's address.
+    const from = { header: { 'X-End-User-IP': '203.0.113.9' } };
+    for (let i = 0; i < 3; i++) {
+      const body = { email: email('spray'), password: 'x' };
+      expect((await client.POST('/api/1/user/verify', { body, params: from })).response.status).toBe(422);
+    }
+    const blocked = await client.POST('/api/1/user/verify', {
+      body: { email: email('spray'), password: 'x' },
+      params: from,
+    });
+    expect(blocked.response.status).toBe(429);
+    const addressWait = blocked.response.headers.get('retry-after');
+    expect(Number(addressWait)).toBeGreaterThan(3500);
+    expect(blocked.response.headers.get('ratelimit')).toBe(`"failed_verify_address";r=0;t=${addressWait}`);
+    expect(blocked.response.headers.get('ratelimit-policy')).toBe('"failed_verify_address";q=3;w=3600');
+  });
+
   it('limits failures per end-user address across identifiers (X-End-User-IP)', async () => {
     const { client } = await server({ env: { VERIFY_LIMIT_ADDRESS: '3/1h' } });
     const from = (ip: string) => ({ header: { 'X-End-User-IP': ip } });

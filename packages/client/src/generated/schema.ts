@@ -371,7 +371,8 @@ export interface paths {
          *     a change that did not commit (a 409, a 412, a rolled-back 503). A `disable` or `enable`
          *     that finds the account already in that state changes nothing and has no event.
          *
-         *     Each event has the site's next **sequence number** (`sequence`, 1, 2, 3, … with no gaps)
+         *     Each event has the site's next **sequence number** (`sequence`, 1, 2, 3, … with no gaps,
+         *     written as 20 digits, zero-padded: `00000000000000000001`, so that it sorts as a string)
          *     and is a CloudEvents 1.0 envelope in its JSON format. `data` is the account as `get`
          *     answers it after the change, or `{"_userId"}` for `user.deleted`. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
@@ -394,8 +395,10 @@ export interface paths {
          *     `0`), and an `after` past the site's last event is 400 `invalid_request`.
          *
          *     Needs the `events` scope (`cli token create --scopes events`). Operators can also have
-         *     the events sent to webhooks, signed per Standard Webhooks (`cli webhook add`; see the
-         *     README). An endpoint has at most `WEBHOOK_ENDPOINT_CONCURRENCY` deliveries in flight (4
+         *     the events sent to webhooks (`cli webhook add`; see the README): each is a CloudEvents HTTP
+         *     message in structured mode, `Content-Type: application/cloudevents+json`, its body the event
+         *     as this feed answers it, signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`,
+         *     `webhook-signature` over the body's bytes). An endpoint has at most `WEBHOOK_ENDPOINT_CONCURRENCY` deliveries in flight (4
          *     by default) and sites and endpoints are served in turn, so one site's slow or dead
          *     endpoint does not hold up another site's webhooks.
          */
@@ -783,8 +786,19 @@ export interface components {
         /**
          * @description A change event: a CloudEvents 1.0 envelope (JSON format). `id` is unique and stays the
          *     same on every delivery of the event (a webhook's `webhook-id` is this `id`): receivers
-         *     deduplicate on it. `sequence` (a CloudEvents extension attribute) is the event's number
-         *     among its site's events: compare it as a number.
+         *     deduplicate on it. `sequence` (the CloudEvents Sequence extension) is the event's number
+         *     among its site's events (1, 2, 3, … with no gaps), written as 20 digits, zero-padded
+         *     (`00000000000000000042`), as that extension requires a string whose lexicographic order
+         *     is the events' order: compare it as a string, or as a number (the same order).
+         *
+         *     Migration (November 2026): `sequence` and the feed's `next` used to be written short
+         *     (`"42"`). The number is the same: a receiver that compares it as a number (`Number`,
+         *     `BigInt`, a numeric column) needs no change; one that keeps or compares the short text
+         *     should compare numbers, or keep the 20-digit text. `after` takes both forms. Webhook
+         *     deliveries used to say `Content-Type: application/json`; they now say
+         *     `application/cloudevents+json` (CloudEvents structured mode), with the same body and the
+         *     same Standard Webhooks headers and signature: a receiver that insisted on
+         *     `application/json` should accept both.
          */
         Event: {
             /** @constant */
@@ -802,7 +816,7 @@ export interface components {
             time: components["schemas"]["Timestamp"];
             /** @constant */
             datacontenttype: "application/json";
-            /** @example 42 */
+            /** @example 00000000000000000042 */
             sequence: string;
             /**
              * @description `user.updated` only: the fields the update set, comma-separated, in the order
@@ -819,7 +833,7 @@ export interface components {
         ListEventsResponse: {
             result: {
                 events: components["schemas"]["Event"][];
-                /** @description The `sequence` of the last event answered (`after` when none): the next `after`. */
+                /** @description The `sequence` of the last event answered (`after` when none, in the same 20-digit form): the next `after`. */
                 next: string;
             };
         };
@@ -1050,6 +1064,14 @@ export interface components {
         /**
          * @description Too many failed checks for this account, identifier or end-user address (`too_many_attempts`), or the
          *     token over one of its rate limits (`rate_limited`); `Retry-After` says when to try again.
+         *
+         *     On `too_many_attempts` the `RateLimit-Policy` and `RateLimit` fields name the lock that
+         *     refused the request, and only it: `"failed_verify"` (failures per account or identifier,
+         *     `q` of `VERIFY_LIMIT` per `w` seconds) or `"failed_verify_address"` (per end-user address,
+         *     `VERIFY_LIMIT_ADDRESS`), with `r=0` and `t` the same number of seconds as `Retry-After`,
+         *     as the RateLimit draft asks of a response carrying both. The token's own budgets are not
+         *     listed on that answer (they are not what refused it, and their reset names another
+         *     moment than the lock's end); every other answer lists them.
          */
         VerifyTooManyRequests: {
             headers: {
@@ -1063,7 +1085,10 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The token is missing, unknown or revoked. The body is the same in every case. */
+        /**
+         * @description The token is missing, unknown, revoked or expired. The body is the same in every case;
+         *     `WWW-Authenticate` adds `error="invalid_token"` when a token was sent.
+         */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1341,7 +1366,9 @@ export interface components {
          *     password hash (every `create`, `import` and `verify`, and an `update` that sets `password`), and is listed on
          *     their answers only. `"import"` counts the rows a site imports, every token of the site
          *     together, and is listed on `import`'s answers only. `"failed_auth"` appears only on a 429 for too many failed
-         *     authentications from the client's address (see the `apiToken` security scheme).
+         *     authentications from the client's address (see the `apiToken` security scheme);
+         *     `"failed_verify"` and `"failed_verify_address"` only on verify's 429 `too_many_attempts`,
+         *     alone (see `VerifyTooManyRequests`).
          */
         "RateLimit-Policy": string;
         /**
@@ -1356,8 +1383,13 @@ export interface components {
         "RateLimit-IfKnown": string;
         /** @description `true` when this answer is the replay of an earlier request with the same `Idempotency-Key` (any stored answer of `create` or `update`: a success or a 4xx). */
         "Idempotent-Replayed": "true";
-        /** @description The authentication scheme to use. */
-        "WWW-Authenticate": "Bearer realm=\"user-accounts\"";
+        /**
+         * @description The authentication scheme to use (RFC 6750 §3). When a token was sent and refused
+         *     (unknown, revoked, expired or malformed) the challenge adds `error="invalid_token"`; when
+         *     none was (no `Authorization`, a bare `Bearer`, another scheme such as `Basic`) it is the
+         *     plain challenge, with no error code, as RFC 6750 §3.1 says.
+         */
+        "WWW-Authenticate": "Bearer realm=\"user-accounts\"" | "Bearer realm=\"user-accounts\", error=\"invalid_token\"";
     };
     pathItems: never;
 }
@@ -1911,7 +1943,7 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The sequence number after which to read (the `next` of the previous answer; `0` is before the first event). Omitted, the answer starts at the oldest event kept.
+                 * @description The sequence number after which to read (the `next` of the previous answer, or an event's `sequence`; `0` is before the first event), in the 20-digit form `sequence` has or in the short one (`41`). Omitted, the answer starts at the oldest event kept.
                  * @example 0
                  */
                 after?: string;

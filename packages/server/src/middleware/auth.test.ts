@@ -29,16 +29,19 @@ function tokenApp(info?: TokenInfo) {
   return { app, asked };
 }
 
-async function expectUnauthorized(response: Response) {
+/** 401; the challenge says `error="invalid_token"` (RFC 6750 §3) unless no token was sent. */
+async function expectUnauthorized(response: Response, tokenSent = true) {
   expect(response.status).toBe(401);
-  expect(response.headers.get('WWW-Authenticate')).toBe('Bearer realm="user-accounts"');
+  expect(response.headers.get('WWW-Authenticate')).toBe(
+    tokenSent ? 'Bearer realm="user-accounts", error="invalid_token"' : 'Bearer realm="user-accounts"',
+  );
   expect(await problemOf(response)).toMatchObject({ status: 401, code: 'unauthorized', requestId: 'test-request-id' });
 }
 
 describe('requireToken', () => {
   it('refuses a request without Authorization, without asking the verifier', async () => {
     const { app, asked } = tokenApp();
-    await expectUnauthorized(await app.request('/t'));
+    await expectUnauthorized(await app.request('/t'), false);
     expect(asked).toEqual([]);
   });
 

@@ -6,9 +6,24 @@ import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import type { Scope } from '../tokens.ts';
 
-const unauthorized = () =>
+/** The Bearer challenge (RFC 6750 §3): with `error="invalid_token"` when a token was sent and refused. */
+export const bearerChallenge = (tokenSent: boolean): string =>
+  tokenSent ? 'Bearer realm="user-accounts", error="invalid_token"' : 'Bearer realm="user-accounts"';
+
+/**
+ * Whether the request carries a credential to judge: not when Authorization is absent, a bare
+ * `Bearer`, or another scheme's (`Basic …`: our tokens have no spaces). RFC 6750 §3.1: no error
+ * code then; for any other value (unknown, revoked, expired, malformed) `invalid_token`.
+ */
+export function credentialSent(header: string | undefined): boolean {
+  const value = header?.trim() ?? '';
+  if (value === '' || /^bearer$/i.test(value)) return false;
+  return /^bearer\s/i.test(value) || !/\s/.test(value);
+}
+
+const unauthorized = (tokenSent: boolean) =>
   new ApiError(401, 'unauthorized', 'A valid API token is required in the Authorization header.', {
-    headers: { 'WWW-Authenticate': 'Bearer realm="user-accounts"' },
+    headers: { 'WWW-Authenticate': bearerChallenge(tokenSent) },
   });
 
 const tooManyFailures = (limit: AuthFailureLimit, wait: number) =>
@@ -62,7 +77,7 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
           'failed authentications over the limit: refusing this address until its window ends',
         );
       }
-      throw unauthorized();
+      throw unauthorized(credentialSent(header));
     }
     attempt?.done('accepted', info.digest);
     c.set('token', info);

@@ -23,7 +23,7 @@ function rateLimited(states: PolicyState[]): ApiError {
 /**
  * Counts the request against its token's budgets ("all", and the operation's own budget when it
  * has one); over any of them: 429 with Retry-After. The fields go on every answer, with what
- * consumeBudget() counted later in the request.
+ * consumeBudget() counted later in the request, unless the answer carries its own.
  */
 export function rateLimit(budget?: Budget): MiddlewareHandler<AppEnv> {
   return async function rateLimitMiddleware(c, next) {
@@ -35,7 +35,8 @@ export function rateLimit(budget?: Budget): MiddlewareHandler<AppEnv> {
       return response;
     }
     await next();
-    setRateLimitHeaders(c.res.headers, c.get('rateLimits'));
+    // An answer refused by a limit of its own (verify's lockout) names that limit instead.
+    if (!c.res.headers.has('RateLimit')) setRateLimitHeaders(c.res.headers, c.get('rateLimits'));
   };
 }
 

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { App } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { bearerChallenge, credentialSent } from '../middleware/auth.ts';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 
@@ -9,14 +10,15 @@ export function registerMetrics(app: App): void {
   app.get('/metrics', async function getMetrics(c) {
     const metrics = c.get('deps').metrics;
     if (metrics === undefined) throw new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`);
-    const given = /^Bearer +(\S+)$/i.exec(c.req.header('authorization') ?? '')?.[1];
+    const header = c.req.header('authorization');
+    const given = /^Bearer +(\S+)$/i.exec(header ?? '')?.[1];
     if (given === undefined || !timingSafeEqual(digest(given), digest(metrics.token))) {
       throw new ApiError(
         401,
         'unauthorized',
         'Metrics need the metrics token: Authorization: Bearer <METRICS_TOKEN>.',
         {
-          headers: { 'WWW-Authenticate': 'Bearer realm="user-accounts"' },
+          headers: { 'WWW-Authenticate': bearerChallenge(credentialSent(header)) },
         },
       );
     }

@@ -5,7 +5,7 @@ import { canonicalAddress } from '../client-address.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
 import { isUuid } from '../ids.ts';
-import { type LockoutStore, lockoutKey } from '../lockout.ts';
+import { type LockoutPolicy, type LockoutStore, lockoutKey } from '../lockout.ts';
 import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { runWrite } from '../writes.ts';
@@ -17,9 +17,18 @@ type VerifyUserResponse = components['schemas']['VerifyUserResponse'];
 const invalidCredentials = () =>
   new ApiError(422, 'invalid_credentials', 'The email or id and password do not match an account.');
 const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
-const tooManyAttempts = (seconds: number) =>
+/**
+ * The lock's 429. Its RateLimit fields name the lock, whose reset is the moment Retry-After names
+ * (the RateLimit draft: the two should agree): not the token's budgets, which are not exhausted
+ * and would tell a client to come back before the lock ends.
+ */
+const tooManyAttempts = (seconds: number, name: string, policy: LockoutPolicy) =>
   new ApiError(429, 'too_many_attempts', `Too many failed attempts; try again in ${seconds} s.`, {
-    headers: { 'Retry-After': String(seconds) },
+    headers: {
+      'Retry-After': String(seconds),
+      'RateLimit-Policy': `"${name}";q=${policy.limit};w=${policy.windowSeconds}`,
+      RateLimit: `"${name}";r=0;t=${seconds}`,
+    },
   });
 
 /**
@@ -88,11 +97,11 @@ export const verifyUser = defineOperation({
     // Each attempt is counted as a failure before the password is checked (see lockout.ts), and
     // taken back when it was not one.
     const addressWait = fromAddress === undefined ? 0 : await lockout.attempt(fromAddress, verifyLimits.address);
-    if (addressWait > 0) throw tooManyAttempts(addressWait);
+    if (addressWait > 0) throw tooManyAttempts(addressWait, 'failed_verify_address', verifyLimits.address);
     const wait = await lockout.attempt(identifier, verifyLimits.identifier);
     if (wait > 0) {
       if (fromAddress !== undefined) await lockout.undo(fromAddress);
-      throw tooManyAttempts(wait);
+      throw tooManyAttempts(wait, 'failed_verify', verifyLimits.identifier);
     }
     const notAFailure = async () => {
       await lockout.undo(identifier);
