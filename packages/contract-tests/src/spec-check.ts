@@ -37,12 +37,29 @@ function retarget(node: unknown): unknown {
   return node;
 }
 
+/** Each rule of `x-refused`, as a text that breaks it. An unknown rule refuses everything. */
+const REFUSED: Record<string, RegExp> = {
+  // Nothing that shows: no letter, number, punctuation or symbol outside the default-ignorable
+  // characters and the blank Braille pattern (U+2800).
+  'nothing-visible': /^(?:(?![\p{L}\p{N}\p{P}\p{S}])[\s\S]|[\p{Default_Ignorable_Code_Point}\u2800])*$/u,
+  'line-separators': /[\u2028\u2029]/u,
+  'bidi-formatting': /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u,
+};
+
 export function createSpecChecker(): SpecChecker {
   const spec = parse(readFileSync(SPEC_FILE, 'utf8')) as Json;
   // strictRequired off: "exactly one of" is a oneOf of `required` lists naming properties defined beside it.
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
   addFormats(ajv);
   ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
+  // The text rules the spec states in words and names in `x-refused` (see its `Name`), read here
+  // from those words on their own.
+  ajv.addKeyword({
+    keyword: 'x-refused',
+    type: 'string',
+    schemaType: 'array',
+    validate: (rules: string[], text: string) => !rules.some((rule) => REFUSED[rule]?.test(text) ?? true),
+  });
   ajv.addSchema({ $id: 'spec', $defs: retarget(spec.components.schemas) });
   const resolve = (node: Json): Json =>
     typeof node.$ref === 'string'

@@ -23,12 +23,33 @@ function retarget(node: unknown): unknown {
   return node;
 }
 
+/**
+ * The text rules the spec names in `x-refused` and states in words: its patterns say only what
+ * every regular expression engine reads alike (control characters, in `\x` escapes), so that
+ * every client generator can use them; these need Unicode properties. Each is true when the text
+ * breaks it.
+ */
+export const TEXT_RULES: Record<string, (text: string) => boolean> = {
+  // Not one letter, digit, punctuation mark or symbol that shows: only spaces, zero-width
+  // characters, joiners, blank fillers (U+2800, and U+3164 which is Default_Ignorable) and the like.
+  'nothing-visible': (text) => !/(?![\p{Default_Ignorable_Code_Point}\u2800])[\p{L}\p{N}\p{P}\p{S}]/u.test(text),
+  'line-separators': (text) => /[\u2028\u2029]/u.test(text),
+  'bidi-formatting': (text) => /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(text),
+};
+
 export function createSpecAjv(): Ajv2020 {
   const spec = loadSpec();
   // strictRequired off: "exactly one of" is a oneOf of `required` lists naming properties defined beside it.
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
   addFormats(ajv);
   ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
+  ajv.addKeyword({
+    keyword: 'x-refused',
+    type: 'string',
+    schemaType: 'array',
+    metaSchema: { type: 'array', items: { enum: Object.keys(TEXT_RULES) } },
+    validate: (rules: string[], text: string) => !rules.some((rule) => TEXT_RULES[rule]!(text)),
+  });
   ajv.addSchema({ $id: 'spec', $defs: retarget(spec.components.schemas) });
   return ajv;
 }
@@ -114,6 +135,8 @@ const MESSAGES: Record<string, (e: ErrorObject, types: unknown[]) => [FieldError
   maxLength: (e) => ['too_long', `must be at most ${characters(e.params.limit)}`],
   format: (e) => ['invalid_format', FORMATS[e.params.format] ?? `must be a valid ${e.params.format}`],
   pattern: () => ['invalid_format', 'has an invalid format'],
+  // The spec's worded text rules are told as the pattern they complete.
+  'x-refused': () => ['invalid_format', 'has an invalid format'],
   minProperties: () => ['required', 'must contain at least one field to change'],
 };
 
@@ -155,6 +178,7 @@ function rank(e: ErrorObject): number {
       return 2;
     case 'format':
     case 'pattern':
+    case 'x-refused':
       return 3;
     default:
       return 5;
@@ -172,7 +196,10 @@ function pointerOf(e: ErrorObject): string {
  * the order Ajv meets the fields (missing ones, unknown ones, then the schema's order).
  */
 export function toFieldErrors(errors: ErrorObject[] | null | undefined): FieldError[] {
-  const all = errors ?? [];
+  // A body's own top-level `oneOf` is its "exactly one of", which the route tells in words before
+  // the schema runs (verify, import): its branches only repeat the types of the fields for client
+  // generators, and a field of the wrong type is told once, by the field's own schema.
+  const all = (errors ?? []).filter((e) => !e.schemaPath.startsWith('#/oneOf'));
   // A `oneOf` of a value or null reports the failed value, the null branch and itself: only the
   // first is worth telling wherever it is told.
   const told = new Set(all.filter((e) => !isEcho(e)).map((e) => e.instancePath));

@@ -570,8 +570,12 @@ export interface components {
          *     (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), with which a name could reorder
          *     the text displayed around it. Other invisible characters are kept inside a name, as words
          *     need them: the zero-width joiner in emoji sequences (U+200D), the zero-width non-joiner
-         *     in Persian (U+200C). The pattern uses Unicode property escapes (`\p{…}`): check it with a
-         *     Unicode-aware engine (ECMAScript's `u` flag).
+         *     in Persian (U+200C).
+         *
+         *     The pattern says only the control characters, as every regular expression engine reads
+         *     it alike (with or without ECMAScript's `u` flag); the other rules are the server's, named
+         *     in `x-refused` (`nothing-visible`, `line-separators`, `bidi-formatting`): a name breaking
+         *     one is refused as the pattern refuses, 400 `invalid_format` at its pointer.
          * @example Ada Lovelace
          */
         Name: string;
@@ -583,7 +587,8 @@ export interface components {
         /**
          * @description Postal address as free text; newlines and tabs allowed. No other control characters
          *     (U+0000–U+001F, U+007F–U+009F) and no bidirectional formatting characters (U+061C, U+200E,
-         *     U+200F, U+202A–U+202E, U+2066–U+2069), as for `name`.
+         *     U+200F, U+202A–U+202E, U+2066–U+2069), as for `name`: the pattern says the control
+         *     characters, `x-refused` the rest (see `Name`).
          * @example 12 St James's Square
          *     London SW1Y 4JH
          */
@@ -652,7 +657,11 @@ export interface components {
             email?: components["schemas"]["Email"];
             _userId?: components["schemas"]["UserId"];
             password: components["schemas"]["VerifyPassword"];
-        } & (unknown | unknown);
+        } & ({
+            email: string;
+        } | {
+            _userId: string;
+        });
         VerifyUserResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
@@ -698,7 +707,11 @@ export interface components {
              *     request's `firebaseScrypt`.
              */
             passwordSalt?: string;
-        } & (unknown | unknown);
+        } & ({
+            password: string;
+        } | {
+            passwordHash: string;
+        });
         /**
          * @description A Firebase project's password hash parameters (Authentication → Users → Password hash
          *     parameters), for the rows that carry a Firebase `passwordHash` and `passwordSalt`.
@@ -1337,7 +1350,7 @@ export interface components {
          *     that IPv4 address). Never stored in plain text.
          * @example 203.0.113.7
          */
-        EndUserIp: string | unknown | unknown;
+        EndUserIp: string;
         /**
          * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
          *     printable ASCII characters. A retry with the same key and body replays the first answer.
