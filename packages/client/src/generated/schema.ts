@@ -458,7 +458,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This contract, as YAML */
+        /**
+         * This contract, as YAML
+         * @description The OpenAPI document this server validates requests against, as written. No token needed.
+         */
         get: operations["getSpecYaml"];
         put?: never;
         post?: never;
@@ -475,7 +478,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This contract, as JSON */
+        /**
+         * This contract, as JSON
+         * @description The same document as `/openapi.yaml`, converted to JSON. No token needed.
+         */
         get: operations["getSpecJson"];
         put?: never;
         post?: never;
