@@ -398,9 +398,10 @@ export interface paths {
          *     the events sent to webhooks (`cli webhook add`; see the README): each is a CloudEvents HTTP
          *     message in structured mode, `Content-Type: application/cloudevents+json`, its body the event
          *     as this feed answers it, signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`,
-         *     `webhook-signature` over the body's bytes). An endpoint has at most `WEBHOOK_ENDPOINT_CONCURRENCY` deliveries in flight (4
-         *     by default) and sites and endpoints are served in turn, so one site's slow or dead
-         *     endpoint does not hold up another site's webhooks.
+         *     `webhook-signature` over the body's bytes). An endpoint has at most
+         *     `WEBHOOK_ENDPOINT_CONCURRENCY` deliveries in flight (4 by default) and sites and endpoints
+         *     are served in turn, so one site's slow or dead endpoint does not hold up another site's
+         *     webhooks.
          */
         get: operations["listEvents"];
         put?: never;
