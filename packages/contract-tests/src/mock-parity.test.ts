@@ -187,6 +187,32 @@ describe('the same calls, the same answers from the mock and the server', () => 
       { method: 'POST', path: '/api/1/user/import', body: json({ users: [{}], force: true }) },
     ],
   ];
+  // The name and address rules the spec's patterns cannot say portably (its `x-refused`): Prism
+  // no longer refuses them by the pattern; the mock's gate does, with the server's answer.
+  it.each([
+    ['a name that shows nothing', { name: '\u200B\u3164' }, '/name'],
+    ['a name that reorders the text after it', { name: '\u202Egnp.exe' }, '/name'],
+    ['a name with a line separator', { name: 'Ada\u2028Lovelace' }, '/name'],
+    ['an address with a bidi isolate', { name: 'Ada', address: '\u2066x' }, '/address'],
+  ])(
+    'a create with %s: 400 invalid_format at its pointer, from the mock as from the server',
+    async (_, fields, pointer) => {
+      const call: Call = {
+        method: 'POST',
+        path: '/api/1/user/create',
+        body: json({ email: unique(), password: 'a parity passphrase 42', ...fields }),
+      };
+      for (const target of [server, mock]) {
+        const response = await send(target, call);
+        expect(response.status).toBe(400);
+        expect(await response.json()).toMatchObject({
+          code: 'invalid_request',
+          errors: [{ pointer, code: 'invalid_format', message: 'has an invalid format' }],
+        });
+      }
+    },
+  );
+
   it.each(calls)('%s', async (_, call) => {
     const [fromServer, fromMock] = [await send(server, call), await send(mock, call)];
     expect(fromMock.status).toBe(fromServer.status);
