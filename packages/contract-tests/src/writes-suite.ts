@@ -38,6 +38,53 @@ export function defineWritesSuite(spec: TargetSpec): void {
         expect(audit.map((row) => row.outcome)).toEqual(['user created', 'replayed']);
       });
 
+      it('reads the key as an RFC 8941 String: quoted and bare name one key, and a quoted key may hold a space', async () => {
+        // Found by the IETF draft's own examples (issue 27): `"k"` and `k` were two keys, so the
+        // bare retry of a quoted create ran again (409 email_taken), and `"two words"` was a 400.
+        type Form = (k: string) => string;
+        const pairs: [first: Form, retry: Form][] = [
+          [(k) => `"${k}"`, (k) => k],
+          [(k) => k, (k) => `"${k}"`],
+          [(k) => `"${k} with spaces"`, (k) => `"${k} with spaces";note=1`],
+        ];
+        for (const [first, retry] of pairs) {
+          const k = key();
+          const body = { email: h.uniqueEmail('quoted'), password: h.password(), name: 'Quoted Key' };
+          const a = await h.client.POST('/api/1/user/create', {
+            body,
+            params: { header: { 'Idempotency-Key': first(k) } },
+          });
+          const b = await h.client.POST('/api/1/user/create', {
+            body,
+            params: { header: { 'Idempotency-Key': retry(k) } },
+          });
+          expect([a.response.status, b.response.status], `${first(k)} then ${retry(k)}`).toEqual([201, 201]);
+          expect(b.response.headers.get('idempotent-replayed')).toBe('true');
+          expect(b.data).toEqual(a.data);
+          expect(await count(body.email)).toBe(1);
+        }
+      });
+
+      it.each([
+        ['an unknown escape', '"bad \\q escape"'],
+        ['no closing quote', '"unterminated'],
+        ['an empty string', '""'],
+        ['a bare key with a space', 'two words'],
+      ])('answers 400 invalid_request to an Idempotency-Key with %s, and creates nothing', async (_, field) => {
+        const email = h.uniqueEmail('bad-key');
+        const response = await h.raw(`${API}/create`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', 'Idempotency-Key': field },
+          body: JSON.stringify({ email, password: h.password(), name: 'Bad Key' }),
+        });
+        expect(response.status).toBe(400);
+        expect(await response.json()).toMatchObject({
+          code: 'invalid_request',
+          errors: [expect.objectContaining({ pointer: 'Idempotency-Key', code: 'invalid_format' })],
+        });
+        expect(await count(email)).toBe(0);
+      });
+
       it('treats the same body in another key order as the same request', async () => {
         const header = { 'Idempotency-Key': key() };
         const email = h.uniqueEmail('order');

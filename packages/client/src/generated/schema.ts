@@ -1362,6 +1362,15 @@ export interface components {
          * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
          *     printable ASCII characters. A retry with the same key and body replays the first answer.
          *     Kept 24 hours per token.
+         *
+         *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+         *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+         *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+         *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+         *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+         *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+         *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+         *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
          */
         IdempotencyKey: string;
         /**
@@ -1464,6 +1473,15 @@ export interface operations {
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
                  *     Kept 24 hours per token.
+                 *
+                 *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+                 *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+                 *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+                 *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+                 *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+                 *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+                 *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+                 *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -1513,6 +1531,15 @@ export interface operations {
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
                  *     Kept 24 hours per token.
+                 *
+                 *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+                 *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+                 *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+                 *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+                 *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+                 *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+                 *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+                 *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
@@ -1752,6 +1779,15 @@ export interface operations {
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
                  *     Kept 24 hours per token.
+                 *
+                 *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+                 *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+                 *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+                 *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+                 *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+                 *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+                 *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+                 *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };

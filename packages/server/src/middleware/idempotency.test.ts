@@ -9,7 +9,7 @@ import { ApiError, serviceUnavailable } from '../errors.ts';
 import { problemOf, testApp } from '../testing/hono.ts';
 import { createToken, type TokenInfo } from '../tokens.ts';
 import { invalidRequest } from '../validation.ts';
-import { canonicalJson, idempotencyKey, idempotent, MAX_STORED_BODY } from './idempotency.ts';
+import { canonicalJson, idempotencyKey, idempotent, MAX_STORED_BODY, parseIdempotencyKey } from './idempotency.ts';
 import { jsonBody } from './json-body.ts';
 import { requestId } from './request-id.ts';
 
@@ -236,6 +236,11 @@ describe('idempotent', () => {
     ['non-ASCII', 'clé'],
     ['over 255 characters', 'k'.repeat(256)],
     ['an empty value', ''],
+    ['an empty string', '""'],
+    ['an unknown escape', '"a\\qb"'],
+    ['no closing quote', '"abc'],
+    ['a string over 255 characters', `"${'k'.repeat(256)}"`],
+    ['non-ASCII in a string', '"clé"'],
   ])('answers 400 invalid_request to a key with %s, without running or storing', async (_, key) => {
     const { send, runs } = idempotentApp();
     const response = await send(key, '{}');
@@ -245,6 +250,21 @@ describe('idempotent', () => {
     expect(problem.errors).toEqual([expect.objectContaining({ pointer: 'Idempotency-Key', code: 'invalid_format' })]);
     expect(runs()).toBe(0);
     expect(await storedRow(key)).toBeUndefined();
+  });
+
+  it('reads a quoted key as an RFC 8941 String: the same key as bare, and it may hold a space', async () => {
+    const { send, runs } = idempotentApp();
+    const key = randomUUID();
+    expect((await send(`"${key}"`, '{}')).status).toBe(201);
+    const bare = await send(key, '{}');
+    expect(bare.headers.get('Idempotent-Replayed')).toBe('true');
+    expect(await storedRow(key)).toMatchObject({ status: 201 });
+
+    const spaced = `${key} and words`;
+    expect((await send(`"${spaced}"`, '{}')).status).toBe(201);
+    expect((await send(`"${spaced}";ignored=?1`, '{}')).headers.get('Idempotent-Replayed')).toBe('true');
+    expect(await storedRow(spaced)).toMatchObject({ status: 201 });
+    expect(runs()).toBe(2);
   });
 
   it('accepts a key of 255 printable characters', async () => {
@@ -276,4 +296,25 @@ describe('canonicalJson', () => {
     expect(canonicalJson({ 'a,b': 1 })).not.toBe(canonicalJson({ a: 1, b: 1 }));
     expect(canonicalJson('quote " and \\')).toBe(JSON.stringify('quote " and \\'));
   });
+});
+
+describe('parseIdempotencyKey', () => {
+  it.each([
+    ['abc', 'abc'],
+    ['"abc"', 'abc'],
+    ['"8e03978e-40d5-43e8-bc93-6894a57f9324"', '8e03978e-40d5-43e8-bc93-6894a57f9324'],
+    ['"two words"', 'two words'],
+    ['"quote \\" and backslash \\\\"', 'quote " and backslash \\'],
+    ['"k";a=1;b', 'k'],
+    ['a"b\\c', 'a"b\\c'],
+  ])('reads %s as the key %s', (field, key) => {
+    expect(parseIdempotencyKey(field)).toBe(key);
+  });
+
+  it.each(['', '""', '"abc', '"a\\qb"', 'two words', '"é"', '"a"b', `"${'k'.repeat(256)}"`, 'k'.repeat(256)])(
+    'refuses %s',
+    (field) => {
+      expect(parseIdempotencyKey(field)).toBeUndefined();
+    },
+  );
 });

@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { and, eq, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { parseItem } from 'structured-headers';
 import type { AppEnv } from '../context.ts';
 import { idempotencyKeys } from '../db/schema.ts';
 import { ApiError, describeError } from '../errors.ts';
@@ -46,12 +47,41 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-/** The request's Idempotency-Key, checked against the spec's schema; 400 when malformed. */
+/** The longest key, in characters of the key itself (a quoted key's escapes and quotes not counted). */
+const MAX_KEY = 255;
+
+/**
+ * The key an Idempotency-Key field names: the draft makes the field a Structured Field String
+ * (RFC 8941 §3.3.3: `"8e03978e-40d5-43e8-bc93-6894a57f9324"`), read here with a complete parser;
+ * its parameters, which the draft defines none of, are ignored as RFC 8941 would have a
+ * recipient do. A value not starting with `"` is the bare key clients have sent until now, taken
+ * as it is, so `abc` and `"abc"` name one key. undefined when the field is not a valid key.
+ */
+export function parseIdempotencyKey(field: string): string | undefined {
+  const value = field.trim();
+  if (!value.startsWith('"')) return /^[\x21-\x7E]{1,255}$/.test(value) ? value : undefined;
+  let item: ReturnType<typeof parseItem>;
+  try {
+    item = parseItem(value);
+  } catch {
+    return undefined; // a bad escape, an unterminated quote, a character outside printable ASCII
+  }
+  const [key] = item;
+  return typeof key === 'string' && key.length >= 1 && key.length <= MAX_KEY ? key : undefined;
+}
+
+/** The request's Idempotency-Key, checked against the spec's schema and read; 400 when malformed. */
 export function idempotencyKeyOf(c: Context<AppEnv>): string | undefined {
-  const key = c.req.header('idempotency-key');
-  if (key !== undefined && !c.get('validators').idempotencyKey(key)) {
+  const field = c.req.header('idempotency-key');
+  if (field === undefined) return undefined;
+  const key = c.get('validators').idempotencyKey(field) ? parseIdempotencyKey(field) : undefined;
+  if (key === undefined) {
     throw invalidRequest('The Idempotency-Key header is not valid.', [
-      { pointer: 'Idempotency-Key', code: 'invalid_format', message: 'must be 1 to 255 printable ASCII characters' },
+      {
+        pointer: 'Idempotency-Key',
+        code: 'invalid_format',
+        message: 'must be a string ("…", RFC 8941) or a bare key of 1 to 255 printable ASCII characters',
+      },
     ]);
   }
   return key;
