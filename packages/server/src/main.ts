@@ -53,6 +53,7 @@ async function main(): Promise<void> {
     allowPrivate: config.webhookAllowPrivate,
     perEndpoint: config.webhookEndpointConcurrency,
     metrics: deps.metrics?.collector,
+    tracer: deps.tracer,
   });
   // The CLI cannot open the embedded database while we hold it: it sends its commands to us.
   const adminSocket =

@@ -8,6 +8,7 @@
 import {
   type Context,
   context,
+  diag,
   propagation,
   ROOT_CONTEXT,
   type Span,
@@ -47,6 +48,7 @@ export async function startTracing(options: { serviceName: string }): Promise<Tr
       trace.disable();
       propagation.disable();
       context.disable();
+      diag.disable();
     },
   };
 }

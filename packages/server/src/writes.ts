@@ -2,11 +2,13 @@
 // and the audit row, so that a handler cannot forget any of them. The audit middleware of the
 // operation (audit.ts) records every other outcome (refusals, failures, replays) and refuses an
 // answer to a write that did not come through here.
+import { sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import { auditInsert, type WriteOperation } from './audit.ts';
 import type { AppEnv } from './context.ts';
 import type { Db } from './db/client.ts';
 import { appendEvents, type EventType, ensureEventSequence } from './events.ts';
+import { activeTraceparent } from './tracing.ts';
 
 /** The change event of each write that changes accounts (events.ts); verify and export have none. */
 const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
@@ -57,6 +59,7 @@ export async function runWrite<T>(
   const record = c.get('write');
   if (typeof done !== 'function') record.userId = done.userId;
   const { database, outbox } = c.get('deps');
+  const tracing = c.get('deps').tracer !== undefined;
   if (outbox !== false && EVENT_OF[record.operation] !== undefined)
     await ensureEventSequence(database.db, c.get('token').site);
   const written = await database.db.transaction(async (tx) => {
@@ -77,6 +80,11 @@ export async function runWrite<T>(
     if (type !== undefined && emits !== false && outbox !== false && ids.length > 0) {
       // The audit rows and the events in one statement: a round trip less in every write.
       const events = ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) }));
+      // Tracing on: the events keep the write's trace (their column's default reads this setting,
+      // local to the transaction), and each webhook delivery of them joins it (webhooks/worker.ts).
+      const traceparent = tracing ? activeTraceparent() : undefined;
+      if (traceparent !== undefined)
+        await tx.execute(sql`select set_config('user_accounts.traceparent', ${traceparent}, true)`);
       await appendEvents(tx, token.site, events, audit.getSQL());
     } else {
       await audit;

@@ -207,6 +207,11 @@ export const events = pgTable(
     data: jsonb('data').notNull(),
     /** The writing transaction (pg_current_xact_id()): the sequencer finds new events by it. Null before migration 0010. */
     txid: xid8('txid').default(sql`pg_current_xact_id()`),
+    /**
+     * The W3C traceparent of the write's span when tracing is on (set for its transaction by
+     * runWrite, writes.ts), sent on with each webhook delivery of the event; null otherwise.
+     */
+    traceparent: text('traceparent').default(sql`nullif(current_setting('user_accounts.traceparent', true), '')`),
   },
   (t) => [index('events_site_txid_idx').on(t.site, t.txid).where(sql`${t.txid} is not null`)],
 );

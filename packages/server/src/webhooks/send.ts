@@ -59,6 +59,8 @@ export async function sendWebhook(options: {
   body: string;
   allowPrivate: boolean;
   timeoutMs?: number;
+  /** The delivery's W3C trace context, when tracing is on (webhooks/worker.ts). */
+  traceparent?: string | undefined;
 }): Promise<Attempt> {
   const started = performance.now();
   const elapsed = () => performance.now() - started;
@@ -80,6 +82,7 @@ export async function sendWebhook(options: {
     'webhook-id': options.id,
     'webhook-timestamp': String(Math.floor(options.timestamp.getTime() / 1000)),
     'webhook-signature': signature,
+    ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
   };
 
   return new Promise<Attempt>((resolve) => {

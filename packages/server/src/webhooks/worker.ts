@@ -18,6 +18,7 @@
 // Why not graphile-worker or pg-boss: both need a node-postgres pool and LISTEN of their own, so
 // neither runs on the embedded database (PGlite, one in-process connection), and the work here is
 // two statements that need the outbox's ordering anyway.
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
@@ -64,6 +65,8 @@ export interface WebhookWorkerOptions {
   /** How often to look for due retries (new events wake it at once). */
   pollMs?: number;
   timeoutMs?: number;
+  /** When tracing is on: a CLIENT span per attempt, in the trace of the write that made the event. */
+  tracer?: Tracer | undefined;
 }
 
 interface Claimed extends Record<string, unknown> {
@@ -189,7 +192,7 @@ export async function claim(
       where d.id = claimed.id and e.id = d.endpoint_id
       returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
         (select row_to_json(ev) from (
-          select ${eventColumns} from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
+          select ${eventColumns}, e.traceparent from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
         ) ev) as event`,
     );
   });
@@ -257,6 +260,53 @@ async function disableEndpoint(
   logger.warn({ endpoint: endpointId, site }, `webhook endpoint disabled: ${reason}`);
 }
 
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * An attempt's CLIENT span, child of the write's span that the event kept (events.traceparent),
+ * or the root of a trace of its own (an event of the CLI's import). Its `traceparent` goes with
+ * the delivery: a receiver's own trace joins the write's. The endpoint's URL is not an attribute
+ * (it may hold a secret of the receiver's), only its id.
+ */
+function deliverySpan(tracer: Tracer, delivery: Claimed, row: EventRow & { traceparent?: string | null }) {
+  const kept = TRACEPARENT.exec(row.traceparent ?? '');
+  const parent =
+    kept === null
+      ? ROOT_CONTEXT
+      : trace.setSpanContext(ROOT_CONTEXT, {
+          traceId: kept[1]!,
+          spanId: kept[2]!,
+          traceFlags: Number.parseInt(kept[3]!, 16),
+          isRemote: true,
+        });
+  const span = tracer.startSpan(
+    'POST',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'http.request.method': 'POST',
+        'user_accounts.webhook.endpoint': delivery.endpointId,
+        'user_accounts.webhook.attempt': delivery.attempts,
+        'cloudevents.event_type': row.type,
+        'cloudevents.event_id': row.id,
+      },
+    },
+    parent,
+  );
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  return {
+    traceparent: `00-${traceId}-${spanId}-${(traceFlags & 0xff).toString(16).padStart(2, '0')}`,
+    end(attempt: Attempt) {
+      if (attempt.status !== undefined) span.setAttribute('http.response.status_code', attempt.status);
+      if (!attempt.ok) {
+        span.setAttribute('error.type', attempt.status === undefined ? 'network' : String(attempt.status));
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+    },
+  };
+}
+
 async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions): Promise<void> {
   const policy = options.retry ?? DEFAULT_RETRY;
   const row = typeof delivery.event === 'string' ? (JSON.parse(delivery.event) as EventRow) : delivery.event;
@@ -268,6 +318,7 @@ async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions)
     options.metrics?.observeDelivery('given_up', 0);
     return;
   }
+  const span = options.tracer === undefined ? undefined : deliverySpan(options.tracer, delivery, row!);
   const attempt: Attempt = await sendWebhook({
     url: delivery.url,
     secret: delivery.secret,
@@ -276,7 +327,9 @@ async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions)
     body: JSON.stringify(event),
     allowPrivate: options.allowPrivate,
     timeoutMs: options.timeoutMs ?? 10_000,
+    traceparent: span?.traceparent,
   });
+  span?.end(attempt);
   const outcome = await record(db, delivery, attempt, policy, options.logger);
   const latency = outcome === 'delivered' ? (Date.now() - Date.parse(event.time)) / 1000 : undefined;
   options.metrics?.observeDelivery(outcome, attempt.ms / 1000, latency);
