@@ -532,13 +532,13 @@ describe.skipIf(!PG_URL)('events on PostgreSQL', () => {
       await pg.db.transaction((tx) => appendEvents(tx, name, [{ type: 'user.created', userId: ids[1]! }]));
       await sequenceEvents(pg.db, name);
       const seen = async () => (await readEvents(pg.db, name, 0, 10)).map((e) => [e.sequence, e.subject]);
-      expect(await seen()).toEqual([['1', ids[1]]]);
+      expect(await seen()).toEqual([[seq(1), ids[1]]]);
       release();
       await open;
       await sequenceEvents(pg.db);
       expect(await seen()).toEqual([
-        ['1', ids[1]],
-        ['2', ids[0]],
+        [seq(1), ids[1]],
+        [seq(2), ids[0]],
       ]);
     } finally {
       await pg.close();

@@ -398,7 +398,10 @@ export interface paths {
          *     the events sent to webhooks (`cli webhook add`; see the README): each is a CloudEvents HTTP
          *     message in structured mode, `Content-Type: application/cloudevents+json`, its body the event
          *     as this feed answers it, signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`,
-         *     `webhook-signature` over the body's bytes). An endpoint has at most
+         *     `webhook-signature` over the body's bytes). When the operator turns tracing on
+         *     (`OTEL_EXPORTER_OTLP_ENDPOINT`), a delivery also carries a W3C `traceparent` in the trace
+         *     of the write that made the event (joined to the caller's own `traceparent`, when it sent
+         *     one); it is not signed and names no secret. An endpoint has at most
          *     `WEBHOOK_ENDPOINT_CONCURRENCY` deliveries in flight (4 by default) and sites and endpoints
          *     are served in turn, so one site's slow or dead endpoint does not hold up another site's
          *     webhooks.
