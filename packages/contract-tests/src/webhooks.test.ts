@@ -434,6 +434,10 @@ describe("the README's receiver", () => {
     }
     const deadline = Date.now() + 10_000;
     while (printed.trim().split('\n').length < 2 && Date.now() < deadline) await sleep(50);
-    expect(printed.trim().split('\n')).toEqual([`1 user.created ${ids[0]}`, `2 user.created ${ids[1]}`]);
+    // The receiver prints sequence as it arrives: 20 digits, zero-padded (the CloudEvents Sequence extension).
+    expect(printed.trim().split('\n')).toEqual([
+      `${'1'.padStart(20, '0')} user.created ${ids[0]}`,
+      `${'2'.padStart(20, '0')} user.created ${ids[1]}`,
+    ]);
   }, 60_000);
 });
