@@ -1,5 +1,5 @@
 // `pnpm mock`: the contract in spec/openapi.yaml served by Prism, behind a gate that refuses what
-// the server refuses, with the server's own code (packages/server/src/mock-front.ts): tokens,
+// the server refuses, with the server's own code (packages/server/src/mock/front.ts): tokens,
 // methods, media types, JSON, the schema and the rules the spec states in words. What passes gets
 // a documented example from Prism; `Prefer: example=NAME` or `Prefer: code=STATUS` picks one.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { createLogger } from '@stoplight/prism-core';
 import { getHttpOperationsFromSpec } from '@stoplight/prism-http';
 import { createServer as createPrismServer } from '@stoplight/prism-http-server';
-import { createMockFront } from '../packages/server/src/mock-front.ts';
-import { serveApp } from '../packages/server/src/serve.ts';
+import { serveApp } from '../packages/server/src/http/serve.ts';
+import { createMockFront } from '../packages/server/src/mock/front.ts';
 
 const SPEC = fileURLToPath(new URL('../spec/openapi.yaml', import.meta.url));
 const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));

@@ -18,10 +18,10 @@ interface Fixture {
   salt?: string;
   firebase?: { signerKey: string; saltSeparator: string; rounds: number; memCost: number };
 }
-// Made by each format's reference tool (packages/server/src/hashes/fixtures/make-fixtures.sh);
+// Made by each format's reference tool (packages/server/src/passwords/fixtures/make-fixtures.sh);
 // Firebase's is the sample of Firebase's own README, with its project parameters.
 const FIXTURES = JSON.parse(
-  readFileSync(new URL('../../server/src/hashes/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
+  readFileSync(new URL('../../server/src/passwords/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
 ) as Fixture[];
 export const FOREIGN_HASHES = FIXTURES.filter((f) => f.format !== 'firebase-scrypt');
 export const FIREBASE_SAMPLE = FIXTURES.find((f) => f.format === 'firebase-scrypt')!;

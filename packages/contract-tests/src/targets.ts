@@ -5,8 +5,8 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { assemble, assembleOn, createLogger, type Service } from '@user-accounts/server/assemble';
 import type { Database } from '@user-accounts/server/db';
-import { assemble, assembleOn, createLogger, type Service } from '@user-accounts/server/deps';
 import { loadConfig } from '@user-accounts/server/env';
 import { serveApp } from '@user-accounts/server/serve';
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
@@ -68,7 +68,7 @@ export interface ServerOptions {
 type Where = { DATA_DIR: string } | { DATABASE_URL: string } | { database: Database };
 
 /**
- * The service as main.ts assembles it (deps.ts), from environment variables, on a port of its
+ * The service as main.ts assembles it (assemble.ts), from environment variables, on a port of its
  * own. `where` is the embedded database's folder, a PostgreSQL URL, or (for fault tests) a
  * database opened by the test.
  */

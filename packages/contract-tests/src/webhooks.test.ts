@@ -57,7 +57,7 @@ async function startHangingEndpoint() {
 /** An argon2id hash made by the reference tool: an import of it costs no hashing. */
 const IMPORTED_HASH = (
   JSON.parse(
-    readFileSync(new URL('../../server/src/hashes/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
+    readFileSync(new URL('../../server/src/passwords/fixtures/foreign-hashes.json', import.meta.url), 'utf8'),
   ) as { format: string; hash: string }[]
 ).find((f) => f.format === 'argon2id')!.hash;
 

@@ -2,14 +2,14 @@
 // configuration as the server (DATABASE_URL, or the embedded database in DATA_DIR).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { type CommandResult, planCommand, runCommand, USAGE } from './admin/commands.ts';
-import { callAdminSocket } from './admin/socket.ts';
-import { terminalSafe } from './admin/terminal.ts';
-import { lockDataDir } from './data-dir-lock.ts';
+import { ConfigError, loadConfig, sizeThreadPool } from './config/env.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
-import { ConfigError, loadConfig, sizeThreadPool } from './env.ts';
-import { unsafeDataDir } from './file-safety.ts';
-import { createPasswordHasher } from './passwords.ts';
+import { lockDataDir } from './db/data-dir-lock.ts';
+import { unsafeDataDir } from './db/file-safety.ts';
+import { callAdminSocket } from './ops/admin-socket.ts';
+import { type CommandResult, planCommand, runCommand, USAGE } from './ops/commands.ts';
+import { terminalSafe } from './ops/terminal.ts';
+import { createPasswordHasher } from './passwords/hasher.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
   if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))

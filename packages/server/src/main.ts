@@ -1,12 +1,12 @@
-// The only module with side effects: env → service (deps.ts) → serve → shutdown.
+// The only module with side effects: env → service (assemble.ts) → serve → shutdown.
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { serveAdminSocket } from './admin/socket.ts';
-import { assemble, type Service, StartError } from './deps.ts';
-import { type Config, ConfigError, loadConfig, sizeThreadPool } from './env.ts';
-import { startHousekeeping } from './housekeeping.ts';
-import { serveApp } from './serve.ts';
-import { startWebhookWorker } from './webhooks/worker.ts';
+import { assemble, type Service, StartError } from './assemble.ts';
+import { type Config, ConfigError, loadConfig, sizeThreadPool } from './config/env.ts';
+import { startWebhookWorker } from './events/webhooks/worker.ts';
+import { serveApp } from './http/serve.ts';
+import { serveAdminSocket } from './ops/admin-socket.ts';
+import { startHousekeeping } from './ops/housekeeping.ts';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 

@@ -16,7 +16,7 @@ import {
   uuid,
 } from 'drizzle-orm/pg-core';
 
-/** PostgreSQL's 64-bit transaction id and snapshot (events.ts's sequencer); read as text. */
+/** PostgreSQL's 64-bit transaction id and snapshot (events/queue.ts's sequencer); read as text. */
 const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => 'xid8' });
 const pgSnapshot = customType<{ data: string; driverData: string }>({ dataType: () => 'pg_snapshot' });
 
@@ -29,7 +29,7 @@ export const DEFAULT_SITE = 'default';
  * Accounts. `origin` records how a row came to be; its default is 'external', so a row written by
  * anyone but this service (the site's own sign-up, another system's import, a manual INSERT)
  * stays out of reach of the API unless its writer says otherwise, and no operation shows it
- * (reach.ts). `version` backs the ETag: a trigger (migration
+ * (accounts/in-reach.ts). `version` backs the ETag: a trigger (migration
  * 0002) bumps it on every UPDATE, whoever the writer.
  */
 export const users = pgTable(
@@ -159,18 +159,18 @@ export const serviceKeys = pgTable('service_keys', {
 });
 
 /**
- * Each site's last event sequence number, taken by the sequencer under this row's lock (events.ts).
+ * Each site's last event sequence number, taken by the sequencer under this row's lock (events/queue.ts).
  * `prunedThrough`: events up to it were removed by the retention (410 for a reader behind it).
  */
 export const eventSequences = pgTable('event_sequences', {
   site: text('site').primaryKey(),
   last: bigint('last', { mode: 'number' }).notNull(),
   prunedThrough: bigint('pruned_through', { mode: 'number' }).notNull().default(0),
-  /** The snapshot of the site's last numbering run: the events it could not see are the next run's (events.ts). */
+  /** The snapshot of the site's last numbering run: the events it could not see are the next run's (events/queue.ts). */
   snapshot: pgSnapshot('snapshot'),
   /**
    * `last` when `snapshot` was recorded. Below `last`: a run stopped at its bound and kept the
-   * snapshot, and the events numbered since are left out of the next (events.ts).
+   * snapshot, and the events numbered since are left out of the next (events/queue.ts).
    */
   snapshotLast: bigint('snapshot_last', { mode: 'number' }).notNull().default(0),
 });
@@ -178,7 +178,7 @@ export const eventSequences = pgTable('event_sequences', {
 /**
  * The sequence numbers, a row per numbering run (or per 200 events of a run): the events `pos`,
  * in order, are numbered `lastSeq - cardinality(pos) + 1` to `lastSeq`. Events are never updated:
- * numbering them one by one rewrote each row and its three index entries (events.ts).
+ * numbering them one by one rewrote each row and its three index entries (events/queue.ts).
  */
 export const eventBatches = pgTable(
   'event_batches',
@@ -194,7 +194,7 @@ export const eventBatches = pgTable(
 export const events = pgTable(
   'events',
   {
-    /** Insertion order: the sequencer numbers a site's new events in it (events.ts), in event_batches. */
+    /** Insertion order: the sequencer numbers a site's new events in it (events/queue.ts), in event_batches. */
     pos: bigint('pos', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
     /** The CloudEvents id; random, so unique without an index of its own (each index costs every write). */
     id: uuid('id').notNull().default(sql`gen_random_uuid()`),

@@ -2,10 +2,10 @@
 // middleware can be tested through real routing (`app.request`) without the whole service.
 import { Hono } from 'hono';
 import { type Logger, pino } from 'pino';
-import type { AppDeps, AppEnv } from '../context.ts';
-import { loggerOptions } from '../deps.ts';
-import { ApiError, type Problem, renderProblem } from '../errors.ts';
-import { compileValidators, type Validators } from '../validation.ts';
+import { loggerOptions } from '../assemble.ts';
+import type { AppDeps, AppEnv } from '../http/context.ts';
+import { ApiError, type Problem, renderProblem } from '../http/errors.ts';
+import { compileValidators, type Validators } from '../http/validation.ts';
 
 // Compiling the spec takes a while; every app of a test file can share the result.
 let validators: Validators | undefined;

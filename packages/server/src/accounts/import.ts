@@ -1,0 +1,253 @@
+// Bringing accounts over from another system: the checks and writes shared by `POST import` and
+// `cli import`. Each row is checked on its own and answered at its index; only the rows that
+// pass every check are written, in one transaction per call (or CLI batch).
+import type { components } from '@user-accounts/client';
+import { and, inArray, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { users } from '../db/schema.ts';
+import type { ApiError, FieldError } from '../http/errors.ts';
+import { normalizeFields, toFieldErrors, type Validators } from '../http/validation.ts';
+import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/foreign.ts';
+import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
+import { uuidv7 } from './ids.ts';
+import { inReachOf } from './in-reach.ts';
+
+type Schemas = components['schemas'];
+export type ImportItem = Schemas['ImportItem'];
+export type ImportResult = Schemas['ImportUsersResponse']['result'];
+type ItemError = Schemas['ImportItemError'];
+
+/** A row that passed the checks that need no data, normalized as create normalizes. */
+interface Accepted {
+  index: number;
+  row: Schemas['ImportUser'];
+  /** The stored hash: the one given, or ours of the plain password (once hashed). */
+  passwordHash?: string;
+}
+
+/** Where the rows go: the site's accounts, checked with the spec's validators. */
+export interface ImportTarget {
+  db: Db;
+  hasher: PasswordHasher;
+  validators: Validators;
+  site: string;
+  /** Aborts when the request is gone: hashes still waiting for their turn are not computed. */
+  signal?: AbortSignal;
+}
+
+const rowError = (index: number, code: ItemError['code'], message: string, errors: FieldError[]): ImportItem => ({
+  index,
+  error: { code, message, errors: errors.slice(0, 20) },
+});
+
+const at = (index: number, errors: FieldError[]) =>
+  errors.map((e) => ({ ...e, pointer: `/users/${index}${e.pointer}`.slice(0, 64) }));
+
+/** The rows' own checks, in order: shape, schema, password rules, hash format, a repeated email. */
+export function checkRows(
+  rows: unknown[],
+  validators: Validators,
+  firebase?: FirebaseScrypt,
+): { items: (ImportItem | undefined)[]; accepted: Accepted[] } {
+  const items: (ImportItem | undefined)[] = [];
+  const accepted: Accepted[] = [];
+  const seen = new Map<string, number>();
+  for (const [index, raw] of rows.entries()) {
+    const checked = checkRow(raw, validators, firebase);
+    if ('code' in checked) {
+      items[index] = rowError(index, checked.code, checked.message, at(index, checked.errors));
+      continue;
+    }
+    const email = checked.email.toLowerCase();
+    const first = seen.get(email);
+    if (first !== undefined) {
+      items[index] = rowError(index, 'email_taken', 'An earlier row of this import has this email.', [
+        { pointer: `/users/${index}/email`, code: 'conflict', message: `is the email of row ${first}` },
+      ]);
+      continue;
+    }
+    seen.set(email, index);
+    accepted.push({
+      index,
+      row: checked,
+      ...(checked.passwordHash !== undefined && { passwordHash: checked.passwordHash }),
+    });
+  }
+  return { items, accepted };
+}
+
+/** One row, normalized as create normalizes and checked, or why it is refused (pointers within the row). */
+function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScrypt): Schemas['ImportUser'] | ItemError {
+  const refused = (code: ItemError['code'], message: string, errors: FieldError[]): ItemError => ({
+    code,
+    message,
+    errors,
+  });
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return refused('invalid_request', 'The row must be a JSON object.', [
+      { pointer: '', code: 'invalid_type', message: 'must be an object' },
+    ]);
+  }
+  const fields = raw as Record<string, unknown>;
+  try {
+    normalizeFields(fields);
+  } catch (error) {
+    return refused('invalid_request', 'The row contains malformed text.', (error as ApiError).errors ?? []);
+  }
+  if (Object.hasOwn(fields, 'password') === Object.hasOwn(fields, 'passwordHash')) {
+    return refused('invalid_request', 'Give exactly one of password or passwordHash.', [
+      { pointer: '/password', code: 'required', message: 'or passwordHash is required, not both' },
+    ]);
+  }
+  if (!validators.importRow(fields)) {
+    return refused('invalid_request', 'The row is not valid.', toFieldErrors(validators.importRow.errors));
+  }
+  const row = fields as Schemas['ImportUser'];
+  if (row.password !== undefined) {
+    const reason = weakPasswordReason(row.password, { email: row.email, name: row.name });
+    if (reason !== undefined) {
+      return refused('weak_password', "The password is too common or too close to the account's details.", [
+        { pointer: '/password', code: 'weak_password', message: reason },
+      ]);
+    }
+  }
+  if (row.passwordHash !== undefined) {
+    const { passwordSalt, ...rest } = row;
+    if (passwordSalt !== undefined && firebase === undefined) {
+      return refused(
+        'invalid_password_hash',
+        "A passwordSalt is for a Firebase hash, with the request's firebaseScrypt.",
+        [{ pointer: '/passwordSalt', code: 'not_allowed', message: "needs the request's firebaseScrypt parameters" }],
+      );
+    }
+    // A Firebase hash is kept with what its verify needs: the project's parameters and the salt.
+    const stored =
+      passwordSalt === undefined ? row.passwordHash : firebaseStored(firebase!, passwordSalt, row.passwordHash);
+    const check = readHash(stored);
+    if (typeof check === 'string') {
+      return refused('invalid_password_hash', 'The password hash cannot be used.', [
+        { pointer: '/passwordHash', code: 'invalid_format', message: check },
+      ]);
+    }
+    return { ...rest, passwordHash: stored };
+  }
+  return row;
+}
+
+const emailTaken = (index: number): ImportItem =>
+  rowError(index, 'email_taken', 'An account with this email already exists.', [
+    { pointer: `/users/${index}/email`, code: 'conflict', message: 'is already in use' },
+  ]);
+
+/**
+ * The accepted rows whose email an account in reach of the site already has. A row out of reach
+ * (another writer's) is no conflict: the imported account stands beside it, as create's would.
+ */
+async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise<Set<number>> {
+  if (accepted.length === 0) return new Set();
+  const emails = accepted.map((a) => a.row.email.toLowerCase());
+  const rows = await db
+    .select({ email: sql<string>`lower(${users.email})` })
+    .from(users)
+    .where(and(inReachOf(site), inArray(sql`lower(${users.email})`, emails)));
+  const taken = new Set(rows.map((r) => r.email));
+  return new Set(accepted.filter((a) => taken.has(a.row.email.toLowerCase())).map((a) => a.index));
+}
+
+/**
+ * Hashes the plain passwords in the site's turn of the shared hasher, as many at once as it has
+ * slots: enough to keep them busy, never enough to fill the shared waiting room by itself.
+ */
+async function hashPasswords(
+  hasher: PasswordHasher,
+  site: string,
+  rows: Accepted[],
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const queue = rows.filter((a) => a.passwordHash === undefined);
+  // Once one hash fails (the queue full: 503), the call fails: the others stop taking work.
+  let failed = false;
+  const worker = async () => {
+    for (let next = queue.shift(); next !== undefined && !failed; next = queue.shift()) {
+      try {
+        next.passwordHash = await hasher.hash(next.row.password!, site, signal);
+      } catch (error) {
+        failed = true;
+        throw error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: hasher.concurrency }, worker));
+}
+
+/**
+ * Inserts the rows; a row whose email another writer took since it was checked (a concurrent
+ * import or create) is skipped by the unique index, never doubled. Returns the ids by row index.
+ */
+export async function insertRows(tx: Db, site: string, rows: Accepted[]): Promise<Map<number, string>> {
+  if (rows.length === 0) return new Map();
+  const ids = rows.map(() => uuidv7());
+  const inserted = await tx
+    .insert(users)
+    .values(
+      rows.map((a, i) => ({
+        id: ids[i]!,
+        site,
+        email: a.row.email,
+        name: a.row.name,
+        phone: a.row.phone ?? null,
+        address: a.row.address ?? null,
+        passwordHash: a.passwordHash!,
+        origin: 'api',
+      })),
+    )
+    .onConflictDoNothing()
+    .returning({ id: users.id });
+  const written = new Set(inserted.map((r) => r.id));
+  return new Map(rows.flatMap((a, i) => (written.has(ids[i]!) ? [[a.index, ids[i]!] as const] : [])));
+}
+
+/**
+ * Checks and imports one batch. `write` runs the insert in the caller's transaction (the
+ * request's runWrite, or the CLI's) and returns the created ids by row index. A dry run checks
+ * the emails in use too, and hashes and writes nothing.
+ */
+export async function importRows(
+  target: ImportTarget,
+  rows: unknown[],
+  options: {
+    dryRun: boolean;
+    /** The Firebase project's parameters, for rows with a Firebase hash and salt. */
+    firebase?: FirebaseScrypt | undefined;
+    /**
+     * Told how many rows are about to be written, before any is hashed: each costs a hash, now
+     * (a plain password) or at its first verify (a given hash), and each fills the database.
+     */
+    beforeWriting?: (count: number) => Promise<void>;
+    write: (insert: (tx: Db) => Promise<Map<number, string>>) => Promise<Map<number, string>>;
+  },
+): Promise<ImportResult> {
+  const { items, accepted } = checkRows(rows, target.validators, options.firebase);
+  const taken = await alreadyTaken(target.db, target.site, accepted);
+  for (const index of taken) items[index] = emailTaken(index);
+  const fresh = accepted.filter((a) => !taken.has(a.index));
+  if (options.dryRun) {
+    for (const a of fresh) items[a.index] = { index: a.index, status: 'user would be created' };
+  } else {
+    await options.beforeWriting?.(fresh.length);
+    await hashPasswords(target.hasher, target.site, fresh, target.signal);
+    const created = await options.write((tx) => insertRows(tx, target.site, fresh));
+    for (const a of fresh) {
+      const id = created.get(a.index);
+      items[a.index] = id === undefined ? emailTaken(a.index) : { index: a.index, _userId: id, status: 'user created' };
+    }
+  }
+  const all = items as ImportItem[];
+  const failed = all.filter((item) => 'error' in item).length;
+  return {
+    status: options.dryRun ? 'import checked' : 'import done',
+    created: all.length - failed,
+    failed,
+    items: all,
+  };
+}

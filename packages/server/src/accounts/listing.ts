@@ -1,0 +1,223 @@
+// list and count: the filters as SQL, and list's cursors. Pages are by key (created_at, id), so a
+// page deep in the list costs what the first costs, and rows written meanwhile neither repeat
+// nor push others out of the walk.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { serviceKeys, users } from '../db/schema.ts';
+import { ApiError } from '../http/errors.ts';
+import { invalidRequest } from '../http/validation.ts';
+import { inReachOf } from './in-reach.ts';
+
+export interface ListFilters {
+  email?: string;
+  name?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+  disabled?: boolean;
+}
+
+/**
+ * The spec's words for the created range: an RFC 3339 instant that exists. The schema's date-time
+ * lets through a leap second (`…T23:59:60Z`), which a Date cannot hold, and year 0000, which
+ * PostgreSQL has not: both 400, not 500.
+ */
+export function checkInstants(filters: ListFilters): void {
+  const bad = (['createdAfter', 'createdBefore'] as const).filter((name) => {
+    const text = filters[name];
+    if (text === undefined) return false;
+    const at = new Date(text);
+    return Number.isNaN(at.getTime()) || at.getUTCFullYear() < 1;
+  });
+  if (bad.length > 0) {
+    throw invalidRequest(
+      'The query is not valid.',
+      bad.map((name) => ({
+        pointer: `/${name}`,
+        code: 'invalid_format',
+        message: 'must be an instant from year 1 on, without a leap second',
+      })),
+    );
+  }
+}
+
+/** `%`, `_` and `\` taken as themselves in a LIKE pattern. */
+const literal = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/** The filters' conditions, to AND with the token's reach. */
+export function filterConditions(filters: ListFilters): SQL[] {
+  const conditions: SQL[] = [];
+  if (filters.email !== undefined) {
+    const wanted = filters.email.toLowerCase();
+    // The two shapes each have an index (see schema.ts): keep these expressions as they are there.
+    conditions.push(
+      wanted.startsWith('@')
+        ? sql`regexp_replace(lower(${users.email}), '^.*@', '') = ${wanted.slice(1)}`
+        : sql`lower(${users.email}) like ${`${literal(wanted)}%`}`,
+    );
+  }
+  if (filters.name !== undefined)
+    conditions.push(sql`lower(${users.name}) like ${`%${literal(filters.name.toLowerCase())}%`}`);
+  if (filters.createdAfter !== undefined) conditions.push(gt(users.createdAt, new Date(filters.createdAfter)));
+  if (filters.createdBefore !== undefined) conditions.push(lt(users.createdAt, new Date(filters.createdBefore)));
+  if (filters.disabled !== undefined) conditions.push(eq(users.disabled, filters.disabled));
+  return conditions;
+}
+
+export const invalidCursor = (why = 'is not a cursor of this list') =>
+  new ApiError(
+    400,
+    'invalid_cursor',
+    'This cursor was not given by this service for these filters; start again without after.',
+    {
+      errors: [{ pointer: '/after', code: 'invalid_format', message: why }],
+    },
+  );
+
+// A page's cursor: where it ended, signed with what it may be used for.
+interface Position {
+  /** created_at of the last row, in ms (the column keeps milliseconds). */
+  c: number;
+  /** Its id, which orders rows created in the same millisecond. */
+  i: string;
+  /** When the cursor was given, in ms. */
+  t: number;
+}
+
+const CURSOR_LIFETIME_MS = 24 * 60 * 60 * 1000;
+
+export interface Cursors {
+  sign(position: Omit<Position, 't'>, scope: string): string;
+  /** The position, or 400 invalid_cursor when it was not signed for this scope or is too old. */
+  read(cursor: string, scope: string): Position;
+}
+
+/**
+ * The signing key is the deployment's, kept in the database and made by the first server that
+ * needs it, so that a cursor given by one server is good on every other.
+ */
+const loaded = new WeakMap<Db, Promise<Cursors>>();
+export function cursorsOf(db: Db): Promise<Cursors> {
+  let cursors = loaded.get(db);
+  if (cursors === undefined) {
+    cursors = loadCursors(db);
+    // A failure (the database away) is not kept: the next request tries again.
+    cursors.catch(() => loaded.delete(db));
+    loaded.set(db, cursors);
+  }
+  return cursors;
+}
+
+async function loadCursors(db: Db): Promise<Cursors> {
+  await db
+    .insert(serviceKeys)
+    .values({ name: 'cursor', key: randomBytes(32).toString('base64url') })
+    .onConflictDoNothing();
+  const [row] = await db.select().from(serviceKeys).where(eq(serviceKeys.name, 'cursor'));
+  const key = Buffer.from(row!.key, 'base64url');
+  const mac = (body: string, scope: string) => createHmac('sha256', key).update(`${scope}\n${body}`).digest();
+  return {
+    sign(position, scope) {
+      const body = Buffer.from(JSON.stringify({ ...position, t: Date.now() })).toString('base64url');
+      return `${body}.${mac(body, scope).toString('base64url')}`;
+    },
+    read(cursor, scope) {
+      const [body, signature, ...rest] = cursor.split('.');
+      if (body === undefined || signature === undefined || rest.length > 0) throw invalidCursor();
+      const given = Buffer.from(signature, 'base64url');
+      const expected = mac(body, scope);
+      if (given.length !== expected.length || !timingSafeEqual(given, expected)) throw invalidCursor();
+      const position = JSON.parse(Buffer.from(body, 'base64url').toString()) as Position;
+      if (Date.now() - position.t > CURSOR_LIFETIME_MS) throw invalidCursor('is more than 24 hours old');
+      return position;
+    },
+  };
+}
+
+/** What a cursor is good for: the site and the filters and order it was given with. */
+export const cursorScope = (site: string, filters: ListFilters, order: 'asc' | 'desc') =>
+  JSON.stringify([
+    site,
+    order,
+    filters.email,
+    filters.name,
+    filters.createdAfter,
+    filters.createdBefore,
+    filters.disabled,
+  ]);
+
+/** The rows after `position` in the walk's order, and the walk's ORDER BY. */
+export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
+  const orderBy = order === 'asc' ? [asc(users.createdAt), asc(users.id)] : [desc(users.createdAt), desc(users.id)];
+  if (position === undefined) return { after: undefined, orderBy };
+  const at = new Date(position.c).toISOString();
+  // A row comparison, which PostgreSQL reads as a range of the (site, created_at, id) index; the
+  // same test spelt with OR is a filter, which reads every row before the cursor again.
+  const after =
+    order === 'asc'
+      ? sql`(${users.createdAt}, ${users.id}) > (${at}::timestamptz, ${position.i}::uuid)`
+      : sql`(${users.createdAt}, ${users.id}) < (${at}::timestamptz, ${position.i}::uuid)`;
+  return { after, orderBy };
+}
+
+/** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
+export function listQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
+  // The shown columns only: a page never carries a hash, even on its way to toUser.
+  const { id, email, name, phone, address, disabled, createdAt, updatedAt } = users;
+  return db
+    .select({ id, email, name, phone, address, disabled, createdAt, updatedAt })
+    .from(users)
+    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
+    .orderBy(...walk.orderBy)
+    .limit(limit + 1);
+}
+
+/** How many of the site's accounts in reach match. */
+export function countQuery(db: Db, site: string, filters: ListFilters) {
+  return db
+    .select({ count: count() })
+    .from(users)
+    .where(and(inReachOf(site), ...filterConditions(filters)));
+}
+
+/** Accounts exported per page: what the server holds of an export at a time. */
+export const EXPORT_PAGE = 1000;
+
+/** One page of the site's accounts in reach, oldest first, after `position`. */
+export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined) {
+  const walk = keyset(position === undefined ? undefined : { ...position, t: 0 }, 'asc');
+  return db
+    .select({
+      email: users.email,
+      name: users.name,
+      phone: users.phone,
+      address: users.address,
+      passwordHash: users.passwordHash,
+      createdAt: users.createdAt,
+      id: users.id,
+    })
+    .from(users)
+    .where(and(inReachOf(site), walk.after))
+    .orderBy(...walk.orderBy)
+    .limit(EXPORT_PAGE);
+}
+
+type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
+
+/** A row as import takes it: the fields of create (unset ones left out) and the stored hash. */
+export function exportLine(row: ExportRow): string {
+  const { email, name, phone, address, passwordHash } = row;
+  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), passwordHash })}\n`;
+}
+
+/** Every page of an export, one after the other, each read only when the previous one is taken. */
+export async function* exportPages(db: Db, site: string): AsyncGenerator<ExportRow[]> {
+  let position: { c: number; i: string } | undefined;
+  for (;;) {
+    const rows = await exportPage(db, site, position);
+    if (rows.length > 0) yield rows;
+    if (rows.length < EXPORT_PAGE) return;
+    const last = rows.at(-1)!;
+    position = { c: last.createdAt.getTime(), i: last.id };
+  }
+}

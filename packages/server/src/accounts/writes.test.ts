@@ -1,0 +1,105 @@
+// runWrite and the audit middleware of a write operation, on a real embedded database: a success
+// and its audit row commit together, a refusal is audited by the middleware, a write past its
+// deadline leaves nothing, and a write answered without runWrite is refused as the bug it is.
+import { and, eq } from 'drizzle-orm';
+import type { Handler } from 'hono';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TokenInfo } from '../auth/tokens.ts';
+import { type Database, openPglite } from '../db/client.ts';
+import { auditLog, users } from '../db/schema.ts';
+import type { AppEnv } from '../http/context.ts';
+import { ApiError } from '../http/errors.ts';
+import { deadline } from '../http/middleware/deadline.ts';
+import { testApp } from '../testing/hono.ts';
+import { auditWrites } from './audit.ts';
+import { uuidv7 } from './ids.ts';
+import { runWrite } from './writes.ts';
+
+let database: Database;
+const token: TokenInfo = { id: 'env:writes-test', site: 'default', scopes: ['read', 'write'] };
+
+beforeAll(async () => {
+  database = await openPglite(undefined);
+  await database.migrate();
+});
+afterAll(() => database?.close());
+
+const auditRows = (requestId: string) => database.db.select().from(auditLog).where(eq(auditLog.requestId, requestId));
+const account = (id: string) => database.db.select().from(users).where(eq(users.id, id));
+
+/** A write route as registerOperation builds it (deadline, audit), around the given handler. */
+function writeApp(handler: Handler<AppEnv>, ms = 5_000) {
+  const app = testApp({ deps: { database }, vars: { token } });
+  app.use(async (c, next) => {
+    c.set('requestId', c.req.header('x-request-id') ?? 'no-id');
+    await next();
+  });
+  app.post('/write', deadline(ms), auditWrites('create'), handler);
+  return (requestId: string) => app.request('/write', { method: 'POST', headers: { 'X-Request-Id': requestId } });
+}
+
+const insertAccount = (id: string) => (tx: Database['db']) =>
+  tx
+    .insert(users)
+    .values({ id, site: 'default', email: `${id}@example.com`, name: 'W', passwordHash: 'x', origin: 'api' })
+    .returning({ id: users.id })
+    .then((rows) => rows[0]);
+
+describe('runWrite', () => {
+  it('commits the write and its one audit row together', async () => {
+    const id = uuidv7();
+    const send = writeApp(async (c) => {
+      await runWrite(c, { userId: id, status: 201, outcome: 'user created' }, insertAccount(id));
+      return c.json({ ok: true }, 201);
+    });
+    expect((await send('w-ok')).status).toBe(201);
+    expect(await account(id)).toHaveLength(1);
+    expect(await auditRows('w-ok')).toEqual([
+      expect.objectContaining({
+        operation: 'create',
+        userId: id,
+        status: 201,
+        outcome: 'user created',
+        tokenId: token.id,
+      }),
+    ]);
+  });
+
+  it('leaves the refusal of a write that wrote nothing to the audit middleware, with its code', async () => {
+    const id = uuidv7();
+    const send = writeApp(async (c) => {
+      const written = await runWrite(c, { userId: id, status: 200, outcome: 'user updated' }, async () => undefined);
+      if (written === undefined) throw new ApiError(404, 'user_not_found', 'No account.');
+      return c.json({}, 200);
+    });
+    expect((await send('w-none')).status).toBe(404);
+    expect(await auditRows('w-none')).toEqual([
+      expect.objectContaining({ userId: id, status: 404, outcome: 'user_not_found' }),
+    ]);
+  });
+
+  it('rolls the write back when the deadline passed before its commit point: 503, nothing stored', async () => {
+    const id = uuidv7();
+    const send = writeApp(async (c) => {
+      await runWrite(c, { userId: id, status: 201, outcome: 'user created' }, async (tx) => {
+        const row = await insertAccount(id)(tx);
+        await new Promise((resolve) => setTimeout(resolve, 150)); // the database is slow today
+        return row;
+      });
+      return c.json({}, 201);
+    }, 50);
+    expect((await send('w-late')).status).toBe(503);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the work finishes in the background
+    expect(await account(id)).toHaveLength(0);
+    const rows = await database.db
+      .select()
+      .from(auditLog)
+      .where(and(eq(auditLog.requestId, 'w-late'), eq(auditLog.status, 201)));
+    expect(rows).toHaveLength(0);
+  });
+
+  it('refuses a write operation that answers success without runWrite (no audit row, no deadline)', async () => {
+    const send = writeApp((c) => c.json({ ok: true }, 201));
+    await expect(send('w-bypass')).rejects.toThrow(/without runWrite/);
+  });
+});

@@ -1,0 +1,240 @@
+// The composition root: from a Config to a ready app, with everything it needs. main.ts and the
+// test targets both assemble the service here, so the suite runs what production runs.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Tracer } from '@opentelemetry/api';
+import type { Hono } from 'hono';
+import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
+import { createAuthFailures } from './auth/failed-authentications.ts';
+import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './auth/tokens.ts';
+import type { Config } from './config/env.ts';
+import { type Database, openPglite, openPostgres } from './db/client.ts';
+import { lockDataDir } from './db/data-dir-lock.ts';
+import { unsafeDataDir, unsafeSecretFile } from './db/file-safety.ts';
+import { connectRedis } from './db/redis.ts';
+import { EVENTS_CHANNEL, startSequencer } from './events/queue.ts';
+import { createWake } from './events/wake.ts';
+import { createApp } from './http/app.ts';
+import type { AppDeps, AppEnv } from './http/context.ts';
+import { describeError } from './http/errors.ts';
+import { databaseLockout, redisLockout } from './limits/lockout.ts';
+import { createLongPollGate } from './limits/long-polls.ts';
+import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './limits/rate-limit.ts';
+import { createMetrics } from './ops/metrics.ts';
+import { startTracing } from './ops/tracing.ts';
+import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
+
+/** A reason the service cannot start, said to the operator as it is. */
+export class StartError extends Error {
+  override name = 'StartError';
+}
+
+/** The keys a log line may carry that hold a secret; pino replaces their values. */
+const REDACT = ['password', '*.password', 'token', '*.token', 'authorization', '*.authorization'];
+
+/**
+ * The shape of every line: `"level":"info"` and an ISO time, so that a person grepping the log or
+ * a collector without pino's numbers reads them as they are. Tests log with these options too.
+ */
+export function loggerOptions(level: Config['logLevel']): LoggerOptions {
+  return {
+    level,
+    base: { service: 'user-accounts' },
+    redact: { paths: REDACT, censor: '[redacted]' },
+    formatters: { level: (label) => ({ level: label }) },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+}
+
+/** JSON lines for machines; readable lines for a person at a terminal. Secrets redacted either way. */
+export async function createLogger(config: Config, destination?: DestinationStream): Promise<Logger> {
+  const options = loggerOptions(config.logLevel);
+  if (destination !== undefined) return pino(options, destination);
+  const tty = process.stdout.isTTY === true;
+  if (config.logFormat === 'pretty' || (config.logFormat === undefined && tty)) {
+    const pretty = (await import('pino-pretty')).default;
+    return pino(options, pretty({ colorize: tty, sync: true, ignore: 'service' }));
+  }
+  return pino(options);
+}
+
+/** The configured database, opened and migrated; on the embedded one, its folder locked to us. */
+export async function openDatabase(config: Config, tracer?: Tracer): Promise<{ database: Database; unlock(): void }> {
+  const traced = tracer === undefined ? {} : { tracer };
+  if (config.databaseUrl !== undefined) {
+    const database = await openPostgres(config.databaseUrl, {
+      ...traced,
+      max: config.databasePoolSize,
+      statementTimeoutMs: config.requestTimeoutMs,
+      ...(config.databaseListenUrl === undefined ? {} : { listenUrl: config.databaseListenUrl }),
+    });
+    await database.migrate().catch(async (error: unknown) => {
+      await database.close().catch(() => {});
+      throw error;
+    });
+    return { database, unlock: () => {} };
+  }
+  mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const unsafe = unsafeDataDir(config.dataDir);
+  if (unsafe !== undefined) throw new StartError(unsafe);
+  const unlock = lockDataDir(config.dataDir);
+  try {
+    const database = await openPglite(config.dataDir, traced);
+    await database.migrate();
+    return { database, unlock };
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+}
+
+export interface Service {
+  app: Hono<AppEnv>;
+  deps: AppDeps;
+  database: Database;
+  /** The development token of an embedded database without API_TOKENS (main prints it). */
+  devToken: { token: string; minted: boolean; file: string } | undefined;
+  /** Closes what assemble opened: the Redis connection, the database, the folder lock. */
+  close(): Promise<void>;
+}
+
+/**
+ * Tokens, limiter, hasher, metrics and the app over an open database. A server must have a way
+ * in: API_TOKENS, tokens minted with the CLI, or (embedded only) the dev token minted here.
+ */
+export async function assembleOn(
+  config: Config,
+  database: Database,
+  logger: Logger,
+  tracer?: Tracer,
+): Promise<Omit<Service, 'close'> & { closeDeps(): Promise<void> }> {
+  let devToken: Service['devToken'];
+  if (config.apiTokens.length === 0) {
+    if (database.kind === 'pglite') {
+      const unsafe = unsafeSecretFile(join(config.dataDir, 'dev-token'));
+      if (unsafe !== undefined) throw new StartError(unsafe);
+      devToken = await ensureDevToken(database.db, config.dataDir);
+    } else if (!(await hasUsableToken(database.db))) {
+      throw new StartError(
+        'no API token: set API_TOKENS (comma-separated; e.g. API_TOKENS=ua_$(openssl rand -base64 32 | tr -d "/+=")), ' +
+          'or mint one in the database with `cli token create --site <site> --scopes read,write`',
+      );
+    }
+  }
+  for (const warning of config.warnings) logger.warn(warning);
+  const tokens = createTokenVerifier(database.db, config.apiTokens);
+  const tokenChanges = await database.listen(TOKENS_CHANNEL, {
+    notified: () => tokens.invalidate(),
+    confirmed: (until) => tokens.confirmed(until),
+    live(up) {
+      tokens.setLive(up);
+      if (!up)
+        logger.warn('not hearing token changes from the database; every request reads its token until it is back');
+      else logger.debug('hearing token changes; accepted tokens are cached');
+    },
+  });
+  const wake = createWake();
+  const sequencer = startSequencer(database.db, (error) =>
+    logger.warn({ err: describeError(error) }, 'numbering events failed; will retry'),
+  );
+  const eventsHeard = await database.listen(EVENTS_CHANNEL, {
+    // The site whose events were numbered; an empty payload (a server of an older version) wakes all.
+    notified: (site) => wake.notify(site === '' ? undefined : site),
+    confirmed: () => {},
+    // Heard from now on: what was numbered while not listening (the start, a lost connection) is
+    // looked for at once, not at the next poll.
+    live: (up) => {
+      if (up) wake.notify();
+    },
+  });
+  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
+  const counters = databaseCounters(database.db);
+  // Leased slices: one store round trip serves many requests (rate-limit.ts).
+  const limiter = createRateLimiter(
+    config.rateLimits,
+    leasedCounters(redis === undefined ? counters : redisCounters(redis, counters, logger)),
+  );
+  const failures = databaseLockout(database.db);
+  const lockout = redis === undefined ? failures : redisLockout(redis, failures, logger);
+  let hasher: PasswordHasher | undefined;
+  const metrics =
+    config.metricsToken === undefined
+      ? undefined
+      : {
+          token: config.metricsToken,
+          collector: createMetrics({
+            database,
+            hasher: () => hasher,
+            poolSize: database.kind === 'postgres' ? config.databasePoolSize : 1,
+          }),
+        };
+  hasher = createPasswordHasher({
+    concurrency: config.hashConcurrency,
+    maxWaiting: config.hashQueue,
+    costlyConcurrency: config.hashCostlyConcurrency,
+    onHashed: metrics?.collector.observeHash,
+    params: config.passwordHash,
+    ...(tracer === undefined ? {} : { tracer }),
+  });
+  const deps: AppDeps = {
+    database,
+    tokens,
+    hasher,
+    limiter,
+    logger,
+    metrics,
+    ...(tracer === undefined ? {} : { tracer }),
+    requestTimeoutMs: config.requestTimeoutMs,
+    corsOrigins: config.corsOrigins,
+    verifyLimits: config.verifyLimits,
+    lockout,
+    wake,
+    sequencer,
+    outbox: !config.outboxDisabled,
+    lifecycle: { draining: false },
+    longPolls: createLongPollGate(config.longPolls),
+    ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
+    trustedProxies: config.trustedProxies,
+    ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
+  };
+  async function closeDeps() {
+    await tokenChanges.close();
+    await eventsHeard.close();
+    await sequencer.stop();
+    redis?.disconnect();
+    await limiter.close();
+  }
+  return { app: createApp(deps), deps, database, devToken, closeDeps };
+}
+
+/** The whole service from its configuration: logger, tracing (when configured), database, dependencies, app. */
+export async function assemble(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<Service> {
+  const logger = await createLogger(config, options.logDestination);
+  // Decided here, once: without an OTLP endpoint the SDK is never loaded and nothing is traced.
+  const tracing = config.tracing === undefined ? undefined : await startTracing(config.tracing);
+  let opened: Awaited<ReturnType<typeof openDatabase>>;
+  try {
+    opened = await openDatabase(config, tracing?.tracer);
+  } catch (error) {
+    await tracing?.shutdown().catch(() => {});
+    throw error;
+  }
+  const { database, unlock } = opened;
+  try {
+    const { closeDeps, ...service } = await assembleOn(config, database, logger, tracing?.tracer);
+    return {
+      ...service,
+      async close() {
+        await closeDeps();
+        await database.close();
+        unlock();
+        await tracing?.shutdown();
+      },
+    };
+  } catch (error) {
+    await database.close().catch(() => {});
+    unlock();
+    await tracing?.shutdown().catch(() => {});
+    throw error;
+  }
+}

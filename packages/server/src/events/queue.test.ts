@@ -1,0 +1,567 @@
+// The outbox and the feed over a real embedded database: numbering per site, a rollback giving
+// its numbers back, the retention (events pruned, a reader behind them told 410), and what wakes
+// a long-poll.
+
+import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type SQL, sql } from 'drizzle-orm';
+import { migrate } from 'drizzle-orm/pglite/migrator';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../config/env.ts';
+import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
+import { listEvents } from '../http/routes/list-events.ts';
+import { MIGRATIONS_DIR } from '../resources.ts';
+import { problemOf, testApp } from '../testing/hono.ts';
+import {
+  appendEvents,
+  EVENTS_CHANNEL,
+  ensureEventSequence,
+  feedBounds,
+  PRUNE_BATCH,
+  pruneEvents,
+  readEvents,
+  SEQUENCE_BATCH,
+  formatSequence as seq,
+  sequenceEvents,
+  startSequencer,
+} from './queue.ts';
+import { createWake, type Wake } from './wake.ts';
+
+let database: Database;
+beforeAll(async () => {
+  database = await openPglite(undefined);
+  await database.migrate();
+});
+afterAll(() => database.close());
+
+async function site(accounts: number, on = database) {
+  // Unique on a PostgreSQL that earlier runs wrote to as well.
+  const name = `ev-${randomUUID().slice(0, 8)}`;
+  const ids: string[] = [];
+  for (let i = 0; i < accounts; i++) {
+    const [row] = await rows<{ id: string }>(
+      on.db,
+      sql`insert into users (site, email, name, origin) values (${name}, ${`${name}-${i}@example.com`}, 'Ada', 'api') returning id::text as id`,
+    );
+    ids.push(row!.id);
+  }
+  await ensureEventSequence(on.db, name);
+  return { name, ids };
+}
+
+async function created(siteName: string, ids: string[], on = database) {
+  await on.db.transaction((tx) =>
+    appendEvents(
+      tx,
+      siteName,
+      ids.map((userId) => ({ type: 'user.created' as const, userId })),
+    ),
+  );
+  await sequenceEvents(on.db);
+}
+
+function feed(siteName: string, on = database, wake?: Wake) {
+  const app = testApp({
+    deps: { database: on, ...(wake === undefined ? {} : { wake }) },
+    vars: { token: { id: 't', site: siteName, scopes: ['events'] } as never },
+  });
+  app.get(listEvents.path, (c) => listEvents.handle(c, listEvents.parse(c)));
+  return (query: string) => app.request(`${listEvents.path}${query}`);
+}
+
+/**
+ * A database as a server of an earlier version left it (the migrations before `tag`), for `body`
+ * to write in as that version did and then migrate (`old.migrate()`).
+ */
+async function beforeMigration(tag: string, body: (old: Database) => Promise<void>) {
+  const old = await openPglite(undefined);
+  const folder = mkdtempSync(join(tmpdir(), 'ua-migrations-'));
+  try {
+    cpSync(MIGRATIONS_DIR, folder, { recursive: true });
+    const journal = JSON.parse(readFileSync(join(folder, 'meta', '_journal.json'), 'utf8')) as {
+      entries: { tag: string }[];
+    };
+    journal.entries = journal.entries.filter((e) => e.tag < tag);
+    writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify(journal));
+    await migrate(old.db as never, { migrationsFolder: folder });
+    await body(old);
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+    await old.close();
+  }
+}
+
+/**
+ * What `work` read of events, in one transaction: rows by sequential scans, rows by bitmap scans,
+ * and entries of the primary key and of the (site, txid) index. These counters of the
+ * transaction's own are not yet the statistics' then, and nobody else adds to them.
+ */
+async function readWhile(on: Database, work: (tx: Db) => Promise<void>) {
+  return on.db.transaction(async (tx) => {
+    const counters = async () => {
+      const [row] = await rows<{ scanned: number; fetched: number; byKey: number; byTxid: number }>(
+        tx,
+        sql`select pg_stat_get_xact_tuples_returned('events'::regclass)::int as scanned,
+          pg_stat_get_xact_tuples_fetched('events'::regclass)::int as fetched,
+          pg_stat_get_xact_tuples_returned('events_pkey'::regclass)::int as "byKey",
+          pg_stat_get_xact_tuples_returned('events_site_txid_idx'::regclass)::int as "byTxid"`,
+      );
+      return row!;
+    };
+    const before = await counters();
+    await work(tx);
+    const after = await counters();
+    return {
+      scanned: after.scanned - before.scanned,
+      fetched: after.fetched - before.fetched,
+      byKey: after.byKey - before.byKey,
+      byTxid: after.byTxid - before.byTxid,
+    };
+  });
+}
+
+describe('the outbox', () => {
+  it('numbers after a restore into another cluster, whose transaction ids are behind the recorded snapshot', async () => {
+    const s = await site(1);
+    // A snapshot as the old cluster recorded it: ids this one has not reached.
+    await database.db.execute(
+      sql`update event_sequences set snapshot = '900000000:900000000:'::pg_snapshot where site = ${s.name}`,
+    );
+    await created(s.name, [s.ids[0]!]);
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
+  });
+
+  it('numbers the events of the last writes when the sequencer stops, not at some later start', async () => {
+    const s = await site(1);
+    const sequencer = startSequencer(
+      database.db,
+      (error) => {
+        throw error;
+      },
+      600_000,
+    );
+    await database.db.transaction((tx) => appendEvents(tx, s.name, [{ type: 'user.created', userId: s.ids[0]! }]));
+    sequencer.kick();
+    await sequencer.stop();
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
+  });
+
+  it('numbers, in migration 0010, what an older version left unnumbered, and goes on from there', async () => {
+    await beforeMigration('0010', async (old) => {
+      const [user] = await rows<{ id: string }>(
+        old.db,
+        sql`insert into users (site, email, name, origin) values ('shop', 'a@example.com', 'Ada', 'api') returning id::text as id`,
+      );
+      await old.db.execute(sql`insert into events (site, type, subject, data)
+      select 'shop', 'user.updated', ${user!.id}::uuid, '{}'::jsonb from generate_series(1, 3)`);
+      await old.migrate();
+      expect((await readEvents(old.db, 'shop', undefined, 10)).map((e) => e.sequence)).toEqual([
+        seq(1),
+        seq(2),
+        seq(3),
+      ]);
+      await created('shop', [user!.id], old);
+      expect((await readEvents(old.db, 'shop', 3, 10)).map((e) => e.sequence)).toEqual([seq(4)]);
+    });
+  });
+
+  it('numbers the events of a site that a server older than migration 0010 wrote first (no row of its own yet)', async () => {
+    const s = await site(1);
+    // Its feed makes the row and numbers them.
+    const name = `ev-${randomUUID().slice(0, 8)}`;
+    await database.db.execute(
+      sql`insert into events (site, type, subject, data) values (${name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
+    );
+    expect(await sequenceEvents(database.db, name)).toBe(1);
+    expect((await readEvents(database.db, name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
+    // A newer server's first write of another such site starts it from all its events, not from now.
+    const other = `ev-${randomUUID().slice(0, 8)}`;
+    await database.db.execute(
+      sql`insert into events (site, type, subject, data) values (${other}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
+    );
+    await ensureEventSequence(database.db, other);
+    await created(other, [s.ids[0]!]);
+    expect((await readEvents(database.db, other, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1), seq(2)]);
+  });
+
+  it('numbers, in migration 0011, into batches what was numbered before, and goes on from there', async () => {
+    await beforeMigration('0011', async (old) => {
+      const [user] = await rows<{ id: string }>(
+        old.db,
+        sql`insert into users (site, email, name, origin) values ('shop', 'a@example.com', 'Ada', 'api') returning id::text as id`,
+      );
+      await old.db.execute(sql`insert into event_sequences (site, last) values ('shop', 0)`);
+      const write = (n: number) =>
+        old.db.execute(sql`insert into events (site, type, subject, data)
+        select 'shop', 'user.updated', ${user!.id}::uuid, jsonb_build_object('i', i) from generate_series(1, ${n}) i`);
+      // 450 numbered (more than two batches' worth), the first 5 of them pruned, and 2 not numbered yet.
+      await write(450);
+      await old.db.execute(sql`select sequence_events()`);
+      await old.db.execute(sql`delete from events where site = 'shop' and seq <= 5`);
+      await old.db.execute(sql`update event_sequences set pruned_through = 5 where site = 'shop'`);
+      await write(2);
+      await old.migrate();
+      const all = await readEvents(old.db, 'shop', 5, 1000);
+      expect(all.map((e) => e.sequence)).toEqual(Array.from({ length: 447 }, (_, i) => seq(i + 6)));
+      expect(all.map((e) => (e.data as { i: number }).i)).toEqual([
+        ...Array.from({ length: 445 }, (_, i) => i + 6),
+        1,
+        2,
+      ]);
+      expect(await feedBounds(old.db, 'shop')).toEqual({ last: 452, prunedThrough: 5 });
+      await created('shop', [user!.id], old);
+      expect((await readEvents(old.db, 'shop', 452, 10)).map((e) => e.sequence)).toEqual([seq(453)]);
+    });
+  }, 30_000);
+
+  it('numbers nothing again after migration 0011 where a run of 0010 stopped at exactly its bound', async () => {
+    await beforeMigration('0011', async (old) => {
+      await old.db.execute(
+        sql`insert into event_sequences (site, last, snapshot) values ('shop', 0, pg_current_snapshot())`,
+      );
+      await old.db.execute(sql`insert into events (site, type, subject, data)
+      select 'shop', 'user.created', gen_random_uuid(), '{}'::jsonb from generate_series(1, ${SEQUENCE_BATCH})`);
+      // 0010's first call stops at its bound and keeps the snapshot; the second finds nothing unnumbered.
+      await old.db.execute(sql`select sequence_events()`);
+      await old.db.execute(sql`select sequence_events()`);
+      await old.migrate();
+      expect(await sequenceEvents(old.db)).toBe(0);
+      const [numbered] = await rows<{ n: number; distinct: number }>(
+        old.db,
+        sql`select count(*)::int as n, count(distinct pos)::int as distinct from site_events('shop', 0, null)`,
+      );
+      expect(numbered).toEqual({ n: SEQUENCE_BATCH, distinct: SEQUENCE_BATCH });
+    });
+  }, 30_000);
+
+  it('never numbers again the events of a database restored from another cluster, whose ids this one reuses', async () => {
+    const s = await site(2);
+    await created(s.name, s.ids);
+    // As a logical restore leaves them: the old cluster's transaction ids and last snapshot, both
+    // ahead of this cluster's, whose own transactions will take those ids in time.
+    await database.db.execute(sql`update events set txid = '900000005' where site = ${s.name}`);
+    await database.db.execute(
+      sql`update event_sequences set snapshot = '900000000:900000010:'::pg_snapshot where site = ${s.name}`,
+    );
+    await created(s.name, [s.ids[0]!]);
+    await sequenceEvents(database.db);
+    await created(s.name, [s.ids[1]!]);
+    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => [e.sequence, e.subject])).toEqual([
+      [seq(1), s.ids[0]],
+      [seq(2), s.ids[1]],
+      [seq(3), s.ids[0]],
+      [seq(4), s.ids[1]],
+    ]);
+  });
+
+  it('reads only the new events in each run, however many the site has, whatever plan the first runs left', async () => {
+    // A database of its own: PostgreSQL keeps a function's plans for its session, made here while
+    // the table was nearly empty.
+    const fresh = await openPglite(undefined);
+    try {
+      await fresh.migrate();
+      const s = await site(1, fresh);
+      for (let i = 0; i < 8; i++) await created(s.name, s.ids, fresh);
+      await fresh.db.execute(sql`insert into events (site, type, subject, data)
+        select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, 20000)`);
+      await sequenceEvents(fresh.db);
+      await fresh.db.transaction((tx) => appendEvents(tx, s.name, [{ type: 'user.updated', userId: s.ids[0]! }]));
+      // Index entries and rows of events that the run read.
+      const read = await readWhile(fresh, async (tx) => {
+        const [run] = await rows<{ n: number }>(tx, sql`select sequence_events() as n`);
+        expect(run!.n).toBe(1);
+      });
+      expect(read.scanned + read.byTxid + read.fetched).toBeLessThan(50);
+      // A site's first run, from no snapshot (the feed of a site that has no events yet): by the
+      // index too, not along the table.
+      const first = await readWhile(fresh, async (tx) => {
+        expect(await sequenceEvents(tx, `ev-${randomUUID().slice(0, 8)}`)).toBe(0);
+      });
+      expect(first.scanned + first.byKey).toBeLessThan(50);
+    } finally {
+      await fresh.close();
+    }
+  }, 30_000);
+
+  it('numbers each site on its own, and a rolled-back write gives its numbers back', async () => {
+    const a = await site(3);
+    const b = await site(1);
+    await created(a.name, a.ids.slice(0, 2));
+    await created(b.name, b.ids);
+    await expect(
+      database.db.transaction(async (tx) => {
+        await appendEvents(tx, a.name, [{ type: 'user.created', userId: a.ids[2]! }]);
+        throw new Error('the write failed after its event');
+      }),
+    ).rejects.toThrow('the write failed');
+    await created(a.name, [a.ids[2]!]);
+    expect((await readEvents(database.db, a.name, undefined, 10)).map((e) => [e.sequence, e.subject])).toEqual([
+      [seq(1), a.ids[0]],
+      [seq(2), a.ids[1]],
+      [seq(3), a.ids[2]],
+    ]);
+    expect((await readEvents(database.db, b.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
+  });
+});
+
+describe('the retention', () => {
+  it('removes old events, and answers a reader behind them 410 events_expired, a reader without after from the oldest kept', async () => {
+    const s = await site(4);
+    await created(s.name, s.ids);
+    await database.db.execute(
+      sql`update events set time = now() - interval '8 days' where pos in (select pos from site_events(${s.name}, 0, 2))`,
+    );
+    expect(await pruneEvents(database.db, 7 * 86_400_000)).toBeGreaterThanOrEqual(2);
+    expect(await feedBounds(database.db, s.name)).toEqual({ last: 4, prunedThrough: 2 });
+
+    const get = feed(s.name);
+    for (const after of ['0', '1']) {
+      const answer = await get(`?after=${after}`);
+      expect(answer.status).toBe(410);
+      const problem = await problemOf(answer);
+      expect(problem.code).toBe('events_expired');
+      expect(problem.detail).toContain('the oldest kept is 3');
+    }
+    const fromTwo = (await (await get('?after=2')).json()) as {
+      result: { events: { sequence: string }[]; next: string };
+    };
+    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
+    const fromOldest = (await (await get('')).json()) as { result: { events: { sequence: string }[]; next: string } };
+    expect(fromOldest.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
+    expect(fromOldest.result.next).toBe(seq(4));
+    expect((await get('?after=5')).status).toBe(400);
+  });
+
+  it('removes only a prefix of the sequence: an old event after a recent one stays, so a reader sees no hole', async () => {
+    const s = await site(5);
+    await created(s.name, s.ids);
+    // Times are when each write began: a long write can carry an older time than the one before it.
+    await database.db.execute(
+      sql`update events set time = now() - interval '8 days'
+        where pos in (select pos from site_events(${s.name}, 0, null) where seq in (1, 2, 4))`,
+    );
+    await pruneEvents(database.db, 7 * 86_400_000);
+    expect(await feedBounds(database.db, s.name)).toEqual({ last: 5, prunedThrough: 2 });
+    const fromTwo = (await (await feed(s.name)('?after=2')).json()) as { result: { events: { sequence: string }[] } };
+    expect(fromTwo.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4), seq(5)]);
+    // All five were numbered in one batch, which still lists the two pruned: they take no place in a page.
+    const oldest = (await (await feed(s.name)('?limit=2')).json()) as { result: { events: { sequence: string }[] } };
+    expect(oldest.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
+  });
+
+  it(
+    'numbers and prunes a backlog larger than one statement may take, in bounded statements',
+    () => backlogInBoundedStatements(database),
+    60_000,
+  );
+
+  it('looks at the first batch of a site with nothing due, and removes what is due by its key', async () => {
+    const fresh = await openPglite(undefined);
+    try {
+      await fresh.migrate();
+      const due = await site(1, fresh);
+      const kept = await site(1, fresh);
+      for (const [s, n] of [
+        [due, 500],
+        [kept, 20_000],
+      ] as const) {
+        await fresh.db.execute(sql`insert into events (site, type, subject, data)
+          select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
+      }
+      await sequenceEvents(fresh.db);
+      await fresh.db.execute(sql`update events set time = now() - interval '8 days' where site = ${due.name}`);
+      const read = await readWhile(fresh, async (tx) => {
+        expect(await pruneEvents(tx, 7 * 86_400_000)).toBe(500);
+      });
+      // The 500 due, looked at and removed by key, and a batch or so of the other site's 20,000 per
+      // statement (2,702 here; 22,302 when each statement looked at 10,000 of them).
+      expect(read.scanned).toBe(0);
+      expect(read.fetched + read.byKey).toBeLessThan(5_000);
+      expect(await feedBounds(fresh.db, due.name)).toEqual({ last: 500, prunedThrough: 500 });
+      expect(await feedBounds(fresh.db, kept.name)).toEqual({ last: 20_000, prunedThrough: 0 });
+    } finally {
+      await fresh.close();
+    }
+  }, 30_000);
+
+  it('is EVENTS_RETENTION, 7 days unless told, never under the 3 days of webhook retries', () => {
+    expect(loadConfig({}).eventsRetentionMs).toBe(7 * 86_400_000);
+    expect(loadConfig({ EVENTS_RETENTION: '72h' }).eventsRetentionMs).toBe(72 * 3_600_000);
+    for (const bad of ['2d', '71h', 'week', '7']) {
+      expect(() => loadConfig({ EVENTS_RETENTION: bad })).toThrow(/EVENTS_RETENTION must be/);
+    }
+  });
+});
+
+/** `on`, noting the count `n` each statement answers with (pruneEvents's: the events it removed). */
+function countingStatements(on: Database) {
+  const counts: number[] = [];
+  const db = new Proxy(on.db, {
+    get(target, key, receiver) {
+      if (key !== 'execute') return Reflect.get(target, key, receiver);
+      return async (query: SQL) => {
+        const result = await target.execute(query);
+        const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { n?: unknown }[];
+        if (typeof row?.n === 'number') counts.push(row.n);
+        return result;
+      };
+    },
+  }) as Db;
+  return { db, counts };
+}
+
+/** A backlog, as after the sequencer stopped while an import wrote: numbered, then pruned, a batch per statement. */
+async function backlogInBoundedStatements(on: Database) {
+  const s = await site(1, on);
+  const n = SEQUENCE_BATCH * 2 + 500;
+  await on.db.execute(sql`insert into events (site, type, subject, data)
+    select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
+  // One call numbers one batch (what fits in statement_timeout); sequenceEvents calls until done.
+  const [one] = await rows<{ n: number }>(on.db, sql`select sequence_events(${s.name}) as n`);
+  expect(one!.n).toBe(SEQUENCE_BATCH);
+  expect(await sequenceEvents(on.db, s.name)).toBe(n - SEQUENCE_BATCH);
+  const [dense] = await rows<{ count: number; min: string; max: string; distinct: number }>(
+    on.db,
+    sql`select count(*)::int as count, min(seq)::text as min, max(seq)::text as max, count(distinct seq)::int as distinct
+      from site_events(${s.name}, 0, null)`,
+  );
+  expect(dense).toEqual({ count: n, min: '1', max: String(n), distinct: n });
+  await on.db.execute(sql`update events set time = now() - interval '8 days' where site = ${s.name}`);
+  const pruning = countingStatements(on);
+  // Other sites' old events too, on a PostgreSQL that other tests wrote to.
+  expect(await pruneEvents(pruning.db, 7 * 86_400_000)).toBeGreaterThanOrEqual(n);
+  expect(pruning.counts.length).toBeGreaterThanOrEqual(3);
+  expect(Math.max(...pruning.counts)).toBeLessThanOrEqual(PRUNE_BATCH);
+  expect(await feedBounds(on.db, s.name)).toEqual({ last: n, prunedThrough: n });
+  const [left] = await rows<{ n: number }>(on.db, sql`select count(*)::int as n from events where site = ${s.name}`);
+  expect(left!.n).toBe(0);
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A long-poll of site A through the route, woken as assemble.ts wires it (the notification names the
+ * numbered site): B's write leaves it waiting its whole `wait`, A's own answers it at once rather
+ * than at its next re-read.
+ */
+async function longPollWakesForItsOwnSiteOnly(on: Database) {
+  const wake = createWake();
+  let up = () => {};
+  const listening = new Promise<void>((resolve) => {
+    up = resolve;
+  });
+  const heard = await on.listen(EVENTS_CHANNEL, {
+    notified: (payload) => wake.notify(payload === '' ? undefined : payload),
+    live: (live) => live && up(),
+    confirmed: () => {},
+  });
+  try {
+    await listening;
+    const a = await site(1, on);
+    const b = await site(1, on);
+    // When A's poll was woken before its wait ran out (the route re-reads every second anyway).
+    const early: number[] = [];
+    const watched: Wake = {
+      ...wake,
+      async next(ms, signal, forSite) {
+        const started = performance.now();
+        await wake.next(ms, signal, forSite);
+        if (performance.now() - started < ms - 50) early.push(performance.now());
+      },
+    };
+    const get = feed(a.name, on, watched);
+    type Page = { result: { events: { sequence: string; subject: string }[]; next: string } };
+
+    const started = performance.now();
+    const quiet = get('?after=0&wait=2');
+    await sleep(300);
+    await created(b.name, b.ids, on);
+    const answer = await quiet;
+    expect(answer.status).toBe(200);
+    expect(((await answer.json()) as Page).result).toEqual({ events: [], next: seq(0) });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(1_950);
+    expect(early).toEqual([]);
+
+    const woken = get('?after=0&wait=10');
+    await sleep(300);
+    const wrote = performance.now();
+    await created(a.name, a.ids, on);
+    const page = (await (await woken).json()) as Page;
+    expect(page.result.events.map((e) => [e.sequence, e.subject])).toEqual([[seq(1), a.ids[0]]]);
+    expect(performance.now() - wrote).toBeLessThan(1_000);
+    expect(early).toHaveLength(1);
+  } finally {
+    await heard.close();
+  }
+}
+
+describe('a long-poll', () => {
+  it('is woken by its own site’s events only', () => longPollWakesForItsOwnSiteOnly(database), 15_000);
+});
+
+// PGlite runs one transaction at a time, in this process: only PostgreSQL has a write still open
+// while others commit, a LISTEN on a connection of its own, and a statement_timeout.
+const PG_URL = process.env.TEST_DATABASE_URL;
+if (!PG_URL) console.warn('\n[events.test] events on PostgreSQL: SKIPPED, TEST_DATABASE_URL is not set\n');
+describe.skipIf(!PG_URL)('events on PostgreSQL', () => {
+  it('numbers only what committed: a write still open gets no number and holds back none of those that commit after it', async () => {
+    const pg = await openPostgres(PG_URL!, { max: 4 });
+    try {
+      await pg.migrate();
+      const name = `ev-pg-${randomUUID().slice(0, 8)}`;
+      const ids: string[] = [];
+      for (const i of [0, 1]) {
+        const [row] = await rows<{ id: string }>(
+          pg.db,
+          sql`insert into users (site, email, name, origin) values (${name}, ${`${name}-${i}@example.com`}, 'Ada', 'api') returning id::text as id`,
+        );
+        ids.push(row!.id);
+      }
+      await ensureEventSequence(pg.db, name);
+      let release = () => {};
+      const held = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const open = pg.db.transaction(async (tx) => {
+        await appendEvents(tx, name, [{ type: 'user.created', userId: ids[0]! }]);
+        await held;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await pg.db.transaction((tx) => appendEvents(tx, name, [{ type: 'user.created', userId: ids[1]! }]));
+      await sequenceEvents(pg.db, name);
+      const seen = async () => (await readEvents(pg.db, name, 0, 10)).map((e) => [e.sequence, e.subject]);
+      expect(await seen()).toEqual([[seq(1), ids[1]]]);
+      release();
+      await open;
+      await sequenceEvents(pg.db);
+      expect(await seen()).toEqual([
+        [seq(1), ids[1]],
+        [seq(2), ids[0]],
+      ]);
+    } finally {
+      await pg.close();
+    }
+  }, 30_000);
+
+  it('numbers and prunes a backlog in statements that fit in statement_timeout', async () => {
+    const pg = await openPostgres(PG_URL!, { max: 4 });
+    try {
+      await pg.migrate();
+      await backlogInBoundedStatements(pg);
+    } finally {
+      await pg.close();
+    }
+  }, 60_000);
+
+  it('wakes a long-poll for its own site’s events only', async () => {
+    const pg = await openPostgres(PG_URL!, { max: 4 });
+    try {
+      await pg.migrate();
+      await longPollWakesForItsOwnSiteOnly(pg);
+    } finally {
+      await pg.close();
+    }
+  }, 30_000);
+});

@@ -1,0 +1,151 @@
+// A site's webhook endpoints and their deliveries, as the operator's CLI manages them.
+import { sql } from 'drizzle-orm';
+import { type Db, rows } from '../../db/client.ts';
+import { EVENTS_CHANNEL } from '../queue.ts';
+import { newWebhookSecret } from './send.ts';
+
+/** `user.created`, `user.*` or `*`. */
+export const TYPE_PATTERN = /^(\*|user\.\*|user\.(created|updated|deleted|disabled|enabled))$/;
+
+export interface Endpoint extends Record<string, unknown> {
+  id: string;
+  site: string;
+  url: string;
+  types: string[];
+  createdAt: Date | string;
+  failingSince: Date | string | null;
+  disabledAt: Date | string | null;
+  disabledReason: string | null;
+  pending: number;
+}
+
+/**
+ * Adds an endpoint. It receives the events committed from now on: its cursor starts at the
+ * site's last event (`replay` sends older ones). The secret is returned once, here.
+ */
+export async function addEndpoint(
+  db: Db,
+  spec: { site: string; url: string; types: string[] },
+): Promise<{ id: string; secret: string }> {
+  const secret = newWebhookSecret();
+  const [row] = await rows<{ id: string }>(
+    db,
+    sql`insert into webhook_endpoints (site, url, types, secret, fanned_seq)
+      values (${spec.site}, ${spec.url}, ${sql`array[${sql.join(
+        spec.types.map((t) => sql`${t}`),
+        sql`, `,
+      )}]::text[]`}, ${secret},
+        coalesce((select last from event_sequences where site = ${spec.site}), 0))
+      returning id::text as id`,
+  );
+  await notifyServers(db);
+  return { id: row!.id, secret };
+}
+
+export async function listEndpoints(db: Db, site?: string): Promise<Endpoint[]> {
+  return rows<Endpoint>(
+    db,
+    sql`select e.id::text as id, e.site, e.url, e.types, e.created_at as "createdAt",
+        e.failing_since as "failingSince", e.disabled_at as "disabledAt",
+        e.disabled_reason as "disabledReason",
+        (select count(*)::int from webhook_deliveries d where d.endpoint_id = e.id and d.state = 'pending') as pending
+      from webhook_endpoints e
+      where ${site === undefined ? sql`true` : sql`e.site = ${site}`}
+      order by e.created_at, e.id`,
+  );
+}
+
+/** Removes an endpoint and its deliveries; false when there is none with this id. */
+export async function removeEndpoint(db: Db, id: string): Promise<boolean> {
+  const removed = await rows<{ id: string }>(
+    db,
+    sql`delete from webhook_endpoints where id = ${id} returning id::text as id`,
+  );
+  return removed.length > 0;
+}
+
+/** What a replay queued, and up to which sequence number the site's events are gone (the retention). */
+export interface Replayed {
+  made: number;
+  prunedThrough: number;
+}
+
+/**
+ * Sends again the endpoint's events from sequence number `from` up to where it is now, matching
+ * its types, delivered before or not, except those still pending (they are on their way: a second
+ * delivery would only repeat them). The new deliveries take their place in each account's order
+ * (worker.ts): an older event goes before a newer one still pending, so that a receiver applying
+ * them as they come ends on the account's latest state. Undefined when there is no such endpoint.
+ */
+export async function replay(db: Db, id: string, from: number): Promise<Replayed | undefined> {
+  const [endpoint] = await rows<{ id: string; pruned: string | null }>(
+    db,
+    sql`select e.id::text as id, s.pruned_through::text as pruned
+      from webhook_endpoints e left join event_sequences s on s.site = e.site where e.id = ${id}`,
+  );
+  if (endpoint === undefined) return undefined;
+  const [made] = await rows<{ n: number }>(
+    db,
+    sql`with made as (
+      insert into webhook_deliveries (endpoint_id, site, seq, subject, type)
+      select e.id, e.site, n.seq, ev.subject, ev.type
+      from webhook_endpoints e
+        cross join lateral site_events(e.site, ${from} - 1, greatest(e.fanned_seq - ${from} + 1, 0)) n
+        join events ev on ev.pos = n.pos
+      where e.id = ${id} and n.seq <= e.fanned_seq and ${typeMatches(sql`ev.type`, sql`e.types`)}
+        -- An event still on its way (pending) is not sent twice.
+        and not exists (select 1 from webhook_deliveries p where p.endpoint_id = e.id and p.subject = ev.subject
+          and p.seq = n.seq and p.state = 'pending')
+      order by n.seq
+      returning 1
+    ) select count(*)::int as n from made`,
+  );
+  // A disabled endpoint is switched back on by a replay: the operator says it works again.
+  await db.execute(
+    sql`update webhook_endpoints set disabled_at = null, disabled_reason = null, failing_since = null
+      where id = ${id} and disabled_at is not null`,
+  );
+  await notifyServers(db);
+  return { made: made!.n, prunedThrough: Number(endpoint.pruned ?? 0) };
+}
+
+/**
+ * Tells every server's webhook sender to read the endpoints again and look for work now: a
+ * notification on the events' channel with no site (worker.ts skips sites it knows no endpoint of).
+ */
+async function notifyServers(db: Db): Promise<void> {
+  await db.execute(sql`select pg_notify(${EVENTS_CHANNEL}, '')`);
+}
+
+/** Whether an event type is among an endpoint's patterns (see TYPE_PATTERN). */
+export const typeMatches = (type: ReturnType<typeof sql>, patterns: ReturnType<typeof sql>) =>
+  sql`exists (select 1 from unnest(${patterns}) p where p = '*' or p = ${type} or (p like '%.*' and ${type} like left(p, -1) || '%'))`;
+
+export interface Delivery extends Record<string, unknown> {
+  id: string;
+  endpointId: string;
+  site: string;
+  seq: string;
+  type: string;
+  subject: string;
+  state: string;
+  attempts: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: Date | string;
+  nextAttemptAt: Date | string;
+  deliveredAt: Date | string | null;
+}
+
+/** The latest deliveries, newest first, of one endpoint or of all. */
+export async function latestDeliveries(db: Db, options: { limit: number; endpointId?: string }): Promise<Delivery[]> {
+  return rows<Delivery>(
+    db,
+    sql`select id::text as id, endpoint_id::text as "endpointId", site, seq::text as seq, type, subject::text as subject,
+        state, attempts, last_status as "lastStatus", last_error as "lastError", created_at as "createdAt",
+        next_attempt_at as "nextAttemptAt", delivered_at as "deliveredAt"
+      from webhook_deliveries
+      where ${options.endpointId === undefined ? sql`true` : sql`endpoint_id = ${options.endpointId}`}
+      order by webhook_deliveries.id desc limit ${options.limit}`,
+  );
+}

@@ -1,0 +1,452 @@
+// Sends the change events to the sites' webhook endpoints. Every server runs one; they share the
+// work through the database:
+// - fan-out: for each endpoint, the events after its cursor (`fanned_seq`) become deliveries and
+//   the cursor moves, in one statement under the endpoint's row lock (SKIP LOCKED: one server at
+//   a time per endpoint). The feed's order guarantee (events/queue.ts) is what makes a cursor enough.
+// - claim: due deliveries are leased (`leased_until`) in one statement, FOR UPDATE SKIP LOCKED,
+//   so that two servers never send one delivery at once; a server that dies mid-send leaves a
+//   lease that runs out, and the delivery is sent again (at least once).
+// - fairness: an endpoint has at most `perEndpoint` deliveries leased at once, counted across
+//   the servers (a claim holds the endpoints' rows, SKIP LOCKED, so two claims never both see
+//   room), and a claim takes each site's first due delivery, then each site's second, and so on,
+//   a site's endpoints in turn. An endpoint that hangs holds `perEndpoint` of a server's slots
+//   for the attempt's time limit, never all of them, and another site's delivery is the first
+//   in line for the next free one (issue 26: a hanging endpoint with 200 queued had delayed every
+//   other site's webhooks by two minutes).
+// - order: a delivery is due only when no earlier delivery of the same account to the same
+//   endpoint is still pending, so a receiver sees an account's events in order.
+// Why not graphile-worker or pg-boss: both need a node-postgres pool and LISTEN of their own, so
+// neither runs on the embedded database (PGlite, one in-process connection), and the work here is
+// two statements that need the outbox's ordering anyway.
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import { sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import { type Db, rows } from '../../db/client.ts';
+import { describeError } from '../../http/errors.ts';
+import { type EventRow, eventColumns, numberedEvents, toCloudEvent } from '../queue.ts';
+import type { Wake } from '../wake.ts';
+import { typeMatches } from './endpoints.ts';
+import { type Attempt, sendWebhook } from './send.ts';
+
+const DAY_MS = 86_400_000;
+
+export interface RetryPolicy {
+  /** The first retry's delay; each next one doubles, up to maxMs, with jitter (half to all of it). */
+  baseMs: number;
+  maxMs: number;
+  /** A delivery failing for this long is given up (state `failed`; `cli webhook replay` sends it again). */
+  giveUpMs: number;
+  /** An endpoint whose every attempt failed for this long is disabled. */
+  disableAfterMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  baseMs: 1_000,
+  maxMs: 3_600_000,
+  giveUpMs: 3 * DAY_MS,
+  disableAfterMs: 5 * DAY_MS,
+};
+
+export interface DeliveryMetrics {
+  observeDelivery(outcome: 'delivered' | 'failed' | 'given_up', attemptSeconds: number, latencySeconds?: number): void;
+}
+
+export interface WebhookWorkerOptions {
+  db: Db;
+  logger: Logger;
+  wake?: Wake | undefined;
+  allowPrivate: boolean;
+  metrics?: DeliveryMetrics | undefined;
+  retry?: RetryPolicy;
+  /** Deliveries sent at once by this server. */
+  concurrency?: number;
+  /** Deliveries to one endpoint in flight at once, every server together (WEBHOOK_ENDPOINT_CONCURRENCY). */
+  perEndpoint?: number;
+  /** How often to look for due retries (new events wake it at once). */
+  pollMs?: number;
+  timeoutMs?: number;
+  /** When tracing is on: a CLIENT span per attempt, in the trace of the write that made the event. */
+  tracer?: Tracer | undefined;
+}
+
+interface Claimed extends Record<string, unknown> {
+  id: string;
+  site: string;
+  seq: string;
+  attempts: number;
+  endpointId: string;
+  url: string;
+  secret: string;
+  /** The event's row, read in the same statement; null once pruned. */
+  event: EventRow | string | null;
+}
+
+/** The delay before attempt n + 1 after n failures: doubling from baseMs, capped, with jitter. */
+export function retryDelayMs(failures: number, policy: RetryPolicy, random = Math.random): number {
+  const full = Math.min(policy.maxMs, policy.baseMs * 2 ** Math.min(failures - 1, 40));
+  return Math.round(full / 2 + (random() * full) / 2);
+}
+
+/** Makes the deliveries of events the endpoints have not had yet; returns how many events it looked at. */
+export async function fanOut(db: Db, batch = 1000): Promise<number> {
+  const [done] = await rows<{ n: number }>(
+    db,
+    sql`with ep as (
+      select id, site, types, fanned_seq from webhook_endpoints where disabled_at is null
+      for update skip locked
+    ), batch as (
+      select ep.id as endpoint_id, ep.types, ep.site, ev.seq, ev.subject, ev.type
+      from ep cross join lateral (
+        select n.seq, e.subject, e.type from ${numberedEvents(sql`ep.site`, sql`ep.fanned_seq`, batch)}
+      ) ev
+    ), made as (
+      insert into webhook_deliveries (endpoint_id, site, seq, subject, type)
+      select endpoint_id, site, seq, subject, type from batch
+      where ${typeMatches(sql`batch.type`, sql`batch.types`)}
+      order by seq
+    ), moved as (
+      update webhook_endpoints w set fanned_seq = m.seq
+      from (select endpoint_id, max(seq) as seq from batch group by endpoint_id) m where w.id = m.endpoint_id
+    )
+    select count(*)::int as n from batch`,
+  );
+  return done?.n ?? 0;
+}
+
+/** The sites that have an enabled endpoint. */
+async function hookedSites(db: Db): Promise<Set<string>> {
+  const found = await rows<{ site: string }>(
+    db,
+    sql`select distinct site from webhook_endpoints where disabled_at is null`,
+  );
+  return new Set(found.map((r) => r.site));
+}
+
+/** Deliveries to one endpoint in flight at once, every server together, unless configured. */
+export const DEFAULT_PER_ENDPOINT = 4;
+
+/**
+ * Leases up to `limit` due deliveries, each the earliest pending of its endpoint and account, at
+ * most `perEndpoint` leased per endpoint at once, served in turn between sites and between a
+ * site's endpoints (see the top of this file). Two statements in a transaction: the first takes
+ * the endpoints (SKIP LOCKED), and the second, whose snapshot begins once it holds them, sees
+ * every lease another server's claim of them committed, so that the bound holds across servers.
+ */
+export async function claim(
+  db: Db,
+  limit: number,
+  leaseSeconds: number,
+  perEndpoint = DEFAULT_PER_ENDPOINT,
+): Promise<Claimed[]> {
+  return db.transaction(async (tx) => {
+    const endpoints = await rows<{ id: string }>(
+      tx,
+      sql`select e.id::text as id from webhook_endpoints e
+        where e.disabled_at is null and exists (
+          select 1 from webhook_deliveries d where d.endpoint_id = e.id and d.state = 'pending' and d.next_attempt_at <= now()
+        )
+        for update of e skip locked`,
+    );
+    if (endpoints.length === 0) return [];
+    const due = sql`d.state = 'pending' and d.next_attempt_at <= now() and (d.leased_until is null or d.leased_until < now())`;
+    return rows<Claimed>(
+      tx,
+      sql`with room as (
+        select e.id, e.site, ${perEndpoint} - (
+          select count(*)::int from webhook_deliveries l
+          where l.endpoint_id = e.id and l.state = 'pending' and l.leased_until is not null and l.leased_until >= now()
+        ) as room
+        from webhook_endpoints e where e.id = any (${sql`array[${sql.join(
+          endpoints.map((e) => sql`${e.id}`),
+          sql`, `,
+        )}]::uuid[]`})
+      ), turns as (
+        -- Each endpoint's first deliveries, as many as it has room for: a backlog is never read further.
+        select c.id, room.site, c.next_attempt_at,
+          row_number() over (partition by room.id order by c.next_attempt_at, c.id) as turn
+        from room cross join lateral (
+          select d.id, d.next_attempt_at from webhook_deliveries d
+          where d.endpoint_id = room.id and ${due}
+            and not exists (
+              select 1 from webhook_deliveries p
+              where p.endpoint_id = d.endpoint_id and p.subject = d.subject and p.state = 'pending' and p.seq < d.seq
+            )
+          order by d.next_attempt_at, d.id
+          limit greatest(room.room, 0)
+        ) c
+      ), fair as (
+        -- Each site's first turn of each endpoint, then their second turns…: sites in turn, then endpoints.
+        select id, next_attempt_at, row_number() over (partition by site order by turn, next_attempt_at, id) as site_turn
+        from turns
+      ), claimed as (
+        -- By primary key, whatever the planner guesses of the turns (it hashed the whole table);
+        -- still due once locked (a row another claim changed is checked again as it is now).
+        select d.id from webhook_deliveries d
+        where d.id = any (array(select id from fair order by site_turn, next_attempt_at, id limit ${limit})) and ${due}
+        for update of d skip locked
+      )
+      update webhook_deliveries d
+      set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1,
+        first_attempt_at = coalesce(d.first_attempt_at, now())
+      from claimed, webhook_endpoints e
+      where d.id = claimed.id and e.id = d.endpoint_id
+      returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
+        (select row_to_json(ev) from (
+          select ${eventColumns}, e.traceparent from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
+        ) ev) as event`,
+    );
+  });
+}
+
+/**
+ * Still this server's claim: no other server claimed it since (a claim counts an attempt). A
+ * late record after the lease ran out and another server took over would otherwise undo its work.
+ */
+const ours = (delivery: Claimed) => sql`state = 'pending' and attempts = ${delivery.attempts}`;
+
+/** Records an attempt's outcome: delivered, or retried later, or given up; and the endpoint's health. */
+async function record(db: Db, delivery: Claimed, attempt: Attempt, policy: RetryPolicy, logger: Logger) {
+  const error = attempt.ok ? null : (attempt.error ?? `answered ${attempt.status}`).slice(0, 500);
+  if (attempt.ok) {
+    await db.execute(sql`
+      with d as (
+        update webhook_deliveries set state = 'delivered', delivered_at = now(), leased_until = null,
+          last_status = ${attempt.status ?? null}, last_error = null
+        where id = ${delivery.id} and ${ours(delivery)} returning endpoint_id
+      )
+      update webhook_endpoints set failing_since = null
+      where id = (select endpoint_id from d) and failing_since is not null`);
+    return 'delivered' as const;
+  }
+  const delay = retryDelayMs(delivery.attempts, policy);
+  const [row] = await rows<{ state: string; disable: boolean; site: string }>(
+    db,
+    sql`with d as (
+      update webhook_deliveries set leased_until = null, last_status = ${attempt.status ?? null}, last_error = ${error},
+        next_attempt_at = now() + make_interval(secs => ${delay / 1000}),
+        -- From its first attempt: a delivery that waited days behind an earlier one still gets its retries.
+        state = case when coalesce(first_attempt_at, created_at) < now() - make_interval(secs => ${policy.giveUpMs / 1000})
+          then 'failed' else 'pending' end
+      where id = ${delivery.id} and ${ours(delivery)} returning state, endpoint_id
+    ), e as (
+      update webhook_endpoints set failing_since = coalesce(failing_since, now())
+      where id = (select endpoint_id from d)
+      returning site, failing_since < now() - make_interval(secs => ${policy.disableAfterMs / 1000}) as disable
+    )
+    select d.state, e.disable, e.site from d, e`,
+  );
+  if (row?.disable) await disableEndpoint(db, delivery.endpointId, row.site, error ?? 'failed', policy, logger);
+  return row?.state === 'failed' ? ('given_up' as const) : ('failed' as const);
+}
+
+/** Switches an endpoint off after days of failures, and says so in the audit trail. */
+async function disableEndpoint(
+  db: Db,
+  endpointId: string,
+  site: string,
+  lastError: string,
+  policy: RetryPolicy,
+  logger: Logger,
+) {
+  const reason = `every delivery failed for ${policy.disableAfterMs / DAY_MS} days; last: ${lastError}`.slice(0, 500);
+  const [changed] = await rows<{ id: string }>(
+    db,
+    sql`update webhook_endpoints set disabled_at = now(), disabled_reason = ${reason}
+      where id = ${endpointId} and disabled_at is null returning id::text as id`,
+  );
+  if (changed === undefined) return;
+  await db.execute(sql`insert into audit_log (site, token_id, operation, user_id, request_id, status, outcome)
+    values (${site}, 'webhooks', 'webhook', null, ${`webhook-${endpointId}`}, 0, ${`endpoint disabled: ${reason}`.slice(0, 500)})`);
+  logger.warn({ endpoint: endpointId, site }, `webhook endpoint disabled: ${reason}`);
+}
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/**
+ * An attempt's CLIENT span, child of the write's span that the event kept (events.traceparent),
+ * or the root of a trace of its own (an event of the CLI's import). Its `traceparent` goes with
+ * the delivery: a receiver's own trace joins the write's. The endpoint's URL is not an attribute
+ * (it may hold a secret of the receiver's), only its id.
+ */
+function deliverySpan(tracer: Tracer, delivery: Claimed, row: EventRow & { traceparent?: string | null }) {
+  const kept = TRACEPARENT.exec(row.traceparent ?? '');
+  const parent =
+    kept === null
+      ? ROOT_CONTEXT
+      : trace.setSpanContext(ROOT_CONTEXT, {
+          traceId: kept[1]!,
+          spanId: kept[2]!,
+          traceFlags: Number.parseInt(kept[3]!, 16),
+          isRemote: true,
+        });
+  const span = tracer.startSpan(
+    'POST',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'http.request.method': 'POST',
+        'user_accounts.webhook.endpoint': delivery.endpointId,
+        'user_accounts.webhook.attempt': delivery.attempts,
+        'cloudevents.event_type': row.type,
+        'cloudevents.event_id': row.id,
+      },
+    },
+    parent,
+  );
+  const { traceId, spanId, traceFlags } = span.spanContext();
+  return {
+    traceparent: `00-${traceId}-${spanId}-${(traceFlags & 0xff).toString(16).padStart(2, '0')}`,
+    end(attempt: Attempt) {
+      if (attempt.status !== undefined) span.setAttribute('http.response.status_code', attempt.status);
+      if (!attempt.ok) {
+        span.setAttribute('error.type', attempt.status === undefined ? 'network' : String(attempt.status));
+        span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+    },
+  };
+}
+
+async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions): Promise<void> {
+  const policy = options.retry ?? DEFAULT_RETRY;
+  const row = typeof delivery.event === 'string' ? (JSON.parse(delivery.event) as EventRow) : delivery.event;
+  const event = row === null ? undefined : toCloudEvent(delivery.site, row);
+  if (event === undefined) {
+    // Pruned by the retention before it could be sent: nothing left to send.
+    await db.execute(sql`update webhook_deliveries set state = 'failed', leased_until = null,
+      last_error = 'the event is past the retention and was removed' where id = ${delivery.id} and ${ours(delivery)}`);
+    options.metrics?.observeDelivery('given_up', 0);
+    return;
+  }
+  const span = options.tracer === undefined ? undefined : deliverySpan(options.tracer, delivery, row!);
+  const attempt: Attempt = await sendWebhook({
+    url: delivery.url,
+    secret: delivery.secret,
+    id: event.id,
+    timestamp: new Date(),
+    body: JSON.stringify(event),
+    allowPrivate: options.allowPrivate,
+    timeoutMs: options.timeoutMs ?? 10_000,
+    traceparent: span?.traceparent,
+  });
+  span?.end(attempt);
+  const outcome = await record(db, delivery, attempt, policy, options.logger);
+  const latency = outcome === 'delivered' ? (Date.now() - Date.parse(event.time)) / 1000 : undefined;
+  options.metrics?.observeDelivery(outcome, attempt.ms / 1000, latency);
+  if (!attempt.ok)
+    options.logger.info(
+      {
+        endpoint: delivery.endpointId,
+        sequence: event.sequence,
+        attempts: delivery.attempts,
+        error: attempt.error,
+        status: attempt.status,
+      },
+      outcome === 'given_up' ? 'webhook delivery given up' : 'webhook delivery failed; will retry',
+    );
+}
+
+export interface WebhookWorker {
+  /** Looks for work now (tests; new events do this by themselves). */
+  kick(): void;
+  /** Stops taking work and waits for the deliveries in flight. */
+  stop(): Promise<void>;
+}
+
+export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker {
+  const { db, logger } = options;
+  const concurrency = options.concurrency ?? 16;
+  const perEndpoint = options.perEndpoint ?? DEFAULT_PER_ENDPOINT;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  // A lease outlives the attempt's time limit, so a live server's send never loses it; a dead
+  // server's deliveries are sent again once it runs out.
+  const leaseSeconds = Math.ceil(timeoutMs / 1000) + 5;
+  const inFlight = new Set<Promise<void>>();
+  let running = false;
+  let again = false;
+  let stopped = false;
+  // New events (a notification, the poll) need a fan-out first; a finished delivery only frees a
+  // slot for the next claim.
+  let fanOutWanted = true;
+  // The sites with an enabled endpoint, read at each poll: a notification for another site needs
+  // no statement at all. Most sites have no webhooks, and every numbering run anywhere notifies
+  // every server (a fan-out and a claim each, per run, cost writes 10% of their throughput).
+  // An endpoint added or replayed notifies with no site (endpoints.ts), which reads them again.
+  let hooked: Set<string> | undefined;
+  let hookedWanted = true;
+
+  let current: Promise<void> | undefined;
+  function cycle(): Promise<void> {
+    if (running) {
+      again = true;
+      return current!;
+    }
+    running = true;
+    current = work();
+    return current;
+  }
+  async function work(): Promise<void> {
+    try {
+      do {
+        again = false;
+        if (hookedWanted) {
+          hookedWanted = false;
+          hooked = await hookedSites(db);
+        }
+        if (fanOutWanted) {
+          fanOutWanted = false;
+          await fanOut(db);
+        }
+        const room = concurrency - inFlight.size;
+        if (room <= 0 || stopped) break;
+        const claimed = await claim(db, room, leaseSeconds, perEndpoint);
+        for (const delivery of claimed) {
+          const sending: Promise<void> = deliver(db, delivery, { ...options, timeoutMs })
+            .catch((error: unknown) =>
+              logger.warn(
+                { err: describeError(error) },
+                'webhook delivery not recorded; its lease will run out and it is sent again',
+              ),
+            )
+            .finally(() => {
+              inFlight.delete(sending);
+              if (!stopped) void cycle();
+            });
+          inFlight.add(sending);
+        }
+        if (claimed.length === room) again = true;
+      } while (again && !stopped);
+    } catch (error) {
+      logger.warn({ err: describeError(error) }, 'webhook sending failed; will retry');
+    } finally {
+      running = false;
+    }
+  }
+  const kick = () => {
+    fanOutWanted = true;
+    if (!stopped) void cycle();
+  };
+  const poll = () => {
+    hookedWanted = true;
+    kick();
+  };
+  const unsubscribe = options.wake?.subscribe((site) => {
+    if (site === undefined) hookedWanted = true;
+    else if (hooked !== undefined && !hooked.has(site)) return;
+    kick();
+  });
+  const timer = setInterval(poll, options.pollMs ?? 1_000);
+  timer.unref();
+  kick();
+  return {
+    kick,
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      unsubscribe?.();
+      // A cycle in progress may still be claiming: what it claims is sent, and waited for, here.
+      await current;
+      await Promise.allSettled([...inFlight]);
+    },
+  };
+}

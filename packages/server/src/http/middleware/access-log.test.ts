@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import type { TokenInfo } from '../../auth/tokens.ts';
+import { arrayLogger, testApp } from '../../testing/hono.ts';
+import { ApiError, renderProblem } from '../errors.ts';
+import { accessLog } from './access-log.ts';
+import { requireToken } from './auth.ts';
+import { requestId } from './request-id.ts';
+
+const SECRET_TOKEN = 'ua_secret-token-value';
+const SECRET_EMAIL = 'private.person@example.com';
+const SHOP: TokenInfo = { id: 'tok-shop', site: 'shop', scopes: ['read'], digest: 'digest-of-the-secret-token' };
+
+// As in the service: the request id comes first, so that the access line carries it, and the
+// token is checked after the access log started, so that a refused token is logged too.
+function loggedApp() {
+  const { logger, lines } = arrayLogger();
+  const tokens = {
+    verify: async (token: string) => (token === SECRET_TOKEN ? SHOP : undefined),
+    flushLastUsed: async () => {},
+  };
+  const app = testApp({ deps: { logger, tokens } });
+  app.use(requestId());
+  app.use(accessLog());
+  app.get('/api/1/user/get', (c) => c.json({ ok: true }));
+  app.get('/users/:id', (c) => c.json({ id: c.req.param('id') }));
+  app.post('/refuse', () => {
+    throw new ApiError(409, 'email_taken', 'taken');
+  });
+  // As the rate limit answers: a problem rendered, not thrown.
+  app.get('/rendered', (c) => renderProblem(c, new ApiError(429, 'rate_limited', 'slow down')));
+  app.get('/private', requireToken(), (c) => c.json({ ok: true }));
+  return { app, lines };
+}
+
+describe('accessLog', () => {
+  it('writes one line per request with method, route, status, duration and request id', async () => {
+    const { app, lines } = loggedApp();
+    const response = await app.request('/api/1/user/get', { headers: { 'X-Request-Id': 'req-1' } });
+    expect(response.status).toBe(200);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({
+      level: 'info',
+      time: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
+      msg: 'request',
+      method: 'GET',
+      route: '/api/1/user/get',
+      status: 200,
+      requestId: 'req-1',
+    });
+    expect(lines[0]!.durationMs).toEqual(expect.any(Number));
+    expect(lines[0]!.durationMs).toBeGreaterThanOrEqual(0);
+    expect(lines[0]).not.toHaveProperty('code');
+    expect(lines[0]).not.toHaveProperty('tokenId');
+  });
+
+  it('logs the route pattern, not the path, so that ids in paths stay out of the log', async () => {
+    const { app, lines } = loggedApp();
+    await app.request('/users/0198c6a4-0000-7000-8000-000000000001');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ route: '/users/:id', status: 200 });
+    expect(JSON.stringify(lines)).not.toContain('0198c6a4');
+  });
+
+  it('logs the status and the problem code of an error answer, thrown or rendered', async () => {
+    const { app, lines } = loggedApp();
+    await app.request('/refuse', { method: 'POST' });
+    await app.request('/rendered');
+    expect(lines).toEqual([
+      expect.objectContaining({ method: 'POST', route: '/refuse', status: 409, code: 'email_taken' }),
+      expect.objectContaining({ method: 'GET', route: '/rendered', status: 429, code: 'rate_limited' }),
+    ]);
+  });
+
+  it("names the token's id and site when the request was authenticated, and nothing else of the token", async () => {
+    const { app, lines } = loggedApp();
+    const response = await app.request('/private', { headers: { Authorization: `Bearer ${SECRET_TOKEN}` } });
+    expect(response.status).toBe(200);
+    expect(lines).toEqual([
+      expect.objectContaining({ route: '/private', status: 200, tokenId: 'tok-shop', site: 'shop' }),
+    ]);
+    const logged = JSON.stringify(lines);
+    for (const secret of [SECRET_TOKEN, SHOP.digest!, 'scopes']) expect(logged).not.toContain(secret);
+  });
+
+  it('names no token when authentication failed, and says why', async () => {
+    const { app, lines } = loggedApp();
+    const response = await app.request('/private', { headers: { Authorization: 'Bearer ua_wrong-token' } });
+    expect(response.status).toBe(401);
+    expect(lines).toEqual([expect.objectContaining({ route: '/private', status: 401, code: 'unauthorized' })]);
+    expect(lines[0]).not.toHaveProperty('tokenId');
+    expect(lines[0]).not.toHaveProperty('site');
+    expect(JSON.stringify(lines)).not.toContain('ua_wrong-token');
+  });
+
+  it('never logs the query string or the Authorization header', async () => {
+    const { app, lines } = loggedApp();
+    const response = await app.request(`/api/1/user/get?email=${encodeURIComponent(SECRET_EMAIL)}&x=1`, {
+      headers: { Authorization: `Bearer ${SECRET_TOKEN}`, Cookie: 'session=cookie-secret' },
+    });
+    expect(response.status).toBe(200);
+    expect(lines).toHaveLength(1);
+    const logged = JSON.stringify(lines);
+    const secrets = [SECRET_EMAIL, encodeURIComponent(SECRET_EMAIL), 'email=', SECRET_TOKEN, 'Bearer', 'cookie-secret'];
+    for (const secret of secrets) {
+      expect(logged).not.toContain(secret);
+    }
+    expect(lines[0]).toMatchObject({ route: '/api/1/user/get' });
+  });
+});

@@ -1,0 +1,96 @@
+import { getConnInfo } from '@hono/node-server/conninfo';
+import type { Context, MiddlewareHandler } from 'hono';
+import type { AuthFailureLimit } from '../../auth/failed-authentications.ts';
+import type { Scope } from '../../auth/tokens.ts';
+import { clientAddress, TRUST_NOBODY } from '../client-address.ts';
+import type { AppEnv } from '../context.ts';
+import { ApiError } from '../errors.ts';
+
+/** The Bearer challenge (RFC 6750 §3): with `error="invalid_token"` when a token was sent and refused. */
+export const bearerChallenge = (tokenSent: boolean): string =>
+  tokenSent ? 'Bearer realm="user-accounts", error="invalid_token"' : 'Bearer realm="user-accounts"';
+
+/**
+ * Whether the request carries a credential to judge: not when Authorization is absent, a bare
+ * `Bearer`, or another scheme's (`Basic …`: our tokens have no spaces). RFC 6750 §3.1: no error
+ * code then; for any other value (unknown, revoked, expired, malformed) `invalid_token`.
+ */
+export function credentialSent(header: string | undefined): boolean {
+  const value = header?.trim() ?? '';
+  if (value === '' || /^bearer$/i.test(value)) return false;
+  return /^bearer\s/i.test(value) || !/\s/.test(value);
+}
+
+const unauthorized = (tokenSent: boolean) =>
+  new ApiError(401, 'unauthorized', 'A valid API token is required in the Authorization header.', {
+    headers: { 'WWW-Authenticate': bearerChallenge(tokenSent) },
+  });
+
+const tooManyFailures = (limit: AuthFailureLimit, wait: number) =>
+  new ApiError(429, 'rate_limited', `Too many failed authentications from this address; try again in ${wait} s.`, {
+    headers: {
+      'Retry-After': String(wait),
+      'RateLimit-Policy': `"failed_auth";q=${limit.limit};w=${limit.windowSeconds}`,
+      RateLimit: `"failed_auth";r=0;t=${wait}`,
+    },
+  });
+
+/**
+ * The client's address: the connection's peer, or what a trusted proxy (TRUSTED_PROXIES) says in
+ * X-Forwarded-For; never a forwarded header from anyone else, which any client can write.
+ */
+function requestAddress(c: Context<AppEnv>): string | undefined {
+  let peer: string | undefined;
+  try {
+    peer = getConnInfo(c).remote.address;
+  } catch {
+    return undefined; // not served by @hono/node-server (app.request in tests)
+  }
+  return clientAddress(peer, c.req.header('x-forwarded-for'), c.get('deps').trustedProxies ?? TRUST_NOBODY);
+}
+
+/**
+ * `Authorization: <token>` (as in the original interface) or `Authorization: Bearer <token>`.
+ * An address over its limit of failed authentications is refused before its token is looked up.
+ */
+export function requireToken(): MiddlewareHandler<AppEnv> {
+  return async function requireTokenMiddleware(c, next) {
+    const header = c.req.header('authorization')?.trim() ?? '';
+    const token = header.replace(/^bearer\s+/i, '');
+    const { tokens, authFailures } = c.get('deps');
+    const address = authFailures && requestAddress(c);
+    const attempt = authFailures?.attempt(address, token);
+    if (authFailures && attempt && attempt.retryAfter > 0)
+      throw tooManyFailures(authFailures.limit, attempt.retryAfter);
+    let info: Awaited<ReturnType<typeof tokens.verify>>;
+    try {
+      // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
+      info = token === '' || token.length > 512 ? undefined : await tokens.verify(token);
+    } catch (error) {
+      attempt?.done('abandoned');
+      throw error;
+    }
+    if (info === undefined) {
+      if (attempt?.done('failed')) {
+        c.get('log').warn(
+          { address, limit: authFailures?.limit },
+          'failed authentications over the limit: refusing this address until its window ends',
+        );
+      }
+      throw unauthorized(credentialSent(header));
+    }
+    attempt?.done('accepted', info.digest);
+    c.set('token', info);
+    await next();
+  };
+}
+
+/** 403 for a valid token without the scope; runs after the rate limit, so refusals count too. */
+export function requireScope(scope: Scope): MiddlewareHandler<AppEnv> {
+  return async function requireScopeMiddleware(c, next) {
+    if (!c.get('token').scopes.includes(scope)) {
+      throw new ApiError(403, 'forbidden', `This token does not have the ${scope} scope.`);
+    }
+    await next();
+  };
+}

@@ -1,0 +1,184 @@
+// Idempotency-Key (draft-ietf-httpapi-idempotency-key-header) for create and update: the first
+// request with a key claims it; its answer is stored and replayed to every retry with the same
+// key and body for 24 hours. Stored in the database, so every replica agrees.
+//
+// Two middleware, with the operation's parse between them: idempotencyKey() checks the header
+// and fingerprints the body as sent; idempotent() claims the key only for a request that parse
+// accepted. A refused request is not kept (anyone could otherwise fill the table with 400s),
+// and its retry with the same key is checked afresh.
+import { createHash } from 'node:crypto';
+import { and, eq, sql } from 'drizzle-orm';
+import type { Context, MiddlewareHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { parseItem } from 'structured-headers';
+import { idempotencyKeys } from '../../db/schema.ts';
+import type { AppEnv } from '../context.ts';
+import { ApiError, describeError } from '../errors.ts';
+import { invalidRequest } from '../validation.ts';
+
+/**
+ * How long a claim holds without an answer before a retry may take over (a process died
+ * mid-request): as long as the request may run, so that a retry meanwhile is 409, not a second run.
+ */
+const leaseFor = (ms: number) => sql`now() + ${`${Math.ceil(ms / 1000)} seconds`}::interval`;
+/** The response headers that are part of the answer (the rest belong to each delivery). */
+const KEPT_HEADERS = ['content-type', 'location', 'etag'];
+/**
+ * The largest answer body kept, in bytes. Ours are far smaller; a larger one would let a caller
+ * turn each key into that much disk for a day, so it is not kept and its retry runs again.
+ */
+export const MAX_STORED_BODY = 4 * 1024;
+
+/** A request's key, and the fingerprint of what it asks (method, path, body as sent). */
+export interface IdempotencyRequest {
+  key: string;
+  fingerprint: string;
+}
+
+/** JSON with object keys sorted: the same body in any key order has the same fingerprint. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** The longest key, in characters of the key itself (a quoted key's escapes and quotes not counted). */
+const MAX_KEY = 255;
+
+/**
+ * The key an Idempotency-Key field names: the draft makes the field a Structured Field String
+ * (RFC 8941 §3.3.3: `"8e03978e-40d5-43e8-bc93-6894a57f9324"`), read here with a complete parser;
+ * its parameters, which the draft defines none of, are ignored as RFC 8941 would have a
+ * recipient do. A value not starting with `"` is the bare key clients have sent until now, taken
+ * as it is, so `abc` and `"abc"` name one key. undefined when the field is not a valid key.
+ */
+export function parseIdempotencyKey(field: string): string | undefined {
+  const value = field.trim();
+  if (!value.startsWith('"')) return /^[\x21-\x7E]{1,255}$/.test(value) ? value : undefined;
+  let item: ReturnType<typeof parseItem>;
+  try {
+    item = parseItem(value);
+  } catch {
+    return undefined; // a bad escape, an unterminated quote, a character outside printable ASCII
+  }
+  const [key] = item;
+  return typeof key === 'string' && key.length >= 1 && key.length <= MAX_KEY ? key : undefined;
+}
+
+/** The request's Idempotency-Key, checked against the spec's schema and read; 400 when malformed. */
+export function idempotencyKeyOf(c: Context<AppEnv>): string | undefined {
+  const field = c.req.header('idempotency-key');
+  if (field === undefined) return undefined;
+  const key = c.get('validators').idempotencyKey(field) ? parseIdempotencyKey(field) : undefined;
+  if (key === undefined) {
+    throw invalidRequest('The Idempotency-Key header is not valid.', [
+      {
+        pointer: 'Idempotency-Key',
+        code: 'invalid_format',
+        message: 'must be a string ("…", RFC 8941) or a bare key of 1 to 255 printable ASCII characters',
+      },
+    ]);
+  }
+  return key;
+}
+
+/**
+ * Checks the Idempotency-Key (400 when malformed) and fingerprints the body before anything
+ * normalizes it, so that "the same body" means the body as sent. Claims nothing.
+ */
+export function idempotencyKey(): MiddlewareHandler<AppEnv> {
+  return async function idempotencyKeyMiddleware(c, next) {
+    const key = idempotencyKeyOf(c);
+    if (key !== undefined) {
+      const fingerprint = createHash('sha256')
+        .update(`${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`)
+        .digest('hex');
+      c.set('idempotency', { key, fingerprint });
+    }
+    await next();
+  };
+}
+
+/**
+ * Replays the answer kept for the key idempotencyKey() read, or claims the key, runs the rest
+ * and keeps its answer. Goes after the operation's parse: only valid requests take a key.
+ */
+export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): MiddlewareHandler<AppEnv> {
+  const LEASE = leaseFor(leaseMs);
+  return async function idempotencyMiddleware(c, next) {
+    const request = c.get('idempotency');
+    if (request === undefined) return next();
+    const { key, fingerprint } = request;
+    const db = c.get('deps').database.db;
+    const tokenId = c.get('token').id;
+    const thisKey = and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key));
+
+    const claimed = await db
+      .insert(idempotencyKeys)
+      .values({ tokenId, key, fingerprint, lockedUntil: LEASE })
+      .onConflictDoUpdate({
+        target: [idempotencyKeys.tokenId, idempotencyKeys.key],
+        set: { fingerprint, status: null, body: null, headers: null, createdAt: sql`now()`, lockedUntil: LEASE },
+        // Take the key over only when it has expired, or its first request was abandoned.
+        setWhere: sql`${idempotencyKeys.createdAt} < now() - interval '24 hours'
+          or (${idempotencyKeys.status} is null and ${idempotencyKeys.lockedUntil} < now()
+              and ${idempotencyKeys.fingerprint} = ${fingerprint})`,
+      })
+      .returning({ key: idempotencyKeys.key });
+
+    if (claimed.length === 0) {
+      const [row] = await db.select().from(idempotencyKeys).where(thisKey).limit(1);
+      if (row !== undefined && row.fingerprint !== fingerprint) {
+        throw new ApiError(
+          422,
+          'idempotency_key_reused',
+          'This Idempotency-Key was used with a different request; use a new key for a new request.',
+        );
+      }
+      if (row === undefined || row.status === null) {
+        throw new ApiError(
+          409,
+          'idempotency_key_in_use',
+          'A request with this Idempotency-Key is still running; retry shortly.',
+          {
+            headers: { 'Retry-After': '1' },
+          },
+        );
+      }
+      let body = row.body ?? '';
+      const headers: Record<string, string> = { ...row.headers, 'Idempotent-Replayed': 'true' };
+      if (headers['content-type'] === 'application/problem+json') {
+        // A problem's requestId names the response it is in: this delivery's.
+        body = JSON.stringify({ ...JSON.parse(body), requestId: c.get('requestId') });
+      }
+      return c.body(body, row.status as ContentfulStatusCode, headers);
+    }
+
+    await next();
+    try {
+      // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no".
+      const kept = c.res.status < 500 && c.res.status !== 429;
+      const body = kept ? await c.res.clone().text() : undefined;
+      if (body === undefined || Buffer.byteLength(body) > maxStoredBody) {
+        // Not an answer to keep: the retry should run again.
+        await db.delete(idempotencyKeys).where(thisKey);
+        return;
+      }
+      const headers: Record<string, string> = {};
+      for (const name of KEPT_HEADERS) {
+        const value = c.res.headers.get(name);
+        if (value !== null) headers[name] = value;
+      }
+      await db.update(idempotencyKeys).set({ status: c.res.status, body, headers, lockedUntil: null }).where(thisKey);
+    } catch (error) {
+      // The write itself is done and answered; a retry after the lease will find the account
+      // there (409 email_taken on create) rather than make a second one.
+      c.get('log').warn({ err: describeError(error) }, 'idempotent answer not stored');
+    }
+  };
+}

@@ -1,0 +1,50 @@
+// What one operation of the API is: a row of the table in operations.ts. Each handler file
+// exports its row; the server, the mock's gate, the fuzz oracle and the security suite read them.
+import type { Context } from 'hono';
+import type { WriteOperation } from '../accounts/audit.ts';
+import type { Scope } from '../auth/tokens.ts';
+import type { Budget } from '../limits/rate-limit.ts';
+import type { AppEnv } from './context.ts';
+import type { BodySchema } from './validation.ts';
+
+export type Method = 'GET' | 'POST' | 'DELETE';
+
+export interface Operation<Input = unknown> {
+  /** The operationId in the spec. */
+  name: string;
+  method: Method;
+  path: string;
+  /** The scope a token needs. */
+  scope: Scope;
+  /** Where the input comes from: the query (checked by the spec's parameters) or a JSON body of this schema. */
+  request: { query: true } | { body: BodySchema };
+  /** A budget counted on top of "all" (see rate-limit.ts). */
+  budget?: Budget;
+  /** Takes an Idempotency-Key. */
+  idempotent?: boolean;
+  /**
+   * Wider bounds than every other operation's, for one that carries many accounts at once
+   * (import): its body, its answer kept for an Idempotency-Key, and its time before a 503.
+   */
+  bulk?: { bodyBytes: number; keptAnswerBytes: number; timeoutMs: number };
+  /** How long it may wait for something to happen (a long-poll), on top of the request timeout. */
+  waitsMs?: number;
+  /** The audited write it is, when it writes (its success goes through runWrite). */
+  writes?: WriteOperation;
+  /**
+   * Reads and checks the request as the spec says, with no data: the schema and the rules the
+   * spec states in words. The mock's gate runs it too, so both refuse the same requests alike.
+   * It may normalize the parsed query or body in place (trimming); the mock forwards them so.
+   */
+  parse(c: Context<AppEnv>): Input;
+  /**
+   * The mock's own answer where none of Prism's examples can be right (import's rows refused
+   * one by one); undefined leaves the answer to Prism.
+   */
+  mockAnswer?(c: Context<AppEnv>, input: Input): Response | undefined;
+  /** Does the work and answers. */
+  handle(c: Context<AppEnv>, input: Input): Promise<Response>;
+}
+
+/** A row of the table, its input type checked between `parse` and `handle`. */
+export const defineOperation = <Input>(operation: Operation<Input>): Operation<Input> => operation;

@@ -1,0 +1,93 @@
+import type { components } from '@user-accounts/client';
+import type { Context } from 'hono';
+import { type CloudEvent, feedBounds, formatSequence, readEvents, sequenceEvents } from '../../events/queue.ts';
+import type { AppEnv } from '../context.ts';
+import { ApiError } from '../errors.ts';
+import { defineOperation } from '../operation.ts';
+import { invalidRequest } from '../validation.ts';
+import { validQuery } from './shared.ts';
+
+type ListEventsResponse = components['schemas']['ListEventsResponse'];
+type EventsQuery = { after?: string; limit?: number; wait?: number };
+
+const LIST_EVENTS_PATH = '/api/1/events';
+export const MAX_WAIT_S = 30;
+/** A long-poll re-reads at least this often, should a notification be missed (a listener reconnecting). */
+const POLL_MS = 1_000;
+
+const tooManyLongPolls = (which: 'token' | 'site', limit: number) =>
+  new ApiError(
+    429,
+    'too_many_long_polls',
+    `This ${which} already has ${limit} long-polls waiting on this server; try again after Retry-After seconds.`,
+    { headers: { 'Retry-After': '1' } },
+  );
+
+const expired = (after: number, first: CloudEvent | undefined) =>
+  new ApiError(
+    410,
+    'events_expired',
+    `Events after ${after} were removed (they are kept for the retention time)` +
+      (first === undefined ? '.' : `; the oldest kept is ${Number(first.sequence)}.`) +
+      ' Resynchronize from list, then read on without after.',
+  );
+
+export const listEvents = defineOperation({
+  name: 'listEvents',
+  method: 'GET',
+  path: LIST_EVENTS_PATH,
+  scope: 'events',
+  request: { query: true },
+  waitsMs: MAX_WAIT_S * 1000,
+  parse(c) {
+    const query = validQuery<EventsQuery>(c, LIST_EVENTS_PATH);
+    return {
+      after: query.after === undefined ? undefined : Number(query.after),
+      limit: query.limit ?? 100,
+      wait: query.wait ?? 0,
+    };
+  },
+  async handle(c, { after, limit, wait }) {
+    const { longPolls } = c.get('deps');
+    const { id: token, site } = c.get('token');
+    const place = wait > 0 ? longPolls?.enter(token, site) : undefined;
+    if (place !== undefined && 'refused' in place) throw tooManyLongPolls(place.refused, place.limit);
+    try {
+      return await answer(c, site, { after, limit, wait });
+    } finally {
+      place?.leave();
+    }
+  },
+});
+
+/** The events after `after`, waiting up to `wait` seconds for one. */
+async function answer(
+  c: Context<AppEnv>,
+  site: string,
+  { after, limit, wait }: { after: number | undefined; limit: number; wait: number },
+) {
+  const { database, wake } = c.get('deps');
+  // Whatever committed before this read is numbered, and so answered (events/queue.ts).
+  await sequenceEvents(database.db, site);
+  const bounds = await feedBounds(database.db, site);
+  if (after !== undefined && after > bounds.last) {
+    throw invalidRequest(`after is past this site's last event (${bounds.last}).`, [
+      { pointer: '/after', code: 'invalid_format', message: `is past the last event, ${bounds.last}` },
+    ]);
+  }
+  const until = performance.now() + wait * 1000;
+  for (;;) {
+    const events = await readEvents(database.db, site, after, limit);
+    // pruned_through read after the events: a prune that committed between the two is seen.
+    bounds.prunedThrough = (await feedBounds(database.db, site)).prunedThrough;
+    if (after !== undefined && after < bounds.prunedThrough) throw expired(after, events[0]);
+    const left = until - performance.now();
+    if (events.length > 0 || left <= 0 || c.req.raw.signal.aborted) {
+      const next = events.at(-1)?.sequence ?? formatSequence(after ?? bounds.prunedThrough);
+      return c.json({ result: { events, next } } as ListEventsResponse, 200);
+    }
+    await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal, site) ??
+      new Promise((resolve) => setTimeout(resolve, Math.min(left, POLL_MS))));
+    await sequenceEvents(database.db, site);
+  }
+}

@@ -1,0 +1,37 @@
+import type { components } from '@user-accounts/client';
+import { checkInstants, cursorScope, cursorsOf, keyset, type ListFilters, listQuery } from '../../accounts/listing.ts';
+import { defineOperation } from '../operation.ts';
+import { toUser, validQuery } from './shared.ts';
+
+type ListUsersResponse = components['schemas']['ListUsersResponse'];
+type ListQuery = ListFilters & { order?: 'asc' | 'desc'; limit?: number; after?: string };
+
+export const LIST_USERS_PATH = '/api/1/user/list';
+
+export const listUsers = defineOperation({
+  name: 'listUsers',
+  method: 'GET',
+  path: LIST_USERS_PATH,
+  scope: 'read',
+  request: { query: true },
+  parse(c) {
+    const query = validQuery<ListQuery>(c, LIST_USERS_PATH);
+    checkInstants(query);
+    return query;
+  },
+  async handle(c, { order = 'asc', limit = 100, after, ...filters }) {
+    const db = c.get('deps').database.db;
+    const cursors = await cursorsOf(db);
+    const scope = cursorScope(c.get('token').site, filters, order);
+    const walk = keyset(after === undefined ? undefined : cursors.read(after, scope), order);
+    // One row more than the page: whether there is a next page, without a count.
+    const rows = await listQuery(db, c.get('token').site, filters, walk, limit);
+    const page = rows.slice(0, limit);
+    const last = page.at(-1);
+    const next =
+      rows.length > limit && last !== undefined
+        ? cursors.sign({ c: last.createdAt.getTime(), i: last.id }, scope)
+        : null;
+    return c.json({ result: { users: page.map(toUser), next } } satisfies ListUsersResponse, 200);
+  },
+});

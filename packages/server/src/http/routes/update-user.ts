@@ -1,0 +1,87 @@
+import type { components } from '@user-accounts/client';
+import { and, eq, sql } from 'drizzle-orm';
+import { isUuid } from '../../accounts/ids.ts';
+import { runWrite } from '../../accounts/writes.ts';
+import { users } from '../../db/schema.ts';
+import { weakPasswordReason } from '../../passwords/hasher.ts';
+import { userNotFound } from '../errors.ts';
+import { etagOf, parseIfMatch } from '../etag.ts';
+import { defineOperation } from '../operation.ts';
+import {
+  hashPassword,
+  inReach,
+  matchingIfMatch,
+  notWritten,
+  preconditionFailed,
+  refuseEmailChange,
+  validBody,
+  weakPassword,
+} from './shared.ts';
+
+type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
+
+export const updateUser = defineOperation({
+  name: 'updateUser',
+  method: 'POST',
+  path: '/api/1/user/update',
+  scope: 'write',
+  request: { body: 'UpdateUserRequest' },
+  idempotent: true,
+  writes: 'update',
+  parse(c) {
+    refuseEmailChange(c);
+    const fields = validBody(c, 'UpdateUserRequest');
+    const ifMatch = parseIfMatch(c.req.header('if-match'));
+    // What can be told without the account: a common password, or one equal to the new name.
+    // The account's email and name are compared once it is read.
+    if (fields.password !== undefined) {
+      const reason = weakPasswordReason(fields.password, { name: fields.name });
+      if (reason !== undefined) throw weakPassword(reason);
+    }
+    return { fields, ifMatch };
+  },
+  async handle(c, { fields: input, ifMatch }) {
+    if (!isUuid(input._userId)) throw userNotFound();
+    const { database } = c.get('deps');
+    const account = and(eq(users.id, input._userId), inReach(c));
+    const current = matchingIfMatch(account, ifMatch);
+
+    // Only the given columns are written: an omitted field keeps its value, null clears it.
+    const changes: Partial<typeof users.$inferInsert> = {};
+    if (input.name !== undefined) changes.name = input.name;
+    if (input.phone !== undefined) changes.phone = input.phone;
+    if (input.address !== undefined) changes.address = input.address;
+    if (input.password !== undefined) {
+      // The password may not equal the account's email or (new) name: read them first. A stale
+      // If-Match is refused here too, before a 50 ms hash is spent on it.
+      const [row] = await database.db
+        .select({ email: users.email, name: users.name, version: users.version })
+        .from(users)
+        .where(account)
+        .limit(1);
+      if (row === undefined) throw userNotFound();
+      if (ifMatch !== undefined && !ifMatch.any && !ifMatch.versions.includes(row.version)) throw preconditionFailed();
+      const reason = weakPasswordReason(input.password, { email: row.email, name: input.name ?? row.name });
+      if (reason !== undefined) throw weakPassword(reason);
+      changes.passwordHash = await hashPassword(c, input.password);
+    }
+
+    const done = {
+      userId: input._userId,
+      status: 200,
+      outcome: 'user updated',
+      changed: Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k)),
+    };
+    const updated = await runWrite(c, done, async (tx) => {
+      const [row] = await tx
+        .update(users)
+        .set({ ...changes, updatedAt: sql`now()` })
+        .where(current)
+        .returning({ version: users.version });
+      return row;
+    });
+    if (updated === undefined) throw await notWritten(database.db, account, ifMatch);
+    c.header('ETag', etagOf(updated.version));
+    return c.json({ result: { status: 'user updated' } } satisfies UpdateUserResponse, 200);
+  },
+});

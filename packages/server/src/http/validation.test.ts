@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { problemOf, testApp } from '../testing/hono.ts';
+import { jsonBody } from './middleware/json-body.ts';
+import { validBody } from './routes/shared.ts';
+
+// Through the route's own path (JSON parsing, trimming, the compiled schema), so that what is
+// tested is what a client reads.
+const app = testApp();
+app.post('/create', jsonBody(), (c) => c.json(validBody(c, 'CreateUserRequest')));
+app.post('/update', jsonBody(), (c) => c.json(validBody(c, 'UpdateUserRequest')));
+
+const VALID = { email: 'ada@example.com', password: 'correct horse battery', name: 'Ada' };
+const UPDATE_ID = '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b';
+
+async function errorsOf(path: string, body: unknown) {
+  const response = await app.request(path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(response.status).toBe(400);
+  return (await problemOf(response)).errors;
+}
+
+describe('the errors of an invalid body', () => {
+  it('tells a blank name once, as empty rather than as a bad format', async () => {
+    expect(await errorsOf('/create', { ...VALID, name: '   ' })).toEqual([
+      { pointer: '/name', code: 'too_short', message: 'must not be empty' },
+    ]);
+  });
+
+  it('tells a short malformed email that it is not an email address, not that it is short', async () => {
+    expect(await errorsOf('/create', { ...VALID, email: 'x' })).toEqual([
+      { pointer: '/email', code: 'invalid_format', message: 'must be an email address' },
+    ]);
+  });
+
+  it('tells a wrong type alone, whatever else the value breaks', async () => {
+    expect(await errorsOf('/create', { ...VALID, name: 42 })).toEqual([
+      { pointer: '/name', code: 'invalid_type', message: 'must be a string' },
+    ]);
+  });
+
+  it('names both types a nullable field takes', async () => {
+    expect(await errorsOf('/update', { _userId: UPDATE_ID, phone: 42 })).toEqual([
+      { pointer: '/phone', code: 'invalid_type', message: 'must be a string or null' },
+    ]);
+  });
+
+  it('gives two bad fields one error each, in the order of the schema', async () => {
+    expect(await errorsOf('/create', { ...VALID, name: '', email: 'x' })).toEqual([
+      { pointer: '/email', code: 'invalid_format', message: 'must be an email address' },
+      { pointer: '/name', code: 'too_short', message: 'must not be empty' },
+    ]);
+  });
+
+  it('tells a value too long that it is too long, even when its format is broken too', async () => {
+    expect(await errorsOf('/create', { ...VALID, name: `A\n${'n'.repeat(200)}` })).toEqual([
+      { pointer: '/name', code: 'too_long', message: 'must be at most 200 characters' },
+    ]);
+  });
+
+  it('counts characters in plain English', async () => {
+    expect(await errorsOf('/create', { ...VALID, password: 'short' })).toEqual([
+      { pointer: '/password', code: 'too_short', message: 'must be at least 8 characters' },
+    ]);
+  });
+
+  it('tells a missing field and an unknown one in their own words', async () => {
+    const { name: _, ...nameless } = VALID;
+    expect(await errorsOf('/create', { ...nameless, nickname: 'x' })).toEqual([
+      { pointer: '/name', code: 'required', message: 'is required' },
+      { pointer: '/nickname', code: 'unknown_field', message: 'is not a known field' },
+    ]);
+  });
+});

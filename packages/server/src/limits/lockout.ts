@@ -1,0 +1,219 @@
+// Guessing limits of `verify`: failed checks counted per site and account, by its id whichever
+// identifier named it (and per end-user address, in its canonical form), in the database or, when
+// REDIS_URL is set, in Redis, so that every server of a deployment shares them. An identifier no
+// account in reach has is counted as given, so a lockout says nothing about which emails exist.
+import { createHash } from 'node:crypto';
+import { eq, sql } from 'drizzle-orm';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { type Db, rows } from '../db/client.ts';
+import { verifyFailures } from '../db/schema.ts';
+
+export interface LockoutPolicy {
+  /** Failures allowed before a lock. */
+  limit: number;
+  /** The count starts again after this long without a failure (or since the last lock ended). */
+  windowSeconds: number;
+  /** The first lock; each further failure doubles it, up to `maxLockSeconds`. */
+  lockSeconds: number;
+  maxLockSeconds: number;
+}
+
+export interface VerifyLimits {
+  identifier: LockoutPolicy;
+  address: LockoutPolicy;
+}
+
+/** 10 failures within 15 minutes lock for 1 minute, doubling up to a day; 100 an hour per address. */
+export const DEFAULT_VERIFY_LIMITS: VerifyLimits = {
+  identifier: { limit: 10, windowSeconds: 15 * 60, lockSeconds: 60, maxLockSeconds: 24 * 3600 },
+  address: { limit: 100, windowSeconds: 3600, lockSeconds: 3600, maxLockSeconds: 3600 },
+};
+
+/** The key of a counter: a digest, so that no email or address is stored in plain text. */
+export const lockoutKey = (site: string, kind: 'email' | 'id' | 'address', value: string): string =>
+  createHash('sha256').update(`${site}\n${kind}\n${value}`).digest('hex');
+
+/** Where the counts live: the database, or Redis with the database to fall back on. */
+export interface LockoutStore {
+  /**
+   * Counts an attempt as a failure before its password is checked, so that guesses sent at once
+   * cannot all pass the check before any of them is counted; one made while the key is locked is
+   * refused (and not counted). Returns the seconds left of the lock that refused it, or 0 when the
+   * attempt may go on. The limit reached, the key is locked (the longer the more failures).
+   */
+  attempt(key: string, policy: LockoutPolicy): Promise<number>;
+  /** The attempt was not a failure after all: its count is taken back (a lock it set stays). */
+  undo(key: string): Promise<void>;
+  /** A success: the key's count starts again, its lock lifted. */
+  clear(key: string): Promise<void>;
+  /**
+   * The store working in `tx`, when its counts are in that database: a success then clears them
+   * in its own transaction, and commits with them. Absent when they are elsewhere (Redis).
+   */
+  inTransaction?(tx: Db): LockoutStore;
+}
+
+export function databaseLockout(db: Db): LockoutStore {
+  return {
+    attempt: (key, policy) => attempt(db, key, policy),
+    undo: (key) => undoAttempt(db, key),
+    clear: (key) => clearFailures(db, key),
+    inTransaction: (tx) => databaseLockout(tx),
+  };
+}
+
+/**
+ * One statement: the key's lock read under its row lock and, unless a lock is in force, the
+ * failure counted. Concurrent attempts on a key are counted one after another (the second waits
+ * for the row and sees the first's count; on a key with no row yet, the insert's conflict
+ * orders them and those past the limit are refused). It was a transaction of four round trips, twice per
+ * verify (the identifier and the address): six of a verify's fifteen round trips.
+ */
+async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<number> {
+  const window = sql`make_interval(secs => ${policy.windowSeconds})`;
+  // The count starts again once a window has passed since the last failure or the last lock's end.
+  const stale = sql`greatest(${verifyFailures.windowStart}, coalesce(${verifyFailures.lockedUntil}, ${verifyFailures.windowStart})) + ${window} <= now()`;
+  const failures = sql`case when ${stale} then 1 else ${verifyFailures.failures} + 1 end`;
+  const lock = sql`least(${policy.lockSeconds}::float8 * power(2, greatest(0, ${failures} - ${policy.limit})), ${policy.maxLockSeconds}::float8)`;
+  const firstLock =
+    policy.limit <= 1 ? sql`now() + make_interval(secs => ${policy.lockSeconds})` : sql`null::timestamptz`;
+  const [row] = await rows<{ wait: number }>(
+    db,
+    sql`
+    with locked as (
+      select ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int as wait
+      from ${verifyFailures} where ${verifyFailures.key} = ${key} for update
+    ), counted as (
+      insert into ${verifyFailures} (key, failures, window_start, locked_until)
+      select ${key}, 1, now(), ${firstLock}
+      where not exists (select 1 from locked where wait > 0)
+      on conflict (key) do update set
+        failures = ${failures},
+        window_start = now(),
+        locked_until = case when ${failures} >= ${policy.limit} then now() + make_interval(secs => ${lock})
+          when ${stale} then null else ${verifyFailures.lockedUntil} end
+      returning failures, ceil(extract(epoch from (locked_until - now())))::int as wait
+    )
+    -- A lock in force refuses the attempt, uncounted. So does a count past the limit on a key
+    -- that had no row when the attempt began: attempts racing on a new key could not wait for
+    -- its lock (after a lock ends, the next attempt goes on, as before).
+    select coalesce(
+      (select wait from locked where wait > 0),
+      (select wait from counted where failures > ${policy.limit} and wait > 0 and not exists (select 1 from locked)),
+      0)::int as wait`,
+  );
+  return Number(row?.wait ?? 0);
+}
+
+async function undoAttempt(db: Db, key: string): Promise<void> {
+  await db
+    .update(verifyFailures)
+    .set({ failures: sql`greatest(${verifyFailures.failures} - 1, 0)` })
+    .where(eq(verifyFailures.key, key));
+}
+
+async function clearFailures(db: Db, key: string): Promise<void> {
+  await db.delete(verifyFailures).where(eq(verifyFailures.key, key));
+}
+
+/**
+ * Counters with no failure for a day and no lock in force: housekeeping removes them, whichever
+ * store is in use, since the Redis one falls back to this table (Redis expires its own).
+ */
+export async function purgeStaleFailures(db: Db): Promise<void> {
+  await db
+    .delete(verifyFailures)
+    .where(
+      sql`${verifyFailures.windowStart} < now() - interval '1 day' and coalesce(${verifyFailures.lockedUntil}, now()) <= now()`,
+    );
+}
+
+// The counter is a hash of milliseconds on Redis's clock, which every server shares as they share
+// the database's now(); the arithmetic is the database's. ARGV: limit, window, first lock and
+// longest lock (ms). Returns the seconds left of a lock in force, or 0 once counted.
+const ATTEMPT_LUA = `
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local limit, window, lock, maxLock = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local state = redis.call('HMGET', KEYS[1], 'failures', 'start', 'locked')
+local failures, start, locked = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+if locked ~= nil and locked > now then
+  return math.ceil((locked - now) / 1000)
+end
+if failures == nil or math.max(start, locked or start) + window <= now then
+  failures, locked = 1, nil
+else
+  failures = failures + 1
+end
+if failures >= limit then
+  locked = now + math.floor(math.min(lock * 2 ^ math.max(0, failures - limit), maxLock))
+end
+redis.call('HSET', KEYS[1], 'failures', failures, 'start', now)
+if locked == nil then
+  redis.call('HDEL', KEYS[1], 'locked')
+else
+  redis.call('HSET', KEYS[1], 'locked', locked)
+end
+-- Past a window after this failure and after the lock's end, the count would start again anyway.
+redis.call('PEXPIREAT', KEYS[1], math.max(now, locked or now) + math.ceil(window))
+return 0`;
+
+// HINCRBY keeps the key's expiry; a key that is gone is left gone rather than counted below zero.
+const UNDO_LUA = `
+local failures = tonumber(redis.call('HGET', KEYS[1], 'failures'))
+if failures ~= nil and failures > 0 then
+  redis.call('HINCRBY', KEYS[1], 'failures', -1)
+end
+return 0`;
+
+/**
+ * Counts in Redis, under `prefix`. When Redis fails or does not answer, the operation goes to
+ * `fallback` (the database) and a warning is logged: an outage of Redis neither lifts the limits
+ * nor fails logins. The counts are split while it lasts, each store locking on its own.
+ */
+export function redisLockout(
+  redis: Redis,
+  fallback: LockoutStore,
+  logger: Logger,
+  prefix = 'ua:lockout:',
+): LockoutStore {
+  // The braces are a hash tag: a key's one slot in a Redis cluster.
+  const redisKey = (key: string) => `${prefix}{${key}}`;
+  async function orFallback<T>(viaRedis: () => Promise<T>, viaFallback: () => Promise<T>): Promise<T> {
+    try {
+      return await viaRedis();
+    } catch (error) {
+      logger.warn(
+        { err: error instanceof Error ? error.message : String(error) },
+        'Redis unavailable; counting verify failures in the database',
+      );
+      return viaFallback();
+    }
+  }
+  return {
+    attempt: (key, policy) =>
+      orFallback(
+        async () => {
+          const ms = [
+            policy.limit,
+            policy.windowSeconds * 1000,
+            policy.lockSeconds * 1000,
+            policy.maxLockSeconds * 1000,
+          ];
+          return Number(await redis.eval(ATTEMPT_LUA, 1, redisKey(key), ...ms.map(String)));
+        },
+        () => fallback.attempt(key, policy),
+      ),
+    undo: (key) =>
+      orFallback(
+        async () => void (await redis.eval(UNDO_LUA, 1, redisKey(key))),
+        () => fallback.undo(key),
+      ),
+    clear: (key) =>
+      orFallback(
+        async () => void (await redis.del(redisKey(key))),
+        () => fallback.clear(key),
+      ),
+  };
+}

@@ -1,0 +1,570 @@
+// The operator's commands (`pnpm cli ...`): tokens, the audit trail, imports. They run wherever
+// the database is: in the CLI's own process, or inside the running server (see admin-socket.ts).
+import { existsSync, readFileSync } from 'node:fs';
+import { latestAuditRows } from '../accounts/audit.ts';
+import { isUuid } from '../accounts/ids.ts';
+import {
+  createToken,
+  listTokens,
+  revokeToken,
+  SCOPES,
+  type Scope,
+  SITE_NAME,
+  unrevokedTokenIds,
+} from '../auth/tokens.ts';
+import { countMigrations, type Db, type Migrated } from '../db/client.ts';
+import { SEQUENCE_TEXT } from '../events/queue.ts';
+import {
+  addEndpoint,
+  latestDeliveries,
+  listEndpoints,
+  removeEndpoint,
+  replay,
+  TYPE_PATTERN,
+} from '../events/webhooks/endpoints.ts';
+import { checkWebhookUrl } from '../events/webhooks/target.ts';
+import { compileValidators } from '../http/validation.ts';
+import type { FirebaseScrypt } from '../passwords/foreign.ts';
+import type { PasswordHasher } from '../passwords/hasher.ts';
+import { exportFile } from './export-file.ts';
+import { importFile, MAX_LINE_BYTES } from './import-file.ts';
+import { escapeControls } from './terminal.ts';
+
+/** Each command's usage: all of them make --help; a usage error shows only its command's. */
+const COMMANDS: { name: string; synopsis: string; about: string }[] = [
+  {
+    name: 'token create',
+    synopsis: 'token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]',
+    about: `Prints a new token, once. Scopes: read (get, list, count), write (create, update,
+      delete, disable, enable, import), verify (verify: check passwords at login, nothing else),
+      export (export: every account with its password hash; grant it to operators' jobs only),
+      events (GET /api/1/events: the change feed).`,
+  },
+  {
+    name: 'token list',
+    synopsis: 'token list [--site NAME] [--json]',
+    about: 'Every token: id, site, label, scopes, prefix, created, last used, expires, revoked.',
+  },
+  {
+    name: 'token revoke',
+    synopsis: 'token revoke ID|PREFIX',
+    about: `Refused from the next request on, by every server. PREFIX is the one token list shows
+      (ua_ and 7 more characters), when no other unrevoked token has it.`,
+  },
+  {
+    name: 'audit tail',
+    synopsis: 'audit tail [--limit N] [--site NAME] [--json]',
+    about: 'The latest write requests, newest last.',
+  },
+  {
+    name: 'import',
+    synopsis: 'import --site NAME FILE.ndjson [--dry-run] [--firebase-scrypt PARAMS.json]',
+    about: `Creates the site's accounts from a file, one JSON object per line as POST
+      /api/1/user/import takes its rows (a password or a passwordHash each), 1,000 at a time.
+      Prints each refused line's reason; exits 1 when any line was refused. A line over
+      ${MAX_LINE_BYTES / 1024} KiB is refused unread (an account with every field at its limit and
+      every character \\u-escaped takes 22 KB). --dry-run checks and writes nothing.
+      --firebase-scrypt: the Firebase project's hash parameters (signerKey, saltSeparator,
+      rounds, memCost), for lines with a Firebase passwordHash and passwordSalt.
+      With the embedded database, stop the server first.`,
+  },
+  {
+    name: 'export',
+    synopsis: 'export --site NAME > FILE.ndjson',
+    about: `Writes every account of the site, oldest first, one JSON object per line with its
+      password hash: what import (here or in another deployment) takes back. Keep the file as
+      you keep the database. With the embedded database, stop the server first.`,
+  },
+  {
+    name: 'webhook add',
+    synopsis: 'webhook add --site NAME --url URL [--types user.*]',
+    about: `Sends the site's change events from now on to URL, signed per Standard Webhooks; prints
+      the endpoint's id and its signing secret (whsec_…), once. --types: comma-separated event
+      types (user.created, user.updated, user.deleted, user.disabled, user.enabled) or user.*
+      (the default). URL must be https:// to a public address (WEBHOOK_ALLOW_PRIVATE=true also
+      allows http:// and private addresses), checked again at every attempt.`,
+  },
+  {
+    name: 'webhook list',
+    synopsis: 'webhook list [--site NAME] [--json]',
+    about: 'Every endpoint: id, site, URL, types, created, failing since, disabled, deliveries pending.',
+  },
+  {
+    name: 'webhook remove',
+    synopsis: 'webhook remove ID',
+    about: 'Removes the endpoint and its deliveries, pending or not.',
+  },
+  {
+    name: 'webhook replay',
+    synopsis: 'webhook replay ID --from SEQ',
+    about: `Sends again the endpoint's events from sequence number SEQ on (those still kept), delivered
+      or not, after any still pending; switches a disabled endpoint back on.`,
+  },
+  {
+    name: 'webhook deliveries',
+    synopsis: 'webhook deliveries [ID] [--limit N] [--json]',
+    about: 'The latest deliveries (of one endpoint, or all), newest first: state, attempts, last answer.',
+  },
+  {
+    name: 'migrate',
+    synopsis: 'migrate',
+    about: `Applies the migrations the database lacks, and only that: for deploy pipelines that
+      migrate before rolling out servers. Safe to run from several places at once.`,
+  },
+];
+
+export const USAGE = `Usage: cli <command>
+
+${COMMANDS.map((c) => `  ${c.synopsis}\n      ${c.about}`).join('\n')}
+
+The database is DATABASE_URL's, or else the embedded one in DATA_DIR (default ./data).`;
+
+export interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+class UsageError extends Error {}
+class CommandFailed extends Error {}
+
+/**
+ * One line on what is wrong, then the usage of that command only; for an unknown one, its
+ * family's (`token frob`: the token commands), else every command's synopsis.
+ */
+function usageError(message: string, command: string | undefined, words: string[]): string {
+  const line = `${command === undefined ? 'cli' : `cli ${command}`}: ${message}`;
+  const own = COMMANDS.find((c) => c.name === command);
+  if (own !== undefined) return `${line}\nUsage: cli ${own.synopsis}\n      ${own.about}\n`;
+  const family = COMMANDS.filter((c) => c.name.split(' ')[0] === words[0]);
+  const usage =
+    family.length > 0
+      ? family.map((c) => `  cli ${c.synopsis}\n      ${c.about}`)
+      : [...COMMANDS.map((c) => `  cli ${c.synopsis}`), '(cli --help says what each does.)'];
+  return `${line}\nUsage:\n${usage.join('\n')}\n`;
+}
+
+/** Flags that take no value: the word after one is an argument (`--dry-run FILE`). */
+const SWITCHES = new Set(['json', 'dry-run', 'help']);
+
+function parse(argv: string[]): { words: string[]; flags: Map<string, string | true> } {
+  const words: string[] = [];
+  const flags = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--')) {
+      words.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    if (eq > 0) flags.set(arg.slice(2, eq), arg.slice(eq + 1));
+    else if (!SWITCHES.has(arg.slice(2)) && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--'))
+      flags.set(arg.slice(2), argv[++i]!);
+    else flags.set(arg.slice(2), true);
+  }
+  return { words, flags };
+}
+
+function text(flags: Map<string, string | true>, name: string, required: true): string;
+function text(flags: Map<string, string | true>, name: string, required?: false): string | undefined;
+function text(flags: Map<string, string | true>, name: string, required = false): string | undefined {
+  const value = flags.get(name);
+  if (value === true || (required && value === undefined)) throw new UsageError(`--${name} needs a value`);
+  return value;
+}
+
+/** `90d`, `12h`, `30m` from now, or a date (`2027-01-31`, any ISO 8601 time). */
+/** A date (midnight UTC) or an RFC 3339 time with its zone; anything looser is a typo waiting to happen. */
+const ABSOLUTE = /^(\d{4})-(\d{2})-(\d{2})(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,3})?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
+export function parseExpiry(raw: string, now = new Date()): Date {
+  const usage = () => new UsageError(`--expires must be like 90d, 12h, 30m or a date like 2027-01-31 (got "${raw}")`);
+  const relative = /^(\d{1,5})([mhd])$/.exec(raw);
+  let date: Date;
+  if (relative) {
+    const ms = Number(relative[1]) * { m: 60_000, h: 3_600_000, d: 86_400_000 }[relative[2] as 'm' | 'h' | 'd'];
+    date = new Date(now.getTime() + ms);
+  } else {
+    const match = ABSOLUTE.exec(raw);
+    date = new Date(raw);
+    if (match === null || Number.isNaN(date.getTime())) throw usage();
+    // Date rolls 2027-02-30 over into March: refuse a day the month does not have.
+    const [, year, month, day] = match.map(Number);
+    const calendar = new Date(Date.UTC(year!, month! - 1, day!));
+    if (calendar.getUTCMonth() !== month! - 1 || calendar.getUTCDate() !== day) throw usage();
+  }
+  if (date <= now) throw new UsageError('--expires must be in the future');
+  return date;
+}
+
+// PGlite's raw queries answer timestamps as text, postgres.js's as Date.
+const when = (d: Date | string | null) => (d === null ? '-' : new Date(d).toISOString().replace(/\.\d{3}Z$/, 'Z'));
+
+/** Rows of cells, in columns; a cell's control characters escaped (a label with a newline forges no row). */
+function table(cells: string[][]): string {
+  const rows = cells.map((r) => r.map(escapeControls));
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** What only the CLI's own process has: a command run by the server through its socket gets none. */
+export interface CliServices {
+  hasher: PasswordHasher;
+  /** Where a long command tells how far it is (stderr). */
+  progress: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Where a command that writes data writes it (stdout), as it goes. */
+  output: NodeJS.WritableStream;
+}
+
+/**
+ * A command whose arguments have been checked; it runs once it has a database (migrated: see
+ * runCommand), and answers its output, or a whole result when it may end otherwise than 0.
+ */
+type Planned = (db: Db, migrated: Migrated | undefined, services?: CliServices) => Promise<string | CommandResult>;
+
+function tokenCreate(flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  const scopes = text(flags, 'scopes', true)
+    .split(',')
+    .map((s) => s.trim());
+  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (unknown.length > 0 || scopes.length === 0)
+    throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')} (got "${scopes.join(',')}")`);
+  const label = text(flags, 'label', true);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a label is printed in a terminal; control characters are refused
+  if (label.length > 200 || /[\u0000-\u001f\u007f]/.test(label))
+    throw new UsageError('--label must be at most 200 characters, without control characters');
+  const rawExpiry = text(flags, 'expires');
+  const expiresAt = rawExpiry === undefined ? undefined : parseExpiry(rawExpiry);
+  return async (db) => {
+    const created = await createToken(db, { site, scopes: scopes as Scope[], label, expiresAt });
+    return [
+      `Created token ${created.id} for site ${site} (${scopes.join(',')})${expiresAt ? `, expires ${when(expiresAt)}` : ''}.`,
+      'It is shown once; store it now:',
+      '',
+      `  ${created.token}`,
+      '',
+    ].join('\n');
+  };
+}
+
+function tokenList(flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site');
+  return async (db) => {
+    const rows = await listTokens(db, { site });
+    if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
+    if (rows.length === 0) return 'No tokens.\n';
+    const header = ['ID', 'SITE', 'LABEL', 'SCOPES', 'PREFIX', 'CREATED', 'LAST USED', 'EXPIRES', 'REVOKED'];
+    const body = rows.map((t) => [
+      t.id,
+      t.site,
+      t.label,
+      t.scopes.join(','),
+      `${t.prefix}…`,
+      when(t.createdAt),
+      when(t.lastUsedAt),
+      when(t.expiresAt),
+      when(t.revokedAt),
+    ]);
+    return `${table([header, ...body])}\n(Tokens in API_TOKENS are not stored and not listed. LAST USED lags by up to 30 s.)\n`;
+  };
+}
+
+/** token list's PREFIX column: ua_ and 7 more characters, then the ellipsis a copy may bring along. */
+const LISTED_PREFIX = /^(ua_[A-Za-z0-9_-]{7})(?:…|\.\.\.)?$/;
+
+function tokenRevoke(given: string | undefined): Planned {
+  const prefix = given === undefined ? undefined : LISTED_PREFIX.exec(given)?.[1];
+  // Never echoed back: a whole token pasted by mistake would land in the terminal's history.
+  if (given === undefined || (prefix === undefined && !isUuid(given)))
+    throw new UsageError('needs the id or the prefix of a token, as token list shows them');
+  return async (db) => {
+    let id = given;
+    if (prefix !== undefined) {
+      const ids = await unrevokedTokenIds(db, prefix);
+      if (ids.length === 0) throw new CommandFailed(`No active token has the prefix ${prefix}.`);
+      if (ids.length > 1)
+        throw new CommandFailed(
+          `${ids.length} active tokens have the prefix ${prefix}; revoke one by its id:\n${ids.map((i) => `  ${i}`).join('\n')}`,
+        );
+      id = ids[0]!;
+    }
+    if (!(await revokeToken(db, id))) throw new CommandFailed(`No active token has the id ${id}.`);
+    return `Revoked token ${id}. It is refused from its next request on.\n`;
+  };
+}
+
+function auditTail(flags: Map<string, string | true>): Planned {
+  const rawLimit = text(flags, 'limit') ?? '20';
+  if (!/^\d{1,5}$/.test(rawLimit) || Number(rawLimit) < 1)
+    throw new UsageError('--limit must be a whole number from 1 to 99999');
+  const site = text(flags, 'site');
+  return async (db) => {
+    const rows = (await latestAuditRows(db, { limit: Number(rawLimit), site })).reverse();
+    if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
+    if (rows.length === 0) return 'No writes recorded yet.\n';
+    const header = ['AT', 'SITE', 'TOKEN', 'OPERATION', 'ACCOUNT', 'STATUS', 'OUTCOME', 'REQUEST ID'];
+    const body = rows.map((r) => [
+      when(r.at),
+      r.site,
+      r.tokenId,
+      r.operation,
+      r.userId ?? '-',
+      String(r.status),
+      r.outcome,
+      r.requestId,
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+function importCommand(words: string[], flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  if (words.length !== 2) throw new UsageError('needs one file: one JSON object per line');
+  const file = words[1]!;
+  const unknown = [...flags.keys()].filter((f) => !['site', 'dry-run', 'firebase-scrypt'].includes(f));
+  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  const firebaseFile = text(flags, 'firebase-scrypt');
+  return async (db, _, services) => {
+    if (services === undefined)
+      throw new CommandFailed(
+        'A server runs on this embedded database: stop it to import from the CLI, or send the rows to POST /api/1/user/import.',
+      );
+    if (!existsSync(file)) throw new CommandFailed(`There is no file ${escapeControls(file)}.`);
+    const validators = compileValidators();
+    let firebase: FirebaseScrypt | undefined;
+    if (firebaseFile !== undefined) {
+      if (!existsSync(firebaseFile)) throw new CommandFailed(`There is no file ${escapeControls(firebaseFile)}.`);
+      let params: unknown;
+      try {
+        params = JSON.parse(readFileSync(firebaseFile, 'utf8'));
+      } catch {
+        throw new CommandFailed(`${escapeControls(firebaseFile)} is not JSON.`);
+      }
+      // Checked by the spec's own schema, as the HTTP import checks its firebaseScrypt.
+      if (!validators.importShape({ users: [{}], firebaseScrypt: params })) {
+        throw new CommandFailed(
+          `${escapeControls(firebaseFile)} must hold signerKey, saltSeparator (base64), rounds (1 to 8) and memCost (1 to 14).`,
+        );
+      }
+      firebase = params as FirebaseScrypt;
+    }
+    const target = { db, hasher: services.hasher, validators, site };
+    const { code, summary } = await importFile({
+      target,
+      file,
+      dryRun: flags.has('dry-run'),
+      firebase,
+      progress: services.progress,
+    });
+    return { code, stdout: summary, stderr: '' };
+  };
+}
+
+function exportCommand(words: string[], flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  if (words.length > 1) throw new UsageError('takes no file: it writes to standard output (> FILE.ndjson)');
+  const unknown = [...flags.keys()].filter((f) => f !== 'site');
+  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  return async (db, _, services) => {
+    if (services === undefined)
+      throw new CommandFailed(
+        'A server runs on this embedded database: stop it to export from the CLI, or use GET /api/1/user/export with a token of the export scope.',
+      );
+    const { summary } = await exportFile({ db, site, output: services.output, progress: services.progress });
+    return { code: 0, stdout: '', stderr: summary };
+  };
+}
+
+/** What a command needs to know of the deployment's configuration. */
+export interface CommandSettings {
+  webhookAllowPrivate: boolean;
+}
+
+const siteFlag = (flags: Map<string, string | true>) => {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  return site;
+};
+
+const limitFlag = (flags: Map<string, string | true>, fallback: string) => {
+  const raw = text(flags, 'limit') ?? fallback;
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) < 1) throw new UsageError('--limit must be a whole number from 1 to 99999');
+  return Number(raw);
+};
+
+function webhookAdd(flags: Map<string, string | true>, settings: CommandSettings): Planned {
+  const site = siteFlag(flags);
+  const url = text(flags, 'url', true);
+  const refused = checkWebhookUrl(url, settings.webhookAllowPrivate);
+  if (refused !== undefined) throw new UsageError(`--url: ${refused}`);
+  const types = (text(flags, 'types') ?? 'user.*').split(',').map((t) => t.trim());
+  const bad = types.filter((t) => !TYPE_PATTERN.test(t));
+  if (bad.length > 0 || types.length === 0 || types.length > 10)
+    throw new UsageError(
+      `--types must be event types (user.created, user.updated, user.deleted, user.disabled, user.enabled) or user.* (got "${bad.join(',')}")`,
+    );
+  return async (db) => {
+    const { id, secret } = await addEndpoint(db, { site, url, types });
+    return [
+      `Added webhook ${id} for site ${site}: ${types.join(',')} to ${url}.`,
+      'Its signing secret is shown once; give it to the receiver now:',
+      '',
+      `  ${secret}`,
+      '',
+    ].join('\n');
+  };
+}
+
+function webhookList(flags: Map<string, string | true>): Planned {
+  const site = flags.has('site') ? siteFlag(flags) : undefined;
+  return async (db) => {
+    const endpoints = await listEndpoints(db, site);
+    if (flags.has('json')) return `${JSON.stringify(endpoints, null, 2)}\n`;
+    if (endpoints.length === 0) return 'No webhooks.\n';
+    const header = ['ID', 'SITE', 'URL', 'TYPES', 'CREATED', 'FAILING SINCE', 'DISABLED', 'PENDING'];
+    const body = endpoints.map((e) => [
+      e.id,
+      e.site,
+      e.url,
+      e.types.join(','),
+      when(e.createdAt),
+      when(e.failingSince),
+      e.disabledAt === null ? '-' : `${when(e.disabledAt)} (${e.disabledReason})`,
+      String(e.pending),
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+function webhookId(words: string[], position: number): string {
+  const id = words[position];
+  if (id === undefined || !isUuid(id)) throw new UsageError('needs the id of a webhook, as webhook list shows it');
+  return id;
+}
+
+function webhookRemove(words: string[]): Planned {
+  const id = webhookId(words, 2);
+  return async (db) => {
+    if (!(await removeEndpoint(db, id))) throw new CommandFailed(`No webhook has the id ${id}.`);
+    return `Removed webhook ${id} and its deliveries.\n`;
+  };
+}
+
+function webhookReplay(words: string[], flags: Map<string, string | true>): Planned {
+  const id = webhookId(words, 2);
+  const from = text(flags, 'from', true);
+  // As an event's `sequence` carries it (20 digits, zero-padded) or in the short form.
+  if (!SEQUENCE_TEXT.test(from) || Number(from) < 1)
+    throw new UsageError('--from must be a sequence number (1 or more)');
+  return async (db) => {
+    const replayed = await replay(db, id, Number(from));
+    if (replayed === undefined) throw new CommandFailed(`No webhook has the id ${id}.`);
+    const { made, prunedThrough } = replayed;
+    // Said, not silently skipped: what the retention removed cannot be sent (a feed reader gets 410 for it).
+    const gone =
+      Number(from) <= prunedThrough
+        ? ` Events up to ${prunedThrough} are past EVENTS_RETENTION and were removed: they cannot be sent.`
+        : '';
+    return `Queued ${made} deliver${made === 1 ? 'y' : 'ies'} to webhook ${id}, from sequence number ${from}.${gone}\n`;
+  };
+}
+
+function webhookDeliveries(words: string[], flags: Map<string, string | true>): Planned {
+  const endpointId = words[2] === undefined ? undefined : webhookId(words, 2);
+  const limit = limitFlag(flags, '20');
+  return async (db) => {
+    const found = await latestDeliveries(db, { limit, ...(endpointId && { endpointId }) });
+    if (flags.has('json')) return `${JSON.stringify(found, null, 2)}\n`;
+    if (found.length === 0) return 'No deliveries.\n';
+    const header = ['CREATED', 'WEBHOOK', 'SEQ', 'TYPE', 'ACCOUNT', 'STATE', 'ATTEMPTS', 'LAST', 'NEXT ATTEMPT'];
+    const body = found.map((d) => [
+      when(d.createdAt),
+      d.endpointId,
+      d.seq,
+      d.type,
+      d.subject,
+      d.state,
+      String(d.attempts),
+      d.lastError ?? (d.lastStatus === null ? '-' : String(d.lastStatus)),
+      d.state === 'pending' ? when(d.nextAttemptAt) : '-',
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+/** `migrate` itself: every command migrates before it runs, this one only says what that did. */
+const migrate: Planned = async (db, migrated) => {
+  // Through the server's socket: the server migrated at its start, so nothing is new now.
+  const { applied, already } = migrated ?? { applied: 0, already: await countMigrations(db) };
+  const migrations = (n: number) => `${n} migration${n === 1 ? '' : 's'}`;
+  if (applied === 0) return `The database is up to date: ${migrations(already)} already applied, none new.\n`;
+  return `Applied ${migrations(applied)} (${already} ${already === 1 ? 'was' : 'were'} already applied); the database is up to date.\n`;
+};
+
+/**
+ * Checks the arguments without touching a database: a usage error is a CommandResult (exit 2),
+ * a valid command a function that runs it.
+ */
+export function planCommand(
+  argv: string[],
+  settings: CommandSettings = { webhookAllowPrivate: false },
+): Planned | CommandResult {
+  const { words, flags } = parse(argv);
+  const command = COMMANDS.find((c) => words.slice(0, c.name.split(' ').length).join(' ') === c.name)?.name;
+  try {
+    if (command === 'token create') return tokenCreate(flags);
+    if (command === 'token list') return tokenList(flags);
+    if (command === 'token revoke') return tokenRevoke(words[2]);
+    if (command === 'audit tail') return auditTail(flags);
+    if (command === 'import') return importCommand(words, flags);
+    if (command === 'export') return exportCommand(words, flags);
+    if (command === 'webhook add') return webhookAdd(flags, settings);
+    if (command === 'webhook list') return webhookList(flags);
+    if (command === 'webhook remove') return webhookRemove(words);
+    if (command === 'webhook replay') return webhookReplay(words, flags);
+    if (command === 'webhook deliveries') return webhookDeliveries(words, flags);
+    if (command === 'migrate') {
+      if (words.length > 1) throw new UsageError('takes no arguments');
+      return migrate;
+    }
+    if (words.length === 0 || flags.has('help')) return { code: 2, stdout: '', stderr: `${USAGE}\n` };
+    throw new UsageError(`unknown command: ${words.join(' ')}`);
+  } catch (error) {
+    if (error instanceof UsageError) return { code: 2, stdout: '', stderr: usageError(error.message, command, words) };
+    throw error;
+  }
+}
+
+/** `migrated`: what the caller's migrate() did before, when it was the one that migrated. */
+export async function runCommand(
+  argv: string[],
+  db: Db,
+  migrated?: Migrated,
+  services?: CliServices,
+  settings?: CommandSettings,
+): Promise<CommandResult> {
+  const planned = planCommand(argv, settings);
+  if (typeof planned !== 'function') return planned;
+  try {
+    const output = await planned(db, migrated, services);
+    return typeof output === 'string' ? { code: 0, stdout: output, stderr: '' } : output;
+  } catch (error) {
+    if (error instanceof CommandFailed) return { code: 1, stdout: '', stderr: `${error.message}\n` };
+    throw error;
+  }
+}

@@ -1,0 +1,94 @@
+// Periodic chores of a running server. Each is idempotent, so every replica may run them.
+import { lt, type SQL, sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import type { TokenVerifier } from '../auth/tokens.ts';
+import { type Db, rows } from '../db/client.ts';
+import { idempotencyKeys, rateLimits } from '../db/schema.ts';
+import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
+import { describeError } from '../http/errors.ts';
+import { purgeStaleFailures } from '../limits/lockout.ts';
+
+const LAST_USED_EVERY_MS = 30_000;
+const PURGE_EVERY_MS = 10 * 60_000;
+
+/** Deletes idempotency keys past their 24 hours, rate-limit windows long over, and stale verify counts. */
+export async function purgeExpired(db: Db): Promise<void> {
+  await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
+  await db.delete(rateLimits).where(lt(rateLimits.windowStart, sql`now() - interval '2 days'`));
+  await purgeStaleFailures(db);
+}
+
+/**
+ * Deletes the rows of `table` (keyed by `id`) that `where` picks, in statements of at most
+ * PRUNE_BATCH rows: a week of deliveries, or a year of audit rows, at once would outlast
+ * statement_timeout, and fail again at every run. Returns how many.
+ */
+async function deleteInBatches(db: Db, table: 'webhook_deliveries' | 'audit_log', where: SQL): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const [gone] = await rows<{ n: number }>(
+      db,
+      sql`with gone as (
+        delete from ${sql.raw(table)} where id in (select id from ${sql.raw(table)} where ${where} limit ${PRUNE_BATCH})
+        returning 1
+      ) select count(*)::int as n from gone`,
+    );
+    const n = gone?.n ?? 0;
+    total += n;
+    if (n < PRUNE_BATCH) return total;
+  }
+}
+
+const olderThan = (column: SQL, ms: number) => sql`${column} < now() - make_interval(secs => ${Math.floor(ms / 1000)})`;
+
+/** Removes events past the retention, and deliveries done (or given up) as long ago. */
+export async function purgeEvents(db: Db, retentionMs: number): Promise<void> {
+  await pruneEvents(db, retentionMs);
+  await deleteInBatches(
+    db,
+    'webhook_deliveries',
+    sql`state <> 'pending' and ${olderThan(sql`created_at`, retentionMs)}`,
+  );
+}
+
+/** Removes audit rows older than the retention (AUDIT_RETENTION), by the index on their time. */
+export async function purgeAudit(db: Db, retentionMs: number): Promise<number> {
+  return deleteInBatches(db, 'audit_log', olderThan(sql`at`, retentionMs));
+}
+
+export function startHousekeeping(
+  db: Db,
+  tokens: TokenVerifier,
+  logger: Logger,
+  options: { eventsRetentionMs: number; auditRetentionMs: number | null },
+): { stop(): Promise<void> } {
+  const run = (name: string, chore: () => Promise<void>) => () =>
+    chore().catch((error: unknown) => logger.warn({ err: describeError(error) }, `${name} failed; will retry`));
+  const flush = run('recording token last-used times', () => tokens.flushLastUsed());
+  const timers = [
+    setInterval(flush, LAST_USED_EVERY_MS),
+    setInterval(
+      run('purging expired idempotency keys', () => purgeExpired(db)),
+      PURGE_EVERY_MS,
+    ),
+    setInterval(
+      run('purging events past their retention', () => purgeEvents(db, options.eventsRetentionMs)),
+      PURGE_EVERY_MS,
+    ),
+  ];
+  const { auditRetentionMs } = options;
+  if (auditRetentionMs !== null)
+    timers.push(
+      setInterval(
+        run('purging audit rows past their retention', () => purgeAudit(db, auditRetentionMs).then(() => {})),
+        PURGE_EVERY_MS,
+      ),
+    );
+  for (const timer of timers) timer.unref();
+  return {
+    async stop() {
+      for (const timer of timers) clearInterval(timer);
+      await flush();
+    },
+  };
+}
