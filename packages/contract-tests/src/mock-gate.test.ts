@@ -3,8 +3,8 @@
 // nor to itself, nor readable by any web page the developer happens to have open.
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
+import { MOCK_TOKEN } from '@user-accounts/mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MOCK_TOKEN } from '../../../scripts/mock.ts';
 import { mockTarget, type Target } from './targets.ts';
 
 const SECRET = 'the contents of secret.txt';

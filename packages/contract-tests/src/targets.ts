@@ -5,13 +5,13 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { MOCK_TOKEN, startMock, startPrism } from '@user-accounts/mock';
 import { assemble, assembleOn, createLogger, type Service } from '@user-accounts/server/assemble';
 import type { Database } from '@user-accounts/server/db';
 import { loadConfig } from '@user-accounts/server/env';
 import { serveApp } from '@user-accounts/server/serve';
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
-import { MOCK_TOKEN, startMock, startPrism } from '../../../scripts/mock.ts';
 
 export const TEST_TOKEN = 'ua_contract_tests_token_0123456789abcdef';
 

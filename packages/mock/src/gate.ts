@@ -4,23 +4,23 @@
 // What it cannot know without data (which account exists, a password equal to a stored email)
 // stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…` (mock/prefer.ts).
 import { request } from 'node:http';
+import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH, DEFAULT_RATE_LIMIT_IMPORT } from '@user-accounts/server/env';
+import { CORS, provideDeps, registerMethodNotAllowed } from '@user-accounts/server/http/app';
+import type { AppDeps, AppEnv } from '@user-accounts/server/http/context';
+import { ApiError, renderProblem } from '@user-accounts/server/http/errors';
+import { requireScope, requireToken } from '@user-accounts/server/http/middleware/auth';
+import { listedOriginsCors } from '@user-accounts/server/http/middleware/cors';
+import { idempotencyKeyOf } from '@user-accounts/server/http/middleware/idempotency';
+import { jsonBody } from '@user-accounts/server/http/middleware/json-body';
+import { requestId } from '@user-accounts/server/http/middleware/request-id';
+import type { Operation } from '@user-accounts/server/http/operation';
+import { operations } from '@user-accounts/server/http/operations';
+import { loadSpec } from '@user-accounts/server/http/spec';
+import { compileValidators } from '@user-accounts/server/http/validation';
+import { type Policy, parseRateLimit } from '@user-accounts/server/limits/rate-limit';
+import { SCOPES, type TokenInfo } from '@user-accounts/server/tokens';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { pino } from 'pino';
-import { SCOPES, type TokenInfo } from '../auth/tokens.ts';
-import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH, DEFAULT_RATE_LIMIT_IMPORT } from '../config/env.ts';
-import { CORS, provideDeps, registerMethodNotAllowed } from '../http/app.ts';
-import type { AppDeps, AppEnv } from '../http/context.ts';
-import { ApiError, renderProblem } from '../http/errors.ts';
-import { requireScope, requireToken } from '../http/middleware/auth.ts';
-import { listedOriginsCors } from '../http/middleware/cors.ts';
-import { idempotencyKeyOf } from '../http/middleware/idempotency.ts';
-import { jsonBody } from '../http/middleware/json-body.ts';
-import { requestId } from '../http/middleware/request-id.ts';
-import type { Operation } from '../http/operation.ts';
-import { operations } from '../http/operations.ts';
-import { loadSpec } from '../http/spec.ts';
-import { compileValidators } from '../http/validation.ts';
-import { type Policy, parseRateLimit } from '../limits/rate-limit.ts';
 import { checkedPrefer, documentedAnswers } from './prefer.ts';
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive']);

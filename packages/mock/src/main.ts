@@ -1,5 +1,5 @@
 // `pnpm mock`: the contract in spec/openapi.yaml served by Prism, behind a gate that refuses what
-// the server refuses, with the server's own code (packages/server/src/mock/front.ts): tokens,
+// the server refuses, with the server's own code (packages/mock/src/gate.ts): tokens,
 // methods, media types, JSON, the schema and the rules the spec states in words. What passes gets
 // a documented example from Prism; `Prefer: example=NAME` or `Prefer: code=STATUS` picks one.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -10,11 +10,11 @@ import { fileURLToPath } from 'node:url';
 import { createLogger } from '@stoplight/prism-core';
 import { getHttpOperationsFromSpec } from '@stoplight/prism-http';
 import { createServer as createPrismServer } from '@stoplight/prism-http-server';
-import { serveApp } from '../packages/server/src/http/serve.ts';
-import { createMockFront } from '../packages/server/src/mock/front.ts';
+import { serveApp } from '@user-accounts/server/serve';
+import { createMockFront } from './gate.ts';
 
-const SPEC = fileURLToPath(new URL('../spec/openapi.yaml', import.meta.url));
-const PRISM = fileURLToPath(new URL('../node_modules/.bin/prism', import.meta.url));
+const SPEC = fileURLToPath(new URL('../../../spec/openapi.yaml', import.meta.url));
+const PRISM = fileURLToPath(new URL('../../../node_modules/.bin/prism', import.meta.url));
 
 /** The token the mock accepts unless MOCK_TOKENS says otherwise. */
 export const MOCK_TOKEN = 'ua_mock_token_for_integrators_0123456789abc';
