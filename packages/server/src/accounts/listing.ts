@@ -74,6 +74,14 @@ export const invalidCursor = (why = 'is not a cursor of this list') =>
     },
   );
 
+/** A cursor as sign() writes it: two base64url parts. Checked without data, so the mock refuses alike. */
+const CURSOR_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/** 400 invalid_cursor for what cannot be a cursor of any list, before any key is read. */
+export function checkCursorShape(after: string | undefined): void {
+  if (after !== undefined && !CURSOR_SHAPE.test(after)) throw invalidCursor();
+}
+
 // A page's cursor: where it ended, signed with what it may be used for.
 interface Position {
   /** created_at of the last row, in ms (the column keeps milliseconds). */

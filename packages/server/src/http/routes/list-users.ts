@@ -1,5 +1,13 @@
 import type { components } from '@user-accounts/client';
-import { checkInstants, cursorScope, cursorsOf, keyset, type ListFilters, listQuery } from '../../accounts/listing.ts';
+import {
+  checkCursorShape,
+  checkInstants,
+  cursorScope,
+  cursorsOf,
+  keyset,
+  type ListFilters,
+  listQuery,
+} from '../../accounts/listing.ts';
 import { defineOperation } from '../operation.ts';
 import { toUser, validQuery } from './shared.ts';
 
@@ -17,6 +25,7 @@ export const listUsers = defineOperation({
   parse(c) {
     const query = validQuery<ListQuery>(c, LIST_USERS_PATH);
     checkInstants(query);
+    checkCursorShape(query.after);
     return query;
   },
   async handle(c, { order = 'asc', limit = 100, after, ...filters }) {
