@@ -12,7 +12,7 @@ const SHOP: TokenInfo = { id: 'tok-shop', site: 'shop', scopes: ['read'], digest
 
 // As in the service: the request id comes first, so that the access line carries it, and the
 // token is checked after the access log started, so that a refused token is logged too.
-function loggedApp() {
+function loggedApp(readiness: 200 | 503 = 200) {
   const { logger, lines } = arrayLogger();
   const tokens = {
     verify: async (token: string) => (token === SECRET_TOKEN ? SHOP : undefined),
@@ -29,6 +29,8 @@ function loggedApp() {
   // As the rate limit answers: a problem rendered, not thrown.
   app.get('/rendered', (c) => renderProblem(c, new ApiError(429, 'rate_limited', 'slow down')));
   app.get('/private', requireToken(), (c) => c.json({ ok: true }));
+  app.get('/readyz', (c) => c.json({ status: readiness === 200 ? 'ready' : 'not ready' }, readiness));
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
   return { app, lines };
 }
 
@@ -105,5 +107,22 @@ describe('accessLog', () => {
       expect(logged).not.toContain(secret);
     }
     expect(lines[0]).toMatchObject({ route: '/api/1/user/get' });
+  });
+
+  // A balancer asks each replica twice a second: at info that was two lines a second per replica.
+  it('logs a health check that succeeds at debug, so that an info log holds only the traffic', async () => {
+    const { app, lines } = loggedApp();
+    for (const path of ['/readyz', '/healthz']) expect((await app.request(path)).status).toBe(200);
+    expect(lines.map((line) => [line.route, line.level])).toEqual([
+      ['/readyz', 'debug'],
+      ['/healthz', 'debug'],
+    ]);
+  });
+
+  it('logs a health check that fails at info, as any other request', async () => {
+    const { app, lines } = loggedApp(503);
+    expect((await app.request('/readyz')).status).toBe(503);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 'info', status: 503 });
   });
 });

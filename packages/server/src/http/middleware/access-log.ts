@@ -3,6 +3,9 @@ import type { TokenInfo } from '../../auth/tokens.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
 
+/** What a balancer or orchestrator asks every replica every few seconds. */
+const HEALTH_ROUTES = new Set(['/healthz', '/readyz']);
+
 /**
  * One log line per request, with what an operator needs to find the caller (the token's id and
  * site, as in the audit trail) and why it failed (the problem `code`). Never the body, the query,
@@ -16,7 +19,10 @@ export function accessLog(): MiddlewareHandler<AppEnv> {
     // Set by requireToken, which runs after us: absent when the request never got that far.
     const token = c.get('token') as TokenInfo | undefined;
     const code = c.res.status >= 400 ? await problemCode(c) : undefined;
-    c.get('log').info(
+    // A health check that succeeds is noise at info (two a second per replica behind HAProxy);
+    // one that fails is news.
+    const quiet = HEALTH_ROUTES.has(c.req.routePath) && c.res.status < 400;
+    c.get('log')[quiet ? 'debug' : 'info'](
       {
         method: c.req.method,
         route: c.req.routePath,
