@@ -1,7 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
-import type { WriteRecord } from '../accounts/writes.ts';
 import type { AuthFailures } from '../auth/failed-authentications.ts';
 import type { TokenInfo, TokenVerifier } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
@@ -15,6 +14,7 @@ import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { TrustedProxies } from './client-address.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
+import type { WriteRecord } from './run-write.ts';
 import type { Validators } from './validation.ts';
 
 /** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */

@@ -4,10 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { SingleBar } from 'cli-progress';
-import { insertAuditRows } from '../accounts/audit.ts';
 import { type ImportItem, type ImportTarget, importRows } from '../accounts/import.ts';
-import type { Db } from '../db/client.ts';
-import { appendEvents, ensureEventSequence } from '../events/queue.ts';
+import { inWrite } from '../accounts/unit-of-work.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import { escapeControls } from './terminal.ts';
 
@@ -152,7 +150,7 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
   const tally: Tally = { done: 0, created: 0, byCode: new Map(), told: [] };
   // Every batch of one run under one request id, so that its audit rows can be found together.
   const requestId = `cli-import-${randomUUID()}`;
-  const source = { site: target.site, tokenId: 'cli', requestId };
+  const scope = { site: target.site, actor: 'cli', requestId };
 
   let rows: unknown[] = [];
   let lines: number[] = [];
@@ -161,25 +159,19 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
     const result = await importRows(target, rows, {
       dryRun,
       firebase: options.firebase,
-      write: async (insert) => {
-        await ensureEventSequence(target.db, target.site);
-        return target.db.transaction(async (tx: Db) => {
-          const created = await insert(tx);
-          const entries = [...created.values()].map((userId) => ({
-            operation: 'import' as const,
-            userId,
-            status: 200,
-            outcome: 'user created',
-          }));
-          await insertAuditRows(tx, source, entries);
-          await appendEvents(
-            tx,
-            target.site,
-            [...created.values()].map((userId) => ({ type: 'user.created' as const, userId })),
-          );
-          return created;
-        });
-      },
+      // Through the unit of work, as every write: an audit row and an event per account created,
+      // in the batch's transaction; a batch that created none leaves nothing.
+      write: async (insert) =>
+        (await inWrite(
+          scope,
+          { db: target.db },
+          'import',
+          (created) => ({ userId: undefined, userIds: [...created.values()], status: 200, outcome: 'user created' }),
+          async (tx) => {
+            const created = await insert(tx);
+            return created.size > 0 ? created : undefined;
+          },
+        )) ?? new Map(),
     });
     tallyItems(tally, result.items, lines);
     rows = [];

@@ -1,12 +1,12 @@
 import type { components } from '@user-accounts/client';
 import { and, sql } from 'drizzle-orm';
 import { uuidv7 } from '../../accounts/ids.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import { users } from '../../db/schema.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
 import { GET_USER_PATH } from './get-user.ts';
 import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
 

@@ -1,11 +1,11 @@
 import type { components } from '@user-accounts/client';
 import { and, eq } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import { users } from '../../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import { parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
 import { inReach, matchingIfMatch, notWritten, validBody } from './shared.ts';
 
 type DeleteUserResponse = components['schemas']['DeleteUserResponse'];

@@ -1,7 +1,7 @@
 import { exportLine, exportPages } from '../../accounts/listing.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import { describeError } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
 import { validQuery } from './shared.ts';
 
 const EXPORT_USERS_PATH = '/api/1/user/export';

@@ -1,11 +1,11 @@
 import type { components } from '@user-accounts/client';
 import { uuidv7 } from '../../accounts/ids.ts';
 import { checkRows, importRows } from '../../accounts/import.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import type { FirebaseScrypt } from '../../passwords/foreign.ts';
 import { consumeMore, consumeSiteBudget } from '../middleware/rate-limit.ts';
 import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
 import { invalidRequest, toFieldErrors } from '../validation.ts';
 
 type ImportUsersResponse = components['schemas']['ImportUsersResponse'];

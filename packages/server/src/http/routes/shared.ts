@@ -3,13 +3,13 @@ import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
 import type { Context } from 'hono';
 import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import type { Db } from '../../db/client.ts';
 import { users } from '../../db/schema.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import type { IfMatch } from '../etag.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
+import { runWrite } from '../run-write.ts';
 import { type BodySchema, fromQueryText, invalidRequest, normalizeFields, toFieldErrors } from '../validation.ts';
 
 type Schemas = components['schemas'];

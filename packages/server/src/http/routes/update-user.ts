@@ -1,12 +1,12 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import { users } from '../../db/schema.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
 import {
   hashPassword,
   inReach,

@@ -1,13 +1,13 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
-import { runWrite } from '../../accounts/writes.ts';
 import { addressKey } from '../../auth/failed-authentications.ts';
 import { users } from '../../db/schema.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey } from '../../limits/lockout.ts';
 import { canonicalAddress } from '../client-address.ts';
 import { ApiError, describeError } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
 import { invalidRequest } from '../validation.ts';
 import { inReach, validBody } from './shared.ts';
 

@@ -4,16 +4,16 @@
 import { and, eq } from 'drizzle-orm';
 import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auditWrites } from '../accounts/audit.ts';
+import { uuidv7 } from '../accounts/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
 import { type Database, openPglite } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
-import type { AppEnv } from '../http/context.ts';
-import { ApiError } from '../http/errors.ts';
-import { deadline } from '../http/middleware/deadline.ts';
 import { testApp } from '../testing/hono.ts';
-import { auditWrites } from './audit.ts';
-import { uuidv7 } from './ids.ts';
-import { runWrite } from './writes.ts';
+import type { AppEnv } from './context.ts';
+import { ApiError } from './errors.ts';
+import { deadline } from './middleware/deadline.ts';
+import { runWrite } from './run-write.ts';
 
 let database: Database;
 const token: TokenInfo = { id: 'env:writes-test', site: 'default', scopes: ['read', 'write'] };

@@ -1,0 +1,111 @@
+// The unit of work: every write — an HTTP request, the CLI's import, a background job — goes
+// through inWrite, which owns the transaction, the deadline's point of no return, the audit rows
+// and the change events, so that no caller can forget any of them. It knows nothing of HTTP: a
+// caller describes itself with a WriteScope.
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { appendEvents, type EventType, ensureEventSequence } from '../events/queue.ts';
+import { activeTraceparent } from '../ops/tracing.ts';
+import { auditInsert, type WriteOperation } from './audit.ts';
+
+/** Who writes, for whom and until when: what a write needs to know of its caller. */
+export interface WriteScope {
+  /** The site whose accounts are written. */
+  site: string;
+  /** Who writes, as the audit trail names them: a token's id, `cli` (the operator) or `job`. */
+  actor: string;
+  /** Groups the audit rows of one request, or of one CLI run. */
+  requestId: string;
+  /**
+   * The point of no return, called inside the transaction just before it commits: throws (and so
+   * rolls back) once the caller can no longer be told the write happened. Absent: no deadline.
+   */
+  deadline?: { commit(): void } | undefined;
+}
+
+/** What a write may use: the database and what follows a commit. */
+export interface WriteDeps {
+  db: Db;
+  /** false only in the benchmark (OUTBOX_DISABLED): writes then queue no events. */
+  outbox?: boolean | undefined;
+  /** Tracing on: the events keep the write's trace. */
+  tracing?: boolean | undefined;
+  /** Numbers committed events; kicked after a write that queued some, so that they are out at once. */
+  sequencer?: { kick(): void } | undefined;
+}
+
+/** The change event of each write that changes accounts (events/queue.ts); verify and export have none. */
+const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
+  create: 'user.created',
+  update: 'user.updated',
+  delete: 'user.deleted',
+  disable: 'user.disabled',
+  enable: 'user.enabled',
+  import: 'user.created',
+};
+
+export interface WriteDone {
+  /** The account written; undefined for a write of many (import), which lists them in `userIds`. */
+  userId: string | undefined;
+  /** Each account a write of many created: an audit row each (none: one row for the request). */
+  userIds?: string[];
+  /** The status and status text the caller will answer with, for the audit row. */
+  status: number;
+  outcome: string;
+  /** update: the fields the request set, for its event's changedfields. */
+  changed?: string[];
+  /** false when the write found nothing to change (disable of a disabled account): no event. */
+  emits?: boolean;
+}
+
+/**
+ * Runs `work` in one transaction. When it returns something (what it wrote), the audit rows and
+ * the events are written in the same transaction (`done` may be worked out from what was written,
+ * by an import whose accounts are known only then) and the deadline's commit point is passed (past
+ * the deadline, it throws and everything rolls back: a 503 means nothing changed). When it returns
+ * `undefined` it wrote nothing: the transaction commits empty and the caller tells the refusal.
+ */
+export async function inWrite<T>(
+  scope: WriteScope,
+  deps: WriteDeps,
+  operation: WriteOperation,
+  done: WriteDone | ((written: T) => WriteDone),
+  work: (tx: Db) => Promise<T | undefined>,
+): Promise<T | undefined> {
+  let queued = false;
+  if (deps.outbox !== false && EVENT_OF[operation] !== undefined) await ensureEventSequence(deps.db, scope.site);
+  const written = await deps.db.transaction(async (tx) => {
+    const result = await work(tx);
+    if (result === undefined) return undefined;
+    const { userIds, changed, emits, ...entry } = typeof done === 'function' ? done(result) : done;
+    const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId };
+    const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
+    // An audit row per account written (import), else one for the request.
+    const audited = (userIds === undefined || userIds.length === 0 ? [entry.userId] : userIds).map((userId) => ({
+      operation,
+      ...entry,
+      userId,
+    }));
+    const audit = auditInsert(tx, source, audited);
+    const type = EVENT_OF[operation];
+    if (type !== undefined && emits !== false && deps.outbox !== false && ids.length > 0) {
+      // The audit rows and the events in one statement: a round trip less in every write.
+      const events = ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) }));
+      // Tracing on: the events keep the write's trace (their column's default reads this setting,
+      // local to the transaction), and each webhook delivery of them joins it (webhooks/worker.ts).
+      const traceparent = deps.tracing ? activeTraceparent() : undefined;
+      if (traceparent !== undefined)
+        await tx.execute(sql`select set_config('user_accounts.traceparent', ${traceparent}, true)`);
+      await appendEvents(tx, scope.site, events, audit.getSQL());
+      queued = true;
+    } else {
+      await audit;
+    }
+    // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.
+    scope.deadline?.commit();
+    return result;
+  });
+  // Only a write that queued events has something to number: verify and export never run the sequencer.
+  if (written !== undefined && queued) deps.sequencer?.kick();
+  return written;
+}
