@@ -27,6 +27,8 @@ async function main(argv: string[]): Promise<number> {
 Send requests to ${state.url} (HAProxy, deploy/haproxy.cfg), with this token:
 
   export API=${state.url}/api/1/user TOKEN=${state.token}
+  curl -s -X POST "$API/create" -H "Authorization: $TOKEN" -H 'Content-Type: application/json' \\
+    -d '{"email":"ada@example.com","password":"a long passphrase","name":"Ada"}'
   curl -s "$API/get?email=ada@example.com" -H "Authorization: $TOKEN"
 
 Database: ${state.databaseUrl}
