@@ -7,8 +7,16 @@ import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 
-export function which(command: string): string | undefined {
-  const found = spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' });
+/**
+ * Where a command is: on PATH, or in the system folders a user's PATH often lacks (Debian puts
+ * haproxy in /usr/sbin; a test that said "no haproxy, install it" sent people to install it again).
+ */
+export function which(command: string, systemDirs = ['/usr/local/sbin', '/usr/sbin', '/sbin']): string | undefined {
+  const path = [...(process.env.PATH ?? '').split(':').filter(Boolean), ...systemDirs].join(':');
+  const found = spawnSync('sh', ['-c', 'command -v "$0"', command], {
+    encoding: 'utf8',
+    env: { ...process.env, PATH: path },
+  });
   return found.status === 0 ? found.stdout.trim() : undefined;
 }
 

@@ -29,7 +29,17 @@ export interface Target {
   revokeToken(id: string): Promise<void>;
   /** Writes the tokens' last-used times now rather than at the next periodic flush. */
   flushLastUsed(): Promise<void>;
+  /**
+   * Holds the next password hash the server starts (server targets only): the request that
+   * hashes waits there, at a known point, until `release()`; `reached` resolves once it waits.
+   */
+  holdNextHash(): HeldHash;
   close(): Promise<void>;
+}
+
+export interface HeldHash {
+  reached: Promise<void>;
+  release(): void;
 }
 
 export interface TargetSpec {
@@ -144,6 +154,24 @@ export async function serverTarget(
       await revokeToken(db(), id);
     },
     flushLastUsed: () => running.service.deps.tokens.flushLastUsed(),
+    holdNextHash() {
+      // Every request reads its hasher from the service's deps: a stand-in there sees the next
+      // hash, puts the real hasher back (later hashes run as usual) and waits to be released.
+      const deps = running.service.deps;
+      const hasher = deps.hasher;
+      const reached = Promise.withResolvers<void>();
+      const released = Promise.withResolvers<void>();
+      // The rest (its live `load` too) is the real hasher's, through the prototype.
+      deps.hasher = Object.assign(Object.create(hasher) as typeof hasher, {
+        async hash(...args: Parameters<typeof hasher.hash>) {
+          deps.hasher = hasher;
+          reached.resolve();
+          await released.promise;
+          return hasher.hash(...args);
+        },
+      });
+      return { reached: reached.promise, release: () => released.resolve() };
+    },
     async close() {
       running.server.closeAllConnections();
       await stop(running.server);
@@ -247,6 +275,9 @@ export function mockTarget(options: { corsOrigins?: string[] } = {}): TargetSpec
         },
         revokeToken: async () => {},
         flushLastUsed: async () => {},
+        holdNextHash: () => {
+          throw new Error('the mock hashes nothing');
+        },
         close: () => mock.close(),
       };
     },
@@ -277,6 +308,7 @@ export const proxiedTarget: TargetSpec = {
       createToken: (spec) => inner.createToken(spec),
       revokeToken: (id) => inner.revokeToken(id),
       flushLastUsed: () => inner.flushLastUsed(),
+      holdNextHash: () => inner.holdNextHash(),
       get logs() {
         return inner.logs;
       },
