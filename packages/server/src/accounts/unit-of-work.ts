@@ -4,7 +4,7 @@
 // caller describes itself with a WriteScope.
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { appendEvents, type EventType, ensureEventSequence } from '../events/queue.ts';
+import { type EventType, enqueueEvents } from '../events/queue.ts';
 import { activeTraceparent } from '../ops/tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
 
@@ -73,7 +73,6 @@ export async function inWrite<T>(
   work: (tx: Db) => Promise<T | undefined>,
 ): Promise<T | undefined> {
   let queued = false;
-  if (deps.outbox !== false && EVENT_OF[operation] !== undefined) await ensureEventSequence(deps.db, scope.site);
   const written = await deps.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
@@ -96,7 +95,7 @@ export async function inWrite<T>(
       const traceparent = deps.tracing ? activeTraceparent() : undefined;
       if (traceparent !== undefined)
         await tx.execute(sql`select set_config('user_accounts.traceparent', ${traceparent}, true)`);
-      await appendEvents(tx, scope.site, events, audit.getSQL());
+      await enqueueEvents(tx, scope.site, events, audit.getSQL());
       queued = true;
     } else {
       await audit;

@@ -3,7 +3,6 @@ import {
   bigint,
   boolean,
   check,
-  customType,
   index,
   integer,
   jsonb,
@@ -15,10 +14,6 @@ import {
   uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
-
-/** PostgreSQL's 64-bit transaction id and snapshot (events/queue.ts's sequencer); read as text. */
-const xid8 = customType<{ data: string; driverData: string }>({ dataType: () => 'xid8' });
-const pgSnapshot = customType<{ data: string; driverData: string }>({ dataType: () => 'pg_snapshot' });
 
 const at = (name: string) => timestamp(name, { withTimezone: true, precision: 3 });
 
@@ -159,61 +154,60 @@ export const serviceKeys = pgTable('service_keys', {
 });
 
 /**
- * Each site's last event sequence number, taken by the sequencer under this row's lock (events/queue.ts).
- * `prunedThrough`: events up to it were removed by the retention (410 for a reader behind it).
+ * Each site's last event sequence number, taken by the sequencer under the site's advisory lock
+ * (events/sequencer.ts). `prunedThrough`: events up to it were removed by the retention (410 for
+ * a reader behind it).
  */
 export const eventSequences = pgTable('event_sequences', {
   site: text('site').primaryKey(),
   last: bigint('last', { mode: 'number' }).notNull(),
   prunedThrough: bigint('pruned_through', { mode: 'number' }).notNull().default(0),
-  /** The snapshot of the site's last numbering run: the events it could not see are the next run's (events/queue.ts). */
-  snapshot: pgSnapshot('snapshot'),
-  /**
-   * `last` when `snapshot` was recorded. Below `last`: a run stopped at its bound and kept the
-   * snapshot, and the events numbered since are left out of the next (events/queue.ts).
-   */
-  snapshotLast: bigint('snapshot_last', { mode: 'number' }).notNull().default(0),
 });
 
+/** The columns of an event as a write queues it; `events` has them too, once numbered. */
+const eventColumns = {
+  /** The CloudEvents id; random, so unique without an index of its own (each index costs every write). */
+  id: uuid('id').notNull().default(sql`gen_random_uuid()`),
+  site: text('site').notNull(),
+  type: text('type').notNull(),
+  subject: uuid('subject').notNull(),
+  time: at('time').notNull().defaultNow(),
+  /** user.updated: the fields the request set, comma-separated. */
+  changed: text('changed'),
+  data: jsonb('data').notNull(),
+  /**
+   * The W3C traceparent of the write's span when tracing is on (set for its transaction by
+   * runWrite, accounts/writes.ts), sent on with each webhook delivery of the event; null otherwise.
+   */
+  traceparent: text('traceparent').default(sql`nullif(current_setting('user_accounts.traceparent', true), '')`),
+};
+
 /**
- * The sequence numbers, a row per numbering run (or per 200 events of a run): the events `pos`,
- * in order, are numbered `lastSeq - cardinality(pos) + 1` to `lastSeq`. Events are never updated:
- * numbering them one by one rewrote each row and its three index entries (events/queue.ts).
+ * The outbox: each committed change of an account, queued in the change's transaction, until the
+ * sequencer moves it into `events` with its number (events/queue.ts). It holds only the events
+ * not numbered yet.
  */
-export const eventBatches = pgTable(
-  'event_batches',
+export const eventQueue = pgTable(
+  'event_queue',
   {
-    site: text('site').notNull(),
-    lastSeq: bigint('last_seq', { mode: 'number' }).notNull(),
-    pos: bigint('pos', { mode: 'number' }).array().notNull(),
+    /** Queue order: the sequencer numbers a site's events in it. */
+    pos: bigint('pos', { mode: 'number' }).notNull().generatedAlwaysAsIdentity(),
+    ...eventColumns,
   },
-  (t) => [primaryKey({ name: 'event_batches_pkey', columns: [t.site, t.lastSeq] })],
+  (t) => [primaryKey({ columns: [t.site, t.pos] })],
 );
 
-/** The outbox: one row per committed change of an account, written in the change's transaction. */
+/** The numbered events, `seq` dense per site above its pruned_through: what the feed and webhooks read. */
 export const events = pgTable(
   'events',
   {
-    /** Insertion order: the sequencer numbers a site's new events in it (events/queue.ts), in event_batches. */
-    pos: bigint('pos', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
-    /** The CloudEvents id; random, so unique without an index of its own (each index costs every write). */
-    id: uuid('id').notNull().default(sql`gen_random_uuid()`),
-    site: text('site').notNull(),
-    type: text('type').notNull(),
-    subject: uuid('subject').notNull(),
-    time: at('time').notNull().defaultNow(),
-    /** user.updated: the fields the request set, comma-separated. */
-    changed: text('changed'),
-    data: jsonb('data').notNull(),
-    /** The writing transaction (pg_current_xact_id()): the sequencer finds new events by it. Null before migration 0010. */
-    txid: xid8('txid').default(sql`pg_current_xact_id()`),
-    /**
-     * The W3C traceparent of the write's span when tracing is on (set for its transaction by
-     * runWrite, writes.ts), sent on with each webhook delivery of the event; null otherwise.
-     */
-    traceparent: text('traceparent').default(sql`nullif(current_setting('user_accounts.traceparent', true), '')`),
+    ...eventColumns,
+    seq: bigint('seq', { mode: 'number' }).notNull(),
+    id: uuid('id').notNull(),
+    time: at('time').notNull(),
+    traceparent: text('traceparent'),
   },
-  (t) => [index('events_site_txid_idx').on(t.site, t.txid).where(sql`${t.txid} is not null`)],
+  (t) => [primaryKey({ columns: [t.site, t.seq] })],
 );
 
 /** A site's webhook endpoint. `fannedSeq`: the site's events up to it have their deliveries. */
@@ -282,7 +276,7 @@ export const schema = {
   verifyFailures,
   serviceKeys,
   eventSequences,
-  eventBatches,
+  eventQueue,
   events,
   webhookEndpoints,
   webhookDeliveries,

@@ -1,5 +1,5 @@
-// The outbox and the feed over a real embedded database: numbering per site, a rollback giving
-// its numbers back, the retention (events pruned, a reader behind them told 410), and what wakes
+// The queue and the feed over a real embedded database: numbering per site, a rollback giving
+// its numbers back, today's numbers carried over by the migrations, the retention (events pruned, a reader behind them told 410), and what wakes
 // a long-poll.
 
 import { randomUUID } from 'node:crypto';
@@ -15,18 +15,15 @@ import { listEvents } from '../http/routes/list-events.ts';
 import { MIGRATIONS_DIR } from '../resources.ts';
 import { problemOf, testApp } from '../testing/hono.ts';
 import {
-  appendEvents,
   EVENTS_CHANNEL,
-  ensureEventSequence,
+  enqueueEvents,
   feedBounds,
   PRUNE_BATCH,
   pruneEvents,
   readEvents,
-  SEQUENCE_BATCH,
   formatSequence as seq,
-  sequenceEvents,
-  startSequencer,
 } from './queue.ts';
+import { numberSite, SEQUENCE_BATCH, sequenceEvents, startSequencer } from './sequencer.ts';
 import { createWake, type Wake } from './wake.ts';
 
 let database: Database;
@@ -47,13 +44,12 @@ async function site(accounts: number, on = database) {
     );
     ids.push(row!.id);
   }
-  await ensureEventSequence(on.db, name);
   return { name, ids };
 }
 
 async function created(siteName: string, ids: string[], on = database) {
   await on.db.transaction((tx) =>
-    appendEvents(
+    enqueueEvents(
       tx,
       siteName,
       ids.map((userId) => ({ type: 'user.created' as const, userId })),
@@ -95,18 +91,17 @@ async function beforeMigration(tag: string, body: (old: Database) => Promise<voi
 
 /**
  * What `work` read of events, in one transaction: rows by sequential scans, rows by bitmap scans,
- * and entries of the primary key and of the (site, txid) index. These counters of the
- * transaction's own are not yet the statistics' then, and nobody else adds to them.
+ * and entries of the primary key (site, seq). These counters of the transaction's own are not yet
+ * the statistics' then, and nobody else adds to them.
  */
 async function readWhile(on: Database, work: (tx: Db) => Promise<void>) {
   return on.db.transaction(async (tx) => {
     const counters = async () => {
-      const [row] = await rows<{ scanned: number; fetched: number; byKey: number; byTxid: number }>(
+      const [row] = await rows<{ scanned: number; fetched: number; byKey: number }>(
         tx,
         sql`select pg_stat_get_xact_tuples_returned('events'::regclass)::int as scanned,
           pg_stat_get_xact_tuples_fetched('events'::regclass)::int as fetched,
-          pg_stat_get_xact_tuples_returned('events_pkey'::regclass)::int as "byKey",
-          pg_stat_get_xact_tuples_returned('events_site_txid_idx'::regclass)::int as "byTxid"`,
+          pg_stat_get_xact_tuples_returned('events_site_seq_pk'::regclass)::int as "byKey"`,
       );
       return row!;
     };
@@ -117,22 +112,11 @@ async function readWhile(on: Database, work: (tx: Db) => Promise<void>) {
       scanned: after.scanned - before.scanned,
       fetched: after.fetched - before.fetched,
       byKey: after.byKey - before.byKey,
-      byTxid: after.byTxid - before.byTxid,
     };
   });
 }
 
 describe('the outbox', () => {
-  it('numbers after a restore into another cluster, whose transaction ids are behind the recorded snapshot', async () => {
-    const s = await site(1);
-    // A snapshot as the old cluster recorded it: ids this one has not reached.
-    await database.db.execute(
-      sql`update event_sequences set snapshot = '900000000:900000000:'::pg_snapshot where site = ${s.name}`,
-    );
-    await created(s.name, [s.ids[0]!]);
-    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
-  });
-
   it('numbers the events of the last writes when the sequencer stops, not at some later start', async () => {
     const s = await site(1);
     const sequencer = startSequencer(
@@ -142,7 +126,7 @@ describe('the outbox', () => {
       },
       600_000,
     );
-    await database.db.transaction((tx) => appendEvents(tx, s.name, [{ type: 'user.created', userId: s.ids[0]! }]));
+    await database.db.transaction((tx) => enqueueEvents(tx, s.name, [{ type: 'user.created', userId: s.ids[0]! }]));
     sequencer.kick();
     await sequencer.stop();
     expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
@@ -165,25 +149,6 @@ describe('the outbox', () => {
       await created('shop', [user!.id], old);
       expect((await readEvents(old.db, 'shop', 3, 10)).map((e) => e.sequence)).toEqual([seq(4)]);
     });
-  });
-
-  it('numbers the events of a site that a server older than migration 0010 wrote first (no row of its own yet)', async () => {
-    const s = await site(1);
-    // Its feed makes the row and numbers them.
-    const name = `ev-${randomUUID().slice(0, 8)}`;
-    await database.db.execute(
-      sql`insert into events (site, type, subject, data) values (${name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
-    );
-    expect(await sequenceEvents(database.db, name)).toBe(1);
-    expect((await readEvents(database.db, name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
-    // A newer server's first write of another such site starts it from all its events, not from now.
-    const other = `ev-${randomUUID().slice(0, 8)}`;
-    await database.db.execute(
-      sql`insert into events (site, type, subject, data) values (${other}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb)`,
-    );
-    await ensureEventSequence(database.db, other);
-    await created(other, [s.ids[0]!]);
-    expect((await readEvents(database.db, other, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1), seq(2)]);
   });
 
   it('numbers, in migration 0011, into batches what was numbered before, and goes on from there', async () => {
@@ -230,31 +195,11 @@ describe('the outbox', () => {
       expect(await sequenceEvents(old.db)).toBe(0);
       const [numbered] = await rows<{ n: number; distinct: number }>(
         old.db,
-        sql`select count(*)::int as n, count(distinct pos)::int as distinct from site_events('shop', 0, null)`,
+        sql`select count(*)::int as n, count(distinct id)::int as distinct from events where site = 'shop'`,
       );
       expect(numbered).toEqual({ n: SEQUENCE_BATCH, distinct: SEQUENCE_BATCH });
     });
   }, 30_000);
-
-  it('never numbers again the events of a database restored from another cluster, whose ids this one reuses', async () => {
-    const s = await site(2);
-    await created(s.name, s.ids);
-    // As a logical restore leaves them: the old cluster's transaction ids and last snapshot, both
-    // ahead of this cluster's, whose own transactions will take those ids in time.
-    await database.db.execute(sql`update events set txid = '900000005' where site = ${s.name}`);
-    await database.db.execute(
-      sql`update event_sequences set snapshot = '900000000:900000010:'::pg_snapshot where site = ${s.name}`,
-    );
-    await created(s.name, [s.ids[0]!]);
-    await sequenceEvents(database.db);
-    await created(s.name, [s.ids[1]!]);
-    expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => [e.sequence, e.subject])).toEqual([
-      [seq(1), s.ids[0]],
-      [seq(2), s.ids[1]],
-      [seq(3), s.ids[0]],
-      [seq(4), s.ids[1]],
-    ]);
-  });
 
   it('reads only the new events in each run, however many the site has, whatever plan the first runs left', async () => {
     // A database of its own: PostgreSQL keeps a function's plans for its session, made here while
@@ -264,18 +209,16 @@ describe('the outbox', () => {
       await fresh.migrate();
       const s = await site(1, fresh);
       for (let i = 0; i < 8; i++) await created(s.name, s.ids, fresh);
-      await fresh.db.execute(sql`insert into events (site, type, subject, data)
+      await fresh.db.execute(sql`insert into event_queue (site, type, subject, data)
         select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, 20000)`);
       await sequenceEvents(fresh.db);
-      await fresh.db.transaction((tx) => appendEvents(tx, s.name, [{ type: 'user.updated', userId: s.ids[0]! }]));
+      await fresh.db.transaction((tx) => enqueueEvents(tx, s.name, [{ type: 'user.updated', userId: s.ids[0]! }]));
       // Index entries and rows of events that the run read.
       const read = await readWhile(fresh, async (tx) => {
-        const [run] = await rows<{ n: number }>(tx, sql`select sequence_events() as n`);
-        expect(run!.n).toBe(1);
+        expect(await sequenceEvents(tx)).toBe(1);
       });
-      expect(read.scanned + read.byTxid + read.fetched).toBeLessThan(50);
-      // A site's first run, from no snapshot (the feed of a site that has no events yet): by the
-      // index too, not along the table.
+      expect(read.scanned + read.byKey + read.fetched).toBeLessThan(50);
+      // A site with nothing queued: not along the table either.
       const first = await readWhile(fresh, async (tx) => {
         expect(await sequenceEvents(tx, `ev-${randomUUID().slice(0, 8)}`)).toBe(0);
       });
@@ -292,7 +235,7 @@ describe('the outbox', () => {
     await created(b.name, b.ids);
     await expect(
       database.db.transaction(async (tx) => {
-        await appendEvents(tx, a.name, [{ type: 'user.created', userId: a.ids[2]! }]);
+        await enqueueEvents(tx, a.name, [{ type: 'user.created', userId: a.ids[2]! }]);
         throw new Error('the write failed after its event');
       }),
     ).rejects.toThrow('the write failed');
@@ -304,6 +247,96 @@ describe('the outbox', () => {
     ]);
     expect((await readEvents(database.db, b.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
   });
+
+  it('carries over, in migration 0015, the numbers 0014 gave, numbers what it had not, and goes on densely', async () => {
+    await beforeMigration('0015', async (old) => {
+      const [user] = await rows<{ id: string }>(
+        old.db,
+        sql`insert into users (site, email, name, origin) values ('shop', 'a@example.com', 'Ada', 'api') returning id::text as id`,
+      );
+      // As servers of 0014 wrote: 300 numbered (two batches), the first 3 pruned, 2 not numbered
+      // yet; and a site with nothing numbered yet.
+      await old.db.execute(
+        sql`insert into event_sequences (site, last, snapshot) values ('shop', 0, pg_current_snapshot())`,
+      );
+      const write = (site: string, n: number) =>
+        old.db.execute(sql`insert into events (site, type, subject, data)
+          select ${site}, 'user.updated', ${user!.id}::uuid, jsonb_build_object('i', i) from generate_series(1, ${n}) i`);
+      await write('shop', 300);
+      await old.db.execute(sql`select sequence_events()`);
+      await old.db.execute(sql`delete from events where pos in (select pos from site_events('shop', 0, 3))`);
+      await old.db.execute(sql`update event_sequences set pruned_through = 3 where site = 'shop'`);
+      await write('shop', 2);
+      await write('new', 1);
+      await old.migrate();
+      const shop = await readEvents(old.db, 'shop', 3, 1000);
+      expect(shop.map((e) => e.sequence)).toEqual(Array.from({ length: 299 }, (_, i) => seq(i + 4)));
+      expect(shop.map((e) => (e.data as { i: number }).i)).toEqual([
+        ...Array.from({ length: 297 }, (_, i) => i + 4),
+        1,
+        2,
+      ]);
+      expect(await feedBounds(old.db, 'shop')).toEqual({ last: 302, prunedThrough: 3 });
+      expect((await readEvents(old.db, 'new', undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
+      await created('shop', [user!.id], old);
+      await created('new', [user!.id], old);
+      expect((await readEvents(old.db, 'shop', 302, 10)).map((e) => e.sequence)).toEqual([seq(303)]);
+      expect((await readEvents(old.db, 'new', 1, 10)).map((e) => e.sequence)).toEqual([seq(2)]);
+      // No PL/pgSQL of the events, nor transaction ids or snapshots, left in the tables.
+      const [left] = await rows<{ functions: number; columns: number }>(
+        old.db,
+        sql`select (select count(*)::int from pg_proc where proname in ('sequence_events', 'number_site_events', 'site_events')) as functions,
+          (select count(*)::int from information_schema.columns where table_schema = 'public'
+            and data_type in ('xid8', 'pg_snapshot')) as columns`,
+      );
+      expect(left).toEqual({ functions: 0, columns: 0 });
+    });
+  }, 30_000);
+});
+
+describe('the feed', () => {
+  it('is a pure read: it answers on a connection that may not write', async () => {
+    const fresh = await openPglite(undefined);
+    try {
+      await fresh.migrate();
+      const s = await site(2, fresh);
+      await created(s.name, s.ids, fresh);
+      // One queued and not numbered yet: the read waits for the sequencer a while, writing nothing.
+      await fresh.db.transaction((tx) => enqueueEvents(tx, s.name, [{ type: 'user.updated', userId: s.ids[0]! }]));
+      await fresh.db.execute(sql`set default_transaction_read_only = on`);
+      const answer = await feed(s.name, fresh)('?after=0');
+      expect(answer.status).toBe(200);
+      const page = (await answer.json()) as { result: { events: { sequence: string }[]; next: string } };
+      expect(page.result.events.map((e) => e.sequence)).toEqual([seq(1), seq(2)]);
+    } finally {
+      await fresh.close();
+    }
+  }, 30_000);
+
+  it('answers what its site had queued when it came, once numbered: a client reads its own writes', async () => {
+    const s = await site(1);
+    await database.db.transaction((tx) => enqueueEvents(tx, s.name, [{ type: 'user.created', userId: s.ids[0]! }]));
+    const sequencer = startSequencer(
+      database.db,
+      (error) => {
+        throw error;
+      },
+      600_000,
+    );
+    try {
+      const app = testApp({
+        deps: { database, sequencer },
+        vars: { token: { id: 't', site: s.name, scopes: ['events'] } as never },
+      });
+      app.get(listEvents.path, (c) => listEvents.handle(c, listEvents.parse(c)));
+      const page = (await (await app.request(`${listEvents.path}?after=0`)).json()) as {
+        result: { events: { sequence: string; subject: string }[] };
+      };
+      expect(page.result.events.map((e) => [e.sequence, e.subject])).toEqual([[seq(1), s.ids[0]]]);
+    } finally {
+      await sequencer.stop();
+    }
+  });
 });
 
 describe('the retention', () => {
@@ -311,7 +344,7 @@ describe('the retention', () => {
     const s = await site(4);
     await created(s.name, s.ids);
     await database.db.execute(
-      sql`update events set time = now() - interval '8 days' where pos in (select pos from site_events(${s.name}, 0, 2))`,
+      sql`update events set time = now() - interval '8 days' where site = ${s.name} and seq <= 2`,
     );
     expect(await pruneEvents(database.db, 7 * 86_400_000)).toBeGreaterThanOrEqual(2);
     expect(await feedBounds(database.db, s.name)).toEqual({ last: 4, prunedThrough: 2 });
@@ -339,14 +372,13 @@ describe('the retention', () => {
     await created(s.name, s.ids);
     // Times are when each write began: a long write can carry an older time than the one before it.
     await database.db.execute(
-      sql`update events set time = now() - interval '8 days'
-        where pos in (select pos from site_events(${s.name}, 0, null) where seq in (1, 2, 4))`,
+      sql`update events set time = now() - interval '8 days' where site = ${s.name} and seq in (1, 2, 4)`,
     );
     await pruneEvents(database.db, 7 * 86_400_000);
     expect(await feedBounds(database.db, s.name)).toEqual({ last: 5, prunedThrough: 2 });
     const fromTwo = (await (await feed(s.name)('?after=2')).json()) as { result: { events: { sequence: string }[] } };
     expect(fromTwo.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4), seq(5)]);
-    // All five were numbered in one batch, which still lists the two pruned: they take no place in a page.
+    // The two pruned take no place in a page.
     const oldest = (await (await feed(s.name)('?limit=2')).json()) as { result: { events: { sequence: string }[] } };
     expect(oldest.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
   });
@@ -367,7 +399,7 @@ describe('the retention', () => {
         [due, 500],
         [kept, 20_000],
       ] as const) {
-        await fresh.db.execute(sql`insert into events (site, type, subject, data)
+        await fresh.db.execute(sql`insert into event_queue (site, type, subject, data)
           select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
       }
       await sequenceEvents(fresh.db);
@@ -416,16 +448,15 @@ function countingStatements(on: Database) {
 async function backlogInBoundedStatements(on: Database) {
   const s = await site(1, on);
   const n = SEQUENCE_BATCH * 2 + 500;
-  await on.db.execute(sql`insert into events (site, type, subject, data)
+  await on.db.execute(sql`insert into event_queue (site, type, subject, data)
     select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
-  // One call numbers one batch (what fits in statement_timeout); sequenceEvents calls until done.
-  const [one] = await rows<{ n: number }>(on.db, sql`select sequence_events(${s.name}) as n`);
-  expect(one!.n).toBe(SEQUENCE_BATCH);
+  // One run numbers one batch (what fits in statement_timeout); sequenceEvents runs until done.
+  expect(await numberSite(on.db, s.name)).toBe(SEQUENCE_BATCH);
   expect(await sequenceEvents(on.db, s.name)).toBe(n - SEQUENCE_BATCH);
   const [dense] = await rows<{ count: number; min: string; max: string; distinct: number }>(
     on.db,
     sql`select count(*)::int as count, min(seq)::text as min, max(seq)::text as max, count(distinct seq)::int as distinct
-      from site_events(${s.name}, 0, null)`,
+      from events where site = ${s.name}`,
   );
   expect(dense).toEqual({ count: n, min: '1', max: String(n), distinct: n });
   await on.db.execute(sql`update events set time = now() - interval '8 days' where site = ${s.name}`);
@@ -519,17 +550,16 @@ describe.skipIf(!PG_URL)('events on PostgreSQL', () => {
         );
         ids.push(row!.id);
       }
-      await ensureEventSequence(pg.db, name);
       let release = () => {};
       const held = new Promise<void>((resolve) => {
         release = resolve;
       });
       const open = pg.db.transaction(async (tx) => {
-        await appendEvents(tx, name, [{ type: 'user.created', userId: ids[0]! }]);
+        await enqueueEvents(tx, name, [{ type: 'user.created', userId: ids[0]! }]);
         await held;
       });
       await new Promise((resolve) => setTimeout(resolve, 100));
-      await pg.db.transaction((tx) => appendEvents(tx, name, [{ type: 'user.created', userId: ids[1]! }]));
+      await pg.db.transaction((tx) => enqueueEvents(tx, name, [{ type: 'user.created', userId: ids[1]! }]));
       await sequenceEvents(pg.db, name);
       const seen = async () => (await readEvents(pg.db, name, 0, 10)).map((e) => [e.sequence, e.subject]);
       expect(await seen()).toEqual([[seq(1), ids[1]]]);

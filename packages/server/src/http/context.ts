@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { AuthFailures } from '../auth/failed-authentications.ts';
 import type { TokenInfo, TokenVerifier } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
-import type { Sequencer } from '../events/queue.ts';
+import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';

@@ -88,15 +88,13 @@ export async function replay(db: Db, id: string, from: number): Promise<Replayed
     db,
     sql`with made as (
       insert into webhook_deliveries (endpoint_id, site, seq, subject, type)
-      select e.id, e.site, n.seq, ev.subject, ev.type
-      from webhook_endpoints e
-        cross join lateral site_events(e.site, ${from} - 1, greatest(e.fanned_seq - ${from} + 1, 0)) n
-        join events ev on ev.pos = n.pos
-      where e.id = ${id} and n.seq <= e.fanned_seq and ${typeMatches(sql`ev.type`, sql`e.types`)}
+      select e.id, e.site, ev.seq, ev.subject, ev.type
+      from webhook_endpoints e join events ev on ev.site = e.site and ev.seq >= ${from} and ev.seq <= e.fanned_seq
+      where e.id = ${id} and ${typeMatches(sql`ev.type`, sql`e.types`)}
         -- An event still on its way (pending) is not sent twice.
         and not exists (select 1 from webhook_deliveries p where p.endpoint_id = e.id and p.subject = ev.subject
-          and p.seq = n.seq and p.state = 'pending')
-      order by n.seq
+          and p.seq = ev.seq and p.state = 'pending')
+      order by ev.seq
       returning 1
     ) select count(*)::int as n from made`,
   );

@@ -23,7 +23,7 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../../db/client.ts';
 import { describeError } from '../../http/errors.ts';
-import { type EventRow, eventColumns, numberedEvents, toCloudEvent } from '../queue.ts';
+import { type EventRow, eventColumns, toCloudEvent } from '../queue.ts';
 import type { Wake } from '../wake.ts';
 import { typeMatches } from './endpoints.ts';
 import { type Attempt, sendWebhook } from './send.ts';
@@ -97,7 +97,8 @@ export async function fanOut(db: Db, batch = 1000): Promise<number> {
     ), batch as (
       select ep.id as endpoint_id, ep.types, ep.site, ev.seq, ev.subject, ev.type
       from ep cross join lateral (
-        select n.seq, e.subject, e.type from ${numberedEvents(sql`ep.site`, sql`ep.fanned_seq`, batch)}
+        select e.seq, e.subject, e.type from events e
+        where e.site = ep.site and e.seq > ep.fanned_seq order by e.seq limit ${batch}
       ) ev
     ), made as (
       insert into webhook_deliveries (endpoint_id, site, seq, subject, type)
@@ -192,7 +193,7 @@ export async function claim(
       where d.id = claimed.id and e.id = d.endpoint_id
       returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
         (select row_to_json(ev) from (
-          select ${eventColumns}, e.traceparent from ${numberedEvents(sql`d.site`, sql`d.seq - 1`, 1)} where n.seq = d.seq
+          select ${eventColumns}, e.traceparent from events e where e.site = d.site and e.seq = d.seq
         ) ev) as event`,
     );
   });

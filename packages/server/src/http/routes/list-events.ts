@@ -1,6 +1,13 @@
 import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
-import { type CloudEvent, feedBounds, formatSequence, readEvents, sequenceEvents } from '../../events/queue.ts';
+import {
+  type CloudEvent,
+  feedBounds,
+  formatSequence,
+  lastQueued,
+  numberedUpTo,
+  readEvents,
+} from '../../events/queue.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
@@ -14,6 +21,10 @@ const LIST_EVENTS_PATH = '/api/1/events';
 export const MAX_WAIT_S = 30;
 /** A long-poll re-reads at least this often, should a notification be missed (a listener reconnecting). */
 const POLL_MS = 1_000;
+/** How long a read waits at most for the events its site had queued when it came (waitForQueued). */
+const QUEUED_WAIT_MS = 2_000;
+/** How often it looks again meanwhile, should it miss the sequencer's notification. */
+const QUEUED_POLL_MS = 20;
 
 const tooManyLongPolls = (which: 'token' | 'site', limit: number) =>
   new ApiError(
@@ -67,8 +78,7 @@ async function answer(
   { after, limit, wait }: { after: number | undefined; limit: number; wait: number },
 ) {
   const { database, wake } = c.get('deps');
-  // Whatever committed before this read is numbered, and so answered (events/queue.ts).
-  await sequenceEvents(database.db, site);
+  await waitForQueued(c, site);
   const bounds = await feedBounds(database.db, site);
   if (after !== undefined && after > bounds.last) {
     throw invalidRequest(`after is past this site's last event (${bounds.last}).`, [
@@ -88,6 +98,23 @@ async function answer(
     }
     await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal, site) ??
       new Promise((resolve) => setTimeout(resolve, Math.min(left, POLL_MS))));
-    await sequenceEvents(database.db, site);
+  }
+}
+
+/**
+ * Whatever committed before this read is answered: the events its site had queued when it came
+ * are waited for, until the sequencer has numbered them (milliseconds; QUEUED_WAIT_MS at most,
+ * should no sequencer run), so that a client reads its own writes. Only reads, so that the feed
+ * stays a read that a replica can serve; the numbering is the sequencer's (events/sequencer.ts).
+ */
+async function waitForQueued(c: Context<AppEnv>, site: string) {
+  const { database, wake, sequencer } = c.get('deps');
+  const pos = await lastQueued(database.db, site);
+  if (pos === undefined) return;
+  sequencer?.kick();
+  const until = performance.now() + QUEUED_WAIT_MS;
+  const signal = c.req.raw.signal;
+  while (!(await numberedUpTo(database.db, site, pos)) && performance.now() < until && !signal.aborted) {
+    await (wake?.next(QUEUED_POLL_MS, signal, site) ?? new Promise((resolve) => setTimeout(resolve, QUEUED_POLL_MS)));
   }
 }
