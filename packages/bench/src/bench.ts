@@ -169,8 +169,8 @@ interface Proc {
   stop(): Promise<void>;
 }
 
-async function start(script: string, env: Record<string, string>): Promise<Proc> {
-  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, script], {
+async function start(script: string, env: Record<string, string>, args: string[] = []): Promise<Proc> {
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, script, ...args], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -205,15 +205,19 @@ async function start(script: string, env: Record<string, string>): Promise<Proc>
 }
 
 // The rate limits lifted, unless a scenario says otherwise (the noisy neighbours keep the defaults).
-const ours = (db: { url: string }, env: Record<string, string> = {}) =>
-  start(MAIN, {
-    DATABASE_URL: db.url,
-    API_TOKENS: TOKEN,
-    RATE_LIMIT: '100000000/60s',
-    RATE_LIMIT_HASH: 'off',
-    LOG_LEVEL: 'info', // the server's default: one access-log line per request is part of its cost
-    ...env,
-  });
+const ours = (db: { url: string }, env: Record<string, string> = {}, [script, ...args] = [MAIN]) =>
+  start(
+    script!,
+    {
+      DATABASE_URL: db.url,
+      API_TOKENS: TOKEN,
+      RATE_LIMIT: '100000000/60s',
+      RATE_LIMIT_HASH: 'off',
+      LOG_LEVEL: 'info', // the server's default: one access-log line per request is part of its cost
+      ...env,
+    },
+    args,
+  );
 const floor = (db: BenchDb) => start(FLOOR, { DATABASE_URL: db.url });
 const peer = (db: PeerDb) => start(PEER, { DATABASE_URL: db.url });
 

@@ -1,5 +1,5 @@
 // The change events' figures of `pnpm bench` (issue 15): what the outbox costs a write (update
-// throughput with events against the same build with OUTBOX_DISABLED, interleaved round by round
+// throughput with events against the same server assembled without its outbox, interleaved round by round
 // on one database), and the latency from a write to its webhook's arrival at a receiver on this
 // machine, at a steady 200 writes/s.
 import { spawn } from 'node:child_process';
@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { median, type Row } from './report.ts';
 
 const CLI = fileURLToPath(new URL('../../server/dist/cli.js', import.meta.url));
+// No configuration turns the outbox off: both sides of the comparison run this entry, from source.
+const OUTBOX_SERVER = fileURLToPath(new URL('./outbox-server.ts', import.meta.url));
 
 interface Server {
   url: string;
@@ -17,7 +19,8 @@ interface Server {
 
 export interface EventsBench {
   db: { url: string; ids: string[] };
-  ours(db: { url: string }, env?: Record<string, string>): Promise<Server>;
+  /** `entry`: another script to run than the built server, and its arguments. */
+  ours(db: { url: string }, env?: Record<string, string>, entry?: string[]): Promise<Server>;
   load(
     url: string,
     connections: number,
@@ -57,11 +60,11 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
     body: JSON.stringify({ _userId: updatable[i % updatable.length], name: `${tag} ${i}` }),
   });
 
-  log('events: update throughput with the outbox and without (OUTBOX_DISABLED), interleaved');
+  log('events: update throughput with the outbox and without (outbox-server.ts), interleaved');
   const withEvents: number[] = [];
   const without: number[] = [];
-  const on = await bench.ours(db);
-  const off = await bench.ours(db, { OUTBOX_DISABLED: 'true' });
+  const on = await bench.ours(db, {}, [OUTBOX_SERVER, 'with-outbox']);
+  const off = await bench.ours(db, {}, [OUTBOX_SERVER, 'without-outbox']);
   try {
     // A round each to warm up (V8's compiler, PostgreSQL's caches), not counted. Then at least 10
     // pairs of 3 s, in alternating order, and the figure is the median of each pair's ratio: this

@@ -99,6 +99,12 @@ export interface Service {
   close(): Promise<void>;
 }
 
+/** What only code can choose, never an operator's configuration. */
+export interface AssembleOptions {
+  /** false: writes make no change events (the benchmark's measure of what they cost); default true. */
+  outbox?: boolean;
+}
+
 /**
  * Tokens, limiter, hasher, metrics and the app over an open database. A server must have a way
  * in: API_TOKENS, tokens minted with the CLI, or (embedded only) the dev token minted here.
@@ -108,6 +114,7 @@ export async function assembleOn(
   database: Database,
   logger: Logger,
   tracer?: Tracer,
+  options: AssembleOptions = {},
 ): Promise<Omit<Service, 'close'> & { closeDeps(): Promise<void> }> {
   let devToken: Service['devToken'];
   if (config.apiTokens.length === 0) {
@@ -191,7 +198,7 @@ export async function assembleOn(
     lockout,
     wake,
     sequencer,
-    outbox: !config.outboxDisabled,
+    outbox: options.outbox ?? true,
     lifecycle: { draining: false },
     longPolls: createLongPollGate(config.longPolls),
     ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
@@ -209,7 +216,10 @@ export async function assembleOn(
 }
 
 /** The whole service from its configuration: logger, tracing (when configured), database, dependencies, app. */
-export async function assemble(config: Config, options: { logDestination?: DestinationStream } = {}): Promise<Service> {
+export async function assemble(
+  config: Config,
+  options: AssembleOptions & { logDestination?: DestinationStream } = {},
+): Promise<Service> {
   const logger = await createLogger(config, options.logDestination);
   // Decided here, once: without an OTLP endpoint the SDK is never loaded and nothing is traced.
   const tracing = config.tracing === undefined ? undefined : await startTracing(config.tracing);
@@ -222,7 +232,7 @@ export async function assemble(config: Config, options: { logDestination?: Desti
   }
   const { database, unlock } = opened;
   try {
-    const { closeDeps, ...service } = await assembleOn(config, database, logger, tracing?.tracer);
+    const { closeDeps, ...service } = await assembleOn(config, database, logger, tracing?.tracer, options);
     return {
       ...service,
       async close() {

@@ -15,7 +15,8 @@ function fail(message: string): never {
   process.exit(1);
 }
 
-async function main(): Promise<void> {
+/** `outbox: false` only for the benchmark (packages/bench), to measure what change events cost a write. */
+export async function main(options: { outbox?: boolean } = {}): Promise<void> {
   let config: Config;
   try {
     config = loadConfig();
@@ -26,7 +27,7 @@ async function main(): Promise<void> {
   sizeThreadPool(config);
   let service: Service;
   try {
-    service = await assemble(config);
+    service = await assemble(config, options);
   } catch (error) {
     if (error instanceof StartError) fail(error.message);
     fail(`cannot open the database: ${error instanceof Error ? error.message : String(error)}`);
@@ -114,4 +115,5 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
-await main();
+// Imported (by the benchmark's entry), it waits to be called.
+if (import.meta.main) await main();

@@ -1,30 +1,32 @@
 // Every variable the server reads is written down where an operator looks: the README's
-// configuration table and .env.example (with its default). RATE_LIMIT_CREATE is a deprecated alias.
+// configuration table and .env.example, both generated from env.ts's schema (docs.ts).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { ENV_EXAMPLE, envExample, README, readmeWithTable } from './docs.ts';
+import { loadConfig, UNDOCUMENTED, variables } from './env.ts';
 
-const read = (path: string) => readFileSync(new URL(path, import.meta.url), 'utf8');
-const variables = [
-  ...new Set(
-    read('./env.ts')
-      .match(/'[A-Z][A-Z0-9_]{2,}'/g)!
-      .map((v) => v.slice(1, -1)),
-  ),
-]
-  .filter((name) => name !== 'RATE_LIMIT_CREATE')
-  .sort();
+const read = (path: string | URL) => readFileSync(new URL(path, import.meta.url), 'utf8');
 
 describe('the configuration, written down', () => {
-  it('lists every variable env.ts reads in the README table', () => {
-    const table = [...read('../../../../README.md').matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
-    expect(variables.filter((name) => !table.includes(name))).toEqual([]);
+  it('reads no variable that the schema does not declare', () => {
+    const asked = new Set<string>();
+    loadConfig(new Proxy({}, { get: (_, name) => void asked.add(String(name)) }));
+    // INIT_CWD is pnpm's (where the user typed the command), not the operator's.
+    const declared = new Set([...variables.map(([name]) => name), 'INIT_CWD']);
+    expect([...asked].filter((name) => !declared.has(name))).toEqual([]);
   });
 
-  it('lists every variable in .env.example, commented out with its default, and nothing else', () => {
-    const example = [...read('../../../../.env.example').matchAll(/^#? ?([A-Z][A-Z0-9_]+)=/gm)]
-      .map((m) => m[1]!)
-      .sort();
-    expect(example).toEqual(variables);
+  it('has the README table and .env.example as generated from the schema (./pnpmw generate)', () => {
+    expect(read(README)).toBe(readmeWithTable(read(README)));
+    expect(read(ENV_EXAMPLE)).toBe(envExample());
+  });
+
+  it('lists every variable but the deprecated aliases in both, .env.example with its default', () => {
+    const named = variables.map(([name]) => name).filter((name) => !UNDOCUMENTED.has(name));
+    const table = [...read(README).matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+    expect(table).toEqual(named);
+    expect(read(ENV_EXAMPLE)).toMatch(/^# PORT=3000$/m);
+    expect([...read(ENV_EXAMPLE).matchAll(/^# ([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1])).toEqual(named);
   });
 
   it('ships a LICENSE that matches package.json', () => {

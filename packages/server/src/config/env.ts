@@ -1,76 +1,16 @@
-// The only module that reads process.env. Every bad variable is reported at once, by name.
+// The only module that reads process.env: one zod schema declares each variable once (how it is
+// read, its default, what it means); the README's table and .env.example are generated from it
+// (docs.ts). Every bad variable is reported at once, by name.
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
-import type { AuthFailureLimit } from '../auth/failed-authentications.ts';
-import { parseTrustedProxies, TRUST_NOBODY, type TrustedProxies } from '../http/client-address.ts';
-import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy, type VerifyLimits } from '../limits/lockout.ts';
-import { parseRateLimit, type RateLimitConfig } from '../limits/rate-limit.ts';
-import { type Argon2Params, DEFAULT_PASSWORD_HASH, parsePasswordHash } from '../passwords/hasher.ts';
+import { z } from 'zod';
+import { parseTrustedProxies, TRUST_NOBODY } from '../http/client-address.ts';
+import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy } from '../limits/lockout.ts';
+import { type Policy, parseRateLimit, type RateLimitConfig } from '../limits/rate-limit.ts';
+import { DEFAULT_PASSWORD_HASH, parsePasswordHash } from '../passwords/hasher.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
-
-export interface Config {
-  port: number;
-  host: string;
-  /** postgres:// URL; absent means the embedded PGlite database in `dataDir`. */
-  databaseUrl: string | undefined;
-  /** Where the LISTEN connections go, when not DATABASE_URL (a transaction-mode pooler drops a LISTEN). */
-  databaseListenUrl: string | undefined;
-  /** DATABASE_POOL_SIZE: the pool's connections to PostgreSQL, per process. */
-  databasePoolSize: number;
-  dataDir: string;
-  /** Tokens accepted as configured by the operator; never logged. */
-  apiTokens: string[];
-  logLevel: LogLevel;
-  /** `pretty` (human-readable lines) or `json`; unset: pretty in a terminal, JSON otherwise. */
-  logFormat: 'json' | 'pretty' | undefined;
-  rateLimits: RateLimitConfig;
-  /** What the server logs at start about its configuration without refusing it (deprecated names). */
-  warnings: string[];
-  /** Rate-limit counters live here when set, else in the database. */
-  redisUrl: string | undefined;
-  /** Password hashes computed at once (19 MiB each), and how many may wait for a slot. */
-  hashConcurrency: number;
-  hashQueue: number;
-  /** Hashes costing far more than PASSWORD_HASH (imported) checked at once, in a lane of their own. */
-  hashCostlyConcurrency: number;
-  /** Long-polls (GET /events with wait) waiting at once in one process, per token and per site. */
-  longPolls: { perToken: number; perSite: number };
-  /** The most accounts a site may hold (create and import refuse beyond it); null: no limit. */
-  maxAccountsPerSite: number | null;
-  /** Browser origins allowed to call the API (CORS); empty: none, no CORS headers at all. */
-  corsOrigins: string[];
-  /** Turns /metrics on, for requests that carry it as a bearer token. */
-  metricsToken: string | undefined;
-  /**
-   * OpenTelemetry traces, exported by OTLP when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set and
-   * OTEL_SDK_DISABLED is not true (the SDK reads the other OTEL_* variables itself); else off.
-   */
-  tracing: { serviceName: string } | undefined;
-  /** A request not done by then is answered 503; also PostgreSQL's statement_timeout. */
-  requestTimeoutMs: number;
-  /** After SIGTERM, how long to keep serving (readiness 503) before closing the listener. */
-  shutdownDrainMs: number;
-  /** Failed authentications allowed per client address and window, in each process; null: no limit. */
-  authFailureLimit: AuthFailureLimit | null;
-  /** TRUSTED_PROXIES: peers whose X-Forwarded-For names the client; none by default. */
-  trustedProxies: TrustedProxies;
-  /** argon2id parameters of new hashes; a stored hash made otherwise is replaced at its next verify. */
-  passwordHash: Argon2Params;
-  /** verify's guessing limits, per identifier and per end-user address. */
-  verifyLimits: VerifyLimits;
-  /** How long change events are kept (the feed, replays), in ms. */
-  eventsRetentionMs: number;
-  /** Webhooks may go to plain http and to private, loopback and link-local addresses. */
-  webhookAllowPrivate: boolean;
-  /** Deliveries to one webhook endpoint in flight at once, every server together. */
-  webhookEndpointConcurrency: number;
-  /** How long audit rows are kept, in ms; null: for ever. */
-  auditRetentionMs: number | null;
-  /** The benchmark's switch: writes make no events, to measure what the outbox costs. */
-  outboxDisabled: boolean;
-}
 
 export const DEFAULT_RATE_LIMIT = '6000/60s';
 /**
@@ -85,10 +25,427 @@ export const DEFAULT_RATE_LIMIT_HASH = '6000/60s';
  * (an account with its event and audit row is about 8 KB: 100,000 is under 1 GB an hour).
  */
 export const DEFAULT_RATE_LIMIT_IMPORT = '100000/1h';
-/** How long audit rows are kept (see loadConfig). */
-export const DEFAULT_AUDIT_RETENTION = '365d';
 /** Failed authentications per client address: far above what a working client ever fails. */
 export const DEFAULT_AUTH_FAILURE_LIMIT = '100/10s';
+
+/** What the generated docs say of a variable: its default (applied, and shown) and its meaning. */
+export interface VariableDoc {
+  /** The value used when the variable is unset or blank. */
+  default?: string;
+  /** The README's default column when it is not `default` (markdown): "unset", "cores". */
+  shown?: string;
+  /** One line for operators (markdown): the README's table cell, .env.example's comment. */
+  meaning: string;
+}
+export const docs = z.registry<VariableDoc>();
+
+/** A variable's parsed type: never undefined when it has a default. */
+type Read<T, D> = z.ZodType<D extends { default: string } ? Exclude<T, Error> : Exclude<T, Error> | undefined>;
+
+/** A variable read by `parse`, which answers an Error whose message follows the variable's name. */
+function variable<T, D extends VariableDoc>(doc: D, parse: (raw: string) => T | Error): Read<T, D> {
+  const schema = z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      const text = raw ?? doc.default;
+      if (text === undefined) return undefined;
+      const parsed = parse(text);
+      if (!(parsed instanceof Error)) return parsed;
+      for (const message of parsed instanceof AggregateError ? parsed.errors : [parsed])
+        ctx.issues.push({ code: 'custom', message: (message as Error).message, input: raw });
+      return z.NEVER;
+    });
+  docs.add(schema, doc);
+  return schema as unknown as Read<T, D>;
+}
+
+const problem = (message: string) => new Error(message);
+const text = <D extends VariableDoc>(doc: D) => variable(doc, (raw) => raw);
+const postgresUrl = <D extends VariableDoc>(doc: D) =>
+  variable(doc, (raw) =>
+    /^postgres(ql)?:\/\/.+/.test(raw) ? raw : problem('must be a postgres:// or postgresql:// URL'),
+  );
+const wholeNumber = <D extends VariableDoc>(doc: D, min: number, max: number) =>
+  variable(doc, (raw) =>
+    /^\d+$/.test(raw) && Number(raw) >= min && Number(raw) <= max
+      ? Number(raw)
+      : problem(`must be a whole number from ${min} to ${max} (got "${raw}")`),
+  );
+const trueOrFalse = <D extends VariableDoc & { default: string }>(doc: D) =>
+  variable(doc, (raw) =>
+    raw === 'true' || raw === 'false' ? raw === 'true' : problem(`must be true or false (got "${raw}")`),
+  );
+/** A comma-separated list; `bad` says what is wrong with an entry (one problem each). */
+const list = <D extends VariableDoc>(doc: D, bad: (entry: string, index: number) => string | undefined) =>
+  variable(doc, (raw) => {
+    const entries = raw
+      .split(',')
+      .map((e) => e.trim())
+      .filter((e) => e !== '');
+    const problems = entries.map(bad).filter((p) => p !== undefined);
+    return problems.length === 0 ? entries : new AggregateError(problems.map(problem));
+  });
+const rateLimit = <D extends VariableDoc>(name: 'all' | 'hash' | 'import', doc: D) =>
+  variable(doc, (raw) => parseRateLimit(name, raw));
+/** N failures within a window (1 s to 24 h), or `off` when `offAllowed`. */
+const failureWindow = <D extends VariableDoc>(doc: D, example: string, offAllowed = false) =>
+  variable(doc, (raw) => {
+    if (offAllowed && raw === 'off') return null;
+    const parsed = parseRateLimit('all', raw);
+    return parsed instanceof Error || parsed === null
+      ? problem(
+          `must look like ${example} (failures per window, 1 s to 24 h)${offAllowed ? ', or be off' : ''} (got "${raw}")`,
+        )
+      : { limit: parsed.limit, windowSeconds: parsed.windowSeconds };
+  });
+/** `Nd` or `Nh` in ms, from `min` to `max` days; `off` (null) when `offAllowed`. */
+const retention = <D extends VariableDoc & { default: string }>(
+  doc: D,
+  min: number,
+  max: number,
+  offAllowed: boolean,
+) =>
+  variable(doc, (raw) => {
+    if (offAllowed && raw === 'off') return null;
+    const parsed = /^(\d{1,5})([hd])$/.exec(raw);
+    const ms = parsed === null ? 0 : Number(parsed[1]) * (parsed[2] === 'd' ? 86_400_000 : 3_600_000);
+    if (ms >= min * 86_400_000 && ms <= max * 86_400_000) return ms;
+    const or = offAllowed ? ', or off' : '';
+    return problem(
+      `must be a number of days or hours, ${min}d (${min * 24}h) to ${max}d, like ${doc.default}${or} (got "${raw}")`,
+    );
+  });
+/** A secret the operator chose: never echoed back, not even a bad one. */
+const secretIsBad = (secret: string) => secret.length < 20 || secret.length > 256 || !/^[\x21-\x7e]+$/.test(secret);
+const SECRET_RULE = 'must be 20 to 256 printable ASCII characters without spaces';
+
+/** Every variable the server reads, in the order the README lists them. */
+const VARIABLES = {
+  PORT: wholeNumber({ default: '3000', meaning: 'port to listen on' }, 0, 65535),
+  HOST: text({
+    default: '127.0.0.1',
+    meaning: 'address to listen on (`0.0.0.0` to accept remote connections)',
+  }),
+  DATABASE_URL: postgresUrl({ meaning: '`postgres://…`; unset means the embedded PGlite database in `DATA_DIR`' }),
+  DATABASE_POOL_SIZE: wholeNumber(
+    {
+      default: '10',
+      meaning:
+        'connections each server process keeps to PostgreSQL (it uses 2 more to listen); `/metrics` reports it as `db_pool_max_connections`',
+    },
+    1,
+    1000,
+  ),
+  DATABASE_LISTEN_URL: postgresUrl({
+    shown: "`DATABASE_URL`'s",
+    meaning:
+      'where the two LISTEN connections go (revoked tokens, change events): behind PgBouncer in transaction mode, which drops a LISTEN, point this at PostgreSQL itself or a session-mode pool (see [docs/scaling.md](docs/scaling.md))',
+  }),
+  DATA_DIR: text({ default: './data', meaning: 'the embedded database and `dev-token`; one server per folder' }),
+  API_TOKENS: list(
+    {
+      meaning:
+        'comma-separated accepted tokens (20–256 printable characters each), site `default`, the scopes `read`, `write`, `verify` and `events` (not `export`). Optional: on PostgreSQL the server also starts with tokens minted by `cli token create` (with neither, it refuses to start and says so); on the embedded database without it, a dev token is minted',
+    },
+    (token, i) => (secretIsBad(token) ? `entry ${i + 1} ${SECRET_RULE}` : undefined),
+  ),
+  LOG_LEVEL: variable(
+    {
+      default: 'info',
+      meaning: `${LOG_LEVELS.slice(0, -1)
+        .map((l) => `\`${l}\``)
+        .join(', ')} or \`silent\``,
+    },
+    (raw) =>
+      (LOG_LEVELS as readonly string[]).includes(raw)
+        ? (raw as LogLevel)
+        : problem(`must be one of ${LOG_LEVELS.join(', ')} (got "${raw}")`),
+  ),
+  LOG_FORMAT: variable(
+    {
+      shown: 'auto',
+      meaning:
+        '`json` (one JSON object a line) or `pretty` (readable lines); unset: pretty in a terminal, JSON otherwise',
+    },
+    (raw) => (raw === 'json' || raw === 'pretty' ? raw : problem(`must be json or pretty (got "${raw}")`)),
+  ),
+  RATE_LIMIT: rateLimit('all', {
+    default: DEFAULT_RATE_LIMIT,
+    meaning: "every token's budget: `N/Ws`, `N/Wm` or `N/Wh` (window 1 s to 24 h)",
+  }),
+  // The default is applied in loadConfig: RATE_LIMIT_CREATE, its old name, may stand in for it.
+  RATE_LIMIT_HASH: rateLimit('hash', {
+    shown: `\`${DEFAULT_RATE_LIMIT_HASH}\``,
+    meaning:
+      "every token's budget of password hashes (creates, password changes, verifies), on top of `RATE_LIMIT`; `off` for none. `RATE_LIMIT_CREATE` is its deprecated old name",
+  }),
+  RATE_LIMIT_CREATE: rateLimit('hash', { meaning: '' }),
+  RATE_LIMIT_IMPORT: rateLimit('import', {
+    default: DEFAULT_RATE_LIMIT_IMPORT,
+    meaning:
+      "rows a site may import (every token of it together; the operator's `cli import` is not counted); `off` for none",
+  }),
+  AUTH_FAILURE_LIMIT: failureWindow(
+    {
+      default: DEFAULT_AUTH_FAILURE_LIMIT,
+      meaning: 'failed authentications per client address and window, in each process, before 429; `off` for none',
+    },
+    '100/10s',
+    true,
+  ),
+  // Nobody by default: X-Forwarded-For from any other peer is the client's own writing.
+  TRUSTED_PROXIES: variable(
+    {
+      meaning:
+        "comma-separated addresses or CIDR blocks of your load balancers (`127.0.0.1`, `10.0.0.0/8`): from these peers only, the client address (for `AUTH_FAILURE_LIMIT`) is the right-most `X-Forwarded-For` entry that is not itself one of them; unset, nobody's header is believed and the client is the connection's peer",
+    },
+    parseTrustedProxies,
+  ),
+  REDIS_URL: variable(
+    {
+      meaning: "`redis://…`: keep rate-limit counters and verify's failure counts in Redis instead of the database",
+    },
+    (raw) => (/^rediss?:\/\/.+/.test(raw) ? raw : problem('must be a redis:// or rediss:// URL')),
+  ),
+  // Unset: the number of cores (applied in the schema's transform, never written into the docs).
+  HASH_CONCURRENCY: wholeNumber(
+    {
+      shown: 'cores',
+      meaning:
+        "argon2id hashes computed at once (19 MiB each); libuv's thread pool is sized to it plus 4 unless `UV_THREADPOOL_SIZE` is set",
+    },
+    1,
+    256,
+  ),
+  HASH_QUEUE: wholeNumber(
+    {
+      default: '64',
+      meaning:
+        'hashes that may wait for a slot, every site together; when full, the site with the most waiting gets the 503',
+    },
+    0,
+    10_000,
+  ),
+  HASH_COSTLY_CONCURRENCY: wholeNumber(
+    {
+      default: '1',
+      meaning:
+        "imported hashes costing more than 8× `PASSWORD_HASH`'s CPU or 2× its memory checked at once, in a lane of their own that never takes the shared slots",
+    },
+    1,
+    64,
+  ),
+  LONG_POLLS_PER_TOKEN: wholeNumber(
+    {
+      default: '8',
+      meaning:
+        '`GET /api/1/events?wait=` long-polls one token may have waiting on one server; one more is 429 `too_many_long_polls`',
+    },
+    1,
+    10_000,
+  ),
+  LONG_POLLS_PER_SITE: wholeNumber({ default: '32', meaning: 'the same, every token of a site together' }, 1, 100_000),
+  MAX_ACCOUNTS_PER_SITE: wholeNumber(
+    {
+      default: '0',
+      shown: '`0` (none)',
+      meaning: 'the most accounts a site may hold; create and import beyond it are 403 `account_limit_reached`',
+    },
+    0,
+    2_000_000_000,
+  ),
+  CORS_ORIGINS: list(
+    {
+      meaning:
+        'comma-separated browser origins allowed to call `/api/` (e.g. `https://app.example.com`); unset, no CORS headers',
+    },
+    (origin) =>
+      /^https?:\/\/[^/\s]+$/.test(origin)
+        ? undefined
+        : `entries must be origins like https://app.example.com (got "${origin}")`,
+  ),
+  METRICS_TOKEN: variable(
+    {
+      meaning:
+        'turns on `GET /metrics` (Prometheus), for `Authorization: Bearer <METRICS_TOKEN>` only; unset, it is 404',
+    },
+    (raw) => (secretIsBad(raw) ? problem(SECRET_RULE) : raw),
+  ),
+  // The SDK reads the other OTEL_* variables itself; these decide whether it is loaded at all.
+  OTEL_EXPORTER_OTLP_ENDPOINT: text({
+    meaning:
+      'turns on OpenTelemetry traces, exported by OTLP/HTTP to this collector (`http://collector:4318`; traces go to its `/v1/traces`); unset (and `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` unset), the SDK is never loaded and nothing is traced. The SDK reads the other standard variables itself: `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, or `http/json`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_TRACES_SAMPLER`, `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_PROPAGATORS` …',
+  }),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: text({
+    meaning:
+      'the same for traces alone, as a full URL (`http://collector:4318/v1/traces`); wins over `OTEL_EXPORTER_OTLP_ENDPOINT`',
+  }),
+  OTEL_SDK_DISABLED: variable(
+    { default: 'false', meaning: '`true` keeps tracing off even with an endpoint set' },
+    (raw) => raw.toLowerCase() === 'true',
+  ),
+  OTEL_SERVICE_NAME: text({ default: 'user-accounts', meaning: "the traces' `service.name`" }),
+  PASSWORD_HASH: variable(
+    {
+      default: DEFAULT_PASSWORD_HASH,
+      meaning:
+        "argon2id cost of new hashes (memory KiB, passes, lanes); below OWASP's minimum it refuses to start; older hashes are replaced at their next verify",
+    },
+    parsePasswordHash,
+  ),
+  VERIFY_LIMIT: failureWindow(
+    {
+      shown: '`10/15m`',
+      meaning: 'failed verifies per site and email or id before a lock (1 min, doubling up to a day)',
+    },
+    '10/15m',
+  ),
+  VERIFY_LIMIT_ADDRESS: failureWindow(
+    {
+      shown: '`100/1h`',
+      meaning: 'failed verifies per site and `X-End-User-IP` address before a lock until the window ends',
+    },
+    '10/15m',
+  ),
+  REQUEST_TIMEOUT_MS: wholeNumber(
+    {
+      default: '10000',
+      meaning:
+        "a request not done by then gets 503 (a write not yet committing is rolled back); also PostgreSQL's `statement_timeout`",
+    },
+    100,
+    600_000,
+  ),
+  SHUTDOWN_DRAIN_MS: wholeNumber(
+    {
+      default: '0',
+      meaning:
+        'after `SIGTERM`, keep serving this long with `/readyz` answering 503 and every answer closing its connection, so that a load balancer takes the server out before it stops listening (`deploy/` uses 3000)',
+    },
+    0,
+    60_000,
+  ),
+  // At least the 3 days webhook deliveries are retried for: a retry must find its event.
+  EVENTS_RETENTION: retention(
+    {
+      default: '7d',
+      meaning: 'how long change events are kept for the feed and webhook retries: `Nd` or `Nh`, 3 days to 10 years',
+    },
+    3,
+    3650,
+    false,
+  ),
+  // A year: an incident is often found months after it began, and PCI DSS (10.5.1) asks for 12
+  // months of audit history; rows name accounts, so not for ever (a data minimum) unless told.
+  AUDIT_RETENTION: retention(
+    {
+      default: '365d',
+      meaning:
+        'how long audit rows are kept: `Nd` or `Nh`, 1 day to 100 years, or `off` (for ever); each server deletes older rows every 10 minutes, 10,000 a statement',
+    },
+    1,
+    36_500,
+    true,
+  ),
+  WEBHOOK_ALLOW_PRIVATE: trueOrFalse({
+    default: 'false',
+    meaning:
+      '`true` lets webhooks go to `http://` and to loopback, private and link-local addresses (tests, a receiver on the same network); otherwise only `https://` to public addresses, checked at every attempt after DNS',
+  }),
+  WEBHOOK_ENDPOINT_CONCURRENCY: wholeNumber(
+    {
+      default: '4',
+      meaning:
+        "deliveries to one webhook endpoint in flight at once, all servers together (1–256); sites and their endpoints are served in turn, so an endpoint that hangs holds at most this many of a server's 16 sending slots",
+    },
+    1,
+    256,
+  ),
+};
+/** Names the docs leave out: RATE_LIMIT_CREATE is a deprecated alias, said under RATE_LIMIT_HASH. */
+export const UNDOCUMENTED = new Set(['RATE_LIMIT_CREATE']);
+
+const schema = z.object(VARIABLES).transform((v, ctx) => {
+  if (v.DATABASE_LISTEN_URL !== undefined && v.DATABASE_URL === undefined)
+    ctx.issues.push({
+      code: 'custom',
+      path: ['DATABASE_LISTEN_URL'],
+      message: 'needs DATABASE_URL (the embedded database listens in process)',
+      input: v,
+    });
+  // RATE_LIMIT_CREATE was the budget of creates; it now bounds every hash, under a name that says so.
+  const warnings: string[] = [];
+  if (v.RATE_LIMIT_CREATE !== undefined && v.RATE_LIMIT_HASH !== undefined)
+    ctx.issues.push({
+      code: 'custom',
+      path: ['RATE_LIMIT_CREATE'],
+      message: 'is the old name of RATE_LIMIT_HASH; set only RATE_LIMIT_HASH',
+      input: v,
+    });
+  else if (v.RATE_LIMIT_CREATE !== undefined)
+    warnings.push(
+      'RATE_LIMIT_CREATE is deprecated: it is now the budget of every password hash (creates and password ' +
+        'changes); rename it RATE_LIMIT_HASH',
+    );
+  const verifyLimit = (policy: LockoutPolicy, set: { limit: number; windowSeconds: number } | null | undefined) => ({
+    ...policy,
+    ...set,
+  });
+  // An address is locked until its window ends.
+  const address = verifyLimit(DEFAULT_VERIFY_LIMITS.address, v.VERIFY_LIMIT_ADDRESS);
+  const endpoint = v.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? v.OTEL_EXPORTER_OTLP_ENDPOINT;
+  return {
+    port: v.PORT,
+    host: v.HOST,
+    /** postgres:// URL; absent means the embedded PGlite database in `dataDir`. */
+    databaseUrl: v.DATABASE_URL,
+    databaseListenUrl: v.DATABASE_LISTEN_URL,
+    databasePoolSize: v.DATABASE_POOL_SIZE,
+    dataDir: v.DATA_DIR,
+    /** Tokens accepted as configured by the operator; never logged. */
+    apiTokens: v.API_TOKENS ?? [],
+    logLevel: v.LOG_LEVEL,
+    logFormat: v.LOG_FORMAT,
+    rateLimits: {
+      all: v.RATE_LIMIT as Policy, // never null: "all" cannot be off
+      hash:
+        v.RATE_LIMIT_HASH === undefined && v.RATE_LIMIT_CREATE === undefined
+          ? parseRateLimit('hash', DEFAULT_RATE_LIMIT_HASH)
+          : (v.RATE_LIMIT_HASH ?? v.RATE_LIMIT_CREATE ?? null),
+      import: v.RATE_LIMIT_IMPORT,
+    } as RateLimitConfig,
+    /** What the server logs at start about its configuration without refusing it (deprecated names). */
+    warnings,
+    redisUrl: v.REDIS_URL,
+    hashConcurrency: v.HASH_CONCURRENCY ?? availableParallelism(),
+    hashQueue: v.HASH_QUEUE,
+    hashCostlyConcurrency: v.HASH_COSTLY_CONCURRENCY,
+    longPolls: { perToken: v.LONG_POLLS_PER_TOKEN, perSite: v.LONG_POLLS_PER_SITE },
+    maxAccountsPerSite: v.MAX_ACCOUNTS_PER_SITE === 0 ? null : v.MAX_ACCOUNTS_PER_SITE,
+    corsOrigins: v.CORS_ORIGINS ?? [],
+    metricsToken: v.METRICS_TOKEN,
+    /** Traces exported by OTLP when an endpoint is set and the SDK is not disabled; else off. */
+    tracing: endpoint === undefined || v.OTEL_SDK_DISABLED ? undefined : { serviceName: v.OTEL_SERVICE_NAME },
+    requestTimeoutMs: v.REQUEST_TIMEOUT_MS,
+    shutdownDrainMs: v.SHUTDOWN_DRAIN_MS,
+    authFailureLimit: v.AUTH_FAILURE_LIMIT,
+    trustedProxies: v.TRUSTED_PROXIES ?? TRUST_NOBODY,
+    passwordHash: v.PASSWORD_HASH,
+    verifyLimits: {
+      identifier: verifyLimit(DEFAULT_VERIFY_LIMITS.identifier, v.VERIFY_LIMIT),
+      address: { ...address, lockSeconds: address.windowSeconds, maxLockSeconds: address.windowSeconds },
+    },
+    eventsRetentionMs: v.EVENTS_RETENTION as number, // never off
+    /** How long audit rows are kept, in ms; null: for ever. */
+    auditRetentionMs: v.AUDIT_RETENTION,
+    webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE,
+    webhookEndpointConcurrency: v.WEBHOOK_ENDPOINT_CONCURRENCY,
+  };
+});
+export type Config = z.output<typeof schema>;
+/** The variables in the README's order, each with its schema (whose docs are in `docs`). */
+export const variables = Object.entries(VARIABLES) as [string, z.ZodType][];
 
 export class ConfigError extends Error {
   readonly problems: string[];
@@ -99,256 +456,16 @@ export class ConfigError extends Error {
   }
 }
 
-type Env = Record<string, string | undefined>;
-
-export function loadConfig(env: Env = process.env): Config {
-  const problems: string[] = [];
-  const value = (name: string) => {
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // A blank variable is an unset one.
+  const given = Object.keys(VARIABLES).flatMap((name) => {
     const raw = env[name]?.trim();
-    return raw === '' ? undefined : raw;
-  };
-
-  let port = 3000;
-  const rawPort = value('PORT');
-  if (rawPort !== undefined) {
-    port = Number(rawPort);
-    if (!/^\d+$/.test(rawPort) || port > 65535) {
-      problems.push(`PORT must be a whole number from 0 to 65535 (got "${rawPort}")`);
-    }
-  }
-
-  const host = value('HOST') ?? '127.0.0.1';
-
-  const databaseUrl = value('DATABASE_URL');
-  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\/.+/.test(databaseUrl)) {
-    problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
-  }
-  const databaseListenUrl = value('DATABASE_LISTEN_URL');
-  if (databaseListenUrl !== undefined && !/^postgres(ql)?:\/\/.+/.test(databaseListenUrl)) {
-    problems.push('DATABASE_LISTEN_URL must be a postgres:// or postgresql:// URL');
-  }
-  if (databaseListenUrl !== undefined && databaseUrl === undefined) {
-    problems.push('DATABASE_LISTEN_URL needs DATABASE_URL (the embedded database listens in process)');
-  }
-
-  // Relative to where the user typed the command (pnpm runs scripts in the package folder).
-  const dataDir = resolve(env.INIT_CWD ?? process.cwd(), value('DATA_DIR') ?? './data');
-
-  const apiTokens = (value('API_TOKENS') ?? '')
-    .split(',')
-    .map((t) => t.trim())
-    .filter((t) => t !== '');
-  // Never echo a token back, not even a bad one: say which entry is wrong.
-  apiTokens.forEach((token, i) => {
-    if (token.length < 20 || token.length > 256 || !/^[\x21-\x7e]+$/.test(token)) {
-      problems.push(`API_TOKENS entry ${i + 1} must be 20 to 256 printable ASCII characters without spaces`);
-    }
+    return raw === undefined || raw === '' ? [] : [[name, raw]];
   });
-
-  const rawLevel = value('LOG_LEVEL') ?? 'info';
-  if (!(LOG_LEVELS as readonly string[]).includes(rawLevel)) {
-    problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${rawLevel}")`);
-  }
-
-  const logFormat = value('LOG_FORMAT');
-  if (logFormat !== undefined && logFormat !== 'json' && logFormat !== 'pretty') {
-    problems.push(`LOG_FORMAT must be json or pretty (got "${logFormat}")`);
-  }
-
-  const rateLimit = (name: 'all' | 'hash' | 'import', variable: string, fallback: string) => {
-    const parsed = parseRateLimit(name, value(variable) ?? fallback);
-    if (parsed instanceof Error) {
-      problems.push(`${variable} ${parsed.message}`);
-      return null;
-    }
-    return parsed;
-  };
-  const all = rateLimit('all', 'RATE_LIMIT', DEFAULT_RATE_LIMIT);
-  const warnings: string[] = [];
-  // RATE_LIMIT_CREATE was the budget of creates; it now bounds every hash, under a name that says so.
-  const hashBudget = () => {
-    if (value('RATE_LIMIT_CREATE') === undefined) return rateLimit('hash', 'RATE_LIMIT_HASH', DEFAULT_RATE_LIMIT_HASH);
-    if (value('RATE_LIMIT_HASH') !== undefined) {
-      problems.push('RATE_LIMIT_CREATE is the old name of RATE_LIMIT_HASH; set only RATE_LIMIT_HASH');
-      return null;
-    }
-    warnings.push(
-      'RATE_LIMIT_CREATE is deprecated: it is now the budget of every password hash (creates and password ' +
-        'changes); rename it RATE_LIMIT_HASH',
-    );
-    return rateLimit('hash', 'RATE_LIMIT_CREATE', value('RATE_LIMIT_CREATE')!);
-  };
-  const rateLimits = {
-    all: all ?? { name: 'all' as const, limit: 1, windowSeconds: 1 }, // only when reported as a problem
-    hash: hashBudget(),
-    import: rateLimit('import', 'RATE_LIMIT_IMPORT', DEFAULT_RATE_LIMIT_IMPORT),
-  };
-
-  const redisUrl = value('REDIS_URL');
-  if (redisUrl !== undefined && !/^rediss?:\/\/.+/.test(redisUrl)) {
-    problems.push('REDIS_URL must be a redis:// or rediss:// URL');
-  }
-
-  const count = (variable: string, fallback: number, min: number, max: number) => {
-    const raw = value(variable);
-    if (raw === undefined) return fallback;
-    const n = Number(raw);
-    if (!/^\d+$/.test(raw) || n < min || n > max)
-      problems.push(`${variable} must be a whole number from ${min} to ${max} (got "${raw}")`);
-    return n;
-  };
-  const databasePoolSize = count('DATABASE_POOL_SIZE', 10, 1, 1000);
-  const hashConcurrency = count('HASH_CONCURRENCY', availableParallelism(), 1, 256);
-  const hashQueue = count('HASH_QUEUE', 64, 0, 10_000);
-  const hashCostlyConcurrency = count('HASH_COSTLY_CONCURRENCY', 1, 1, 64);
-  const longPolls = {
-    perToken: count('LONG_POLLS_PER_TOKEN', 8, 1, 10_000),
-    perSite: count('LONG_POLLS_PER_SITE', 32, 1, 100_000),
-  };
-  const maxAccounts = count('MAX_ACCOUNTS_PER_SITE', 0, 0, 2_000_000_000);
-  const requestTimeoutMs = count('REQUEST_TIMEOUT_MS', 10_000, 100, 600_000);
-  const shutdownDrainMs = count('SHUTDOWN_DRAIN_MS', 0, 0, 60_000);
-
-  const corsOrigins = (value('CORS_ORIGINS') ?? '')
-    .split(',')
-    .map((o) => o.trim())
-    .filter((o) => o !== '');
-  for (const origin of corsOrigins) {
-    if (!/^https?:\/\/[^/\s]+$/.test(origin))
-      problems.push(`CORS_ORIGINS entries must be origins like https://app.example.com (got "${origin}")`);
-  }
-
-  const metricsToken = value('METRICS_TOKEN');
-  if (
-    metricsToken !== undefined &&
-    (metricsToken.length < 20 || metricsToken.length > 256 || !/^[\x21-\x7e]+$/.test(metricsToken))
-  ) {
-    problems.push('METRICS_TOKEN must be 20 to 256 printable ASCII characters without spaces');
-  }
-
-  const otelEndpoint = value('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ?? value('OTEL_EXPORTER_OTLP_ENDPOINT');
-  const otelDisabled = value('OTEL_SDK_DISABLED')?.toLowerCase() === 'true';
-  const tracing =
-    otelEndpoint === undefined || otelDisabled
-      ? undefined
-      : { serviceName: value('OTEL_SERVICE_NAME') ?? 'user-accounts' };
-
-  const rawAuthFailures = value('AUTH_FAILURE_LIMIT') ?? DEFAULT_AUTH_FAILURE_LIMIT;
-  let authFailureLimit: AuthFailureLimit | null = null;
-  if (rawAuthFailures !== 'off') {
-    const parsed = parseRateLimit('all', rawAuthFailures);
-    if (parsed instanceof Error || parsed === null) {
-      problems.push(
-        `AUTH_FAILURE_LIMIT must look like 100/10s (failures per window, 1 s to 24 h), or be off (got "${rawAuthFailures}")`,
-      );
-    } else {
-      authFailureLimit = { limit: parsed.limit, windowSeconds: parsed.windowSeconds };
-    }
-  }
-
-  // Nobody by default: X-Forwarded-For from any other peer is the client's own writing.
-  let trustedProxies = parseTrustedProxies(value('TRUSTED_PROXIES') ?? '');
-  if (trustedProxies instanceof Error) {
-    problems.push(`TRUSTED_PROXIES ${trustedProxies.message}`);
-    trustedProxies = TRUST_NOBODY;
-  }
-
-  const passwordHash = parsePasswordHash(value('PASSWORD_HASH') ?? DEFAULT_PASSWORD_HASH);
-  if (passwordHash instanceof Error) problems.push(`PASSWORD_HASH ${passwordHash.message}`);
-
-  // N failures within a window: the window is also how long a quiet identifier keeps its count.
-  const verifyLimit = (variable: string, fallback: LockoutPolicy): LockoutPolicy => {
-    const raw = value(variable);
-    if (raw === undefined) return fallback;
-    const parsed = parseRateLimit('all', raw);
-    if (parsed instanceof Error || parsed === null) {
-      problems.push(`${variable} must look like 10/15m (failures per window, 1 s to 24 h) (got "${raw}")`);
-      return fallback;
-    }
-    return { ...fallback, limit: parsed.limit, windowSeconds: parsed.windowSeconds };
-  };
-  const verifyLimits: VerifyLimits = {
-    identifier: verifyLimit('VERIFY_LIMIT', DEFAULT_VERIFY_LIMITS.identifier),
-    // An address is locked until its window ends.
-    address: (() => {
-      const policy = verifyLimit('VERIFY_LIMIT_ADDRESS', DEFAULT_VERIFY_LIMITS.address);
-      return { ...policy, lockSeconds: policy.windowSeconds, maxLockSeconds: policy.windowSeconds };
-    })(),
-  };
-
-  /** `Nd` or `Nh` in ms; 0 when it is neither. */
-  const duration = (raw: string) => {
-    const parsed = /^(\d{1,5})([hd])$/.exec(raw);
-    return parsed === null ? 0 : Number(parsed[1]) * (parsed[2] === 'd' ? 86_400_000 : 3_600_000);
-  };
-  const rawRetention = value('EVENTS_RETENTION') ?? '7d';
-  const eventsRetentionMs = duration(rawRetention);
-  // At least the 3 days webhook deliveries are retried for: a retry must find its event.
-  if (eventsRetentionMs < 3 * 86_400_000 || eventsRetentionMs > 3650 * 86_400_000)
-    problems.push(
-      `EVENTS_RETENTION must be a number of days or hours, 3d (72h) to 3650d, like 7d (got "${rawRetention}")`,
-    );
-
-  // A year: an incident is often found months after it began, and PCI DSS (10.5.1) asks for 12
-  // months of audit history; rows name accounts, so not for ever (a data minimum) unless told.
-  const rawAuditRetention = value('AUDIT_RETENTION') ?? DEFAULT_AUDIT_RETENTION;
-  const auditRetentionMs = rawAuditRetention === 'off' ? null : duration(rawAuditRetention);
-  if (auditRetentionMs !== null && (auditRetentionMs < 86_400_000 || auditRetentionMs > 36_500 * 86_400_000))
-    problems.push(
-      `AUDIT_RETENTION must be a number of days or hours, 1d (24h) to 36500d, like 365d, or off (got "${rawAuditRetention}")`,
-    );
-
-  const webhookEndpointConcurrency = count('WEBHOOK_ENDPOINT_CONCURRENCY', 4, 1, 256);
-
-  const flag = (variable: string) => {
-    const raw = value(variable) ?? 'false';
-    if (raw !== 'true' && raw !== 'false') problems.push(`${variable} must be true or false (got "${raw}")`);
-    return raw === 'true';
-  };
-  const webhookAllowPrivate = flag('WEBHOOK_ALLOW_PRIVATE');
-  // A typo (OUTBOX_DISABLED=yes) must not leave the events on while the operator thinks them off, or the reverse.
-  const outboxDisabled = flag('OUTBOX_DISABLED');
-  if (outboxDisabled) {
-    // Dense sequence numbers would hide the gap: say it at every start.
-    warnings.push(
-      'OUTBOX_DISABLED=true: writes make no change events; the feed and webhooks miss them for good (a benchmark switch)',
-    );
-  }
-
-  if (problems.length > 0) throw new ConfigError(problems);
-  return {
-    eventsRetentionMs,
-    outboxDisabled,
-    webhookAllowPrivate,
-    webhookEndpointConcurrency,
-    auditRetentionMs,
-    passwordHash: passwordHash as Argon2Params,
-    verifyLimits,
-    port,
-    host,
-    databaseUrl,
-    databaseListenUrl,
-    databasePoolSize,
-    dataDir,
-    apiTokens,
-    logLevel: rawLevel as LogLevel,
-    logFormat: logFormat as Config['logFormat'],
-    rateLimits,
-    warnings,
-    redisUrl,
-    hashConcurrency,
-    hashQueue,
-    hashCostlyConcurrency,
-    longPolls,
-    maxAccountsPerSite: maxAccounts === 0 ? null : maxAccounts,
-    requestTimeoutMs,
-    shutdownDrainMs,
-    metricsToken,
-    tracing,
-    corsOrigins,
-    authFailureLimit,
-    trustedProxies,
-  };
+  const parsed = schema.safeParse(Object.fromEntries(given));
+  if (!parsed.success) throw new ConfigError(parsed.error.issues.map((i) => `${String(i.path[0])} ${i.message}`));
+  // Relative to where the user typed the command (pnpm runs scripts in the package folder).
+  return { ...parsed.data, dataDir: resolve(env.INIT_CWD ?? process.cwd(), parsed.data.dataDir) };
 }
 
 /**

@@ -44,7 +44,7 @@ export interface AppDeps {
   wake?: Wake;
   /** Numbers committed events; kicked after each write, so that its event is out at once. */
   sequencer?: Sequencer;
-  /** false only in the benchmark (OUTBOX_DISABLED), to measure what events cost a write. */
+  /** false only in the benchmark (assemble's `outbox` option), to measure what events cost a write. */
   outbox?: boolean;
   /** Bounds the long-polls waiting at once, per token and per site (LONG_POLLS_PER_*); absent: none. */
   longPolls?: LongPollGate;

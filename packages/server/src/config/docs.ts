@@ -1,0 +1,63 @@
+// The README's configuration table and .env.example, generated from env.ts's schema:
+// `./pnpmw generate` writes them, `./pnpmw check:generated` fails when they are stale.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { docs, UNDOCUMENTED, type VariableDoc, variables } from './env.ts';
+
+const ROOT = new URL('../../../../', import.meta.url);
+export const README = new URL('README.md', ROOT);
+export const ENV_EXAMPLE = new URL('.env.example', ROOT);
+const START = '<!-- config:start (generated from packages/server/src/config/env.ts: ./pnpmw generate) -->';
+const END = '<!-- config:end -->';
+
+const documented = variables
+  .filter(([name]) => !UNDOCUMENTED.has(name))
+  .map(([name, schema]) => [name, docs.get(schema) as VariableDoc] as const);
+
+export function configTable(): string {
+  const rows = documented.map(
+    ([name, doc]) =>
+      `| \`${name}\` | ${doc.shown ?? (doc.default === undefined ? 'unset' : `\`${doc.default}\``)} | ${doc.meaning} |`,
+  );
+  return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n');
+}
+
+export function envExample(): string {
+  const header = [
+    "# Every variable the server reads, with its default; uncomment to change one. See the README's",
+    '# Configuration section for what each means. The server reads its environment, not this file:',
+    "# export them, or use your process manager's environment file.",
+    '# Generated from packages/server/src/config/env.ts by ./pnpmw generate: edit that, not this.',
+    '',
+  ];
+  const lines = documented.map(
+    ([name, doc]) => `# ${name}=${doc.default ?? /^`([^`]+)`$/.exec(doc.shown ?? '')?.[1] ?? ''}`,
+  );
+  return `${[...header, ...lines].join('\n')}\n`;
+}
+
+/** The README with its table between the markers replaced by the generated one. */
+export function readmeWithTable(readme: string): string {
+  const start = readme.indexOf(START);
+  const end = readme.indexOf(END);
+  if (start < 0 || end < start) throw new Error(`README.md must hold the markers ${START} and ${END}`);
+  return `${readme.slice(0, start + START.length)}\n${configTable()}\n${readme.slice(end)}`;
+}
+
+if (import.meta.main) {
+  const check = process.argv.includes('--check');
+  const stale: string[] = [];
+  for (const [file, make] of [
+    [README, readmeWithTable],
+    [ENV_EXAMPLE, envExample],
+  ] as const) {
+    const now = readFileSync(file, 'utf8');
+    const wanted = make(now);
+    if (now === wanted) continue;
+    stale.push(file.pathname);
+    if (!check) writeFileSync(file, wanted);
+  }
+  if (check && stale.length > 0) {
+    process.stderr.write(`stale, run ./pnpmw generate: ${stale.join(', ')}\n`);
+    process.exitCode = 1;
+  }
+}
