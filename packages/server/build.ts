@@ -5,6 +5,7 @@
 import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { buildConsoleIfStale } from '../console/build-if-stale.ts';
 
 const root = fileURLToPath(new URL('.', import.meta.url));
 const out = process.argv[2] ?? `${root}dist`;
@@ -35,4 +36,7 @@ cpSync(
   fileURLToPath(new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'))),
   `${out}/scalar.js`,
 );
+// The console (/console): Vite's build of packages/console, made first when missing or stale.
+await buildConsoleIfStale();
+cpSync(`${root}../console/dist`, `${out}/console`, { recursive: true });
 process.stdout.write(`built ${out}/main.js and ${out}/cli.js\n`);

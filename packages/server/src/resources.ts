@@ -12,3 +12,8 @@ export const MIGRATIONS_DIR = fileURLToPath(bundled ? new URL('drizzle', here) :
 export const SCALAR_JS = bundled
   ? new URL('scalar.js', here)
   : new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'));
+/**
+ * The console's built page and assets (packages/console, `vite build`): in the source tree where
+ * the console package builds them, in dist/ where `pnpm build` copies them. Absent until built.
+ */
+export const CONSOLE_DIR = bundled ? new URL('console/', here) : new URL('../../console/dist/', here);

@@ -13,6 +13,7 @@ import { rateLimit } from './middleware/rate-limit.ts';
 import { requestId } from './middleware/request-id.ts';
 import type { Operation } from './operation.ts';
 import { allowedMethods, operationPaths, operations } from './operations.ts';
+import { registerConsole } from './routes/console.ts';
 import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
@@ -129,6 +130,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerHealth(app);
   registerMetrics(app);
   registerDocs(app);
+  registerConsole(app);
   for (const op of operations) registerOperation(app, op);
   registerMethodNotAllowed(app);
 

@@ -60,7 +60,7 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
-type Encoding = 'br' | 'gzip' | 'identity';
+export type Encoding = 'br' | 'gzip' | 'identity';
 
 const compressors = {
   // Quality 5: 1.09 MB in 0.3 s here; quality 11 saves another 0.15 MB but takes 20 s.
@@ -82,7 +82,7 @@ type Variant = { body: Uint8Array<ArrayBuffer>; etag: string };
  * compressed at its first request (on libuv's threads, not the event loop) and kept. Each
  * encoding is its own representation, so each has its own strong ETag.
  */
-function precompressed(path: URL): (encoding: Encoding) => Promise<Variant> {
+export function precompressed(path: URL): (encoding: Encoding) => Promise<Variant> {
   const variants = new Map<Encoding, Promise<Variant>>();
   let raw: { bytes: Buffer; hash: string } | undefined;
   return (encoding) => {
@@ -107,7 +107,7 @@ function precompressed(path: URL): (encoding: Encoding) => Promise<Variant> {
 }
 
 /** brotli over gzip when the client takes both at the same weight; identity when it takes neither. */
-function preferredEncoding(accepted: { type: string; q: number }[]): Encoding {
+export function preferredEncoding(accepted: { type: string; q: number }[]): Encoding {
   const weight = (name: string) =>
     accepted.find((a) => a.type.toLowerCase() === name)?.q ?? accepted.find((a) => a.type === '*')?.q ?? 0;
   const best = (['br', 'gzip'] as const).reduce<'br' | 'gzip' | undefined>(

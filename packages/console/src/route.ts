@@ -1,0 +1,24 @@
+// The console's addresses live in the fragment (#/accounts, #/accounts/ID, #/events): the server
+// serves one page at /console, and a reload or a shared link opens the same screen.
+import { useEffect, useState } from 'preact/hooks';
+
+export type Route = { screen: 'accounts' } | { screen: 'account'; userId: string } | { screen: 'events' };
+
+export function parseRoute(hash: string): Route {
+  const account = /^#\/accounts\/([^/?#]+)$/.exec(hash);
+  if (account?.[1] !== undefined) return { screen: 'account', userId: decodeURIComponent(account[1]) };
+  if (hash === '#/events') return { screen: 'events' };
+  return { screen: 'accounts' };
+}
+
+export const accountHref = (userId: string): string => `#/accounts/${encodeURIComponent(userId)}`;
+
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseRoute(location.hash));
+  useEffect(() => {
+    const changed = () => setRoute(parseRoute(location.hash));
+    addEventListener('hashchange', changed);
+    return () => removeEventListener('hashchange', changed);
+  }, []);
+  return route;
+}
