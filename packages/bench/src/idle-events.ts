@@ -39,7 +39,8 @@ async function apply(sql: postgres.Sql, which: (tag: string) => boolean) {
 
 /** CPU time (ms) the backend of `sql`'s one connection has used so far. */
 async function backendCpuMs(sql: postgres.Sql): Promise<number> {
-  const [{ pid }] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+  const [row] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+  const pid = row!.pid;
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   // utime and stime, fields 14 and 15 of stat (11 and 12 after the command name), in clock ticks.
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
