@@ -7,6 +7,7 @@ import { MIGRATIONS_DIR as MIGRATIONS } from '../resources.ts';
 import { type ChannelHandlers, type Listening, listenPglite, listenPostgres } from './listen.ts';
 import { schema } from './schema.ts';
 import { tracePglite, tracePostgres } from './traced.ts';
+import { upgrade } from './upgrade.ts';
 
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
 
@@ -123,7 +124,7 @@ export async function openPostgres(
       const session = postgres(options.listenUrl ?? url, { max: 1, connect_timeout: 5, onnotice: () => {} });
       try {
         await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
-        return await counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }));
+        return await counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })));
       } finally {
         await session.end({ timeout: 5 }); // ending the session releases its lock
       }
@@ -165,7 +166,7 @@ export async function openPglite(dataDir: string | undefined, options: { tracer?
   return {
     db,
     kind: 'pglite',
-    migrate: () => counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })),
+    migrate: () => counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }))),
     ping: ping(db),
     listen: (channel, handlers) => track(listenPglite(client, channel, handlers)),
     async close() {
