@@ -232,16 +232,6 @@ describe('usage errors', () => {
     );
   });
 
-  it('refuse an option no command takes, a value on a switch, and an option where a value should be', () => {
-    expect(stderrOf(['token', 'list', '--frob'])).toMatch(
-      /^cli token list: unknown option --frob\nUsage: cli token list /,
-    );
-    expect(stderrOf(['token', 'list', '--json=yes'])).toMatch(/^cli token list: --json takes no value\n/);
-    expect(stderrOf(['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', '--expires', '90d'])).toMatch(
-      /^cli token create: --label needs a value\n/,
-    );
-  });
-
   it('show the family of an unknown subcommand, and every synopsis for an unknown command', () => {
     const token = stderrOf(['token', 'frob']);
     expect(token).toMatch(/^cli: unknown command: token frob\nUsage:\n {2}cli token create /);
