@@ -1,11 +1,87 @@
-import { defineConfig } from 'vitest/config';
+// Four tiers (issue 34, point 5), all run by `./pnpmw test`, each by `./pnpmw test:<tier>`:
+//   unit         no database, no process of ours, no browser; a fake clock where time matters.
+//                The developer's loop: under a minute.
+//   integration  server modules against a real database (PGlite in the test, or PostgreSQL).
+//   contract     the HTTP contract: the suite on its four targets (PGlite, PostgreSQL, prism
+//                proxy, the mock) and servers made for one question (CORS, verify, our faults).
+//   system       processes of ours, a browser, a cluster, a private PostgreSQL, the README, deploy.
+// A test file belongs to exactly one: unit and contract take what the others do not name, and
+// scripts/check-test-tiers.ts (run by `./pnpmw test`) fails on a file in none or in two, and on
+// a unit test that opens a database or starts a process.
+import { configDefaults, defineConfig } from 'vitest/config';
+
+const server = (files: string[]) => files.map((f) => `packages/server/src/${f}.test.ts`);
+const contractTests = (files: string[]) => files.map((f) => `packages/contract-tests/src/${f}.test.ts`);
+
+/** Server modules tested against a database they open (PGlite, or TEST_DATABASE_URL's PostgreSQL). */
+const integration = server([
+  'accounts/listing',
+  'auth/tokens',
+  'db/client',
+  'db/listen',
+  'events/queue',
+  'events/webhooks/worker',
+  'http/errors',
+  'http/middleware/idempotency',
+  'http/run-write',
+  'limits/lockout',
+  'limits/rate-limit',
+  'ops/commands',
+  'ops/housekeeping',
+]);
+
+/** Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL. */
+const system = [
+  ...server(['build', 'main']),
+  'packages/client/src/pack.test.ts',
+  ...contractTests([
+    'browser-client',
+    'cli-import',
+    'cli',
+    'cloudevents',
+    'cluster',
+    'deploy',
+    'docs-browser',
+    'docs',
+    'faults',
+    'generators',
+    'limits',
+    'metrics',
+    'readme',
+    'tracing',
+    'upgrade',
+    'webhooks',
+  ]),
+];
+
+const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
 
 export default defineConfig({
   test: {
-    include: ['packages/*/src/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // One report for the whole run, whichever tiers ran (.ci/run prints its totals).
     reporters: ['default', ['json', { outputFile: '.vitest/results.json' }]],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          // Files share a worker's modules: importing hono, ajv and the spec once per file was
+          // two thirds of the tier's time (about 45 s against 15 s here). Tests that touch the
+          // clock or the umask put them back.
+          isolate: false,
+          include: ['packages/*/src/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, CONTRACT, ...integration, ...system],
+        },
+      },
+      { extends: true, test: { name: 'integration', include: integration } },
+      {
+        extends: true,
+        test: { name: 'contract', include: [CONTRACT], exclude: [...configDefaults.exclude, ...system] },
+      },
+      { extends: true, test: { name: 'system', include: system } },
+    ],
   },
 });

@@ -1,9 +1,22 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createWake } from './wake.ts';
 
-/** Whether `promise` settled within `ms`. */
-const within = (promise: Promise<void>, ms: number) =>
-  Promise.race([promise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** Whether `promise` has settled once `ms` more of the fake clock have passed. */
+async function within(promise: Promise<void>, ms: number): Promise<boolean> {
+  let settled = false;
+  void promise.then(() => {
+    settled = true;
+  });
+  await vi.advanceTimersByTimeAsync(ms);
+  return settled;
+}
 
 describe('wake', () => {
   it("wakes a site's long-poll for its own site's events and for a notification of any site, not for another site's", async () => {
@@ -35,9 +48,9 @@ describe('wake', () => {
 
   it('answers at the end of the wait, or when the request is aborted, and forgets the waiter', async () => {
     const wake = createWake();
-    const started = performance.now();
-    await wake.next(30, undefined, 'shop');
-    expect(performance.now() - started).toBeGreaterThanOrEqual(25);
+    const waiting30 = wake.next(30, undefined, 'shop');
+    expect(await within(waiting30, 29)).toBe(false);
+    expect(await within(waiting30, 1)).toBe(true);
     const aborted = new AbortController();
     const waiting = wake.next(5_000, aborted.signal, 'shop');
     aborted.abort();
@@ -48,7 +61,7 @@ describe('wake', () => {
     wake.notify('shop');
     await later;
     wake.notify('shop');
-    await new Promise((r) => setTimeout(r, 10));
+    await vi.advanceTimersByTimeAsync(10);
     expect(woken).toBe(1);
   });
 });

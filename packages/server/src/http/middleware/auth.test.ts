@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { addressKey, createAuthFailures } from '../../auth/failed-authentications.ts';
 import type { TokenInfo, TokenVerifier } from '../../auth/tokens.ts';
 import { arrayLogger, problemOf, testApp } from '../../testing/hono.ts';
@@ -217,6 +217,11 @@ describe('requireToken with a limit of failed authentications per address', () =
   });
 
   it('does not let a burst of concurrent lookups from a failing address outrun the limit', async () => {
+    // Each lookup takes 20 ms of a fake clock: the whole burst arrives while the first are out.
+    vi.useFakeTimers();
+    onTestFinished(() => {
+      vi.useRealTimers();
+    });
     const asked: string[] = [];
     const { call } = limitedApp({
       verify: async (token) => {
@@ -225,10 +230,14 @@ describe('requireToken with a limit of failed authentications per address', () =
         return undefined;
       },
     });
-    await call('203.0.113.7', 'ua_first');
-    const statuses = await Promise.all(
+    const first = call('203.0.113.7', 'ua_first');
+    await vi.advanceTimersByTimeAsync(20);
+    await first;
+    const burst = Promise.all(
       Array.from({ length: 10 }, async (_, i) => (await call('203.0.113.7', `ua_burst_${i}`)).status),
     );
+    await vi.advanceTimersByTimeAsync(20);
+    const statuses = await burst;
     expect(statuses.filter((s) => s === 401)).toHaveLength(2);
     expect(statuses.filter((s) => s === 429)).toHaveLength(8);
     expect(asked).toHaveLength(3);

@@ -1,12 +1,24 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { problemOf, testApp } from '../../testing/hono.ts';
 import { ApiError } from '../errors.ts';
 import { deadline } from './deadline.ts';
 
+// On a fake clock: the test moves time, so "late" is late however busy the machine is.
 const DEADLINE_MS = 30;
-// Well past the deadline, so that timer jitter cannot make a "late" handler punctual.
 const LATE_MS = DEADLINE_MS * 4;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** The answer to a request sent now, after `ms` of the fake clock. */
+async function answerAfter(response: Response | Promise<Response>, ms: number): Promise<Response> {
+  await vi.advanceTimersByTimeAsync(ms);
+  return response;
+}
 
 function deadlineApp() {
   const app = testApp();
@@ -31,7 +43,7 @@ describe('deadline', () => {
       finished = true;
       return c.json({ done: true });
     });
-    const response = await app.request('/slow');
+    const response = await answerAfter(app.request('/slow'), DEADLINE_MS);
     // The caller is answered at the deadline, not when the work ends.
     expect(finished).toBe(false);
     expect(response.status).toBe(503);
@@ -48,7 +60,7 @@ describe('deadline', () => {
       await sleep(LATE_MS);
       return c.json({ written: true }, 201);
     });
-    const response = await app.request('/write', { method: 'POST' });
+    const response = await answerAfter(app.request('/write', { method: 'POST' }), LATE_MS);
     expect(response.status).toBe(201);
     expect(await response.json()).toEqual({ written: true });
   });
@@ -67,8 +79,9 @@ describe('deadline', () => {
       committed.resolve();
       return c.json({ written: true }, 201);
     });
-    const response = await app.request('/write', { method: 'POST' });
+    const response = await answerAfter(app.request('/write', { method: 'POST' }), DEADLINE_MS);
     expect(response.status).toBe(503);
+    await vi.advanceTimersByTimeAsync(LATE_MS - DEADLINE_MS);
     await committed.promise;
     expect(thrown).toBeInstanceOf(ApiError);
     expect(thrown).toMatchObject({ status: 503, code: 'service_unavailable' });
