@@ -1,6 +1,7 @@
 // The operator's commands (`pnpm cli ...`): tokens, the audit trail, imports. They run wherever
 // the database is: in the CLI's own process, or inside the running server (see admin-socket.ts).
 import { existsSync, readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 import { latestAuditRows } from '../accounts/audit.ts';
 import { isUuid } from '../accounts/ids.ts';
 import {
@@ -39,14 +40,6 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       delete, disable, enable, import), verify (verify: check passwords at login, nothing else),
       export (export: every account with its password hash; grant it to operators' jobs only),
       events (GET /api/1/events: the change feed).`,
-  },
-  {
-    name: 'console',
-    synopsis: 'console --site NAME [--scopes read,write,events] [--expires 8h] [--url BASE]',
-    about: `Mints a short-lived token (at most 24h; 8h by default) for the accounts console and
-      prints the address that signs in with it: BASE/console#token=…, the token in the fragment,
-      which a browser never sends, so it reaches no server's log. BASE: this configuration's
-      HOST and PORT.`,
   },
   {
     name: 'token list',
@@ -152,25 +145,29 @@ function usageError(message: string, command: string | undefined, words: string[
   return `${line}\nUsage:\n${usage.join('\n')}\n`;
 }
 
-/** Flags that take no value: the word after one is an argument (`--dry-run FILE`). */
-const SWITCHES = new Set(['json', 'dry-run', 'help']);
+/** Every command's options (import and export refuse the others); a switch's next word is an argument. */
+const TAKE_A_VALUE = ['site', 'scopes', 'label', 'expires', 'limit', 'url', 'types', 'from', 'firebase-scrypt'];
+const OPTIONS = Object.fromEntries([
+  ...TAKE_A_VALUE.map((n) => [n, { type: 'string' }]),
+  ...['json', 'dry-run', 'help'].map((n) => [n, { type: 'boolean' }]),
+]) as Record<string, { type: 'string' | 'boolean' }>;
 
-function parse(argv: string[]): { words: string[]; flags: Map<string, string | true> } {
-  const words: string[] = [];
-  const flags = new Map<string, string | true>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (!arg.startsWith('--')) {
-      words.push(arg);
-      continue;
-    }
-    const eq = arg.indexOf('=');
-    if (eq > 0) flags.set(arg.slice(2, eq), arg.slice(eq + 1));
-    else if (!SWITCHES.has(arg.slice(2)) && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--'))
-      flags.set(arg.slice(2), argv[++i]!);
-    else flags.set(arg.slice(2), true);
+/** `problem`: what is wrong with an option, said with the command's usage once the command is known. */
+function parse(argv: string[]): { words: string[]; flags: Map<string, string | true>; problem?: string } {
+  // Not strict: node's own errors would name no command and end with advice about '--'.
+  const parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: false, tokens: true });
+  const flags = new Map(Object.entries(parsed.values) as [string, string | true][]);
+  let problem: string | undefined;
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option') continue;
+    const type = OPTIONS[token.name]?.type;
+    if (type === undefined) problem ??= `unknown option ${token.rawName}`;
+    else if (type === 'boolean' && token.value !== undefined) problem ??= `${token.rawName} takes no value`;
+    // `--label --json`: the next option is no value; text() says the flag needs one, if the command reads it.
+    else if (type === 'string' && (token.value === undefined || (!token.inlineValue && token.value.startsWith('--'))))
+      flags.set(token.name, true);
   }
-  return { words, flags };
+  return { words: parsed.positionals, flags, ...(problem === undefined ? {} : { problem }) };
 }
 
 function text(flags: Map<string, string | true>, name: string, required: true): string;
@@ -260,39 +257,6 @@ function tokenCreate(flags: Map<string, string | true>): Planned {
       'It is shown once; store it now:',
       '',
       `  ${created.token}`,
-      '',
-    ].join('\n');
-  };
-}
-
-const CONSOLE_SCOPES: readonly Scope[] = ['read', 'write', 'events'];
-const CONSOLE_LONGEST_MS = 24 * 3_600_000;
-
-function consoleCommand(flags: Map<string, string | true>): Planned {
-  const site = text(flags, 'site', true);
-  if (!SITE_NAME.test(site))
-    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
-  const scopes = (text(flags, 'scopes') ?? CONSOLE_SCOPES.join(',')).split(',').map((s) => s.trim());
-  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
-  if (unknown.length > 0 || scopes.length === 0)
-    throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')} (got "${scopes.join(',')}")`);
-  const expiresAt = parseExpiry(text(flags, 'expires') ?? '8h');
-  // A token in a browser tab is for a shift, not for good: longer ones are token create's.
-  if (expiresAt.getTime() - Date.now() > CONSOLE_LONGEST_MS)
-    throw new UsageError('--expires must be at most 24h for a console token (token create makes longer ones)');
-  let base: URL;
-  try {
-    base = new URL(text(flags, 'url') ?? 'http://127.0.0.1:3000');
-  } catch {
-    throw new UsageError("--url must be the server's address, like http://127.0.0.1:3000");
-  }
-  return async (db) => {
-    const created = await createToken(db, { site, scopes: scopes as Scope[], label: 'console', expiresAt });
-    return [
-      `Created token ${created.id} for site ${site} (${scopes.join(',')}), expires ${when(expiresAt)}.`,
-      'Open this address to sign in to the console (it holds the token, shown once):',
-      '',
-      `  ${new URL(`/console#token=${created.token}`, base).href}`,
       '',
     ].join('\n');
   };
@@ -565,12 +529,12 @@ export function planCommand(
   argv: string[],
   settings: CommandSettings = { webhookAllowPrivate: false },
 ): Planned | CommandResult {
-  const { words, flags } = parse(argv);
+  const { words, flags, problem } = parse(argv);
   const command = COMMANDS.find((c) => words.slice(0, c.name.split(' ').length).join(' ') === c.name)?.name;
   try {
+    if (problem !== undefined && command !== undefined) throw new UsageError(problem);
     if (command === 'token create') return tokenCreate(flags);
     if (command === 'token list') return tokenList(flags);
-    if (command === 'console') return consoleCommand(flags);
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
     if (command === 'import') return importCommand(words, flags);
