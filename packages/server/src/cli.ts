@@ -10,10 +10,12 @@ import { callAdminSocket } from './ops/admin-socket.ts';
 import { type CommandResult, planCommand, runCommand, USAGE } from './ops/commands.ts';
 import { terminalSafe } from './ops/terminal.ts';
 import { createPasswordHasher } from './passwords/hasher.ts';
+import { VERSION } from './version.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
   if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))
     return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
+  if (argv[0] === '--version') return { code: 0, stdout: `${VERSION}\n`, stderr: '' };
   const config = loadConfig();
   // The console's address is this configuration's, known here even when a running server runs the command.
   if (argv[0] === 'console' && !argv.some((a) => a === '--url' || a.startsWith('--url='))) {

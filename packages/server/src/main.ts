@@ -7,6 +7,7 @@ import { startWebhookWorker } from './events/webhooks/worker.ts';
 import { serveApp } from './http/serve.ts';
 import { serveAdminSocket } from './ops/admin-socket.ts';
 import { startHousekeeping } from './ops/housekeeping.ts';
+import { VERSION } from './version.ts';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -72,6 +73,7 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
         {
           address: info.address,
           port: info.port,
+          version: VERSION,
           database: database.kind,
           dataDir: database.kind === 'pglite' ? config.dataDir : undefined,
         },

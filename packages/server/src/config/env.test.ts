@@ -93,6 +93,23 @@ describe('DATABASE_LISTEN_URL', () => {
   });
 });
 
+describe('DEPLOYMENT', () => {
+  // deploy/user-accounts.env sets it: a replica whose DATABASE_URL was left out ran on an
+  // embedded database of its own (issue 32), its accounts unseen by the others.
+  it('production refuses the embedded database, saying what it needs', () => {
+    expect(() => loadConfig({ DEPLOYMENT: 'production' })).toThrow(
+      /DEPLOYMENT is production, which needs DATABASE_URL \(postgres:\/\/…\)/,
+    );
+    expect(loadConfig({ DEPLOYMENT: 'production', DATABASE_URL: 'postgres://a@db/x' }).deployment).toBe('production');
+  });
+
+  it('is development unless told, where the embedded database is fine', () => {
+    expect(loadConfig({}).deployment).toBe('development');
+    expect(loadConfig({}).databaseUrl).toBeUndefined();
+    expect(() => loadConfig({ DEPLOYMENT: 'prod' })).toThrow(/DEPLOYMENT must be production or development/);
+  });
+});
+
 describe('WEBHOOK_ENDPOINT_CONCURRENCY and AUDIT_RETENTION', () => {
   it('bounds deliveries in flight per endpoint at 4 unless told, a whole number from 1 to 256', () => {
     expect(loadConfig({}).webhookEndpointConcurrency).toBe(4);

@@ -143,6 +143,15 @@ const VARIABLES = {
       'where the two LISTEN connections go (revoked tokens, change events): behind PgBouncer in transaction mode, which drops a LISTEN, point this at PostgreSQL itself or a session-mode pool (see [docs/scaling.md](docs/scaling.md))',
   }),
   DATA_DIR: text({ default: './data', meaning: 'the embedded database and `dev-token`; one server per folder' }),
+  DEPLOYMENT: variable(
+    {
+      default: 'development',
+      meaning:
+        "`production` refuses to start (server and CLI) without `DATABASE_URL`: the embedded database is one process's own, and a replica would silently keep its accounts apart; `deploy/user-accounts.env` sets it",
+    },
+    (raw) =>
+      raw === 'production' || raw === 'development' ? raw : problem(`must be production or development (got "${raw}")`),
+  ),
   API_TOKENS: list(
     {
       meaning:
@@ -374,6 +383,14 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
       message: 'needs DATABASE_URL (the embedded database listens in process)',
       input: v,
     });
+  if (v.DEPLOYMENT === 'production' && v.DATABASE_URL === undefined)
+    ctx.issues.push({
+      code: 'custom',
+      path: ['DEPLOYMENT'],
+      message:
+        'is production, which needs DATABASE_URL (postgres://…): the embedded database in DATA_DIR is for development, one process on one machine',
+      input: v,
+    });
   // RATE_LIMIT_CREATE was the budget of creates; it now bounds every hash, under a name that says so.
   const warnings: string[] = [];
   if (v.RATE_LIMIT_CREATE !== undefined && v.RATE_LIMIT_HASH !== undefined)
@@ -403,6 +420,7 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     databaseListenUrl: v.DATABASE_LISTEN_URL,
     databasePoolSize: v.DATABASE_POOL_SIZE,
     dataDir: v.DATA_DIR,
+    deployment: v.DEPLOYMENT,
     /** Tokens accepted as configured by the operator; never logged. */
     apiTokens: v.API_TOKENS ?? [],
     logLevel: v.LOG_LEVEL,

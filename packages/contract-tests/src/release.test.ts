@@ -1,0 +1,150 @@
+// The release archive as an operator uses it (docs/deploy.md): built by `./pnpmw release`,
+// unpacked into an empty folder outside the repository (so nothing resolves from its
+// node_modules), then the launcher runs the CLI and the server from there against PostgreSQL
+// with the shipped env file, as the systemd unit does.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createClient } from '@user-accounts/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
+
+const REPO = fileURLToPath(new URL('../../../', import.meta.url));
+const VERSION = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
+const skip = await postgresUnavailable();
+if (skip !== undefined) console.warn(`\n[contract-tests] release archive on PostgreSQL: SKIPPED, ${skip}\n`);
+
+const work = mkdtempSync(join(tmpdir(), 'ua-release-test-'));
+const drops: (() => Promise<void>)[] = [];
+const children: { kill(signal?: NodeJS.Signals): boolean }[] = [];
+let home = '';
+/** The launcher, with the environment given and nothing else of ours (PATH finds this Node). */
+const launch = (args: string[], env: Record<string, string>) =>
+  spawnSync(join(home, 'bin', 'user-accounts'), args, {
+    env: { PATH: `${join(process.execPath, '..')}:/usr/bin:/bin`, ...env },
+    cwd: home,
+    encoding: 'utf8',
+  });
+
+describe.skipIf(skip !== undefined)('the release archive, unpacked into an empty folder', () => {
+  beforeAll(() => {
+    const built = spawnSync(process.execPath, [join(REPO, 'packages/server/release.ts'), join(work, 'out')], {
+      encoding: 'utf8',
+    });
+    expect(built.status, built.stderr).toBe(0);
+    const [archive] = readdirSync(join(work, 'out'));
+    expect(archive).toBe(`user-accounts-${VERSION}-${process.platform}-${process.arch}.tar.gz`);
+    const unpacked = spawnSync('tar', ['-xzf', join(work, 'out', archive!), '-C', work], { encoding: 'utf8' });
+    expect(unpacked.status, unpacked.stderr).toBe(0);
+    home = join(work, archive!.replace(/\.tar\.gz$/, ''));
+  }, 120_000);
+  afterAll(async () => {
+    for (const child of children) child.kill('SIGTERM');
+    rmSync(work, { recursive: true, force: true });
+    await Promise.all(drops.map((drop) => drop()));
+  });
+
+  it('holds the bundle, exactly the packages it imports, the launcher, deploy/ and the README', () => {
+    expect(readdirSync(home).sort()).toEqual(
+      ['CHANGELOG.md', 'LICENSE', 'README.md', 'bin', 'deploy', 'dist', 'node_modules', 'package.json'].sort(),
+    );
+    // The native addons with this platform's build, and the embedded database: nothing else.
+    const modules = readdirSync(join(home, 'node_modules')).flatMap((scope) =>
+      readdirSync(join(home, 'node_modules', scope)).map((name) => `${scope}/${name}`),
+    );
+    expect(modules.sort()).toEqual(
+      [
+        '@electric-sql/pglite',
+        '@node-rs/argon2',
+        `@node-rs/argon2-${process.platform}-${process.arch}-gnu`,
+        '@node-rs/bcrypt',
+        `@node-rs/bcrypt-${process.platform}-${process.arch}-gnu`,
+      ].sort(),
+    );
+    expect(readdirSync(join(home, 'deploy')).sort()).toEqual(
+      ['haproxy-errors', 'haproxy.cfg', 'user-accounts.env', 'user-accounts@.service'].sort(),
+    );
+    expect(readFileSync(join(home, 'deploy', 'user-accounts@.service'), 'utf8')).toContain(
+      'ExecStart=/opt/user-accounts/bin/user-accounts serve',
+    );
+    expect(launch(['--version'], {}).stdout).toBe(`${VERSION}\n`);
+  });
+
+  it('says which Node it needs when the one it finds is older', () => {
+    const old = launch(['serve'], { NODE: join(work, 'node-20') });
+    writeFileSync(join(work, 'node-20'), '#!/bin/sh\necho 20.20.2\n', { mode: 0o755 });
+    const found = launch(['serve'], { NODE: join(work, 'node-20') });
+    expect(old.status).toBe(1);
+    expect(old.stderr).toMatch(/needs Node\.js >=24\.18 and found no ".*node-20"/);
+    expect(found.status).toBe(1);
+    expect(found.stderr).toMatch(/needs Node\.js >=24\.18; ".*node-20" is 20\.20\.2/);
+  });
+
+  it('refuses the embedded database with the shipped env file, which says production', () => {
+    const refused = launch(['cli', '--env-file', join(home, 'deploy', 'user-accounts.env'), 'migrate'], {});
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/DEPLOYMENT is production, which needs DATABASE_URL/);
+  });
+
+  it('migrates, mints a token and serves from there on PostgreSQL', async () => {
+    const database = await freshPostgresDatabase();
+    drops.push(database.drop);
+    const envFile = join(work, 'user-accounts.env');
+    writeFileSync(
+      envFile,
+      `${readFileSync(join(home, 'deploy', 'user-accounts.env'), 'utf8')}\nDATABASE_URL=${database.url}\n`,
+    );
+    const migrated = launch(['cli', '--env-file', envFile, 'migrate'], {});
+    expect(migrated.status, migrated.stderr).toBe(0);
+    const minted = launch(
+      [
+        'cli',
+        '--env-file',
+        envFile,
+        'token',
+        'create',
+        '--site',
+        'shop',
+        '--scopes',
+        'read,write,verify',
+        '--label',
+        'release',
+      ],
+      {},
+    );
+    expect(minted.status, minted.stderr).toBe(0);
+    const token = /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(minted.stdout)?.[1];
+    expect(token).toBeDefined();
+
+    const child = spawn(join(home, 'bin', 'user-accounts'), ['serve', '--env-file', envFile], {
+      env: { PATH: `${join(process.execPath, '..')}:/usr/bin:/bin`, PORT: '0' },
+      cwd: home,
+    });
+    children.push(child);
+    let output = '';
+    const baseUrl = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+        const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output);
+        if (match) resolve(match[1]!);
+      });
+      child.stderr.on('data', (chunk: Buffer) => {
+        output += chunk.toString();
+      });
+      child.on('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
+    });
+    expect(output).toContain(`"version":"${VERSION}"`);
+    const client = createClient({ baseUrl, token: token! });
+    const made = await client.POST('/api/1/user/create', {
+      body: { email: 'released@example.com', password: 'a released passphrase', name: 'Released' },
+    });
+    expect(made.response.status).toBe(201);
+    // A password is hashed by the native addon shipped in node_modules.
+    const verified = await client.POST('/api/1/user/verify', {
+      body: { email: 'released@example.com', password: 'a released passphrase' },
+    });
+    expect(verified.response.status).toBe(200);
+  }, 60_000);
+});
