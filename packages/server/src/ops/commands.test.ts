@@ -253,3 +253,49 @@ describe('usage errors', () => {
     expect(unknown).not.toContain('Prints a new token');
   });
 });
+
+describe('console', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openPglite(undefined);
+    await database.migrate();
+  }, 60_000);
+  afterAll(() => database?.close());
+
+  it('mints a token for the site, read, write and events for 8 hours, and prints the address that carries it in the fragment', async () => {
+    const before = Date.now();
+    const result = await runCommand(['console', '--site', 'shop', '--url', 'http://127.0.0.1:3917'], database.db);
+    expect(result.code).toBe(0);
+    const token = /^ {2}http:\/\/127\.0\.0\.1:3917\/console#token=(ua_[\w-]+)$/m.exec(result.stdout)?.[1];
+    expect(token, result.stdout).toBeDefined();
+    expect(result.stdout).toMatch(/^Created token [\da-f-]+ for site shop \(read,write,events\), expires \S+Z\.$/m);
+    const info = await createTokenVerifier(database.db, []).verify(token!);
+    expect(info).toMatchObject({ site: 'shop', scopes: ['read', 'write', 'events'] });
+    const stored = (await listTokens(database.db)).find((t) => t.id === info!.id)!;
+    expect(stored.label).toBe('console');
+    expect(stored.expiresAt!.getTime()).toBeGreaterThanOrEqual(before + 8 * HOUR);
+    expect(stored.expiresAt!.getTime()).toBeLessThanOrEqual(Date.now() + 8 * HOUR);
+  });
+
+  it('takes the scopes and a shorter expiry given', async () => {
+    const result = await runCommand(
+      ['console', '--site', 'shop', '--scopes', 'read', '--expires', '30m', '--url', 'https://accounts.example.com'],
+      database.db,
+    );
+    const token = /https:\/\/accounts\.example\.com\/console#token=(\S+)/.exec(result.stdout)?.[1];
+    expect(await createTokenVerifier(database.db, []).verify(token!)).toMatchObject({ scopes: ['read'] });
+  });
+
+  it.each([
+    ['more than a day', ['--expires', '25h'], '--expires must be at most 24h for a console token'],
+    ['an unknown scope', ['--scopes', 'read,admin'], '--scopes must be a comma-separated list'],
+    ['no site', [], '--site'],
+  ])('refuses %s, minting nothing', async (_, extra, message) => {
+    const count = (await listTokens(database.db)).length;
+    const site = extra.length === 0 ? [] : ['--site', 'shop'];
+    const result = await runCommand(['console', ...site, ...extra], database.db);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(message);
+    expect((await listTokens(database.db)).length).toBe(count);
+  });
+});

@@ -42,6 +42,14 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       events (GET /api/1/events: the change feed).`,
   },
   {
+    name: 'console',
+    synopsis: 'console --site NAME [--scopes read,write,events] [--expires 8h] [--url BASE]',
+    about: `Mints a short-lived token (at most 24h; 8h by default) for the accounts console and
+      prints the address that signs in with it: BASE/console#token=…, the token in the fragment,
+      which a browser never sends, so it reaches no server's log. BASE: this configuration's
+      HOST and PORT.`,
+  },
+  {
     name: 'token list',
     synopsis: 'token list [--site NAME] [--json]',
     about: 'Every token: id, site, label, scopes, prefix, created, last used, expires, revoked.',
@@ -257,6 +265,39 @@ function tokenCreate(flags: Map<string, string | true>): Planned {
       'It is shown once; store it now:',
       '',
       `  ${created.token}`,
+      '',
+    ].join('\n');
+  };
+}
+
+const CONSOLE_SCOPES: readonly Scope[] = ['read', 'write', 'events'];
+const CONSOLE_LONGEST_MS = 24 * 3_600_000;
+
+function consoleCommand(flags: Map<string, string | true>): Planned {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  const scopes = (text(flags, 'scopes') ?? CONSOLE_SCOPES.join(',')).split(',').map((s) => s.trim());
+  const unknown = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (unknown.length > 0 || scopes.length === 0)
+    throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')} (got "${scopes.join(',')}")`);
+  const expiresAt = parseExpiry(text(flags, 'expires') ?? '8h');
+  // A token in a browser tab is for a shift, not for good: longer ones are token create's.
+  if (expiresAt.getTime() - Date.now() > CONSOLE_LONGEST_MS)
+    throw new UsageError('--expires must be at most 24h for a console token (token create makes longer ones)');
+  let base: URL;
+  try {
+    base = new URL(text(flags, 'url') ?? 'http://127.0.0.1:3000');
+  } catch {
+    throw new UsageError("--url must be the server's address, like http://127.0.0.1:3000");
+  }
+  return async (db) => {
+    const created = await createToken(db, { site, scopes: scopes as Scope[], label: 'console', expiresAt });
+    return [
+      `Created token ${created.id} for site ${site} (${scopes.join(',')}), expires ${when(expiresAt)}.`,
+      'Open this address to sign in to the console (it holds the token, shown once):',
+      '',
+      `  ${new URL(`/console#token=${created.token}`, base).href}`,
       '',
     ].join('\n');
   };
@@ -535,6 +576,7 @@ export function planCommand(
     if (problem !== undefined && command !== undefined) throw new UsageError(problem);
     if (command === 'token create') return tokenCreate(flags);
     if (command === 'token list') return tokenList(flags);
+    if (command === 'console') return consoleCommand(flags);
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
     if (command === 'import') return importCommand(words, flags);
