@@ -4,9 +4,11 @@
 // an action the token's scopes do not allow. After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, type UserAccountsClient } from '@user-accounts/client';
 import type { Browser, Page } from 'playwright-core';
@@ -16,6 +18,15 @@ import { embeddedServer, type Target } from './targets.ts';
 
 const CONSOLE = fileURLToPath(new URL('../../console/', import.meta.url));
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+// UPDATE_SCREENSHOTS=1 refreshes the README's pictures of the console (docs/console-*.png);
+// otherwise they go to a temporary folder, so that taking them is tested all the same.
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS
+  ? fileURLToPath(new URL('../../../docs/', import.meta.url))
+  : join(tmpdir(), `ua-console-screenshots-${process.pid}`);
+const screenshot = (page: Page, name: string) => {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  return page.screenshot({ path: join(SCREENSHOTS, `console-${name}.png`) });
+};
 const unavailable = chromiumUnavailable();
 if (unavailable) console.warn(`\n[contract-tests] /console browser tests SKIPPED: ${unavailable}\n`);
 
@@ -38,7 +49,8 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
   let target: Target;
   let api: UserAccountsClient;
   let browser: Browser;
-  const domain = `console-${Date.now().toString(36)}.example.org`;
+  // Each run has a server and database of its own: the addresses can be the same every time.
+  const domain = 'example.org';
   const people = ['Ada Lovelace', 'Grace Hopper', 'Mary Somerville'];
   const ids = new Map<string, string>();
 
@@ -64,7 +76,7 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
   });
 
   /** A new tab, recording what the CSP refused and what failed to load. */
-  async function open(path: string, viewport = { width: 1200, height: 900 }) {
+  async function open(path: string, viewport = { width: 1000, height: 640 }) {
     const page = await browser.newPage({ viewport });
     const refused: string[] = [];
     const failed: string[] = [];
@@ -135,6 +147,7 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
     await expect.poll(() => rows.count()).toBe(4); // the header and three accounts, newest first
     expect(await rows.nth(1).textContent()).toContain(`mary@${domain}`);
     expect(await axeViolations(page), 'accounts screen').toEqual([]);
+    await screenshot(page, 'accounts');
 
     const email = `grace@${domain}`;
     const userId = ids.get(email)!;
@@ -144,6 +157,7 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
     await page.getByRole('heading', { name: email }).waitFor();
     expect(await page.getByText(userId, { exact: true }).count()).toBe(1);
     expect(await axeViolations(page), 'account screen').toEqual([]);
+    await screenshot(page, 'account');
 
     await page.getByRole('button', { name: 'Disable account' }).click();
     await page.getByText('The API answered: user disabled.').waitFor();
@@ -198,6 +212,7 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
     await item.waitFor({ timeout: 15_000 });
     expect(await item.textContent()).toContain('user.created');
     expect(await axeViolations(page), 'events screen').toEqual([]);
+    await screenshot(page, 'events');
     expect(refused).toEqual([]);
     await page.close();
   }, 60_000);

@@ -13,6 +13,7 @@ const LABELS: Record<string, string> = {
   disabled: 'Status',
   createdAt: 'Created',
   updatedAt: 'Updated',
+  metadata: 'Metadata',
 };
 
 function show(key: string, value: unknown): string {
