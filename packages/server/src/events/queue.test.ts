@@ -89,33 +89,6 @@ async function beforeMigration(tag: string, body: (old: Database) => Promise<voi
   }
 }
 
-/**
- * What `work` read of events, in one transaction: rows by sequential scans, rows by bitmap scans,
- * and entries of the primary key (site, seq). These counters of the transaction's own are not yet
- * the statistics' then, and nobody else adds to them.
- */
-async function readWhile(on: Database, work: (tx: Db) => Promise<void>) {
-  return on.db.transaction(async (tx) => {
-    const counters = async () => {
-      const [row] = await rows<{ scanned: number; fetched: number; byKey: number }>(
-        tx,
-        sql`select pg_stat_get_xact_tuples_returned('events'::regclass)::int as scanned,
-          pg_stat_get_xact_tuples_fetched('events'::regclass)::int as fetched,
-          pg_stat_get_xact_tuples_returned('events_site_seq_pk'::regclass)::int as "byKey"`,
-      );
-      return row!;
-    };
-    const before = await counters();
-    await work(tx);
-    const after = await counters();
-    return {
-      scanned: after.scanned - before.scanned,
-      fetched: after.fetched - before.fetched,
-      byKey: after.byKey - before.byKey,
-    };
-  });
-}
-
 describe('the outbox', () => {
   it('numbers the events of the last writes when the sequencer stops, not at some later start', async () => {
     const s = await site(1);
@@ -131,102 +104,6 @@ describe('the outbox', () => {
     await sequencer.stop();
     expect((await readEvents(database.db, s.name, undefined, 10)).map((e) => e.sequence)).toEqual([seq(1)]);
   });
-
-  it('numbers, in migration 0010, what an older version left unnumbered, and goes on from there', async () => {
-    await beforeMigration('0010', async (old) => {
-      const [user] = await rows<{ id: string }>(
-        old.db,
-        sql`insert into users (site, email, name, origin) values ('shop', 'a@example.com', 'Ada', 'api') returning id::text as id`,
-      );
-      await old.db.execute(sql`insert into events (site, type, subject, data)
-      select 'shop', 'user.updated', ${user!.id}::uuid, '{}'::jsonb from generate_series(1, 3)`);
-      await old.migrate();
-      expect((await readEvents(old.db, 'shop', undefined, 10)).map((e) => e.sequence)).toEqual([
-        seq(1),
-        seq(2),
-        seq(3),
-      ]);
-      await created('shop', [user!.id], old);
-      expect((await readEvents(old.db, 'shop', 3, 10)).map((e) => e.sequence)).toEqual([seq(4)]);
-    });
-  });
-
-  it('numbers, in migration 0011, into batches what was numbered before, and goes on from there', async () => {
-    await beforeMigration('0011', async (old) => {
-      const [user] = await rows<{ id: string }>(
-        old.db,
-        sql`insert into users (site, email, name, origin) values ('shop', 'a@example.com', 'Ada', 'api') returning id::text as id`,
-      );
-      await old.db.execute(sql`insert into event_sequences (site, last) values ('shop', 0)`);
-      const write = (n: number) =>
-        old.db.execute(sql`insert into events (site, type, subject, data)
-        select 'shop', 'user.updated', ${user!.id}::uuid, jsonb_build_object('i', i) from generate_series(1, ${n}) i`);
-      // 450 numbered (more than two batches' worth), the first 5 of them pruned, and 2 not numbered yet.
-      await write(450);
-      await old.db.execute(sql`select sequence_events()`);
-      await old.db.execute(sql`delete from events where site = 'shop' and seq <= 5`);
-      await old.db.execute(sql`update event_sequences set pruned_through = 5 where site = 'shop'`);
-      await write(2);
-      await old.migrate();
-      const all = await readEvents(old.db, 'shop', 5, 1000);
-      expect(all.map((e) => e.sequence)).toEqual(Array.from({ length: 447 }, (_, i) => seq(i + 6)));
-      expect(all.map((e) => (e.data as { i: number }).i)).toEqual([
-        ...Array.from({ length: 445 }, (_, i) => i + 6),
-        1,
-        2,
-      ]);
-      expect(await feedBounds(old.db, 'shop')).toEqual({ last: 452, prunedThrough: 5 });
-      await created('shop', [user!.id], old);
-      expect((await readEvents(old.db, 'shop', 452, 10)).map((e) => e.sequence)).toEqual([seq(453)]);
-    });
-  }, 30_000);
-
-  it('numbers nothing again after migration 0011 where a run of 0010 stopped at exactly its bound', async () => {
-    await beforeMigration('0011', async (old) => {
-      await old.db.execute(
-        sql`insert into event_sequences (site, last, snapshot) values ('shop', 0, pg_current_snapshot())`,
-      );
-      await old.db.execute(sql`insert into events (site, type, subject, data)
-      select 'shop', 'user.created', gen_random_uuid(), '{}'::jsonb from generate_series(1, ${SEQUENCE_BATCH})`);
-      // 0010's first call stops at its bound and keeps the snapshot; the second finds nothing unnumbered.
-      await old.db.execute(sql`select sequence_events()`);
-      await old.db.execute(sql`select sequence_events()`);
-      await old.migrate();
-      expect(await sequenceEvents(old.db)).toBe(0);
-      const [numbered] = await rows<{ n: number; distinct: number }>(
-        old.db,
-        sql`select count(*)::int as n, count(distinct id)::int as distinct from events where site = 'shop'`,
-      );
-      expect(numbered).toEqual({ n: SEQUENCE_BATCH, distinct: SEQUENCE_BATCH });
-    });
-  }, 30_000);
-
-  it('reads only the new events in each run, however many the site has, whatever plan the first runs left', async () => {
-    // A database of its own: PostgreSQL keeps a function's plans for its session, made here while
-    // the table was nearly empty.
-    const fresh = await openPglite(undefined);
-    try {
-      await fresh.migrate();
-      const s = await site(1, fresh);
-      for (let i = 0; i < 8; i++) await created(s.name, s.ids, fresh);
-      await fresh.db.execute(sql`insert into event_queue (site, type, subject, data)
-        select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, 20000)`);
-      await sequenceEvents(fresh.db);
-      await fresh.db.transaction((tx) => enqueueEvents(tx, s.name, [{ type: 'user.updated', userId: s.ids[0]! }]));
-      // Index entries and rows of events that the run read.
-      const read = await readWhile(fresh, async (tx) => {
-        expect(await sequenceEvents(tx)).toBe(1);
-      });
-      expect(read.scanned + read.byKey + read.fetched).toBeLessThan(50);
-      // A site with nothing queued: not along the table either.
-      const first = await readWhile(fresh, async (tx) => {
-        expect(await sequenceEvents(tx, `ev-${randomUUID().slice(0, 8)}`)).toBe(0);
-      });
-      expect(first.scanned + first.byKey).toBeLessThan(50);
-    } finally {
-      await fresh.close();
-    }
-  }, 30_000);
 
   it('numbers each site on its own, and a rolled-back write gives its numbers back', async () => {
     const a = await site(3);
@@ -388,35 +265,6 @@ describe('the retention', () => {
     () => backlogInBoundedStatements(database),
     60_000,
   );
-
-  it('looks at the first batch of a site with nothing due, and removes what is due by its key', async () => {
-    const fresh = await openPglite(undefined);
-    try {
-      await fresh.migrate();
-      const due = await site(1, fresh);
-      const kept = await site(1, fresh);
-      for (const [s, n] of [
-        [due, 500],
-        [kept, 20_000],
-      ] as const) {
-        await fresh.db.execute(sql`insert into event_queue (site, type, subject, data)
-          select ${s.name}, 'user.created', ${s.ids[0]!}::uuid, '{}'::jsonb from generate_series(1, ${n})`);
-      }
-      await sequenceEvents(fresh.db);
-      await fresh.db.execute(sql`update events set time = now() - interval '8 days' where site = ${due.name}`);
-      const read = await readWhile(fresh, async (tx) => {
-        expect(await pruneEvents(tx, 7 * 86_400_000)).toBe(500);
-      });
-      // The 500 due, looked at and removed by key, and a batch or so of the other site's 20,000 per
-      // statement (2,702 here; 22,302 when each statement looked at 10,000 of them).
-      expect(read.scanned).toBe(0);
-      expect(read.fetched + read.byKey).toBeLessThan(5_000);
-      expect(await feedBounds(fresh.db, due.name)).toEqual({ last: 500, prunedThrough: 500 });
-      expect(await feedBounds(fresh.db, kept.name)).toEqual({ last: 20_000, prunedThrough: 0 });
-    } finally {
-      await fresh.close();
-    }
-  }, 30_000);
 
   it('is EVENTS_RETENTION, 7 days unless told, never under the 3 days of webhook retries', () => {
     expect(loadConfig({}).eventsRetentionMs).toBe(7 * 86_400_000);
