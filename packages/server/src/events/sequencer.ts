@@ -78,6 +78,14 @@ export async function sequenceEvents(db: Db, site?: string): Promise<number> {
   }
 }
 
+/**
+ * Moved rows after which the sequencer VACUUMs the queue. Until then they stay in its pages, and
+ * the idle look at the queue reads them all: on the embedded database, which has no autovacuum,
+ * 8.6 ms a look after 50,000 events, 0.5 ms once vacuumed (75 ms). PostgreSQL's autovacuum would
+ * get there too; this keeps both bounded by what is pending.
+ */
+export const VACUUM_EVERY = 10_000;
+
 /** How often a server numbers what other servers queued (what it writes itself is numbered at once). */
 export const SEQUENCER_POLL_MS = 100;
 
@@ -101,9 +109,21 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
   let again = false;
   let stopped = false;
   let lastStart = Number.NEGATIVE_INFINITY;
+  let moved = 0;
+  const numberAll = async () => {
+    try {
+      moved += await sequenceEvents(db);
+      if (moved >= VACUUM_EVERY) {
+        moved = 0;
+        await db.execute(sql`vacuum event_queue`);
+      }
+    } catch (error) {
+      onError(error);
+    }
+  };
   const run = async () => {
     lastStart = performance.now();
-    await sequenceEvents(db).catch(onError);
+    await numberAll();
     running = undefined;
     if (again && !stopped) {
       again = false;
@@ -135,7 +155,7 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
       clearInterval(timer);
       clearTimeout(scheduled);
       await running;
-      if (pending) await sequenceEvents(db).catch(onError);
+      if (pending) await numberAll();
     },
   };
 }
