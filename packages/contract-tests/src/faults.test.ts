@@ -304,14 +304,14 @@ describe('faults with the embedded database', () => {
 
     const database = await openPglite(dataDir);
     try {
-      const client = (database.db as any).$client;
-      const rows = rowsOf((await client.query('select id, name from users')).rows);
+      const client = database.sql;
+      const rows = rowsOf(await client.unsafe('select id, name from users'));
       const lost = lostWrites(load.acks, rows);
       console.log(
         `server SIGKILL (PGlite): ${load.log.length} writes sent, ${acknowledgedOps(load.log)} acknowledged; lost: ${lost.length}`,
       );
       expect(lost).toEqual([]);
-      expect((await client.query(HALF_WRITTEN)).rows).toHaveLength(0);
+      expect(await client.unsafe(HALF_WRITTEN)).toHaveLength(0);
     } finally {
       await database.close();
       rmSync(dataDir, { recursive: true, force: true });

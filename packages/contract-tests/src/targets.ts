@@ -134,10 +134,7 @@ export async function serverTarget(
     token: TEST_TOKEN,
     logs,
     async sql(query, params = []) {
-      const client = (db() as any).$client; // PGlite, or postgres.js's sql
-      return running.service.database.kind === 'pglite'
-        ? (await client.query(query, params)).rows
-        : [...(await client.unsafe(query, params))];
+      return [...(await running.service.database.sql.unsafe(query, params as never[]))];
     },
     async restart(changed) {
       options = { env: { ...options.env, ...changed?.env } };

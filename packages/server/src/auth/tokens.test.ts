@@ -16,12 +16,12 @@ const newToken = (expiresAt?: Date) =>
 
 /** Revokes behind the cache's back: the trigger off, so that no change is heard. */
 async function revokeUnheard(id: string) {
-  const client = (database.db as unknown as { $client: { query(q: string, p: unknown[]): Promise<unknown> } }).$client;
-  await client.query('alter table api_tokens disable trigger api_tokens_notify', []);
+  const client = database.sql;
+  await client.unsafe('alter table api_tokens disable trigger api_tokens_notify');
   try {
     await revokeToken(database.db, id);
   } finally {
-    await client.query('alter table api_tokens enable trigger api_tokens_notify', []);
+    await client.unsafe('alter table api_tokens enable trigger api_tokens_notify');
   }
 }
 
@@ -135,8 +135,7 @@ describe('the token cache', () => {
     try {
       const { id, token } = await newToken();
       expect((await verifier.verify(token))?.id).toBe(id);
-      const client = (database.db as unknown as { $client: { query(q: string): Promise<unknown> } }).$client;
-      await client.query('truncate api_tokens');
+      await database.sql.unsafe('truncate api_tokens');
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(await verifier.verify(token)).toBeUndefined();
     } finally {

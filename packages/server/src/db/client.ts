@@ -1,15 +1,17 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
 import { type SQL, sql } from 'drizzle-orm';
-import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import type { PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import type { Options, Sql } from 'postgres';
 import { MIGRATIONS_DIR as MIGRATIONS } from '../resources.ts';
-import { type ChannelHandlers, type Listening, listenPglite, listenPostgres } from './listen.ts';
+import { onEveryClient } from './every-client.ts';
+import { type ChannelHandlers, type Listening, listenPostgres, sharedListeners } from './listen.ts';
 import { schema } from './schema.ts';
-import { tracePglite, tracePostgres } from './traced.ts';
-import { upgrade } from './upgrade.ts';
+import { tracePostgres } from './traced.ts';
 
-export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
+export type Db = PostgresJsDatabase<typeof schema>;
 
 /** What a migrate() did: the migrations it applied, and those the database had before. */
 export interface Migrated {
@@ -19,6 +21,9 @@ export interface Migrated {
 
 export interface Database {
   db: Db;
+  /** The postgres.js client under db: for SQL text (tests, the contract suite's harness). */
+  sql: Sql;
+  /** pglite: the embedded database (openPglite); postgres: a PostgreSQL server. */
   kind: 'pglite' | 'postgres';
   /** Applies the committed drizzle-kit migrations; safe to run on every start. */
   migrate(): Promise<Migrated>;
@@ -29,42 +34,35 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** Statements that start with it run as named prepared statements (executePrepared). */
+const PREPARED = '/* prepared */ ';
+
 /**
- * Runs `query` as a named prepared statement on PostgreSQL: parsed and planned once per
- * connection, where drizzle's execute() sends every query unnamed, parsed and planned anew. For
- * a hot statement of fixed text only (postgres.js keeps each text's statement for the
- * connection's life): the outbox's INSERT, parsed anew, cost a write more database time than the
- * write's own statements (`./pnpmw bench --only events`). Works in a transaction (drizzle's
- * transaction holds postgres.js's reserved connection); on PGlite, a plain execute.
+ * Runs `query` as a named prepared statement: parsed and planned once per connection, where
+ * drizzle's execute() sends every query unnamed, parsed and planned anew. For a hot statement of
+ * fixed text only (postgres.js keeps each text's statement for the connection's life): the
+ * outbox's INSERT, parsed anew, cost a write more database time than the write's own statements
+ * (`./pnpmw bench --only events`). Works in a transaction too: the client of each (see open).
  */
 export async function executePrepared(db: Db, query: SQL): Promise<void> {
-  // drizzle keeps its session and dialect internal; both are stable parts of its PgDatabase.
-  const { session, dialect } = db as unknown as {
-    session: {
-      client: { unsafe?: (text: string, params: unknown[], options: { prepare: boolean }) => Promise<unknown> };
-    };
-    dialect: { sqlToQuery(query: SQL): { sql: string; params: unknown[] } };
-  };
-  const unsafe = session.client.unsafe;
-  if (typeof unsafe !== 'function') {
-    await db.execute(query);
-    return;
-  }
-  const { sql: text, params } = dialect.sqlToQuery(query);
-  await unsafe.call(session.client, text, params, { prepare: true });
+  await db.execute(sql`${sql.raw(PREPARED)}${query}`);
+}
+
+/** postgres.js's `unsafe` (drizzle's every query) with `prepare` on for the statements marked PREPARED. */
+function prepareMarked(client: { unsafe: Sql['unsafe'] }): void {
+  const unsafe = client.unsafe;
+  client.unsafe = function preparedUnsafe(this: unknown, text: string, params?: unknown[], options?: object) {
+    if (!text.startsWith(PREPARED)) return unsafe.call(this, text, params as never, options);
+    return unsafe.call(this, text, params as never, { ...options, prepare: true });
+  } as Sql['unsafe'];
 }
 
 /** The advisory lock key of migrations: any constant the deployment's other users do not take. */
 export const MIGRATION_LOCK = 0x75_73_65_72; // "user"
 
-const ping = (db: Db) => async () => {
-  await db.execute(sql`select 1`);
-};
-
-/** postgres.js answers an array of rows, PGlite an object that holds them. */
+/** The rows a query answers (postgres.js's RowList is an array of them). */
 export async function rows<T extends Record<string, unknown>>(db: Db, query: SQL): Promise<T[]> {
-  const result = await db.execute<T>(query);
-  return Array.isArray(result) ? result : (result as unknown as { rows: T[] }).rows;
+  return (await db.execute<T>(query)) as unknown as T[];
 }
 
 /** The migrations drizzle recorded as applied: none before the first, which creates its table. */
@@ -85,15 +83,23 @@ async function counted(db: Db, apply: () => Promise<void>): Promise<Migrated> {
   return { applied: (await countMigrations(db)) - already, already };
 }
 
+/** The embedded database behind its socket (openPglite): one session, which the one connection holds. */
+interface Embedded {
+  path: string;
+  close(): Promise<void>;
+}
+
 export async function openPostgres(
   url: string,
-  options: { max?: number; statementTimeoutMs?: number; listenUrl?: string; tracer?: Tracer } = {},
+  options: { max?: number; statementTimeoutMs?: number; listenUrl?: string; tracer?: Tracer; embedded?: Embedded } = {},
 ): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
   const { migrate } = await import('drizzle-orm/postgres-js/migrator');
+  const { embedded } = options;
+  const shared = embedded === undefined ? undefined : sharedListeners();
   const client = postgres(url, {
-    max: options.max ?? 10,
+    max: embedded === undefined ? (options.max ?? 10) : 1,
     // The default pipelining (100) degrades under sustained load (see stack notes); 0 would
     // avoid it but broke every sql.begin() in postgres.js 3.4.9 (UNSAFE_TRANSACTION; patched since, see
     // db/client.test.ts), so 1.
@@ -102,19 +108,29 @@ export async function openPostgres(
     // The default backoff grows to 20 s after a few failed reconnects, so service came back up to
     // 20 s after PostgreSQL did (fault tests); at most 1 s between attempts keeps that under 5 s.
     backoff: (retries: number) => Math.min(0.05 * 2 ** retries, 1),
-    idle_timeout: 60,
+    idle_timeout: embedded === undefined ? 60 : 0,
     onnotice: () => {},
     // No statement outlives the request it serves (see the deadline middleware).
     connection: { application_name: 'user-accounts', statement_timeout: options.statementTimeoutMs ?? 10_000 },
-  } as Parameters<typeof postgres>[1]);
+    ...(embedded === undefined ? {} : { path: embedded.path, onnotify: shared!.onnotify }),
+  } as Options<Record<string, never>>);
+  onEveryClient(client, prepareMarked);
   // Every query goes through this client: traced here, once, when tracing is on.
   if (options.tracer !== undefined) tracePostgres(client, options.tracer);
-  const db = drizzle(client, { schema }) as unknown as Db;
-  const { listeners, track } = listenerSet();
+  const db = drizzle(client, { schema });
+  const listeners = new Set<Promise<Listening>>();
+  const track = (listening: Promise<Listening>) => {
+    listeners.add(listening);
+    return listening;
+  };
   return {
     db,
-    kind: 'postgres',
+    sql: client,
+    kind: embedded === undefined ? 'postgres' : 'pglite',
     async migrate() {
+      const apply = () => counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }));
+      // Embedded: one process at a time (the data folder's lock), and one connection.
+      if (embedded !== undefined) return apply();
       // drizzle's migrator takes no lock: two servers (or a deploy step and a server) starting on
       // an empty database raced to CREATE TABLE and one failed. A session-level advisory lock
       // makes them take turns; the second finds every migration applied.
@@ -124,54 +140,60 @@ export async function openPostgres(
       const session = postgres(options.listenUrl ?? url, { max: 1, connect_timeout: 5, onnotice: () => {} });
       try {
         await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
-        return await counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })));
+        return await apply();
       } finally {
         await session.end({ timeout: 5 }); // ending the session releases its lock
       }
     },
-    ping: ping(db),
-    listen: (channel, handlers) => track(listenPostgres(options.listenUrl ?? url, channel, handlers)),
+    async ping() {
+      await db.execute(sql`select 1`);
+    },
+    listen: (channel, handlers) =>
+      track(
+        shared === undefined
+          ? listenPostgres(options.listenUrl ?? url, channel, handlers)
+          : shared.listen(client, channel, handlers),
+      ),
     async close() {
       await Promise.all([...listeners].map(async (l) => (await l).close()));
       await client.end({ timeout: 5 });
+      await embedded?.close();
     },
   };
 }
 
-/** The listeners a database has opened, closed with it. */
-function listenerSet() {
-  const listeners = new Set<Promise<Listening>>();
-  const track = (listening: Promise<Listening>) => {
-    listeners.add(listening);
-    return listening;
-  };
-  return { listeners, track };
-}
-
-/** The embedded database: PostgreSQL compiled to WASM, kept in `dataDir/pgdata`. */
+/**
+ * The embedded database: PostgreSQL compiled to WASM, kept in `dataDir/pgdata` (in memory without
+ * one), served in this process on a unix socket that postgres.js connects to, so that the server
+ * speaks to it as to PostgreSQL. PGlite has a single session: pglite-socket hands it to
+ * connections message by message, so two connections interleave their statements (measured:
+ * "portal does not exist", wrong rows, UNSAFE_TRANSACTION) and one is allowed. The socket lives in
+ * a folder of its own that only this user may enter (mkdtemp's 0700): PGlite asks no password.
+ */
 export async function openPglite(dataDir: string | undefined, options: { tracer?: Tracer } = {}): Promise<Database> {
   const { PGlite } = await import('@electric-sql/pglite');
-  const { drizzle } = await import('drizzle-orm/pglite');
-  const { migrate } = await import('drizzle-orm/pglite/migrator');
+  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
   let path: string | undefined;
   if (dataDir !== undefined) {
     path = join(dataDir, 'pgdata');
     mkdirSync(path, { recursive: true, mode: 0o700 });
   }
-  const client = await PGlite.create(path);
-  // Every query goes through this client: traced here, once, when tracing is on.
-  if (options.tracer !== undefined) tracePglite(client, options.tracer);
-  const db = drizzle(client, { schema }) as unknown as Db;
-  const { listeners, track } = listenerSet();
-  return {
-    db,
-    kind: 'pglite',
-    migrate: () => counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }))),
-    ping: ping(db),
-    listen: (channel, handlers) => track(listenPglite(client, channel, handlers)),
-    async close() {
-      await Promise.all([...listeners].map(async (l) => (await l).close()));
-      await client.close();
-    },
+  const pglite = await PGlite.create(path);
+  const folder = mkdtempSync(join(tmpdir(), 'user-accounts-db-'));
+  const server = new PGLiteSocketServer({ db: pglite, path: join(folder, '.s.PGSQL.5432'), maxConnections: 1 });
+  const close = async () => {
+    await server.stop();
+    await pglite.close();
+    rmSync(folder, { recursive: true, force: true });
   };
+  try {
+    await server.start();
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return openPostgres('postgres://postgres@localhost/postgres', {
+    ...options,
+    embedded: { path: join(folder, '.s.PGSQL.5432'), close },
+  });
 }

@@ -2,7 +2,7 @@
 // CLI) changes it. What matters as much as the notifications is knowing when they may have been
 // missed: a cache may only be trusted while its listener is known to be connected, so `live`
 // reports every change of that state, and the cache bypasses itself while it is false.
-import type { PGlite } from '@electric-sql/pglite';
+import type { Sql } from 'postgres';
 
 export interface ChannelHandlers {
   /** A NOTIFY on the channel arrived, with its payload (events: the site; tokens: unused). */
@@ -157,14 +157,29 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
   };
 }
 
-/** The embedded database lives in this process: a LISTEN there cannot be lost. */
-export async function listenPglite(client: PGlite, channel: string, handlers: ChannelHandlers): Promise<Listening> {
-  const unlisten = await client.listen(channel, (payload) => handlers.notified(payload));
-  handlers.live(true);
-  handlers.confirmed(Number.POSITIVE_INFINITY);
+/**
+ * The embedded database (db/client.ts, openPglite): PGlite has one session, which its one
+ * connection holds, and a NOTIFY comes back on the connection whose statement sent it. So each
+ * channel is LISTENed on that connection and heard through its onnotify. The session lives in
+ * this process and keeps its LISTENs across reconnects: they cannot be lost.
+ */
+export function sharedListeners() {
+  const channels = new Map<string, ChannelHandlers>();
   return {
-    async close() {
-      await unlisten().catch(() => {}); // the database may be closed first
+    onnotify(channel: string, payload: string): void {
+      channels.get(channel)?.notified(payload);
+    },
+    async listen(sql: Sql, channel: string, handlers: ChannelHandlers): Promise<Listening> {
+      channels.set(channel, handlers);
+      await sql.unsafe(`listen ${quoted(channel)}`);
+      handlers.live(true);
+      handlers.confirmed(Number.POSITIVE_INFINITY);
+      return {
+        async close() {
+          channels.delete(channel);
+          await sql.unsafe(`unlisten ${quoted(channel)}`).catch(() => {}); // the database may be closed first
+        },
+      };
     },
   };
 }

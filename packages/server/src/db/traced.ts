@@ -1,10 +1,12 @@
 // A CLIENT span per database query, installed on the driver's client once at start when tracing
 // is on (db/client.ts): every query of drizzle, and executePrepared's, goes through postgres.js's
-// `unsafe` or PGlite's `query` (in a transaction too). No auto-instrumentation covers both.
+// `unsafe` (in a transaction too), on PostgreSQL and on the embedded database alike.
 // A span says the statement's operation and table (db.query.summary), never its text's values or
 // its parameters. Queries outside a traced request (the sequencer's polls, the webhook worker's
 // claims, migrations) make no span: they would be thousands of root traces an hour.
 import { context, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import type { Sql } from 'postgres';
+import { onEveryClient } from './every-client.ts';
 
 interface Summary {
   operation: string | undefined;
@@ -104,42 +106,6 @@ function traceUnsafe(tracer: Tracer, owner: { unsafe: Unsafe }): void {
 }
 
 /** Wraps a postgres.js client (and each transaction's) so that its queries make spans. */
-export function tracePostgres<T extends object>(client: T, tracer: Tracer): T {
-  const sql = client as unknown as { unsafe: Unsafe; begin: (...args: unknown[]) => unknown };
-  traceUnsafe(tracer, sql);
-  const begin = sql.begin;
-  sql.begin = function tracedBegin(...args: unknown[]) {
-    const fn = args.at(-1) as (tx: { unsafe: Unsafe }) => unknown;
-    args[args.length - 1] = (tx: { unsafe: Unsafe }) => {
-      traceUnsafe(tracer, tx);
-      return fn(tx);
-    };
-    return begin.apply(client, args);
-  };
-  return client;
-}
-
-type Query = (text: string, ...rest: unknown[]) => Promise<unknown>;
-
-function traceQuery(tracer: Tracer, owner: { query: Query }): void {
-  const query = owner.query.bind(owner);
-  owner.query = (text: string, ...rest: unknown[]) => {
-    const span = startQuerySpan(tracer, text);
-    const result = query(text, ...rest);
-    if (span !== undefined) result.then(...settle(span));
-    return result;
-  };
-}
-
-/** Wraps a PGlite client (and each transaction's) so that its queries make spans. */
-export function tracePglite<T extends object>(client: T, tracer: Tracer): T {
-  const db = client as unknown as { query: Query; transaction: (fn: (tx: { query: Query }) => unknown) => unknown };
-  traceQuery(tracer, db);
-  const transaction = db.transaction.bind(db);
-  db.transaction = (fn) =>
-    transaction((tx) => {
-      traceQuery(tracer, tx);
-      return fn(tx);
-    });
-  return client;
+export function tracePostgres(client: Sql, tracer: Tracer): void {
+  onEveryClient(client, (c) => traceUnsafe(tracer, c as unknown as { unsafe: Unsafe }));
 }

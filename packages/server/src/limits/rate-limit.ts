@@ -275,7 +275,7 @@ export function databaseCounters(db: Db): CounterStore {
     const keys = policies.map((p) => `${tokenId}/${p.name}`);
     const windows = policies.map((p) => p.windowSeconds);
     type Row = { key: string; count: number; reset_ms: number };
-    const result = await db.execute<Row>(sql`
+    const rows = await db.execute<Row>(sql`
       insert into rate_limits as r (key, window_start, window_seconds, count)
       select k, now(), w, ${n} from unnest(${pgArray(keys, 'text')}, ${pgArray(windows, 'int')}) as t(k, w)
       on conflict (key) do update set
@@ -286,8 +286,6 @@ export function databaseCounters(db: Db): CounterStore {
         window_seconds = excluded.window_seconds
       returning key, count,
         (extract(epoch from (window_start + make_interval(secs => window_seconds) - now())) * 1000)::float8 as reset_ms`);
-    // postgres.js answers an array of rows, PGlite an object with `rows`.
-    const rows: Row[] = Array.isArray(result) ? result : (result as unknown as { rows: Row[] }).rows;
     const byKey = new Map(rows.map((row) => [row.key, row]));
     return keys.map((key) => {
       const row = byKey.get(key)!;
