@@ -31,7 +31,10 @@ const integration = server([
   'ops/housekeeping',
 ]);
 
-/** Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL. */
+/**
+ * Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL,
+ * or load a database at scale (list-plans: 200,000 accounts).
+ */
 const system = [
   ...server(['build', 'main']),
   'packages/client/src/pack.test.ts',
@@ -49,6 +52,7 @@ const system = [
     'faults',
     'generators',
     'limits',
+    'list-plans',
     'metrics',
     'readme',
     'release',
