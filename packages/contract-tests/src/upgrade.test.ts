@@ -172,4 +172,43 @@ describe.skipIf(skip !== undefined)('upgrading a database made by an earlier mai
     },
     60_000,
   );
+
+  it('says what failed, that nothing changed, and what to do, when a migration fails', async () => {
+    const database = await freshPostgresDatabase();
+    drops.push(database.drop);
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      await migrateAsAt(sql, '3f2fac5');
+      // Something of the operator's own where a migration of ours creates a table.
+      await sql`create table event_queue (note text)`;
+      const failed = await procs.cli(['migrate'], { DATABASE_URL: database.url });
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toMatch(
+        /^cli: Migrating the database failed in 0015_plain_event_queue: relation "event_queue" already exists\. Nothing was changed: .*What to do: .*run `cli migrate` again/,
+      );
+      const [after] = await sql<{ n: number }[]>`select count(*)::int as n from drizzle.__drizzle_migrations`;
+      expect(after!.n).toBe(migrationsAt('3f2fac5').length);
+      expect((await sql`select to_regclass('events_0014') as t`)[0]!.t).toBeNull();
+    } finally {
+      await sql.end();
+    }
+  }, 60_000);
+
+  it('refuses a database whose 0007 and 0008 came from main before 5b1690b, saying what to do instead', async () => {
+    const database = await freshPostgresDatabase();
+    drops.push(database.drop);
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    try {
+      await migrateAsAt(sql, '3f2fac5');
+      // As 5805b04's migrator recorded its 0007 (the file and time it had then).
+      await sql`update drizzle.__drizzle_migrations
+        set hash = 'a75451e026e25757985ff6d2748a746480689106a86539d5b767019850a2ed76', created_at = 1795336238799
+        where created_at = ${migrationsAt('3f2fac5')[7]!.when}`;
+      const refused = await procs.cli(['migrate'], { DATABASE_URL: database.url });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/This database cannot be migrated: .*before 5b1690b.*cli export --site NAME/);
+    } finally {
+      await sql.end();
+    }
+  }, 60_000);
 });
