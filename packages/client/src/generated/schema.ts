@@ -415,6 +415,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read an account's audit trail, newest first
+         * @description The audit rows about one account: every write request that named it and got past
+         *     authentication and the rate limit (create, update, disable, enable, delete, verify, and
+         *     the import that created it), successful or not, by any token of the token's site or by the
+         *     operator's CLI (`tokenId` `cli`). Each says when, which operation, which token, which
+         *     request, its status and its outcome (the status text of a success, the problem `code` of a
+         *     failure); never an email, a password or an address. Newest first, `limit` at a time;
+         *     `next` is the `before` of the following page, or `null` on the last.
+         *
+         *     It takes the `read` scope: it tells less than `get` and `list` already do (no personal
+         *     data), and those who support an account need both. The account must be in reach of the
+         *     token (404 `user_not_found` otherwise, as for `get`), or have been deleted by its site:
+         *     a deleted account's trail stays readable by its own site, as long as the rows are kept.
+         */
+        get: operations["getAuditTrail"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -778,6 +809,27 @@ export interface components {
                 /** @description The cursor of the next page, for `after`; `null` on the last page. */
                 next: string | null;
             };
+        };
+        AuditTrailResponse: {
+            result: {
+                entries: components["schemas"]["AuditEntry"][];
+                /** @description The `before` of the next page; `null` on the last page. */
+                next: string | null;
+            };
+        };
+        /** @description One write request about the account, as the audit trail keeps it. */
+        AuditEntry: {
+            at: components["schemas"]["Timestamp"];
+            /** @enum {string} */
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import";
+            /** @description The id of the token that sent it (`token list` shows it), or `cli` for the operator's CLI. */
+            tokenId: string;
+            /** @description The request's `X-Request-Id`. */
+            requestId: string;
+            /** @description The HTTP status it was answered with. */
+            status: number;
+            /** @description The status text of a success (`user disabled`), or the problem `code` of a failure. */
+            outcome: string;
         };
         CountUsersResponse: {
             result: {
@@ -2041,6 +2093,51 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             410: components["responses"]["EventsExpired"];
             429: components["responses"]["EventsTooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAuditTrail: {
+        parameters: {
+            query: {
+                /**
+                 * @description The account's identifier.
+                 * @example 0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b
+                 */
+                _userId: components["schemas"]["UserId"];
+                /**
+                 * @description Rows per page, 1 to 100 (default 50), in decimal digits.
+                 * @example 50
+                 */
+                limit?: number;
+                /** @description The `next` of the previous page. */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the account's audit rows, newest first; `next` is `null` on the last. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditTrailResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -9,6 +9,7 @@ import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
 import { exportUsers } from './routes/export-users.ts';
+import { getAuditTrail } from './routes/get-audit-trail.ts';
 import { getUser } from './routes/get-user.ts';
 import { importUsers } from './routes/import-users.ts';
 import { listEvents } from './routes/list-events.ts';
@@ -31,6 +32,7 @@ export const operations: readonly Operation<any>[] = [
   countUsers,
   exportUsers,
   listEvents,
+  getAuditTrail,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */
