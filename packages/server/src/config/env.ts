@@ -43,7 +43,7 @@ export const docs = z.registry<VariableDoc>();
 type Read<T, D> = z.ZodType<D extends { default: string } ? Exclude<T, Error> : Exclude<T, Error> | undefined>;
 
 /** A variable read by `parse`, which answers an Error whose message follows the variable's name. */
-function variable<T, D extends VariableDoc>(doc: D, parse: (raw: string) => T | Error): Read<T, D> {
+function variable<T, D extends VariableDoc>(parse: (raw: string) => T | Error, doc: D): Read<T, D> {
   const schema = z
     .string()
     .optional()
@@ -61,52 +61,55 @@ function variable<T, D extends VariableDoc>(doc: D, parse: (raw: string) => T | 
 }
 
 const problem = (message: string) => new Error(message);
-const text = <D extends VariableDoc>(doc: D) => variable(doc, (raw) => raw);
+const text = <D extends VariableDoc>(doc: D) => variable((raw) => raw, doc);
 const postgresUrl = <D extends VariableDoc>(doc: D) =>
-  variable(doc, (raw) =>
-    /^postgres(ql)?:\/\/.+/.test(raw) ? raw : problem('must be a postgres:// or postgresql:// URL'),
+  variable(
+    (raw) => (/^postgres(ql)?:\/\/.+/.test(raw) ? raw : problem('must be a postgres:// or postgresql:// URL')),
+    doc,
   );
-const wholeNumber = <D extends VariableDoc>(doc: D, min: number, max: number) =>
-  variable(doc, (raw) =>
-    /^\d+$/.test(raw) && Number(raw) >= min && Number(raw) <= max
-      ? Number(raw)
-      : problem(`must be a whole number from ${min} to ${max} (got "${raw}")`),
-  );
+const wholeNumber = <D extends VariableDoc>(min: number, max: number, doc: D) =>
+  variable((raw) => {
+    const n = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+    return n >= min && n <= max ? n : problem(`must be a whole number from ${min} to ${max} (got "${raw}")`);
+  }, doc);
+/** One of `values`: "must be A or B", or "must be one of A, B, C". */
+const oneOf = <V extends string, D extends VariableDoc>(values: readonly V[], doc: D) =>
+  variable((raw) => {
+    const allowed = values.length === 2 ? values.join(' or ') : `one of ${values.join(', ')}`;
+    return (values as readonly string[]).includes(raw) ? (raw as V) : problem(`must be ${allowed} (got "${raw}")`);
+  }, doc);
 const trueOrFalse = <D extends VariableDoc & { default: string }>(doc: D) =>
-  variable(doc, (raw) =>
-    raw === 'true' || raw === 'false' ? raw === 'true' : problem(`must be true or false (got "${raw}")`),
+  variable(
+    (raw) => (raw === 'true' || raw === 'false' ? raw === 'true' : problem(`must be true or false (got "${raw}")`)),
+    doc,
   );
 /** A comma-separated list; `bad` says what is wrong with an entry (one problem each). */
-const list = <D extends VariableDoc>(doc: D, bad: (entry: string, index: number) => string | undefined) =>
-  variable(doc, (raw) => {
-    const entries = raw
-      .split(',')
-      .map((e) => e.trim())
-      .filter((e) => e !== '');
+const list = <D extends VariableDoc>(bad: (entry: string, index: number) => string | undefined, doc: D) =>
+  variable((raw) => {
+    const entries = raw.split(',').flatMap((e) => (e.trim() === '' ? [] : [e.trim()]));
     const problems = entries.map(bad).filter((p) => p !== undefined);
     return problems.length === 0 ? entries : new AggregateError(problems.map(problem));
-  });
+  }, doc);
 const rateLimit = <D extends VariableDoc>(name: 'all' | 'hash' | 'import', doc: D) =>
-  variable(doc, (raw) => parseRateLimit(name, raw));
+  variable((raw) => parseRateLimit(name, raw), doc);
 /** N failures within a window (1 s to 24 h), or `off` when `offAllowed`. */
-const failureWindow = <D extends VariableDoc>(doc: D, example: string, offAllowed = false) =>
-  variable(doc, (raw) => {
+const failureWindow = <D extends VariableDoc>(example: string, offAllowed: boolean, doc: D) =>
+  variable((raw) => {
     if (offAllowed && raw === 'off') return null;
     const parsed = parseRateLimit('all', raw);
+    const or = offAllowed ? ', or be off' : '';
     return parsed instanceof Error || parsed === null
-      ? problem(
-          `must look like ${example} (failures per window, 1 s to 24 h)${offAllowed ? ', or be off' : ''} (got "${raw}")`,
-        )
+      ? problem(`must look like ${example} (failures per window, 1 s to 24 h)${or} (got "${raw}")`)
       : { limit: parsed.limit, windowSeconds: parsed.windowSeconds };
-  });
+  }, doc);
 /** `Nd` or `Nh` in ms, from `min` to `max` days; `off` (null) when `offAllowed`. */
 const retention = <D extends VariableDoc & { default: string }>(
-  doc: D,
   min: number,
   max: number,
   offAllowed: boolean,
+  doc: D,
 ) =>
-  variable(doc, (raw) => {
+  variable((raw) => {
     if (offAllowed && raw === 'off') return null;
     const parsed = /^(\d{1,5})([hd])$/.exec(raw);
     const ms = parsed === null ? 0 : Number(parsed[1]) * (parsed[2] === 'd' ? 86_400_000 : 3_600_000);
@@ -115,70 +118,49 @@ const retention = <D extends VariableDoc & { default: string }>(
     return problem(
       `must be a number of days or hours, ${min}d (${min * 24}h) to ${max}d, like ${doc.default}${or} (got "${raw}")`,
     );
-  });
+  }, doc);
 /** A secret the operator chose: never echoed back, not even a bad one. */
 const secretIsBad = (secret: string) => secret.length < 20 || secret.length > 256 || !/^[\x21-\x7e]+$/.test(secret);
 const SECRET_RULE = 'must be 20 to 256 printable ASCII characters without spaces';
+const ORIGIN_RULE = 'must be origins like https://app.example.com';
 
 /** Every variable the server reads, in the order the README lists them. */
 const VARIABLES = {
-  PORT: wholeNumber({ default: '3000', meaning: 'port to listen on' }, 0, 65535),
+  PORT: wholeNumber(0, 65535, { default: '3000', meaning: 'port to listen on' }),
   HOST: text({
     default: '127.0.0.1',
     meaning: 'address to listen on (`0.0.0.0` to accept remote connections)',
   }),
   DATABASE_URL: postgresUrl({ meaning: '`postgres://…`; unset means the embedded PGlite database in `DATA_DIR`' }),
-  DATABASE_POOL_SIZE: wholeNumber(
-    {
-      default: '10',
-      meaning:
-        'connections each server process keeps to PostgreSQL (it uses 2 more to listen); `/metrics` reports it as `db_pool_max_connections`',
-    },
-    1,
-    1000,
-  ),
+  DATABASE_POOL_SIZE: wholeNumber(1, 1000, {
+    default: '10',
+    meaning:
+      'connections each server process keeps to PostgreSQL (it uses 2 more to listen); `/metrics` reports it as `db_pool_max_connections`',
+  }),
   DATABASE_LISTEN_URL: postgresUrl({
     shown: "`DATABASE_URL`'s",
     meaning:
       'where the two LISTEN connections go (revoked tokens, change events): behind PgBouncer in transaction mode, which drops a LISTEN, point this at PostgreSQL itself or a session-mode pool (see [docs/scaling.md](docs/scaling.md))',
   }),
   DATA_DIR: text({ default: './data', meaning: 'the embedded database and `dev-token`; one server per folder' }),
-  DEPLOYMENT: variable(
-    {
-      default: 'development',
-      meaning:
-        "`production` refuses to start (server and CLI) without `DATABASE_URL`: the embedded database is one process's own, and a replica would silently keep its accounts apart; `deploy/user-accounts.env` sets it",
-    },
-    (raw) =>
-      raw === 'production' || raw === 'development' ? raw : problem(`must be production or development (got "${raw}")`),
-  ),
-  API_TOKENS: list(
-    {
-      meaning:
-        'comma-separated accepted tokens (20–256 printable characters each), site `default`, the scopes `read`, `write`, `verify` and `events` (not `export`). Optional: on PostgreSQL the server also starts with tokens minted by `cli token create` (with neither, it refuses to start and says so); on the embedded database without it, a dev token is minted',
-    },
-    (token, i) => (secretIsBad(token) ? `entry ${i + 1} ${SECRET_RULE}` : undefined),
-  ),
-  LOG_LEVEL: variable(
-    {
-      default: 'info',
-      meaning: `${LOG_LEVELS.slice(0, -1)
-        .map((l) => `\`${l}\``)
-        .join(', ')} or \`silent\``,
-    },
-    (raw) =>
-      (LOG_LEVELS as readonly string[]).includes(raw)
-        ? (raw as LogLevel)
-        : problem(`must be one of ${LOG_LEVELS.join(', ')} (got "${raw}")`),
-  ),
-  LOG_FORMAT: variable(
-    {
-      shown: 'auto',
-      meaning:
-        '`json` (one JSON object a line) or `pretty` (readable lines); unset: pretty in a terminal, JSON otherwise',
-    },
-    (raw) => (raw === 'json' || raw === 'pretty' ? raw : problem(`must be json or pretty (got "${raw}")`)),
-  ),
+  DEPLOYMENT: oneOf(['production', 'development'], {
+    default: 'development',
+    meaning:
+      "`production` refuses to start (server and CLI) without `DATABASE_URL`: the embedded database is one process's own, and a replica would silently keep its accounts apart; `deploy/user-accounts.env` sets it",
+  }),
+  API_TOKENS: list((token, i) => (secretIsBad(token) ? `entry ${i + 1} ${SECRET_RULE}` : undefined), {
+    meaning:
+      'comma-separated accepted tokens (20–256 printable characters each), site `default`, the scopes `read`, `write`, `verify` and `events` (not `export`). Optional: on PostgreSQL the server also starts with tokens minted by `cli token create` (with neither, it refuses to start and says so); on the embedded database without it, a dev token is minted',
+  }),
+  LOG_LEVEL: oneOf(LOG_LEVELS, {
+    default: 'info',
+    meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace` or `silent`',
+  }),
+  LOG_FORMAT: oneOf(['json', 'pretty'], {
+    shown: 'auto',
+    meaning:
+      '`json` (one JSON object a line) or `pretty` (readable lines); unset: pretty in a terminal, JSON otherwise',
+  }),
   RATE_LIMIT: rateLimit('all', {
     default: DEFAULT_RATE_LIMIT,
     meaning: "every token's budget: `N/Ws`, `N/Wm` or `N/Wh` (window 1 s to 24 h)",
@@ -195,92 +177,55 @@ const VARIABLES = {
     meaning:
       "rows a site may import (every token of it together; the operator's `cli import` is not counted); `off` for none",
   }),
-  AUTH_FAILURE_LIMIT: failureWindow(
-    {
-      default: DEFAULT_AUTH_FAILURE_LIMIT,
-      meaning: 'failed authentications per client address and window, in each process, before 429; `off` for none',
-    },
-    '100/10s',
-    true,
-  ),
+  AUTH_FAILURE_LIMIT: failureWindow('100/10s', true, {
+    default: DEFAULT_AUTH_FAILURE_LIMIT,
+    meaning: 'failed authentications per client address and window, in each process, before 429; `off` for none',
+  }),
   // Nobody by default: X-Forwarded-For from any other peer is the client's own writing.
-  TRUSTED_PROXIES: variable(
-    {
-      meaning:
-        "comma-separated addresses or CIDR blocks of your load balancers (`127.0.0.1`, `10.0.0.0/8`): from these peers only, the client address (for `AUTH_FAILURE_LIMIT`) is the right-most `X-Forwarded-For` entry that is not itself one of them; unset, nobody's header is believed and the client is the connection's peer",
-    },
-    parseTrustedProxies,
-  ),
-  REDIS_URL: variable(
-    {
-      meaning: "`redis://…`: keep rate-limit counters and verify's failure counts in Redis instead of the database",
-    },
-    (raw) => (/^rediss?:\/\/.+/.test(raw) ? raw : problem('must be a redis:// or rediss:// URL')),
-  ),
+  TRUSTED_PROXIES: variable(parseTrustedProxies, {
+    meaning:
+      "comma-separated addresses or CIDR blocks of your load balancers (`127.0.0.1`, `10.0.0.0/8`): from these peers only, the client address (for `AUTH_FAILURE_LIMIT`) is the right-most `X-Forwarded-For` entry that is not itself one of them; unset, nobody's header is believed and the client is the connection's peer",
+  }),
+  REDIS_URL: variable((raw) => (/^rediss?:\/\/.+/.test(raw) ? raw : problem('must be a redis:// or rediss:// URL')), {
+    meaning: "`redis://…`: keep rate-limit counters and verify's failure counts in Redis instead of the database",
+  }),
   // Unset: the number of cores (applied in the schema's transform, never written into the docs).
-  HASH_CONCURRENCY: wholeNumber(
-    {
-      shown: 'cores',
-      meaning:
-        "argon2id hashes computed at once (19 MiB each); libuv's thread pool is sized to it plus 4 unless `UV_THREADPOOL_SIZE` is set",
-    },
-    1,
-    256,
-  ),
-  HASH_QUEUE: wholeNumber(
-    {
-      default: '64',
-      meaning:
-        'hashes that may wait for a slot, every site together; when full, the site with the most waiting gets the 503',
-    },
-    0,
-    10_000,
-  ),
-  HASH_COSTLY_CONCURRENCY: wholeNumber(
-    {
-      default: '1',
-      meaning:
-        "imported hashes costing more than 8× `PASSWORD_HASH`'s CPU or 2× its memory checked at once, in a lane of their own that never takes the shared slots",
-    },
-    1,
-    64,
-  ),
-  LONG_POLLS_PER_TOKEN: wholeNumber(
-    {
-      default: '8',
-      meaning:
-        '`GET /api/1/events?wait=` long-polls one token may have waiting on one server; one more is 429 `too_many_long_polls`',
-    },
-    1,
-    10_000,
-  ),
-  LONG_POLLS_PER_SITE: wholeNumber({ default: '32', meaning: 'the same, every token of a site together' }, 1, 100_000),
-  MAX_ACCOUNTS_PER_SITE: wholeNumber(
-    {
-      default: '0',
-      shown: '`0` (none)',
-      meaning: 'the most accounts a site may hold; create and import beyond it are 403 `account_limit_reached`',
-    },
-    0,
-    2_000_000_000,
-  ),
+  HASH_CONCURRENCY: wholeNumber(1, 256, {
+    shown: 'cores',
+    meaning:
+      "argon2id hashes computed at once (19 MiB each); libuv's thread pool is sized to it plus 4 unless `UV_THREADPOOL_SIZE` is set",
+  }),
+  HASH_QUEUE: wholeNumber(0, 10_000, {
+    default: '64',
+    meaning:
+      'hashes that may wait for a slot, every site together; when full, the site with the most waiting gets the 503',
+  }),
+  HASH_COSTLY_CONCURRENCY: wholeNumber(1, 64, {
+    default: '1',
+    meaning:
+      "imported hashes costing more than 8× `PASSWORD_HASH`'s CPU or 2× its memory checked at once, in a lane of their own that never takes the shared slots",
+  }),
+  LONG_POLLS_PER_TOKEN: wholeNumber(1, 10_000, {
+    default: '8',
+    meaning:
+      '`GET /api/1/events?wait=` long-polls one token may have waiting on one server; one more is 429 `too_many_long_polls`',
+  }),
+  LONG_POLLS_PER_SITE: wholeNumber(1, 100_000, { default: '32', meaning: 'the same, every token of a site together' }),
+  MAX_ACCOUNTS_PER_SITE: wholeNumber(0, 2_000_000_000, {
+    default: '0',
+    shown: '`0` (none)',
+    meaning: 'the most accounts a site may hold; create and import beyond it are 403 `account_limit_reached`',
+  }),
   CORS_ORIGINS: list(
+    (origin) => (/^https?:\/\/[^/\s]+$/.test(origin) ? undefined : `entries ${ORIGIN_RULE} (got "${origin}")`),
     {
       meaning:
         'comma-separated browser origins allowed to call `/api/` (e.g. `https://app.example.com`); unset, no CORS headers',
     },
-    (origin) =>
-      /^https?:\/\/[^/\s]+$/.test(origin)
-        ? undefined
-        : `entries must be origins like https://app.example.com (got "${origin}")`,
   ),
-  METRICS_TOKEN: variable(
-    {
-      meaning:
-        'turns on `GET /metrics` (Prometheus), for `Authorization: Bearer <METRICS_TOKEN>` only; unset, it is 404',
-    },
-    (raw) => (secretIsBad(raw) ? problem(SECRET_RULE) : raw),
-  ),
+  METRICS_TOKEN: variable((raw) => (secretIsBad(raw) ? problem(SECRET_RULE) : raw), {
+    meaning: 'turns on `GET /metrics` (Prometheus), for `Authorization: Bearer <METRICS_TOKEN>` only; unset, it is 404',
+  }),
   // The SDK reads the other OTEL_* variables itself; these decide whether it is loaded at all.
   OTEL_EXPORTER_OTLP_ENDPOINT: text({
     meaning:
@@ -290,116 +235,75 @@ const VARIABLES = {
     meaning:
       'the same for traces alone, as a full URL (`http://collector:4318/v1/traces`); wins over `OTEL_EXPORTER_OTLP_ENDPOINT`',
   }),
-  OTEL_SDK_DISABLED: variable(
-    { default: 'false', meaning: '`true` keeps tracing off even with an endpoint set' },
-    (raw) => raw.toLowerCase() === 'true',
-  ),
+  OTEL_SDK_DISABLED: variable((raw) => raw.toLowerCase() === 'true', {
+    default: 'false',
+    meaning: '`true` keeps tracing off even with an endpoint set',
+  }),
   OTEL_SERVICE_NAME: text({ default: 'user-accounts', meaning: "the traces' `service.name`" }),
-  PASSWORD_HASH: variable(
-    {
-      default: DEFAULT_PASSWORD_HASH,
-      meaning:
-        "argon2id cost of new hashes (memory KiB, passes, lanes); below OWASP's minimum it refuses to start; older hashes are replaced at their next verify",
-    },
-    parsePasswordHash,
-  ),
-  VERIFY_LIMIT: failureWindow(
-    {
-      shown: '`10/15m`',
-      meaning: 'failed verifies per site and email or id before a lock (1 min, doubling up to a day)',
-    },
-    '10/15m',
-  ),
-  VERIFY_LIMIT_ADDRESS: failureWindow(
-    {
-      shown: '`100/1h`',
-      meaning: 'failed verifies per site and `X-End-User-IP` address before a lock until the window ends',
-    },
-    '10/15m',
-  ),
-  REQUEST_TIMEOUT_MS: wholeNumber(
-    {
-      default: '10000',
-      meaning:
-        "a request not done by then gets 503 (a write not yet committing is rolled back); also PostgreSQL's `statement_timeout`",
-    },
-    100,
-    600_000,
-  ),
-  SHUTDOWN_DRAIN_MS: wholeNumber(
-    {
-      default: '0',
-      meaning:
-        'after `SIGTERM`, keep serving this long with `/readyz` answering 503 and every answer closing its connection, so that a load balancer takes the server out before it stops listening (`deploy/` uses 3000)',
-    },
-    0,
-    60_000,
-  ),
+  PASSWORD_HASH: variable(parsePasswordHash, {
+    default: DEFAULT_PASSWORD_HASH,
+    meaning:
+      "argon2id cost of new hashes (memory KiB, passes, lanes); below OWASP's minimum it refuses to start; older hashes are replaced at their next verify",
+  }),
+  VERIFY_LIMIT: failureWindow('10/15m', false, {
+    shown: '`10/15m`',
+    meaning: 'failed verifies per site and email or id before a lock (1 min, doubling up to a day)',
+  }),
+  VERIFY_LIMIT_ADDRESS: failureWindow('10/15m', false, {
+    shown: '`100/1h`',
+    meaning: 'failed verifies per site and `X-End-User-IP` address before a lock until the window ends',
+  }),
+  REQUEST_TIMEOUT_MS: wholeNumber(100, 600_000, {
+    default: '10000',
+    meaning:
+      "a request not done by then gets 503 (a write not yet committing is rolled back); also PostgreSQL's `statement_timeout`",
+  }),
+  SHUTDOWN_DRAIN_MS: wholeNumber(0, 60_000, {
+    default: '0',
+    meaning:
+      'after `SIGTERM`, keep serving this long with `/readyz` answering 503 and every answer closing its connection, so that a load balancer takes the server out before it stops listening (`deploy/` uses 3000)',
+  }),
   // At least the 3 days webhook deliveries are retried for: a retry must find its event.
-  EVENTS_RETENTION: retention(
-    {
-      default: '7d',
-      meaning: 'how long change events are kept for the feed and webhook retries: `Nd` or `Nh`, 3 days to 10 years',
-    },
-    3,
-    3650,
-    false,
-  ),
+  EVENTS_RETENTION: retention(3, 3650, false, {
+    default: '7d',
+    meaning: 'how long change events are kept for the feed and webhook retries: `Nd` or `Nh`, 3 days to 10 years',
+  }),
   // A year: an incident is often found months after it began, and PCI DSS (10.5.1) asks for 12
   // months of audit history; rows name accounts, so not for ever (a data minimum) unless told.
-  AUDIT_RETENTION: retention(
-    {
-      default: '365d',
-      meaning:
-        'how long audit rows are kept: `Nd` or `Nh`, 1 day to 100 years, or `off` (for ever); each server deletes older rows every 10 minutes, 10,000 a statement',
-    },
-    1,
-    36_500,
-    true,
-  ),
+  AUDIT_RETENTION: retention(1, 36_500, true, {
+    default: '365d',
+    meaning:
+      'how long audit rows are kept: `Nd` or `Nh`, 1 day to 100 years, or `off` (for ever); each server deletes older rows every 10 minutes, 10,000 a statement',
+  }),
   WEBHOOK_ALLOW_PRIVATE: trueOrFalse({
     default: 'false',
     meaning:
       '`true` lets webhooks go to `http://` and to loopback, private and link-local addresses (tests, a receiver on the same network); otherwise only `https://` to public addresses, checked at every attempt after DNS',
   }),
-  WEBHOOK_ENDPOINT_CONCURRENCY: wholeNumber(
-    {
-      default: '4',
-      meaning:
-        "deliveries to one webhook endpoint in flight at once, all servers together (1–256); sites and their endpoints are served in turn, so an endpoint that hangs holds at most this many of a server's 16 sending slots",
-    },
-    1,
-    256,
-  ),
+  WEBHOOK_ENDPOINT_CONCURRENCY: wholeNumber(1, 256, {
+    default: '4',
+    meaning:
+      "deliveries to one webhook endpoint in flight at once, all servers together (1–256); sites and their endpoints are served in turn, so an endpoint that hangs holds at most this many of a server's 16 sending slots",
+  }),
 };
 /** Names the docs leave out: RATE_LIMIT_CREATE is a deprecated alias, said under RATE_LIMIT_HASH. */
 export const UNDOCUMENTED = new Set(['RATE_LIMIT_CREATE']);
 
 const schema = z.object(VARIABLES).transform((v, ctx) => {
+  // Checked once every variable is valid on its own.
+  const refuse = (name: keyof typeof VARIABLES, message: string) =>
+    ctx.issues.push({ code: 'custom', path: [name], message, input: v });
   if (v.DATABASE_LISTEN_URL !== undefined && v.DATABASE_URL === undefined)
-    ctx.issues.push({
-      code: 'custom',
-      path: ['DATABASE_LISTEN_URL'],
-      message: 'needs DATABASE_URL (the embedded database listens in process)',
-      input: v,
-    });
+    refuse('DATABASE_LISTEN_URL', 'needs DATABASE_URL (the embedded database listens in process)');
   if (v.DEPLOYMENT === 'production' && v.DATABASE_URL === undefined)
-    ctx.issues.push({
-      code: 'custom',
-      path: ['DEPLOYMENT'],
-      message:
-        'is production, which needs DATABASE_URL (postgres://…): the embedded database in DATA_DIR is for development, one process on one machine',
-      input: v,
-    });
+    refuse(
+      'DEPLOYMENT',
+      'is production, which needs DATABASE_URL (postgres://…): the embedded database in DATA_DIR is for development, one process on one machine',
+    );
   // RATE_LIMIT_CREATE was the budget of creates; it now bounds every hash, under a name that says so.
   const warnings: string[] = [];
   if (v.RATE_LIMIT_CREATE !== undefined && v.RATE_LIMIT_HASH !== undefined)
-    ctx.issues.push({
-      code: 'custom',
-      path: ['RATE_LIMIT_CREATE'],
-      message: 'is the old name of RATE_LIMIT_HASH; set only RATE_LIMIT_HASH',
-      input: v,
-    });
+    refuse('RATE_LIMIT_CREATE', 'is the old name of RATE_LIMIT_HASH; set only RATE_LIMIT_HASH');
   else if (v.RATE_LIMIT_CREATE !== undefined)
     warnings.push(
       'RATE_LIMIT_CREATE is deprecated: it is now the budget of every password hash (creates and password ' +
