@@ -10,6 +10,7 @@ import { onEveryClient } from './every-client.ts';
 import { type ChannelHandlers, type Listening, listenPostgres, sharedListeners } from './listen.ts';
 import { schema } from './schema.ts';
 import { tracePostgres } from './traced.ts';
+import { upgrade } from './upgrade.ts';
 
 export type Db = PostgresJsDatabase<typeof schema>;
 
@@ -128,7 +129,7 @@ export async function openPostgres(
     sql: client,
     kind: embedded === undefined ? 'postgres' : 'pglite',
     async migrate() {
-      const apply = () => counted(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS }));
+      const apply = () => counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })));
       // Embedded: one process at a time (the data folder's lock), and one connection.
       if (embedded !== undefined) return apply();
       // drizzle's migrator takes no lock: two servers (or a deploy step and a server) starting on
