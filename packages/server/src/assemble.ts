@@ -53,8 +53,16 @@ export async function createLogger(config: Config, destination?: DestinationStre
   if (destination !== undefined) return pino(options, destination);
   const tty = process.stdout.isTTY === true;
   if (config.logFormat === 'pretty' || (config.logFormat === undefined && tty)) {
-    const pretty = (await import('pino-pretty')).default;
-    return pino(options, pretty({ colorize: tty, sync: true, ignore: 'service' }));
+    // A development dependency (pnpm build bundles it): installed without it, a terminal gets JSON.
+    const pretty = await import('pino-pretty').then(
+      (m) => m.default,
+      () => undefined,
+    );
+    if (pretty !== undefined) return pino(options, pretty({ colorize: tty, sync: true, ignore: 'service' }));
+    if (config.logFormat === 'pretty')
+      throw new StartError(
+        'LOG_FORMAT=pretty needs pino-pretty, a development dependency: install it, or set LOG_FORMAT=json',
+      );
   }
   return pino(options);
 }
