@@ -35,7 +35,9 @@ function isJsonMediaType(contentType: string | undefined): boolean {
 /**
  * Reads the body as JSON: 415 unless it is application/json, 413 past the limit whether or not a
  * Content-Length was sent (the stream is counted, so chunked bodies cannot slip past), 400 unless
- * it is UTF-8 JSON.
+ * it is UTF-8 JSON. Not hono/body-limit: it believes a Content-Length sent without
+ * Transfer-Encoding and then counts nothing (a body that understates it is read to its end), and a
+ * client hanging up mid-body reaches it as an unexpected error, not our 400.
  */
 export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
   return async function jsonBodyMiddleware(c, next) {

@@ -21,7 +21,8 @@ export function requestIdFrom(given: string | undefined): string {
 
 /**
  * Keeps the caller's X-Request-Id when it is sane, else makes one, and gives the request a logger
- * that puts it, and the caller's W3C trace, on every line.
+ * that puts it, and the caller's W3C trace, on every line. Not hono/request-id: it refuses the `.`
+ * and `:` the spec allows (its rule is [\w=-], up to 255), and it sets no logger.
  */
 export function requestId(): MiddlewareHandler<AppEnv> {
   return async function requestIdMiddleware(c, next) {
