@@ -224,30 +224,40 @@ export async function importRows(
      * (a plain password) or at its first verify (a given hash), and each fills the database.
      */
     beforeWriting?: (count: number) => Promise<void>;
-    write: (insert: (tx: Db) => Promise<Map<number, string>>) => Promise<Map<number, string>>;
+    /** Runs `insert` in the caller's transaction; `resultOf` is the answer once it is known what was created. */
+    write: (
+      insert: (tx: Db) => Promise<Map<number, string>>,
+      resultOf: (created: Map<number, string>) => ImportResult,
+    ) => Promise<Map<number, string>>;
   },
 ): Promise<ImportResult> {
   const { items, accepted } = checkRows(rows, target.validators, options.firebase);
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
   const fresh = accepted.filter((a) => !taken.has(a.index));
-  if (options.dryRun) {
-    for (const a of fresh) items[a.index] = { index: a.index, status: 'user would be created' };
-  } else {
-    await options.beforeWriting?.(fresh.length);
-    await hashPasswords(target.hasher, target.site, fresh, target.signal);
-    const created = await options.write((tx) => insertRows(tx, target.site, fresh));
+  // The answer, once the written rows are known: the caller may keep it with the write (an
+  // Idempotency-Key's answer is kept in the write's transaction, see accounts/unit-of-work.ts).
+  const resultOf = (created: Map<number, string> | undefined): ImportResult => {
+    const all = [...items] as ImportItem[];
     for (const a of fresh) {
-      const id = created.get(a.index);
-      items[a.index] = id === undefined ? emailTaken(a.index) : { index: a.index, _userId: id, status: 'user created' };
+      const id = created?.get(a.index);
+      all[a.index] =
+        created === undefined
+          ? { index: a.index, status: 'user would be created' }
+          : id === undefined
+            ? emailTaken(a.index)
+            : { index: a.index, _userId: id, status: 'user created' };
     }
-  }
-  const all = items as ImportItem[];
-  const failed = all.filter((item) => 'error' in item).length;
-  return {
-    status: options.dryRun ? 'import checked' : 'import done',
-    created: all.length - failed,
-    failed,
-    items: all,
+    const failed = all.filter((item) => 'error' in item).length;
+    return {
+      status: created === undefined ? 'import checked' : 'import done',
+      created: all.length - failed,
+      failed,
+      items: all,
+    };
   };
+  if (options.dryRun) return resultOf(undefined);
+  await options.beforeWriting?.(fresh.length);
+  await hashPasswords(target.hasher, target.site, fresh, target.signal);
+  return resultOf(await options.write((tx) => insertRows(tx, target.site, fresh), resultOf));
 }

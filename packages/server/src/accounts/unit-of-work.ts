@@ -2,8 +2,9 @@
 // through inWrite, which owns the transaction, the deadline's point of no return, the audit rows
 // and the change events, so that no caller can forget any of them. It knows nothing of HTTP: a
 // caller describes itself with a WriteScope.
-import { sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import { idempotencyKeys } from '../db/schema.ts';
 import { type EventType, enqueueEvents } from '../events/queue.ts';
 import { activeTraceparent } from '../ops/tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
@@ -21,6 +22,11 @@ export interface WriteScope {
    * rolls back) once the caller can no longer be told the write happened. Absent: no deadline.
    */
   deadline?: { commit(): void } | undefined;
+  /**
+   * The Idempotency-Key the caller claimed for this write: its answer is kept in the write's own
+   * transaction, so that a retry after a crash finds either nothing done or the answer to replay.
+   */
+  idempotency?: { key: string; maxBody: number } | undefined;
 }
 
 /** What a write may use: the database and what follows a commit. */
@@ -56,6 +62,33 @@ export interface WriteDone {
   changed?: string[];
   /** false when the write found nothing to change (disable of a disabled account): no event. */
   emits?: boolean;
+  /** The answer the caller gives with `status`, kept for its Idempotency-Key (see WriteScope). */
+  answer?: KeptAnswer;
+}
+
+/** An answer as kept for an Idempotency-Key: its body as sent and the headers that are part of it. */
+export interface KeptAnswer {
+  body: string;
+  /** Lower-case names: content-type, location, etag. */
+  headers: Record<string, string>;
+}
+
+/**
+ * The answer to keep with the write, if any: only for a claimed key, and only a body up to the
+ * key's bound (a larger one is not kept, and the retry runs again).
+ */
+export function answerToKeep(scope: WriteScope, done: Pick<WriteDone, 'answer'>): KeptAnswer | undefined {
+  const { answer } = done;
+  if (scope.idempotency === undefined || answer === undefined) return undefined;
+  return Buffer.byteLength(answer.body) <= scope.idempotency.maxBody ? answer : undefined;
+}
+
+/** Stores the answer of a claimed key: from then on, each retry with the key replays it. */
+export async function keepAnswer(db: Db, tokenId: string, key: string, status: number, answer: KeptAnswer) {
+  await db
+    .update(idempotencyKeys)
+    .set({ status, body: answer.body, headers: answer.headers, lockedUntil: null })
+    .where(and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key)));
 }
 
 /**
@@ -76,7 +109,7 @@ export async function inWrite<T>(
   const written = await deps.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
-    const { userIds, changed, emits, ...entry } = typeof done === 'function' ? done(result) : done;
+    const { userIds, changed, emits, answer, ...entry } = typeof done === 'function' ? done(result) : done;
     const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId };
     const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
     // An audit row per account written (import), else one for the request.
@@ -100,6 +133,8 @@ export async function inWrite<T>(
     } else {
       await audit;
     }
+    const kept = answerToKeep(scope, { answer });
+    if (kept !== undefined) await keepAnswer(tx, scope.actor, scope.idempotency!.key, entry.status, kept);
     // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.
     scope.deadline?.commit();
     return result;

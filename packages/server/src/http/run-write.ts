@@ -3,8 +3,16 @@
 // operation (accounts/audit.ts) records every other outcome (refusals, failures, replays) and
 // refuses an answer to a write that did not come through here.
 import type { Context } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { WriteOperation } from '../accounts/audit.ts';
-import { inWrite, type WriteDeps, type WriteDone, type WriteScope } from '../accounts/unit-of-work.ts';
+import {
+  answerToKeep,
+  inWrite,
+  type KeptAnswer,
+  type WriteDeps,
+  type WriteDone,
+  type WriteScope,
+} from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import type { AppEnv } from './context.ts';
 
@@ -15,12 +23,21 @@ export interface WriteRecord {
   userId: string | undefined;
   /** True once runWrite committed the write and its audit row. */
   committed: boolean;
+  /** True when the answer for the request's Idempotency-Key was kept in the write's transaction. */
+  answerKept?: boolean;
 }
 
 /** The request as a write sees it: its token's site and id, its id, its deadline. */
 export function writeScopeOf(c: Context<AppEnv>): WriteScope {
   const token = c.get('token');
-  return { site: token.site, actor: token.id, requestId: c.get('requestId'), deadline: c.get('deadline') };
+  const claimed = c.get('idempotency')?.claimed;
+  return {
+    site: token.site,
+    actor: token.id,
+    requestId: c.get('requestId'),
+    deadline: c.get('deadline'),
+    idempotency: claimed === undefined ? undefined : { key: c.get('idempotency')!.key, maxBody: claimed.maxBody },
+  };
 }
 
 /** What the server's writes use, from its deps. */
@@ -37,7 +54,25 @@ export async function runWrite<T>(
 ): Promise<T | undefined> {
   const record = c.get('write');
   if (typeof done !== 'function') record.userId = done.userId;
-  const written = await inWrite(writeScopeOf(c), writeDepsOf(c), record.operation, done, work);
+  const scope = writeScopeOf(c);
+  let answerKept = false;
+  const told = (written: T) => {
+    const entry = typeof done === 'function' ? done(written) : done;
+    answerKept = answerToKeep(scope, entry) !== undefined;
+    return entry;
+  };
+  const written = await inWrite(scope, writeDepsOf(c), record.operation, told, work);
   record.committed = written !== undefined;
+  record.answerKept = written !== undefined && answerKept;
   return written;
+}
+
+/** A JSON answer, as kept for an Idempotency-Key and as sent (see answerWith): one body for both. */
+export function jsonAnswer(json: unknown, headers: Record<string, string> = {}): KeptAnswer {
+  return { body: JSON.stringify(json), headers: { 'content-type': 'application/json', ...headers } };
+}
+
+/** Sends the answer a write kept: what a retry with the key replays is what this caller got. */
+export function answerWith(c: Context<AppEnv>, status: ContentfulStatusCode, answer: KeptAnswer): Response {
+  return c.body(answer.body, status, answer.headers);
 }

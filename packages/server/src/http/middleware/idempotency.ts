@@ -11,6 +11,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { parseItem } from 'structured-headers';
+import { keepAnswer } from '../../accounts/unit-of-work.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, describeError } from '../errors.ts';
@@ -33,6 +34,8 @@ export const MAX_STORED_BODY = 4 * 1024;
 export interface IdempotencyRequest {
   key: string;
   fingerprint: string;
+  /** Set once idempotent() claimed the key: the write then keeps its answer in its own transaction. */
+  claimed?: { maxBody: number };
 }
 
 /** JSON with object keys sorted: the same body in any key order has the same fingerprint. */
@@ -159,8 +162,13 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
       return c.body(body, row.status as ContentfulStatusCode, headers);
     }
 
+    c.set('idempotency', { ...request, claimed: { maxBody: maxStoredBody } });
     await next();
+    // A write kept its answer with itself, in one transaction (accounts/unit-of-work.ts).
+    if (c.get('write')?.answerKept) return;
     try {
+      // A refusal or a dry run, which changed no account, so that a crash before this point
+      // leaves a retry that runs again and is answered alike; or an answer over the bound, never kept.
       // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no".
       const kept = c.res.status < 500 && c.res.status !== 429;
       const body = kept ? await c.res.clone().text() : undefined;
@@ -174,10 +182,8 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
         const value = c.res.headers.get(name);
         if (value !== null) headers[name] = value;
       }
-      await db.update(idempotencyKeys).set({ status: c.res.status, body, headers, lockedUntil: null }).where(thisKey);
+      await keepAnswer(db, tokenId, key, c.res.status, { body, headers });
     } catch (error) {
-      // The write itself is done and answered; a retry after the lease will find the account
-      // there (409 email_taken on create) rather than make a second one.
       c.get('log').warn({ err: describeError(error) }, 'idempotent answer not stored');
     }
   };

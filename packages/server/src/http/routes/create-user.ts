@@ -6,7 +6,7 @@ import { checkAccountLimit } from '../../limits/accounts.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
-import { runWrite } from '../run-write.ts';
+import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { GET_USER_PATH } from './get-user.ts';
 import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
 
@@ -47,8 +47,11 @@ export const createUser = defineOperation({
 
     const passwordHash = await hashPassword(c, input.password);
     const id = uuidv7();
+    const answer = jsonAnswer({ result: { _userId: id, status: 'user created' } } satisfies CreateUserResponse, {
+      location: `${GET_USER_PATH}?_userId=${id}`,
+    });
     try {
-      await runWrite(c, { userId: id, status: 201, outcome: 'user created' }, async (tx) => {
+      await runWrite(c, { userId: id, status: 201, outcome: 'user created', answer }, async (tx) => {
         await checkAccountLimit(tx, site, 1, c.get('deps').maxAccountsPerSite);
         await tx.insert(users).values({
           id,
@@ -66,7 +69,6 @@ export const createUser = defineOperation({
       if (sqlState(error) === '23505') throw emailTaken();
       throw error;
     }
-    c.header('Location', `${GET_USER_PATH}?_userId=${id}`);
-    return c.json({ result: { _userId: id, status: 'user created' } } satisfies CreateUserResponse, 201);
+    return answerWith(c, 201, answer);
   },
 });

@@ -1,11 +1,12 @@
 import type { components } from '@user-accounts/client';
 import { uuidv7 } from '../../accounts/ids.ts';
 import { checkRows, importRows } from '../../accounts/import.ts';
+import type { KeptAnswer } from '../../accounts/unit-of-work.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import type { FirebaseScrypt } from '../../passwords/foreign.ts';
 import { consumeMore, consumeSiteBudget } from '../middleware/rate-limit.ts';
 import { defineOperation } from '../operation.ts';
-import { runWrite } from '../run-write.ts';
+import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { invalidRequest, toFieldErrors } from '../validation.ts';
 
 type ImportUsersResponse = components['schemas']['ImportUsersResponse'];
@@ -62,6 +63,8 @@ export const importUsers = defineOperation({
     const dryRun = input.dryRun === true;
     // The rows about to be written, as importRows counts them before hashing.
     let writing = 0;
+    // What a write answers, known once it knows what it created.
+    let answer: KeptAnswer | undefined;
     const result = await importRows(target, input.users, {
       dryRun,
       firebase: input.firebaseScrypt,
@@ -73,23 +76,25 @@ export const importUsers = defineOperation({
         await consumeMore(c, 'hash', count - 1);
         await consumeSiteBudget(c, 'import', count);
       },
-      write: async (insert) =>
+      // The answer is kept with the write, for an Idempotency-Key (see accounts/unit-of-work.ts).
+      write: async (insert, resultOf) =>
         (await runWrite(
           c,
-          // An audit row per account created; a call that created none leaves one for itself.
-          (created) =>
-            created.size > 0
-              ? { userId: undefined, userIds: [...created.values()], status: 200, outcome: 'user created' }
-              : { userId: undefined, status: 200, outcome: 'import done' },
+          (created) => {
+            answer = jsonAnswer({ result: resultOf(created) } satisfies ImportUsersResponse);
+            // An audit row per account created; a call that created none leaves one for itself.
+            return created.size > 0
+              ? { userId: undefined, userIds: [...created.values()], status: 200, outcome: 'user created', answer }
+              : { userId: undefined, status: 200, outcome: 'import done', answer };
+          },
           async (tx) => {
             await checkAccountLimit(tx, target.site, writing, c.get('deps').maxAccountsPerSite);
             return insert(tx);
           },
         )) ?? new Map(),
     });
-    if (dryRun) {
-      await runWrite(c, { userId: undefined, status: 200, outcome: 'import checked' }, async () => true);
-    }
+    if (answer !== undefined) return answerWith(c, 200, answer);
+    if (dryRun) await runWrite(c, { userId: undefined, status: 200, outcome: 'import checked' }, async () => true);
     return c.json({ result } satisfies ImportUsersResponse, 200);
   },
 });

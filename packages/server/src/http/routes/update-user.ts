@@ -6,7 +6,7 @@ import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
-import { runWrite } from '../run-write.ts';
+import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import {
   hashPassword,
   inReach,
@@ -66,22 +66,29 @@ export const updateUser = defineOperation({
       changes.passwordHash = await hashPassword(c, input.password);
     }
 
-    const done = {
-      userId: input._userId,
-      status: 200,
-      outcome: 'user updated',
-      changed: Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k)),
-    };
-    const updated = await runWrite(c, done, async (tx) => {
-      const [row] = await tx
-        .update(users)
-        .set({ ...changes, updatedAt: sql`now()` })
-        .where(current)
-        .returning({ version: users.version });
-      return row;
-    });
+    const answer = (version: number) =>
+      jsonAnswer({ result: { status: 'user updated' } } satisfies UpdateUserResponse, { etag: etagOf(version) });
+    const changed = Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k));
+    c.get('write').userId = input._userId;
+    const updated = await runWrite(
+      c,
+      (row: { version: number }) => ({
+        userId: input._userId,
+        status: 200,
+        outcome: 'user updated',
+        changed,
+        answer: answer(row.version),
+      }),
+      async (tx) => {
+        const [row] = await tx
+          .update(users)
+          .set({ ...changes, updatedAt: sql`now()` })
+          .where(current)
+          .returning({ version: users.version });
+        return row;
+      },
+    );
     if (updated === undefined) throw await notWritten(database.db, account, ifMatch);
-    c.header('ETag', etagOf(updated.version));
-    return c.json({ result: { status: 'user updated' } } satisfies UpdateUserResponse, 200);
+    return answerWith(c, 200, answer(updated.version));
   },
 });
