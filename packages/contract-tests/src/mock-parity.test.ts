@@ -63,6 +63,7 @@ const VALID: Record<string, () => Call> = {
   countUsers: () => ({ method: 'GET', path: '/api/1/user/count?email=%40example.org' }),
   listEvents: () => ({ method: 'GET', path: '/api/1/events?after=0&limit=10' }),
   exportUsers: () => ({ method: 'GET', path: '/api/1/user/export' }),
+  getAuditTrail: () => ({ method: 'GET', path: `/api/1/audit?_userId=${GHOST}&limit=10` }),
   importUsers: () => ({
     method: 'POST',
     path: '/api/1/user/import',
