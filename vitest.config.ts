@@ -70,7 +70,12 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     // One report for the whole run, whichever tiers ran (.ci/run prints its totals).
-    reporters: ['default', ['json', { outputFile: '.vitest/results.json' }]],
+    // The last lines: totals, and each skipped group with the command that runs it.
+    reporters: [
+      'default',
+      ['json', { outputFile: '.vitest/results.json' }],
+      './packages/contract-tests/src/reporting/summary.ts',
+    ],
     projects: [
       {
         extends: true,
