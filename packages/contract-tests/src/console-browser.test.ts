@@ -25,7 +25,7 @@ const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS
   : join(tmpdir(), `ua-console-screenshots-${process.pid}`);
 const screenshot = (page: Page, name: string) => {
   mkdirSync(SCREENSHOTS, { recursive: true });
-  return page.screenshot({ path: join(SCREENSHOTS, `console-${name}.png`) });
+  return page.screenshot({ path: join(SCREENSHOTS, `console-${name}.png`), fullPage: true });
 };
 const unavailable = chromiumUnavailable();
 if (unavailable) console.warn(`\n[contract-tests] /console browser tests SKIPPED: ${unavailable}\n`);
@@ -157,7 +157,6 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
     await page.getByRole('heading', { name: email }).waitFor();
     expect(await page.getByText(userId, { exact: true }).count()).toBe(1);
     expect(await axeViolations(page), 'account screen').toEqual([]);
-    await screenshot(page, 'account');
 
     await page.getByRole('button', { name: 'Disable account' }).click();
     await page.getByText('The API answered: user disabled.').waitFor();
@@ -166,6 +165,19 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
     await page.getByRole('button', { name: 'Enable account' }).click();
     await page.getByText('The API answered: user enabled.').waitFor();
     expect(await isDisabled()).toBe(false);
+    await screenshot(page, 'account');
+    // The audit trail shows what the API says, newest first: enable, disable, create.
+    const trail = (await api.GET('/api/1/audit', { params: { query: { _userId: userId } } })).data!.result.entries;
+    expect(trail.map((e) => e.outcome)).toEqual(['user enabled', 'user disabled', 'user created']);
+    const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
+    await expect.poll(() => audit.count()).toBe(4);
+    for (const [index, entry] of trail.entries()) {
+      const cells = await audit
+        .nth(index + 1)
+        .getByRole('cell')
+        .allTextContents();
+      expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenId]);
+    }
 
     await page.getByRole('button', { name: 'Delete account' }).click();
     const confirm = page.getByRole('dialog', { name: 'Delete this account?' });
@@ -177,6 +189,8 @@ describe.skipIf(unavailable !== undefined)('/console in a browser', () => {
     await page.getByRole('button', { name: 'Delete account' }).click();
     await confirm.getByRole('button', { name: 'Delete for good' }).click();
     await page.getByText('The API answered: user removed.').waitFor();
+    // A deleted account's trail stays readable to its site: the delete is its newest row.
+    await expect.poll(() => audit.nth(1).getByRole('cell').nth(2).textContent()).toBe('user removed');
     const gone = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });
     expect(gone.response.status).toBe(404);
     expect(gone.error?.code).toBe('user_not_found');

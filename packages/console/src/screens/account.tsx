@@ -3,6 +3,7 @@ import type { User } from '@user-accounts/client';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
 import { Action, Alert, describeFailure, formatTime, Lacking } from '../ui.tsx';
+import { AuditTrail } from './audit-trail.tsx';
 
 const LABELS: Record<string, string> = {
   _userId: 'Id',
@@ -29,6 +30,8 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
   const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [deleted, setDeleted] = useState(false);
+  // Bumped after each action, so that the audit trail shows it.
+  const [version, setVersion] = useState(0);
   const confirm = useRef<HTMLDialogElement>(null);
 
   const load = useCallback(async () => {
@@ -55,6 +58,7 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
       return false;
     } finally {
       setBusy(false);
+      setVersion((v) => v + 1);
     }
   }
 
@@ -112,6 +116,7 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
           </dialog>
         </>
       )}
+      {(user || deleted) && <AuditTrail api={api} userId={userId} version={version} />}
     </section>
   );
 }
