@@ -142,9 +142,10 @@ export async function assembleOn(
   const tokenChanges = await database.listen(TOKENS_CHANNEL, {
     notified: () => tokens.invalidate(),
     confirmed: (until) => tokens.confirmed(until),
-    live(up) {
+    live(up, closed) {
       tokens.setLive(up);
-      if (!up)
+      // Closed on purpose at a stop: no cause for alarm.
+      if (!up && !closed)
         logger.warn('not hearing token changes from the database; every request reads its token until it is back');
       else logger.debug('hearing token changes; accepted tokens are cached');
     },

@@ -1,13 +1,17 @@
 // The server as an operator runs it: `node src/main.ts`, configured by environment variables.
 import { chmodSync, chownSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
+import { postgresUnavailable } from './testing/postgres.ts';
 import { processes } from './testing/processes.ts';
 
 const procs = processes();
 afterAll(() => procs.cleanup());
 const run = (env: Record<string, string>) => procs.server(env);
 const dataDir = () => procs.dataDir();
+const pgSkip = await postgresUnavailable();
+if (pgSkip !== undefined) console.warn(`\n[main.test] a stop on PostgreSQL: SKIPPED, ${pgSkip}\n`);
 
 describe('main', () => {
   it('mints a dev token once on a fresh embedded database, keeps data across a graceful restart', async () => {
@@ -34,6 +38,8 @@ describe('main', () => {
     const { result } = (await created.json()) as { result: { _userId: string } };
     expect(await first.exited).toBe(0);
     expect(first.stdout()).toContain('"msg":"stopped"');
+    // A clean stop is no cause for alarm: closing its own LISTEN is not losing it.
+    expect(first.stdout()).not.toContain('"level":"warn"');
 
     const second = run({ DATA_DIR: dir });
     await second.ready;
@@ -186,4 +192,27 @@ describe('main', () => {
     again.child.kill('SIGTERM');
     expect(await again.exited).toBe(0);
   }, 90_000);
+
+  it.skipIf(pgSkip !== undefined)(
+    'stops on SIGTERM on PostgreSQL without a warning (closing its LISTEN is not losing it)',
+    async () => {
+      const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
+      const name = `ua_main_${Date.now()}_${process.pid}`;
+      await admin.unsafe(`create database ${name}`);
+      try {
+        const url = new URL(process.env.TEST_DATABASE_URL!);
+        url.pathname = `/${name}`;
+        const server = run({ DATABASE_URL: url.href, API_TOKENS: 'ua_main_test_token_0123456789abcdef' });
+        await server.ready;
+        server.child.kill('SIGTERM');
+        expect(await server.exited).toBe(0);
+        expect(server.stdout()).toContain('"msg":"stopped"');
+        expect(server.stdout()).not.toContain('"level":"warn"');
+      } finally {
+        await admin.unsafe(`drop database if exists ${name} with (force)`);
+        await admin.end();
+      }
+    },
+    60_000,
+  );
 });

@@ -7,8 +7,11 @@ import type { Sql } from 'postgres';
 export interface ChannelHandlers {
   /** A NOTIFY on the channel arrived, with its payload (events: the site; tokens: unused). */
   notified(payload: string): void;
-  /** true once the LISTEN is in place (again); false as soon as notifications may be missed. */
-  live(up: boolean): void;
+  /**
+   * true once the LISTEN is in place (again); false as soon as notifications may be missed.
+   * `closed`: false because the listener was closed on purpose (the server stops), not lost.
+   */
+  live(up: boolean, closed?: boolean): void;
   /**
    * Notifications are known to arrive until `until` (on performance.now()'s clock): the listener's
    * own heartbeat came back through LISTEN. Past it, a receiver must not trust what it caches.
@@ -146,11 +149,12 @@ export async function listenPostgres(url: string, channel: string, handlers: Cha
   await Promise.race([connecting, new Promise((resolve) => setTimeout(resolve, FIRST_CONNECT_WAIT_MS).unref())]);
   return {
     async close() {
+      if (closed) return; // a second close (the service's, then the database's) changes nothing
       closed = true;
       clearInterval(heartbeat);
       const sql = current ?? trying;
       current = undefined;
-      handlers.live(false);
+      handlers.live(false, true);
       await sql?.end({ timeout: 0 }).catch(() => {});
       await connecting?.catch(() => {});
     },
