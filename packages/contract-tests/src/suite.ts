@@ -328,12 +328,19 @@ export function defineContractSuite(spec: TargetSpec): void {
           'createdAt',
           'disabled',
           'email',
+          'metadata',
           'name',
           'phone',
           'updatedAt',
         ]);
         if (spec.stateful) {
-          expect(data!.result).toMatchObject({ _userId: id, name: 'Grace Hopper', phone: null, address: null });
+          expect(data!.result).toMatchObject({
+            _userId: id,
+            name: 'Grace Hopper',
+            phone: null,
+            address: null,
+            metadata: {},
+          });
           expect(new Date(data!.result.createdAt).toISOString()).toBe(data!.result.createdAt);
         }
       });

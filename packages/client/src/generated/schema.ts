@@ -40,7 +40,8 @@ export interface paths {
          *     letter case, is 409 `email_taken`. A row out of reach with the email (another writer's)
          *     is no conflict: the new account is created beside it, and shows nothing of it. When the
          *     operator bounds the accounts of a site (`MAX_ACCOUNTS_PER_SITE`, off by default), a create
-         *     beyond it is 403 `account_limit_reached` and changes nothing.
+         *     beyond it is 403 `account_limit_reached` and changes nothing. `metadata` is the site's own
+         *     data on the account (see `Metadata`); omitted, it is `{}`.
          */
         post: operations["createUser"];
         delete?: never;
@@ -62,7 +63,14 @@ export interface paths {
          * Update an account profile
          * @description Changes the given fields only; an omitted field keeps its value. `phone: null` and
          *     `address: null` clear them; `name` cannot be null. At least one of `name`, `phone`,
-         *     `address`, `password` must be given. `email` cannot be changed (400 `field_not_updatable`).
+         *     `address`, `password`, `metadata` must be given. `email` cannot be changed (400 `field_not_updatable`).
+         *
+         *     `metadata` is a JSON Merge Patch (RFC 7396) of the account's metadata, applied in the
+         *     update's one statement, so concurrent updates of different keys both stay: a key set to an
+         *     object merges into the object there, a key set to `null` is removed, any other value
+         *     (arrays included) replaces the key's value. `{"metadata": {}}` changes nothing but
+         *     `updatedAt` and the `ETag`. The merged metadata must keep the bounds of `Metadata` and
+         *     match the site's metadata schema, if it has one (400, nothing changed).
          */
         post: operations["updateUser"];
         delete?: never;
@@ -665,6 +673,7 @@ export interface components {
              * @example false
              */
             disabled: boolean;
+            metadata?: components["schemas"]["Metadata"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -674,6 +683,51 @@ export interface components {
             name: components["schemas"]["Name"];
             phone?: components["schemas"]["Phone"];
             address?: components["schemas"]["Address"];
+            metadata?: components["schemas"]["Metadata"];
+        };
+        /**
+         * @description The site's own data on the account (a plan, a role, preferences, another system's id): any
+         *     JSON object, `{}` when none. `get`, `list` and `export` always give it. Bounds, on what is
+         *     sent and on what an update's merge leaves: at most 65,536 bytes as compact JSON in UTF-8
+         *     (the size of `JSON.stringify`'s text), at most 16 levels of objects and arrays (`{"a":{"b":[1]}}`
+         *     has 3), and no string or key holding U+0000 or an unpaired surrogate (which PostgreSQL's
+         *     jsonb cannot keep); beyond them, 400 `invalid_request` at `/metadata`, nothing changed.
+         *     Keys come back in PostgreSQL's jsonb order (shorter first), not as sent; a key given twice
+         *     keeps its last value.
+         *
+         *     A site may give its metadata a JSON Schema (2020-12), set by the operator with `cli
+         *     metadata-schema set --site NAME FILE.json` (`clear` removes it). From then on every write
+         *     that sets metadata (`create`, `import`, an update with `metadata`; a create without it
+         *     sets `{}`) must leave metadata the schema accepts: otherwise 400 `invalid_metadata`, with
+         *     a pointer into `/metadata/...` for each fault, nothing changed. Existing accounts are not
+         *     checked or changed when a schema is set: each is held to it at its next write of
+         *     `metadata`, which must then leave it valid; `cli metadata-schema set` says how many of
+         *     the site's accounts do not match it.
+         * @example {
+         *       "plan": "pro",
+         *       "stripeCustomerId": "cus_Q4x8",
+         *       "preferences": {
+         *         "locale": "en-GB",
+         *         "newsletter": true
+         *       }
+         *     }
+         */
+        Metadata: {
+            [key: string]: unknown;
+        };
+        /**
+         * @description A JSON Merge Patch (RFC 7396) of the account's `metadata`: each key set to `null` is
+         *     removed, each key set to an object is merged into the object there (recursively), any
+         *     other value replaces the key's value. Bounded as `Metadata`.
+         * @example {
+         *       "plan": "team",
+         *       "preferences": {
+         *         "newsletter": null
+         *       }
+         *     }
+         */
+        MetadataPatch: {
+            [key: string]: unknown;
         };
         UpdateUserRequest: {
             _userId: components["schemas"]["UserId"];
@@ -683,6 +737,7 @@ export interface components {
             /** @description A new address, or `null` to clear it. */
             address?: components["schemas"]["Address"] | null;
             password?: components["schemas"]["Password"];
+            metadata?: components["schemas"]["MetadataPatch"];
         };
         DeleteUserRequest: {
             _userId: components["schemas"]["UserId"];
@@ -743,6 +798,7 @@ export interface components {
             address?: components["schemas"]["Address"];
             password?: components["schemas"]["Password"];
             passwordHash?: components["schemas"]["PasswordHash"];
+            metadata?: components["schemas"]["Metadata"];
             /**
              * @description Firebase's salt of this account (base64), with a Firebase `passwordHash` and the
              *     request's `firebaseScrypt`.
@@ -923,7 +979,7 @@ export interface components {
          *     operation's statuses and the names of their examples).
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -978,7 +1034,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request";
+                };
             };
         };
         /** @description The body is not valid JSON, breaks the schema, or has a weak password. */
@@ -991,7 +1050,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_json" | "weak_password" | "invalid_metadata";
+                };
             };
         };
         /** @description The body is not valid JSON, breaks the schema, changes nothing, tries to change `email`, or has a weak password. */
@@ -1004,7 +1066,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_json" | "weak_password" | "field_not_updatable" | "invalid_metadata";
+                };
             };
         };
         /** @description The body is not valid JSON or breaks the schema. */
@@ -1016,7 +1081,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_json";
+                };
             };
         };
         /** @description The body is not valid JSON, breaks the schema (neither or both of `email` and `_userId`), or `X-End-User-IP` is not an IP address. */
@@ -1028,7 +1096,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_json";
+                };
             };
         };
         /**
@@ -1043,7 +1114,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_json";
+                };
             };
         };
         /**
@@ -1059,7 +1133,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_cursor";
+                };
             };
         };
         /**
@@ -1075,7 +1152,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request";
+                };
             };
         };
         /**
@@ -1091,7 +1171,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "events_expired";
+                };
             };
         };
         /** @description A query parameter is unknown, repeated or malformed (`export` takes none). */
@@ -1103,7 +1186,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request";
+                };
             };
         };
         /**
@@ -1118,7 +1204,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "account_disabled" | "forbidden";
+                };
             };
         };
         /**
@@ -1133,7 +1222,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_credentials";
+                };
             };
         };
         /**
@@ -1157,7 +1249,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "too_many_attempts" | "rate_limited";
+                };
             };
         };
         /**
@@ -1171,7 +1266,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "unauthorized";
+                };
             };
         };
         /** @description No account in reach has this `_userId` or email. Accounts not created through this interface answer the same. */
@@ -1185,7 +1283,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "user_not_found";
+                };
             };
         };
         /** @description An account of this site already holds this email, in any letter case; or a request with the same `Idempotency-Key` is still running. */
@@ -1198,7 +1299,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "email_taken" | "idempotency_key_in_use";
+                };
             };
         };
         /** @description The body is over 64 KiB, whether or not it has a Content-Length. */
@@ -1210,7 +1314,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "payload_too_large";
+                };
             };
         };
         /** @description The body is not sent as `application/json`. */
@@ -1222,7 +1329,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "unsupported_media_type";
+                };
             };
         };
         /**
@@ -1236,7 +1346,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "headers_too_large";
+                };
             };
         };
         /**
@@ -1253,7 +1366,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "service_unavailable";
+                };
             };
         };
         /** @description A bug on our side. It is logged with its cause; the cause is never shown. */
@@ -1265,7 +1381,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "internal_error";
+                };
             };
         };
         /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export; `events` for the events feed). */
@@ -1277,7 +1396,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "forbidden";
+                };
             };
         };
         /**
@@ -1293,7 +1415,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "forbidden" | "account_limit_reached";
+                };
             };
         };
         /** @description A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds. */
@@ -1306,7 +1431,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "idempotency_key_in_use";
+                };
             };
         };
         /** @description `If-Match` lists no tag that is the account's current one; nothing was changed. Read the account again. */
@@ -1319,7 +1447,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "precondition_failed";
+                };
             };
         };
         /** @description This token already used this `Idempotency-Key` with a different request body or operation. */
@@ -1331,7 +1462,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "idempotency_key_reused";
+                };
             };
         };
         /**
@@ -1347,7 +1481,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "rate_limited";
+                };
             };
         };
         /**
@@ -1364,7 +1501,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "rate_limited" | "too_many_long_polls";
+                };
             };
         };
     };
@@ -1405,6 +1545,18 @@ export interface components {
          * @example false
          */
         ListDisabled: boolean;
+        /**
+         * @description A JSON object, URL-encoded: accounts whose metadata contains it, as PostgreSQL's jsonb
+         *     containment (`@>`) reads it: each of its keys is in the account's metadata with an equal
+         *     value, an object value contained in turn, an array value's elements each in the account's
+         *     array (`{"tags":["beta"]}` matches `{"tags":["beta","vip"]}`). Numbers compare as
+         *     numbers (`1` matches `1.0`), strings exactly (letter case counts). `{}` matches every
+         *     account. It has an index (GIN, `jsonb_path_ops`): over a million accounts a selective
+         *     filter costs what a short list costs. Anything but a JSON object within the bounds of
+         *     `Metadata` is 400 at `/metadata`.
+         * @example {"plan":"pro"}
+         */
+        ListMetadata: string;
         /**
          * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
          *     given, failed checks are also limited per address and site, so one attacker trying many
@@ -1918,6 +2070,18 @@ export interface operations {
                  */
                 disabled?: components["parameters"]["ListDisabled"];
                 /**
+                 * @description A JSON object, URL-encoded: accounts whose metadata contains it, as PostgreSQL's jsonb
+                 *     containment (`@>`) reads it: each of its keys is in the account's metadata with an equal
+                 *     value, an object value contained in turn, an array value's elements each in the account's
+                 *     array (`{"tags":["beta"]}` matches `{"tags":["beta","vip"]}`). Numbers compare as
+                 *     numbers (`1` matches `1.0`), strings exactly (letter case counts). `{}` matches every
+                 *     account. It has an index (GIN, `jsonb_path_ops`): over a million accounts a selective
+                 *     filter costs what a short list costs. Anything but a JSON object within the bounds of
+                 *     `Metadata` is 400 at `/metadata`.
+                 * @example {"plan":"pro"}
+                 */
+                metadata?: components["parameters"]["ListMetadata"];
+                /**
                  * @description `asc` (oldest first, the default) or `desc` (newest first).
                  * @example desc
                  */
@@ -1990,6 +2154,18 @@ export interface operations {
                  * @example false
                  */
                 disabled?: components["parameters"]["ListDisabled"];
+                /**
+                 * @description A JSON object, URL-encoded: accounts whose metadata contains it, as PostgreSQL's jsonb
+                 *     containment (`@>`) reads it: each of its keys is in the account's metadata with an equal
+                 *     value, an object value contained in turn, an array value's elements each in the account's
+                 *     array (`{"tags":["beta"]}` matches `{"tags":["beta","vip"]}`). Numbers compare as
+                 *     numbers (`1` matches `1.0`), strings exactly (letter case counts). `{}` matches every
+                 *     account. It has an index (GIN, `jsonb_path_ops`): over a million accounts a selective
+                 *     filter costs what a short list costs. Anything but a JSON object within the bounds of
+                 *     `Metadata` is 400 at `/metadata`.
+                 * @example {"plan":"pro"}
+                 */
+                metadata?: components["parameters"]["ListMetadata"];
             };
             header?: never;
             path?: never;
@@ -2279,7 +2455,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        code: "unauthorized";
+                    };
                 };
             };
             /** @description Metrics are off (`METRICS_TOKEN` is not set). */
@@ -2289,7 +2468,10 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/problem+json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @enum {string} */
+                        code: "not_found";
+                    };
                 };
             };
         };

@@ -29,10 +29,43 @@ const BODY_LIMIT = 64 * 1024;
  */
 const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | undefined> = {
   getUser: (query) => ('_userId' in query === 'email' in query ? 'not exactly one of _userId, email' : undefined),
-  updateUser: (body) => ('email' in body ? 'email is not updatable' : undefined),
-  listUsers: (query) => instantsExist(query),
-  countUsers: (query) => instantsExist(query),
+  createUser: (body) => metadataBroken(body),
+  updateUser: (body) => ('email' in body ? 'email is not updatable' : metadataBroken(body)),
+  listUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
+  countUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
 };
+
+/**
+ * Metadata's words (its schema's description): an object of at most 16 levels of objects and
+ * arrays and at most 65,536 bytes of compact JSON in UTF-8, no string or key holding U+0000 or an
+ * unpaired surrogate.
+ */
+function metadataBroken(fields: Record<string, unknown>): string | undefined {
+  if (!('metadata' in fields)) return undefined;
+  const value = fields.metadata;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'metadata is not an object';
+  if (depthOf(value) > 16) return 'metadata nested over 16 levels';
+  if (Buffer.byteLength(JSON.stringify(value)) > 65_536) return 'metadata over 64 KiB';
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    const texts = typeof v === 'string' ? [v] : v !== null && typeof v === 'object' ? Object.keys(v) : [];
+    if (texts.some((t) => t.includes('\u0000') || !t.isWellFormed()))
+      return 'metadata holds U+0000 or a lone surrogate';
+    if (v !== null && typeof v === 'object') stack.push(...Object.values(v));
+  }
+  return undefined;
+}
+
+/** list's and count's `metadata`: a JSON object within metadata's words. */
+function metadataFilterBroken(query: Record<string, unknown>): string | undefined {
+  if (typeof query.metadata !== 'string') return undefined;
+  try {
+    return metadataBroken({ metadata: JSON.parse(query.metadata) });
+  } catch {
+    return 'metadata is not JSON';
+  }
+}
 
 /** list's and count's words: a created bound is an instant from year 1 on, without a leap second. */
 function instantsExist(query: Record<string, unknown>): string | undefined {

@@ -2,8 +2,11 @@
 // delete, checked against a model of what the accounts must be. Every response is also checked
 // against the spec.
 
+import { isDeepStrictEqual } from 'node:util';
 import { createClient, type UserAccountsClient } from '@user-accounts/client';
 import fc from 'fast-check';
+// The model's RFC 7396 merge: an implementation independent of the server's (jsonb_merge_patch, in SQL).
+import { apply as mergePatch } from 'json-merge-patch';
 import { createSpecChecker } from '../spec-check.ts';
 import type { Target } from '../targets.ts';
 
@@ -13,6 +16,7 @@ interface Account {
   name: string;
   phone: string | null;
   address: string | null;
+  metadata: Record<string, unknown>;
 }
 
 interface Model {
@@ -44,6 +48,20 @@ const names = fc.oneof(
   fc.string({ unit: 'grapheme', minLength: 1, maxLength: 30 }).filter((s) => validName(s.trim())),
 );
 const phones = fc.option(fc.constantFrom('+44 20 7946 0018', '555-0100', '(01) 234.567'), { nil: null });
+// Metadata and its patches over a few keys, so that patches meet what earlier ones left: nested
+// objects merge, nulls remove, arrays and scalars replace.
+const metaKeys = fc.constantFrom('plan', 'tags', 'org', 'n', 'é');
+const metaLeaf = fc.oneof(
+  fc.string({ maxLength: 5 }),
+  fc.integer(),
+  fc.boolean(),
+  fc.array(fc.integer(), { maxLength: 3 }),
+);
+const metaPatch: fc.Arbitrary<Record<string, unknown>> = fc.letrec((tie) => ({
+  patch: fc.dictionary(metaKeys, fc.oneof({ depthSize: 'small' }, metaLeaf, fc.constant(null), tie('patch')), {
+    maxKeys: 3,
+  }),
+})).patch as fc.Arbitrary<Record<string, unknown>>;
 const addresses = fc.option(fc.constantFrom('1 Main St', "12 St James's Square\nLondon", 'Straße 5\t2. OG'), {
   nil: null,
 });
@@ -63,7 +81,14 @@ class Create implements fc.AsyncCommand<Model, Real> {
     const body = { email, password: this.password, name: this.name, ...(this.phone ? { phone: this.phone } : {}) };
     const { data, response } = await r.client.POST('/api/1/user/create', { body });
     expectStatus('create', response.status, 201, data);
-    m.live.push({ id: data!.result._userId, email, name: this.name.trim(), phone: this.phone, address: null });
+    m.live.push({
+      id: data!.result._userId,
+      email,
+      name: this.name.trim(),
+      phone: this.phone,
+      address: null,
+      metadata: {},
+    });
   }
   toString = () => `create(${JSON.stringify(this.name)})`;
 }
@@ -97,17 +122,19 @@ class Get implements fc.AsyncCommand<Model, Real> {
     const query = this.byEmail ? { email: account.email.toLowerCase() } : { _userId: account.id };
     const { data, error, response } = await r.client.GET('/api/1/user/get', { params: { query } });
     expectStatus('get', response.status, 200, error);
-    const { createdAt: _c, updatedAt: _u, ...seen } = data!.result;
+    // Metadata is compared as a value: jsonb keeps its keys in an order of its own.
+    const { createdAt: _c, updatedAt: _u, metadata, ...seen } = data!.result;
     if (
       JSON.stringify(seen) !==
-      JSON.stringify({
-        _userId: account.id,
-        email: account.email,
-        name: account.name,
-        phone: account.phone,
-        address: account.address,
-        disabled: false,
-      })
+        JSON.stringify({
+          _userId: account.id,
+          email: account.email,
+          name: account.name,
+          phone: account.phone,
+          address: account.address,
+          disabled: false,
+        }) ||
+      !isDeepStrictEqual(metadata, account.metadata)
     ) {
       fail(`get: ${JSON.stringify(seen)} differs from the model ${JSON.stringify(account)}`);
     }
@@ -115,13 +142,18 @@ class Get implements fc.AsyncCommand<Model, Real> {
   toString = () => `get(${this.index}, ${this.byEmail ? 'email' : 'id'})`;
 }
 
+type Patch = {
+  name?: string;
+  phone?: string | null;
+  address?: string | null;
+  password?: string;
+  metadata?: Record<string, unknown>;
+};
+
 class Update implements fc.AsyncCommand<Model, Real> {
   readonly index: number;
-  readonly patch: { name?: string; phone?: string | null; address?: string | null; password?: string };
-  constructor(
-    index: number,
-    patch: { name?: string; phone?: string | null; address?: string | null; password?: string },
-  ) {
+  readonly patch: Patch;
+  constructor(index: number, patch: Patch) {
     this.index = index;
     this.patch = patch;
   }
@@ -135,6 +167,8 @@ class Update implements fc.AsyncCommand<Model, Real> {
     if (this.patch.name !== undefined) account.name = this.patch.name.trim();
     if (this.patch.phone !== undefined) account.phone = this.patch.phone;
     if (this.patch.address !== undefined) account.address = this.patch.address;
+    if (this.patch.metadata !== undefined)
+      account.metadata = mergePatch(structuredClone(account.metadata), this.patch.metadata);
   }
   toString = () => `update(${this.index}, ${JSON.stringify({ ...this.patch, password: this.patch.password && '…' })})`;
 }
@@ -183,7 +217,10 @@ const commands = [
   fc
     .tuple(
       fc.nat(),
-      fc.record({ name: names, phone: phones, address: addresses, password: strongPassword }, { requiredKeys: [] }),
+      fc.record(
+        { name: names, phone: phones, address: addresses, password: strongPassword, metadata: metaPatch },
+        { requiredKeys: [] },
+      ),
     )
     .map(([i, p]) => new Update(i, p)),
   fc.nat().map((i) => new Delete(i)),

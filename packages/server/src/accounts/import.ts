@@ -11,6 +11,7 @@ import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/fore
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
 import { uuidv7 } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
+import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
 
 type Schemas = components['schemas'];
 export type ImportItem = Schemas['ImportItem'];
@@ -103,6 +104,10 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
     return refused('invalid_request', 'The row is not valid.', toFieldErrors(validators.importRow.errors));
   }
   const row = fields as Schemas['ImportUser'];
+  if (row.metadata !== undefined) {
+    const fault = metadataFault(row.metadata, '/metadata');
+    if (fault !== undefined) return refused('invalid_request', 'The metadata is not valid.', [fault]);
+  }
   if (row.password !== undefined) {
     const reason = weakPasswordReason(row.password, { email: row.email, name: row.name });
     if (reason !== undefined) {
@@ -197,6 +202,7 @@ export async function insertRows(tx: Db, site: string, rows: Accepted[]): Promis
         name: a.row.name,
         phone: a.row.phone ?? null,
         address: a.row.address ?? null,
+        metadata: a.row.metadata ?? {},
         passwordHash: a.passwordHash!,
         origin: 'api',
       })),
@@ -231,7 +237,21 @@ export async function importRows(
     ) => Promise<Map<number, string>>;
   },
 ): Promise<ImportResult> {
-  const { items, accepted } = checkRows(rows, target.validators, options.firebase);
+  const { items, accepted: wellFormed } = checkRows(rows, target.validators, options.firebase);
+  // The site's metadata schema, if it has one: a row without metadata is held to it as {}.
+  const validate = await siteMetadataValidator(target.db, target.site);
+  const accepted = wellFormed.filter(({ index, row }) => {
+    const faults = validate === undefined ? [] : siteSchemaFaults(validate, row.metadata ?? {}, '/metadata');
+    if (faults.length > 0) {
+      items[index] = rowError(
+        index,
+        'invalid_metadata',
+        "The account's metadata does not match the site's metadata schema.",
+        at(index, faults),
+      );
+    }
+    return faults.length === 0;
+  });
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
   const fresh = accepted.filter((a) => !taken.has(a.index));

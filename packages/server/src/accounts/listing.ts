@@ -8,6 +8,7 @@ import { serviceKeys, users } from '../db/schema.ts';
 import { ApiError } from '../http/errors.ts';
 import { invalidRequest } from '../http/validation.ts';
 import { inReachOf } from './in-reach.ts';
+import { metadataContains, parseMetadataFilter } from './metadata.ts';
 
 export interface ListFilters {
   email?: string;
@@ -15,6 +16,14 @@ export interface ListFilters {
   createdAfter?: string;
   createdBefore?: string;
   disabled?: boolean;
+  /** A JSON object as text: accounts whose metadata contains it (`@>`). */
+  metadata?: string;
+}
+
+/** The query's own rules beyond its schema: the created range, and the metadata filter's JSON. */
+export function checkFilters(filters: ListFilters): void {
+  checkInstants(filters);
+  if (filters.metadata !== undefined) parseMetadataFilter(filters.metadata);
 }
 
 /**
@@ -61,6 +70,7 @@ export function filterConditions(filters: ListFilters): SQL[] {
   if (filters.createdAfter !== undefined) conditions.push(gt(users.createdAt, new Date(filters.createdAfter)));
   if (filters.createdBefore !== undefined) conditions.push(lt(users.createdAt, new Date(filters.createdBefore)));
   if (filters.disabled !== undefined) conditions.push(eq(users.disabled, filters.disabled));
+  if (filters.metadata !== undefined) conditions.push(metadataContains(parseMetadataFilter(filters.metadata)));
   return conditions;
 }
 
@@ -152,6 +162,7 @@ export const cursorScope = (site: string, filters: ListFilters, order: 'asc' | '
     filters.createdAfter,
     filters.createdBefore,
     filters.disabled,
+    filters.metadata,
   ]);
 
 /** The rows after `position` in the walk's order, and the walk's ORDER BY. */
@@ -171,9 +182,9 @@ export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
 /** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
 export function listQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
   // The shown columns only: a page never carries a hash, even on its way to toUser.
-  const { id, email, name, phone, address, disabled, createdAt, updatedAt } = users;
+  const { id, email, name, phone, address, disabled, metadata, createdAt, updatedAt } = users;
   return db
-    .select({ id, email, name, phone, address, disabled, createdAt, updatedAt })
+    .select({ id, email, name, phone, address, disabled, metadata, createdAt, updatedAt })
     .from(users)
     .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
     .orderBy(...walk.orderBy)
@@ -200,6 +211,7 @@ export function exportPage(db: Db, site: string, position: { c: number; i: strin
       name: users.name,
       phone: users.phone,
       address: users.address,
+      metadata: users.metadata,
       passwordHash: users.passwordHash,
       createdAt: users.createdAt,
       id: users.id,
@@ -214,8 +226,8 @@ type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
 
 /** A row as import takes it: the fields of create (unset ones left out) and the stored hash. */
 export function exportLine(row: ExportRow): string {
-  const { email, name, phone, address, passwordHash } = row;
-  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), passwordHash })}\n`;
+  const { email, name, phone, address, metadata, passwordHash } = row;
+  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), metadata, passwordHash })}\n`;
 }
 
 /** Every page of an export, one after the other, each read only when the previous one is taken. */

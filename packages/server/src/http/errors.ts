@@ -34,6 +34,7 @@ const TITLES: Record<ErrorCode, string> = {
   events_expired: 'Events expired',
   too_many_long_polls: 'Too many long-polls',
   account_limit_reached: 'Account limit reached',
+  invalid_metadata: 'Invalid metadata',
   unknown_example: 'Unknown example',
 };
 

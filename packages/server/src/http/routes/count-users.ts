@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { checkInstants, countQuery, type ListFilters } from '../../accounts/listing.ts';
+import { checkFilters, countQuery, type ListFilters } from '../../accounts/listing.ts';
 import { defineOperation } from '../operation.ts';
 import { validQuery } from './shared.ts';
 
@@ -15,7 +15,7 @@ export const countUsers = defineOperation({
   request: { query: true },
   parse(c) {
     const filters = validQuery<ListFilters>(c, COUNT_USERS_PATH);
-    checkInstants(filters);
+    checkFilters(filters);
     return filters;
   },
   async handle(c, filters) {

@@ -1,6 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { and, sql } from 'drizzle-orm';
 import { uuidv7 } from '../../accounts/ids.ts';
+import { assertSiteSchema, checkMetadata, siteMetadataValidator } from '../../accounts/metadata.ts';
 import { users } from '../../db/schema.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
@@ -30,6 +31,7 @@ export const createUser = defineOperation({
     const input = validBody(c, 'CreateUserRequest');
     const reason = weakPasswordReason(input.password, { email: input.email, name: input.name });
     if (reason !== undefined) throw weakPassword(reason);
+    if (input.metadata !== undefined) checkMetadata(input.metadata);
     return input;
   },
   async handle(c, input) {
@@ -44,6 +46,8 @@ export const createUser = defineOperation({
       .where(and(inReach(c), sql`lower(${users.email}) = lower(${input.email})`))
       .limit(1);
     if (taken.length > 0) throw emailTaken();
+    // The site's metadata schema holds for every new account, one without metadata too ({}).
+    assertSiteSchema(await siteMetadataValidator(database.db, site), input.metadata ?? {});
 
     const passwordHash = await hashPassword(c, input.password);
     const id = uuidv7();
@@ -60,6 +64,7 @@ export const createUser = defineOperation({
           name: input.name,
           phone: input.phone ?? null,
           address: input.address ?? null,
+          metadata: input.metadata ?? {},
           passwordHash,
           origin: 'api',
         });

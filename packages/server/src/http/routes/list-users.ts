@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
 import {
   checkCursorShape,
-  checkInstants,
+  checkFilters,
   cursorScope,
   cursorsOf,
   keyset,
@@ -24,7 +24,7 @@ export const listUsers = defineOperation({
   request: { query: true },
   parse(c) {
     const query = validQuery<ListQuery>(c, LIST_USERS_PATH);
-    checkInstants(query);
+    checkFilters(query);
     checkCursorShape(query.after);
     return query;
   },

@@ -1,22 +1,22 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { matchingIfMatch, notWritten, preconditionFailed } from '../../accounts/conditions.ts';
 import { isUuid } from '../../accounts/ids.ts';
+import {
+  assertSiteSchema,
+  checkMetadata,
+  mergedMetadata,
+  siteMetadataValidator,
+  sizeFault,
+} from '../../accounts/metadata.ts';
 import { users } from '../../db/schema.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
-import {
-  hashPassword,
-  inReach,
-  matchingIfMatch,
-  notWritten,
-  preconditionFailed,
-  refuseEmailChange,
-  validBody,
-  weakPassword,
-} from './shared.ts';
+import { invalidRequest } from '../validation.ts';
+import { hashPassword, inReach, refuseEmailChange, validBody, weakPassword } from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 
@@ -38,6 +38,7 @@ export const updateUser = defineOperation({
       const reason = weakPasswordReason(fields.password, { name: fields.name });
       if (reason !== undefined) throw weakPassword(reason);
     }
+    if (fields.metadata !== undefined) checkMetadata(fields.metadata);
     return { fields, ifMatch };
   },
   async handle(c, { fields: input, ifMatch }) {
@@ -68,7 +69,11 @@ export const updateUser = defineOperation({
 
     const answer = (version: number) =>
       jsonAnswer({ result: { status: 'user updated' } } satisfies UpdateUserResponse, { etag: etagOf(version) });
-    const changed = Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k));
+    const patch = input.metadata;
+    const changed = [
+      ...Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k)),
+      ...(patch === undefined ? [] : ['metadata']),
+    ];
     c.get('write').userId = input._userId;
     const updated = await runWrite(
       c,
@@ -80,11 +85,18 @@ export const updateUser = defineOperation({
         answer: answer(row.version),
       }),
       async (tx) => {
+        // A metadata patch merges in this one statement (no read-modify-write): two updates of
+        // different keys at once both stay. What it leaves is checked before the commit.
         const [row] = await tx
           .update(users)
-          .set({ ...changes, updatedAt: sql`now()` })
+          .set({ ...changes, ...(patch !== undefined && { metadata: mergedMetadata(patch) }), updatedAt: sql`now()` })
           .where(current)
-          .returning({ version: users.version });
+          .returning({ version: users.version, metadata: users.metadata });
+        if (row !== undefined && patch !== undefined) {
+          const tooLarge = sizeFault(row.metadata, '/metadata');
+          if (tooLarge !== undefined) throw invalidRequest('The merged metadata would be too large.', [tooLarge]);
+          assertSiteSchema(await siteMetadataValidator(tx, c.get('token').site), row.metadata);
+        }
         return row;
       },
     );
