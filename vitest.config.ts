@@ -16,6 +16,7 @@ const contractTests = (files: string[]) => files.map((f) => `packages/contract-t
 /** Server modules tested against a database they open (PGlite, or TEST_DATABASE_URL's PostgreSQL). */
 const integration = server([
   'accounts/listing',
+  'assemble',
   'auth/tokens',
   'db/client',
   'db/listen',
