@@ -21,12 +21,24 @@ export interface WriteScope {
    * The point of no return, called inside the transaction just before it commits: throws (and so
    * rolls back) once the caller can no longer be told the write happened. Absent: no deadline.
    */
-  deadline?: { commit(): void } | undefined;
+  deadline?: { commit(): void; readonly signal?: AbortSignal } | undefined;
   /**
    * The Idempotency-Key the caller claimed for this write: its answer is kept in the write's own
    * transaction, so that a retry after a crash finds either nothing done or the answer to replay.
    */
   idempotency?: { key: string; maxBody: number } | undefined;
+  /** Told how the write goes, as it goes (the HTTP audit middleware records the rest from it). */
+  report?: ((news: WriteNews) => void) | undefined;
+}
+
+/** What a write tells its caller's report as it goes. */
+export interface WriteNews {
+  /** The account the write is about, once named. */
+  userId?: string | undefined;
+  /** The write and its audit rows committed. */
+  committed?: boolean;
+  /** The answer for the caller's Idempotency-Key was kept in the write's transaction. */
+  answerKept?: boolean;
 }
 
 /** What a write may use: the database and what follows a commit. */
@@ -77,8 +89,7 @@ export interface KeptAnswer {
  * The answer to keep with the write, if any: only for a claimed key, and only a body up to the
  * key's bound (a larger one is not kept, and the retry runs again).
  */
-export function answerToKeep(scope: WriteScope, done: Pick<WriteDone, 'answer'>): KeptAnswer | undefined {
-  const { answer } = done;
+function answerToKeep(scope: WriteScope, answer: KeptAnswer | undefined): KeptAnswer | undefined {
   if (scope.idempotency === undefined || answer === undefined) return undefined;
   return Buffer.byteLength(answer.body) <= scope.idempotency.maxBody ? answer : undefined;
 }
@@ -105,7 +116,9 @@ export async function inWrite<T>(
   done: WriteDone | ((written: T) => WriteDone),
   work: (tx: Db) => Promise<T | undefined>,
 ): Promise<T | undefined> {
+  if (typeof done !== 'function') scope.report?.({ userId: done.userId });
   let queued = false;
+  let answerKept = false;
   const written = await deps.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
@@ -133,13 +146,16 @@ export async function inWrite<T>(
     } else {
       await audit;
     }
-    const kept = answerToKeep(scope, { answer });
+    const kept = answerToKeep(scope, answer);
     if (kept !== undefined) await keepAnswer(tx, scope.actor, scope.idempotency!.key, entry.status, kept);
+    answerKept = kept !== undefined;
     // The last thing before COMMIT, so that nothing of the transaction outlives the deadline.
     scope.deadline?.commit();
     return result;
   });
+  if (written === undefined) return undefined;
+  scope.report?.({ committed: true, answerKept });
   // Only a write that queued events has something to number: verify and export never run the sequencer.
-  if (written !== undefined && queued) deps.sequencer?.kick();
+  if (queued) deps.sequencer?.kick();
   return written;
 }

@@ -5,14 +5,7 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { WriteOperation } from '../accounts/audit.ts';
-import {
-  answerToKeep,
-  inWrite,
-  type KeptAnswer,
-  type WriteDeps,
-  type WriteDone,
-  type WriteScope,
-} from '../accounts/unit-of-work.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import type { AppEnv } from './context.ts';
 
@@ -27,16 +20,22 @@ export interface WriteRecord {
   answerKept?: boolean;
 }
 
-/** The request as a write sees it: its token's site and id, its id, its deadline. */
+/**
+ * The request as a write sees it: its token's site and id, its id, its deadline, the key it
+ * claimed, and the audit middleware's record, which the write keeps told.
+ */
 export function writeScopeOf(c: Context<AppEnv>): WriteScope {
   const token = c.get('token');
-  const claimed = c.get('idempotency')?.claimed;
+  const idempotency = c.get('idempotency');
+  const record = c.get('write') as WriteRecord | undefined;
   return {
     site: token.site,
     actor: token.id,
     requestId: c.get('requestId'),
     deadline: c.get('deadline'),
-    idempotency: claimed === undefined ? undefined : { key: c.get('idempotency')!.key, maxBody: claimed.maxBody },
+    idempotency:
+      idempotency?.claimed === undefined ? undefined : { key: idempotency.key, maxBody: idempotency.claimed.maxBody },
+    report: record === undefined ? undefined : (news) => Object.assign(record, news),
   };
 }
 
@@ -46,25 +45,13 @@ export function writeDepsOf(c: Context<AppEnv>): WriteDeps {
   return { db: database.db, outbox, tracing: tracer !== undefined, sequencer };
 }
 
-/** The request's write, in one unit of work (see inWrite); tells the audit middleware how it went. */
-export async function runWrite<T>(
+/** The request's write, in one unit of work (see inWrite), which keeps the audit middleware told. */
+export function runWrite<T>(
   c: Context<AppEnv>,
   done: WriteDone | ((written: T) => WriteDone),
   work: (tx: Db) => Promise<T | undefined>,
 ): Promise<T | undefined> {
-  const record = c.get('write');
-  if (typeof done !== 'function') record.userId = done.userId;
-  const scope = writeScopeOf(c);
-  let answerKept = false;
-  const told = (written: T) => {
-    const entry = typeof done === 'function' ? done(written) : done;
-    answerKept = answerToKeep(scope, entry) !== undefined;
-    return entry;
-  };
-  const written = await inWrite(scope, writeDepsOf(c), record.operation, told, work);
-  record.committed = written !== undefined;
-  record.answerKept = written !== undefined && answerKept;
-  return written;
+  return inWrite(writeScopeOf(c), writeDepsOf(c), c.get('write').operation, done, work);
 }
 
 /** A JSON answer, as kept for an Idempotency-Key and as sent (see answerWith): one body for both. */

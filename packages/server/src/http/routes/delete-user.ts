@@ -1,12 +1,13 @@
 import type { components } from '@user-accounts/client';
 import { and, eq } from 'drizzle-orm';
+import { matchingIfMatch, notWritten } from '../../accounts/conditions.ts';
 import { isUuid } from '../../accounts/ids.ts';
 import { users } from '../../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import { parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
 import { runWrite } from '../run-write.ts';
-import { inReach, matchingIfMatch, notWritten, validBody } from './shared.ts';
+import { inReach, validBody } from './shared.ts';
 
 type DeleteUserResponse = components['schemas']['DeleteUserResponse'];
 

@@ -1,7 +1,9 @@
 import type { components } from '@user-accounts/client';
+import { setDisabled } from '../../accounts/disable.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
-import { switchAccount, validBody } from './shared.ts';
+import { writeDepsOf, writeScopeOf } from '../run-write.ts';
+import { validBody } from './shared.ts';
 
 type DisableUserResponse = components['schemas']['DisableUserResponse'];
 
@@ -17,7 +19,7 @@ export const disableUser = defineOperation({
     return { fields, ifMatch: parseIfMatch(c.req.header('if-match')) };
   },
   async handle(c, { fields, ifMatch }) {
-    const { version } = await switchAccount(c, fields, ifMatch, true);
+    const { version } = await setDisabled(writeScopeOf(c), writeDepsOf(c), fields._userId, ifMatch, true);
     c.header('ETag', etagOf(version));
     return c.json({ result: { status: 'user disabled' } } satisfies DisableUserResponse, 200);
   },

@@ -1,0 +1,25 @@
+// A conditional write (If-Match): the account's condition narrowed to the versions the caller
+// read, and why a write under it touched no row.
+import { and, inArray, type SQL } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { users } from '../db/schema.ts';
+import { ApiError, userNotFound } from '../http/errors.ts';
+import type { IfMatch } from '../http/etag.ts';
+
+export const preconditionFailed = () =>
+  new ApiError(412, 'precondition_failed', 'The account has changed since the given ETag; read it again.');
+
+/** The account's condition, narrowed to the versions `If-Match` lists (`*` and no header: any). */
+export function matchingIfMatch(account: SQL | undefined, ifMatch: IfMatch): SQL | undefined {
+  return ifMatch === undefined || ifMatch.any ? account : and(account, inArray(users.version, ifMatch.versions));
+}
+
+/**
+ * Why a conditional write touched no row: the account is not in reach (404, which wins whatever
+ * If-Match says), or it is there in another version (412).
+ */
+export async function notWritten(db: Db, account: SQL | undefined, ifMatch: IfMatch): Promise<ApiError> {
+  if (ifMatch === undefined || ifMatch.any) return userNotFound();
+  const [exists] = await db.select({ id: users.id }).from(users).where(account).limit(1);
+  return exists === undefined ? userNotFound() : preconditionFailed();
+}

@@ -1,0 +1,95 @@
+// verify as a function of a write scope, with no HTTP around it: the embedded database, the real
+// hasher and the database lockout.
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openPglite } from '../db/client.ts';
+import { auditLog, users } from '../db/schema.ts';
+import { ApiError } from '../http/errors.ts';
+import { databaseLockout } from '../limits/lockout.ts';
+import { createPasswordHasher } from '../passwords/hasher.ts';
+import { uuidv7 } from './ids.ts';
+import type { WriteScope } from './unit-of-work.ts';
+import { type VerifyDeps, verifyPassword } from './verify.ts';
+
+let database: Database;
+let deps: VerifyDeps;
+const scope = (requestId: string): WriteScope => ({ site: 'default', actor: 'job', requestId });
+const PASSWORD = 'Verify-unit-password-34';
+const lock = { limit: 2, windowSeconds: 60, lockSeconds: 60, maxLockSeconds: 60 };
+
+beforeAll(async () => {
+  database = await openPglite(undefined);
+  await database.migrate();
+  deps = {
+    db: database.db,
+    hasher: createPasswordHasher({ concurrency: 1 }),
+    lockout: databaseLockout(database.db),
+    verifyLimits: { identifier: lock, address: { ...lock, limit: 100 } },
+    warn: () => {},
+  };
+}, 60_000);
+afterAll(() => database?.close());
+
+async function account(disabled = false): Promise<{ id: string; email: string }> {
+  const id = uuidv7();
+  const email = `${id}@example.com`;
+  const passwordHash = await deps.hasher.hash(PASSWORD, 'default');
+  await database.db
+    .insert(users)
+    .values({ id, site: 'default', email, name: 'V', passwordHash, disabled, origin: 'api' });
+  return { id, email };
+}
+
+const refusal = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => (error instanceof ApiError ? { status: error.status, code: error.code } : error),
+  );
+
+describe('verifyPassword', () => {
+  it('answers the account of a right password, and audits the success under the scope', async () => {
+    const { id, email } = await account();
+    const request = { email, password: PASSWORD, sent: PASSWORD };
+    expect(await verifyPassword(scope('v-ok'), deps, request)).toBe(id);
+    const rows = await database.db.select().from(auditLog).where(eq(auditLog.requestId, 'v-ok'));
+    expect(rows).toEqual([
+      expect.objectContaining({
+        operation: 'verify',
+        userId: id,
+        tokenId: 'job',
+        status: 200,
+        outcome: 'password verified',
+      }),
+    ]);
+  });
+
+  it('refuses a wrong password and an unknown account alike, then locks the identifier', async () => {
+    const { id } = await account();
+    const wrong = { _userId: id, password: 'Not-the-password-1', sent: 'Not-the-password-1' };
+    expect(await refusal(verifyPassword(scope('v-wrong'), deps, wrong))).toEqual({
+      status: 422,
+      code: 'invalid_credentials',
+    });
+    const unknown = { email: 'nobody.34@example.com', password: PASSWORD, sent: PASSWORD };
+    expect(await refusal(verifyPassword(scope('v-unknown'), deps, unknown))).toEqual({
+      status: 422,
+      code: 'invalid_credentials',
+    });
+    await refusal(verifyPassword(scope('v-wrong'), deps, wrong));
+    const right = { _userId: id, password: PASSWORD, sent: PASSWORD };
+    expect(await refusal(verifyPassword(scope('v-locked'), deps, right))).toEqual({
+      status: 429,
+      code: 'too_many_attempts',
+    });
+  });
+
+  it('refuses a disabled account with 403 account_disabled, and writes nothing', async () => {
+    const { email } = await account(true);
+    const request = { email, password: PASSWORD, sent: PASSWORD };
+    expect(await refusal(verifyPassword(scope('v-disabled'), deps, request))).toEqual({
+      status: 403,
+      code: 'account_disabled',
+    });
+    expect(await database.db.select().from(auditLog).where(eq(auditLog.requestId, 'v-disabled'))).toEqual([]);
+  });
+});

@@ -1,0 +1,158 @@
+// verify: checks an account's password under the guessing limits (limits/lockout.ts), and on a
+// success clears its failures and replaces a hash made otherwise than ours are now.
+import { and, eq, sql } from 'drizzle-orm';
+import { addressKey } from '../auth/failed-authentications.ts';
+import { users } from '../db/schema.ts';
+import { ApiError } from '../http/errors.ts';
+import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
+import type { PasswordHasher } from '../passwords/hasher.ts';
+import { isUuid } from './ids.ts';
+import { inReachOf } from './in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+
+// One answer for a wrong password and for every account that is not there to be checked.
+const invalidCredentials = () =>
+  new ApiError(422, 'invalid_credentials', 'The email or id and password do not match an account.');
+const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
+/**
+ * The lock's 429. Its RateLimit fields name the lock, whose reset is the moment Retry-After names
+ * (the RateLimit draft: the two should agree): not the token's budgets, which are not exhausted
+ * and would tell a client to come back before the lock ends.
+ */
+const tooManyAttempts = (seconds: number, name: string, policy: LockoutPolicy) =>
+  new ApiError(429, 'too_many_attempts', `Too many failed attempts; try again in ${seconds} s.`, {
+    headers: {
+      'Retry-After': String(seconds),
+      'RateLimit-Policy': `"${name}";q=${policy.limit};w=${policy.windowSeconds}`,
+      RateLimit: `"${name}";r=0;t=${seconds}`,
+    },
+  });
+
+export interface VerifyDeps extends WriteDeps {
+  hasher: PasswordHasher;
+  verifyLimits: VerifyLimits;
+  /** Where the failure counts live (the database, or Redis). */
+  lockout: LockoutStore;
+  /** Told what could not be cleared after a success (the login stands). */
+  warn: (error: unknown, message: string) => void;
+}
+
+export interface VerifyRequest {
+  /** Exactly one of email and _userId names the account. */
+  email?: string | undefined;
+  _userId?: string | undefined;
+  /** The password, normalized as the spec says. */
+  password: string;
+  /** The password as sent, before normalizing: an imported hash may be of that form. */
+  sent: string;
+  /** The end user's address in its canonical form, when the caller gave one. */
+  address?: string | undefined;
+}
+
+/**
+ * The account whose password `request` gives, in the scope's site: its id, or 422
+ * invalid_credentials (no such account in reach, or a wrong password: one answer, in the same
+ * time), 403 account_disabled, 429 too_many_attempts when its identifier or the end user's
+ * address is locked. The success is a write: audited, with the deadline's commit point.
+ */
+export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, request: VerifyRequest): Promise<string> {
+  const { db, hasher, verifyLimits, lockout } = deps;
+  const { site } = scope;
+  const signal = scope.deadline?.signal;
+  let match = sql`false`;
+  if (request.email !== undefined) match = sql`lower(${users.email}) = lower(${request.email})`;
+  else if (isUuid(request._userId!)) match = eq(users.id, request._userId!);
+  // The account first: its failures count once, by its id, whichever identifier named it (10 by
+  // email and 10 more by _userId were 20 guesses a window). An identifier no account in reach
+  // has counts as given, so an unknown one locks after as many failures, with the same answer.
+  const [row] = await db
+    .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
+    .from(users)
+    .where(and(match, inReachOf(site)))
+    .limit(1);
+  const identifier =
+    row !== undefined
+      ? lockoutKey(site, 'id', row.id.toLowerCase())
+      : request.email !== undefined
+        ? lockoutKey(site, 'email', request.email.toLowerCase())
+        : lockoutKey(site, 'id', request._userId!.toLowerCase());
+  // An address counts by its /64 for IPv6, as the failed-authentication limit does.
+  const fromAddress =
+    request.address === undefined ? undefined : lockoutKey(site, 'address', addressKey(request.address));
+  // Each attempt is counted as a failure before the password is checked (see lockout.ts), and
+  // taken back when it was not one.
+  const addressWait = fromAddress === undefined ? 0 : await lockout.attempt(fromAddress, verifyLimits.address);
+  if (addressWait > 0) throw tooManyAttempts(addressWait, 'failed_verify_address', verifyLimits.address);
+  const wait = await lockout.attempt(identifier, verifyLimits.identifier);
+  if (wait > 0) {
+    if (fromAddress !== undefined) await lockout.undo(fromAddress);
+    throw tooManyAttempts(wait, 'failed_verify', verifyLimits.identifier);
+  }
+  const notAFailure = async () => {
+    await lockout.undo(identifier);
+    if (fromAddress !== undefined) await lockout.undo(fromAddress);
+  };
+  // Work that can fail for want of the server (database, hashing queue, deadline): a failure
+  // there judged no password, so it is no guess either.
+  const unjudged = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      await notAFailure().catch(() => {});
+      throw error;
+    }
+  };
+  const succeeded = async (store: LockoutStore) => {
+    await store.clear(identifier);
+    if (fromAddress !== undefined) await store.undo(fromAddress);
+  };
+
+  // No account, or none in reach: the same verification against a stand-in hash, so that the
+  // answer takes as long as for a wrong password.
+  const right = await unjudged(() => hasher.verify(row?.passwordHash ?? undefined, request.sent, site, signal));
+  if (row === undefined || !right) throw invalidCredentials();
+  if (row.disabled) {
+    await notAFailure();
+    throw accountDisabled();
+  }
+
+  const stored = row.passwordHash!;
+  let rehashed: string | undefined;
+  if (hasher.needsRehash(stored)) {
+    // Best effort: with the hashing queue full, the login goes on and the rehash waits for the next one.
+    rehashed = await hasher.hash(request.password, site, signal).catch((error: unknown) => {
+      if (error instanceof ApiError && error.status === 503) return undefined;
+      throw error;
+    });
+  }
+  const verified = await unjudged(() =>
+    inWrite(scope, deps, 'verify', { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
+      // Disabled since it was read: refused, as if it had been disabled before.
+      const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
+      if (now === undefined || now.disabled) return undefined;
+      // Counts in this database are cleared with the success, atomically; others after it commits.
+      const inTransaction = lockout.inTransaction?.(tx);
+      if (inTransaction !== undefined) await succeeded(inTransaction);
+      if (rehashed !== undefined) {
+        // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
+        await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
+        await tx
+          .update(users)
+          .set({ passwordHash: rehashed })
+          .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
+      }
+      return row.id;
+    }),
+  );
+  if (verified === undefined) {
+    await notAFailure();
+    throw accountDisabled();
+  }
+  if (lockout.inTransaction === undefined) {
+    // The login stands: a count left behind only makes a later lock come sooner.
+    await succeeded(lockout).catch((error: unknown) =>
+      deps.warn(error, 'could not clear verify failures after a success'),
+    );
+  }
+  return row.id;
+}
