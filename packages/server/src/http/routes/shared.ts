@@ -1,15 +1,10 @@
 import type { components } from '@user-accounts/client';
-import { and, eq, inArray, ne, type SQL, sql } from 'drizzle-orm';
 import type { Context } from 'hono';
-import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
-import type { Db } from '../../db/client.ts';
-import { users } from '../../db/schema.ts';
+import type { users } from '../../db/schema.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError, userNotFound } from '../errors.ts';
-import type { IfMatch } from '../etag.ts';
+import { ApiError } from '../errors.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
-import { runWrite } from '../run-write.ts';
 import { type BodySchema, fromQueryText, invalidRequest, normalizeFields, toFieldErrors } from '../validation.ts';
 
 type Schemas = components['schemas'];
@@ -99,24 +94,6 @@ export function toUser(
 /** The accounts the request's token may see (see accounts/in-reach.ts). */
 export const inReach = (c: Context<AppEnv>) => inReachOf(c.get('token').site);
 
-export const preconditionFailed = () =>
-  new ApiError(412, 'precondition_failed', 'The account has changed since the given ETag; read it again.');
-
-/** The account's condition, narrowed to the versions `If-Match` lists (`*` and no header: any). */
-export function matchingIfMatch(account: SQL | undefined, ifMatch: IfMatch): SQL | undefined {
-  return ifMatch === undefined || ifMatch.any ? account : and(account, inArray(users.version, ifMatch.versions));
-}
-
-/**
- * Why a conditional write touched no row: the account is not in reach (404, which wins whatever
- * If-Match says), or it is there in another version (412).
- */
-export async function notWritten(db: Db, account: SQL | undefined, ifMatch: IfMatch): Promise<ApiError> {
-  if (ifMatch === undefined || ifMatch.any) return userNotFound();
-  const [exists] = await db.select({ id: users.id }).from(users).where(account).limit(1);
-  return exists === undefined ? userNotFound() : preconditionFailed();
-}
-
 /**
  * The one way a handler hashes a password: counted against the token's "hash" budget (429 over
  * it), then computed in the token's site's turn (503 when the site may not wait).
@@ -124,35 +101,4 @@ export async function notWritten(db: Db, account: SQL | undefined, ifMatch: IfMa
 export async function hashPassword(c: Context<AppEnv>, password: string): Promise<string> {
   await consumeBudget(c, 'hash');
   return c.get('deps').hasher.hash(password, c.get('token').site, c.get('deadline').signal);
-}
-
-/**
- * Disables or enables an account (disable and enable). Idempotent in effect: an account already
- * in that state is answered 200 and left as it is (same version, same updatedAt), and audited.
- */
-export async function switchAccount(
-  c: Context<AppEnv>,
-  input: { _userId: string },
-  ifMatch: IfMatch,
-  disabled: boolean,
-): Promise<{ version: number }> {
-  if (!isUuid(input._userId)) throw userNotFound();
-  const account = and(eq(users.id, input._userId), inReach(c));
-  const current = matchingIfMatch(account, ifMatch);
-  const outcome = disabled ? 'user disabled' : 'user enabled';
-  // An account already in that state is not changed, and so has no event.
-  const done = (w: { changed: boolean }) => ({ userId: input._userId, status: 200, outcome, emits: w.changed });
-  c.get('write').userId = input._userId;
-  const written = await runWrite(c, done, async (tx) => {
-    const [changed] = await tx
-      .update(users)
-      .set({ disabled, updatedAt: sql`now()` })
-      .where(and(current, ne(users.disabled, disabled)))
-      .returning({ version: users.version });
-    if (changed !== undefined) return { ...changed, changed: true };
-    const [unchanged] = await tx.select({ version: users.version }).from(users).where(current).limit(1);
-    return unchanged === undefined ? undefined : { ...unchanged, changed: false };
-  });
-  if (written === undefined) throw await notWritten(c.get('deps').database.db, account, ifMatch);
-  return written;
 }

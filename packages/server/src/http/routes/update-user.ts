@@ -1,5 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { matchingIfMatch, notWritten, preconditionFailed } from '../../accounts/conditions.ts';
 import { isUuid } from '../../accounts/ids.ts';
 import {
   assertSiteSchema,
@@ -15,16 +16,7 @@ import { etagOf, parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { invalidRequest } from '../validation.ts';
-import {
-  hashPassword,
-  inReach,
-  matchingIfMatch,
-  notWritten,
-  preconditionFailed,
-  refuseEmailChange,
-  validBody,
-  weakPassword,
-} from './shared.ts';
+import { hashPassword, inReach, refuseEmailChange, validBody, weakPassword } from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 
