@@ -45,19 +45,18 @@ export function readmeWithTable(readme: string): string {
 
 if (import.meta.main) {
   const check = process.argv.includes('--check');
-  const stale: string[] = [];
-  for (const [file, make] of [
+  const files = [
     [README, readmeWithTable],
     [ENV_EXAMPLE, envExample],
-  ] as const) {
+  ] as const;
+  const stale = files.filter(([file, make]) => {
     const now = readFileSync(file, 'utf8');
-    const wanted = make(now);
-    if (now === wanted) continue;
-    stale.push(file.pathname);
-    if (!check) writeFileSync(file, wanted);
-  }
+    if (now === make(now)) return false;
+    if (!check) writeFileSync(file, make(now));
+    return true;
+  });
   if (check && stale.length > 0) {
-    process.stderr.write(`stale, run ./pnpmw generate: ${stale.join(', ')}\n`);
+    process.stderr.write(`stale, run ./pnpmw generate: ${stale.map(([file]) => file.pathname).join(', ')}\n`);
     process.exitCode = 1;
   }
 }
