@@ -18,6 +18,22 @@ export type UpdateUserRequest = components['schemas']['UpdateUserRequest'];
 /** A change event (CloudEvents 1.0), as the feed and webhooks carry it. */
 export type ChangeEvent = components['schemas']['Event'];
 
+type ProblemStatus = `4${string}` | `5${string}`;
+/**
+ * The problems an operation can answer, by its `operationId`: each of its 4xx and 5xx responses,
+ * `code` narrowed to the codes the spec lists for that response. A call's `error` has this type.
+ */
+export type ProblemOf<Op extends keyof operations> = {
+  [S in keyof operations[Op]['responses']]: `${S & (string | number)}` extends ProblemStatus
+    ? operations[Op]['responses'][S] extends { content: { 'application/problem+json': infer P } }
+      ? P
+      : never
+    : never;
+}[keyof operations[Op]['responses']];
+/** The codes an operation can answer (`ErrorCodeOf<'verifyUser'>`), a subset of {@link ErrorCode}. */
+export type ErrorCodeOf<Op extends keyof operations> = CodeOf<ProblemOf<Op>>;
+type CodeOf<P> = P extends { code: infer Code } ? Code : never;
+
 // The spec's "exactly one of" (`oneOf` of `required`) comes out of openapi-typescript as plain
 // optional fields, which accept both and neither. Each member of this union makes one key
 // required and forbids the others.
@@ -178,8 +194,73 @@ export class ProblemError extends Error {
 }
 
 /**
+ * No answer from the server: the connection was refused, reset or closed before the whole answer
+ * came, or the name did not resolve. The call's only exception: every answer the server gives,
+ * 4xx and 5xx included, resolves as `{ data, error, response }`. `cause` is what `fetch` threw
+ * (undici's `TypeError: fetch failed`, its own `cause` naming e.g. `ECONNREFUSED`). Whether the
+ * server acted on a write that got no answer is unknown: retry it with the same `Idempotency-Key`.
+ * A call aborted through your own `signal` rejects with the signal's reason, unwrapped.
+ */
+export class TransportError extends Error {
+  readonly method: string;
+  readonly url: string;
+  constructor(method: string, url: string, cause: unknown) {
+    super(`${method} ${url}: no answer from the server (${describeCause(cause)})`, { cause });
+    this.name = 'TransportError';
+    this.method = method;
+    this.url = url;
+  }
+}
+
+function describeCause(cause: unknown): string {
+  if (!(cause instanceof Error)) return String(cause);
+  const inner = cause.cause as { code?: unknown; message?: unknown } | undefined;
+  const detail = inner?.code ?? inner?.message;
+  return typeof detail === 'string' ? `${cause.message}: ${detail}` : cause.message;
+}
+
+// fetch rejects when no response came (onError); a body cut short fails later, while openapi-fetch
+// reads it, so the body is passed through a stream that turns its failure into the same error.
+// The stream keeps the body streamed (export's NDJSON, parseAs: 'stream'), nothing is buffered.
+const transportErrors: Middleware = {
+  onError({ request, error }) {
+    if (request.signal.aborted || error instanceof TransportError) return;
+    return new TransportError(request.method, request.url, error);
+  },
+  onResponse({ request, response }) {
+    const source = response.body;
+    if (source === null) return;
+    const reader = source.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        try {
+          const { done, value } = await reader.read();
+          if (done) controller.close();
+          else controller.enqueue(value);
+        } catch (error) {
+          controller.error(request.signal.aborted ? error : new TransportError(request.method, request.url, error));
+        }
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    const wrapped = new Response(body, {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+    // A new Response has no url or redirected of its own: the caller keeps seeing fetch's.
+    Object.defineProperties(wrapped, {
+      url: { value: response.url },
+      redirected: { value: response.redirected },
+    });
+    return wrapped;
+  },
+};
+
+/**
  * A typed client of the user-accounts API. Every call resolves to `{ data, error, response }`:
- * `data` on success, `error` (a {@link Problem}) otherwise. It never throws for an HTTP error.
+ * `data` on success, `error` (a problem of that operation, see {@link ProblemOf}) otherwise. It
+ * never throws for an HTTP error; when no answer comes, it throws a {@link TransportError}.
  */
 export function createClient(options: ClientOptions): UserAccountsClient {
   const client = createFetchClient<StrictPaths>({
@@ -193,7 +274,7 @@ export function createClient(options: ClientOptions): UserAccountsClient {
       return request;
     },
   };
-  client.use(authorization);
+  client.use(authorization, transportErrors);
   const typed = client as unknown as Omit<UserAccountsClient, 'listAll' | 'followEvents'>;
   async function* listAll(query: ListAllQuery = {}): AsyncIterable<User> {
     let after: string | undefined;

@@ -3,7 +3,17 @@
 // and so does a `@ts-expect-error` that no longer finds its error: each one below is a mistake
 // the client must refuse at compile time. The calls run too, against a fetch that answers 599.
 import { describe, expectTypeOf, it } from 'vitest';
-import { createClient, type GetUserQuery, type Problem, type UpdateUserRequest, type User } from './index.ts';
+import {
+  createClient,
+  type ErrorCode,
+  type ErrorCodeOf,
+  type GetUserQuery,
+  type operations,
+  type Problem,
+  type ProblemOf,
+  type UpdateUserRequest,
+  type User,
+} from './index.ts';
 
 const client = createClient({
   baseUrl: 'http://127.0.0.1:0',
@@ -20,11 +30,52 @@ describe('client types', () => {
       body: { email: 'a@example.com', password: 'correct horse battery', name: 'Ada' },
     });
     if (response.status === 409 && error !== undefined) {
-      expectTypeOf(error).toEqualTypeOf<Problem>();
-      expectTypeOf(error.code).toEqualTypeOf<Problem['code']>();
+      // Still a Problem wherever one is expected (code written before the narrowing compiles).
+      expectTypeOf(error).toMatchTypeOf<Problem>();
       expectTypeOf<'email_taken'>().toMatchTypeOf<typeof error.code>();
     }
     if (data !== undefined) expectTypeOf(data.result._userId).toBeString();
+  });
+
+  it('narrows error.code to the codes the operation can answer, not all of ErrorCode', async () => {
+    const { error } = await client.POST('/api/1/user/verify', { body: { email, password } });
+    expectTypeOf(error).toMatchTypeOf<ProblemOf<'verifyUser'> | undefined>();
+    expectTypeOf<NonNullable<typeof error>['code']>().toEqualTypeOf<ErrorCodeOf<'verifyUser'>>();
+    expectTypeOf<ErrorCodeOf<'verifyUser'>>().toEqualTypeOf<
+      | 'invalid_request'
+      | 'invalid_json'
+      | 'unauthorized'
+      | 'forbidden'
+      | 'account_disabled'
+      | 'payload_too_large'
+      | 'unsupported_media_type'
+      | 'invalid_credentials'
+      | 'too_many_attempts'
+      | 'rate_limited'
+      | 'headers_too_large'
+      | 'internal_error'
+      | 'service_unavailable'
+    >();
+    expectTypeOf<ErrorCodeOf<'listUsers'>>().toEqualTypeOf<
+      | 'invalid_request'
+      | 'invalid_cursor'
+      | 'unauthorized'
+      | 'forbidden'
+      | 'rate_limited'
+      | 'headers_too_large'
+      | 'internal_error'
+      | 'service_unavailable'
+    >();
+    if (error?.code === 'account_disabled') expectTypeOf(error.status).toBeNumber();
+    // @ts-expect-error: verify never answers email_taken, so comparing with it is a mistake
+    if (error?.code === 'email_taken') return;
+  });
+
+  it('narrows every operation: none answers the whole ErrorCode union', () => {
+    // An operation whose problem response names no codes (a plain Problem schema) falls back to
+    // all of ErrorCode, and is listed here; the list must stay empty.
+    type Unnarrowed = { [Op in keyof operations]: ErrorCode extends ErrorCodeOf<Op> ? Op : never }[keyof operations];
+    expectTypeOf<Unnarrowed>().toEqualTypeOf<never>();
   });
 
   it('types a get as the User, and refuses a create without a password', async () => {
