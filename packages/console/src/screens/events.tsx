@@ -18,7 +18,9 @@ export function EventsScreen({ api, refused }: ScreenProps) {
     (async () => {
       setFollowing(true);
       try {
-        for await (const event of api.followEvents({ signal: stop.signal })) {
+        // The feed starts at the oldest event kept and has no "from now": 1,000 an answer reaches
+        // the present in few requests, and only the latest SHOWN stay on screen.
+        for await (const event of api.followEvents({ signal: stop.signal, limit: 1000 })) {
           setEvents((shown) => [event, ...shown].slice(0, SHOWN));
         }
       } catch (error) {
