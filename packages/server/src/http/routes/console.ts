@@ -43,11 +43,12 @@ const TYPES: Record<string, string> = {
   woff2: 'font/woff2',
 };
 
-export function registerConsole(app: App): void {
+/** `dir`: where the built console is (CONSOLE_DIR; a test's own folder). */
+export function registerConsole(app: App, dir: URL = CONSOLE_DIR): void {
   // One compressor per asset: Vite names each by its content, so a name never changes its bytes.
   const assets = new Map<string, ReturnType<typeof precompressed>>();
   const page = (c: Context<AppEnv>) => {
-    const index = new URL('index.html', CONSOLE_DIR);
+    const index = new URL('index.html', dir);
     if (!existsSync(index)) return c.html(NOT_BUILT, 503, PAGE_HEADERS);
     return c.html(readFileSync(index, 'utf8'), 200, PAGE_HEADERS);
   };
@@ -56,7 +57,7 @@ export function registerConsole(app: App): void {
   app.get('/console/assets/:file{[A-Za-z0-9_.-]+}', etag(), async (c) => {
     const name = c.req.param('file');
     const type = TYPES[name.slice(name.lastIndexOf('.') + 1)];
-    const file = new URL(`assets/${name}`, CONSOLE_DIR);
+    const file = new URL(`assets/${name}`, dir);
     if (type === undefined || name.startsWith('.') || !existsSync(file)) return c.notFound();
     let asset = assets.get(name);
     if (asset === undefined) {
