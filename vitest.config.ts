@@ -42,6 +42,7 @@ const system = [
   ...contractTests([
     'browser-client',
     'cli-import',
+    'client-install',
     'cli',
     'cloudevents',
     'cluster',
