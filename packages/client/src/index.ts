@@ -222,6 +222,7 @@ function describeCause(cause: unknown): string {
 // fetch rejects when no response came (onError); a body cut short fails later, while openapi-fetch
 // reads it, so the body is passed through a stream that turns its failure into the same error.
 // The stream keeps the body streamed (export's NDJSON, parseAs: 'stream'), nothing is buffered.
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 const transportErrors: Middleware = {
   onError({ request, error }) {
     if (request.signal.aborted || error instanceof TransportError) return;
@@ -229,7 +230,8 @@ const transportErrors: Middleware = {
   },
   onResponse({ request, response }) {
     const source = response.body;
-    if (source === null) return;
+    // A status that cannot carry a body cannot be given one by new Response() either.
+    if (source === null || NULL_BODY_STATUSES.has(response.status)) return;
     const reader = source.getReader();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
