@@ -71,7 +71,12 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       for (const name of people) {
         const email = `${name.split(' ')[0]!.toLowerCase()}@${domain}`;
         const { data, error } = await api.POST('/api/1/user/create', {
-          body: { email, name, password: 'a long and unusual passphrase' },
+          body: {
+            email,
+            name,
+            password: 'a long and unusual passphrase',
+            ...(name === 'Ada Lovelace' && { metadata: { plan: 'pro' } }),
+          },
         });
         expect(error).toBeUndefined();
         ids.set(email, data!.result._userId);
@@ -160,6 +165,26 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await expect.poll(() => rows.count()).toBe(4); // the header and three accounts, newest first
       expect(await rows.nth(1).textContent()).toContain(`mary@${domain}`);
       expect(await axeViolations(page), 'accounts screen').toEqual([]);
+
+      // Metadata: checked before it is sent (nothing is asked of the API for a broken one)...
+      const status = () => page.getByRole('status').first().textContent();
+      const metadata = page.getByLabel('Metadata contains');
+      let lists = 0;
+      page.on('request', (r) => void (new URL(r.url()).pathname === '/api/1/user/list' && lists++));
+      await metadata.fill('{"plan": ');
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await page.getByText('Not JSON: write an object, like {"plan": "pro"}.').waitFor();
+      expect(await metadata.getAttribute('aria-invalid')).toBe('true');
+      expect(lists).toBe(0);
+      // ...then the API's own filter: the one account whose metadata holds it.
+      await metadata.fill('{"plan": "pro"}');
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await expect.poll(status).toMatch(/^1 account matches; showing 1 to 1,/);
+      await expect.poll(() => rows.count()).toBe(2);
+      expect(await rows.nth(1).textContent()).toContain(`ada@${domain}`);
+      await metadata.fill('');
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await expect.poll(status).toMatch(/^3 accounts match/);
       await screenshot(page, 'accounts', name);
 
       const email = `grace@${domain}`;

@@ -12,11 +12,25 @@ interface Search {
   field: 'email' | 'name';
   text: string;
   status: 'any' | 'enabled' | 'disabled';
+  /** A JSON object the accounts' metadata must contain (list's `metadata` filter), or ''. */
+  metadata: string;
+}
+
+/** Why the metadata filter cannot be sent, or undefined when it can: checked before sending. */
+function metadataProblem(text: string): string | undefined {
+  if (text.trim() === '') return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return undefined;
+  } catch {
+    return 'Not JSON: write an object, like {"plan": "pro"}.';
+  }
+  return 'Write a JSON object, like {"plan": "pro"}.';
 }
 
 /** The search and page shown last, so that coming back from an account shows the same list. */
 let kept: { search: Search; cursors: (string | undefined)[] } = {
-  search: { field: 'email', text: '', status: 'any' },
+  search: { field: 'email', text: '', status: 'any', metadata: '' },
   cursors: [undefined],
 };
 
@@ -25,6 +39,7 @@ function filters(search: Search) {
   return {
     ...(text !== '' && (search.field === 'email' ? { email: text } : { name: text })),
     ...(search.status !== 'any' && { disabled: search.status === 'disabled' }),
+    ...(search.metadata.trim() !== '' && { metadata: search.metadata.trim() }),
   };
 }
 
@@ -37,6 +52,7 @@ export function AccountsScreen({ api, refused }: ScreenProps) {
   const [count, setCount] = useState<number>();
   const [failure, setFailure] = useState<string>();
   const [loading, setLoading] = useState(false);
+  const [metadataError, setMetadataError] = useState<string>();
   kept = { search, cursors };
   const after = cursors[cursors.length - 1];
 
@@ -79,6 +95,9 @@ export function AccountsScreen({ api, refused }: ScreenProps) {
           class="search"
           onSubmit={(event) => {
             event.preventDefault();
+            const problem = metadataProblem(draft.metadata);
+            setMetadataError(problem);
+            if (problem !== undefined) return;
             setSearch(draft);
             setCursors([undefined]);
           }}
@@ -118,6 +137,21 @@ export function AccountsScreen({ api, refused }: ScreenProps) {
               <option value="enabled">Enabled</option>
               <option value="disabled">Disabled</option>
             </select>
+          </div>
+          <div class="field">
+            <label for="search-metadata">Metadata contains</label>
+            <input
+              id="search-metadata"
+              class="mono"
+              value={draft.metadata}
+              placeholder='{"plan": "pro"}'
+              aria-invalid={metadataError !== undefined}
+              aria-describedby="search-metadata-hint"
+              onInput={(event) => setDraft({ ...draft, metadata: event.currentTarget.value })}
+            />
+            <span id="search-metadata-hint" class={metadataError ? 'hint invalid' : 'hint'}>
+              {metadataError ?? 'A JSON object its metadata holds'}
+            </span>
           </div>
           <button type="submit">Search</button>
         </form>
