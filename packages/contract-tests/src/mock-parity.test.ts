@@ -28,16 +28,22 @@ interface Call {
   token?: 'none' | 'wrong';
 }
 
-async function send(target: Target, call: Call): Promise<Response> {
+/**
+ * The call's answer, held to the spec. `unknown_example` is the mock's own refusal of a `Prefer`
+ * that names no documented answer: no operation documents it (each problem response lists the
+ * codes the server answers), so such an answer is held to Problem alone, by `refusal` below.
+ */
+async function send(target: Target, call: Call, { conforms = true } = {}): Promise<Response> {
   const headers: Record<string, string> = { ...call.headers };
   if (call.token === undefined) headers.Authorization = target.token;
   if (call.token === 'wrong') headers.Authorization = 'ua_no_such_token_anywhere_000000000000000000';
   if (call.body !== undefined && headers['Content-Type'] === undefined) headers['Content-Type'] = 'application/json';
   const response = await fetch(`${target.baseUrl}${call.path}`, { method: call.method, headers, body: call.body });
-  expect(
-    await checker.check(call.method, new URL(call.path, 'http://x').pathname, response),
-    `${call.method} ${call.path} conforms`,
-  ).toEqual([]);
+  if (conforms)
+    expect(
+      await checker.check(call.method, new URL(call.path, 'http://x').pathname, response),
+      `${call.method} ${call.path} conforms`,
+    ).toEqual([]);
   return response;
 }
 
@@ -295,10 +301,12 @@ describe('Prefer asking for an answer the operation does not document', () => {
       ]),
     );
   };
+  const isProblem = checker.validatorFor(spec.components.schemas.Problem);
   const refusal = async (response: Response) => {
     expect(response.status).toBe(400);
     expect(response.headers.get('content-type')).toBe('application/problem+json');
     const problem = (await response.json()) as { code: string; detail: string };
+    expect(isProblem(problem), JSON.stringify(isProblem.errors)).toBe(true);
     expect(problem.code).toBe('unknown_example');
     return problem.detail;
   };
@@ -311,7 +319,9 @@ describe('Prefer asking for an answer the operation does not document', () => {
       const error = [...answers.keys()].find((s) => s.startsWith('4') && answers.get(s)!.length > 0)!;
       // An unknown status, an unknown name, and a name documented under another status.
       for (const prefer of ['code=418', 'example=nope', `code=${error}, example=${answers.get(success)![0]}`]) {
-        const detail = await refusal(await send(mock, { ...VALID[operationId]!(), headers: { Prefer: prefer } }));
+        const detail = await refusal(
+          await send(mock, { ...VALID[operationId]!(), headers: { Prefer: prefer } }, { conforms: false }),
+        );
         expect(detail).toContain(operationId);
         for (const [status, names] of answers) {
           expect(detail).toMatch(new RegExp(`\\b${status}\\b`));
@@ -323,14 +333,16 @@ describe('Prefer asking for an answer the operation does not document', () => {
 
   it('echoes what was asked cut short', async () => {
     const long = 'x'.repeat(4000);
-    const detail = await refusal(await send(mock, { ...VALID.getUser!(), headers: { Prefer: `example=${long}` } }));
+    const detail = await refusal(
+      await send(mock, { ...VALID.getUser!(), headers: { Prefer: `example=${long}` } }, { conforms: false }),
+    );
     expect(detail).not.toContain(long);
     expect(detail.length).toBeLessThan(1000);
   });
 
   it('an example without a code is looked for under the success status, as Prism does', async () => {
     const detail = await refusal(
-      await send(mock, { ...VALID.getUser!(), headers: { Prefer: 'example=user_not_found' } }),
+      await send(mock, { ...VALID.getUser!(), headers: { Prefer: 'example=user_not_found' } }, { conforms: false }),
     );
     expect(detail).toMatch(/under 200\b/);
     const found = await send(mock, { ...VALID.getUser!(), headers: { Prefer: 'code=404, example=user_not_found' } });
