@@ -154,7 +154,7 @@ export interface UserAccountsClient extends Pick<Client<StrictPaths>, 'use' | 'e
    * Every account `list` gives for these filters, page after page (`limit` per request, 1,000 by
    * default), as one async iterable: `for await (const user of api.listAll({ email: '@example.org' }))`.
    * Stopping early (`break`) sends no further request. A refused request throws a
-   * {@link ProblemError}.
+   * {@link ProblemError}; one without an answer, a {@link TransportError}.
    */
   listAll(query?: ListAllQuery): AsyncIterable<User>;
   /**
@@ -162,7 +162,9 @@ export interface UserAccountsClient extends Pick<Client<StrictPaths>, 'use' | 'e
    * long as you iterate: each request long-polls (`wait`, 30 s by default), so a new event
    * arrives as soon as it commits. `for await (const event of api.followEvents({ after: saved }))`;
    * keep `event.sequence` as your next `after`. Stopping (`break`, or `signal`) sends no further
-   * request. A refused request (410 `events_expired`, …) throws a {@link ProblemError}.
+   * request. A refused request (410 `events_expired`, …) throws a {@link ProblemError}; one
+   * without an answer, a {@link TransportError} (catch it and follow again from your last
+   * `sequence`).
    */
   followEvents(options?: FollowEventsOptions): AsyncIterable<ChangeEvent>;
 }
