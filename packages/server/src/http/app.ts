@@ -1,9 +1,9 @@
 import { type Handler, Hono, type MiddlewareHandler } from 'hono';
-import { auditWrites } from '../accounts/audit.ts';
 import { traceRequests } from '../ops/tracing.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { accessLog } from './middleware/access-log.ts';
+import { auditWrites } from './middleware/audit.ts';
 import { requireScope, requireToken } from './middleware/auth.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
 import { deadline } from './middleware/deadline.ts';

@@ -4,7 +4,6 @@
 import { and, eq } from 'drizzle-orm';
 import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditWrites } from '../accounts/audit.ts';
 import { uuidv7 } from '../accounts/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
 import { type Database, openPglite } from '../db/client.ts';
@@ -12,6 +11,7 @@ import { auditLog, users } from '../db/schema.ts';
 import { testApp } from '../testing/hono.ts';
 import type { AppEnv } from './context.ts';
 import { ApiError } from './errors.ts';
+import { auditWrites } from './middleware/audit.ts';
 import { deadline } from './middleware/deadline.ts';
 import { runWrite } from './run-write.ts';
 

@@ -1,6 +1,6 @@
 // A write of an HTTP request: the unit of work (accounts/unit-of-work.ts) with the request's
 // scope, its token's site and id, its request id and its deadline. The audit middleware of the
-// operation (accounts/audit.ts) records every other outcome (refusals, failures, replays) and
+// operation (middleware/audit.ts) records every other outcome (refusals, failures, replays) and
 // refuses an answer to a write that did not come through here.
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';

@@ -1,0 +1,58 @@
+// The audit trail (accounts/audit.ts) of every outcome of a write request but its success.
+import type { MiddlewareHandler } from 'hono';
+import { auditInsert, type WriteOperation } from '../../accounts/audit.ts';
+import type { AppEnv } from '../context.ts';
+import { describeError, problemCode } from '../errors.ts';
+import type { WriteRecord } from '../run-write.ts';
+
+/**
+ * The audit middleware of a write operation. A success is recorded by runWrite, in the write's
+ * own transaction; this records every other outcome (refusals, failures, idempotent replays),
+ * best effort: when the database is down the row is lost, and logged. A success that did not
+ * come through runWrite is a bug of ours, refused here so that tests find it.
+ */
+export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv> {
+  return async function auditWritesMiddleware(c, next) {
+    const record: WriteRecord = { operation, userId: undefined, committed: false };
+    c.set('write', record);
+    await next();
+    if (record.committed) return;
+    const replayed = c.res.headers.get('Idempotent-Replayed') === 'true';
+    if (c.res.status < 400 && !replayed) {
+      throw new Error(`${operation} answered ${c.res.status} without runWrite: no audit row, no deadline check`);
+    }
+    const outcome = replayed ? 'replayed' : ((await problemCode(c)) ?? String(c.res.status));
+    try {
+      const token = c.get('token');
+      const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
+      await auditInsert(c.get('deps').database.db, source, [
+        {
+          operation,
+          // A replayed create names its account only in the answer it replays.
+          userId: record.userId ?? bodyUserId(c.get('body')) ?? (replayed ? await answeredUserId(c.res) : undefined),
+          status: c.res.status,
+          outcome,
+        },
+      ]);
+    } catch (failure) {
+      c.get('log').warn({ err: describeError(failure) }, 'audit row not written');
+    }
+  };
+}
+
+/** The `_userId` of a success's answer (`{"result": {"_userId": …}}`), when it has one. */
+async function answeredUserId(response: Response): Promise<string | undefined> {
+  try {
+    const id = ((await response.clone().json()) as { result?: { _userId?: unknown } }).result?._userId;
+    return typeof id === 'string' ? id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The `_userId` the caller named, when the body got far enough to name one. */
+function bodyUserId(body: unknown): string | undefined {
+  if (body === null || typeof body !== 'object') return undefined;
+  const id = (body as Record<string, unknown>)._userId;
+  return typeof id === 'string' ? id : undefined;
+}
