@@ -242,8 +242,24 @@ export function defineListSuite(spec: TargetSpec): void {
         expect(lines.at(-1)).toBe('');
         const rows = lines.slice(0, -1).map((line) => JSON.parse(line) as Record<string, string>);
         expect(rows.map((r) => r.email)).toEqual([users[0]!.email, users[1]!.email]);
-        expect(Object.keys(rows[0]!)).toEqual(['email', 'name', 'phone', 'address', 'metadata', 'passwordHash']);
-        expect(Object.keys(rows[1]!)).toEqual(['email', 'name', 'metadata', 'passwordHash']);
+        expect(Object.keys(rows[0]!)).toEqual([
+          'email',
+          'name',
+          'phone',
+          'address',
+          'emailVerified',
+          'phoneVerified',
+          'metadata',
+          'passwordHash',
+        ]);
+        expect(Object.keys(rows[1]!)).toEqual([
+          'email',
+          'name',
+          'emailVerified',
+          'phoneVerified',
+          'metadata',
+          'passwordHash',
+        ]);
         expect(rows[0]!.passwordHash).toMatch(/^\$argon2id\$/);
 
         const elsewhere = `import-${Date.now().toString(36)}`;

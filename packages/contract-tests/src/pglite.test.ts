@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineContactsSuite } from './contacts-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
 import { defineListSuite } from './list-suite.ts';
@@ -18,3 +19,4 @@ defineImportSuite(pgliteTarget);
 defineListSuite(pgliteTarget);
 defineEventsSuite(pgliteTarget);
 defineMetadataSuite(pgliteTarget);
+defineContactsSuite(pgliteTarget);

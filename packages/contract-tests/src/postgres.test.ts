@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineContactsSuite } from './contacts-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
 import { defineListSuite } from './list-suite.ts';
@@ -20,3 +21,4 @@ defineImportSuite(target);
 defineListSuite(target);
 defineEventsSuite(target);
 defineMetadataSuite(target);
+defineContactsSuite(target);

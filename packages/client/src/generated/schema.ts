@@ -41,7 +41,9 @@ export interface paths {
          *     is no conflict: the new account is created beside it, and shows nothing of it. When the
          *     operator bounds the accounts of a site (`MAX_ACCOUNTS_PER_SITE`, off by default), a create
          *     beyond it is 403 `account_limit_reached` and changes nothing. `metadata` is the site's own
-         *     data on the account (see `Metadata`); omitted, it is `{}`.
+         *     data on the account (see `Metadata`); omitted, it is `{}`. `emailVerified` and
+         *     `phoneVerified` (omitted: `false`) are for a site that verified the contact itself; a
+         *     verified phone needs a phone (400 otherwise).
          */
         post: operations["createUser"];
         delete?: never;
@@ -62,8 +64,17 @@ export interface paths {
         /**
          * Update an account profile
          * @description Changes the given fields only; an omitted field keeps its value. `phone: null` and
-         *     `address: null` clear them; `name` cannot be null. At least one of `name`, `phone`,
-         *     `address`, `password`, `metadata` must be given. `email` cannot be changed (400 `field_not_updatable`).
+         *     `address: null` clear them; `name` cannot be null. At least one field besides `_userId`
+         *     must be given.
+         *
+         *     `email` changes the account's email: 409 `email_taken` when another account in reach of
+         *     the site holds it in any letter case (a row out of reach, or another site's account, is no
+         *     conflict), and nothing changes. A changed email is unverified (`emailVerified: false`)
+         *     unless the same request says `emailVerified: true`; a change of letter case only is the
+         *     same address and keeps its verification. Likewise a changed or cleared phone is unverified
+         *     unless the request says `phoneVerified: true` (which needs a phone: 400 otherwise).
+         *     `emailVerified`/`phoneVerified` alone set or clear the verification of the contact as it
+         *     is; `true` on a contact already verified keeps its time.
          *
          *     `metadata` is a JSON Merge Patch (RFC 7396) of the account's metadata, applied in the
          *     update's one statement, so concurrent updates of different keys both stay: a key set to an
@@ -673,6 +684,22 @@ export interface components {
              * @example false
              */
             disabled: boolean;
+            /**
+             * @description `true` when the email, as it is now, was verified: by a `verify_email` or
+             *     `change_email` ticket, or said so by the site (`create`, `update`, `import`). `get`,
+             *     `list` and `export` always give it.
+             * @example true
+             */
+            emailVerified?: boolean;
+            /** @description When `emailVerified` last became `true`; `null` while it is `false`. */
+            emailVerifiedAt?: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description `true` when the phone, as it is now, was verified (a `verify_phone` ticket, or the site's word); never without a phone.
+             * @example false
+             */
+            phoneVerified?: boolean;
+            /** @description When `phoneVerified` last became `true`; `null` while it is `false`. */
+            phoneVerifiedAt?: components["schemas"]["Timestamp"] | null;
             metadata?: components["schemas"]["Metadata"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
@@ -683,6 +710,10 @@ export interface components {
             name: components["schemas"]["Name"];
             phone?: components["schemas"]["Phone"];
             address?: components["schemas"]["Address"];
+            /** @description `true`: the site verified this email itself. Omitted: `false`. */
+            emailVerified?: boolean;
+            /** @description `true`: the site verified this phone itself (needs `phone`). Omitted: `false`. */
+            phoneVerified?: boolean;
             metadata?: components["schemas"]["Metadata"];
         };
         /**
@@ -731,7 +762,19 @@ export interface components {
         };
         UpdateUserRequest: {
             _userId: components["schemas"]["UserId"];
+            email?: components["schemas"]["Email"];
+            /**
+             * @description `true`: the email (the new one, when `email` is given) is verified; `false`: it is not.
+             *     Omitted: a changed email is unverified, an unchanged one keeps its state.
+             */
+            emailVerified?: boolean;
             name?: components["schemas"]["Name"];
+            /**
+             * @description `true`: the phone (the new one, when `phone` is given) is verified, which needs a phone;
+             *     `false`: it is not. Omitted: a changed or cleared phone is unverified, an unchanged one
+             *     keeps its state.
+             */
+            phoneVerified?: boolean;
             /** @description A new phone number, or `null` to clear it. */
             phone?: components["schemas"]["Phone"] | null;
             /** @description A new address, or `null` to clear it. */
@@ -798,6 +841,10 @@ export interface components {
             address?: components["schemas"]["Address"];
             password?: components["schemas"]["Password"];
             passwordHash?: components["schemas"]["PasswordHash"];
+            /** @description As in `create`; the time it became true is the import's. */
+            emailVerified?: boolean;
+            /** @description As in `create` (needs `phone`); the time it became true is the import's. */
+            phoneVerified?: boolean;
             metadata?: components["schemas"]["Metadata"];
             /**
              * @description Firebase's salt of this account (base64), with a Firebase `passwordHash` and the
@@ -977,6 +1024,7 @@ export interface components {
          *     `unknown_example` comes only from the mock (`pnpm mock`): its `Prefer: code=STATUS` or
          *     `example=NAME` names an answer the operation does not document (400; `detail` lists the
          *     operation's statuses and the names of their examples).
+         *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
         ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "unknown_example";
@@ -1056,7 +1104,7 @@ export interface components {
                 };
             };
         };
-        /** @description The body is not valid JSON, breaks the schema, changes nothing, tries to change `email`, or has a weak password. */
+        /** @description The body is not valid JSON, breaks the schema, changes nothing, verifies a phone the account does not have, or has a weak password. */
         UpdateBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1783,7 +1831,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
-            409: components["responses"]["IdempotencyKeyInUse"];
+            409: components["responses"]["CreateConflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];

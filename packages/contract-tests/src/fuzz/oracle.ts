@@ -29,8 +29,8 @@ const BODY_LIMIT = 64 * 1024;
  */
 const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | undefined> = {
   getUser: (query) => ('_userId' in query === 'email' in query ? 'not exactly one of _userId, email' : undefined),
-  createUser: (body) => metadataBroken(body),
-  updateUser: (body) => ('email' in body ? 'email is not updatable' : metadataBroken(body)),
+  createUser: (body) => metadataBroken(body) ?? phonelessVerified(body, true),
+  updateUser: (body) => metadataBroken(body) ?? phonelessVerified(body, false),
   listUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
   countUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
 };
@@ -55,6 +55,12 @@ function metadataBroken(fields: Record<string, unknown>): string | undefined {
     if (v !== null && typeof v === 'object') stack.push(...Object.values(v));
   }
   return undefined;
+}
+
+/** create's and update's words: a phone said verified needs a phone (create's, or update's not cleared). */
+function phonelessVerified(body: Record<string, unknown>, creating: boolean): string | undefined {
+  const noPhone = body.phone === null || (creating && body.phone === undefined);
+  return body.phoneVerified === true && noPhone ? 'phoneVerified without a phone' : undefined;
 }
 
 /** list's and count's `metadata`: a JSON object within metadata's words. */

@@ -133,6 +133,11 @@ class Get implements fc.AsyncCommand<Model, Real> {
           phone: account.phone,
           address: account.address,
           disabled: false,
+          // The sequences never say a contact is verified.
+          emailVerified: false,
+          emailVerifiedAt: null,
+          phoneVerified: false,
+          phoneVerifiedAt: null,
         }) ||
       !isDeepStrictEqual(metadata, account.metadata)
     ) {

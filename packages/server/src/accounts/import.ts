@@ -9,6 +9,7 @@ import type { ApiError, FieldError } from '../http/errors.ts';
 import { normalizeFields, toFieldErrors, type Validators } from '../http/validation.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/foreign.ts';
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
+import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
 import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
@@ -104,6 +105,9 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
     return refused('invalid_request', 'The row is not valid.', toFieldErrors(validators.importRow.errors));
   }
   const row = fields as Schemas['ImportUser'];
+  const phoneless = phoneVerifiedFault(row, true);
+  if (phoneless !== undefined)
+    return refused('invalid_request', 'A phone cannot be verified without one.', [phoneless]);
   if (row.metadata !== undefined) {
     const fault = metadataFault(row.metadata, '/metadata');
     if (fault !== undefined) return refused('invalid_request', 'The metadata is not valid.', [fault]);
@@ -202,6 +206,7 @@ export async function insertRows(tx: Db, site: string, rows: Accepted[]): Promis
         name: a.row.name,
         phone: a.row.phone ?? null,
         address: a.row.address ?? null,
+        ...verifiedAtCreate(a.row),
         metadata: a.row.metadata ?? {},
         passwordHash: a.passwordHash!,
         origin: 'api',

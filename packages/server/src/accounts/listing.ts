@@ -182,9 +182,33 @@ export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
 /** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
 export function listQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
   // The shown columns only: a page never carries a hash, even on its way to toUser.
-  const { id, email, name, phone, address, disabled, metadata, createdAt, updatedAt } = users;
+  const {
+    id,
+    email,
+    name,
+    phone,
+    address,
+    disabled,
+    emailVerifiedAt,
+    phoneVerifiedAt,
+    metadata,
+    createdAt,
+    updatedAt,
+  } = users;
   return db
-    .select({ id, email, name, phone, address, disabled, metadata, createdAt, updatedAt })
+    .select({
+      id,
+      email,
+      name,
+      phone,
+      address,
+      disabled,
+      emailVerifiedAt,
+      phoneVerifiedAt,
+      metadata,
+      createdAt,
+      updatedAt,
+    })
     .from(users)
     .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
     .orderBy(...walk.orderBy)
@@ -211,6 +235,8 @@ export function exportPage(db: Db, site: string, position: { c: number; i: strin
       name: users.name,
       phone: users.phone,
       address: users.address,
+      emailVerifiedAt: users.emailVerifiedAt,
+      phoneVerifiedAt: users.phoneVerifiedAt,
       metadata: users.metadata,
       passwordHash: users.passwordHash,
       createdAt: users.createdAt,
@@ -227,7 +253,9 @@ type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
 /** A row as import takes it: the fields of create (unset ones left out) and the stored hash. */
 export function exportLine(row: ExportRow): string {
   const { email, name, phone, address, metadata, passwordHash } = row;
-  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), metadata, passwordHash })}\n`;
+  const emailVerified = row.emailVerifiedAt !== null;
+  const phoneVerified = row.phoneVerifiedAt !== null;
+  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), emailVerified, phoneVerified, metadata, passwordHash })}\n`;
 }
 
 /** Every page of an export, one after the other, each read only when the previous one is taken. */

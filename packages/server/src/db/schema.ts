@@ -37,6 +37,10 @@ export const users = pgTable(
     phone: text('phone'),
     address: text('address'),
     passwordHash: text('password_hash'),
+    /** When the email, as it is now, was last said verified (issue 28, point 2); null: not verified. */
+    emailVerifiedAt: at('email_verified_at'),
+    /** When the phone, as it is now, was last said verified; null: not verified (always, without a phone). */
+    phoneVerifiedAt: at('phone_verified_at'),
     /** A disabled account can be read, changed and deleted, but its password is never verified. */
     disabled: boolean('disabled').notNull().default(false),
     /** The site's own JSON object on the account (accounts/metadata.ts); `{}` when none. */
@@ -63,6 +67,8 @@ export const users = pgTable(
     // in an index a third the size of the default operator class's.
     index('users_metadata_idx').using('gin', sql`${t.metadata} jsonb_path_ops`).where(sql`${t.origin} = 'api'`),
     check('users_origin_check', sql`${t.origin} in ('api', 'external')`),
+    // A verified phone is a phone: clearing it unverifies it, and no write can verify none.
+    check('users_phone_verified_check', sql`${t.phoneVerifiedAt} is null or ${t.phone} is not null`),
   ],
 );
 

@@ -1,5 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { and, sql } from 'drizzle-orm';
+import { checkPhoneVerified, verifiedAtCreate } from '../../accounts/contacts.ts';
 import { uuidv7 } from '../../accounts/ids.ts';
 import { assertSiteSchema, checkMetadata, siteMetadataValidator } from '../../accounts/metadata.ts';
 import { users } from '../../db/schema.ts';
@@ -13,7 +14,7 @@ import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
 
 type CreateUserResponse = components['schemas']['CreateUserResponse'];
 
-const emailTaken = () =>
+export const emailTaken = () =>
   new ApiError(409, 'email_taken', 'An account with this email already exists.', {
     errors: [{ pointer: '/email', code: 'conflict', message: 'is already in use' }],
   });
@@ -32,6 +33,7 @@ export const createUser = defineOperation({
     const reason = weakPasswordReason(input.password, { email: input.email, name: input.name });
     if (reason !== undefined) throw weakPassword(reason);
     if (input.metadata !== undefined) checkMetadata(input.metadata);
+    checkPhoneVerified(input, true);
     return input;
   },
   async handle(c, input) {
@@ -64,6 +66,7 @@ export const createUser = defineOperation({
           name: input.name,
           phone: input.phone ?? null,
           address: input.address ?? null,
+          ...verifiedAtCreate(input),
           metadata: input.metadata ?? {},
           passwordHash,
           origin: 'api',

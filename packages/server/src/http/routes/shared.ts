@@ -53,19 +53,6 @@ export function validQuery<T extends object>(c: Context<AppEnv>, path: string): 
   return typed as T;
 }
 
-/** `email` in an update body is refused by name, before the (closed) schema would call it unknown. */
-export function refuseEmailChange(c: Context<AppEnv>): void {
-  const body = c.get('body');
-  if (body !== null && typeof body === 'object' && Object.hasOwn(body, 'email')) {
-    const detail =
-      'An account is identified by _userId on update, and its email cannot be changed: take the _userId ' +
-      "from create's answer, or from get?email=.";
-    throw new ApiError(400, 'field_not_updatable', detail, {
-      errors: [{ pointer: '/email', code: 'not_updatable', message: 'cannot be changed' }],
-    });
-  }
-}
-
 export function weakPassword(reason: string): ApiError {
   return new ApiError(400, 'weak_password', "The password is too common or too close to the account's details.", {
     errors: [{ pointer: '/password', code: 'weak_password', message: reason }],
@@ -75,7 +62,17 @@ export function weakPassword(reason: string): ApiError {
 export function toUser(
   row: Pick<
     typeof users.$inferSelect,
-    'id' | 'email' | 'name' | 'phone' | 'address' | 'disabled' | 'metadata' | 'createdAt' | 'updatedAt'
+    | 'id'
+    | 'email'
+    | 'name'
+    | 'phone'
+    | 'address'
+    | 'disabled'
+    | 'emailVerifiedAt'
+    | 'phoneVerifiedAt'
+    | 'metadata'
+    | 'createdAt'
+    | 'updatedAt'
   >,
 ): Schemas['User'] {
   return {
@@ -85,6 +82,10 @@ export function toUser(
     phone: row.phone,
     address: row.address,
     disabled: row.disabled,
+    emailVerified: row.emailVerifiedAt !== null,
+    emailVerifiedAt: row.emailVerifiedAt?.toISOString() ?? null,
+    phoneVerified: row.phoneVerifiedAt !== null,
+    phoneVerifiedAt: row.phoneVerifiedAt?.toISOString() ?? null,
     metadata: row.metadata,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),

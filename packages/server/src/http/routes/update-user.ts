@@ -1,6 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { matchingIfMatch, notWritten, preconditionFailed } from '../../accounts/conditions.ts';
+import { checkPhoneVerified, contactChanges, phoneless } from '../../accounts/contacts.ts';
 import { isUuid } from '../../accounts/ids.ts';
 import {
   assertSiteSchema,
@@ -11,12 +12,13 @@ import {
 } from '../../accounts/metadata.ts';
 import { users } from '../../db/schema.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
-import { userNotFound } from '../errors.ts';
+import { sqlState, userNotFound } from '../errors.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { invalidRequest } from '../validation.ts';
-import { hashPassword, inReach, refuseEmailChange, validBody, weakPassword } from './shared.ts';
+import { emailTaken } from './create-user.ts';
+import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 
@@ -29,16 +31,16 @@ export const updateUser = defineOperation({
   idempotent: true,
   writes: 'update',
   parse(c) {
-    refuseEmailChange(c);
     const fields = validBody(c, 'UpdateUserRequest');
     const ifMatch = parseIfMatch(c.req.header('if-match'));
-    // What can be told without the account: a common password, or one equal to the new name.
-    // The account's email and name are compared once it is read.
+    // What can be told without the account: a common password, or one equal to the new name or
+    // email. The account's email and name are compared once it is read.
     if (fields.password !== undefined) {
-      const reason = weakPasswordReason(fields.password, { name: fields.name });
+      const reason = weakPasswordReason(fields.password, { name: fields.name, email: fields.email });
       if (reason !== undefined) throw weakPassword(reason);
     }
     if (fields.metadata !== undefined) checkMetadata(fields.metadata);
+    checkPhoneVerified(fields, false);
     return { fields, ifMatch };
   },
   async handle(c, { fields: input, ifMatch }) {
@@ -62,7 +64,10 @@ export const updateUser = defineOperation({
         .limit(1);
       if (row === undefined) throw userNotFound();
       if (ifMatch !== undefined && !ifMatch.any && !ifMatch.versions.includes(row.version)) throw preconditionFailed();
-      const reason = weakPasswordReason(input.password, { email: row.email, name: input.name ?? row.name });
+      const reason = weakPasswordReason(input.password, {
+        email: input.email ?? row.email,
+        name: input.name ?? row.name,
+      });
       if (reason !== undefined) throw weakPassword(reason);
       changes.passwordHash = await hashPassword(c, input.password);
     }
@@ -70,8 +75,13 @@ export const updateUser = defineOperation({
     const answer = (version: number) =>
       jsonAnswer({ result: { status: 'user updated' } } satisfies UpdateUserResponse, { etag: etagOf(version) });
     const patch = input.metadata;
+    const contacts = contactChanges(input);
+    const given = (name: keyof typeof input) => (input[name] === undefined ? [] : [name]);
     const changed = [
+      ...given('email'),
+      ...given('emailVerified'),
       ...Object.keys(changes).map((k) => (k === 'passwordHash' ? 'password' : k)),
+      ...given('phoneVerified'),
       ...(patch === undefined ? [] : ['metadata']),
     ];
     c.get('write').userId = input._userId;
@@ -89,7 +99,12 @@ export const updateUser = defineOperation({
         // different keys at once both stay. What it leaves is checked before the commit.
         const [row] = await tx
           .update(users)
-          .set({ ...changes, ...(patch !== undefined && { metadata: mergedMetadata(patch) }), updatedAt: sql`now()` })
+          .set({
+            ...changes,
+            ...contacts,
+            ...(patch !== undefined && { metadata: mergedMetadata(patch) }),
+            updatedAt: sql`now()`,
+          })
           .where(current)
           .returning({ version: users.version, metadata: users.metadata });
         if (row !== undefined && patch !== undefined) {
@@ -99,7 +114,13 @@ export const updateUser = defineOperation({
         }
         return row;
       },
-    );
+    ).catch((error: unknown) => {
+      // Another account in reach has the new email (users_site_email_origin_key); or the account
+      // has no phone to verify (users_phone_verified_check). Nothing was written.
+      if (sqlState(error) === '23505') throw emailTaken();
+      if (sqlState(error) === '23514') throw phoneless();
+      throw error;
+    });
     if (updated === undefined) throw await notWritten(database.db, account, ifMatch);
     return answerWith(c, 200, answer(updated.version));
   },
