@@ -1,5 +1,6 @@
 // The server as an operator runs it: `node src/main.ts`, configured by environment variables.
-import { chmodSync, chownSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -215,4 +216,21 @@ describe('main', () => {
     },
     60_000,
   );
+
+  it('refuses a port in use before it creates its data folder or mints a token, and says so in words', async () => {
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const port = (holder.address() as { port: number }).port;
+    try {
+      const dir = join(dataDir(), 'data'); // not there yet, as ./data on a first start
+      const server = run({ DATA_DIR: dir, PORT: String(port) });
+      expect(await server.exited).toBe(1);
+      expect(server.stderr()).toContain(`user-accounts: port ${port} on 127.0.0.1 is in use`);
+      expect(server.stderr()).toContain('PORT');
+      expect(server.stderr()).not.toMatch(/ua_[A-Za-z0-9_-]{43}/);
+      expect(existsSync(dir)).toBe(false);
+    } finally {
+      holder.close();
+    }
+  }, 60_000);
 });

@@ -1,6 +1,6 @@
 // The only module with side effects: env → service (assemble.ts) → serve → shutdown.
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, createServer } from 'node:net';
 import { assemble, type Service, StartError } from './assemble.ts';
 import { type Config, ConfigError, loadConfig, sizeThreadPool } from './config/env.ts';
 import { startWebhookWorker } from './events/webhooks/worker.ts';
@@ -16,6 +16,19 @@ function fail(message: string): never {
   process.exit(1);
 }
 
+/**
+ * Why the server could not listen on host:port right now (EADDRINUSE, EACCES…), or undefined. Asked
+ * before anything else, so that a start that cannot serve neither creates ./data nor mints a token.
+ */
+function portRefused(port: number, host: string): Promise<string | undefined> {
+  if (port === 0) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
+}
+
 /** `outbox: false` only for the benchmark (packages/bench), to measure what change events cost a write. */
 export async function main(options: { outbox?: boolean } = {}): Promise<void> {
   let config: Config;
@@ -26,6 +39,12 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
     throw error;
   }
   sizeThreadPool(config);
+  const refused = await portRefused(config.port, config.host);
+  if (refused === 'EADDRINUSE') {
+    fail(`port ${config.port} on ${config.host} is in use: stop what holds it, or start with another PORT`);
+  }
+  if (refused !== undefined)
+    fail(`cannot listen on port ${config.port} on ${config.host} (${refused}): set PORT or HOST`);
   let service: Service;
   try {
     service = await assemble(config, options);
