@@ -1,7 +1,7 @@
 // The README's shell examples, taken from the README itself and run as a reader pastes them, on a
 // fresh server: a placeholder that only looks right (an id like "0193…") fails here, not for them.
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +9,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverTarget, type Target } from './targets.ts';
 
 const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
+const DOCS = fileURLToPath(new URL('../../../docs/', import.meta.url));
+/** The README and the pages of docs/ it links to: an example moved there is still run. */
+const PAGES = [
+  README,
+  ...readdirSync(DOCS)
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => join(DOCS, f)),
+];
 /** A block opts in with this first line, which also tells the reader what it needs. */
 const MARKER = '# with ./pnpmw start running';
 /** Where `./pnpmw start` listens; the test's server listens elsewhere. */
@@ -68,8 +77,8 @@ function run(script: string): Promise<{ code: number; stdout: string; stderr: st
   });
 }
 
-describe.skipIf(skip !== undefined)('the README shell examples, as pasted', () => {
-  const blocks = runnableBlocks(readFileSync(README, 'utf8'));
+describe.skipIf(skip !== undefined)('the shell examples of the README and docs/, as pasted', () => {
+  const blocks = PAGES.flatMap((page) => runnableBlocks(readFileSync(page, 'utf8')));
 
   it('has some', () => {
     expect(blocks.length).toBeGreaterThan(0);
