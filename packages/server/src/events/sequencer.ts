@@ -92,6 +92,11 @@ export const SEQUENCER_POLL_MS = 100;
 export interface Sequencer {
   /** Numbers now (after a write that queued events committed here); runs coalesce. */
   kick(): void;
+  /**
+   * Resolves once a run begun after this call has ended: everything committed before it is
+   * numbered then. The feed's wait for what its site had queued (http/routes/list-events.ts).
+   */
+  numberNow(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -110,22 +115,30 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
   let stopped = false;
   let lastStart = Number.NEGATIVE_INFINITY;
   let moved = 0;
+  /** Callers of numberNow waiting for the next run to begin and end. */
+  const waiting: (() => void)[] = [];
   const numberAll = async () => {
-    try {
-      moved += await sequenceEvents(db);
-      if (moved >= VACUUM_EVERY) {
-        moved = 0;
-        await db.execute(sql`vacuum event_queue`);
-      }
-    } catch (error) {
+    moved += await sequenceEvents(db).catch((error: unknown) => {
       onError(error);
-    }
+      return 0;
+    });
+  };
+  const vacuumNow = async () => {
+    if (moved < VACUUM_EVERY) return;
+    moved = 0;
+    await db.execute(sql`vacuum event_queue`).catch(onError);
   };
   const run = async () => {
     lastStart = performance.now();
+    const served = waiting.splice(0);
     await numberAll();
+    for (const resolve of served) resolve();
+    await vacuumNow();
     running = undefined;
-    if (again && !stopped) {
+    if (stopped) for (const resolve of waiting.splice(0)) resolve();
+    // A reader waits at once, not for the next kick's delay.
+    else if (waiting.length > 0) running = run();
+    else if (again) {
       again = false;
       kick();
     }
@@ -147,6 +160,13 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
   timer.unref();
   return {
     kick,
+    numberNow() {
+      return new Promise<void>((resolve) => {
+        if (stopped) return resolve();
+        waiting.push(resolve);
+        running ??= run();
+      });
+    },
     async stop() {
       // The last writes' events are numbered before the server goes: else they waited for another
       // server's poll, or for the next start of a server that runs alone.
@@ -155,7 +175,10 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
       clearInterval(timer);
       clearTimeout(scheduled);
       await running;
-      if (pending) await numberAll();
+      if (pending) {
+        await numberAll();
+        await vacuumNow();
+      }
     },
   };
 }

@@ -111,7 +111,8 @@ async function waitForQueued(c: Context<AppEnv>, site: string) {
   const { database, wake, sequencer } = c.get('deps');
   const pos = await lastQueued(database.db, site);
   if (pos === undefined) return;
-  sequencer?.kick();
+  // This server's sequencer numbers them in its next run: the wait is one run, not a kick's delay.
+  await sequencer?.numberNow();
   const until = performance.now() + QUEUED_WAIT_MS;
   const signal = c.req.raw.signal;
   while (!(await numberedUpTo(database.db, site, pos)) && performance.now() < until && !signal.aborted) {
