@@ -44,8 +44,8 @@ const api = createClient({
 const { data, error } = await api.GET('/api/1/user/get', { params: { query: { email: 'a@example.com' } } });
 const user: User | undefined = data?.result;
 const problem: Problem | undefined = error;
-// @ts-expect-error: the packed types keep the client's checks (email cannot be updated)
-void api.POST('/api/1/user/update', { body: { _userId: 'u1', email: 'b@example.com' } });
+// @ts-expect-error: the packed types keep the client's checks (update cannot set disabled)
+void api.POST('/api/1/user/update', { body: { _userId: 'u1', disabled: true } });
 // @ts-expect-error: and exactly one of _userId and email on get
 void api.GET('/api/1/user/get', { params: { query: {} } });
 console.log(JSON.stringify({ name: user?.name, problem: problem ?? null, seen: seen[0] }));

@@ -134,10 +134,11 @@ describe('client types', () => {
     await client.POST('/api/1/user/update', { body: { _userId: id, name: 'B' }, params: { header } });
   });
 
-  it('refuses email in an update (it cannot be changed)', async () => {
-    // @ts-expect-error: email is not a field of update
-    await client.POST('/api/1/user/update', { body: { _userId: id, name: 'Ada King', email } });
-    const body = { _userId: id, name: 'Ada King', email };
+  it('takes email in an update (it changes the address, 33b8007), and refuses what update cannot set', async () => {
+    await client.POST('/api/1/user/update', { body: { _userId: id, email, emailVerified: true } });
+    // @ts-expect-error: disabled is set by disable and enable, not by update
+    await client.POST('/api/1/user/update', { body: { _userId: id, name: 'Ada King', disabled: true } });
+    const body = { _userId: id, name: 'Ada King', createdAt: '2026-01-01T00:00:00.000Z' };
     // @ts-expect-error: nor when the body is a variable, e.g. a User edited in place
     await client.POST('/api/1/user/update', { body });
   });

@@ -1116,7 +1116,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "invalid_request" | "invalid_json" | "weak_password" | "field_not_updatable" | "invalid_metadata";
+                    code: "invalid_request" | "invalid_json" | "weak_password" | "invalid_metadata";
                 };
             };
         };
