@@ -24,6 +24,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { executePrepared, rows } from '../db/client.ts';
+import { sqlArray } from '../db/sql-array.ts';
 
 export const EVENTS_CHANNEL = 'ua_events';
 
@@ -46,12 +47,6 @@ const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address,
     'disabled', u.disabled, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
   from users u where u.id = ${userId})`;
-
-const textArray = (values: (string | null)[]) =>
-  sql`array[${sql.join(
-    values.map((v) => sql`${v}`),
-    sql`, `,
-  )}]::text[]`;
 
 /**
  * Queues the events of one write, in its transaction, unnumbered (see above); with `alongside`
@@ -77,11 +72,13 @@ export async function enqueueEvents(tx: Db, site: string, entries: EventEntry[],
     return;
   }
   // Queued in the entries' order, which is the order the sequencer numbers them in.
+  const types = entries.map((e) => e.type);
+  const subjects = entries.map((e) => e.userId);
   await tx.execute(sql`${done}insert into event_queue (site, type, subject, changed, data)
     select ${site}, e.type, e.user_id, e.changed,
       case when e.type = 'user.deleted' then jsonb_build_object('_userId', e.user_id) else ${accountJson(sql`e.user_id`)} end
-    from unnest(${textArray(entries.map((e) => e.type))}, ${textArray(entries.map((e) => e.userId))}::uuid[],
-      ${textArray(changed)}) with ordinality as e(type, user_id, changed, ord)
+    from unnest(${sqlArray(types, 'text')}, ${sqlArray(subjects, 'uuid')},
+      ${sqlArray(changed, 'text')}) with ordinality as e(type, user_id, changed, ord)
     order by e.ord`);
 }
 

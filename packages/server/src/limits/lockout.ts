@@ -7,6 +7,7 @@ import { eq, sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
+import { orDatabase } from '../db/redis.ts';
 import { verifyFailures } from '../db/schema.ts';
 
 export interface LockoutPolicy {
@@ -167,11 +168,7 @@ if failures ~= nil and failures > 0 then
 end
 return 0`;
 
-/**
- * Counts in Redis, under `prefix`. When Redis fails or does not answer, the operation goes to
- * `fallback` (the database) and a warning is logged: an outage of Redis neither lifts the limits
- * nor fails logins. The counts are split while it lasts, each store locking on its own.
- */
+/** Counts in Redis, under `prefix`, with `fallback` (the database) while Redis does not answer (orDatabase). */
 export function redisLockout(
   redis: Redis,
   fallback: LockoutStore,
@@ -180,17 +177,7 @@ export function redisLockout(
 ): LockoutStore {
   // The braces are a hash tag: a key's one slot in a Redis cluster.
   const redisKey = (key: string) => `${prefix}{${key}}`;
-  async function orFallback<T>(viaRedis: () => Promise<T>, viaFallback: () => Promise<T>): Promise<T> {
-    try {
-      return await viaRedis();
-    } catch (error) {
-      logger.warn(
-        { err: error instanceof Error ? error.message : String(error) },
-        'Redis unavailable; counting verify failures in the database',
-      );
-      return viaFallback();
-    }
-  }
+  const orFallback = orDatabase(logger, 'Redis unavailable; counting verify failures in the database');
   return {
     attempt: (key, policy) =>
       orFallback(

@@ -7,6 +7,8 @@ import { sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Db } from '../db/client.ts';
+import { orDatabase } from '../db/redis.ts';
+import { sqlArray } from '../db/sql-array.ts';
 
 export interface Policy {
   /** The name in `RateLimit-Policy` and `RateLimit`. */
@@ -277,7 +279,7 @@ export function databaseCounters(db: Db): CounterStore {
     type Row = { key: string; count: number; reset_ms: number };
     const rows = await db.execute<Row>(sql`
       insert into rate_limits as r (key, window_start, window_seconds, count)
-      select k, now(), w, ${n} from unnest(${pgArray(keys, 'text')}, ${pgArray(windows, 'int')}) as t(k, w)
+      select k, now(), w, ${n} from unnest(${sqlArray(keys, 'text')}, ${sqlArray(windows, 'int')}) as t(k, w)
       on conflict (key) do update set
         count = case when r.window_start + make_interval(secs => excluded.window_seconds) <= now()
                      then excluded.count else r.count + excluded.count end,
@@ -331,13 +333,6 @@ export function databaseCounters(db: Db): CounterStore {
   };
 }
 
-// array[$1, $2]::type[]: binds each element, the same way on postgres.js and PGlite.
-const pgArray = (values: (string | number)[], type: 'text' | 'int') =>
-  sql`array[${sql.join(
-    values.map((v) => sql`${v}`),
-    sql`, `,
-  )}]::${sql.raw(type)}[]`;
-
 // INCRBY each key by the weight (the last argument); a key's first increment starts its window.
 // PTTL says when the window ends.
 const CONSUME_LUA = `
@@ -355,28 +350,21 @@ for i, key in ipairs(KEYS) do
 end
 return out`;
 
-/**
- * Counters in Redis. When Redis does not answer within 250 ms the request is counted by
- * `fallback` (the database) and a warning logged: an outage of Redis should neither become an
- * outage of the service nor switch the limits off. Budgets are split while it lasts.
- */
+/** Counters in Redis, with `fallback` (the database) while Redis does not answer (orDatabase). */
 export function redisCounters(redis: Redis, fallback: CounterStore, logger: Logger): CounterStore {
+  const orFallback = orDatabase(logger, 'Redis unavailable; counting in the database');
   return {
-    async increment(tokenId, policies, weight = 1) {
-      try {
-        // One hash tag per token keeps a token's keys in one slot of a Redis cluster.
-        const keys = policies.map((p) => `ua:rl:{${tokenId}}:${p.name}`);
-        const windowsMs = policies.map((p) => String(p.windowSeconds * 1000));
-        const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs, String(weight))) as number[];
-        return policies.map((_, i) => ({ count: Number(reply[2 * i]), resetMs: Number(reply[2 * i + 1]) }));
-      } catch (error) {
-        logger.warn(
-          { err: error instanceof Error ? error.message : String(error) },
-          'Redis unavailable; counting in the database',
-        );
-        return fallback.increment(tokenId, policies, weight);
-      }
-    },
+    increment: (tokenId, policies, weight = 1) =>
+      orFallback(
+        async () => {
+          // One hash tag per token keeps a token's keys in one slot of a Redis cluster.
+          const keys = policies.map((p) => `ua:rl:{${tokenId}}:${p.name}`);
+          const windowsMs = policies.map((p) => String(p.windowSeconds * 1000));
+          const reply = (await redis.eval(CONSUME_LUA, keys.length, ...keys, ...windowsMs, String(weight))) as number[];
+          return policies.map((_, i) => ({ count: Number(reply[2 * i]), resetMs: Number(reply[2 * i + 1]) }));
+        },
+        () => fallback.increment(tokenId, policies, weight),
+      ),
     // The connection is the server's (assemble.ts), closed there.
     close: async () => {},
   };

@@ -1,6 +1,7 @@
 // A site's webhook endpoints and their deliveries, as the operator's CLI manages them.
 import { sql } from 'drizzle-orm';
 import { type Db, rows } from '../../db/client.ts';
+import { sqlArray } from '../../db/sql-array.ts';
 import { EVENTS_CHANNEL } from '../queue.ts';
 import { newWebhookSecret } from './send.ts';
 
@@ -31,10 +32,7 @@ export async function addEndpoint(
   const [row] = await rows<{ id: string }>(
     db,
     sql`insert into webhook_endpoints (site, url, types, secret, fanned_seq)
-      values (${spec.site}, ${spec.url}, ${sql`array[${sql.join(
-        spec.types.map((t) => sql`${t}`),
-        sql`, `,
-      )}]::text[]`}, ${secret},
+      values (${spec.site}, ${spec.url}, ${sqlArray(spec.types, 'text')}, ${secret},
         coalesce((select last from event_sequences where site = ${spec.site}), 0))
       returning id::text as id`,
   );

@@ -22,6 +22,7 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Tracer, trace } from '@ope
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../../db/client.ts';
+import { sqlArray } from '../../db/sql-array.ts';
 import { describeError } from '../../http/errors.ts';
 import { type EventRow, eventColumns, toCloudEvent } from '../queue.ts';
 import type { Wake } from '../wake.ts';
@@ -157,10 +158,10 @@ export async function claim(
           select count(*)::int from webhook_deliveries l
           where l.endpoint_id = e.id and l.state = 'pending' and l.leased_until is not null and l.leased_until >= now()
         ) as room
-        from webhook_endpoints e where e.id = any (${sql`array[${sql.join(
-          endpoints.map((e) => sql`${e.id}`),
-          sql`, `,
-        )}]::uuid[]`})
+        from webhook_endpoints e where e.id = any (${sqlArray(
+          endpoints.map((e) => e.id),
+          'uuid',
+        )})
       ), turns as (
         -- Each endpoint's first deliveries, as many as it has room for: a backlog is never read further.
         select c.id, room.site, c.next_attempt_at,
