@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, createTokenVerifier, hashToken, listTokens, mintToken } from '../auth/tokens.ts';
 import { type Database, openPglite } from '../db/client.ts';
-import { apiTokens } from '../db/schema.ts';
+import { apiTokens, webhookEndpoints } from '../db/schema.ts';
 import { MIGRATIONS_DIR } from '../resources.ts';
 import { parseExpiry, planCommand, runCommand } from './commands.ts';
 
@@ -233,7 +233,9 @@ describe('usage errors', () => {
   });
 
   it('refuse an option no command takes, a value on a switch, and an option where a value should be', () => {
-    expect(stderrOf(['token', 'list', '--frob'])).toMatch(/^cli token list: unknown option --frob\nUsage: cli token list /);
+    expect(stderrOf(['token', 'list', '--frob'])).toMatch(
+      /^cli token list: unknown option --frob\nUsage: cli token list /,
+    );
     expect(stderrOf(['token', 'list', '--json=yes'])).toMatch(/^cli token list: --json takes no value\n/);
     expect(stderrOf(['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', '--expires', '90d'])).toMatch(
       /^cli token create: --label needs a value\n/,
@@ -297,5 +299,71 @@ describe('console', () => {
     expect(result.code).toBe(2);
     expect(result.stderr).toContain(message);
     expect((await listTokens(database.db)).length).toBe(count);
+  });
+});
+
+describe('webhook commands, by the id or its first characters (as the README and webhook list show them)', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openPglite(undefined);
+    await database.migrate();
+  });
+  afterAll(() => database?.close());
+
+  const settings = { webhookAllowPrivate: true };
+  const add = async () => {
+    const added = await runCommand(
+      ['webhook', 'add', '--site', 'shop', '--url', 'http://127.0.0.1:9/hook'],
+      database.db,
+      undefined,
+      undefined,
+      settings,
+    );
+    return /Added webhook ([0-9a-f-]{36})/.exec(added.stdout)![1]!;
+  };
+
+  it('replays a webhook named by a unique prefix of its id, with or without the ellipsis a copy brings', async () => {
+    const id = await add();
+    for (const given of [id.slice(0, 8), `${id.slice(0, 8)}…`, id]) {
+      const result = await runCommand(['webhook', 'replay', given, '--from', '1'], database.db);
+      expect(result).toMatchObject({ code: 0 });
+      expect(result.stdout).toContain(`to webhook ${id}`);
+    }
+  });
+
+  it('says so when a prefix names no webhook or several, and changes nothing', async () => {
+    const none = await runCommand(['webhook', 'replay', 'ffffffff', '--from', '1'], database.db);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('No webhook has an id starting with ffffffff');
+    // Two webhooks whose ids share their first eight digits, as two may by chance.
+    const twins = ['abcdef01-0000-4000-8000-000000000001', 'abcdef01-0000-4000-8000-000000000002'];
+    await database.db.insert(webhookEndpoints).values(
+      twins.map((id) => ({
+        id,
+        site: 'shop',
+        url: 'https://example.com/h',
+        types: ['user.*'],
+        secret: 'whsec_x',
+        fannedSeq: 0,
+      })),
+    );
+    const several = await runCommand(['webhook', 'remove', 'abcdef01'], database.db);
+    expect(several.code).toBe(1);
+    expect(several.stderr).toContain('2 webhooks have an id starting with abcdef01');
+    for (const id of twins) expect(several.stderr).toContain(id);
+    const left = await database.db.select().from(webhookEndpoints);
+    expect(left.filter((e) => twins.includes(e.id))).toHaveLength(2);
+    // Fewer than 4 characters is no prefix: a usage error, as before.
+    expect((await runCommand(['webhook', 'remove', 'abc'], database.db)).code).toBe(2);
+  });
+
+  it('refuses a private URL naming WEBHOOK_ALLOW_PRIVATE, the setting that allows it', async () => {
+    const result = await runCommand(
+      ['webhook', 'add', '--site', 'shop', '--url', 'http://127.0.0.1:9/hook'],
+      database.db,
+    );
+    expect(result.code).toBe(2);
+    // In the error itself, not only in the usage text below it.
+    expect(result.stderr.split('\n')[0]).toContain('WEBHOOK_ALLOW_PRIVATE=true');
   });
 });

@@ -457,7 +457,13 @@ function webhookAdd(flags: Map<string, string | true>, settings: CommandSettings
   const site = siteFlag(flags);
   const url = text(flags, 'url', true);
   const refused = checkWebhookUrl(url, settings.webhookAllowPrivate);
-  if (refused !== undefined) throw new UsageError(`--url: ${refused}`);
+  if (refused !== undefined) {
+    // What to do about it, in the same line: the setting that allows private receivers.
+    const hint = settings.webhookAllowPrivate
+      ? ''
+      : ' (WEBHOOK_ALLOW_PRIVATE=true allows http:// and private addresses)';
+    throw new UsageError(`--url: ${refused}${hint}`);
+  }
   const types = (text(flags, 'types') ?? 'user.*').split(',').map((t) => t.trim());
   const bad = types.filter((t) => !TYPE_PATTERN.test(t));
   if (bad.length > 0 || types.length === 0 || types.length > 10)
@@ -497,27 +503,44 @@ function webhookList(flags: Map<string, string | true>): Planned {
   };
 }
 
-function webhookId(words: string[], position: number): string {
-  const id = words[position];
-  if (id === undefined || !isUuid(id)) throw new UsageError('needs the id of a webhook, as webhook list shows it');
-  return id;
+/** The first characters of a webhook's id, as the README and a copy from webhook list may give them. */
+const WEBHOOK_PREFIX = /^([0-9a-f][0-9a-f-]{3,34})(?:…|\.\.\.)?$/;
+
+/** The webhook's id as given, or the first characters of one (at least 4), resolved when the command runs. */
+function webhookId(words: string[], position: number): (db: Db) => Promise<string> {
+  const given = words[position]?.toLowerCase();
+  if (given !== undefined && isUuid(given)) return async () => given;
+  const prefix = given === undefined ? undefined : WEBHOOK_PREFIX.exec(given)?.[1];
+  if (prefix === undefined)
+    throw new UsageError('needs the id of a webhook (or its first 4 or more characters), as webhook list shows it');
+  return async (db) => {
+    const ids = (await listEndpoints(db)).map((e) => e.id).filter((id) => id.startsWith(prefix));
+    if (ids.length === 0) throw new CommandFailed(`No webhook has an id starting with ${prefix}.`);
+    if (ids.length > 1)
+      throw new CommandFailed(
+        `${ids.length} webhooks have an id starting with ${prefix}; give more of it:\n${ids.map((i) => `  ${i}`).join('\n')}`,
+      );
+    return ids[0]!;
+  };
 }
 
 function webhookRemove(words: string[]): Planned {
-  const id = webhookId(words, 2);
+  const resolve = webhookId(words, 2);
   return async (db) => {
+    const id = await resolve(db);
     if (!(await removeEndpoint(db, id))) throw new CommandFailed(`No webhook has the id ${id}.`);
     return `Removed webhook ${id} and its deliveries.\n`;
   };
 }
 
 function webhookReplay(words: string[], flags: Map<string, string | true>): Planned {
-  const id = webhookId(words, 2);
+  const resolve = webhookId(words, 2);
   const from = text(flags, 'from', true);
   // As an event's `sequence` carries it (20 digits, zero-padded) or in the short form.
   if (!SEQUENCE_TEXT.test(from) || Number(from) < 1)
     throw new UsageError('--from must be a sequence number (1 or more)');
   return async (db) => {
+    const id = await resolve(db);
     const replayed = await replay(db, id, Number(from));
     if (replayed === undefined) throw new CommandFailed(`No webhook has the id ${id}.`);
     const { made, prunedThrough } = replayed;
@@ -531,9 +554,10 @@ function webhookReplay(words: string[], flags: Map<string, string | true>): Plan
 }
 
 function webhookDeliveries(words: string[], flags: Map<string, string | true>): Planned {
-  const endpointId = words[2] === undefined ? undefined : webhookId(words, 2);
+  const resolve = words[2] === undefined ? undefined : webhookId(words, 2);
   const limit = limitFlag(flags, '20');
   return async (db) => {
+    const endpointId = await resolve?.(db);
     const found = await latestDeliveries(db, { limit, ...(endpointId && { endpointId }) });
     if (flags.has('json')) return `${JSON.stringify(found, null, 2)}\n`;
     if (found.length === 0) return 'No deliveries.\n';
