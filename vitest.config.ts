@@ -30,6 +30,7 @@ const integration = server([
   'limits/rate-limit',
   'ops/commands',
   'ops/housekeeping',
+  'ops/import-file',
 ]);
 
 /**

@@ -154,7 +154,25 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
 
   let rows: unknown[] = [];
   let lines: number[] = [];
+  // A dry run writes nothing, so a batch would not find the accounts an earlier batch would have
+  // created: the emails they would have are kept (lower-cased, with their line), and a later line
+  // with one is refused as the real import refuses it.
+  const wouldCreate = new Map<string, number>();
+  const emailOf = (row: unknown) =>
+    typeof row === 'object' && row !== null && typeof (row as { email?: unknown }).email === 'string'
+      ? (row as { email: string }).email.trim().toLowerCase()
+      : undefined;
   const flush = async () => {
+    if (dryRun && wouldCreate.size > 0) {
+      const kept = rows.flatMap((row, i) => {
+        const first = wouldCreate.get(emailOf(row) ?? '');
+        if (first === undefined) return [i];
+        refuseAt(lines[i]!, 'email_taken', `email is the email of line ${first}`);
+        return [];
+      });
+      rows = kept.map((i) => rows[i]);
+      lines = kept.map((i) => lines[i]!);
+    }
     if (rows.length === 0) return;
     const result = await importRows(target, rows, {
       dryRun,
@@ -174,15 +192,24 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
         )) ?? new Map(),
     });
     tallyItems(tally, result.items, lines);
+    if (dryRun) {
+      for (const item of result.items) {
+        const email = 'error' in item ? undefined : emailOf(rows[item.index]);
+        if (email !== undefined) wouldCreate.set(email, lines[item.index]!);
+      }
+    }
     rows = [];
     lines = [];
   };
 
   let lineNumber = 0;
   // A line refused before it is a row: counted and told as it is read.
-  const refuse = (code: string, told: string) => {
+  function refuseAt(line: number, code: string, told: string) {
     tally.byCode.set(code, (tally.byCode.get(code) ?? 0) + 1);
-    if (tally.told.length < TOLD) tally.told.push(`  line ${lineNumber}: ${code}: ${told}`);
+    if (tally.told.length < TOLD) tally.told.push(`  line ${line}: ${code}: ${told}`);
+  }
+  const refuse = (code: string, told: string) => {
+    refuseAt(lineNumber, code, told);
     tally.done++;
   };
   try {
