@@ -201,9 +201,11 @@ export class ProblemError extends Error {
  * 4xx and 5xx included, resolves as `{ data, error, response }`. `cause` is what `fetch` threw
  * (undici's `TypeError: fetch failed`, its own `cause` naming e.g. `ECONNREFUSED`). Whether the
  * server acted on a write that got no answer is unknown: retry it with the same `Idempotency-Key`.
- * A call aborted through your own `signal` rejects with the signal's reason, unwrapped.
+ * A call aborted through your own `signal` rejects with the signal's reason, unwrapped. It extends
+ * `TypeError`, what fetch throws and these calls threw before it, so `instanceof TypeError` checks
+ * written then still hold.
  */
-export class TransportError extends Error {
+export class TransportError extends TypeError {
   readonly method: string;
   readonly url: string;
   constructor(method: string, url: string, cause: unknown) {

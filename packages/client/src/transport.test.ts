@@ -59,6 +59,8 @@ describe('transport errors', () => {
       `GET ${baseUrl}/api/1/user/get?email=a%40example.com: no answer from the server (fetch failed: ECONNREFUSED)`,
     );
     expect(transport.cause).toBeInstanceOf(TypeError);
+    // Code written when the client let fetch's TypeError through still catches it.
+    expect(transport).toBeInstanceOf(TypeError);
   });
 
   it('a socket closed before the answer throws a TransportError, for a write too', async () => {
@@ -115,18 +117,16 @@ describe('transport errors', () => {
           .writeHead(200, { 'content-type': 'application/json', etag: '"1"' })
           .end(JSON.stringify({ result: user }));
       else
-        response
-          .writeHead(404, { 'content-type': 'application/problem+json' })
-          .end(
-            JSON.stringify({
-              type: 'x',
-              title: 'User not found',
-              status: 404,
-              detail: 'No.',
-              code: 'user_not_found',
-              requestId: 'r',
-            }),
-          );
+        response.writeHead(404, { 'content-type': 'application/problem+json' }).end(
+          JSON.stringify({
+            type: 'x',
+            title: 'User not found',
+            status: 404,
+            detail: 'No.',
+            code: 'user_not_found',
+            requestId: 'r',
+          }),
+        );
     });
     const api = createClient({ baseUrl, token: 'ua_x' });
     const found = await api.GET('/api/1/user/get', { params: { query: { _userId: user._userId } } });
