@@ -7,6 +7,7 @@ import { defineLoginSuite } from './login-suite.ts';
 import { defineMetadataSuite } from './metadata-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
+import { defineSuspensionSuite } from './suspension-suite.ts';
 import { pgliteTarget } from './targets.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
@@ -20,3 +21,4 @@ defineListSuite(pgliteTarget);
 defineEventsSuite(pgliteTarget);
 defineMetadataSuite(pgliteTarget);
 defineContactsSuite(pgliteTarget);
+defineSuspensionSuite(pgliteTarget);

@@ -7,6 +7,7 @@ import { defineLoginSuite } from './login-suite.ts';
 import { defineMetadataSuite } from './metadata-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
+import { defineSuspensionSuite } from './suspension-suite.ts';
 import { postgresTarget } from './targets.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
@@ -22,3 +23,4 @@ defineListSuite(target);
 defineEventsSuite(target);
 defineMetadataSuite(target);
 defineContactsSuite(target);
+defineSuspensionSuite(target);

@@ -66,6 +66,7 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
   const housekeeping = startHousekeeping(database.db, tokens, logger, {
     eventsRetentionMs: config.eventsRetentionMs,
     auditRetentionMs: config.auditRetentionMs,
+    writes: { db: database.db, outbox: deps.outbox, tracing: deps.tracer !== undefined, sequencer: deps.sequencer },
   });
   const webhooks = startWebhookWorker({
     db: database.db,

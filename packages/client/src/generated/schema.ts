@@ -172,8 +172,19 @@ export interface paths {
         /**
          * Switch an account off
          * @description From now on `verify` refuses the account (403 `account_disabled`, to a caller with the
-         *     right password only). It can still be read, updated and deleted. Disabling a disabled
-         *     account is 200 as well, and changes nothing. Honours `If-Match`.
+         *     right password only). It can still be read, updated and deleted. Honours `If-Match`.
+         *
+         *     A suspension may be timed: with `until` (an RFC 3339 time, later than now; one in the
+         *     past or now is 400 `invalid_request` at `/until`) the account is enabled by itself at
+         *     that time, by the server's housekeeping, with no request arriving: within 5 seconds of
+         *     `until`, once on a cluster of any size, with its `user.enabled` event as an `enable`
+         *     has. Without `until` it lasts until an `enable`. `reason` (at most 500 characters) is
+         *     kept for the site's operators: `get` and `list` show it with `disabledUntil`, and no
+         *     answer to an end user (`verify`) ever carries it.
+         *
+         *     A disable sets both as the request says (an omitted one becomes `null`): disabling a
+         *     disabled account again replaces its end and reason (a `user.disabled` event when either
+         *     changes); one with the same end and reason is 200 as well, and changes nothing.
          */
         post: operations["disableUser"];
         delete?: never;
@@ -194,7 +205,9 @@ export interface paths {
         /**
          * Switch an account back on
          * @description `verify` accepts the account's password again. Enabling an enabled account is 200 as
-         *     well, and changes nothing. Honours `If-Match`.
+         *     well, and changes nothing. Honours `If-Match`. A timed suspension ends at once: its
+         *     `disabledUntil` and `disabledReason` become `null`, and nothing happens at its old
+         *     `until`.
          */
         post: operations["enableUser"];
         delete?: never;
@@ -685,6 +698,16 @@ export interface components {
              */
             disabled: boolean;
             /**
+             * @description When a timed suspension ends by itself (`disable`'s `until`); `null` when the account
+             *     is enabled or disabled with no end. `get` and `list` always give it.
+             */
+            disabledUntil?: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description `disable`'s `reason`, for operators; `null` when none or when enabled. `get` and `list` always give it.
+             * @example null
+             */
+            disabledReason?: string | null;
+            /**
              * @description `true` when the email, as it is now, was verified: by a `verify_email` or
              *     `change_email` ticket, or said so by the site (`create`, `update`, `import`). `get`,
              *     `list` and `export` always give it.
@@ -810,6 +833,18 @@ export interface components {
         };
         DisableUserRequest: {
             _userId: components["schemas"]["UserId"];
+            /**
+             * Format: date-time
+             * @description When the suspension ends by itself: an RFC 3339 time with its offset, later than
+             *     now (else 400 `invalid_request` at `/until`). Omitted: until an `enable`.
+             * @example 2026-12-01T09:30:00Z
+             */
+            until?: string;
+            /**
+             * @description Why, for the site's operators only (`get`, `list`); never shown to the end user.
+             * @example Chargeback under review (ticket 4411)
+             */
+            reason?: string;
         };
         EnableUserRequest: {
             _userId: components["schemas"]["UserId"];

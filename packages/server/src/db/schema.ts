@@ -43,6 +43,10 @@ export const users = pgTable(
     phoneVerifiedAt: at('phone_verified_at'),
     /** A disabled account can be read, changed and deleted, but its password is never verified. */
     disabled: boolean('disabled').notNull().default(false),
+    /** A timed suspension's end (issue 30, point 2): housekeeping enables the account then; null: no end. */
+    disabledUntil: at('disabled_until'),
+    /** Why the account is disabled, for the site's operators only (never the end user); null: none given. */
+    disabledReason: text('disabled_reason'),
     /** The site's own JSON object on the account (accounts/metadata.ts); `{}` when none. */
     metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
     origin: text('origin').notNull().default('external'),
@@ -66,6 +70,8 @@ export const users = pgTable(
     // list and count's metadata filter (`metadata @> …`): jsonb_path_ops answers containment only,
     // in an index a third the size of the default operator class's.
     index('users_metadata_idx').using('gin', sql`${t.metadata} jsonb_path_ops`).where(sql`${t.origin} = 'api'`),
+    // Housekeeping's search for suspensions due (ops/housekeeping.ts): only timed ones are in it.
+    index('users_disabled_until_idx').on(t.disabledUntil).where(sql`${t.disabledUntil} is not null`),
     check('users_origin_check', sql`${t.origin} in ('api', 'external')`),
     // A verified phone is a phone: clearing it unverifies it, and no write can verify none.
     check('users_phone_verified_check', sql`${t.phoneVerifiedAt} is null or ${t.phone} is not null`),

@@ -1,11 +1,15 @@
 // The chores over a real embedded database.
+import { randomUUID } from 'node:crypto';
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, type Db, openPglite, rows } from '../db/client.ts';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { endDueSuspensions } from '../accounts/suspensions.ts';
+import type { TokenVerifier } from '../auth/tokens.ts';
+import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
 import { addEndpoint } from '../events/webhooks/endpoints.ts';
-import { purgeAudit, purgeEvents } from './housekeeping.ts';
+import { purgeAudit, purgeEvents, startHousekeeping } from './housekeeping.ts';
 
 let database: Database;
 beforeAll(async () => {
@@ -81,4 +85,132 @@ describe('purging the audit trail', () => {
     );
     expect(left).toEqual([{ days: 364 }, { days: 0 }]);
   }, 60_000);
+});
+
+// Timed suspensions (issue 30, point 2): the job ends each one once, with its event and audit row.
+describe('ending timed suspensions', () => {
+  /** An account of the API on a site of its own, disabled until `until` (SQL). */
+  async function suspended(on: Db, until: SQL, count = 1) {
+    const site = `susp-${randomUUID().slice(0, 8)}`;
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const [row] = await rows<{ id: string }>(
+        on,
+        sql`insert into users (site, email, name, origin, disabled, disabled_until, disabled_reason)
+          values (${site}, ${`${site}-${i}@example.com`}, 'Ada', 'api', true, ${until}, 'chargeback')
+          returning id::text as id`,
+      );
+      ids.push(row!.id);
+    }
+    return { site, ids };
+  }
+  const stateOf = async (on: Db, id: string) =>
+    (
+      await rows<{ disabled: boolean; until: string | null; reason: string | null }>(
+        on,
+        sql`select disabled, disabled_until::text as until, disabled_reason as reason from users where id = ${id}`,
+      )
+    )[0];
+  /** Events queued or numbered about the account, and the audit rows the job wrote for it. */
+  const traceOf = async (on: Db, id: string) => ({
+    events: (
+      await rows<{ type: string }>(
+        on,
+        sql`select type from event_queue where subject = ${id} union all select type from events where subject = ${id}`,
+      )
+    ).map((r) => r.type),
+    audit: await rows<{ actor: string; operation: string; outcome: string }>(
+      on,
+      sql`select token_id as actor, operation, outcome from audit_log where user_id = ${id}`,
+    ),
+  });
+
+  it('enables the accounts whose end has come, with user.enabled and an audit row by the job, and leaves the others', async () => {
+    const db = database.db;
+    const due = await suspended(db, sql`now() - interval '1 second'`, 3);
+    const later = await suspended(db, sql`now() + interval '1 hour'`);
+    expect(await endDueSuspensions({ db }, { batch: 2 })).toBeGreaterThanOrEqual(3);
+    for (const id of due.ids) {
+      expect(await stateOf(db, id)).toEqual({ disabled: false, until: null, reason: null });
+      expect(await traceOf(db, id)).toEqual({
+        events: ['user.enabled'],
+        audit: [{ actor: 'job', operation: 'enable', outcome: 'user enabled' }],
+      });
+    }
+    expect(await stateOf(db, later.ids[0]!)).toMatchObject({ disabled: true, reason: 'chargeback' });
+    expect(await traceOf(db, later.ids[0]!)).toEqual({ events: [], audit: [] });
+    // A second run finds nothing more to do.
+    expect(await endDueSuspensions({ db })).toBe(0);
+    expect((await traceOf(db, due.ids[0]!)).events).toEqual(['user.enabled']);
+  });
+
+  it('ends a suspension on its own, with no call, once the running chores reach its time', async () => {
+    const db = database.db;
+    const { ids } = await suspended(db, sql`now() + interval '300 milliseconds'`);
+    const tokens = { flushLastUsed: async () => {} } as unknown as TokenVerifier;
+    const chores = startHousekeeping(db, tokens, pino({ level: 'silent' }), {
+      eventsRetentionMs: 86_400_000,
+      auditRetentionMs: null,
+      writes: { db },
+      suspensionsEveryMs: 50,
+    });
+    try {
+      await vi.waitFor(async () => expect((await stateOf(db, ids[0]!))?.disabled).toBe(false), {
+        timeout: 5_000,
+        interval: 50,
+      });
+    } finally {
+      await chores.stop();
+    }
+    expect((await traceOf(db, ids[0]!)).events).toEqual(['user.enabled']);
+  });
+
+  const PG_URL = process.env.TEST_DATABASE_URL;
+  it.skipIf(!PG_URL)(
+    'ends each suspension exactly once when two servers on one PostgreSQL run the job at the same time',
+    async () => {
+      // Two servers: two pools of their own on the same database.
+      const [one, two] = [await openPostgres(PG_URL!, { max: 2 }), await openPostgres(PG_URL!, { max: 2 })];
+      try {
+        await one!.migrate();
+        const { ids } = await suspended(one!.db, sql`now() - interval '1 second'`, 2);
+        // Server one claims both and is held before its commit; server two runs all the way meanwhile.
+        const reached = Promise.withResolvers<void>();
+        const release = Promise.withResolvers<void>();
+        const first = endDueSuspensions(
+          { db: one!.db },
+          {
+            async afterClaim(claimed) {
+              if (!claimed.some((id) => ids.includes(id))) return;
+              reached.resolve();
+              await release.promise;
+            },
+          },
+        );
+        await reached.promise;
+        const byTwo = await rows<{ n: number }>(
+          two!.db,
+          sql`select count(*)::int as n from users where id in (${sql.join(
+            ids.map((id) => sql`${id}::uuid`),
+            sql`, `,
+          )}) and disabled`,
+        );
+        expect(byTwo[0]!.n).toBe(2); // still disabled as server two sees it: one's claim is open
+        await endDueSuspensions({ db: two!.db });
+        release.resolve();
+        await first;
+        for (const id of ids) {
+          expect(await stateOf(two!.db, id)).toEqual({ disabled: false, until: null, reason: null });
+          expect(await traceOf(two!.db, id)).toEqual({
+            events: ['user.enabled'],
+            audit: [{ actor: 'job', operation: 'enable', outcome: 'user enabled' }],
+          });
+        }
+      } finally {
+        await one!.close();
+        await two!.close();
+      }
+    },
+    30_000,
+  );
 });

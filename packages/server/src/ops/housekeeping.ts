@@ -1,6 +1,8 @@
 // Periodic chores of a running server. Each is idempotent, so every replica may run them.
 import { lt, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
+import { endDueSuspensions } from '../accounts/suspensions.ts';
+import type { WriteDeps } from '../accounts/unit-of-work.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Db, rows } from '../db/client.ts';
 import { idempotencyKeys, rateLimits } from '../db/schema.ts';
@@ -10,6 +12,8 @@ import { purgeStaleFailures } from '../limits/lockout.ts';
 
 const LAST_USED_EVERY_MS = 30_000;
 const PURGE_EVERY_MS = 10 * 60_000;
+/** How late a timed suspension may end after its `until` (the spec says 5 seconds). */
+export const SUSPENSIONS_EVERY_MS = 5_000;
 
 /** Deletes idempotency keys past their 24 hours, rate-limit windows long over, and stale verify counts. */
 export async function purgeExpired(db: Db): Promise<void> {
@@ -60,13 +64,23 @@ export function startHousekeeping(
   db: Db,
   tokens: TokenVerifier,
   logger: Logger,
-  options: { eventsRetentionMs: number; auditRetentionMs: number | null },
+  options: {
+    eventsRetentionMs: number;
+    auditRetentionMs: number | null;
+    /** What the chores that change accounts write with (the unit of work's deps). */
+    writes: WriteDeps;
+    suspensionsEveryMs?: number;
+  },
 ): { stop(): Promise<void> } {
   const run = (name: string, chore: () => Promise<void>) => () =>
     chore().catch((error: unknown) => logger.warn({ err: describeError(error) }, `${name} failed; will retry`));
   const flush = run('recording token last-used times', () => tokens.flushLastUsed());
   const timers = [
     setInterval(flush, LAST_USED_EVERY_MS),
+    setInterval(
+      run('ending timed suspensions', () => endDueSuspensions(options.writes).then(() => {})),
+      options.suspensionsEveryMs ?? SUSPENSIONS_EVERY_MS,
+    ),
     setInterval(
       run('purging expired idempotency keys', () => purgeExpired(db)),
       PURGE_EVERY_MS,

@@ -68,6 +68,8 @@ export function toUser(
     | 'phone'
     | 'address'
     | 'disabled'
+    | 'disabledUntil'
+    | 'disabledReason'
     | 'emailVerifiedAt'
     | 'phoneVerifiedAt'
     | 'metadata'
@@ -82,6 +84,8 @@ export function toUser(
     phone: row.phone,
     address: row.address,
     disabled: row.disabled,
+    disabledUntil: row.disabledUntil?.toISOString() ?? null,
+    disabledReason: row.disabledReason,
     emailVerified: row.emailVerifiedAt !== null,
     emailVerifiedAt: row.emailVerifiedAt?.toISOString() ?? null,
     phoneVerified: row.phoneVerifiedAt !== null,
