@@ -399,9 +399,9 @@ describe('webhooks with two servers on one PostgreSQL database', () => {
   );
 });
 
-describe("the README's receiver", () => {
-  it('verifies and prints the events a server sends it, as pasted from the README', async () => {
-    const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+describe('the receiver in docs/events.md', () => {
+  it('verifies and prints the events a server sends it, as pasted from docs/events.md', async () => {
+    const readme = readFileSync(new URL('../../../docs/events.md', import.meta.url), 'utf8');
     const code = /^```js\n(\/\/ receiver\.mjs[\s\S]*?)^```$/m.exec(readme)?.[1];
     expect(code, 'a js block starting // receiver.mjs').toBeDefined();
     // Beside this package's node_modules, where standardwebhooks is installed, as it would be in the reader's project.

@@ -1,10 +1,11 @@
-// The README's configuration table and .env.example, generated from env.ts's schema:
+// The configuration table (docs/configuration.md) and .env.example, generated from env.ts's schema:
 // `./pnpmw generate` writes them, `./pnpmw check:generated` fails when they are stale.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { docs, UNDOCUMENTED, type VariableDoc, variables } from './env.ts';
 
 const ROOT = new URL('../../../../', import.meta.url);
-export const README = new URL('README.md', ROOT);
+/** Where the configuration table lives: the docs page the README links to. */
+export const CONFIG_PAGE = new URL('docs/configuration.md', ROOT);
 export const ENV_EXAMPLE = new URL('.env.example', ROOT);
 const START = '<!-- config:start (generated from packages/server/src/config/env.ts: ./pnpmw generate) -->';
 const END = '<!-- config:end -->';
@@ -23,8 +24,8 @@ export function configTable(): string {
 
 export function envExample(): string {
   const header = [
-    "# Every variable the server reads, with its default; uncomment to change one. See the README's",
-    '# Configuration section for what each means. The server reads its environment, not this file:',
+    '# Every variable the server reads, with its default; uncomment to change one. What each means:',
+    '# docs/configuration.md. The server reads its environment, not this file:',
     "# export them, or use your process manager's environment file.",
     '# Generated from packages/server/src/config/env.ts by ./pnpmw generate: edit that, not this.',
     '',
@@ -35,18 +36,18 @@ export function envExample(): string {
   return `${[...header, ...lines].join('\n')}\n`;
 }
 
-/** The README with its table between the markers replaced by the generated one. */
-export function readmeWithTable(readme: string): string {
+/** The configuration page with its table between the markers replaced by the generated one. */
+export function pageWithTable(readme: string): string {
   const start = readme.indexOf(START);
   const end = readme.indexOf(END);
-  if (start < 0 || end < start) throw new Error(`README.md must hold the markers ${START} and ${END}`);
+  if (start < 0 || end < start) throw new Error(`docs/configuration.md must hold the markers ${START} and ${END}`);
   return `${readme.slice(0, start + START.length)}\n${configTable()}\n${readme.slice(end)}`;
 }
 
 if (import.meta.main) {
   const check = process.argv.includes('--check');
   const files = [
-    [README, readmeWithTable],
+    [CONFIG_PAGE, pageWithTable],
     [ENV_EXAMPLE, envExample],
   ] as const;
   const stale = files.filter(([file, make]) => {

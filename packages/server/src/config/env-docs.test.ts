@@ -1,8 +1,8 @@
-// Every variable the server reads is written down where an operator looks: the README's
+// Every variable the server reads is written down where an operator looks: docs/configuration.md's
 // configuration table and .env.example, both generated from env.ts's schema (docs.ts).
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ENV_EXAMPLE, envExample, README, readmeWithTable } from './docs.ts';
+import { CONFIG_PAGE, ENV_EXAMPLE, envExample, pageWithTable } from './docs.ts';
 import { loadConfig, UNDOCUMENTED, variables } from './env.ts';
 
 const read = (path: string | URL) => readFileSync(new URL(path, import.meta.url), 'utf8');
@@ -16,14 +16,14 @@ describe('the configuration, written down', () => {
     expect([...asked].filter((name) => !declared.has(name))).toEqual([]);
   });
 
-  it('has the README table and .env.example as generated from the schema (./pnpmw generate)', () => {
-    expect(read(README)).toBe(readmeWithTable(read(README)));
+  it('has the configuration table (docs/configuration.md) and .env.example as generated from the schema (./pnpmw generate)', () => {
+    expect(read(CONFIG_PAGE)).toBe(pageWithTable(read(CONFIG_PAGE)));
     expect(read(ENV_EXAMPLE)).toBe(envExample());
   });
 
   it('lists every variable but the deprecated aliases in both, .env.example with its default', () => {
     const named = variables.map(([name]) => name).filter((name) => !UNDOCUMENTED.has(name));
-    const table = [...read(README).matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
+    const table = [...read(CONFIG_PAGE).matchAll(/^\| `([A-Z][A-Z0-9_]+)` \|/gm)].map((m) => m[1]);
     expect(table).toEqual(named);
     expect(read(ENV_EXAMPLE)).toMatch(/^# PORT=3000$/m);
     expect([...read(ENV_EXAMPLE).matchAll(/^# ([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1])).toEqual(named);
