@@ -3,11 +3,10 @@
 // the page's CSP allows only this origin, so the token it holds can be sent nowhere else.
 import { existsSync, readFileSync } from 'node:fs';
 import type { Context } from 'hono';
-import { accepts } from 'hono/accepts';
 import { etag } from 'hono/etag';
 import { CONSOLE_DIR } from '../../resources.ts';
 import type { App, AppEnv } from '../context.ts';
-import { type Encoding, precompressed, preferredEncoding } from './docs.ts';
+import { precompressed, sendCompressed } from './docs.ts';
 
 export const CONSOLE_CSP = [
   "default-src 'none'",
@@ -64,21 +63,10 @@ export function registerConsole(app: App, dir: URL = CONSOLE_DIR): void {
       asset = precompressed(file);
       assets.set(name, asset);
     }
-    const encoding = accepts(c, {
-      header: 'Accept-Encoding',
-      supports: ['br', 'gzip'],
-      default: 'identity',
-      match: preferredEncoding,
-    }) as Encoding;
-    const { body, etag: tag } = await asset(encoding);
-    const headers: Record<string, string> = {
+    return sendCompressed(c, asset, {
       'Content-Type': type,
       'Cache-Control': 'public, max-age=31536000, immutable',
       'X-Content-Type-Options': 'nosniff',
-      ETag: tag,
-      Vary: 'Accept-Encoding',
-    };
-    if (encoding !== 'identity') headers['Content-Encoding'] = encoding;
-    return c.body(body, 200, headers);
+    });
   });
 }

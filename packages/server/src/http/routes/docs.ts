@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { brotliCompress, constants, gzip } from 'node:zlib';
+import type { Context } from 'hono';
 import { accepts } from 'hono/accepts';
 import { etag } from 'hono/etag';
 import { SCALAR_JS, SPEC_PATH } from '../../resources.ts';
@@ -117,6 +118,27 @@ export function preferredEncoding(accepted: { type: string; q: number }[]): Enco
   return best ?? 'identity';
 }
 
+/**
+ * A precompressed asset in the encoding the client prefers, with its ETag (the route's etag()
+ * middleware answers 304 to a matching If-None-Match) and these headers.
+ */
+export async function sendCompressed(
+  c: Context,
+  asset: (encoding: Encoding) => Promise<Variant>,
+  headers: Record<string, string>,
+): Promise<Response> {
+  const encoding = accepts(c, {
+    header: 'Accept-Encoding',
+    supports: ['br', 'gzip'],
+    default: 'identity',
+    match: preferredEncoding,
+  }) as Encoding;
+  const { body, etag: tag } = await asset(encoding);
+  const all: Record<string, string> = { ...headers, ETag: tag, Vary: 'Accept-Encoding' };
+  if (encoding !== 'identity') all['Content-Encoding'] = encoding;
+  return c.body(body, 200, all);
+}
+
 export function registerDocs(app: App): void {
   const scalar = precompressed(SCALAR_JS);
   const yaml = () => readFileSync(SPEC_PATH, 'utf8');
@@ -126,21 +148,10 @@ export function registerDocs(app: App): void {
   app.get('/docs', (c) => c.html(PAGE, 200, { 'Content-Security-Policy': CSP }));
   app.get('/docs/init.js', (c) => c.body(INIT, 200, { 'Content-Type': 'text/javascript; charset=utf-8' }));
   // 4.3 MB as it is, about 1.1 MB compressed; a browser that has it asks again with If-None-Match (304).
-  app.get('/docs/scalar.js', etag(), async (c) => {
-    const encoding = accepts(c, {
-      header: 'Accept-Encoding',
-      supports: ['br', 'gzip'],
-      default: 'identity',
-      match: preferredEncoding,
-    }) as Encoding;
-    const { body, etag: tag } = await scalar(encoding);
-    const headers: Record<string, string> = {
+  app.get('/docs/scalar.js', etag(), (c) =>
+    sendCompressed(c, scalar, {
       'Content-Type': 'text/javascript; charset=utf-8',
       'Cache-Control': 'public, max-age=3600',
-      ETag: tag,
-      Vary: 'Accept-Encoding',
-    };
-    if (encoding !== 'identity') headers['Content-Encoding'] = encoding;
-    return c.body(body, 200, headers);
-  });
+    }),
+  );
 }
