@@ -70,6 +70,16 @@ const VALID: Record<string, () => Call> = {
   listEvents: () => ({ method: 'GET', path: '/api/1/events?after=0&limit=10' }),
   exportUsers: () => ({ method: 'GET', path: '/api/1/user/export' }),
   getAuditTrail: () => ({ method: 'GET', path: `/api/1/audit?_userId=${GHOST}&limit=10` }),
+  issueTicket: () => ({
+    method: 'POST',
+    path: '/api/1/user/ticket',
+    body: json({ _userId: GHOST, purpose: 'verify_email' }),
+  }),
+  redeemTicket: () => ({
+    method: 'POST',
+    path: '/api/1/user/ticket/redeem',
+    body: json({ ticket: 'x'.repeat(43), purpose: 'verify_email' }),
+  }),
   importUsers: () => ({
     method: 'POST',
     path: '/api/1/user/import',

@@ -74,7 +74,8 @@ export interface paths {
          *     same address and keeps its verification. Likewise a changed or cleared phone is unverified
          *     unless the request says `phoneVerified: true` (which needs a phone: 400 otherwise).
          *     `emailVerified`/`phoneVerified` alone set or clear the verification of the contact as it
-         *     is; `true` on a contact already verified keeps its time.
+         *     is; `true` on a contact already verified keeps its time. A new email, password or phone
+         *     ends the account's unused tickets that stood on the old one (see `ticket`).
          *
          *     `metadata` is a JSON Merge Patch (RFC 7396) of the account's metadata, applied in the
          *     update's one statement, so concurrent updates of different keys both stay: a key set to an
@@ -210,6 +211,87 @@ export interface paths {
          *     `until`.
          */
         post: operations["enableUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/ticket": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue a single-use ticket
+         * @description Issues a single-use, expiring secret bound to one account and one purpose, for the flows a
+         *     site runs with its users: "verify your email" (`verify_email`), "verify your phone"
+         *     (`verify_phone`), "forgot your password" (`reset_password`) and "change your email"
+         *     (`change_email`, with `newEmail`). The site's backend mails or texts the ticket itself
+         *     (as a link to its own page), then redeems it with `ticket/redeem` when the user comes back.
+         *
+         *     - The account is named by exactly one of `_userId` or `email`; one not in reach is 404
+         *       `user_not_found` (the caller is the site's backend, not the user).
+         *     - `ticket` is 256 random bits as 43 URL-safe characters (base64url), except for
+         *       `verify_phone`: a 6-digit code, to be typed, redeemed with the account's `_userId`, and
+         *       burned after 5 wrong tries. Issuing a `verify_phone` code ends the account's earlier one.
+         *     - `expiresIn` (seconds, at least 60): `verify_email` and `change_email` 24 hours by default,
+         *       at most 7 days; `reset_password` 1 hour, at most 24 hours; `verify_phone` 10 minutes, at
+         *       most 1 hour. Beyond a purpose's maximum: 400 at `/expiresIn`.
+         *     - `change_email`: `newEmail` is required (and refused for the other purposes); 409
+         *       `email_taken` when another account in reach of the site holds it. `verify_phone`: 409
+         *       `no_phone` when the account has no phone.
+         *     - The ticket is stored only as a SHA-256 hash and shown only in this answer: it is never
+         *       in logs, audit rows, events, exports or metrics, and this operation takes no
+         *       `Idempotency-Key` (a kept answer would keep the secret): a retry issues another ticket,
+         *       and every ticket issued stays valid until used or expired.
+         *     - A ticket dies unused when what it stands on changes: the email (an update that changes it,
+         *       or a `change_email` redeemed) ends the account's `verify_email`, `reset_password` and
+         *       `change_email` tickets; a new password (an update, or a `reset_password` redeemed) ends
+         *       its `reset_password` tickets; a changed or cleared phone ends its `verify_phone` code; a
+         *       deleted account, all of them.
+         */
+        post: operations["issueTicket"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/ticket/redeem": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Redeem a ticket
+         * @description Uses a ticket once, for the purpose it was issued for: `verify_email` marks the email
+         *     verified, `verify_phone` the phone (with the account's `_userId` and the code),
+         *     `reset_password` sets `password` (hashed as every password, counted against the token's
+         *     `hash` budget), `change_email` makes the ticket's new email the account's, verified.
+         *
+         *     - Every miss is one answer, 422 `invalid_ticket`, the same body (`requestId` aside) and
+         *       about the same time: an unknown ticket, one already used, expired, of another purpose or
+         *       another site, a code for another account, one that died of a later change (see
+         *       `ticket`), a `verify_phone` code after 5 wrong tries.
+         *     - Exactly one of many concurrent redeems of a ticket succeeds; the others are misses.
+         *     - A `reset_password` with a password the rules refuse is the usual 400 (`weak_password`,
+         *       `invalid_request`), and the ticket stays usable. `password` is required for
+         *       `reset_password` and refused for the other purposes; `_userId` is required for
+         *       `verify_phone`.
+         *     - `change_email` to an email that another account in reach took since the ticket was
+         *       issued: 409 `email_taken`, and the ticket stays usable (nothing changed).
+         *     - A success is a change of the account: a `user.updated` event, a new `ETag`.
+         */
+        post: operations["redeemTicket"];
         delete?: never;
         options?: never;
         head?: never;
@@ -941,6 +1023,45 @@ export interface components {
                 items: components["schemas"]["ImportItem"][];
             };
         };
+        /** @enum {string} */
+        TicketPurpose: "verify_email" | "verify_phone" | "reset_password" | "change_email";
+        /** @description `purpose` and exactly one of `_userId` or `email`; `newEmail` with `change_email` only. */
+        IssueTicketRequest: {
+            _userId?: components["schemas"]["UserId"];
+            email?: components["schemas"]["Email"];
+            purpose: components["schemas"]["TicketPurpose"];
+            newEmail?: components["schemas"]["Email"];
+            /** @description Seconds until the ticket expires; the default and the maximum depend on `purpose`. */
+            expiresIn?: number;
+        } & ({
+            _userId: string;
+        } | {
+            email: string;
+        });
+        IssueTicketResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                /** @description The secret, shown once. 43 base64url characters, or 6 digits for `verify_phone`. */
+                ticket: string;
+                purpose: components["schemas"]["TicketPurpose"];
+                expiresAt: components["schemas"]["Timestamp"];
+                /** @constant */
+                status: "ticket issued";
+            };
+        };
+        RedeemTicketRequest: {
+            ticket: string;
+            purpose: components["schemas"]["TicketPurpose"];
+            _userId?: components["schemas"]["UserId"];
+            password?: components["schemas"]["Password"];
+        };
+        RedeemTicketResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                /** @enum {string} */
+                status: "email verified" | "phone verified" | "password reset" | "email changed";
+            };
+        };
         ListUsersResponse: {
             result: {
                 users: components["schemas"]["User"][];
@@ -1062,7 +1183,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -1291,6 +1412,57 @@ export interface components {
                     /** @enum {string} */
                     code: "account_disabled" | "forbidden";
                 };
+            };
+        };
+        /** @description The body is not valid JSON or breaks the schema, names the account by neither or both of `_userId` and `email`, gives `newEmail` without `change_email` (or not with it), or an `expiresIn` over the purpose's maximum. */
+        TicketBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description `change_email`: another account in reach holds `newEmail` (`email_taken`); `verify_phone`: the account has no phone (`no_phone`). */
+        TicketConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "email_taken" | "no_phone";
+                };
+            };
+        };
+        /** @description The body is not valid JSON or breaks the schema, lacks `password` for `reset_password` (or gives it for another purpose) or `_userId` for `verify_phone`, or the new password is weak. The ticket stays usable. */
+        RedeemBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Every miss, one answer (see `ticket/redeem`). */
+        InvalidTicket: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
             };
         };
         /**
@@ -2055,6 +2227,85 @@ export interface operations {
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    issueTicket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IssueTicketRequest"];
+            };
+        };
+        responses: {
+            /** @description The ticket, shown this once. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IssueTicketResponse"];
+                };
+            };
+            400: components["responses"]["TicketBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["TicketConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    redeemTicket: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RedeemTicketRequest"];
+            };
+        };
+        responses: {
+            /** @description The ticket was used; `ETag` is the account's new tag. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedeemTicketResponse"];
+                };
+            };
+            400: components["responses"]["RedeemBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["CreateConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidTicket"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

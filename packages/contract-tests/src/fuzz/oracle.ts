@@ -31,6 +31,26 @@ const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | u
   getUser: (query) => ('_userId' in query === 'email' in query ? 'not exactly one of _userId, email' : undefined),
   createUser: (body) => metadataBroken(body) ?? phonelessVerified(body, true),
   updateUser: (body) => metadataBroken(body) ?? phonelessVerified(body, false),
+  // ticket's words: exactly one of _userId or email; newEmail with change_email only; expiresIn
+  // within the purpose's maximum (7 days, 24 hours for reset_password, 1 hour for verify_phone).
+  issueTicket: (body) => {
+    if ('_userId' in body === 'email' in body) return 'not exactly one of _userId, email';
+    if ((body.purpose === 'change_email') !== 'newEmail' in body)
+      return 'newEmail without change_email, or none with it';
+    const max = body.purpose === 'reset_password' ? 86_400 : body.purpose === 'verify_phone' ? 3_600 : 604_800;
+    return typeof body.expiresIn === 'number' && body.expiresIn > max
+      ? 'expiresIn over the purpose maximum'
+      : undefined;
+  },
+  // redeem's words: password with reset_password only; _userId with verify_phone.
+  redeemTicket: (body) => {
+    if ((body.purpose === 'reset_password') !== 'password' in body)
+      return 'password without reset_password, or none with it';
+    return body.purpose === 'verify_phone' && !('_userId' in body) ? 'verify_phone without _userId' : undefined;
+  },
+  // disable's words: a suspension's end later than now (Date, as the server, refuses a leap second).
+  disableUser: (body) =>
+    typeof body.until === 'string' && !(Date.parse(body.until) > Date.now()) ? 'until not later than now' : undefined,
   listUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
   countUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
 };

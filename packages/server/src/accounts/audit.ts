@@ -7,7 +7,17 @@ import type { Db } from '../db/client.ts';
 import { auditLog } from '../db/schema.ts';
 import { isUuid } from './ids.ts';
 
-export type WriteOperation = 'create' | 'update' | 'delete' | 'disable' | 'enable' | 'verify' | 'import' | 'export';
+export type WriteOperation =
+  | 'create'
+  | 'update'
+  | 'delete'
+  | 'disable'
+  | 'enable'
+  | 'verify'
+  | 'import'
+  | 'export'
+  | 'ticket'
+  | 'redeem';
 
 export interface AuditEntry {
   operation: WriteOperation;

@@ -60,6 +60,8 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   disable: 'user.disabled',
   enable: 'user.enabled',
   import: 'user.created',
+  // A ticket redeemed changes the account (issuing one does not).
+  redeem: 'user.updated',
 };
 
 export interface WriteDone {

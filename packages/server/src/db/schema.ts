@@ -78,6 +78,46 @@ export const users = pgTable(
   ],
 );
 
+/**
+ * Single-use tickets (accounts/tickets.ts): a SHA-256 of each secret, never the secret. A use
+ * deletes the row; so does a change the ticket stood on, and the account's deletion (cascade).
+ */
+export const tickets = pgTable(
+  'tickets',
+  {
+    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    site: text('site').notNull(),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    purpose: text('purpose').notNull(),
+    secretHash: text('secret_hash').notNull(),
+    /** change_email: the email the account will have. */
+    newEmail: text('new_email'),
+    /** verify_phone: wrong codes so far (the fifth burns it). */
+    tries: smallint('tries').notNull().default(0),
+    expiresAt: at('expires_at').notNull(),
+    createdAt: at('created_at').notNull().defaultNow(),
+  },
+  (t) => [
+    index('tickets_secret_hash_idx').on(t.secretHash),
+    // An account's tickets by purpose: a phone code's lookup, and the tickets a change ends.
+    index('tickets_user_purpose_idx').on(t.userId, t.purpose),
+    index('tickets_expires_at_idx').on(t.expiresAt),
+    check(
+      'tickets_purpose_check',
+      sql`${t.purpose} in ('verify_email', 'verify_phone', 'reset_password', 'change_email')`,
+    ),
+  ],
+);
+
+/** A site's settings (cli site set); a site without a row has every default. */
+export const siteSettings = pgTable('site_settings', {
+  site: text('site').primaryKey(),
+  /** Days a delete keeps the account restorable when the request gives no graceDays (0: none). */
+  deletionGraceDays: smallint('deletion_grace_days').notNull().default(0),
+});
+
 /** A site's JSON Schema for its accounts' metadata (cli metadata-schema; accounts/metadata.ts). */
 export const metadataSchemas = pgTable('metadata_schemas', {
   site: text('site').primaryKey(),
@@ -299,6 +339,7 @@ export const webhookDeliveries = pgTable(
 export const schema = {
   users,
   metadataSchemas,
+  tickets,
   apiTokens,
   rateLimits,
   idempotencyKeys,

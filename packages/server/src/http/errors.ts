@@ -35,6 +35,8 @@ const TITLES: Record<ErrorCode, string> = {
   too_many_long_polls: 'Too many long-polls',
   account_limit_reached: 'Account limit reached',
   invalid_metadata: 'Invalid metadata',
+  invalid_ticket: 'Invalid ticket',
+  no_phone: 'No phone',
   unknown_example: 'Unknown example',
 };
 

@@ -12,8 +12,10 @@ import { exportUsers } from './routes/export-users.ts';
 import { getAuditTrail } from './routes/get-audit-trail.ts';
 import { getUser } from './routes/get-user.ts';
 import { importUsers } from './routes/import-users.ts';
+import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listUsers } from './routes/list-users.ts';
+import { redeemTicket } from './routes/redeem-ticket.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
@@ -28,6 +30,8 @@ export const operations: readonly Operation<any>[] = [
   disableUser,
   enableUser,
   importUsers,
+  issueTicketOperation,
+  redeemTicket,
   listUsers,
   countUsers,
   exportUsers,

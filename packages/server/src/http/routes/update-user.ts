@@ -10,6 +10,7 @@ import {
   siteMetadataValidator,
   sizeFault,
 } from '../../accounts/metadata.ts';
+import { endTicketsOfUpdate } from '../../accounts/tickets.ts';
 import { users } from '../../db/schema.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { sqlState, userNotFound } from '../errors.ts';
@@ -95,6 +96,12 @@ export const updateUser = defineOperation({
         answer: answer(row.version),
       }),
       async (tx) => {
+        // The tickets this change ends (a new email, password or phone), judged against the row as it is.
+        await endTicketsOfUpdate(tx, current, input._userId, {
+          ...(input.email !== undefined && { email: input.email }),
+          password: input.password !== undefined,
+          ...(input.phone !== undefined && { phone: input.phone }),
+        });
         // A metadata patch merges in this one statement (no read-modify-write): two updates of
         // different keys at once both stay. What it leaves is checked before the commit.
         const [row] = await tx

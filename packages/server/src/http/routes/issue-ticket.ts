@@ -1,0 +1,91 @@
+import type { components } from '@user-accounts/client';
+import { and, eq, sql } from 'drizzle-orm';
+import { isUuid } from '../../accounts/ids.ts';
+import { issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
+import { users } from '../../db/schema.ts';
+import { ApiError, userNotFound } from '../errors.ts';
+import { defineOperation } from '../operation.ts';
+import { runWrite } from '../run-write.ts';
+import { invalidRequest } from '../validation.ts';
+import { emailTaken } from './create-user.ts';
+import { inReach, validBody } from './shared.ts';
+
+type IssueTicketRequest = components['schemas']['IssueTicketRequest'];
+type IssueTicketResponse = components['schemas']['IssueTicketResponse'];
+
+const noPhone = () => new ApiError(409, 'no_phone', 'The account has no phone to verify.');
+
+export const issueTicketOperation = defineOperation({
+  name: 'issueTicket',
+  method: 'POST',
+  path: '/api/1/user/ticket',
+  scope: 'write',
+  request: { body: 'IssueTicketRequest' },
+  // No Idempotency-Key: the answer kept for it would keep the secret.
+  writes: 'ticket',
+  parse(c) {
+    const body = c.get('body');
+    // Said plainly, before the schema's oneOf would report both fields as missing or one as extra.
+    if (body !== null && typeof body === 'object' && !Array.isArray(body) && 'email' in body === '_userId' in body) {
+      throw invalidRequest('Name the account by exactly one of _userId or email.', [
+        { pointer: '/_userId', code: 'required', message: 'or email is required, not both' },
+      ]);
+    }
+    const input = validBody(c, 'IssueTicketRequest') as IssueTicketRequest & { _userId?: string; email?: string };
+    if ((input.purpose === 'change_email') !== (input.newEmail !== undefined)) {
+      throw invalidRequest('newEmail goes with change_email, and only with it.', [
+        {
+          pointer: '/newEmail',
+          code: input.newEmail === undefined ? 'required' : 'not_allowed',
+          message: input.newEmail === undefined ? 'is required for change_email' : 'is for change_email only',
+        },
+      ]);
+    }
+    const max = LIFETIMES[input.purpose][1];
+    if (input.expiresIn !== undefined && input.expiresIn > max) {
+      throw invalidRequest('The ticket would live longer than its purpose allows.', [
+        { pointer: '/expiresIn', code: 'not_allowed', message: `must be at most ${max} for ${input.purpose}` },
+      ]);
+    }
+    return input;
+  },
+  async handle(c, input) {
+    const { database } = c.get('deps');
+    const site = c.get('token').site;
+    const purpose: Purpose = input.purpose;
+    if (input._userId !== undefined && !isUuid(input._userId)) throw userNotFound();
+    const named =
+      input._userId !== undefined ? eq(users.id, input._userId) : sql`lower(${users.email}) = lower(${input.email!})`;
+    const [account] = await database.db
+      .select({ id: users.id, phone: users.phone })
+      .from(users)
+      .where(and(named, inReach(c)))
+      .limit(1);
+    if (account === undefined) throw userNotFound();
+    c.get('write').userId = account.id;
+    if (purpose === 'verify_phone' && account.phone === null) throw noPhone();
+    if (input.newEmail !== undefined) {
+      const [taken] = await database.db
+        .select({ id: users.id })
+        .from(users)
+        .where(
+          and(inReach(c), sql`lower(${users.email}) = lower(${input.newEmail})`, sql`${users.id} <> ${account.id}`),
+        )
+        .limit(1);
+      if (taken !== undefined) throw emailTaken();
+    }
+    const expiresIn = input.expiresIn ?? LIFETIMES[purpose][0];
+    const issued = await runWrite(c, { userId: account.id, status: 201, outcome: 'ticket issued' }, (tx) =>
+      issueTicket(tx, { id: account.id, site }, purpose, expiresIn, input.newEmail),
+    );
+    const result = {
+      _userId: account.id,
+      ticket: issued!.ticket,
+      purpose,
+      expiresAt: issued!.expiresAt.toISOString(),
+      status: 'ticket issued' as const,
+    };
+    c.header('Cache-Control', 'no-store');
+    return c.json({ result } satisfies IssueTicketResponse, 201);
+  },
+});
