@@ -70,6 +70,22 @@ const VALID: Record<string, () => Call> = {
   listEvents: () => ({ method: 'GET', path: '/api/1/events?after=0&limit=10' }),
   exportUsers: () => ({ method: 'GET', path: '/api/1/user/export' }),
   getAuditTrail: () => ({ method: 'GET', path: `/api/1/audit?_userId=${GHOST}&limit=10` }),
+  addTotpFactor: () => ({
+    method: 'POST',
+    path: '/api/1/user/factor/totp',
+    body: json({ _userId: GHOST, label: 'Phone' }),
+  }),
+  confirmFactor: () => ({
+    method: 'POST',
+    path: '/api/1/user/factor/confirm',
+    body: json({ _userId: GHOST, factorId: GHOST, code: '123456' }),
+  }),
+  listFactors: () => ({ method: 'GET', path: `/api/1/user/factor/list?_userId=${GHOST}` }),
+  removeFactor: () => ({
+    method: 'POST',
+    path: '/api/1/user/factor/remove',
+    body: json({ _userId: GHOST, factorId: GHOST }),
+  }),
   issueTicket: () => ({
     method: 'POST',
     path: '/api/1/user/ticket',

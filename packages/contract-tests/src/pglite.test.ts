@@ -1,15 +1,16 @@
 import { defineAccessSuite } from './access-suite.ts';
 import { defineContactsSuite } from './contacts-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
+import { defineFactorsSuite } from './factors-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
 import { defineListSuite } from './list-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
 import { defineMetadataSuite } from './metadata-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
-import { defineTicketsSuite } from './tickets-suite.ts';
 import { defineSuspensionSuite } from './suspension-suite.ts';
 import { pgliteTarget } from './targets.ts';
+import { defineTicketsSuite } from './tickets-suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
 defineContractSuite(pgliteTarget);
@@ -22,5 +23,6 @@ defineListSuite(pgliteTarget);
 defineEventsSuite(pgliteTarget);
 defineMetadataSuite(pgliteTarget);
 defineContactsSuite(pgliteTarget);
+defineFactorsSuite(pgliteTarget);
 defineTicketsSuite(pgliteTarget);
 defineSuspensionSuite(pgliteTarget);

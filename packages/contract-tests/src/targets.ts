@@ -14,6 +14,8 @@ import { createToken, type NewToken, revokeToken } from '@user-accounts/server/t
 import postgres from 'postgres';
 
 export const TEST_TOKEN = 'ua_contract_tests_token_0123456789abcdef';
+/** FACTOR_ENCRYPTION_KEY of the PostgreSQL targets (32 bytes of 0x01). */
+export const TEST_FACTOR_KEY = `test:${Buffer.alloc(32, 1).toString('base64')}`;
 
 export interface Target {
   baseUrl: string;
@@ -232,7 +234,10 @@ export async function postgresTarget(): Promise<TargetSpec> {
     ...base,
     async start() {
       const database = await freshPostgresDatabase();
-      return serverTarget({ DATABASE_URL: database.url }, database.drop);
+      // As an operator deploys it: PostgreSQL's servers share their key of second-factor secrets.
+      return serverTarget({ DATABASE_URL: database.url }, database.drop, {
+        env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY },
+      });
     },
   };
 }

@@ -560,6 +560,102 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/factor/totp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start adding a TOTP second factor
+         * @description Makes a TOTP secret for the account (RFC 6238: SHA-1, 6 digits, 30-second steps, what
+         *     every authenticator app reads) and answers it once, as base32 and as an `otpauth://` URI
+         *     whose issuer is the token's site and whose label is the account's email (for a QR code).
+         *     The factor is pending: it changes nothing at login until `factor/confirm` gets a right
+         *     code from it. An account has at most one pending TOTP factor: a new one replaces it.
+         *
+         *     The secret is stored sealed (AES-256-GCM under `FACTOR_ENCRYPTION_KEY`, the factor's id as
+         *     additional data) and never shown again. Without that key on PostgreSQL, every factor
+         *     operation that needs a secret answers 503 (the operator must set it).
+         */
+        post: operations["addTotpFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/factor/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enable a pending factor with a code from it
+         * @description Enables a pending TOTP factor when `code` is right now (or one 30-second step before or
+         *     after); that step then counts as used. The first factor an account enables comes with
+         *     `recoveryCodes`: 10 codes, each good once in place of a code (`factor/verify`), shown
+         *     this once and stored only as SHA-256 hashes (each carries 120 random bits). Later factors
+         *     come without them. A wrong code: 422 `invalid_code`, nothing changed. No pending factor of
+         *     this id for the account (an enabled one included): 404 `factor_not_found`.
+         */
+        post: operations["confirmFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/factor/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An account's second factors
+         * @description The account's enabled factors, oldest first (a pending one is not yet a factor), and how
+         *     many of its recovery codes are unused. Never a secret.
+         */
+        get: operations["listFactors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/factor/remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a factor (the operator's "reset MFA")
+         * @description Removes a factor of the account, pending or enabled. With its last enabled factor go its
+         *     recovery codes, and `verify` answers 200 again on the right password. No such factor of
+         *     the account: 404 `factor_not_found`. Needs no `FACTOR_ENCRYPTION_KEY`.
+         */
+        post: operations["removeFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1080,7 +1176,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify";
             /** @description The id of the token that sent it (`token list` shows it), or `cli` for the operator's CLI. */
             tokenId: string;
             /** @description The request's `X-Request-Id`. */
@@ -1089,6 +1185,67 @@ export interface components {
             status: number;
             /** @description The status text of a success (`user disabled`), or the problem `code` of a failure. */
             outcome: string;
+        };
+        /**
+         * @description A factor's identifier (a UUIDv7); one that names no factor of the account is 404.
+         * @example 0193a1e4-6c7d-7e8f-9a0b-1c2d3e4f5a6b
+         */
+        FactorId: string;
+        /** @description The user's name for the factor ("Phone"), 1 to 100 characters after trimming. */
+        FactorLabel: string;
+        AddTotpFactorRequest: {
+            _userId: components["schemas"]["UserId"];
+            label?: components["schemas"]["FactorLabel"];
+        };
+        AddTotpFactorResponse: {
+            result: {
+                factorId: components["schemas"]["FactorId"];
+                /** @description The TOTP secret in base32 (160 bits), for typing into an app; shown this once. */
+                secret: string;
+                /** @description The `otpauth://totp/…` URI of the secret, for a QR code; shown this once. */
+                uri: string;
+                /** @enum {string} */
+                status: "factor pending";
+            };
+        };
+        ConfirmFactorRequest: {
+            _userId: components["schemas"]["UserId"];
+            factorId: components["schemas"]["FactorId"];
+            /** @description The 6 digits the authenticator app shows now. */
+            code: string;
+        };
+        ConfirmFactorResponse: {
+            result: {
+                /** @enum {string} */
+                status: "factor enabled";
+                /** @description With the account's first enabled factor only; each good once; shown this once. */
+                recoveryCodes?: string[];
+            };
+        };
+        Factor: {
+            factorId: components["schemas"]["FactorId"];
+            /** @enum {string} */
+            type: "totp" | "passkey";
+            label: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description When a code of it was last accepted (its confirmation included). */
+            lastUsedAt: components["schemas"]["Timestamp"] | null;
+        };
+        ListFactorsResponse: {
+            result: {
+                factors: components["schemas"]["Factor"][];
+                recoveryCodesLeft: number;
+            };
+        };
+        RemoveFactorRequest: {
+            _userId: components["schemas"]["UserId"];
+            factorId: components["schemas"]["FactorId"];
+        };
+        RemoveFactorResponse: {
+            result: {
+                /** @enum {string} */
+                status: "factor removed";
+            };
         };
         CountUsersResponse: {
             result: {
@@ -1183,7 +1340,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -1759,6 +1916,36 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "rate_limited" | "too_many_long_polls";
+                };
+            };
+        };
+        /** @description No account in reach has this `_userId` (`user_not_found`), or it has no such factor (`factor_not_found`; for confirm, none pending). */
+        FactorNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "user_not_found" | "factor_not_found";
+                };
+            };
+        };
+        /** @description The code is not right for the factor now (nor one 30-second step before or after). */
+        InvalidCode: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_code";
                 };
             };
         };
@@ -2647,6 +2834,156 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addTotpFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddTotpFactorRequest"];
+            };
+        };
+        responses: {
+            /** @description The pending factor and its secret, shown this once. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddTotpFactorResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    confirmFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConfirmFactorRequest"];
+            };
+        };
+        responses: {
+            /** @description The factor is enabled. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConfirmFactorResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["FactorNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidCode"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listFactors: {
+        parameters: {
+            query: {
+                /** @description The account's identifier. */
+                _userId: components["schemas"]["UserId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The factors. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListFactorsResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    removeFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemoveFactorRequest"];
+            };
+        };
+        responses: {
+            /** @description The factor is removed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemoveFactorResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["FactorNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

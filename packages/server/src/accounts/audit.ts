@@ -17,7 +17,11 @@ export type WriteOperation =
   | 'import'
   | 'export'
   | 'ticket'
-  | 'redeem';
+  | 'redeem'
+  | 'factor_add'
+  | 'factor_confirm'
+  | 'factor_remove'
+  | 'factor_verify';
 
 export interface AuditEntry {
   operation: WriteOperation;

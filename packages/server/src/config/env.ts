@@ -4,6 +4,7 @@
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseKeyRing } from '../factors/secret-box.ts';
 import { parseTrustedProxies, TRUST_NOBODY } from '../http/client-address.ts';
 import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy } from '../limits/lockout.ts';
 import { type Policy, parseRateLimit, type RateLimitConfig } from '../limits/rate-limit.ts';
@@ -253,6 +254,10 @@ const VARIABLES = {
     shown: '`100/1h`',
     meaning: 'failed verifies per site and `X-End-User-IP` address before a lock until the window ends',
   }),
+  FACTOR_ENCRYPTION_KEY: variable(parseKeyRing, {
+    meaning:
+      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL factor operations answer 503 until it is set',
+  }),
   REQUEST_TIMEOUT_MS: wholeNumber(100, 600_000, {
     default: '10000',
     meaning:
@@ -349,6 +354,8 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     metricsToken: v.METRICS_TOKEN,
     /** Traces exported by OTLP when an endpoint is set and the SDK is not disabled; else off. */
     tracing: endpoint === undefined || v.OTEL_SDK_DISABLED ? undefined : { serviceName: v.OTEL_SERVICE_NAME },
+    /** Keys of second-factor secrets; undefined: unset (the embedded database mints its own). */
+    factorKeys: v.FACTOR_ENCRYPTION_KEY,
     requestTimeoutMs: v.REQUEST_TIMEOUT_MS,
     shutdownDrainMs: v.SHUTDOWN_DRAIN_MS,
     authFailureLimit: v.AUTH_FAILURE_LIMIT,

@@ -216,6 +216,45 @@ export const verifyFailures = pgTable(
   (t) => [index('verify_failures_window_start_idx').on(t.windowStart)],
 );
 
+/**
+ * Second factors (issue 29): a TOTP secret sealed at rest (factors/secret-box.ts: AES-256-GCM
+ * under FACTOR_ENCRYPTION_KEY, the row's id as additional data), pending until a code confirms it.
+ * `lastStep`: the last TOTP time step accepted, so that a code counts once (a conditional UPDATE).
+ */
+export const userFactors = pgTable(
+  'user_factors',
+  {
+    id: uuid('id').primaryKey(),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    type: text('type').notNull(),
+    label: text('label'),
+    secret: text('secret').notNull(),
+    enabledAt: at('enabled_at'),
+    lastStep: bigint('last_step', { mode: 'number' }),
+    createdAt: at('created_at').notNull().defaultNow(),
+    lastUsedAt: at('last_used_at'),
+  },
+  (t) => [
+    index('user_factors_user_idx').on(t.userId, t.id),
+    check('user_factors_type_check', sql`${t.type} in ('totp')`),
+  ],
+);
+
+/** Recovery codes, as SHA-256 of the normalized code (each 120 random bits); `usedAt` set once. */
+export const recoveryCodes = pgTable(
+  'recovery_codes',
+  {
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    codeHash: text('code_hash').notNull(),
+    usedAt: at('used_at'),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.codeHash] })],
+);
+
 /** Keys the servers of a deployment share, made once by the first that needs one (list's cursors). */
 export const serviceKeys = pgTable('service_keys', {
   name: text('name').primaryKey(),
@@ -345,6 +384,8 @@ export const schema = {
   idempotencyKeys,
   auditLog,
   verifyFailures,
+  userFactors,
+  recoveryCodes,
   serviceKeys,
   eventSequences,
   eventQueue,

@@ -6,6 +6,7 @@ import type { TokenInfo, TokenVerifier } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
 import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
+import type { KeyRing } from '../factors/secret-box.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';
 import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
@@ -50,6 +51,8 @@ export interface AppDeps {
   longPolls?: LongPollGate;
   /** The most accounts a site may hold (MAX_ACCOUNTS_PER_SITE); absent: no limit. */
   maxAccountsPerSite?: number;
+  /** Keys sealing second-factor secrets; absent: factor operations answer 503 (FACTOR_ENCRYPTION_KEY unset). */
+  factorKeys?: KeyRing;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

@@ -14,6 +14,8 @@ const TITLES: Record<ErrorCode, string> = {
   unauthorized: 'Unauthorized',
   forbidden: 'Forbidden',
   user_not_found: 'User not found',
+  factor_not_found: 'Factor not found',
+  invalid_code: 'Invalid code',
   not_found: 'Not found',
   method_not_allowed: 'Method not allowed',
   email_taken: 'Email taken',

@@ -3,6 +3,8 @@
 // and the security suite take their operations from it. A test holds it to spec/openapi.yaml
 // (path, method, scope). Adding an operation: the spec, one handler file, one row here.
 import type { Operation } from './operation.ts';
+import { addTotpFactor } from './routes/add-totp-factor.ts';
+import { confirmFactor } from './routes/confirm-factor.ts';
 import { countUsers } from './routes/count-users.ts';
 import { createUser } from './routes/create-user.ts';
 import { deleteUser } from './routes/delete-user.ts';
@@ -14,8 +16,10 @@ import { getUser } from './routes/get-user.ts';
 import { importUsers } from './routes/import-users.ts';
 import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { listEvents } from './routes/list-events.ts';
+import { listFactors } from './routes/list-factors.ts';
 import { listUsers } from './routes/list-users.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
+import { removeFactor } from './routes/remove-factor.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
@@ -37,6 +41,10 @@ export const operations: readonly Operation<any>[] = [
   exportUsers,
   listEvents,
   getAuditTrail,
+  addTotpFactor,
+  confirmFactor,
+  listFactors,
+  removeFactor,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

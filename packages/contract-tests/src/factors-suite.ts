@@ -1,0 +1,202 @@
+// Second factors through the client (issue 29, point 1): a TOTP factor added pending, confirmed
+// by a code (computed here by a TOTP of our own, independent of the server's otplib), listed and
+// removed; recovery codes with the first factor; secrets sealed at rest; another site's token
+// refused. Each test works in a site of its own. Server targets only.
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { GHOST, useTarget } from './harness.ts';
+import type { TargetSpec } from './targets.ts';
+
+/** RFC 6238 with SHA-1, 6 digits, 30 s, from a base32 secret: the test's own implementation. */
+export function totpAt(base32: string, epochSeconds: number): string {
+  let bits = '';
+  for (const ch of base32.replace(/=+$/, ''))
+    bits += 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'.indexOf(ch).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g)!.map((b) => Number.parseInt(b, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(epochSeconds / 30)));
+  const mac = createHmac('sha1', key).update(counter).digest();
+  const offset = mac[mac.length - 1]! & 0xf;
+  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
+
+export const nowSeconds = () => Date.now() / 1000;
+
+export function defineFactorsSuite(spec: TargetSpec): void {
+  if (spec.skip || !spec.stateful) return;
+
+  describe(`${spec.name}: second factors`, () => {
+    const h = useTarget(spec);
+    let sites = 0;
+    const newSite = async () => {
+      const site = `factors-${Date.now().toString(36)}-${sites++}`;
+      const { token } = await h.target.createToken({ site, scopes: ['read', 'write', 'verify'], label: 'factors' });
+      return { site, client: h.clientFor(token) };
+    };
+    type Client = Awaited<ReturnType<typeof newSite>>['client'];
+    const addTotp = async (client: Client, userId: string, label?: string) => {
+      const { data, response } = await client.POST('/api/1/user/factor/totp', {
+        body: { _userId: userId, ...(label === undefined ? {} : { label }) },
+      });
+      expect(response.status).toBe(201);
+      return data!.result;
+    };
+    const list = async (client: Client, userId: string) =>
+      (await client.GET('/api/1/user/factor/list', { params: { query: { _userId: userId } } })).data!.result;
+    const confirm = (client: Client, userId: string, factorId: string, code: string) =>
+      client.POST('/api/1/user/factor/confirm', { body: { _userId: userId, factorId, code } });
+
+    it('adds a TOTP factor pending, with its secret and an otpauth URI naming the site, and lists nothing yet', async () => {
+      const { site, client } = await newSite();
+      const user = await h.createUser({}, client);
+      const added = await addTotp(client, user.id, 'Phone');
+      expect(added).toMatchObject({ status: 'factor pending', secret: expect.stringMatching(/^[A-Z2-7]{32}$/) });
+      const uri = new URL(added.uri);
+      expect(uri.protocol).toBe('otpauth:');
+      expect(uri.host).toBe('totp');
+      expect(uri.searchParams.get('secret')).toBe(added.secret);
+      expect(uri.searchParams.get('issuer')).toBe(site);
+      expect(decodeURIComponent(uri.pathname)).toBe(`/${site}:${user.email}`);
+      expect(await list(client, user.id)).toEqual({ factors: [], recoveryCodesLeft: 0 });
+    });
+
+    it('confirms with a right code only; the first factor brings 10 single-use recovery codes, a second none', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({}, client);
+      const first = await addTotp(client, user.id, 'Phone');
+      const right = totpAt(first.secret, nowSeconds());
+      const wrong = right === '000000' ? '000001' : '000000';
+      const refused = await confirm(client, user.id, first.factorId, wrong);
+      expect(refused.response.status).toBe(422);
+      expect(refused.error?.code).toBe('invalid_code');
+      expect((await list(client, user.id)).factors).toEqual([]);
+
+      const { data, response } = await confirm(client, user.id, first.factorId, right);
+      expect(response.status).toBe(200);
+      expect(data!.result.status).toBe('factor enabled');
+      const codes = data!.result.recoveryCodes!;
+      expect(codes).toHaveLength(10);
+      expect(new Set(codes).size).toBe(10);
+      for (const code of codes) expect(code).toMatch(/^[A-Z2-7]{4}(-[A-Z2-7]{4}){5}$/);
+      // Once enabled, it is not pending any more.
+      const again = await confirm(client, user.id, first.factorId, right);
+      expect(again.response.status).toBe(404);
+      expect(again.error?.code).toBe('factor_not_found');
+
+      const listed = await list(client, user.id);
+      expect(listed.recoveryCodesLeft).toBe(10);
+      expect(listed.factors).toEqual([
+        {
+          factorId: first.factorId,
+          type: 'totp',
+          label: 'Phone',
+          createdAt: expect.any(String),
+          lastUsedAt: expect.any(String),
+        },
+      ]);
+
+      const second = await addTotp(client, user.id);
+      const confirmed = await confirm(client, user.id, second.factorId, totpAt(second.secret, nowSeconds()));
+      expect(confirmed.data?.result).toEqual({ status: 'factor enabled' });
+      const both = await list(client, user.id);
+      expect(both.factors.map((f) => [f.factorId, f.label])).toEqual([
+        [first.factorId, 'Phone'],
+        [second.factorId, null],
+      ]);
+      expect(both.recoveryCodesLeft).toBe(10);
+      // Recovery codes are kept only as hashes.
+      const stored = await h.target.sql('select code_hash from recovery_codes where user_id = $1', [user.id]);
+      expect(stored).toHaveLength(10);
+      const dump = JSON.stringify(stored);
+      for (const code of codes) expect(dump).not.toContain(code.replaceAll('-', ''));
+    });
+
+    it('keeps secrets sealed: the database holds no base32 secret, only v1.<key id>. ciphertext', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({}, client);
+      const added = await addTotp(client, user.id);
+      await confirm(client, user.id, added.factorId, totpAt(added.secret, nowSeconds()));
+      const rows = await h.target.sql('select * from user_factors where user_id = $1', [user.id]);
+      expect(rows).toHaveLength(1);
+      expect(String(rows[0]!.secret)).toMatch(/^v1\.[A-Za-z0-9_-]+\./);
+      const dump = JSON.stringify(await h.target.sql('select * from user_factors'));
+      expect(dump).not.toContain(added.secret);
+      expect(dump).not.toContain(added.secret.slice(0, 16));
+    });
+
+    it('replaces an unconfirmed factor with a new one: one pending TOTP factor per account', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({}, client);
+      const abandoned = await addTotp(client, user.id);
+      const fresh = await addTotp(client, user.id);
+      const late = await confirm(client, user.id, abandoned.factorId, totpAt(abandoned.secret, nowSeconds()));
+      expect(late.error?.code).toBe('factor_not_found');
+      const rows = await h.target.sql('select id from user_factors where user_id = $1', [user.id]);
+      expect(rows.map((r) => r.id)).toEqual([fresh.factorId]);
+    });
+
+    it('removes a factor; with the last enabled one go the recovery codes; a second remove is 404', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({}, client);
+      const added = await addTotp(client, user.id);
+      await confirm(client, user.id, added.factorId, totpAt(added.secret, nowSeconds()));
+      const removed = await client.POST('/api/1/user/factor/remove', {
+        body: { _userId: user.id, factorId: added.factorId },
+      });
+      expect(removed.response.status).toBe(200);
+      expect(removed.data?.result).toEqual({ status: 'factor removed' });
+      expect(await list(client, user.id)).toEqual({ factors: [], recoveryCodesLeft: 0 });
+      expect(await h.target.sql('select 1 from recovery_codes where user_id = $1', [user.id])).toEqual([]);
+      const twice = await client.POST('/api/1/user/factor/remove', {
+        body: { _userId: user.id, factorId: added.factorId },
+      });
+      expect(twice.response.status).toBe(404);
+      expect(twice.error?.code).toBe('factor_not_found');
+    });
+
+    it("answers another site's token as for an account that does not exist, and changes nothing", async () => {
+      const owner = await newSite();
+      const other = await newSite();
+      const user = await h.createUser({}, owner.client);
+      const added = await addTotp(owner.client, user.id);
+      const code = totpAt(added.secret, nowSeconds());
+      const answers = [
+        await other.client.POST('/api/1/user/factor/totp', { body: { _userId: user.id } }),
+        await confirm(other.client, user.id, added.factorId, code),
+        await other.client.GET('/api/1/user/factor/list', { params: { query: { _userId: user.id } } }),
+        await other.client.POST('/api/1/user/factor/remove', { body: { _userId: user.id, factorId: added.factorId } }),
+      ];
+      for (const { response, error } of answers) {
+        expect(response.status).toBe(404);
+        expect(error?.code).toBe('user_not_found');
+      }
+      const ghost = await owner.client.POST('/api/1/user/factor/totp', { body: { _userId: GHOST } });
+      expect(ghost.error?.code).toBe('user_not_found');
+      // The owner's pending factor is still there to confirm.
+      expect((await confirm(owner.client, user.id, added.factorId, code)).response.status).toBe(200);
+    });
+
+    it('audits every factor operation under its own name, with no secret', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({}, client);
+      const added = await addTotp(client, user.id);
+      await confirm(
+        client,
+        user.id,
+        added.factorId,
+        '000000' === totpAt(added.secret, nowSeconds()) ? '111111' : '000000',
+      );
+      await confirm(client, user.id, added.factorId, totpAt(added.secret, nowSeconds()));
+      await client.POST('/api/1/user/factor/remove', { body: { _userId: user.id, factorId: added.factorId } });
+      const { data } = await client.GET('/api/1/audit', { params: { query: { _userId: user.id } } });
+      expect(data!.result.entries.map((e) => [e.operation, e.status, e.outcome])).toEqual([
+        ['factor_remove', 200, 'factor removed'],
+        ['factor_confirm', 200, 'factor enabled'],
+        ['factor_confirm', 422, 'invalid_code'],
+        ['factor_add', 201, 'factor pending'],
+        ['create', 201, 'user created'],
+      ]);
+      expect(JSON.stringify(data)).not.toContain(added.secret);
+    });
+  });
+}
