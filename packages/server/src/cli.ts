@@ -7,7 +7,7 @@ import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir } from './db/file-safety.ts';
 import { callAdminSocket } from './ops/admin-socket.ts';
-import { type CommandResult, planCommand, runCommand, USAGE } from './ops/commands.ts';
+import { type CommandResult, inlineSchemaFile, planCommand, runCommand, USAGE } from './ops/commands.ts';
 import { terminalSafe } from './ops/terminal.ts';
 import { createPasswordHasher } from './passwords/hasher.ts';
 import { VERSION } from './version.ts';
@@ -22,6 +22,7 @@ async function run(argv: string[]): Promise<CommandResult> {
     const host = ['0.0.0.0', '::', ''].includes(config.host) ? '127.0.0.1' : config.host;
     argv = [...argv, '--url', `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`];
   }
+  argv = inlineSchemaFile(argv);
   const planned = planCommand(argv, { webhookAllowPrivate: config.webhookAllowPrivate });
   if (typeof planned !== 'function') return planned;
   sizeThreadPool(config);

@@ -102,8 +102,8 @@ export const mergedMetadata = (patch: Metadata): SQL => sql`jsonb_merge_patch(${
 
 // ── The site's metadata schema ─────────────────────────────────────────────────────────────────
 
-/** A site's schema file: as large as metadata itself may be. */
-export const SCHEMA_MAX_BYTES = 64 * 1024;
+/** A site's schema: 32 KiB, room for any real one, and what the admin socket's 64 KiB request carries escaped. */
+export const SCHEMA_FILE_BYTES = 32 * 1024;
 
 // A site's schema is the operator's; unknown keywords (`x-…`, `$comment`) are allowed, as
 // most tools' schemas carry some. Nothing is fetched: a `$ref` outside the schema fails to compile.
@@ -127,8 +127,8 @@ function compile(schema: unknown): ValidateFunction {
 /** Why a site's schema cannot be used, or undefined: it must compile as JSON Schema 2020-12. */
 export function schemaProblem(schema: unknown): string | undefined {
   if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return 'the schema must be a JSON object';
-  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_MAX_BYTES)
-    return `the schema is over ${SCHEMA_MAX_BYTES} bytes`;
+  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_FILE_BYTES)
+    return `the schema is over ${SCHEMA_FILE_BYTES} bytes`;
   try {
     compile(schema);
     return undefined;

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { latestAuditRows } from '../accounts/audit.ts';
 import { isUuid } from '../accounts/ids.ts';
+import { SCHEMA_FILE_BYTES, schemaProblem, setMetadataSchema } from '../accounts/metadata.ts';
 import {
   createToken,
   listTokens,
@@ -115,6 +116,20 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     about: 'The latest deliveries (of one endpoint, or all), newest first: state, attempts, last answer.',
   },
   {
+    name: 'metadata-schema set',
+    synopsis: 'metadata-schema set --site NAME FILE.json',
+    about: `Gives the site's account metadata a JSON Schema (2020-12, at most 32 KiB, nothing
+      fetched from elsewhere): from now on every write of metadata (create, import, an update
+      with metadata) must leave metadata it accepts, else 400 invalid_metadata. Existing
+      accounts are not changed or checked at once: says how many do not match; each is held to
+      the schema at its next write of metadata.`,
+  },
+  {
+    name: 'metadata-schema clear',
+    synopsis: 'metadata-schema clear --site NAME',
+    about: "Removes the site's metadata schema: metadata is any JSON object again.",
+  },
+  {
     name: 'migrate',
     synopsis: 'migrate',
     about: `Applies the migrations the database lacks, and only that: for deploy pipelines that
@@ -154,7 +169,20 @@ function usageError(message: string, command: string | undefined, words: string[
 }
 
 /** Every command's options (import and export refuse the others); a switch's next word is an argument. */
-const TAKE_A_VALUE = ['site', 'scopes', 'label', 'expires', 'limit', 'url', 'types', 'from', 'firebase-scrypt'];
+const TAKE_A_VALUE = [
+  'site',
+  'scopes',
+  'label',
+  'expires',
+  'limit',
+  'url',
+  'types',
+  'from',
+  'firebase-scrypt',
+  // metadata-schema set: the file's text, put there by the CLI's own process (cli.ts), which
+  // reads FILE; a server running the command through its socket reads no file of the caller's.
+  'schema-json',
+];
 const OPTIONS = Object.fromEntries([
   ...TAKE_A_VALUE.map((n) => [n, { type: 'string' }]),
   ...['json', 'dry-run', 'help'].map((n) => [n, { type: 'boolean' }]),
@@ -577,6 +605,67 @@ function webhookDeliveries(words: string[], flags: Map<string, string | true>): 
   };
 }
 
+/** The schema given to `metadata-schema set`: the CLI's process read FILE into --schema-json. */
+function metadataSchemaSet(words: string[], flags: Map<string, string | true>): Planned {
+  const site = siteOf(flags);
+  const given = text(flags, 'schema-json');
+  const file = words[2];
+  if (given === undefined && file === undefined) throw new UsageError('needs the schema file');
+  return async (db) => {
+    let raw = given;
+    if (raw === undefined) {
+      try {
+        raw = readFileSync(file!, 'utf8');
+      } catch (error) {
+        throw new CommandFailed(`Cannot read ${file}: ${(error as Error).message}`);
+      }
+    }
+    if (Buffer.byteLength(raw) > SCHEMA_FILE_BYTES) throw new CommandFailed('The schema is over 32 KiB.');
+    let schema: unknown;
+    try {
+      schema = JSON.parse(raw);
+    } catch (error) {
+      throw new CommandFailed(`The schema is not JSON: ${(error as Error).message}`);
+    }
+    const problem = schemaProblem(schema);
+    if (problem !== undefined) throw new CommandFailed(`The schema cannot be used: ${problem}.`);
+    const { accounts, refused } = await setMetadataSchema(db, site, schema);
+    const left =
+      refused === 0
+        ? `all ${accounts} of its accounts match it.`
+        : `${refused} of its ${accounts} accounts do not match it: each must, at its next write of metadata.`;
+    return `Set the metadata schema of site ${site}; ${left}\n`;
+  };
+}
+
+function metadataSchemaClear(flags: Map<string, string | true>): Planned {
+  const site = siteOf(flags);
+  return async (db) => {
+    await setMetadataSchema(db, site, undefined);
+    return `Cleared the metadata schema of site ${site}: its metadata is any JSON object again.\n`;
+  };
+}
+
+/**
+ * `metadata-schema set`'s FILE read where the operator typed it (the CLI's process) and passed as
+ * --schema-json: a server that runs the command through its socket reads no file itself.
+ */
+export function inlineSchemaFile(argv: string[]): string[] {
+  const { words } = parse(argv);
+  const file = words[2];
+  if (words[0] !== 'metadata-schema' || words[1] !== 'set' || file === undefined || !existsSync(file)) return argv;
+  const at = argv.lastIndexOf(file);
+  return [...argv.slice(0, at), ...argv.slice(at + 1), '--schema-json', readFileSync(file, 'utf8')];
+}
+
+/** --site, a site's name as tokens take it. */
+function siteOf(flags: Map<string, string | true>): string {
+  const site = text(flags, 'site', true);
+  if (!SITE_NAME.test(site))
+    throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
+  return site;
+}
+
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
 const migrate: Planned = async (db, migrated) => {
   // Through the server's socket: the server migrated at its start, so nothing is new now.
@@ -610,6 +699,8 @@ export function planCommand(
     if (command === 'webhook remove') return webhookRemove(words);
     if (command === 'webhook replay') return webhookReplay(words, flags);
     if (command === 'webhook deliveries') return webhookDeliveries(words, flags);
+    if (command === 'metadata-schema set') return metadataSchemaSet(words, flags);
+    if (command === 'metadata-schema clear') return metadataSchemaClear(flags);
     if (command === 'migrate') {
       if (words.length > 1) throw new UsageError('takes no arguments');
       return migrate;

@@ -1,0 +1,81 @@
+// cli metadata-schema set/clear (issue 28, point 1): through runCommand, as the CLI and the admin
+// socket run it, on an embedded database.
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openPglite } from '../db/client.ts';
+import { inlineSchemaFile, runCommand } from './commands.ts';
+
+describe('cli metadata-schema', () => {
+  let database: Database;
+  const folder = mkdtempSync(join(tmpdir(), 'metadata-schema-'));
+  const file = (name: string, text: string) => {
+    const path = join(folder, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  const schema = JSON.stringify({
+    type: 'object',
+    required: ['plan'],
+    properties: { plan: { enum: ['free', 'pro'] } },
+  });
+
+  beforeAll(async () => {
+    database = await openPglite(undefined);
+    await database.migrate();
+    await database.db.execute(
+      `insert into users (site, email, name, origin, metadata) values
+         ('shop', 'a@example.com', 'A', 'api', '{"plan":"pro"}'),
+         ('shop', 'b@example.com', 'B', 'api', '{}'),
+         ('shop', 'c@example.com', 'C', 'external', '{}'),
+         ('other', 'd@example.com', 'D', 'api', '{}')` as never,
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await database?.close();
+  });
+
+  it('sets a schema from a file, saying how many of the site’s accounts do not match it', async () => {
+    // The CLI's process reads the file; the command (here, or in a server through its socket) gets its text.
+    const argv = inlineSchemaFile(['metadata-schema', 'set', '--site', 'shop', file('plan.json', schema)]);
+    expect(argv.slice(0, 4)).toEqual(['metadata-schema', 'set', '--site', 'shop']);
+    expect(argv.slice(4)).toEqual(['--schema-json', schema]);
+    const result = await runCommand(argv, database.db);
+    expect(result).toEqual({
+      code: 0,
+      stdout:
+        'Set the metadata schema of site shop; 1 of its 2 accounts do not match it: each must, at its next write of metadata.\n',
+      stderr: '',
+    });
+    const rows = await database.db.execute('select site, schema from metadata_schemas' as never);
+    expect(JSON.stringify(rows)).toContain('"plan"');
+  });
+
+  it('refuses a file that is not JSON, a schema that does not compile, and one that would fetch', async () => {
+    for (const [name, text, why] of [
+      ['bad.json', '{plan', /not JSON/],
+      ['typo.json', '{"type":"objekt"}', /cannot be used/],
+      ['remote.json', '{"$ref":"https://example.com/s.json"}', /cannot be used/],
+    ] as const) {
+      const result = await runCommand(
+        inlineSchemaFile(['metadata-schema', 'set', '--site', 'shop', file(name, text)]),
+        database.db,
+      );
+      expect(result.code, name).toBe(1);
+      expect(result.stderr, name).toMatch(why);
+    }
+    const missing = await runCommand(['metadata-schema', 'set', '--site', 'shop'], database.db);
+    expect(missing.code).toBe(2);
+  });
+
+  it('clears a site’s schema', async () => {
+    const result = await runCommand(['metadata-schema', 'clear', '--site', 'shop'], database.db);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/Cleared the metadata schema of site shop/);
+    const rows = (await database.db.execute('select count(*)::int as n from metadata_schemas' as never)) as unknown as {
+      n: number;
+    }[];
+    expect(rows[0]!.n).toBe(0);
+  });
+});
