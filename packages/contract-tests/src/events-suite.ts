@@ -76,7 +76,8 @@ export function defineEventsSuite(spec: TargetSpec): void {
         ...shown
       } = got!.result;
       expect(events[3]!.data).toEqual(shown);
-      expect(events[4]!.data).toEqual({ _userId: user.id });
+      // A delete for good (no grace period: the site's default is 0).
+      expect(events[4]!.data).toEqual({ _userId: user.id, graceDays: 0 });
       expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
       // No password, hash or token in any event.
       const text = JSON.stringify(events);

@@ -57,7 +57,8 @@ const VALID: Record<string, () => Call> = {
     body: json({ email: unique(), password: 'a parity passphrase 42', name: 'Parity' }),
   }),
   updateUser: () => ({ method: 'POST', path: '/api/1/user/update', body: json({ _userId: GHOST, name: 'Parity' }) }),
-  deleteUser: () => ({ method: 'DELETE', path: '/api/1/user/delete', body: json({ _userId: GHOST }) }),
+  deleteUser: () => ({ method: 'DELETE', path: '/api/1/user/delete', body: json({ _userId: GHOST, graceDays: 30 }) }),
+  restoreUser: () => ({ method: 'POST', path: '/api/1/user/restore', body: json({ _userId: GHOST }) }),
   verifyUser: () => ({
     method: 'POST',
     path: '/api/1/user/verify',

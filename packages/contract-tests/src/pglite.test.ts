@@ -1,5 +1,6 @@
 import { defineAccessSuite } from './access-suite.ts';
 import { defineContactsSuite } from './contacts-suite.ts';
+import { defineDeletionSuite } from './deletion-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
 import { defineFactorsSuite } from './factors-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
@@ -26,3 +27,4 @@ defineContactsSuite(pgliteTarget);
 defineFactorsSuite(pgliteTarget);
 defineTicketsSuite(pgliteTarget);
 defineSuspensionSuite(pgliteTarget);
+defineDeletionSuite(pgliteTarget);

@@ -1,5 +1,6 @@
 import { defineAccessSuite } from './access-suite.ts';
 import { defineContactsSuite } from './contacts-suite.ts';
+import { defineDeletionSuite } from './deletion-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
 import { defineFactorsSuite } from './factors-suite.ts';
 import { defineImportSuite } from './import-suite.ts';
@@ -28,3 +29,4 @@ defineContactsSuite(target);
 defineFactorsSuite(target);
 defineTicketsSuite(target);
 defineSuspensionSuite(target);
+defineDeletionSuite(target);

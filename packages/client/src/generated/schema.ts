@@ -103,9 +103,53 @@ export interface paths {
         post?: never;
         /**
          * Delete an account
-         * @description Removes the account for good; its email is free to be used again.
+         * @description Removes the account for good (its email free to be used again), or, with a grace
+         *     period, keeps it restorable for that many days. The period is `graceDays` (0 to 90) or,
+         *     without it, the site's default (`cli site set --site NAME --deletion-grace 30d`; 0 unless
+         *     set). With 0 the account is removed at once, as always.
+         *
+         *     In its grace period the account is out of reach of every operation exactly as a missing
+         *     one is (404 `user_not_found`, the plain 422 at `verify`; not in `list`, `count` or
+         *     `export`; its tickets and factors do nothing), except `POST /api/1/user/restore`, which
+         *     brings it back as it was. At the period's end the server's housekeeping purges it (within
+         *     a minute, once on a cluster): the row is gone, and with it everything kept about the
+         *     person (audit rows and events about the account, their webhook deliveries, tickets,
+         *     factors, verify lockout counters). What stays is the purge's own `user.purged` event and
+         *     audit row, which carry the bare `_userId` and nothing else.
+         *
+         *     **The email stays taken during the grace period**: a `create`, `import` or email change to
+         *     it is 409 `email_taken`. A restore must never fail, and the person who deleted by mistake
+         *     (or whose session was hijacked) expects to get their account back under their own email,
+         *     as with GitHub or Stripe, with no stranger having signed up with it in the meantime. It is
+         *     free again once purged.
+         *
+         *     Events: `user.deleted` (its `data` with `graceDays`, 0 for a delete for good),
+         *     `user.restored`, `user.purged`.
          */
         delete: operations["deleteUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Bring back an account deleted with a grace period
+         * @description The account, in its grace period (see `delete`), is in reach again as it was before the
+         *     delete: same id, fields, password, metadata, factors and tickets. 404 when no account of
+         *     the site is in its grace period under this id: never deleted, deleted for good, already
+         *     purged or already restored. A `user.restored` event.
+         */
+        post: operations["restoreUser"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -488,7 +532,7 @@ export interface paths {
          *     Each event has the site's next **sequence number** (`sequence`, 1, 2, 3, … with no gaps,
          *     written as 20 digits, zero-padded: `00000000000000000001`, so that it sorts as a string)
          *     and is a CloudEvents 1.0 envelope in its JSON format. `data` is the account as `get`
-         *     answers it after the change, or `{"_userId"}` for `user.deleted`. A `user.updated` event
+         *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -985,6 +1029,20 @@ export interface components {
         };
         DeleteUserRequest: {
             _userId: components["schemas"]["UserId"];
+            /**
+             * @description Days the account stays restorable before it is purged; 0 removes it at once. Omitted, the site's default.
+             * @example 30
+             */
+            graceDays?: number;
+        };
+        RestoreUserRequest: {
+            _userId: components["schemas"]["UserId"];
+        };
+        RestoreUserResponse: {
+            result: {
+                /** @constant */
+                status: "user restored";
+            };
         };
         /**
          * @description The password to check, normalized to NFC like every password. Any length from 1 to 1,024
@@ -1302,7 +1360,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged";
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
             /** @constant */
@@ -1317,9 +1375,11 @@ export interface components {
             changedfields?: string;
             data: components["schemas"]["User"] | components["schemas"]["DeletedUser"];
         };
-        /** @description The `data` of a `user.deleted` event. */
+        /** @description The `data` of a `user.deleted` event (with `graceDays`) and of a `user.purged` event (the id alone). */
         DeletedUser: {
             _userId: components["schemas"]["UserId"];
+            /** @description `user.deleted`: the days the account stays restorable (0: removed for good). */
+            graceDays?: number;
         };
         ListEventsResponse: {
             result: {
@@ -2273,6 +2333,44 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
             412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    restoreUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RestoreUserRequest"];
+            };
+        };
+        responses: {
+            /** @description The account is back. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RestoreUserResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -13,6 +13,8 @@ export type WriteOperation =
   | 'delete'
   | 'disable'
   | 'enable'
+  | 'restore'
+  | 'purge'
   | 'verify'
   | 'import'
   | 'export'

@@ -1,25 +1,130 @@
-// delete: the account removed for good, under If-Match; its event carries only its id.
-import { and, eq } from 'drizzle-orm';
-import { users } from '../db/schema.ts';
+// delete, restore and purge (issue 30, point 1). A delete with a grace period (the request's
+// graceDays, else the site's default of `cli site set --deletion-grace`) only marks the account:
+// it is then out of reach of every operation as a missing one (accounts/in-reach.ts) except
+// restore, its email stays taken (a restore never collides), and housekeeping purges it at the
+// period's end. A delete with none removes it at once, as before.
+import { randomUUID } from 'node:crypto';
+import { and, asc, eq, inArray, isNotNull, lte, sql } from 'drizzle-orm';
+import { type Db, rows } from '../db/client.ts';
+import { auditLog, eventQueue, events, siteSettings, users, verifyFailures, webhookDeliveries } from '../db/schema.ts';
 import { userNotFound } from '../http/errors.ts';
 import type { IfMatch } from '../http/etag.ts';
+import { lockoutKey } from '../limits/lockout.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from './ids.ts';
-import { inReachOf } from './in-reach.ts';
+import { inGraceOf, inReachOf } from './in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
-/** Deletes an account of the scope's site: 404 when it is not in reach, 412 when If-Match lists another version. */
+/** The site's default grace period in days (0: none). */
+export async function siteDeletionGrace(db: Db, site: string): Promise<number> {
+  const [row] = await db
+    .select({ days: siteSettings.deletionGraceDays })
+    .from(siteSettings)
+    .where(eq(siteSettings.site, site));
+  return row?.days ?? 0;
+}
+
+/**
+ * Deletes an account of the scope's site: for good with no grace period, else restorable for
+ * `graceDays` (undefined: the site's default). 404 when it is not in reach, 412 when If-Match
+ * lists another version. Returns the grace period applied.
+ */
 export async function deleteAccount(
   scope: WriteScope,
   deps: WriteDeps,
   userId: string,
   ifMatch: IfMatch,
-): Promise<void> {
+  graceDays?: number,
+): Promise<{ graceDays: number }> {
   if (!isUuid(userId)) throw userNotFound();
+  const grace = graceDays ?? (await siteDeletionGrace(deps.db, scope.site));
   const account = and(eq(users.id, userId), inReachOf(scope.site));
-  const deleted = await inWrite(scope, deps, 'delete', { userId, status: 200, outcome: 'user removed' }, async (tx) => {
-    const [row] = await tx.delete(users).where(matchingIfMatch(account, ifMatch)).returning({ id: users.id });
+  const done = { userId, status: 200, outcome: 'user removed' };
+  const deleted = await inWrite(scope, deps, 'delete', done, async (tx) => {
+    const target = matchingIfMatch(account, ifMatch);
+    const [row] =
+      grace === 0
+        ? await tx.delete(users).where(target).returning({ id: users.id })
+        : await tx
+            .update(users)
+            .set({ deletedAt: sql`now()`, purgeAt: sql`now() + make_interval(days => ${grace})` })
+            .where(target)
+            .returning({ id: users.id });
     return row;
   });
   if (deleted === undefined) throw await notWritten(deps.db, account, ifMatch);
+  return { graceDays: grace };
+}
+
+/** Brings back an account of the scope's site in its grace period, as it was; 404 when none is. */
+export async function restoreAccount(scope: WriteScope, deps: WriteDeps, userId: string): Promise<void> {
+  if (!isUuid(userId)) throw userNotFound();
+  const done = { userId, status: 200, outcome: 'user restored' };
+  const restored = await inWrite(scope, deps, 'restore', done, async (tx) => {
+    const [row] = await tx
+      .update(users)
+      .set({ deletedAt: null, purgeAt: null })
+      .where(and(eq(users.id, userId), inGraceOf(scope.site)))
+      .returning({ id: users.id });
+    return row;
+  });
+  if (restored === undefined) throw userNotFound();
+}
+
+/** Accounts purged per transaction. */
+export const PURGE_BATCH = 100;
+
+/**
+ * Purges every account whose grace period is over, on every site: the row (its tickets and factors
+ * go with it, by their foreign keys), the audit rows and the events about it, their webhook
+ * deliveries, and its verify lockout counters, so that nothing kept names the person. What stays
+ * is the purge's own audit row and user.purged event, which carry the bare id and nothing else.
+ * Every replica may run it: FOR UPDATE SKIP LOCKED, as accounts/suspensions.ts. Returns how many.
+ */
+export async function purgeDeleted(deps: WriteDeps, options: { batch?: number } = {}): Promise<number> {
+  const batch = options.batch ?? PURGE_BATCH;
+  const sites = await rows<{ site: string }>(
+    deps.db,
+    sql`select distinct ${users.site} as site from ${users} where ${isNotNull(users.purgeAt)} and ${users.purgeAt} <= now()`,
+  );
+  let total = 0;
+  for (const { site } of sites) {
+    for (;;) {
+      const scope = { site, actor: 'job', requestId: randomUUID() };
+      const done = (ids: string[]) => ({ userId: undefined, userIds: ids, status: 200, outcome: 'user purged' });
+      const purged = await inWrite(scope, deps, 'purge', done, async (tx) => {
+        const claimed = await tx
+          .select({ id: users.id, email: users.email })
+          .from(users)
+          .where(and(inGraceOf(site), lte(users.purgeAt, sql`now()`)))
+          .orderBy(asc(users.purgeAt))
+          .limit(batch)
+          .for('update', { skipLocked: true });
+        if (claimed.length === 0) return undefined;
+        const ids = claimed.map((r) => r.id);
+        await forgetAccounts(tx, site, claimed);
+        await tx.delete(users).where(inArray(users.id, ids));
+        return ids;
+      });
+      total += purged?.length ?? 0;
+      if (purged === undefined || purged.length < batch) break;
+    }
+  }
+  return total;
+}
+
+/** Everything but the row that names these accounts: audit rows, events, deliveries, lockout counters. */
+async function forgetAccounts(tx: Db, site: string, accounts: { id: string; email: string }[]): Promise<void> {
+  const ids = accounts.map((a) => a.id);
+  await tx.delete(auditLog).where(and(eq(auditLog.site, site), inArray(auditLog.userId, ids)));
+  await tx.delete(eventQueue).where(and(eq(eventQueue.site, site), inArray(eventQueue.subject, ids)));
+  await tx.delete(events).where(and(eq(events.site, site), inArray(events.subject, ids)));
+  await tx
+    .delete(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.site, site), inArray(webhookDeliveries.subject, ids)));
+  const keys = accounts.flatMap((a) => [
+    lockoutKey(site, 'id', a.id.toLowerCase()),
+    lockoutKey(site, 'email', a.email.toLowerCase()),
+  ]);
+  await tx.delete(verifyFailures).where(inArray(verifyFailures.key, keys));
 }

@@ -11,7 +11,7 @@ import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/fore
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
 import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';
-import { inReachOf } from './in-reach.ts';
+import { holdsEmailOf } from './in-reach.ts';
 import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
 
 type Schemas = components['schemas'];
@@ -158,7 +158,7 @@ async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise
   const rows = await db
     .select({ email: sql<string>`lower(${users.email})` })
     .from(users)
-    .where(and(inReachOf(site), inArray(sql`lower(${users.email})`, emails)));
+    .where(and(holdsEmailOf(site), inArray(sql`lower(${users.email})`, emails)));
   const taken = new Set(rows.map((r) => r.email));
   return new Set(accepted.filter((a) => taken.has(a.row.email.toLowerCase())).map((a) => a.index));
 }

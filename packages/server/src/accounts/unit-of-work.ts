@@ -59,6 +59,8 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   delete: 'user.deleted',
   disable: 'user.disabled',
   enable: 'user.enabled',
+  restore: 'user.restored',
+  purge: 'user.purged',
   import: 'user.created',
   // A ticket redeemed changes the account (issuing one does not).
   redeem: 'user.updated',

@@ -47,6 +47,12 @@ export const users = pgTable(
     disabledUntil: at('disabled_until'),
     /** Why the account is disabled, for the site's operators only (never the end user); null: none given. */
     disabledReason: text('disabled_reason'),
+    /**
+     * Deleted with a grace period (issue 30, point 1): out of reach of every operation but restore
+     * (accounts/in-reach.ts) until `purgeAt`, when housekeeping purges it; null: not deleted.
+     */
+    deletedAt: at('deleted_at'),
+    purgeAt: at('purge_at'),
     /** The site's own JSON object on the account (accounts/metadata.ts); `{}` when none. */
     metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
     origin: text('origin').notNull().default('external'),
@@ -72,6 +78,9 @@ export const users = pgTable(
     index('users_metadata_idx').using('gin', sql`${t.metadata} jsonb_path_ops`).where(sql`${t.origin} = 'api'`),
     // Housekeeping's search for suspensions due (ops/housekeeping.ts): only timed ones are in it.
     index('users_disabled_until_idx').on(t.disabledUntil).where(sql`${t.disabledUntil} is not null`),
+    // Housekeeping's search for grace periods over: only accounts in grace are in it.
+    index('users_purge_at_idx').on(t.purgeAt).where(sql`${t.purgeAt} is not null`),
+    check('users_grace_check', sql`(${t.deletedAt} is null) = (${t.purgeAt} is null)`),
     check('users_origin_check', sql`${t.origin} in ('api', 'external')`),
     // A verified phone is a phone: clearing it unverifies it, and no write can verify none.
     check('users_phone_verified_check', sql`${t.phoneVerifiedAt} is null or ${t.phone} is not null`),
@@ -378,6 +387,7 @@ export const webhookDeliveries = pgTable(
 export const schema = {
   users,
   metadataSchemas,
+  siteSettings,
   tickets,
   apiTokens,
   rateLimits,

@@ -28,7 +28,14 @@ import { sqlArray } from '../db/sql-array.ts';
 
 export const EVENTS_CHANNEL = 'ua_events';
 
-export type EventType = 'user.created' | 'user.updated' | 'user.deleted' | 'user.disabled' | 'user.enabled';
+export type EventType =
+  | 'user.created'
+  | 'user.updated'
+  | 'user.deleted'
+  | 'user.disabled'
+  | 'user.enabled'
+  | 'user.restored'
+  | 'user.purged';
 
 export interface EventEntry {
   type: EventType;
@@ -45,8 +52,17 @@ const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-
 /** The account as get answers it, read in the write's transaction (after the change). */
 const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address,
-    'disabled', u.disabled, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
+    'disabled', u.disabled, 'disabledUntil', ${iso(sql`u.disabled_until`)}, 'disabledReason', u.disabled_reason,
+    'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
   from users u where u.id = ${userId})`;
+
+/**
+ * user.deleted: the id and the grace period, read from the row still there in its grace (a delete
+ * for good leaves none: 0). user.purged: the bare id, all that is left of the account.
+ */
+const deletedJson = (userId: SQL) => sql`jsonb_build_object('_userId', ${userId}, 'graceDays',
+  coalesce((select extract(day from u.purge_at - u.deleted_at)::int from users u where u.id = ${userId}), 0))`;
+const purgedJson = (userId: SQL) => sql`jsonb_build_object('_userId', ${userId})`;
 
 /**
  * Queues the events of one write, in its transaction, unnumbered (see above); with `alongside`
@@ -67,7 +83,7 @@ export async function enqueueEvents(tx: Db, site: string, entries: EventEntry[],
       tx,
       sql`${done}insert into event_queue (site, type, subject, changed, data)
         select ${site}, ${entry!.type}, ${userId}, ${changed[0]},
-          ${entry!.type === 'user.deleted' ? sql`jsonb_build_object('_userId', ${userId})` : accountJson(userId)}`,
+          ${entry!.type === 'user.deleted' ? deletedJson(userId) : entry!.type === 'user.purged' ? purgedJson(userId) : accountJson(userId)}`,
     );
     return;
   }
@@ -76,7 +92,8 @@ export async function enqueueEvents(tx: Db, site: string, entries: EventEntry[],
   const subjects = entries.map((e) => e.userId);
   await tx.execute(sql`${done}insert into event_queue (site, type, subject, changed, data)
     select ${site}, e.type, e.user_id, e.changed,
-      case when e.type = 'user.deleted' then jsonb_build_object('_userId', e.user_id) else ${accountJson(sql`e.user_id`)} end
+      case e.type when 'user.deleted' then ${deletedJson(sql`e.user_id`)} when 'user.purged' then ${purgedJson(sql`e.user_id`)}
+        else ${accountJson(sql`e.user_id`)} end
     from unnest(${sqlArray(types, 'text')}, ${sqlArray(subjects, 'uuid')},
       ${sqlArray(changed, 'text')}) with ordinality as e(type, user_id, changed, ord)
     order by e.ord`);

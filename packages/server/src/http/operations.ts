@@ -20,6 +20,7 @@ import { listFactors } from './routes/list-factors.ts';
 import { listUsers } from './routes/list-users.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
 import { removeFactor } from './routes/remove-factor.ts';
+import { restoreUser } from './routes/restore-user.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
@@ -30,6 +31,7 @@ export const operations: readonly Operation<any>[] = [
   createUser,
   updateUser,
   deleteUser,
+  restoreUser,
   verifyUser,
   disableUser,
   enableUser,

@@ -15,6 +15,7 @@ import {
   unrevokedTokenIds,
 } from '../auth/tokens.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
+import { siteSettings } from '../db/schema.ts';
 import { SEQUENCE_TEXT } from '../events/queue.ts';
 import {
   addEndpoint,
@@ -90,7 +91,7 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     synopsis: 'webhook add --site NAME --url URL [--types user.*]',
     about: `Sends the site's change events from now on to URL, signed per Standard Webhooks; prints
       the endpoint's id and its signing secret (whsec_…), once. --types: comma-separated event
-      types (user.created, user.updated, user.deleted, user.disabled, user.enabled) or user.*
+      types (user.created, user.updated, user.deleted, user.disabled, user.enabled, user.restored, user.purged) or user.*
       (the default). URL must be https:// to a public address (WEBHOOK_ALLOW_PRIVATE=true also
       allows http:// and private addresses), checked again at every attempt.`,
   },
@@ -114,6 +115,13 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     name: 'webhook deliveries',
     synopsis: 'webhook deliveries [ID] [--limit N] [--json]',
     about: 'The latest deliveries (of one endpoint, or all), newest first: state, attempts, last answer.',
+  },
+  {
+    name: 'site set',
+    synopsis: 'site set --site NAME --deletion-grace 30d',
+    about: `Sets the site's default grace period of a delete (0d to 90d): a delete without
+      graceDays keeps the account restorable that long before it is purged. 0d (the default of
+      every site): removed at once.`,
   },
   {
     name: 'metadata-schema set',
@@ -179,6 +187,7 @@ const TAKE_A_VALUE = [
   'types',
   'from',
   'firebase-scrypt',
+  'deletion-grace',
   // metadata-schema set: the file's text, put there by the CLI's own process (cli.ts), which
   // reads FILE; a server running the command through its socket reads no file of the caller's.
   'schema-json',
@@ -496,7 +505,7 @@ function webhookAdd(flags: Map<string, string | true>, settings: CommandSettings
   const bad = types.filter((t) => !TYPE_PATTERN.test(t));
   if (bad.length > 0 || types.length === 0 || types.length > 10)
     throw new UsageError(
-      `--types must be event types (user.created, user.updated, user.deleted, user.disabled, user.enabled) or user.* (got "${bad.join(',')}")`,
+      `--types must be event types (user.created, user.updated, user.deleted, user.disabled, user.enabled, user.restored, user.purged) or user.* (got "${bad.join(',')}")`,
     );
   return async (db) => {
     const { id, secret } = await addEndpoint(db, { site, url, types });
@@ -605,6 +614,24 @@ function webhookDeliveries(words: string[], flags: Map<string, string | true>): 
   };
 }
 
+function siteSet(flags: Map<string, string | true>): Planned {
+  const site = siteFlag(flags);
+  const raw = text(flags, 'deletion-grace', true);
+  const match = /^(\d{1,2})d$/.exec(raw);
+  const days = match === null ? Number.NaN : Number(match[1]);
+  if (!(days >= 0 && days <= 90))
+    throw new UsageError(`--deletion-grace must be whole days from 0d to 90d (got "${raw}")`);
+  return async (db) => {
+    await db
+      .insert(siteSettings)
+      .values({ site, deletionGraceDays: days })
+      .onConflictDoUpdate({ target: siteSettings.site, set: { deletionGraceDays: days } });
+    return days === 0
+      ? `Site ${site}: a delete without graceDays removes the account at once.\n`
+      : `Site ${site}: a delete without graceDays keeps the account restorable for ${days} days.\n`;
+  };
+}
+
 /** The schema given to `metadata-schema set`: the CLI's process read FILE into --schema-json. */
 function metadataSchemaSet(words: string[], flags: Map<string, string | true>): Planned {
   const site = siteOf(flags);
@@ -699,6 +726,7 @@ export function planCommand(
     if (command === 'webhook remove') return webhookRemove(words);
     if (command === 'webhook replay') return webhookReplay(words, flags);
     if (command === 'webhook deliveries') return webhookDeliveries(words, flags);
+    if (command === 'site set') return siteSet(flags);
     if (command === 'metadata-schema set') return metadataSchemaSet(words, flags);
     if (command === 'metadata-schema clear') return metadataSchemaClear(flags);
     if (command === 'migrate') {

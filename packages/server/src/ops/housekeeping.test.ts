@@ -4,11 +4,15 @@ import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { deleteAccount, purgeDeleted, restoreAccount, siteDeletionGrace } from '../accounts/delete.ts';
+import { setDisabled } from '../accounts/disable.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
 import { addEndpoint } from '../events/webhooks/endpoints.ts';
+import { lockoutKey } from '../limits/lockout.ts';
+import { runCommand } from './commands.ts';
 import { purgeAudit, purgeEvents, startHousekeeping } from './housekeeping.ts';
 
 let database: Database;
@@ -213,4 +217,107 @@ describe('ending timed suspensions', () => {
     },
     30_000,
   );
+});
+
+// Deletion with a grace period (issue 30, point 1): the purge at its end leaves nothing that names
+// the person, and the site's default comes from `cli site set`.
+describe('purging accounts past their grace period', () => {
+  /** An account of the API with an email, an audit row and an event of a disable, and a lockout counter. */
+  async function accountWithTraces(on: Db, site: string) {
+    const email = `Purge.${randomUUID().slice(0, 8)}@Example.com`;
+    const [row] = await rows<{ id: string }>(
+      on,
+      sql`insert into users (site, email, name, origin) values (${site}, ${email}, 'Ada', 'api') returning id::text as id`,
+    );
+    const id = row!.id;
+    const scope = { site, actor: 'test-token', requestId: randomUUID() };
+    await setDisabled(scope, { db: on }, id, undefined, true);
+    await on.execute(sql`insert into verify_failures (key, failures, window_start)
+      values (${lockoutKey(site, 'email', email.toLowerCase())}, 3, now()), (${lockoutKey(site, 'id', id)}, 2, now())`);
+    return { id, email, scope };
+  }
+
+  /** Every table of the schema whose rows, as text, hold `needle` (any case): table and count. */
+  async function tablesNaming(on: Db, needle: string) {
+    const tables = await rows<{ name: string }>(
+      on,
+      sql`select table_name as name from information_schema.tables where table_schema = 'public' and table_type = 'BASE TABLE'`,
+    );
+    const found: Record<string, number> = {};
+    for (const { name } of tables) {
+      const [hit] = await rows<{ n: number }>(
+        on,
+        sql`select count(*)::int as n from ${sql.identifier(name)} t where t::text ilike ${`%${needle}%`}`,
+      );
+      if (hit!.n > 0) found[name] = hit!.n;
+    }
+    return found;
+  }
+
+  async function graceAndPurge(on: Db) {
+    const site = `purge-${randomUUID().slice(0, 8)}`;
+    const { id, email, scope } = await accountWithTraces(on, site);
+    const kept = await accountWithTraces(on, site);
+    await deleteAccount(scope, { db: on }, id, undefined, 30);
+    await deleteAccount(scope, { db: on }, kept.id, undefined, 30);
+    // In its grace period, nothing is purged; then its period ends (as 30 days later).
+    expect(await purgeDeleted({ db: on })).toBe(0);
+    // Before: the row, and the disable's event (the account as get answers it, email and all).
+    expect(await tablesNaming(on, email)).toEqual({ event_queue: 1, users: 1 });
+    await on.execute(sql`update users set purge_at = now() - interval '1 second' where id = ${id}`);
+    expect(await purgeDeleted({ db: on })).toBe(1);
+
+    // The email: nowhere. The id: only the purge's own audit row and user.purged event.
+    expect(await tablesNaming(on, email)).toEqual({});
+    const naming = await tablesNaming(on, id);
+    expect(Object.keys(naming).sort()).toEqual(['audit_log', 'event_queue']);
+    expect(naming).toEqual({ audit_log: 1, event_queue: 1 });
+    expect(
+      await rows(on, sql`select token_id as actor, operation, outcome from audit_log where user_id = ${id}`),
+    ).toEqual([{ actor: 'job', operation: 'purge', outcome: 'user purged' }]);
+    expect(await rows(on, sql`select type, data from event_queue where subject = ${id}`)).toEqual([
+      { type: 'user.purged', data: { _userId: id } },
+    ]);
+    // The other account, still in its grace period, keeps everything, and restore brings it back.
+    expect(await tablesNaming(on, kept.email)).toEqual({ event_queue: 1, users: 1 });
+    await restoreAccount(scope, { db: on }, kept.id);
+    await expect(restoreAccount(scope, { db: on }, id)).rejects.toMatchObject({ code: 'user_not_found' });
+  }
+
+  it('removes the row and everything naming the person, and leaves only the purge’s own bare-id record (PGlite)', async () => {
+    await graceAndPurge(database.db);
+  });
+
+  const PG_URL = process.env.TEST_DATABASE_URL;
+  it.skipIf(!PG_URL)(
+    'does the same on PostgreSQL',
+    async () => {
+      const pg = await openPostgres(PG_URL!, { max: 2 });
+      try {
+        await pg.migrate();
+        await graceAndPurge(pg.db);
+      } finally {
+        await pg.close();
+      }
+    },
+    60_000,
+  );
+
+  it('takes the site default that `cli site set --deletion-grace` sets, and refuses a period over 90 days', async () => {
+    const db = database.db;
+    const site = `grace-${randomUUID().slice(0, 8)}`;
+    expect(await runCommand(['site', 'set', '--site', site, '--deletion-grace', '91d'], db)).toMatchObject({ code: 2 });
+    expect(await siteDeletionGrace(db, site)).toBe(0);
+    expect(await runCommand(['site', 'set', '--site', site, '--deletion-grace', '30d'], db)).toMatchObject({
+      code: 0,
+      stdout: `Site ${site}: a delete without graceDays keeps the account restorable for 30 days.\n`,
+    });
+    const { id, scope } = await accountWithTraces(db, site);
+    expect(await deleteAccount(scope, { db }, id, undefined)).toEqual({ graceDays: 30 });
+    expect(
+      await rows(db, sql`select extract(day from purge_at - deleted_at)::int as days from users where id = ${id}`),
+    ).toEqual([{ days: 30 }]);
+    await runCommand(['site', 'set', '--site', site, '--deletion-grace', '0d'], db);
+    expect(await siteDeletionGrace(db, site)).toBe(0);
+  });
 });

@@ -1,6 +1,7 @@
 // Periodic chores of a running server. Each is idempotent, so every replica may run them.
 import { lt, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
+import { purgeDeleted } from '../accounts/delete.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
 import type { WriteDeps } from '../accounts/unit-of-work.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
@@ -14,6 +15,8 @@ const LAST_USED_EVERY_MS = 30_000;
 const PURGE_EVERY_MS = 10 * 60_000;
 /** How late a timed suspension may end after its `until` (the spec says 5 seconds). */
 export const SUSPENSIONS_EVERY_MS = 5_000;
+/** How late an account is purged after its grace period (the spec says within a minute). */
+export const DELETED_EVERY_MS = 30_000;
 
 /** Deletes idempotency keys past their 24 hours, rate-limit windows long over, and stale verify counts. */
 export async function purgeExpired(db: Db): Promise<void> {
@@ -80,6 +83,10 @@ export function startHousekeeping(
     setInterval(
       run('ending timed suspensions', () => endDueSuspensions(options.writes).then(() => {})),
       options.suspensionsEveryMs ?? SUSPENSIONS_EVERY_MS,
+    ),
+    setInterval(
+      run('purging accounts past their grace period', () => purgeDeleted(options.writes).then(() => {})),
+      DELETED_EVERY_MS,
     ),
     setInterval(
       run('purging expired idempotency keys', () => purgeExpired(db)),

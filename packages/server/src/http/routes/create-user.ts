@@ -2,6 +2,7 @@ import type { components } from '@user-accounts/client';
 import { and, sql } from 'drizzle-orm';
 import { checkPhoneVerified, verifiedAtCreate } from '../../accounts/contacts.ts';
 import { uuidv7 } from '../../accounts/ids.ts';
+import { holdsEmailOf } from '../../accounts/in-reach.ts';
 import { assertSiteSchema, checkMetadata, siteMetadataValidator } from '../../accounts/metadata.ts';
 import { users } from '../../db/schema.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
@@ -10,7 +11,7 @@ import { ApiError, sqlState } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { GET_USER_PATH } from './get-user.ts';
-import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
+import { hashPassword, validBody, weakPassword } from './shared.ts';
 
 type CreateUserResponse = components['schemas']['CreateUserResponse'];
 
@@ -45,7 +46,7 @@ export const createUser = defineOperation({
     const taken = await database.db
       .select({ one: sql`1` })
       .from(users)
-      .where(and(inReach(c), sql`lower(${users.email}) = lower(${input.email})`))
+      .where(and(holdsEmailOf(site), sql`lower(${users.email}) = lower(${input.email})`))
       .limit(1);
     if (taken.length > 0) throw emailTaken();
     // The site's metadata schema holds for every new account, one without metadata too ({}).

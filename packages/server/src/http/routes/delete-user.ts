@@ -19,7 +19,7 @@ export const deleteUser = defineOperation({
     return { fields, ifMatch: parseIfMatch(c.req.header('if-match')) };
   },
   async handle(c, { fields, ifMatch }) {
-    await deleteAccount(writeScopeOf(c), writeDepsOf(c), fields._userId, ifMatch);
+    await deleteAccount(writeScopeOf(c), writeDepsOf(c), fields._userId, ifMatch, fields.graceDays);
     return c.json({ result: { status: 'user removed' } } satisfies DeleteUserResponse, 200);
   },
 });
