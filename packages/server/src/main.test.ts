@@ -152,6 +152,8 @@ describe('main', () => {
     await first.ready;
     // The moment the server is ready, the CLI's socket is there and was never wider than 0600.
     expect(statSync(join(dir, 'admin.sock')).mode & 0o777).toBe(0o600);
+    // The database's socket (PGlite asks no password) is in a folder no other user may enter.
+    expect(statSync(join(dir, 'db')).mode & 0o777).toBe(0o700);
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(join(dir, 'dev-token')).mode & 0o777).toBe(0o600);
     first.child.kill('SIGTERM');

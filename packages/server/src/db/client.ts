@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
@@ -129,7 +129,8 @@ export async function openPostgres(
     sql: client,
     kind: embedded === undefined ? 'postgres' : 'pglite',
     async migrate() {
-      const apply = () => counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })));
+      const apply = () =>
+        counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })));
       // Embedded: one process at a time (the data folder's lock), and one connection.
       if (embedded !== undefined) return apply();
       // drizzle's migrator takes no lock: two servers (or a deploy step and a server) starting on
@@ -168,24 +169,25 @@ export async function openPostgres(
  * one), served in this process on a unix socket that postgres.js connects to, so that the server
  * speaks to it as to PostgreSQL. PGlite has a single session: pglite-socket hands it to
  * connections message by message, so two connections interleave their statements (measured:
- * "portal does not exist", wrong rows, UNSAFE_TRANSACTION) and one is allowed. The socket lives in
- * a folder of its own that only this user may enter (mkdtemp's 0700): PGlite asks no password.
+ * "portal does not exist", wrong rows, UNSAFE_TRANSACTION) and one is allowed. PGlite asks no
+ * password, so the socket is in a folder only this user may enter, whatever the umask made the
+ * socket: `dataDir/db` (0700; the data folder itself may be 0755), or mkdtemp's for one in memory.
  */
 export async function openPglite(dataDir: string | undefined, options: { tracer?: Tracer } = {}): Promise<Database> {
   const { PGlite } = await import('@electric-sql/pglite');
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket');
-  let path: string | undefined;
-  if (dataDir !== undefined) {
-    path = join(dataDir, 'pgdata');
-    mkdirSync(path, { recursive: true, mode: 0o700 });
-  }
-  const pglite = await PGlite.create(path);
-  const folder = mkdtempSync(join(tmpdir(), 'user-accounts-db-'));
-  const server = new PGLiteSocketServer({ db: pglite, path: join(folder, '.s.PGSQL.5432'), maxConnections: 1 });
+  if (dataDir !== undefined) mkdirSync(join(dataDir, 'pgdata'), { recursive: true, mode: 0o700 });
+  const pglite = await PGlite.create(dataDir === undefined ? undefined : join(dataDir, 'pgdata'));
+  const folder = dataDir === undefined ? mkdtempSync(join(tmpdir(), 'user-accounts-db-')) : join(dataDir, 'db');
+  mkdirSync(folder, { recursive: true, mode: 0o700 });
+  chmodSync(folder, 0o700);
+  const path = join(folder, 'db.sock');
+  rmSync(path, { force: true }); // left by a server that was killed: the folder's lock is ours now
+  const server = new PGLiteSocketServer({ db: pglite, path, maxConnections: 1 });
   const close = async () => {
-    await server.stop();
+    await server.stop(); // which removes the socket
     await pglite.close();
-    rmSync(folder, { recursive: true, force: true });
+    if (dataDir === undefined) rmSync(folder, { recursive: true, force: true });
   };
   try {
     await server.start();
@@ -195,6 +197,6 @@ export async function openPglite(dataDir: string | undefined, options: { tracer?
   }
   return openPostgres('postgres://postgres@localhost/postgres', {
     ...options,
-    embedded: { path: join(folder, '.s.PGSQL.5432'), close },
+    embedded: { path, close },
   });
 }

@@ -7,7 +7,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type SQL, sql } from 'drizzle-orm';
-import { migrate } from 'drizzle-orm/pglite/migrator';
+import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config/env.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
@@ -81,7 +81,7 @@ async function beforeMigration(tag: string, body: (old: Database) => Promise<voi
     };
     journal.entries = journal.entries.filter((e) => e.tag < tag);
     writeFileSync(join(folder, 'meta', '_journal.json'), JSON.stringify(journal));
-    await migrate(old.db as never, { migrationsFolder: folder });
+    await migrate(old.db, { migrationsFolder: folder });
     await body(old);
   } finally {
     rmSync(folder, { recursive: true, force: true });
@@ -283,7 +283,7 @@ function countingStatements(on: Database) {
       if (key !== 'execute') return Reflect.get(target, key, receiver);
       return async (query: SQL) => {
         const result = await target.execute(query);
-        const [row] = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { n?: unknown }[];
+        const [row] = result as unknown as { n?: unknown }[];
         if (typeof row?.n === 'number') counts.push(row.n);
         return result;
       };
