@@ -1234,8 +1234,11 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify";
-            /** @description The id of the token that sent it (`token list` shows it), or `cli` for the operator's CLI. */
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "restore" | "purge";
+            /**
+             * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
+             *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
+             */
             tokenId: string;
             /** @description The request's `X-Request-Id`. */
             requestId: string;
