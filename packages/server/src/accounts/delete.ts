@@ -80,8 +80,12 @@ export const PURGE_BATCH = 100;
  * deliveries, and its verify lockout counters, so that nothing kept names the person. What stays
  * is the purge's own audit row and user.purged event, which carry the bare id and nothing else.
  * Every replica may run it: FOR UPDATE SKIP LOCKED, as accounts/suspensions.ts. Returns how many.
+ * `afterClaim` (tests only) runs in each batch's transaction before it commits.
  */
-export async function purgeDeleted(deps: WriteDeps, options: { batch?: number } = {}): Promise<number> {
+export async function purgeDeleted(
+  deps: WriteDeps,
+  options: { batch?: number; afterClaim?: (userIds: string[]) => Promise<void> } = {},
+): Promise<number> {
   const batch = options.batch ?? PURGE_BATCH;
   const sites = await rows<{ site: string }>(
     deps.db,
@@ -104,6 +108,8 @@ export async function purgeDeleted(deps: WriteDeps, options: { batch?: number } 
         const ids = claimed.map((r) => r.id);
         await forgetAccounts(tx, site, claimed);
         await tx.delete(users).where(inArray(users.id, ids));
+        // Tests only: holds this replica here, its claim open, while another runs.
+        await options.afterClaim?.(ids);
         return ids;
       });
       total += purged?.length ?? 0;

@@ -303,6 +303,47 @@ describe('purging accounts past their grace period', () => {
     60_000,
   );
 
+  it.skipIf(!PG_URL)(
+    'purges each account exactly once when two servers on one PostgreSQL run the job at the same time',
+    async () => {
+      const [one, two] = [await openPostgres(PG_URL!, { max: 2 }), await openPostgres(PG_URL!, { max: 2 })];
+      try {
+        await one!.migrate();
+        const site = `purge2-${randomUUID().slice(0, 8)}`;
+        const { id, scope } = await accountWithTraces(one!.db, site);
+        await deleteAccount(scope, { db: one!.db }, id, undefined, 1);
+        await one!.db.execute(sql`update users set purge_at = now() - interval '1 second' where id = ${id}`);
+        // Server one purges it and is held before its commit; server two runs all the way meanwhile.
+        const reached = Promise.withResolvers<void>();
+        const release = Promise.withResolvers<void>();
+        const first = purgeDeleted(
+          { db: one!.db },
+          {
+            async afterClaim(claimed) {
+              if (!claimed.includes(id)) return;
+              reached.resolve();
+              await release.promise;
+            },
+          },
+        );
+        await reached.promise;
+        expect(await purgeDeleted({ db: two!.db })).toBe(0);
+        release.resolve();
+        expect(await first).toBeGreaterThanOrEqual(1);
+        expect(await rows(two!.db, sql`select type from event_queue where subject = ${id}`)).toEqual([
+          { type: 'user.purged' },
+        ]);
+        expect(await rows(two!.db, sql`select operation from audit_log where user_id = ${id}`)).toEqual([
+          { operation: 'purge' },
+        ]);
+      } finally {
+        await one!.close();
+        await two!.close();
+      }
+    },
+    30_000,
+  );
+
   it('takes the site default that `cli site set --deletion-grace` sets, and refuses a period over 90 days', async () => {
     const db = database.db;
     const site = `grace-${randomUUID().slice(0, 8)}`;
