@@ -4,6 +4,7 @@ import {
   checkFilters,
   cursorScope,
   cursorsOf,
+  fewMatches,
   keyset,
   type ListFilters,
   listQuery,
@@ -34,7 +35,8 @@ export const listUsers = defineOperation({
     const scope = cursorScope(c.get('token').site, filters, order);
     const walk = keyset(after === undefined ? undefined : cursors.read(after, scope), order);
     // One row more than the page: whether there is a next page, without a count.
-    const rows = await listQuery(db, c.get('token').site, filters, walk, limit);
+    const few = await fewMatches(db, c.get('token').site, filters);
+    const rows = await listQuery(db, c.get('token').site, filters, walk, limit, few);
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     const next =
