@@ -6,7 +6,16 @@
 import { randomUUID } from 'node:crypto';
 import { and, asc, eq, inArray, isNotNull, lte, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
-import { auditLog, eventQueue, events, siteSettings, users, verifyFailures, webhookDeliveries } from '../db/schema.ts';
+import {
+  auditLog,
+  eventQueue,
+  events,
+  idempotencyKeys,
+  siteSettings,
+  users,
+  verifyFailures,
+  webhookDeliveries,
+} from '../db/schema.ts';
 import { userNotFound } from '../http/errors.ts';
 import type { IfMatch } from '../http/etag.ts';
 import { lockoutKey } from '../limits/lockout.ts';
@@ -133,4 +142,11 @@ async function forgetAccounts(tx: Db, site: string, accounts: { id: string; emai
     lockoutKey(site, 'email', a.email.toLowerCase()),
   ]);
   await tx.delete(verifyFailures).where(inArray(verifyFailures.key, keys));
+  // An Idempotency-Key's kept answer (a create's: its id and Location) lives 24 hours: gone now.
+  await tx.delete(idempotencyKeys).where(
+    sql`${idempotencyKeys.body} like any (${sql`array[${sql.join(
+      ids.map((id) => sql`${`%${id}%`}`),
+      sql`, `,
+    )}]::text[]`})`,
+  );
 }

@@ -234,6 +234,11 @@ describe('purging accounts past their grace period', () => {
     await setDisabled(scope, { db: on }, id, undefined, true);
     await on.execute(sql`insert into verify_failures (key, failures, window_start)
       values (${lockoutKey(site, 'email', email.toLowerCase())}, 3, now()), (${lockoutKey(site, 'id', id)}, 2, now())`);
+    // A ticket to change its email (naming both), and a create's answer kept for its Idempotency-Key.
+    await on.execute(sql`insert into tickets (site, user_id, purpose, secret_hash, new_email, expires_at)
+      values (${site}, ${id}, 'change_email', ${randomUUID()}, ${`new.${email}`}, now() + interval '1 day')`);
+    await on.execute(sql`insert into idempotency_keys (token_id, key, fingerprint, status, body)
+      values ('test-token', ${randomUUID()}, 'f', 201, ${JSON.stringify({ result: { _userId: id, status: 'user created' } })})`);
     return { id, email, scope };
   }
 
@@ -261,11 +266,12 @@ describe('purging accounts past their grace period', () => {
     await deleteAccount(scope, { db: on }, id, undefined, 30);
     await deleteAccount(scope, { db: on }, kept.id, undefined, 30);
     // In its grace period, nothing is purged; then its period ends (as 30 days later).
-    expect(await purgeDeleted({ db: on })).toBe(0);
+    // (Other sites' accounts past their period, left by earlier runs on a shared PostgreSQL, may go.)
+    await purgeDeleted({ db: on });
     // Before: the row, and the disable's event (the account as get answers it, email and all).
-    expect(await tablesNaming(on, email)).toEqual({ event_queue: 1, users: 1 });
+    expect(await tablesNaming(on, email)).toEqual({ event_queue: 1, tickets: 1, users: 1 });
     await on.execute(sql`update users set purge_at = now() - interval '1 second' where id = ${id}`);
-    expect(await purgeDeleted({ db: on })).toBe(1);
+    expect(await purgeDeleted({ db: on })).toBeGreaterThanOrEqual(1);
 
     // The email: nowhere. The id: only the purge's own audit row and user.purged event.
     expect(await tablesNaming(on, email)).toEqual({});
@@ -279,7 +285,7 @@ describe('purging accounts past their grace period', () => {
       { type: 'user.purged', data: { _userId: id } },
     ]);
     // The other account, still in its grace period, keeps everything, and restore brings it back.
-    expect(await tablesNaming(on, kept.email)).toEqual({ event_queue: 1, users: 1 });
+    expect(await tablesNaming(on, kept.email)).toEqual({ event_queue: 1, tickets: 1, users: 1 });
     await restoreAccount(scope, { db: on }, kept.id);
     await expect(restoreAccount(scope, { db: on }, id)).rejects.toMatchObject({ code: 'user_not_found' });
   }
