@@ -38,7 +38,7 @@ const integration = server([
  * or load a database at scale (list-plans: 200,000 accounts).
  */
 const system = [
-  ...server(['build', 'main']),
+  ...server(['build', 'main', 'ops/housekeeping-servers']),
   'packages/client/src/pack.test.ts',
   ...contractTests([
     'browser-client',
