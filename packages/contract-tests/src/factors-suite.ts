@@ -199,4 +199,146 @@ export function defineFactorsSuite(spec: TargetSpec): void {
       expect(JSON.stringify(data)).not.toContain(added.secret);
     });
   });
+
+  describe(`${spec.name}: the two-step login`, () => {
+    const h = useTarget(spec);
+    let sites = 0;
+    const newSite = async () => {
+      const site = `login2-${Date.now().toString(36)}-${sites++}`;
+      const { token } = await h.target.createToken({ site, scopes: ['read', 'write', 'verify'], label: 'login2' });
+      return { site, client: h.clientFor(token) };
+    };
+    type Client = Awaited<ReturnType<typeof newSite>>['client'];
+    /** Away from a step's last 3 s, so that a code computed now is of the step the server sees. */
+    const settle = async () => {
+      const into = (Date.now() / 1000) % 30;
+      if (into > 27) await new Promise((r) => setTimeout(r, (30 - into) * 1000 + 100));
+    };
+    /** An account with one enabled TOTP factor: its secret and recovery codes. */
+    const withTotp = async (client: Client) => {
+      const user = await h.createUser({}, client);
+      const added = (await client.POST('/api/1/user/factor/totp', { body: { _userId: user.id } })).data!.result;
+      await settle();
+      const confirmed = await client.POST('/api/1/user/factor/confirm', {
+        body: { _userId: user.id, factorId: added.factorId, code: totpAt(added.secret, nowSeconds()) },
+      });
+      expect(confirmed.response.status).toBe(200);
+      return { ...user, secret: added.secret, recoveryCodes: confirmed.data!.result.recoveryCodes! };
+    };
+    const login = async (client: Client, user: { email: string; password: string }) => {
+      const { error, response } = await client.POST('/api/1/user/verify', {
+        body: { email: user.email, password: user.password },
+      });
+      expect(response.status).toBe(403);
+      expect(error?.code).toBe('second_factor_required');
+      return error as typeof error & { ticket: string; factors: string[] };
+    };
+    const second = (client: Client, body: { ticket: string; code?: string; recoveryCode?: string }) =>
+      client.POST('/api/1/user/factor/verify', { body: body as { ticket: string; code: string } });
+
+    it('answers a right password 403 second_factor_required with a ticket and the factor kinds; a wrong one the plain 422', async () => {
+      const { client } = await newSite();
+      const user = await withTotp(client);
+      const problem = await login(client, user);
+      expect(problem.ticket).toEqual(expect.any(String));
+      expect(problem.factors).toEqual(['totp']);
+      const wrong = await client.POST('/api/1/user/verify', {
+        body: { email: user.email, password: `${user.password}x` },
+      });
+      expect(wrong.response.status).toBe(422);
+      expect(Object.keys(wrong.error!).sort()).toEqual(['code', 'detail', 'requestId', 'status', 'title', 'type']);
+      // A pending factor changes nothing at login.
+      const plain = await h.createUser({}, client);
+      await client.POST('/api/1/user/factor/totp', { body: { _userId: plain.id } });
+      const ok = await client.POST('/api/1/user/verify', { body: { email: plain.email, password: plain.password } });
+      expect(ok.response.status).toBe(200);
+    });
+
+    it('completes with a code; the ticket is then spent, and the code of that step is not accepted again', async () => {
+      const { client } = await newSite();
+      const user = await withTotp(client);
+      // The confirm used this step: the login waits for the next one.
+      await new Promise((r) => setTimeout(r, (30 - ((Date.now() / 1000) % 30)) * 1000 + 100));
+      const { ticket } = await login(client, user);
+      const code = totpAt(user.secret, nowSeconds());
+      const done = await second(client, { ticket, code });
+      expect(done.response.status).toBe(200);
+      expect(done.data?.result).toEqual({ _userId: user.id, status: 'second factor verified' });
+      const spent = await second(client, { ticket, code });
+      expect(spent.error?.code).toBe('invalid_ticket');
+      const replay = await second(client, { ticket: (await login(client, user)).ticket, code });
+      expect(replay.response.status).toBe(422);
+      expect(replay.error?.code).toBe('invalid_code');
+    }, 40_000);
+
+    it("accepts the previous step's code (drift), not one two steps away", async () => {
+      const { client } = await newSite();
+      const user = await withTotp(client);
+      await settle();
+      const { ticket } = await login(client, user);
+      const far = await second(client, { ticket, code: totpAt(user.secret, nowSeconds() - 60) });
+      expect(far.error?.code).toBe('invalid_code');
+      // The confirm accepted the current step: one step back is older, so it would be a replay.
+      // A new factor's first use is what shows the drift: remove and add again.
+      const listed = (await client.GET('/api/1/user/factor/list', { params: { query: { _userId: user.id } } })).data!;
+      await client.POST('/api/1/user/factor/remove', {
+        body: { _userId: user.id, factorId: listed.result.factors[0]!.factorId },
+      });
+      const again = (await client.POST('/api/1/user/factor/totp', { body: { _userId: user.id } })).data!.result;
+      await settle();
+      await client.POST('/api/1/user/factor/confirm', {
+        body: { _userId: user.id, factorId: again.factorId, code: totpAt(again.secret, nowSeconds() - 30) },
+      });
+      const fresh = await login(client, user);
+      const ahead = await second(client, { ticket: fresh.ticket, code: totpAt(again.secret, nowSeconds() + 30) });
+      expect(ahead.response.status).toBe(200);
+    });
+
+    it('takes each recovery code once, even sent five times at once', async () => {
+      const { client } = await newSite();
+      const user = await withTotp(client);
+      const tickets = await Promise.all([1, 2, 3, 4, 5].map(() => login(client, user)));
+      const code = user.recoveryCodes[0]!.toLowerCase();
+      const answers = await Promise.all(tickets.map(({ ticket }) => second(client, { ticket, recoveryCode: code })));
+      expect(answers.map((a) => a.response.status).sort()).toEqual([200, 422, 422, 422, 422]);
+      const again = await second(client, { ticket: (await login(client, user)).ticket, recoveryCode: code });
+      expect(again.error?.code).toBe('invalid_code');
+      const listed = await client.GET('/api/1/user/factor/list', { params: { query: { _userId: user.id } } });
+      expect(listed.data?.result.recoveryCodesLeft).toBe(9);
+    });
+
+    it('limits wrong codes per account (429 with Retry-After, the right code refused too), and refuses another site a ticket', async () => {
+      const { client } = await newSite();
+      const other = await newSite();
+      const user = await withTotp(client);
+      const { ticket } = await login(client, user);
+      const foreign = await second(other.client, { ticket, recoveryCode: user.recoveryCodes[1]! });
+      expect(foreign.error?.code).toBe('invalid_ticket');
+      const statuses: number[] = [];
+      for (let i = 0; i < 11; i++) {
+        const { response } = await second(client, { ticket, recoveryCode: 'AAAA-AAAA-AAAA-AAAA-AAAA-AAAA' });
+        statuses.push(response.status);
+      }
+      expect(statuses.slice(0, 10)).toEqual(Array(10).fill(422));
+      expect(statuses[10]).toBe(429);
+      const locked = await second(client, { ticket, recoveryCode: user.recoveryCodes[1]! });
+      expect(locked.response.status).toBe(429);
+      expect(locked.error?.code).toBe('too_many_attempts');
+      expect(Number(locked.response.headers.get('retry-after'))).toBeGreaterThan(0);
+    });
+
+    it('audits the 403 and each second step', async () => {
+      const { client } = await newSite();
+      const user = await withTotp(client);
+      const { ticket } = await login(client, user);
+      await second(client, { ticket, recoveryCode: user.recoveryCodes[2]! });
+      await second(client, { ticket, recoveryCode: user.recoveryCodes[3]! });
+      const { data } = await client.GET('/api/1/audit', { params: { query: { _userId: user.id } } });
+      expect(data!.result.entries.slice(0, 3).map((e) => [e.operation, e.status, e.outcome])).toEqual([
+        ['factor_verify', 422, 'invalid_ticket'],
+        ['factor_verify', 200, 'second factor verified'],
+        ['verify', 403, 'second_factor_required'],
+      ]);
+    });
+  });
 }

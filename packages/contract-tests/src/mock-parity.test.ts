@@ -87,6 +87,11 @@ const VALID: Record<string, () => Call> = {
     path: '/api/1/user/factor/remove',
     body: json({ _userId: GHOST, factorId: GHOST }),
   }),
+  verifySecondFactor: () => ({
+    method: 'POST',
+    path: '/api/1/user/factor/verify',
+    body: json({ ticket: 'x'.repeat(43), code: '123456' }),
+  }),
   issueTicket: () => ({
     method: 'POST',
     path: '/api/1/user/ticket',

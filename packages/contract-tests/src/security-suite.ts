@@ -21,7 +21,9 @@ const queryParams = (op: Op): Json[] =>
 /** Whether the operation's request names an account by `_userId` (in its query or its body). */
 function namesAccount(op: Op): boolean {
   if ('query' in op.request) return queryParams(op).some((p) => p.name === '_userId');
-  return '_userId' in (resolve(spec.components.schemas[op.request.body]).properties ?? {});
+  // A ticket names its account as an id does (the login's second step takes only a ticket).
+  const properties = resolve(spec.components.schemas[op.request.body]).properties ?? {};
+  return '_userId' in properties || 'ticket' in properties;
 }
 
 /** The operation's first documented example, about the account `id` (and its `email`). */

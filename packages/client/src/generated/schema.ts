@@ -700,6 +700,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/factor/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The login's second step
+         * @description After `verify` answered 403 `second_factor_required`, checks the account's second factor
+         *     with the problem's `ticket` and exactly one of `code` (6 digits of an enabled TOTP factor,
+         *     now or one 30-second step before or after) or `recoveryCode` (one of the account's unused
+         *     recovery codes, in any case, with or without its dashes; used up here). Needs the
+         *     `verify` scope.
+         *
+         *     - Right: 200, and the ticket is spent (any second-factor success of the account spends
+         *       every ticket made before it).
+         *     - A wrong code, a TOTP code of a step already accepted (a replay), a used recovery code:
+         *       422 `invalid_code`, the ticket still good until it expires.
+         *     - A ticket that is not one of ours, of another site, older than 5 minutes, or spent:
+         *       422 `invalid_ticket` (sign in again).
+         *     - Wrong codes are counted per account as failed passwords are (`VERIFY_LIMIT`; their own
+         *       count): past the limit, 429 `too_many_attempts` with `Retry-After`, before the code is
+         *       looked at. A success resets the count.
+         *
+         *     Every call past authentication and the rate limits leaves an audit row (operation
+         *     `factor_verify`, outcome `second factor verified` or the problem's `code`).
+         */
+        post: operations["verifySecondFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1308,6 +1345,26 @@ export interface components {
                 status: "factor removed";
             };
         };
+        /** @description `ticket` and exactly one of `code` or `recoveryCode`. */
+        VerifySecondFactorRequest: {
+            /** @description The `ticket` of `verify`'s 403 `second_factor_required`. */
+            ticket: string;
+            /** @description The 6 digits an enabled TOTP factor shows now. */
+            code?: string;
+            /** @description One of the account's unused recovery codes. */
+            recoveryCode?: string;
+        } & ({
+            code: string;
+        } | {
+            recoveryCode: string;
+        });
+        VerifySecondFactorResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                /** @enum {string} */
+                status: "second factor verified";
+            };
+        };
         CountUsersResponse: {
             result: {
                 count: number;
@@ -1403,7 +1460,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -1446,6 +1503,10 @@ export interface components {
              *     wrong type before any other), at most 20 (the first 20 found).
              */
             errors?: components["schemas"]["FieldError"][];
+            /** @description `second_factor_required` only: the ticket for `POST /api/1/user/factor/verify` (single use, 5 minutes). */
+            ticket?: string;
+            /** @description `second_factor_required` only: the kinds of second factor the account has. */
+            factors?: ("totp" | "passkey")[];
         };
     };
     responses: {
@@ -1619,6 +1680,11 @@ export interface components {
         /**
          * @description The token lacks the `verify` scope (`forbidden`), or the password is right but the account
          *     is disabled (`account_disabled`).
+         *     Or the password is right and the account has an enabled second factor
+         *     (`second_factor_required`, never a 200: a site that forgets the second step fails closed),
+         *     with the problem members `ticket` (for `POST /api/1/user/factor/verify`, single use, 5
+         *     minutes) and `factors` (the kinds it has, e.g. `["totp"]`). A wrong password is the plain
+         *     422, with no hint of factors.
          */
         VerifyForbidden: {
             headers: {
@@ -1630,7 +1696,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden";
+                    code: "account_disabled" | "forbidden" | "second_factor_required";
                 };
             };
         };
@@ -2009,6 +2075,21 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "invalid_code";
+                };
+            };
+        };
+        /** @description A wrong, replayed or used code (`invalid_code`), or a ticket that is not ours, expired or spent (`invalid_ticket`). */
+        SecondFactorRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_code" | "invalid_ticket";
                 };
             };
         };
@@ -3086,6 +3167,44 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifySecondFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifySecondFactorRequest"];
+            };
+        };
+        responses: {
+            /** @description The second factor is right; the login is complete. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifySecondFactorResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["SecondFactorRefused"];
+            429: components["responses"]["VerifyTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

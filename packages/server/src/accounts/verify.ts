@@ -3,6 +3,8 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth/failed-authentications.ts';
 import { users } from '../db/schema.ts';
+import { enabledFactorTypes } from '../factors/factors.ts';
+import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
 import { ApiError } from '../http/errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
@@ -13,6 +15,14 @@ import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 // One answer for a wrong password and for every account that is not there to be checked.
 const invalidCredentials = () =>
   new ApiError(422, 'invalid_credentials', 'The email or id and password do not match an account.');
+/**
+ * The right password of an account with a second factor: never a 200, so that a site that forgets
+ * the second step fails closed. `ticket` goes to factor/verify; `factors` says which kinds it takes.
+ */
+const secondFactorRequired = (ticket: string, factors: string[]) =>
+  new ApiError(403, 'second_factor_required', 'The password is right; this account also needs its second factor.', {
+    members: { ticket, factors },
+  });
 const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 /**
  * The lock's 429. Its RateLimit fields name the lock, whose reset is the moment Retry-After names
@@ -125,8 +135,15 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       throw error;
     });
   }
+  // With an enabled second factor the right password is only the first step: audited as the 403
+  // it answers, with the ticket for the second (factors/login-ticket.ts).
+  const done = (w: Verified) =>
+    w.factors === undefined
+      ? { userId: row.id, status: 200, outcome: 'password verified' }
+      : { userId: row.id, status: 403, outcome: 'second_factor_required' };
+  scope.report?.({ userId: row.id });
   const verified = await unjudged(() =>
-    inWrite(scope, deps, 'verify', { userId: row.id, status: 200, outcome: 'password verified' }, async (tx) => {
+    inWrite(scope, deps, 'verify', done, async (tx): Promise<Verified | undefined> => {
       // Disabled since it was read: refused, as if it had been disabled before.
       const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
       if (now === undefined || now.disabled) return undefined;
@@ -141,7 +158,9 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
           .set({ passwordHash: rehashed })
           .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
       }
-      return row.id;
+      const factors = await enabledFactorTypes(tx, row.id);
+      if (factors.length === 0) return { userId: row.id };
+      return { userId: row.id, factors, generation: await generationOf(tx, row.id) };
     }),
   );
   if (verified === undefined) {
@@ -154,5 +173,16 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       deps.warn(error, 'could not clear verify failures after a success'),
     );
   }
+  if (verified.factors !== undefined) {
+    const ticket = await makeLoginTicket(deps.db, site, row.id, verified.generation!);
+    throw secondFactorRequired(ticket, verified.factors);
+  }
   return row.id;
+}
+
+interface Verified {
+  userId: string;
+  /** The types of the account's enabled second factors, when it has any. */
+  factors?: string[];
+  generation?: string;
 }

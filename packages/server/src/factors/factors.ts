@@ -10,6 +10,8 @@ import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-wo
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, userFactors, users } from '../db/schema.ts';
 import { ApiError, serviceUnavailable, userNotFound } from '../http/errors.ts';
+import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
+import { generationOf, readLoginTicket } from './login-ticket.ts';
 import { type KeyRing, open, seal } from './secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
@@ -235,4 +237,117 @@ export async function removeFactor(
     },
   );
   if (removed === undefined) throw refusal ?? factorNotFound();
+}
+
+/** The kinds of the account's enabled factors, for the login's 403 (`["totp"]`). */
+export async function enabledFactorTypes(db: Db, userId: string): Promise<string[]> {
+  const rows = await db
+    .selectDistinct({ type: userFactors.type })
+    .from(userFactors)
+    .where(and(eq(userFactors.userId, userId), isNotNull(userFactors.enabledAt)));
+  return rows.map((r) => r.type).sort();
+}
+
+/** The lock's 429, as verify's (accounts/verify.ts): its RateLimit fields name this lock only. */
+const tooManyAttempts = (seconds: number, name: string, policy: LockoutPolicy) =>
+  new ApiError(429, 'too_many_attempts', `Too many failed attempts; try again in ${seconds} s.`, {
+    headers: {
+      'Retry-After': String(seconds),
+      'RateLimit-Policy': `"${name}";q=${policy.limit};w=${policy.windowSeconds}`,
+      RateLimit: `"${name}";r=0;t=${seconds}`,
+    },
+  });
+
+export const invalidTicket = () =>
+  new ApiError(422, 'invalid_ticket', 'The ticket is not one of ours, or it is used or expired: sign in again.');
+
+export interface SecondFactorDeps extends FactorDeps {
+  verifyLimits: VerifyLimits;
+  lockout: LockoutStore;
+}
+
+/**
+ * The login's second step: the ticket of `verify`'s 403 and a TOTP code of an enabled factor (each
+ * time step once: a replay is 422 invalid_code) or an unused recovery code (used up here). Wrong
+ * codes are counted per account as password failures are (VERIFY_LIMIT), before the code is
+ * looked at; a success clears them and spends the ticket. 422 invalid_ticket for a ticket that is
+ * not ours, of another site, expired or spent.
+ */
+export async function verifySecondFactor(
+  scope: WriteScope,
+  deps: SecondFactorDeps,
+  request: { ticket: string; code?: string | undefined; recoveryCode?: string | undefined },
+): Promise<string> {
+  const read = await readLoginTicket(deps.db, scope.site, request.ticket);
+  if (read === undefined) throw invalidTicket();
+  const { userId } = read;
+  scope.report?.({ userId });
+  const keys = request.code === undefined ? undefined : keysOf(deps);
+  const key = lockoutKey(scope.site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
+  const policy = deps.verifyLimits.identifier;
+  const wait = await deps.lockout.attempt(key, policy);
+  if (wait > 0) throw tooManyAttempts(wait, 'failed_second_factor', policy);
+  let refusal: ApiError = invalidCode();
+  let judged = false;
+  try {
+    const verified = await inWrite(
+      scope,
+      deps,
+      'factor_verify',
+      { userId, status: 200, outcome: 'second factor verified' },
+      async (tx) => {
+        const account = await lockAccount(tx, scope.site, userId);
+        // Spent (a success since), or the account gone: the ticket is no more.
+        if (account === undefined || (await generationOf(tx, userId)) !== read.generation) {
+          refusal = invalidTicket();
+          return undefined;
+        }
+        judged = true;
+        if (request.recoveryCode !== undefined) {
+          const [used] = await tx
+            .update(recoveryCodes)
+            .set({ usedAt: sql`now()` })
+            .where(
+              and(
+                eq(recoveryCodes.userId, userId),
+                eq(recoveryCodes.codeHash, recoveryCodeHash(request.recoveryCode)),
+                isNull(recoveryCodes.usedAt),
+              ),
+            )
+            .returning({ userId: recoveryCodes.userId });
+          return used === undefined ? undefined : userId;
+        }
+        const factors = await tx
+          .select({ id: userFactors.id, secret: userFactors.secret })
+          .from(userFactors)
+          .where(and(eq(userFactors.userId, userId), eq(userFactors.type, 'totp'), isNotNull(userFactors.enabledAt)));
+        const now = nowSeconds();
+        for (const factor of factors) {
+          const step = matchingStep(open(keys!, factor.secret, factor.id), request.code!, now);
+          if (step === undefined) continue;
+          // Each step once: a code already accepted (or an older one) is a replay.
+          const [accepted] = await tx
+            .update(userFactors)
+            .set({ lastStep: step, lastUsedAt: sql`now()` })
+            .where(
+              and(
+                eq(userFactors.id, factor.id),
+                sql`(${userFactors.lastStep} is null or ${userFactors.lastStep} < ${step})`,
+              ),
+            )
+            .returning({ id: userFactors.id });
+          if (accepted !== undefined) return userId;
+        }
+        return undefined;
+      },
+    );
+    if (verified === undefined) throw refusal;
+    await deps.lockout.clear(key).catch(() => {});
+    return verified;
+  } catch (error) {
+    // Only a code that was judged wrong counts: a spent ticket or a failure of ours is no guess.
+    if (!judged || !(error instanceof ApiError && error.code === 'invalid_code'))
+      await deps.lockout.undo(key).catch(() => {});
+    throw error;
+  }
 }

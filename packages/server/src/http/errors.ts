@@ -16,6 +16,7 @@ const TITLES: Record<ErrorCode, string> = {
   user_not_found: 'User not found',
   factor_not_found: 'Factor not found',
   invalid_code: 'Invalid code',
+  second_factor_required: 'Second factor required',
   not_found: 'Not found',
   method_not_allowed: 'Method not allowed',
   email_taken: 'Email taken',
@@ -48,12 +49,19 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly errors: FieldError[] | undefined;
   readonly headers: Record<string, string>;
+  /** Problem members of this code beyond the standard ones (second_factor_required's ticket and factors). */
+  readonly members: Record<string, unknown> | undefined;
 
   constructor(
     status: ContentfulStatusCode,
     code: ErrorCode,
     detail: string,
-    options: { errors?: FieldError[]; headers?: Record<string, string>; cause?: unknown } = {},
+    options: {
+      errors?: FieldError[];
+      headers?: Record<string, string>;
+      cause?: unknown;
+      members?: Record<string, unknown>;
+    } = {},
   ) {
     super(detail, { cause: options.cause });
     this.name = 'ApiError';
@@ -61,6 +69,7 @@ export class ApiError extends Error {
     this.code = code;
     this.errors = options.errors;
     this.headers = options.headers ?? {};
+    this.members = options.members;
   }
 }
 
@@ -96,6 +105,7 @@ export function problemBody(error: ApiError, requestId: string): Problem {
     code: error.code,
     requestId,
     ...(errors && errors.length > 0 ? { errors } : {}),
+    ...error.members,
   };
 }
 

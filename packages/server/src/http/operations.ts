@@ -22,6 +22,7 @@ import { redeemTicket } from './routes/redeem-ticket.ts';
 import { removeFactor } from './routes/remove-factor.ts';
 import { restoreUser } from './routes/restore-user.ts';
 import { updateUser } from './routes/update-user.ts';
+import { verifySecondFactor } from './routes/verify-second-factor.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
 // Each row's parse and handle agree on their input type (checked in its file); here it is erased.
@@ -47,6 +48,7 @@ export const operations: readonly Operation<any>[] = [
   confirmFactor,
   listFactors,
   removeFactor,
+  verifySecondFactor,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

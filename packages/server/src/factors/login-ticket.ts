@@ -1,0 +1,81 @@
+// The login's ticket between its two steps (issue 29, point 2): what `verify` answers with its 403
+// second_factor_required, and `factor/verify` takes. Self-contained rather than a row of the
+// tickets table (accounts/tickets.ts), whose purposes a CHECK fixes and whose change would need a
+// migration racing others': an HMAC-signed {account, site, expiry, generation}, under a key the
+// servers of a deployment share (service_keys, made by the first that needs it, as list's cursor
+// key is). Single use: `generation` is the account's second-factor state when the ticket was made
+// (its factors' last accepted step and use, its used recovery codes), which every second-factor
+// success changes, under the account's row lock; so a ticket is spent by the first success, and a
+// concurrent second one finds the generation moved.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { and, eq, isNotNull, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { recoveryCodes, serviceKeys, userFactors } from '../db/schema.ts';
+
+/** Five minutes: time to open an authenticator app, never a session. */
+export const LOGIN_TICKET_MS = 5 * 60_000;
+
+interface Claims {
+  u: string;
+  s: string;
+  e: number;
+  g: string;
+}
+
+const keys = new WeakMap<Db, Promise<Buffer>>();
+function keyOf(db: Db): Promise<Buffer> {
+  let key = keys.get(db);
+  if (key === undefined) {
+    key = (async () => {
+      await db
+        .insert(serviceKeys)
+        .values({ name: 'second_factor', key: randomBytes(32).toString('base64url') })
+        .onConflictDoNothing();
+      const [row] = await db.select().from(serviceKeys).where(eq(serviceKeys.name, 'second_factor'));
+      return Buffer.from(row!.key, 'base64url');
+    })();
+    key.catch(() => keys.delete(db));
+    keys.set(db, key);
+  }
+  return key;
+}
+
+/** The account's second-factor generation (see above), read in `db` (the caller's transaction). */
+export async function generationOf(db: Db, userId: string): Promise<string> {
+  const [factors] = await db
+    .select({
+      step: sql<string>`coalesce(max(${userFactors.lastStep}), 0)::text`,
+      used: sql<string>`coalesce(floor(extract(epoch from max(${userFactors.lastUsedAt})) * 1000), 0)::text`,
+    })
+    .from(userFactors)
+    .where(eq(userFactors.userId, userId));
+  const [codes] = await db
+    .select({ n: sql<string>`count(*)::text` })
+    .from(recoveryCodes)
+    .where(and(eq(recoveryCodes.userId, userId), isNotNull(recoveryCodes.usedAt)));
+  return `${factors?.step ?? 0}:${factors?.used ?? 0}:${codes?.n ?? 0}`;
+}
+
+const mac = (key: Buffer, body: string) => createHmac('sha256', key).update(`second_factor\n${body}`).digest();
+
+export async function makeLoginTicket(db: Db, site: string, userId: string, generation: string): Promise<string> {
+  const claims: Claims = { u: userId, s: site, e: Date.now() + LOGIN_TICKET_MS, g: generation };
+  const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
+  return `${body}.${mac(await keyOf(db), body).toString('base64url')}`;
+}
+
+/** The ticket's account and generation when it is ours, of this site and not expired; else undefined. */
+export async function readLoginTicket(
+  db: Db,
+  site: string,
+  ticket: string,
+): Promise<{ userId: string; generation: string } | undefined> {
+  const [body, signature, ...rest] = ticket.split('.');
+  if (body === undefined || signature === undefined || rest.length > 0) return undefined;
+  const given = Buffer.from(signature, 'base64url');
+  const expected = mac(await keyOf(db), body);
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  const claims = JSON.parse(Buffer.from(body, 'base64url').toString()) as Claims;
+  if (claims.s !== site || claims.e <= Date.now()) return undefined;
+  return { userId: claims.u, generation: claims.g };
+}
