@@ -327,6 +327,8 @@ export function defineContractSuite(spec: TargetSpec): void {
           'address',
           'createdAt',
           'disabled',
+          'disabledReason',
+          'disabledUntil',
           'email',
           'emailVerified',
           'emailVerifiedAt',
