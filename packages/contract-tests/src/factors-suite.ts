@@ -176,6 +176,31 @@ export function defineFactorsSuite(spec: TargetSpec): void {
       expect((await confirm(owner.client, user.id, added.factorId, code)).response.status).toBe(200);
     });
 
+    it('makes user.factor_added when a factor is enabled (not when pending) and user.factor_removed, without a secret', async () => {
+      const site = `factor-events-${Date.now().toString(36)}`;
+      const { token } = await h.target.createToken({
+        site,
+        scopes: ['read', 'write', 'events'],
+        label: 'factor events',
+      });
+      const client = h.clientFor(token);
+      const user = await h.createUser({}, client);
+      const added = await addTotp(client, user.id);
+      await confirm(client, user.id, added.factorId, totpAt(added.secret, nowSeconds()));
+      await client.POST('/api/1/user/factor/remove', { body: { _userId: user.id, factorId: added.factorId } });
+      // Numbered a moment after each commit: read until the three are there.
+      let events: { type: string; subject: string; data: unknown }[] = [];
+      for (let i = 0; i < 50 && events.length < 3; i++) {
+        const { data } = await client.GET('/api/1/events', { params: { query: { limit: 100, wait: 1 } } });
+        events = data!.result.events;
+      }
+      expect(events.map((e) => e.type)).toEqual(['user.created', 'user.factor_added', 'user.factor_removed']);
+      const factor = { _userId: user.id, factorId: added.factorId, factorType: 'totp' };
+      expect(events[1]!.data).toEqual(factor);
+      expect(events[2]!.data).toEqual(factor);
+      expect(JSON.stringify(events)).not.toContain(added.secret);
+    });
+
     it('audits every factor operation under its own name, with no secret', async () => {
       const { client } = await newSite();
       const user = await h.createUser({}, client);

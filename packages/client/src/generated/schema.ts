@@ -532,7 +532,8 @@ export interface paths {
          *     Each event has the site's next **sequence number** (`sequence`, 1, 2, 3, … with no gaps,
          *     written as 20 digits, zero-padded: `00000000000000000001`, so that it sorts as a string)
          *     and is a CloudEvents 1.0 envelope in its JSON format. `data` is the account as `get`
-         *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`. A `user.updated` event
+         *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`, `{"_userId", "factorId", "factorType"}` for
+         *     `user.factor_added` and `user.factor_removed`. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -1420,7 +1421,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed";
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
             /** @constant */
@@ -1433,7 +1434,17 @@ export interface components {
              * @example phone,password
              */
             changedfields?: string;
-            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"];
+            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"];
+        };
+        /**
+         * @description The `data` of `user.factor_added` (a factor enabled by `factor/confirm`; a pending one has
+         *     no event) and `user.factor_removed`: the account, the factor's id and kind. Never a secret.
+         */
+        FactorChange: {
+            _userId: components["schemas"]["UserId"];
+            factorId: components["schemas"]["FactorId"];
+            /** @enum {string} */
+            factorType: "totp" | "passkey";
         };
         /** @description The `data` of a `user.deleted` event (with `graceDays`) and of a `user.purged` event (the id alone). */
         DeletedUser: {

@@ -62,6 +62,9 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   restore: 'user.restored',
   purge: 'user.purged',
   import: 'user.created',
+  // A factor counts once enabled: a pending one is no factor yet (factors/factors.ts).
+  factor_confirm: 'user.factor_added',
+  factor_remove: 'user.factor_removed',
   // A ticket redeemed changes the account (issuing one does not).
   redeem: 'user.updated',
 };
@@ -76,6 +79,8 @@ export interface WriteDone {
   outcome: string;
   /** update: the fields the request set, for its event's changedfields. */
   changed?: string[];
+  /** factor_confirm, factor_remove: the factor, for the event's data. */
+  factor?: { factorId: string; type: string };
   /** false when the write found nothing to change (disable of a disabled account): no event. */
   emits?: boolean;
   /** The answer the caller gives with `status`, kept for its Idempotency-Key (see WriteScope). */
@@ -126,7 +131,7 @@ export async function inWrite<T>(
   const written = await deps.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
-    const { userIds, changed, emits, answer, ...entry } = typeof done === 'function' ? done(result) : done;
+    const { userIds, changed, emits, answer, factor, ...entry } = typeof done === 'function' ? done(result) : done;
     const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId };
     const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
     // An audit row per account written (import), else one for the request.
@@ -139,7 +144,12 @@ export async function inWrite<T>(
     const type = EVENT_OF[operation];
     if (type !== undefined && emits !== false && deps.outbox !== false && ids.length > 0) {
       // The audit rows and the events in one statement: a round trip less in every write.
-      const events = ids.map((userId) => ({ type, userId, ...(changed === undefined ? {} : { changed }) }));
+      const events = ids.map((userId) => ({
+        type,
+        userId,
+        ...(changed === undefined ? {} : { changed }),
+        ...(factor === undefined ? {} : { factor }),
+      }));
       // Tracing on: the events keep the write's trace (their column's default reads this setting,
       // local to the transaction), and each webhook delivery of them joins it (webhooks/worker.ts).
       const traceparent = deps.tracing ? activeTraceparent() : undefined;

@@ -35,13 +35,17 @@ export type EventType =
   | 'user.disabled'
   | 'user.enabled'
   | 'user.restored'
-  | 'user.purged';
+  | 'user.purged'
+  | 'user.factor_added'
+  | 'user.factor_removed';
 
 export interface EventEntry {
   type: EventType;
   userId: string;
   /** user.updated: the fields the request set. */
   changed?: string[];
+  /** user.factor_added, user.factor_removed: which factor (never its secret). */
+  factor?: { factorId: string; type: string };
 }
 
 /** The order changedfields lists fields in, whatever order the request had them. */
@@ -63,6 +67,16 @@ const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
 const deletedJson = (userId: SQL) => sql`jsonb_build_object('_userId', ${userId}, 'graceDays',
   coalesce((select extract(day from u.purge_at - u.deleted_at)::int from users u where u.id = ${userId}), 0))`;
 const purgedJson = (userId: SQL) => sql`jsonb_build_object('_userId', ${userId})`;
+/** user.factor_added and user.factor_removed: the account's id and which factor, nothing secret. */
+const factorJson = (userId: SQL, factor: { factorId: string; type: string }) =>
+  sql`jsonb_build_object('_userId', ${userId}, 'factorId', ${factor.factorId}::text, 'factorType', ${factor.type}::text)`;
+
+/** The data of one event. */
+function dataOf(entry: EventEntry, userId: SQL): SQL {
+  if (entry.factor !== undefined) return factorJson(userId, entry.factor);
+  if (entry.type === 'user.deleted') return deletedJson(userId);
+  return entry.type === 'user.purged' ? purgedJson(userId) : accountJson(userId);
+}
 
 /**
  * Queues the events of one write, in its transaction, unnumbered (see above); with `alongside`
@@ -83,7 +97,7 @@ export async function enqueueEvents(tx: Db, site: string, entries: EventEntry[],
       tx,
       sql`${done}insert into event_queue (site, type, subject, changed, data)
         select ${site}, ${entry!.type}, ${userId}, ${changed[0]},
-          ${entry!.type === 'user.deleted' ? deletedJson(userId) : entry!.type === 'user.purged' ? purgedJson(userId) : accountJson(userId)}`,
+          ${dataOf(entry!, userId)}`,
     );
     return;
   }

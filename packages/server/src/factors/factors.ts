@@ -123,7 +123,12 @@ export async function confirmFactor(
     scope,
     deps,
     'factor_confirm',
-    { userId: request.userId, status: 200, outcome: 'factor enabled' },
+    {
+      userId: request.userId,
+      status: 200,
+      outcome: 'factor enabled',
+      factor: { factorId: request.factorId, type: 'totp' },
+    },
     async (tx) => {
       const account = await lockAccount(tx, scope.site, request.userId);
       if (account === undefined) {
@@ -208,12 +213,18 @@ export async function removeFactor(
 ): Promise<void> {
   if (!isUuid(request.userId)) throw userNotFound();
   if (!isUuid(request.factorId)) throw factorNotFound();
+  scope.report?.({ userId: request.userId });
   let refusal: ApiError | undefined;
   const removed = await inWrite(
     scope,
     deps,
     'factor_remove',
-    { userId: request.userId, status: 200, outcome: 'factor removed' },
+    (removed: { type: string }) => ({
+      userId: request.userId,
+      status: 200,
+      outcome: 'factor removed',
+      factor: { factorId: request.factorId, type: removed.type },
+    }),
     async (tx) => {
       const account = await lockAccount(tx, scope.site, request.userId);
       if (account === undefined) {
@@ -223,7 +234,7 @@ export async function removeFactor(
       const [gone] = await tx
         .delete(userFactors)
         .where(and(eq(userFactors.id, request.factorId), eq(userFactors.userId, account.id)))
-        .returning({ id: userFactors.id });
+        .returning({ type: userFactors.type });
       if (gone === undefined) {
         refusal = factorNotFound();
         return undefined;
@@ -233,7 +244,7 @@ export async function removeFactor(
         .from(userFactors)
         .where(and(eq(userFactors.userId, account.id), isNotNull(userFactors.enabledAt)));
       if (left!.n === 0) await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, account.id));
-      return true;
+      return gone;
     },
   );
   if (removed === undefined) throw refusal ?? factorNotFound();
