@@ -128,7 +128,15 @@ export async function purgeDeleted(
   return total;
 }
 
-/** Everything but the row that names these accounts: audit rows, events, deliveries, lockout counters. */
+/**
+ * Everything but the row that names these accounts. Every table that names an account by id or
+ * email, and what becomes of it: users (the row, deleted by the caller); tickets, user_factors,
+ * recovery_codes (by their foreign keys' cascade); audit_log, event_queue, events,
+ * webhook_deliveries, verify_failures (its keys are digests of the email and the id) and
+ * idempotency_keys (a kept answer) here. The others name none: api_tokens, rate_limits (by token),
+ * service_keys, event_sequences, webhook_endpoints, metadata_schemas, site_settings. With
+ * REDIS_URL the lockout counters live in Redis too, where they expire with their window.
+ */
 async function forgetAccounts(tx: Db, site: string, accounts: { id: string; email: string }[]): Promise<void> {
   const ids = accounts.map((a) => a.id);
   await tx.delete(auditLog).where(and(eq(auditLog.site, site), inArray(auditLog.userId, ids)));
