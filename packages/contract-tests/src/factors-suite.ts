@@ -5,7 +5,7 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { GHOST, useTarget } from './harness.ts';
-import type { TargetSpec } from './targets.ts';
+import { type TargetSpec, TEST_FACTOR_KEY } from './targets.ts';
 
 /** RFC 6238 with SHA-1, 6 digits, 30 s, from a base32 secret: the test's own implementation. */
 export function totpAt(base32: string, epochSeconds: number): string {
@@ -364,6 +364,42 @@ export function defineFactorsSuite(spec: TargetSpec): void {
         ['factor_verify', 200, 'second factor verified'],
         ['verify', 403, 'second_factor_required'],
       ]);
+    });
+  });
+
+  describe(`${spec.name}: the key of factor secrets`, () => {
+    const h = useTarget(spec);
+
+    it('opens the secrets after a restart; on PostgreSQL without FACTOR_ENCRYPTION_KEY, answers 503 where a secret is needed', async () => {
+      const user = await h.createUser();
+      const added = (await h.client.POST('/api/1/user/factor/totp', { body: { _userId: user.id } })).data!.result;
+      // The embedded database keeps its own key in DATA_DIR/factor-key; PostgreSQL's comes from
+      // the configuration (TEST_FACTOR_KEY): either way the same key after a restart.
+      await h.target.restart();
+      h.reconnect();
+      const code = totpAt(added.secret, nowSeconds());
+      const factorId = added.factorId;
+      if (spec.name.includes('PostgreSQL')) {
+        await h.target.restart({ env: { FACTOR_ENCRYPTION_KEY: '' } });
+        h.reconnect();
+        expect(h.target.logs.join('\n')).toContain('FACTOR_ENCRYPTION_KEY is not set');
+        for (const answer of [
+          await h.client.POST('/api/1/user/factor/totp', { body: { _userId: user.id } }),
+          await h.client.POST('/api/1/user/factor/confirm', { body: { _userId: user.id, factorId, code } }),
+        ]) {
+          expect(answer.response.status).toBe(503);
+          expect(answer.error?.detail).toContain('FACTOR_ENCRYPTION_KEY');
+        }
+        // Listing and removing need no secret.
+        const listed = await h.client.GET('/api/1/user/factor/list', { params: { query: { _userId: user.id } } });
+        expect(listed.response.status).toBe(200);
+        await h.target.restart({ env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY } });
+        h.reconnect();
+      }
+      const confirmed = await h.client.POST('/api/1/user/factor/confirm', {
+        body: { _userId: user.id, factorId, code },
+      });
+      expect(confirmed.response.status).toBe(200);
     });
   });
 }
