@@ -961,29 +961,29 @@ export interface components {
              * @description When a timed suspension ends by itself (`disable`'s `until`); `null` when the account
              *     is enabled or disabled with no end. `get` and `list` always give it.
              */
-            disabledUntil?: components["schemas"]["Timestamp"] | null;
+            disabledUntil: components["schemas"]["Timestamp"] | null;
             /**
              * @description `disable`'s `reason`, for operators; `null` when none or when enabled. `get` and `list` always give it.
              * @example null
              */
-            disabledReason?: string | null;
+            disabledReason: string | null;
             /**
              * @description `true` when the email, as it is now, was verified: by a `verify_email` or
              *     `change_email` ticket, or said so by the site (`create`, `update`, `import`). `get`,
              *     `list` and `export` always give it.
              * @example true
              */
-            emailVerified?: boolean;
+            emailVerified: boolean;
             /** @description When `emailVerified` last became `true`; `null` while it is `false`. */
-            emailVerifiedAt?: components["schemas"]["Timestamp"] | null;
+            emailVerifiedAt: components["schemas"]["Timestamp"] | null;
             /**
              * @description `true` when the phone, as it is now, was verified (a `verify_phone` ticket, or the site's word); never without a phone.
              * @example false
              */
-            phoneVerified?: boolean;
+            phoneVerified: boolean;
             /** @description When `phoneVerified` last became `true`; `null` while it is `false`. */
-            phoneVerifiedAt?: components["schemas"]["Timestamp"] | null;
-            metadata?: components["schemas"]["Metadata"];
+            phoneVerifiedAt: components["schemas"]["Timestamp"] | null;
+            metadata: components["schemas"]["Metadata"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
         };
@@ -1430,7 +1430,8 @@ export interface components {
             sequence: string;
             /**
              * @description `user.updated` only: the fields the update set, comma-separated, in the order
-             *     `name`, `phone`, `address`, `password`.
+             *     `email`, `emailVerified`, `name`, `phone`, `phoneVerified`, `address`, `password`,
+             *     `metadata`.
              * @example phone,password
              */
             changedfields?: string;

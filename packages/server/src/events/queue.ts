@@ -49,7 +49,7 @@ export interface EventEntry {
 }
 
 /** The order changedfields lists fields in, whatever order the request had them. */
-const FIELD_ORDER = ['name', 'phone', 'address', 'password'];
+const FIELD_ORDER = ['email', 'emailVerified', 'name', 'phone', 'phoneVerified', 'address', 'password', 'metadata'];
 
 const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
@@ -57,7 +57,9 @@ const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-
 const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address,
     'disabled', u.disabled, 'disabledUntil', ${iso(sql`u.disabled_until`)}, 'disabledReason', u.disabled_reason,
-    'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
+    'emailVerified', u.email_verified_at is not null, 'emailVerifiedAt', ${iso(sql`u.email_verified_at`)},
+    'phoneVerified', u.phone_verified_at is not null, 'phoneVerifiedAt', ${iso(sql`u.phone_verified_at`)},
+    'metadata', u.metadata, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
   from users u where u.id = ${userId})`;
 
 /**
