@@ -1721,7 +1721,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_json" | "invalid_request";
+                };
             };
         };
         /** @description `change_email`: another account in reach holds `newEmail` (`email_taken`); `verify_phone`: the account has no phone (`no_phone`). */
@@ -1748,7 +1751,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_json" | "invalid_request" | "weak_password";
+                };
             };
         };
         /** @description Every miss, one answer (see `ticket/redeem`). */
@@ -1760,7 +1766,10 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                "application/problem+json": components["schemas"]["Problem"];
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_ticket";
+                };
             };
         };
         /**
