@@ -47,6 +47,7 @@ describe('client types', () => {
       | 'unauthorized'
       | 'forbidden'
       | 'account_disabled'
+      | 'second_factor_required'
       | 'payload_too_large'
       | 'unsupported_media_type'
       | 'invalid_credentials'
