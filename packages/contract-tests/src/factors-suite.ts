@@ -390,6 +390,12 @@ export function defineFactorsSuite(spec: TargetSpec): void {
           expect(answer.response.status).toBe(503);
           expect(answer.error?.detail).toContain('FACTOR_ENCRYPTION_KEY');
         }
+        // Another key in place of the one that sealed it: the operator's to mend, said so, not a 500.
+        await h.target.restart({ env: { FACTOR_ENCRYPTION_KEY: `other:${Buffer.alloc(32, 2).toString('base64')}` } });
+        h.reconnect();
+        const lost = await h.client.POST('/api/1/user/factor/confirm', { body: { _userId: user.id, factorId, code } });
+        expect(lost.response.status).toBe(503);
+        expect(lost.error?.detail).toContain('no longer lists');
         // Listing and removing need no secret.
         const listed = await h.client.GET('/api/1/user/factor/list', { params: { query: { _userId: user.id } } });
         expect(listed.response.status).toBe(200);

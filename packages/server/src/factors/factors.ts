@@ -12,7 +12,7 @@ import { recoveryCodes, userFactors, users } from '../db/schema.ts';
 import { ApiError, serviceUnavailable, userNotFound } from '../http/errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { generationOf, readLoginTicket } from './login-ticket.ts';
-import { type KeyRing, open, seal } from './secret-box.ts';
+import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
 export const RECOVERY_CODES = 10;
@@ -33,6 +33,24 @@ export function keysOf(deps: FactorDeps): KeyRing {
       'Second factors need FACTOR_ENCRYPTION_KEY, which this server was started without; its operator must set it.',
     );
   return deps.factorKeys;
+}
+
+/**
+ * A factor's secret, opened; a secret the configured keys cannot open (its key dropped from
+ * FACTOR_ENCRYPTION_KEY, or another key put in its place) is the operator's to mend: 503 saying
+ * so, never a 500, and never taken for a wrong code.
+ */
+function openSecret(keys: KeyRing, factor: { id: string; secret: string }): string {
+  try {
+    return open(keys, factor.secret, factor.id);
+  } catch (error) {
+    if (error instanceof SealedSecretError)
+      throw serviceUnavailable(
+        `A second-factor secret cannot be opened: ${error.message}; its operator must restore the key.`,
+        error,
+      );
+    throw error;
+  }
 }
 
 /** The seconds since the epoch, as TOTP counts them. */
@@ -145,7 +163,7 @@ export async function confirmFactor(
         refusal = factorNotFound();
         return undefined;
       }
-      const step = matchingStep(open(keys, factor.secret, factor.id), request.code, nowSeconds());
+      const step = matchingStep(openSecret(keys, factor), request.code, nowSeconds());
       if (step === undefined) {
         refusal = invalidCode();
         return undefined;
@@ -334,7 +352,7 @@ export async function verifySecondFactor(
           .where(and(eq(userFactors.userId, userId), eq(userFactors.type, 'totp'), isNotNull(userFactors.enabledAt)));
         const now = nowSeconds();
         for (const factor of factors) {
-          const step = matchingStep(open(keys!, factor.secret, factor.id), request.code!, now);
+          const step = matchingStep(openSecret(keys!, factor), request.code!, now);
           if (step === undefined) continue;
           // Each step once: a code already accepted (or an older one) is a replay.
           const [accepted] = await tx
