@@ -16,6 +16,8 @@ const contractTests = (files: string[]) => files.map((f) => `packages/contract-t
 /** Server modules tested against a database they open (PGlite, or TEST_DATABASE_URL's PostgreSQL). */
 const integration = server([
   'accounts/listing',
+  'accounts/tickets',
+  'accounts/verify',
   'assemble',
   'auth/tokens',
   'db/client',
@@ -31,6 +33,7 @@ const integration = server([
   'ops/commands',
   'ops/housekeeping',
   'ops/import-file',
+  'ops/metadata-schema',
 ]);
 
 /**

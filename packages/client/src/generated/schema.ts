@@ -1272,7 +1272,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "restore" | "purge";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "restore" | "purge";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).

@@ -10,7 +10,13 @@ describe('tickets', () => {
   let database: Database;
   let userId: string;
   const count = async (where = sql`true`) =>
-    Number(((await database.db.execute(sql`select count(*)::int as n from tickets where ${where}`)) as unknown as { n: number }[])[0]!.n);
+    Number(
+      (
+        (await database.db.execute(sql`select count(*)::int as n from tickets where ${where}`)) as unknown as {
+          n: number;
+        }[]
+      )[0]!.n,
+    );
 
   beforeAll(async () => {
     database = await openPglite(undefined);
@@ -39,7 +45,8 @@ describe('tickets', () => {
   it('burns a code at its fifth wrong try', async () => {
     const { ticket } = await issueTicket(database.db, { id: userId, site: 'shop' }, 'verify_phone', 600, undefined);
     const wrong = ticket === '000000' ? '000001' : '000000';
-    for (let i = 0; i < 4; i++) expect(await findTicket(database.db, 'shop', 'verify_phone', wrong, userId)).toBeUndefined();
+    for (let i = 0; i < 4; i++)
+      expect(await findTicket(database.db, 'shop', 'verify_phone', wrong, userId)).toBeUndefined();
     expect(await count(sql`purpose = 'verify_phone' and tries = 4`)).toBe(1);
     expect(await findTicket(database.db, 'shop', 'verify_phone', wrong, userId)).toBeUndefined();
     expect(await findTicket(database.db, 'shop', 'verify_phone', ticket, userId)).toBeUndefined();
@@ -50,7 +57,13 @@ describe('tickets', () => {
     await database.db.execute(sql`delete from tickets`);
     const account = sql`id = ${userId}`;
     for (const purpose of ['verify_email', 'reset_password', 'change_email', 'verify_phone'] as const)
-      await issueTicket(database.db, { id: userId, site: 'shop' }, purpose, 600, purpose === 'change_email' ? 'b@example.com' : undefined);
+      await issueTicket(
+        database.db,
+        { id: userId, site: 'shop' },
+        purpose,
+        600,
+        purpose === 'change_email' ? 'b@example.com' : undefined,
+      );
     await endTicketsOfUpdate(database.db, account, userId, { email: 'A@EXAMPLE.COM' });
     expect(await count()).toBe(4);
     await endTicketsOfUpdate(database.db, account, userId, { password: true });
@@ -66,7 +79,9 @@ describe('tickets', () => {
   it('is removed by housekeeping once expired', async () => {
     await issueTicket(database.db, { id: userId, site: 'shop' }, 'verify_email', 600, undefined);
     await issueTicket(database.db, { id: userId, site: 'shop' }, 'reset_password', 600, undefined);
-    await database.db.execute(sql`update tickets set expires_at = now() - interval '1 second' where purpose = 'verify_email'`);
+    await database.db.execute(
+      sql`update tickets set expires_at = now() - interval '1 second' where purpose = 'verify_email'`,
+    );
     await purgeExpired(database.db);
     expect(await count(sql`purpose = 'verify_email'`)).toBe(0);
     expect(await count(sql`purpose = 'reset_password'`)).toBe(1);
