@@ -95,12 +95,13 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
   if (addressWait > 0) throw tooManyAttempts(addressWait, 'failed_verify_address', verifyLimits.address);
   const wait = await lockout.attempt(identifier, verifyLimits.identifier);
   if (wait > 0) {
-    if (fromAddress !== undefined) await lockout.undo(fromAddress);
+    if (fromAddress !== undefined) await lockout.undo(fromAddress, verifyLimits.address);
     throw tooManyAttempts(wait, 'failed_verify', verifyLimits.identifier);
   }
+  // Both attempts went on: taken back, a lock that only their counts set goes with them.
   const notAFailure = async () => {
-    await lockout.undo(identifier);
-    if (fromAddress !== undefined) await lockout.undo(fromAddress);
+    await lockout.undo(identifier, verifyLimits.identifier);
+    if (fromAddress !== undefined) await lockout.undo(fromAddress, verifyLimits.address);
   };
   // Work that can fail for want of the server (database, hashing queue, deadline): a failure
   // there judged no password, so it is no guess either.
@@ -114,7 +115,7 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
   };
   const succeeded = async (store: LockoutStore) => {
     await store.clear(identifier);
-    if (fromAddress !== undefined) await store.undo(fromAddress);
+    if (fromAddress !== undefined) await store.undo(fromAddress, verifyLimits.address);
   };
 
   // No account, or none in reach: the same verification against a stand-in hash, so that the

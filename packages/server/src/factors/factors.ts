@@ -376,7 +376,7 @@ export async function verifySecondFactor(
   } catch (error) {
     // Only a code that was judged wrong counts: a spent ticket or a failure of ours is no guess.
     if (!judged || !(error instanceof ApiError && error.code === 'invalid_code'))
-      await deps.lockout.undo(key).catch(() => {});
+      await deps.lockout.undo(key, policy).catch(() => {});
     throw error;
   }
 }

@@ -89,6 +89,27 @@ function behavesAsALockout(store: () => LockoutStore) {
     expect(await store().attempt(k, p)).toBe(60);
   });
 
+  // Ten logins sent at once while the hashing queue is full: all ten are counted before any is
+  // refused with 503, the tenth sets the lock, and the nine taken back must take it back too.
+  it('takes back the lock of an attempt that went on and reached the limit, when it is taken back', async () => {
+    const k = key();
+    const p = policy({ limit: 2 });
+    expect(await attempts(store(), k, p, 2)).toEqual([0, 0]); // the second reached the limit: locked
+    expect(await store().attempt(k, p)).toBe(60);
+    await store().undo(k, p); // the second was no failure after all
+    expect(await attempts(store(), k, p, 2)).toEqual([0, 60]); // one failure left: one more goes on
+  });
+
+  it('counts the failures left after a take-back against the limit, as if the attempt never came', async () => {
+    const k = key();
+    const p = policy({ limit: 2 });
+    const sent = await Promise.all(Array.from({ length: 3 }, () => store().attempt(k, p)));
+    expect(sent.filter((wait) => wait === 0)).toHaveLength(2);
+    await store().undo(k, p); // one of two taken back: one failure left, below the limit
+    expect(await store().attempt(k, p)).toBe(0);
+    expect(await store().attempt(k, p)).toBe(60);
+  });
+
   it('counts nothing below zero when undoing what was never counted', async () => {
     const k = key();
     await store().undo(k);

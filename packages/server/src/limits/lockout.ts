@@ -44,8 +44,14 @@ export interface LockoutStore {
    * attempt may go on. The limit reached, the key is locked (the longer the more failures).
    */
   attempt(key: string, policy: LockoutPolicy): Promise<number>;
-  /** The attempt was not a failure after all: its count is taken back (a lock it set stays). */
-  undo(key: string): Promise<void>;
+  /**
+   * The attempt was not a failure after all: its count is taken back. With the policy (an attempt
+   * that went on, taken back), a lock is lifted too when the failures left are below the limit:
+   * no guess judged wrong left it there (ten logins sent at once while the hashing queue was full
+   * were all counted, the tenth locked, and the nine refused with 503 left the lock behind).
+   * Without it, a lock stays.
+   */
+  undo(key: string, policy?: LockoutPolicy): Promise<void>;
   /** A success: the key's count starts again, its lock lifted. */
   clear(key: string): Promise<void>;
   /**
@@ -58,7 +64,7 @@ export interface LockoutStore {
 export function databaseLockout(db: Db): LockoutStore {
   return {
     attempt: (key, policy) => attempt(db, key, policy),
-    undo: (key) => undoAttempt(db, key),
+    undo: (key, policy) => undoAttempt(db, key, policy),
     clear: (key) => clearFailures(db, key),
     inTransaction: (tx) => databaseLockout(tx),
   };
@@ -107,10 +113,16 @@ async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<numb
   return Number(row?.wait ?? 0);
 }
 
-async function undoAttempt(db: Db, key: string): Promise<void> {
+async function undoAttempt(db: Db, key: string, policy?: LockoutPolicy): Promise<void> {
+  const left = sql`greatest(${verifyFailures.failures} - 1, 0)`;
   await db
     .update(verifyFailures)
-    .set({ failures: sql`greatest(${verifyFailures.failures} - 1, 0)` })
+    .set({
+      failures: left,
+      ...(policy === undefined
+        ? {}
+        : { lockedUntil: sql`case when ${left} < ${policy.limit} then null else ${verifyFailures.lockedUntil} end` }),
+    })
     .where(eq(verifyFailures.key, key));
 }
 
@@ -161,10 +173,15 @@ redis.call('PEXPIREAT', KEYS[1], math.max(now, locked or now) + math.ceil(window
 return 0`;
 
 // HINCRBY keeps the key's expiry; a key that is gone is left gone rather than counted below zero.
+// With a limit (ARGV[1]), a lock goes too when the failures left are below it (see undo).
 const UNDO_LUA = `
 local failures = tonumber(redis.call('HGET', KEYS[1], 'failures'))
 if failures ~= nil and failures > 0 then
   redis.call('HINCRBY', KEYS[1], 'failures', -1)
+  local limit = tonumber(ARGV[1])
+  if limit ~= nil and failures - 1 < limit then
+    redis.call('HDEL', KEYS[1], 'locked')
+  end
 end
 return 0`;
 
@@ -192,10 +209,11 @@ export function redisLockout(
         },
         () => fallback.attempt(key, policy),
       ),
-    undo: (key) =>
+    undo: (key, policy) =>
       orFallback(
-        async () => void (await redis.eval(UNDO_LUA, 1, redisKey(key))),
-        () => fallback.undo(key),
+        async () =>
+          void (await redis.eval(UNDO_LUA, 1, redisKey(key), ...(policy === undefined ? [] : [String(policy.limit)]))),
+        () => fallback.undo(key, policy),
       ),
     clear: (key) =>
       orFallback(
