@@ -205,7 +205,12 @@ describe('main', () => {
       try {
         const url = new URL(process.env.TEST_DATABASE_URL!);
         url.pathname = `/${name}`;
-        const server = run({ DATABASE_URL: url.href, API_TOKENS: 'ua_main_test_token_0123456789abcdef' });
+        const server = run({
+          DATABASE_URL: url.href,
+          API_TOKENS: 'ua_main_test_token_0123456789abcdef',
+          // Configured as a deployment is: without it the start warns (second factors answer 503).
+          FACTOR_ENCRYPTION_KEY: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
+        });
         await server.ready;
         server.child.kill('SIGTERM');
         expect(await server.exited).toBe(0);

@@ -133,6 +133,9 @@ class Get implements fc.AsyncCommand<Model, Real> {
           phone: account.phone,
           address: account.address,
           disabled: false,
+          // The sequences never suspend an account.
+          disabledUntil: null,
+          disabledReason: null,
           // The sequences never say a contact is verified.
           emailVerified: false,
           emailVerifiedAt: null,
