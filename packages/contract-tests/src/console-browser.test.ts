@@ -248,6 +248,8 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
     it("follows the site's events as they happen", async () => {
       const { page, refused } = await open('/console');
       // From the keyboard alone: the token field is the first stop, Enter signs in, a link opens.
+      // Once the form is there: a Tab pressed before the page has drawn it lands on the document.
+      await page.getByLabel('API token').waitFor();
       await page.keyboard.press('Tab');
       expect(await page.evaluate(() => document.activeElement?.id)).toBe('token');
       await page.keyboard.type(target.token);
