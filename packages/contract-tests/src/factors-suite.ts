@@ -3,6 +3,7 @@
 // removed; recovery codes with the first factor; secrets sealed at rest; another site's token
 // refused. Each test works in a site of its own. Server targets only.
 import { createHmac } from 'node:crypto';
+import type { Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
 import { GHOST, useTarget } from './harness.ts';
 import { type TargetSpec, TEST_FACTOR_KEY } from './targets.ts';
@@ -122,6 +123,21 @@ export function defineFactorsSuite(spec: TargetSpec): void {
       const dump = JSON.stringify(await h.target.sql('select * from user_factors'));
       expect(dump).not.toContain(added.secret);
       expect(dump).not.toContain(added.secret.slice(0, 16));
+    });
+
+    // Found by looking where the fuzzer found a NUL in disable's reason: a label is text as well.
+    it('refuses a label with a control character (400 at /label), adding nothing', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({}, client);
+      const { response, error } = await client.POST('/api/1/user/factor/totp', {
+        body: { _userId: user.id, label: 'Phone\u0000' },
+      });
+      expect(response.status).toBe(400);
+      expect((error as Problem).errors).toEqual([
+        expect.objectContaining({ pointer: '/label', code: 'invalid_format' }),
+      ]);
+      const list = await client.GET('/api/1/user/factor/list', { params: { query: { _userId: user.id } } });
+      expect(list.data?.result.factors).toEqual([]);
     });
 
     it('replaces an unconfirmed factor with a new one: one pending TOTP factor per account', async () => {

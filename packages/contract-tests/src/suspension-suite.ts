@@ -71,6 +71,25 @@ export function defineSuspensionSuite(spec: TargetSpec): void {
       expect(await get(client, user.id)).toEqual(before);
     });
 
+    // Found by the fuzzer: a NUL in the reason reached PostgreSQL, which cannot store it (500).
+    it('refuses a reason with a control character other than a newline or a tab, changing nothing', async () => {
+      const client = await newSite();
+      const user = await h.createUser({}, client);
+      const before = await get(client, user.id);
+      for (const reason of ['\u0000', 'a\u0007b', 'x\u009b']) {
+        const { response, error } = await client.POST('/api/1/user/disable', { body: { _userId: user.id, reason } });
+        expect(response.status, JSON.stringify(reason)).toBe(400);
+        expect((error as Problem).errors).toEqual([
+          expect.objectContaining({ pointer: '/reason', code: 'invalid_format' }),
+        ]);
+      }
+      expect(await get(client, user.id)).toEqual(before);
+      const lines = await client.POST('/api/1/user/disable', {
+        body: { _userId: user.id, reason: 'chargeback\n\tticket 4411' },
+      });
+      expect(lines.response.status).toBe(200);
+    });
+
     it('replaces the end and reason of a disabled account, and enable clears both at once', async () => {
       const client = await newSite();
       const user = await h.createUser({}, client);

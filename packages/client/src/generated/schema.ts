@@ -1116,6 +1116,7 @@ export interface components {
             until?: string;
             /**
              * @description Why, for the site's operators only (`get`, `list`); never shown to the end user.
+             *     Newlines and tabs allowed, no other control characters.
              * @example Chargeback under review (ticket 4411)
              */
             reason?: string;
@@ -1290,7 +1291,7 @@ export interface components {
          * @example 0193a1e4-6c7d-7e8f-9a0b-1c2d3e4f5a6b
          */
         FactorId: string;
-        /** @description The user's name for the factor ("Phone"), 1 to 100 characters after trimming. */
+        /** @description The user's name for the factor ("Phone"), 1 to 100 characters after trimming, no control characters. */
         FactorLabel: string;
         AddTotpFactorRequest: {
             _userId: components["schemas"]["UserId"];
