@@ -200,6 +200,23 @@ export async function fewMatches(db: Db, site: string, filters: ListFilters): Pr
   return Number(rows[0]?.n ?? FEW_MATCHES) < FEW_MATCHES;
 }
 
+/** The columns toUser shows: a page never carries a hash, even on its way to toUser. */
+const SHOWN_COLUMNS = {
+  id: users.id,
+  email: users.email,
+  name: users.name,
+  phone: users.phone,
+  address: users.address,
+  disabled: users.disabled,
+  disabledUntil: users.disabledUntil,
+  disabledReason: users.disabledReason,
+  emailVerifiedAt: users.emailVerifiedAt,
+  phoneVerifiedAt: users.phoneVerifiedAt,
+  metadata: users.metadata,
+  createdAt: users.createdAt,
+  updatedAt: users.updatedAt,
+};
+
 /** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
 export function listQuery(
   db: Db,
@@ -216,38 +233,8 @@ export function listQuery(
     : walk.order === 'asc'
       ? [asc(sorted), asc(users.id)]
       : [desc(sorted), desc(users.id)];
-  // The shown columns only: a page never carries a hash, even on its way to toUser.
-  const {
-    id,
-    email,
-    name,
-    phone,
-    address,
-    disabled,
-    disabledUntil,
-    disabledReason,
-    emailVerifiedAt,
-    phoneVerifiedAt,
-    metadata,
-    createdAt,
-    updatedAt,
-  } = users;
   return db
-    .select({
-      id,
-      email,
-      name,
-      phone,
-      address,
-      disabled,
-      disabledUntil,
-      disabledReason,
-      emailVerifiedAt,
-      phoneVerifiedAt,
-      metadata,
-      createdAt,
-      updatedAt,
-    })
+    .select(SHOWN_COLUMNS)
     .from(users)
     .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
     .orderBy(...orderBy)
