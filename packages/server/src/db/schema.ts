@@ -125,6 +125,13 @@ export const siteSettings = pgTable('site_settings', {
   site: text('site').primaryKey(),
   /** Days a delete keeps the account restorable when the request gives no graceDays (0: none). */
   deletionGraceDays: smallint('deletion_grace_days').notNull().default(0),
+  /**
+   * The site's WebAuthn relying party (cli site set --rp-id --origins): passkeys need it. The RP
+   * id is a domain (`example.com`, `localhost`); the origins are the pages that may use it.
+   */
+  rpId: text('rp_id'),
+  rpName: text('rp_name'),
+  rpOrigins: jsonb('rp_origins').$type<string[]>(),
 });
 
 /** A site's JSON Schema for its accounts' metadata (cli metadata-schema; accounts/metadata.ts). */
@@ -239,15 +246,47 @@ export const userFactors = pgTable(
       .references(() => users.id, { onDelete: 'cascade' }),
     type: text('type').notNull(),
     label: text('label'),
-    secret: text('secret').notNull(),
+    /** TOTP: the sealed secret. A passkey has none (its public key is no secret). */
+    secret: text('secret'),
     enabledAt: at('enabled_at'),
     lastStep: bigint('last_step', { mode: 'number' }),
     createdAt: at('created_at').notNull().defaultNow(),
     lastUsedAt: at('last_used_at'),
+    /** Passkey: the credential's id (base64url), its COSE public key (base64url), its signature counter. */
+    credentialId: text('credential_id'),
+    publicKey: text('public_key'),
+    signCount: bigint('sign_count', { mode: 'number' }),
+    transports: jsonb('transports').$type<string[]>(),
   },
   (t) => [
     index('user_factors_user_idx').on(t.userId, t.id),
-    check('user_factors_type_check', sql`${t.type} in ('totp')`),
+    uniqueIndex('user_factors_credential_idx').on(t.credentialId),
+    check('user_factors_type_check', sql`${t.type} in ('totp', 'passkey')`),
+    check(
+      'user_factors_shape_check',
+      sql`(${t.type} = 'totp' and ${t.secret} is not null) or (${t.type} = 'passkey' and ${t.credentialId} is not null and ${t.publicKey} is not null)`,
+    ),
+  ],
+);
+
+/**
+ * WebAuthn challenges handed out and not yet answered (factors/passkeys.ts), as SHA-256: each is
+ * taken (deleted) by the first answer that names it, right or wrong, so it is good once; bound to
+ * the site, the purpose and (registration, a login for a named account) the account. `userId` has
+ * no foreign key: a login for an unknown email binds a random id that names no account.
+ */
+export const passkeyChallenges = pgTable(
+  'passkey_challenges',
+  {
+    challengeHash: text('challenge_hash').primaryKey(),
+    site: text('site').notNull(),
+    purpose: text('purpose').notNull(),
+    userId: uuid('user_id'),
+    expiresAt: at('expires_at').notNull(),
+  },
+  (t) => [
+    index('passkey_challenges_site_idx').on(t.site, t.expiresAt),
+    check('passkey_challenges_purpose_check', sql`${t.purpose} in ('register', 'login')`),
   ],
 );
 

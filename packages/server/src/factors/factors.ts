@@ -40,7 +40,9 @@ export function keysOf(deps: FactorDeps): KeyRing {
  * FACTOR_ENCRYPTION_KEY, or another key put in its place) is the operator's to mend: 503 saying
  * so, never a 500, and never taken for a wrong code.
  */
-function openSecret(keys: KeyRing, factor: { id: string; secret: string }): string {
+function openSecret(keys: KeyRing, factor: { id: string; secret: string | null }): string {
+  // A TOTP factor always has one (the table's CHECK); a passkey has none and is never opened.
+  if (factor.secret === null) throw new Error(`factor ${factor.id} has no secret`);
   try {
     return open(keys, factor.secret, factor.id);
   } catch (error) {
@@ -71,7 +73,7 @@ export const recoveryCodeHash = (code: string) =>
   createHash('sha256').update(code.toUpperCase().replace(/[\s-]/g, '')).digest('base64url');
 
 /** Ten codes of 24 base32 characters (120 bits), in groups of four for reading aloud. */
-function newRecoveryCodes(): string[] {
+export function newRecoveryCodes(): string[] {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
   return Array.from({ length: RECOVERY_CODES }, () => {
     const bytes = randomBytes(24);
@@ -157,7 +159,12 @@ export async function confirmFactor(
         .select()
         .from(userFactors)
         .where(
-          and(eq(userFactors.id, request.factorId), eq(userFactors.userId, account.id), isNull(userFactors.enabledAt)),
+          and(
+            eq(userFactors.id, request.factorId),
+            eq(userFactors.userId, account.id),
+            eq(userFactors.type, 'totp'),
+            isNull(userFactors.enabledAt),
+          ),
         );
       if (factor === undefined) {
         refusal = factorNotFound();
@@ -190,7 +197,7 @@ export async function confirmFactor(
 }
 
 export interface FactorListing {
-  factors: { factorId: string; type: 'totp'; label: string | null; createdAt: string; lastUsedAt: string | null }[];
+  factors: { factorId: string; type: 'totp' | 'passkey'; label: string | null; createdAt: string; lastUsedAt: string | null }[];
   recoveryCodesLeft: number;
 }
 
@@ -214,7 +221,7 @@ export async function listFactors(db: Db, site: string, userId: string): Promise
   return {
     factors: rows.map((row) => ({
       factorId: row.id,
-      type: row.type as 'totp',
+      type: row.type as 'totp' | 'passkey',
       label: row.label,
       createdAt: row.createdAt.toISOString(),
       lastUsedAt: row.lastUsedAt?.toISOString() ?? null,
