@@ -41,6 +41,11 @@ export const users = pgTable(
     emailVerifiedAt: at('email_verified_at'),
     /** When the phone, as it is now, was last said verified; null: not verified (always, without a phone). */
     phoneVerifiedAt: at('phone_verified_at'),
+    /**
+     * A verify with the right password found it in the breach corpus (issue 30, point 4;
+     * passwords/screening.ts); false again once the password changes.
+     */
+    passwordBreached: boolean('password_breached').notNull().default(false),
     /** A disabled account can be read, changed and deleted, but its password is never verified. */
     disabled: boolean('disabled').notNull().default(false),
     /** A timed suspension's end (issue 30, point 2): housekeeping enables the account then; null: no end. */
