@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineBreachedSuite } from './breached-suite.ts';
 import { defineContactsSuite } from './contacts-suite.ts';
 import { defineDeletionSuite } from './deletion-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
@@ -28,3 +29,4 @@ defineFactorsSuite(pgliteTarget);
 defineTicketsSuite(pgliteTarget);
 defineSuspensionSuite(pgliteTarget);
 defineDeletionSuite(pgliteTarget);
+defineBreachedSuite(pgliteTarget);

@@ -1,4 +1,5 @@
 import { defineAccessSuite } from './access-suite.ts';
+import { defineBreachedSuite } from './breached-suite.ts';
 import { defineContactsSuite } from './contacts-suite.ts';
 import { defineDeletionSuite } from './deletion-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
@@ -30,3 +31,4 @@ defineFactorsSuite(target);
 defineTicketsSuite(target);
 defineSuspensionSuite(target);
 defineDeletionSuite(target);
+defineBreachedSuite(target);

@@ -26,6 +26,7 @@ import { createMetrics } from './ops/metrics.ts';
 import { startTracing } from './ops/tracing.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 
+import { createBreachedPasswords } from './passwords/screening.ts';
 /** A reason the service cannot start, said to the operator as it is. */
 export class StartError extends Error {
   override name = 'StartError';
@@ -216,6 +217,9 @@ export async function assembleOn(
     trustedProxies: config.trustedProxies,
     ...(factorKeys === undefined ? {} : { factorKeys }),
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
+    ...(config.breachedPasswords === undefined
+      ? {}
+      : { breachedPasswords: createBreachedPasswords(config.breachedPasswords) }),
   };
   async function closeDeps() {
     await tokenChanges.close();

@@ -193,6 +193,12 @@ export interface paths {
          *     - A hash made with other parameters than the server's current ones (`PASSWORD_HASH`) is
          *       replaced on a successful verify; that is not a change of the account: `updatedAt` and
          *       the `ETag` stay.
+         *     - Breached-password screening on (`BREACHED_PASSWORDS_URL`): after the right password, and
+         *       without holding up the answer, the password is looked up in the breach corpus (its
+         *       range answer cached, 1 h); found, the account is marked (`passwordBreached: true`, a new
+         *       `ETag`, `updatedAt` unchanged; audit operation `password_breached`) and a
+         *       `user.password_breached` event carries the account, so that the site can have the person
+         *       change it. A corpus that does not answer never changes the answer of `verify`.
          *
          *     Every verify past authentication and the rate limits leaves an audit row (outcome
          *     `password verified`, or the problem's `code`),
@@ -533,7 +539,9 @@ export interface paths {
          *     written as 20 digits, zero-padded: `00000000000000000001`, so that it sorts as a string)
          *     and is a CloudEvents 1.0 envelope in its JSON format. `data` is the account as `get`
          *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`, `{"_userId", "factorId", "factorType"}` for
-         *     `user.factor_added` and `user.factor_removed`. A `user.updated` event
+         *     `user.factor_added` and `user.factor_removed`. `user.password_breached` (a right
+         *     password at `verify` found in the breach corpus) carries the account, with
+         *     `passwordBreached: true`. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -983,6 +991,14 @@ export interface components {
             phoneVerified: boolean;
             /** @description When `phoneVerified` last became `true`; `null` while it is `false`. */
             phoneVerifiedAt: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description `true` once a `verify` with the right password found that password in the breach
+             *     corpus (breached-password screening on, `BREACHED_PASSWORDS_URL`): the site should have
+             *     the person change it (a `reset_password` ticket, or `update`). It goes back to `false`
+             *     when the password changes. Always `false` with screening off.
+             * @example false
+             */
+            passwordBreached: boolean;
             metadata: components["schemas"]["Metadata"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
@@ -1273,7 +1289,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "restore" | "purge";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "restore" | "purge" | "password_breached";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -1422,7 +1438,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached";
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
             /** @constant */
@@ -1473,7 +1489,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -1487,7 +1503,7 @@ export interface components {
              * @example required
              * @enum {string}
              */
-            code: "required" | "unknown_field" | "invalid_type" | "too_short" | "too_long" | "invalid_format" | "not_allowed" | "weak_password" | "not_updatable" | "conflict";
+            code: "required" | "unknown_field" | "invalid_type" | "too_short" | "too_long" | "invalid_format" | "not_allowed" | "weak_password" | "breached" | "not_updatable" | "conflict";
             /** @example is required */
             message: string;
         };
@@ -1550,7 +1566,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "invalid_request" | "invalid_json" | "weak_password" | "invalid_metadata";
+                    code: "invalid_request" | "invalid_json" | "weak_password" | "breached" | "invalid_metadata";
                 };
             };
         };
@@ -1566,7 +1582,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "invalid_request" | "invalid_json" | "weak_password" | "invalid_metadata";
+                    code: "invalid_request" | "invalid_json" | "weak_password" | "breached" | "invalid_metadata";
                 };
             };
         };
@@ -1754,7 +1770,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "invalid_json" | "invalid_request" | "weak_password";
+                    code: "invalid_json" | "invalid_request" | "weak_password" | "breached";
                 };
             };
         };
@@ -1932,6 +1948,27 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "service_unavailable";
+                };
+            };
+        };
+        /**
+         * @description As `ServiceUnavailable`; and, with breached-password screening on and
+         *     `BREACHED_PASSWORDS_FAIL=closed`, `breach_check_unavailable` when the breach corpus did not
+         *     answer within `BREACHED_PASSWORDS_TIMEOUT_MS` (2 s by default). Nothing was changed. Try
+         *     again after `Retry-After` seconds.
+         */
+        PasswordCheckUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "service_unavailable" | "breach_check_unavailable";
                 };
             };
         };
@@ -2335,7 +2372,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordCheckUnavailable"];
         };
     };
     updateUser: {
@@ -2399,7 +2436,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordCheckUnavailable"];
         };
     };
     deleteUser: {
@@ -2700,7 +2737,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordCheckUnavailable"];
         };
     };
     importUsers: {
@@ -2759,7 +2796,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["PasswordCheckUnavailable"];
         };
     };
     listUsers: {

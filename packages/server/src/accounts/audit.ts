@@ -23,7 +23,8 @@ export type WriteOperation =
   | 'factor_add'
   | 'factor_confirm'
   | 'factor_remove'
-  | 'factor_verify';
+  | 'factor_verify'
+  | 'password_breached';
 
 export interface AuditEntry {
   operation: WriteOperation;

@@ -11,6 +11,13 @@ import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/fore
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
 import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';
+import {
+  BREACHED_DETAIL,
+  type BreachedPasswords,
+  breachCheckUnavailable,
+  breachedFieldError,
+  judgeNewPassword,
+} from '../passwords/screening.ts';
 import { holdsEmailOf } from './in-reach.ts';
 import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
 
@@ -39,10 +46,15 @@ export interface ImportTarget {
 
 const rowError = (index: number, code: ItemError['code'], message: string, errors: FieldError[]): ImportItem => ({
   index,
+  /** Breached-password screening of plain passwords (BREACHED_PASSWORDS_URL); undefined: off. */
+  breachedPasswords?: BreachedPasswords | undefined;
   error: { code, message, errors: errors.slice(0, 20) },
 });
 
 const at = (index: number, errors: FieldError[]) =>
+/** Range requests one import has out at once: one site's share of them (passwords/breached.ts). */
+const IMPORT_SCREEN_CONCURRENCY = 4;
+
   errors.map((e) => ({ ...e, pointer: `/users/${index}${e.pointer}`.slice(0, 64) }));
 
 /** The rows' own checks, in order: shape, schema, password rules, hash format, a repeated email. */
@@ -201,6 +213,29 @@ export async function insertRows(tx: Db, site: string, rows: Accepted[]): Promis
     .values(
       rows.map((a, i) => ({
         id: ids[i]!,
+/**
+ * The rows whose plain password the breach corpus knows. A few at a time, as many as one site's
+ * share of range requests, so that each row's timeout is its own request's and not a wait behind
+ * the other rows. A row the corpus could not answer for fails the call with 503 when the operator
+ * chose closed (nothing written), and goes on otherwise.
+ */
+async function breachedRows(target: ImportTarget, rows: Accepted[]): Promise<Set<number>> {
+  const found = new Set<number>();
+  if (target.breachedPasswords === undefined) return found;
+  const queue = rows.filter((a) => a.row.password !== undefined);
+  let unavailable = false;
+  const worker = async () => {
+    for (let next = queue.shift(); next !== undefined && !unavailable; next = queue.shift()) {
+      const verdict = await judgeNewPassword(target.breachedPasswords, next.row.password!, target.site, target.signal);
+      if (verdict === 'breached') found.add(next.index);
+      if (verdict === 'unavailable') unavailable = true;
+    }
+  };
+  await Promise.all(Array.from({ length: IMPORT_SCREEN_CONCURRENCY }, worker));
+  if (unavailable) throw breachCheckUnavailable();
+  return found;
+}
+
         site,
         email: a.row.email,
         name: a.row.name,
@@ -259,7 +294,13 @@ export async function importRows(
   });
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
-  const fresh = accepted.filter((a) => !taken.has(a.index));
+  // Plain passwords the breach corpus knows (BREACHED_PASSWORDS_URL) fail their row, as a weak one does.
+  const unclaimed = accepted.filter((a) => !taken.has(a.index));
+  const breached = await breachedRows(target, unclaimed);
+  for (const index of breached) {
+    items[index] = rowError(index, 'breached', BREACHED_DETAIL, [breachedFieldError(`/users/${index}/password`)]);
+  }
+  const fresh = accepted.filter((a) => !taken.has(a.index) && !breached.has(a.index));
   // The answer, once the written rows are known: the caller may keep it with the write (an
   // Idempotency-Key's answer is kept in the write's transaction, see accounts/unit-of-work.ts).
   const resultOf = (created: Map<number, string> | undefined): ImportResult => {

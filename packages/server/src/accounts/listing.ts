@@ -212,6 +212,7 @@ const SHOWN_COLUMNS = {
   disabledReason: users.disabledReason,
   emailVerifiedAt: users.emailVerifiedAt,
   phoneVerifiedAt: users.phoneVerifiedAt,
+  passwordBreached: users.passwordBreached,
   metadata: users.metadata,
   createdAt: users.createdAt,
   updatedAt: users.updatedAt,

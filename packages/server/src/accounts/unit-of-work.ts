@@ -69,6 +69,8 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   redeem: 'user.updated',
 };
 
+  // A right password at verify found in the breach corpus (passwords/screening.ts).
+  password_breached: 'user.password_breached',
 export interface WriteDone {
   /** The account written; undefined for a write of many (import), which lists them in `userIds`. */
   userId: string | undefined;

@@ -45,6 +45,11 @@ export interface VerifyDeps extends WriteDeps {
   lockout: LockoutStore;
   /** Told what could not be cleared after a success (the login stands). */
   warn: (error: unknown, message: string) => void;
+  /**
+   * Told of a right password of an enabled account, with the hash it now has, once the login is
+   * decided: breached-password screening looks it up from here, beside the answer (never before it).
+   */
+  rightPassword?: (userId: string, passwordHash: string, password: string) => void;
 }
 
 export interface VerifyRequest {
@@ -174,6 +179,7 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       deps.warn(error, 'could not clear verify failures after a success'),
     );
   }
+  deps.rightPassword?.(row.id, rehashed ?? stored, request.password);
   if (verified.factors !== undefined) {
     const ticket = await makeLoginTicket(deps.db, site, row.id, verified.generation!);
     throw secondFactorRequired(ticket, verified.factors);

@@ -254,6 +254,27 @@ const VARIABLES = {
     shown: '`100/1h`',
     meaning: 'failed verifies per site and `X-End-User-IP` address before a lock until the window ends',
   }),
+  BREACHED_PASSWORDS_URL: variable(
+    (raw) => (/^https?:\/\/[^\s]+$/.test(raw) ? raw : problem('must be an http:// or https:// URL')),
+    {
+      meaning:
+        'turns on breached-password screening: the base of a Have I Been Pwned–compatible range API (`https://api.pwnedpasswords.com`, or your mirror, see [docs/login.md](login.md#breached-passwords)); only the first 5 hex digits of the SHA-1 are sent. create, a password update, a reset and import refuse a breached password (400 `breached`); verify marks the account. Unset: off',
+    },
+  ),
+  BREACHED_PASSWORDS_MIN_COUNT: wholeNumber(1, 1_000_000_000, {
+    default: '1',
+    meaning: 'a password the range API has seen at least this many times is breached',
+  }),
+  BREACHED_PASSWORDS_TIMEOUT_MS: wholeNumber(100, 10_000, {
+    default: '2000',
+    meaning:
+      'how long a range answer may take (waiting for a free slot included) before it counts as unavailable; answers are cached (4,096 ranges, 1 h)',
+  }),
+  BREACHED_PASSWORDS_FAIL: oneOf(['open', 'closed'], {
+    default: 'open',
+    meaning:
+      'when the range API does not answer in time: `open` accepts the password (and logs it), `closed` refuses create, update, reset and import with 503 `breach_check_unavailable`; verify never waits on it and is never refused for it',
+  }),
   FACTOR_ENCRYPTION_KEY: variable(parseKeyRing, {
     meaning:
       'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL factor operations answer 503 until it is set',
@@ -354,6 +375,16 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     metricsToken: v.METRICS_TOKEN,
     /** Traces exported by OTLP when an endpoint is set and the SDK is not disabled; else off. */
     tracing: endpoint === undefined || v.OTEL_SDK_DISABLED ? undefined : { serviceName: v.OTEL_SERVICE_NAME },
+    /** Breached-password screening (BREACHED_PASSWORDS_*); undefined: off. */
+    breachedPasswords:
+      v.BREACHED_PASSWORDS_URL === undefined
+        ? undefined
+        : {
+            url: v.BREACHED_PASSWORDS_URL,
+            threshold: v.BREACHED_PASSWORDS_MIN_COUNT,
+            timeoutMs: v.BREACHED_PASSWORDS_TIMEOUT_MS,
+            failClosed: v.BREACHED_PASSWORDS_FAIL === 'closed',
+          },
     /** Keys of second-factor secrets; undefined: unset (the embedded database mints its own). */
     factorKeys: v.FACTOR_ENCRYPTION_KEY,
     requestTimeoutMs: v.REQUEST_TIMEOUT_MS,

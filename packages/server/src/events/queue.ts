@@ -37,7 +37,8 @@ export type EventType =
   | 'user.restored'
   | 'user.purged'
   | 'user.factor_added'
-  | 'user.factor_removed';
+  | 'user.factor_removed'
+  | 'user.password_breached';
 
 export interface EventEntry {
   type: EventType;
@@ -59,6 +60,7 @@ const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     'disabled', u.disabled, 'disabledUntil', ${iso(sql`u.disabled_until`)}, 'disabledReason', u.disabled_reason,
     'emailVerified', u.email_verified_at is not null, 'emailVerifiedAt', ${iso(sql`u.email_verified_at`)},
     'phoneVerified', u.phone_verified_at is not null, 'phoneVerifiedAt', ${iso(sql`u.phone_verified_at`)},
+    'passwordBreached', u.password_breached,
     'metadata', u.metadata, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
   from users u where u.id = ${userId})`;
 

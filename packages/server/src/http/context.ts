@@ -12,6 +12,7 @@ import type { LongPollGate } from '../limits/long-polls.ts';
 import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
+import type { BreachedPasswords } from '../passwords/screening.ts';
 import type { TrustedProxies } from './client-address.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
@@ -53,6 +54,8 @@ export interface AppDeps {
   maxAccountsPerSite?: number;
   /** Keys sealing second-factor secrets; absent: factor operations answer 503 (FACTOR_ENCRYPTION_KEY unset). */
   factorKeys?: KeyRing;
+  /** Breached-password screening (BREACHED_PASSWORDS_URL); absent: off. */
+  breachedPasswords?: BreachedPasswords;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

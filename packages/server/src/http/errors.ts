@@ -43,6 +43,8 @@ const TITLES: Record<ErrorCode, string> = {
   unknown_example: 'Unknown example',
 };
 
+  breached: 'Breached password',
+  breach_check_unavailable: 'Breach check unavailable',
 /** An error that leaves the service as a problem+json response; throw it from anywhere. */
 export class ApiError extends Error {
   readonly status: ContentfulStatusCode;

@@ -78,4 +78,17 @@ describe('the breached-password screen', () => {
     expect(await screen.count(BREACHED)).toBe(3645804);
     expect(asked).toHaveLength(2);
   });
+
+  it("bounds one site's range requests: a flood from one site waits for its own slots, another site's check goes out", async () => {
+    mode = 'hang';
+    const screen = createBreachScreen({ url, threshold: 1, timeoutMs: 1_000, concurrency: 4, perSite: 2 });
+    // Five different passwords (five prefixes) from one site: two go out, three wait in line.
+    const flood = Array.from({ length: 5 }, (_, i) => screen.count(`flood ${i} ${Math.random()}`, 'noisy'));
+    await expect.poll(() => asked.length).toBe(2);
+    mode = 'answer';
+    expect(await screen.count(BREACHED, 'quiet')).toBe(3645804);
+    expect(asked).toHaveLength(3);
+    // The noisy site's hung requests time out: unknown, nothing else.
+    expect(new Set(await Promise.all(flood))).toEqual(new Set(['unknown']));
+  });
 });

@@ -11,7 +11,7 @@ import { ApiError, sqlState } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { GET_USER_PATH } from './get-user.ts';
-import { hashPassword, validBody, weakPassword } from './shared.ts';
+import { hashPassword, refuseBreached, validBody, weakPassword } from './shared.ts';
 
 type CreateUserResponse = components['schemas']['CreateUserResponse'];
 
@@ -51,6 +51,7 @@ export const createUser = defineOperation({
     if (taken.length > 0) throw emailTaken();
     // The site's metadata schema holds for every new account, one without metadata too ({}).
     assertSiteSchema(await siteMetadataValidator(database.db, site), input.metadata ?? {});
+    await refuseBreached(c, input.password);
 
     const passwordHash = await hashPassword(c, input.password);
     const id = uuidv7();

@@ -60,6 +60,7 @@ export const importUsers = defineOperation({
       site: c.get('token').site,
       signal: c.get('deadline').signal,
     };
+      breachedPasswords: c.get('deps').breachedPasswords,
     const dryRun = input.dryRun === true;
     // The rows about to be written, as importRows counts them before hashing.
     let writing = 0;

@@ -10,7 +10,7 @@ import { defineOperation } from '../operation.ts';
 import { runWrite } from '../run-write.ts';
 import { invalidRequest } from '../validation.ts';
 import { emailTaken } from './create-user.ts';
-import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
+import { hashPassword, inReach, refuseBreached, validBody, weakPassword } from './shared.ts';
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
 type RedeemTicketResponse = components['schemas']['RedeemTicketResponse'];
@@ -83,13 +83,15 @@ export const redeemTicket = defineOperation({
       if (row === undefined) throw invalidTicket();
       const reason = weakPasswordReason(input.password, { email: row.email, name: row.name });
       if (reason !== undefined) throw weakPassword(reason);
+      await refuseBreached(c, input.password);
       passwordHash = await hashPassword(c, input.password);
     }
 
     const set: Record<Purpose, () => Partial<Record<keyof typeof users.$inferInsert, unknown>>> = {
       verify_email: () => ({ emailVerifiedAt: sql`coalesce(${users.emailVerifiedAt}, now())` }),
       verify_phone: () => ({ phoneVerifiedAt: sql`coalesce(${users.phoneVerifiedAt}, now())` }),
-      reset_password: () => ({ passwordHash }),
+      // A new password is not the one a verify found breached.
+      reset_password: () => ({ passwordHash, passwordBreached: false }),
       change_email: () => ({ email: found.newEmail!, emailVerifiedAt: sql`now()` }),
     };
     const written = await runWrite(

@@ -2,6 +2,7 @@ import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import type { users } from '../../db/schema.ts';
+import { breachCheckUnavailable, breachedPassword, judgeNewPassword } from '../../passwords/screening.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
@@ -72,6 +73,7 @@ export function toUser(
     | 'disabledReason'
     | 'emailVerifiedAt'
     | 'phoneVerifiedAt'
+    | 'passwordBreached'
     | 'metadata'
     | 'createdAt'
     | 'updatedAt'
@@ -90,10 +92,28 @@ export function toUser(
     emailVerifiedAt: row.emailVerifiedAt?.toISOString() ?? null,
     phoneVerified: row.phoneVerifiedAt !== null,
     phoneVerifiedAt: row.phoneVerifiedAt?.toISOString() ?? null,
+    passwordBreached: row.passwordBreached,
     metadata: row.metadata,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
+}
+
+/**
+ * A new password against the breach corpus (BREACHED_PASSWORDS_URL; nothing when off): 400
+ * breached, or 503 breach_check_unavailable when the corpus did not answer and the operator chose
+ * closed; with open, the password goes on unchecked, and the log says so.
+ */
+export async function refuseBreached(c: Context<AppEnv>, password: string): Promise<void> {
+  const verdict = await judgeNewPassword(
+    c.get('deps').breachedPasswords,
+    password,
+    c.get('token').site,
+    c.get('deadline').signal,
+  );
+  if (verdict === 'breached') throw breachedPassword();
+  if (verdict === 'unavailable') throw breachCheckUnavailable();
+  if (verdict === 'unchecked') c.get('log').warn('breach corpus did not answer in time: password accepted unchecked');
 }
 
 /** The accounts the request's token may see (see accounts/in-reach.ts). */

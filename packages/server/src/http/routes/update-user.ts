@@ -19,7 +19,7 @@ import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { invalidRequest } from '../validation.ts';
 import { emailTaken } from './create-user.ts';
-import { hashPassword, inReach, validBody, weakPassword } from './shared.ts';
+import { hashPassword, inReach, refuseBreached, validBody, weakPassword } from './shared.ts';
 
 type UpdateUserResponse = components['schemas']['UpdateUserResponse'];
 
@@ -70,6 +70,7 @@ export const updateUser = defineOperation({
         name: input.name ?? row.name,
       });
       if (reason !== undefined) throw weakPassword(reason);
+      await refuseBreached(c, input.password);
       changes.passwordHash = await hashPassword(c, input.password);
     }
 
@@ -108,6 +109,8 @@ export const updateUser = defineOperation({
           .update(users)
           .set({
             ...changes,
+            // A new password is not the one a verify found breached.
+            ...(changes.passwordHash !== undefined && { passwordBreached: false }),
             ...contacts,
             ...(patch !== undefined && { metadata: mergedMetadata(patch) }),
             updatedAt: sql`now()`,

@@ -1,5 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { verifyPassword } from '../../accounts/verify.ts';
+import { markIfBreached } from '../../passwords/screening.ts';
 import { canonicalAddress } from '../client-address.ts';
 import { describeError } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
@@ -50,7 +51,9 @@ export const verifyUser = defineOperation({
     };
   },
   async handle(c, { fields, sent, address }) {
-    const { hasher, verifyLimits, lockout } = c.get('deps');
+    const { hasher, verifyLimits, lockout, breachedPasswords } = c.get('deps');
+    const warn = (error: unknown, message: string) => c.get('log').warn({ err: describeError(error) }, message);
+    const who = { site: c.get('token').site, actor: c.get('token').id, requestId: c.get('requestId') };
     const userId = await verifyPassword(
       writeScopeOf(c),
       {
@@ -58,7 +61,12 @@ export const verifyUser = defineOperation({
         hasher,
         verifyLimits,
         lockout,
-        warn: (error, message) => c.get('log').warn({ err: describeError(error) }, message),
+        warn,
+        // Not awaited: the answer never waits for the breach corpus (passwords/screening.ts).
+        ...(breachedPasswords !== undefined && {
+          rightPassword: (id, passwordHash, password) =>
+            void markIfBreached(breachedPasswords, writeDepsOf(c), who, { userId: id, passwordHash, password }, warn),
+        }),
       },
       { email: fields.email, _userId: fields._userId, password: fields.password, sent, address },
     );
