@@ -3,6 +3,7 @@
 import { pbkdf2Sync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { components } from '@user-accounts/client';
+import { generateSecret, generateSync } from 'otplib';
 import { describe, expect, it } from 'vitest';
 import { useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
@@ -266,6 +267,145 @@ export function defineImportSuite(spec: TargetSpec): void {
       });
       expect(response.status).toBe(400);
       expect(((await response.json()) as { code: string }).code).toBe('invalid_request');
+    });
+  });
+
+  // Issue 29, point 4: a migration keeps its users' authenticator apps working.
+  describe(`${spec.name}: import with TOTP secrets`, () => {
+    const h = useTarget(spec);
+    let sites = 0;
+    const newSite = async () => {
+      const site = `import-totp-${Date.now().toString(36)}-${sites++}`;
+      const { token } = await h.target.createToken({
+        site,
+        scopes: ['read', 'write', 'verify', 'events'],
+        label: 'import totp',
+      });
+      return h.clientFor(token);
+    };
+    /** A code as the person's authenticator app shows it now: otplib, from the secret they hold. */
+    const appCode = (secret: string) => generateSync({ secret, epoch: Date.now() / 1000 });
+    const PASSWORD = 'a long and unusual passphrase';
+    const created = (item: ImportItem | undefined) => (item !== undefined && '_userId' in item ? item._userId : '');
+    const countSite = async (emails: string[]) =>
+      (
+        await h.target.sql('select count(*)::int as n from users where lower(email) = any($1::text[])', [
+          emails.map((e) => e.toLowerCase()),
+        ])
+      )[0]!.n;
+
+    it('enables an imported secret at once: the login asks for the second step, and a code of the app completes it', async () => {
+      const client = await newSite();
+      const secret = generateSecret({ length: 20 });
+      const email = h.uniqueEmail('totp');
+      // As another system may export it: lower case, padded.
+      const given = `${secret.toLowerCase()}${'='.repeat((8 - (secret.length % 8)) % 8)}`;
+      const { data, response } = await client.POST('/api/1/user/import', {
+        body: { users: [{ email, name: 'Grace', password: PASSWORD, totp: { secret: given, label: 'Phone' } }] },
+      });
+      expect(response.status).toBe(200);
+      expect(data?.result).toMatchObject({ created: 1, failed: 0 });
+      const userId = created(data!.result.items[0]);
+      // The answer carries nothing of the secret.
+      expect(JSON.stringify(data)).not.toContain(secret.slice(0, 16));
+
+      const listed = await client.GET('/api/1/user/factor/list', { params: { query: { _userId: userId } } });
+      expect(listed.data?.result).toEqual({
+        factors: [
+          {
+            factorId: expect.any(String),
+            type: 'totp',
+            label: 'Phone',
+            createdAt: expect.any(String),
+            lastUsedAt: null,
+          },
+        ],
+        recoveryCodesLeft: 0,
+      });
+
+      const first = await client.POST('/api/1/user/verify', { body: { email, password: PASSWORD } });
+      expect(first.response.status).toBe(403);
+      expect(first.error?.code).toBe('second_factor_required');
+      const { ticket, factors } = first.error as { ticket: string; factors: string[] };
+      expect(factors).toEqual(['totp']);
+      const done = await client.POST('/api/1/user/factor/verify', { body: { ticket, code: appCode(secret) } });
+      expect(done.response.status).toBe(200);
+      expect(done.data?.result).toEqual({ _userId: userId, status: 'second factor verified' });
+
+      // Sealed at rest: no form of the secret in the factor's row.
+      const rows = await h.target.sql('select * from user_factors where user_id = $1', [userId]);
+      expect(rows).toHaveLength(1);
+      expect(String(rows[0]!.secret)).toMatch(/^v1\.[A-Za-z0-9_-]+\./);
+      const dump = JSON.stringify(rows).toUpperCase();
+      expect(dump).not.toContain(secret.slice(0, 16));
+
+      // Audited and told as an enabled factor is, without the secret.
+      const audit = await client.GET('/api/1/audit', { params: { query: { _userId: userId } } });
+      expect(audit.data!.result.entries.map((e) => [e.operation, e.status, e.outcome])).toEqual([
+        ['factor_verify', 200, 'second factor verified'],
+        ['verify', 403, 'second_factor_required'],
+        ['factor_add', 200, 'factor enabled'],
+        ['import', 200, 'user created'],
+      ]);
+      let events: { type: string; data: unknown }[] = [];
+      for (let i = 0; i < 50 && events.length < 2; i++) {
+        const read = await client.GET('/api/1/events', { params: { query: { limit: 100, wait: 1 } } });
+        events = read.data!.result.events;
+      }
+      expect(events.map((e) => e.type)).toEqual(['user.created', 'user.factor_added']);
+      expect(events[1]!.data).toEqual({ _userId: userId, factorId: rows[0]!.id, factorType: 'totp' });
+      expect(JSON.stringify(events).toUpperCase()).not.toContain(secret.slice(0, 16));
+    });
+
+    it('refuses a secret that is not base32 of whole bytes at its pointer, writing nothing for that row only', async () => {
+      const client = await newSite();
+      const good = generateSecret({ length: 20 });
+      const secrets = [
+        'JBSWY3DPEHPK3PX1', // 1 is not base32
+        'JBSWY3DPEHPK3PX', // 15 characters: under 80 bits
+        'JBSWY3DPEHPK3PXPJ', // 17 characters: 85 bits, not whole bytes
+        'JBSWY3DPEHPK3PXPJB=', // padding that does not fill the group of 8
+        good,
+      ];
+      const rows = secrets.map((secret, i) => ({
+        email: h.uniqueEmail(`totp-bad${i}`),
+        name: 'Bad',
+        password: PASSWORD,
+        totp: { secret },
+      }));
+      const { data, response } = await client.POST('/api/1/user/import', { body: { users: rows } });
+      expect(response.status).toBe(200);
+      expect(data?.result).toMatchObject({ created: 1, failed: 4 });
+      const items = data!.result.items;
+      for (const i of [0, 1, 2, 3]) {
+        const item = items[i]!;
+        expect('error' in item && item.error.code).toBe('invalid_request');
+        expect('error' in item && item.error.errors.map((e) => e.pointer)).toEqual([`/users/${i}/totp/secret`]);
+        expect(await countSite([rows[i]!.email])).toBe(0);
+      }
+      expect(items[4]).toMatchObject({ index: 4, status: 'user created' });
+      const factors = await h.target.sql(
+        'select count(*)::int as n from user_factors f join users u on u.id = f.user_id where lower(u.email) = any($1::text[])',
+        [rows.map((r) => r.email.toLowerCase())],
+      );
+      expect(factors[0]!.n).toBe(1);
+    });
+
+    it('mints no recovery codes at import; the first factor the account confirms later brings them', async () => {
+      const client = await newSite();
+      const email = h.uniqueEmail('totp-codes');
+      const { data } = await client.POST('/api/1/user/import', {
+        body: { users: [{ email, name: 'Codes', password: PASSWORD, totp: { secret: generateSecret() } }] },
+      });
+      const userId = created(data!.result.items[0]);
+      const added = (await client.POST('/api/1/user/factor/totp', { body: { _userId: userId } })).data!.result;
+      const confirmed = await client.POST('/api/1/user/factor/confirm', {
+        body: { _userId: userId, factorId: added.factorId, code: appCode(added.secret) },
+      });
+      expect(confirmed.data?.result.recoveryCodes).toHaveLength(10);
+      const listed = await client.GET('/api/1/user/factor/list', { params: { query: { _userId: userId } } });
+      expect(listed.data?.result.factors).toHaveLength(2);
+      expect(listed.data?.result.recoveryCodesLeft).toBe(10);
     });
   });
 }

@@ -1,6 +1,6 @@
 // The composition root: from a Config to a ready app, with everything it needs. main.ts and the
 // test targets both assemble the service here, so the suite runs what production runs.
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
@@ -15,7 +15,8 @@ import { connectRedis } from './db/redis.ts';
 import { EVENTS_CHANNEL } from './events/queue.ts';
 import { startSequencer } from './events/sequencer.ts';
 import { createWake } from './events/wake.ts';
-import { type KeyRing, mintKeyRingText, parseKeyRing } from './factors/secret-box.ts';
+import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
+import type { KeyRing } from './factors/secret-box.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
 import { describeError } from './http/errors.ts';
@@ -25,8 +26,8 @@ import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } fr
 import { createMetrics } from './ops/metrics.ts';
 import { startTracing } from './ops/tracing.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
-
 import { createBreachedPasswords } from './passwords/screening.ts';
+
 /** A reason the service cannot start, said to the operator as it is. */
 export class StartError extends Error {
   override name = 'StartError';
@@ -195,7 +196,7 @@ export async function assembleOn(
     params: config.passwordHash,
     ...(tracer === undefined ? {} : { tracer }),
   });
-  const factorKeys = factorKeysFor(config, database, logger);
+  const factorKeys = factorKeysOf(config, database, logger);
   const deps: AppDeps = {
     database,
     tokens,
@@ -216,10 +217,10 @@ export async function assembleOn(
     ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
     trustedProxies: config.trustedProxies,
     ...(factorKeys === undefined ? {} : { factorKeys }),
-    ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
     ...(config.breachedPasswords === undefined
       ? {}
       : { breachedPasswords: createBreachedPasswords(config.breachedPasswords) }),
+    ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
   async function closeDeps() {
     await tokenChanges.close();
@@ -231,27 +232,14 @@ export async function assembleOn(
   return { app: createApp(deps), deps, database, devToken, closeDeps };
 }
 
-/**
- * The keys of second-factor secrets: FACTOR_ENCRYPTION_KEY; else, on the embedded database, a key
- * of its own kept beside it in `DATA_DIR/factor-key` (mode 0600, minted at the first start, as the
- * dev token is: the folder is one machine's development data, and its copy goes with the database);
- * else none, said once at start: PostgreSQL serves many servers, and a key minted by one would not
- * open another's secrets, so factor operations answer 503 until the operator sets it.
- */
-function factorKeysFor(config: Config, database: Database, logger: Logger): KeyRing | undefined {
-  if (config.factorKeys !== undefined) return config.factorKeys;
-  if (database.kind !== 'pglite') {
-    logger.warn('FACTOR_ENCRYPTION_KEY is not set: second-factor operations answer 503 until it is');
-    return undefined;
+/** The keys of second-factor secrets (factors/key-file.ts); a key file that cannot be used stops the start. */
+function factorKeysOf(config: Config, database: Database, logger: Logger): KeyRing | undefined {
+  try {
+    return factorKeysFor(config, database.kind, (m) => logger.warn(m));
+  } catch (error) {
+    if (error instanceof FactorKeyFileError) throw new StartError(error.message);
+    throw error;
   }
-  const file = join(config.dataDir, 'factor-key');
-  if (!existsSync(file)) writeFileSync(file, `${mintKeyRingText('dev')}\n`, { mode: 0o600, flag: 'wx' });
-  // Not unsafeSecretFile's remedy ("remove it"): without this key the factors' secrets are lost.
-  if ((statSync(file).mode & 0o077) !== 0)
-    throw new StartError(`${file} holds the key of second-factor secrets and others can read it: chmod 600 it`);
-  const ring = parseKeyRing(readFileSync(file, 'utf8').trim());
-  if (ring instanceof Error) throw new StartError(`${file}: ${ring.message}`);
-  return ring;
 }
 
 /** The whole service from its configuration: logger, tracing (when configured), database, dependencies, app. */

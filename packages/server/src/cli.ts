@@ -6,6 +6,7 @@ import { ConfigError, loadConfig, sizeThreadPool } from './config/env.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir } from './db/file-safety.ts';
+import { factorKeysFor } from './factors/key-file.ts';
 import { callAdminSocket } from './ops/admin-socket.ts';
 import { type CommandResult, inlineSchemaFile, planCommand, runCommand, USAGE } from './ops/commands.ts';
 import { terminalSafe } from './ops/terminal.ts';
@@ -66,7 +67,13 @@ async function run(argv: string[]): Promise<CommandResult> {
       argv,
       database.db,
       await database.migrate(),
-      { hasher, progress: process.stderr, output: process.stdout },
+      {
+        hasher,
+        progress: process.stderr,
+        output: process.stdout,
+        // Only the CLI's own import seals secrets; the warning is the server's to give.
+        factorKeys: factorKeysFor(config, database.kind, () => {}),
+      },
       { webhookAllowPrivate: config.webhookAllowPrivate },
     );
   } finally {

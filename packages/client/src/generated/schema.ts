@@ -419,8 +419,28 @@ export interface paths {
          *       nothing written.
          *     - `Idempotency-Key` works as on `create`, and the answer is kept up to 256 KiB.
          *
+         *     - `totp` (`{ "secret", "label"? }`) brings the account's TOTP factor over, so that its
+         *       owner's authenticator app goes on working: the secret as the other system kept it, in
+         *       base32 (RFC 4648, `A`–`Z` and `2`–`7`, either case, `=` padding allowed, no spaces),
+         *       16 to 128 characters (80 to 640 bits; 80-bit secrets are what older systems issued,
+         *       160 bits is usual). Read as SHA-1, 6 digits, 30-second steps, which is what every
+         *       authenticator app assumes without other parameters. A secret that is not base32 of whole
+         *       bytes fails its row (`invalid_request` at `/users/N/totp/secret`), nothing written for
+         *       it. The factor is enabled at once (the owner already uses it: no `factor/confirm`), its
+         *       secret stored sealed as `factor/totp`'s is; from then on `verify` answers 403
+         *       `second_factor_required` for the account. Without `FACTOR_ENCRYPTION_KEY` (PostgreSQL),
+         *       a call with a `totp` row answers 503 as `factor/totp` does, and writes nothing, dry run
+         *       included: an account must not arrive without the factor its owner relies on.
+         *     - No recovery codes are minted at import: the answer would be the only place to show
+         *       them, and it is kept for `Idempotency-Key` replays (in the database, in the clear) and
+         *       printed by `cli import`, where codes of 1,000 people have no business. The account has
+         *       `recoveryCodesLeft: 0`; the first factor it enables by `factor/confirm` later brings
+         *       its 10 codes, as a first factor does.
+         *
          *     Every created account leaves an audit row (operation `import`, outcome `user created`);
-         *     a call that creates none leaves one row for the call.
+         *     a call that creates none leaves one row for the call. An imported `totp` factor leaves
+         *     one more (operation `factor_add`, outcome `factor enabled`) and a `user.factor_added`
+         *     event after the account's `user.created`, as `factor/confirm` does; never its secret.
          */
         post: operations["importUsers"];
         delete?: never;
@@ -654,10 +674,12 @@ export interface paths {
          * Enable a pending factor with a code from it
          * @description Enables a pending TOTP factor when `code` is right now (or one 30-second step before or
          *     after); that step then counts as used. The first factor an account enables comes with
-         *     `recoveryCodes`: 10 codes, each good once in place of a code (`factor/verify`), shown
-         *     this once and stored only as SHA-256 hashes (each carries 120 random bits). Later factors
-         *     come without them. A wrong code: 422 `invalid_code`, nothing changed. No pending factor of
-         *     this id for the account (an enabled one included): 404 `factor_not_found`.
+         *     `recoveryCodes` (as does the first it confirms after an `import` brought a factor without
+         *     codes: an account with an enabled factor and no codes, used or not): 10 codes, each good
+         *     once in place of a code (`factor/verify`), shown this once and stored only as SHA-256
+         *     hashes (each carries 120 random bits). Later factors come without them. A wrong code:
+         *     422 `invalid_code`, nothing changed. No pending factor of this id for the account (an
+         *     enabled one included): 404 `factor_not_found`.
          */
         post: operations["confirmFactor"];
         delete?: never;
@@ -1172,6 +1194,7 @@ export interface components {
             /** @description As in `create` (needs `phone`); the time it became true is the import's. */
             phoneVerified?: boolean;
             metadata?: components["schemas"]["Metadata"];
+            totp?: components["schemas"]["ImportTotp"];
             /**
              * @description Firebase's salt of this account (base64), with a Firebase `passwordHash` and the
              *     request's `firebaseScrypt`.
@@ -1193,6 +1216,19 @@ export interface components {
             saltSeparator: string;
             rounds: number;
             memCost: number;
+        };
+        /**
+         * @description The account's TOTP factor in the other system (SHA-1, 6 digits, 30 s), enabled at once;
+         *     see `import`.
+         */
+        ImportTotp: {
+            /**
+             * @description The shared secret in base32 (RFC 4648; either case, `=` padding allowed), of whole
+             *     bytes, 16 to 128 characters. Stored sealed; never returned, never logged.
+             * @example JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP
+             */
+            secret: string;
+            label?: components["schemas"]["FactorLabel"];
         };
         ImportUsersRequest: {
             /** @description The accounts, 1 to 1,000. Each row is checked on its own (see `import`). */
@@ -1334,7 +1370,10 @@ export interface components {
             result: {
                 /** @enum {string} */
                 status: "factor enabled";
-                /** @description With the account's first enabled factor only; each good once; shown this once. */
+                /**
+                 * @description With the account's first enabled factor only (or the first confirmed after an
+                 *     import without codes); each good once; shown this once.
+                 */
                 recoveryCodes?: string[];
             };
         };

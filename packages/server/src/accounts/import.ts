@@ -4,13 +4,13 @@
 import type { components } from '@user-accounts/client';
 import { and, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { users } from '../db/schema.ts';
+import { userFactors, users } from '../db/schema.ts';
+import { keysOf } from '../factors/factors.ts';
+import { type KeyRing, seal } from '../factors/secret-box.ts';
 import type { ApiError, FieldError } from '../http/errors.ts';
-import { normalizeFields, toFieldErrors, type Validators } from '../http/validation.ts';
+import { assertWellFormedStrings, normalizeFields, toFieldErrors, type Validators } from '../http/validation.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/foreign.ts';
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
-import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
-import { uuidv7 } from './ids.ts';
 import {
   BREACHED_DETAIL,
   type BreachedPasswords,
@@ -18,6 +18,8 @@ import {
   breachedFieldError,
   judgeNewPassword,
 } from '../passwords/screening.ts';
+import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
+import { uuidv7 } from './ids.ts';
 import { holdsEmailOf } from './in-reach.ts';
 import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
 
@@ -32,6 +34,8 @@ interface Accepted {
   row: Schemas['ImportUser'];
   /** The stored hash: the one given, or ours of the plain password (once hashed). */
   passwordHash?: string;
+  /** The id of the row's imported TOTP factor, when it has one (known before the write, for its event). */
+  factorId?: string;
 }
 
 /** Where the rows go: the site's accounts, checked with the spec's validators. */
@@ -42,19 +46,27 @@ export interface ImportTarget {
   site: string;
   /** Aborts when the request is gone: hashes still waiting for their turn are not computed. */
   signal?: AbortSignal;
+  /** Breached-password screening of plain passwords (BREACHED_PASSWORDS_URL); undefined: off. */
+  breachedPasswords?: BreachedPasswords | undefined;
+  /** FACTOR_ENCRYPTION_KEY's keys, for rows with a `totp` secret; undefined when not configured. */
+  factorKeys?: KeyRing | undefined;
 }
+
+/** A factor an import enabled, for its audit row and user.factor_added event. */
+export interface ImportedFactor {
+  userId: string;
+  factor: { factorId: string; type: 'totp' };
+}
+
+/** Range requests one import has out at once: one site's share of them (passwords/breached.ts). */
+const IMPORT_SCREEN_CONCURRENCY = 4;
 
 const rowError = (index: number, code: ItemError['code'], message: string, errors: FieldError[]): ImportItem => ({
   index,
-  /** Breached-password screening of plain passwords (BREACHED_PASSWORDS_URL); undefined: off. */
-  breachedPasswords?: BreachedPasswords | undefined;
   error: { code, message, errors: errors.slice(0, 20) },
 });
 
 const at = (index: number, errors: FieldError[]) =>
-/** Range requests one import has out at once: one site's share of them (passwords/breached.ts). */
-const IMPORT_SCREEN_CONCURRENCY = 4;
-
   errors.map((e) => ({ ...e, pointer: `/users/${index}${e.pointer}`.slice(0, 64) }));
 
 /** The rows' own checks, in order: shape, schema, password rules, hash format, a repeated email. */
@@ -85,6 +97,7 @@ export function checkRows(
       index,
       row: checked,
       ...(checked.passwordHash !== undefined && { passwordHash: checked.passwordHash }),
+      ...(checked.totp !== undefined && { factorId: uuidv7() }),
     });
   }
   return { items, accepted };
@@ -105,6 +118,9 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
   const fields = raw as Record<string, unknown>;
   try {
     normalizeFields(fields);
+    const totp = fields.totp;
+    if (totp !== null && typeof totp === 'object' && !Array.isArray(totp))
+      assertWellFormedStrings(totp as Record<string, unknown>, '/totp');
   } catch (error) {
     return refused('invalid_request', 'The row contains malformed text.', (error as ApiError).errors ?? []);
   }
@@ -123,6 +139,15 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
   if (row.metadata !== undefined) {
     const fault = metadataFault(row.metadata, '/metadata');
     if (fault !== undefined) return refused('invalid_request', 'The metadata is not valid.', [fault]);
+  }
+  if (row.totp !== undefined) {
+    const secret = totpSecretOf(row.totp.secret);
+    if (secret === undefined) {
+      return refused('invalid_request', 'The TOTP secret is not base32 of whole bytes.', [
+        { pointer: '/totp/secret', code: 'invalid_format', message: 'must be base32 (RFC 4648) of whole bytes' },
+      ]);
+    }
+    row.totp = { ...row.totp, secret };
   }
   if (row.password !== undefined) {
     const reason = weakPasswordReason(row.password, { email: row.email, name: row.name });
@@ -155,6 +180,19 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
   return row;
 }
 
+/**
+ * A TOTP secret as the schema let it through (base32 letters, either case, `=` padding), in the
+ * form our own secrets have (upper case, unpadded), or undefined when it is not whole bytes: 5 bits
+ * a character leave 0, 2, 4, 5 or 7 characters over 8 (RFC 4648 section 6), and padding, when
+ * given, fills the last group of 8 exactly.
+ */
+export function totpSecretOf(given: string): string | undefined {
+  const secret = given.replace(/=+$/, '').toUpperCase();
+  if (!/^[A-Z2-7]+$/.test(secret) || ![0, 2, 4, 5, 7].includes(secret.length % 8)) return undefined;
+  if (secret.length !== given.length && given.length % 8 !== 0) return undefined;
+  return secret;
+}
+
 const emailTaken = (index: number): ImportItem =>
   rowError(index, 'email_taken', 'An account with this email already exists.', [
     { pointer: `/users/${index}/email`, code: 'conflict', message: 'is already in use' },
@@ -173,6 +211,29 @@ async function alreadyTaken(db: Db, site: string, accepted: Accepted[]): Promise
     .where(and(holdsEmailOf(site), inArray(sql`lower(${users.email})`, emails)));
   const taken = new Set(rows.map((r) => r.email));
   return new Set(accepted.filter((a) => taken.has(a.row.email.toLowerCase())).map((a) => a.index));
+}
+
+/**
+ * The rows whose plain password the breach corpus knows. A few at a time, as many as one site's
+ * share of range requests, so that each row's timeout is its own request's and not a wait behind
+ * the other rows. A row the corpus could not answer for fails the call with 503 when the operator
+ * chose closed (nothing written), and goes on otherwise.
+ */
+async function breachedRows(target: ImportTarget, rows: Accepted[]): Promise<Set<number>> {
+  const found = new Set<number>();
+  if (target.breachedPasswords === undefined) return found;
+  const queue = rows.filter((a) => a.row.password !== undefined);
+  let unavailable = false;
+  const worker = async () => {
+    for (let next = queue.shift(); next !== undefined && !unavailable; next = queue.shift()) {
+      const verdict = await judgeNewPassword(target.breachedPasswords, next.row.password!, target.site, target.signal);
+      if (verdict === 'breached') found.add(next.index);
+      if (verdict === 'unavailable') unavailable = true;
+    }
+  };
+  await Promise.all(Array.from({ length: IMPORT_SCREEN_CONCURRENCY }, worker));
+  if (unavailable) throw breachCheckUnavailable();
+  return found;
 }
 
 /**
@@ -205,7 +266,12 @@ async function hashPasswords(
  * Inserts the rows; a row whose email another writer took since it was checked (a concurrent
  * import or create) is skipped by the unique index, never doubled. Returns the ids by row index.
  */
-export async function insertRows(tx: Db, site: string, rows: Accepted[]): Promise<Map<number, string>> {
+export async function insertRows(
+  tx: Db,
+  site: string,
+  rows: Accepted[],
+  factorKeys?: KeyRing,
+): Promise<Map<number, string>> {
   if (rows.length === 0) return new Map();
   const ids = rows.map(() => uuidv7());
   const inserted = await tx
@@ -213,29 +279,6 @@ export async function insertRows(tx: Db, site: string, rows: Accepted[]): Promis
     .values(
       rows.map((a, i) => ({
         id: ids[i]!,
-/**
- * The rows whose plain password the breach corpus knows. A few at a time, as many as one site's
- * share of range requests, so that each row's timeout is its own request's and not a wait behind
- * the other rows. A row the corpus could not answer for fails the call with 503 when the operator
- * chose closed (nothing written), and goes on otherwise.
- */
-async function breachedRows(target: ImportTarget, rows: Accepted[]): Promise<Set<number>> {
-  const found = new Set<number>();
-  if (target.breachedPasswords === undefined) return found;
-  const queue = rows.filter((a) => a.row.password !== undefined);
-  let unavailable = false;
-  const worker = async () => {
-    for (let next = queue.shift(); next !== undefined && !unavailable; next = queue.shift()) {
-      const verdict = await judgeNewPassword(target.breachedPasswords, next.row.password!, target.site, target.signal);
-      if (verdict === 'breached') found.add(next.index);
-      if (verdict === 'unavailable') unavailable = true;
-    }
-  };
-  await Promise.all(Array.from({ length: IMPORT_SCREEN_CONCURRENCY }, worker));
-  if (unavailable) throw breachCheckUnavailable();
-  return found;
-}
-
         site,
         email: a.row.email,
         name: a.row.name,
@@ -250,7 +293,34 @@ async function breachedRows(target: ImportTarget, rows: Accepted[]): Promise<Set
     .onConflictDoNothing()
     .returning({ id: users.id });
   const written = new Set(inserted.map((r) => r.id));
+  // The TOTP factors of the accounts written, enabled at once (their owners use them already);
+  // no recovery codes (see the spec's import). The secret sealed as factor/totp seals it.
+  const factors = rows.flatMap((a, i) =>
+    a.row.totp === undefined || !written.has(ids[i]!)
+      ? []
+      : [
+          {
+            id: a.factorId!,
+            userId: ids[i]!,
+            type: 'totp',
+            label: a.row.totp.label ?? null,
+            secret: seal(factorKeys!, a.row.totp.secret, a.factorId!),
+            enabledAt: sql`now()`,
+          },
+        ],
+  );
+  if (factors.length > 0) await tx.insert(userFactors).values(factors);
   return new Map(rows.flatMap((a, i) => (written.has(ids[i]!) ? [[a.index, ids[i]!] as const] : [])));
+}
+
+/** The TOTP factors an import enabled, by the accounts it created: for the audit rows and events. */
+function factorsOf(rows: Accepted[], created: Map<number, string>): ImportedFactor[] {
+  return rows.flatMap((a) => {
+    const userId = created.get(a.index);
+    return userId === undefined || a.factorId === undefined
+      ? []
+      : [{ userId, factor: { factorId: a.factorId, type: 'totp' as const } }];
+  });
 }
 
 /**
@@ -270,14 +340,23 @@ export async function importRows(
      * (a plain password) or at its first verify (a given hash), and each fills the database.
      */
     beforeWriting?: (count: number) => Promise<void>;
-    /** Runs `insert` in the caller's transaction; `resultOf` is the answer once it is known what was created. */
+    /**
+     * Runs `insert` in the caller's transaction; `resultOf` is the answer once it is known what was
+     * created, `factorsOf` the TOTP factors it enabled (for their audit rows and events).
+     */
     write: (
       insert: (tx: Db) => Promise<Map<number, string>>,
       resultOf: (created: Map<number, string>) => ImportResult,
+      factorsOf: (created: Map<number, string>) => ImportedFactor[],
     ) => Promise<Map<number, string>>;
   },
 ): Promise<ImportResult> {
   const { items, accepted: wellFormed } = checkRows(rows, target.validators, options.firebase);
+  // A secret is never stored in the clear: without the key, a call that brings one is refused
+  // whole (503, as factor/totp), dry run included, rather than its accounts arriving without it.
+  const factorKeys = wellFormed.some((a) => a.row.totp !== undefined)
+    ? keysOf({ db: target.db, factorKeys: target.factorKeys })
+    : undefined;
   // The site's metadata schema, if it has one: a row without metadata is held to it as {}.
   const validate = await siteMetadataValidator(target.db, target.site);
   const accepted = wellFormed.filter(({ index, row }) => {
@@ -325,5 +404,11 @@ export async function importRows(
   if (options.dryRun) return resultOf(undefined);
   await options.beforeWriting?.(fresh.length);
   await hashPasswords(target.hasher, target.site, fresh, target.signal);
-  return resultOf(await options.write((tx) => insertRows(tx, target.site, fresh), resultOf));
+  return resultOf(
+    await options.write(
+      (tx) => insertRows(tx, target.site, fresh, factorKeys),
+      resultOf,
+      (created) => factorsOf(fresh, created),
+    ),
+  );
 }

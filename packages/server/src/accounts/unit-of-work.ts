@@ -5,7 +5,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { idempotencyKeys } from '../db/schema.ts';
-import { type EventType, enqueueEvents } from '../events/queue.ts';
+import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
 import { activeTraceparent } from '../ops/tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
 
@@ -83,6 +83,11 @@ export interface WriteDone {
   changed?: string[];
   /** factor_confirm, factor_remove: the factor, for the event's data. */
   factor?: { factorId: string; type: string };
+  /**
+   * Factors the write enabled beside its own change (an import's TOTP factors): each one more
+   * audit row (factor_add, `factor enabled`) and a user.factor_added event after the write's own.
+   */
+  factorsAdded?: { userId: string; factor: { factorId: string; type: string } }[];
   /** false when the write found nothing to change (disable of a disabled account): no event. */
   emits?: boolean;
   /** The answer the caller gives with `status`, kept for its Idempotency-Key (see WriteScope). */
@@ -133,7 +138,8 @@ export async function inWrite<T>(
   const written = await deps.db.transaction(async (tx) => {
     const result = await work(tx);
     if (result === undefined) return undefined;
-    const { userIds, changed, emits, answer, factor, ...entry } = typeof done === 'function' ? done(result) : done;
+    const { userIds, changed, emits, answer, factor, factorsAdded, ...entry } =
+      typeof done === 'function' ? done(result) : done;
     const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId };
     const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
     // An audit row per account written (import), else one for the request.
@@ -142,16 +148,20 @@ export async function inWrite<T>(
       ...entry,
       userId,
     }));
+    const added = factorsAdded ?? [];
+    for (const { userId } of added)
+      audited.push({ operation: 'factor_add', status: entry.status, outcome: 'factor enabled', userId });
     const audit = auditInsert(tx, source, audited);
     const type = EVENT_OF[operation];
     if (type !== undefined && emits !== false && deps.outbox !== false && ids.length > 0) {
       // The audit rows and the events in one statement: a round trip less in every write.
-      const events = ids.map((userId) => ({
+      const events: EventEntry[] = ids.map((userId) => ({
         type,
         userId,
         ...(changed === undefined ? {} : { changed }),
         ...(factor === undefined ? {} : { factor }),
       }));
+      for (const { userId, factor } of added) events.push({ type: 'user.factor_added', userId, factor });
       // Tracing on: the events keep the write's trace (their column's default reads this setting,
       // local to the transaction), and each webhook delivery of them joins it (webhooks/worker.ts).
       const traceparent = deps.tracing ? activeTraceparent() : undefined;

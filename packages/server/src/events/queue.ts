@@ -108,12 +108,18 @@ export async function enqueueEvents(tx: Db, site: string, entries: EventEntry[],
   // Queued in the entries' order, which is the order the sequencer numbers them in.
   const types = entries.map((e) => e.type);
   const subjects = entries.map((e) => e.userId);
+  // An import's user.factor_added events ride with its user.created ones: which factor, no secret.
+  const factorIds = entries.map((e) => e.factor?.factorId ?? null);
+  const factorTypes = entries.map((e) => e.factor?.type ?? null);
   await tx.execute(sql`${done}insert into event_queue (site, type, subject, changed, data)
     select ${site}, e.type, e.user_id, e.changed,
-      case e.type when 'user.deleted' then ${deletedJson(sql`e.user_id`)} when 'user.purged' then ${purgedJson(sql`e.user_id`)}
+      case when e.factor_id is not null
+          then jsonb_build_object('_userId', e.user_id, 'factorId', e.factor_id, 'factorType', e.factor_type)
+        when e.type = 'user.deleted' then ${deletedJson(sql`e.user_id`)} when e.type = 'user.purged' then ${purgedJson(sql`e.user_id`)}
         else ${accountJson(sql`e.user_id`)} end
     from unnest(${sqlArray(types, 'text')}, ${sqlArray(subjects, 'uuid')},
-      ${sqlArray(changed, 'text')}) with ordinality as e(type, user_id, changed, ord)
+      ${sqlArray(changed, 'text')}, ${sqlArray(factorIds, 'text')}, ${sqlArray(factorTypes, 'text')})
+      with ordinality as e(type, user_id, changed, factor_id, factor_type, ord)
     order by e.ord`);
 }
 

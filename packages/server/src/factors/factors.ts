@@ -175,15 +175,18 @@ export async function confirmFactor(
         refusal = invalidCode();
         return undefined;
       }
-      const [enabledBefore] = await tx
+      // Codes come with the first factor enabled: the account has none yet, used or not (removing
+      // its last factor removes them). An account whose factor came by import has a factor and no
+      // codes: its first confirmed factor brings them (see the spec's import).
+      const [codesBefore] = await tx
         .select({ n: count() })
-        .from(userFactors)
-        .where(and(eq(userFactors.userId, account.id), isNotNull(userFactors.enabledAt)));
+        .from(recoveryCodes)
+        .where(eq(recoveryCodes.userId, account.id));
       await tx
         .update(userFactors)
         .set({ enabledAt: sql`now()`, lastStep: step, lastUsedAt: sql`now()` })
         .where(eq(userFactors.id, factor.id));
-      if (enabledBefore!.n > 0) return {};
+      if (codesBefore!.n > 0) return {};
       const codes = newRecoveryCodes();
       await tx.delete(recoveryCodes).where(eq(recoveryCodes.userId, account.id));
       await tx

@@ -26,6 +26,7 @@ import {
   TYPE_PATTERN,
 } from '../events/webhooks/endpoints.ts';
 import { checkWebhookUrl } from '../events/webhooks/target.ts';
+import type { KeyRing } from '../factors/secret-box.ts';
 import { compileValidators } from '../http/validation.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
@@ -271,6 +272,8 @@ export interface CliServices {
   progress: NodeJS.WritableStream & { isTTY?: boolean };
   /** Where a command that writes data writes it (stdout), as it goes. */
   output: NodeJS.WritableStream;
+  /** The keys that seal imported TOTP secrets, as the server's (factors/key-file.ts); none: such rows are refused. */
+  factorKeys?: KeyRing | undefined;
 }
 
 /**
@@ -443,7 +446,7 @@ function importCommand(words: string[], flags: Map<string, string | true>): Plan
       }
       firebase = params as FirebaseScrypt;
     }
-    const target = { db, hasher: services.hasher, validators, site };
+    const target = { db, hasher: services.hasher, validators, site, factorKeys: services.factorKeys };
     const { code, summary } = await importFile({
       target,
       file,

@@ -181,12 +181,18 @@ export async function importFile(options: ImportFileOptions): Promise<ImportFile
       firebase: options.firebase,
       // Through the unit of work, as every write: an audit row and an event per account created,
       // in the batch's transaction; a batch that created none leaves nothing.
-      write: async (insert) =>
+      write: async (insert, _, factorsOf) =>
         (await inWrite(
           scope,
           { db: target.db },
           'import',
-          (created) => ({ userId: undefined, userIds: [...created.values()], status: 200, outcome: 'user created' }),
+          (created) => ({
+            userId: undefined,
+            userIds: [...created.values()],
+            status: 200,
+            outcome: 'user created',
+            factorsAdded: factorsOf(created),
+          }),
           async (tx) => {
             const created = await insert(tx);
             return created.size > 0 ? created : undefined;

@@ -52,15 +52,16 @@ export const importUsers = defineOperation({
     return c.json({ result } as ImportUsersResponse, 200);
   },
   async handle(c, input) {
-    const { database, hasher } = c.get('deps');
+    const { database, hasher, factorKeys } = c.get('deps');
     const target = {
       db: database.db,
       hasher,
+      factorKeys,
       validators: c.get('validators'),
       site: c.get('token').site,
       signal: c.get('deadline').signal,
-    };
       breachedPasswords: c.get('deps').breachedPasswords,
+    };
     const dryRun = input.dryRun === true;
     // The rows about to be written, as importRows counts them before hashing.
     let writing = 0;
@@ -78,14 +79,22 @@ export const importUsers = defineOperation({
         await consumeSiteBudget(c, 'import', count);
       },
       // The answer is kept with the write, for an Idempotency-Key (see accounts/unit-of-work.ts).
-      write: async (insert, resultOf) =>
+      write: async (insert, resultOf, factorsOf) =>
         (await runWrite(
           c,
           (created) => {
             answer = jsonAnswer({ result: resultOf(created) } satisfies ImportUsersResponse);
-            // An audit row per account created; a call that created none leaves one for itself.
+            // An audit row per account created (and per TOTP factor it brought); a call that
+            // created none leaves one for itself.
             return created.size > 0
-              ? { userId: undefined, userIds: [...created.values()], status: 200, outcome: 'user created', answer }
+              ? {
+                  userId: undefined,
+                  userIds: [...created.values()],
+                  status: 200,
+                  outcome: 'user created',
+                  factorsAdded: factorsOf(created),
+                  answer,
+                }
               : { userId: undefined, status: 200, outcome: 'import done', answer };
           },
           async (tx) => {

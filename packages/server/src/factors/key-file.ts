@@ -1,0 +1,37 @@
+// Where the keys of second-factor secrets come from, for the server and the CLI alike (the CLI's
+// import seals imported TOTP secrets, and must seal them with the key the server will open them with).
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { type KeyRing, mintKeyRingText, parseKeyRing } from './secret-box.ts';
+
+/** The key file cannot be used: the server refuses to start, the CLI to run. */
+export class FactorKeyFileError extends Error {
+  override name = 'FactorKeyFileError';
+}
+
+/**
+ * FACTOR_ENCRYPTION_KEY; else, on the embedded database, a key of its own kept beside it in
+ * `DATA_DIR/factor-key` (mode 0600, minted at the first start, as the dev token is: the folder is
+ * one machine's development data, and its copy goes with the database); else none, said once
+ * (`warn`): PostgreSQL serves many servers, and a key minted by one would not open another's
+ * secrets, so factor operations answer 503 until the operator sets it.
+ */
+export function factorKeysFor(
+  config: { factorKeys?: KeyRing | undefined; dataDir: string },
+  kind: 'pglite' | 'postgres',
+  warn: (message: string) => void,
+): KeyRing | undefined {
+  if (config.factorKeys !== undefined) return config.factorKeys;
+  if (kind !== 'pglite') {
+    warn('FACTOR_ENCRYPTION_KEY is not set: second-factor operations answer 503 until it is');
+    return undefined;
+  }
+  const file = join(config.dataDir, 'factor-key');
+  if (!existsSync(file)) writeFileSync(file, `${mintKeyRingText('dev')}\n`, { mode: 0o600, flag: 'wx' });
+  // Not unsafeSecretFile's remedy ("remove it"): without this key the factors' secrets are lost.
+  if ((statSync(file).mode & 0o077) !== 0)
+    throw new FactorKeyFileError(`${file} holds the key of second-factor secrets and others can read it: chmod 600 it`);
+  const ring = parseKeyRing(readFileSync(file, 'utf8').trim());
+  if (ring instanceof Error) throw new FactorKeyFileError(`${file}: ${ring.message}`);
+  return ring;
+}
