@@ -71,6 +71,17 @@ const VALID: Record<string, () => Call> = {
   listEvents: () => ({ method: 'GET', path: '/api/1/events?after=0&limit=10' }),
   exportUsers: () => ({ method: 'GET', path: '/api/1/user/export' }),
   getAuditTrail: () => ({ method: 'GET', path: `/api/1/audit?_userId=${GHOST}&limit=10` }),
+  getUserData: () => ({ method: 'GET', path: `/api/1/user/data?_userId=${GHOST}` }),
+  listWebhookEndpoints: () => ({ method: 'GET', path: '/api/1/webhooks' }),
+  listWebhookDeliveries: () => ({
+    method: 'GET',
+    path: `/api/1/webhooks/deliveries?endpointId=${GHOST}&state=failed&limit=10`,
+  }),
+  replayWebhookDelivery: () => ({
+    method: 'POST',
+    path: '/api/1/webhooks/deliveries/replay',
+    body: json({ deliveryId: '1042' }),
+  }),
   addTotpFactor: () => ({
     method: 'POST',
     path: '/api/1/user/factor/totp',

@@ -13,6 +13,7 @@ import { defineContractSuite } from './suite.ts';
 import { defineSuspensionSuite } from './suspension-suite.ts';
 import { pgliteTarget } from './targets.ts';
 import { defineTicketsSuite } from './tickets-suite.ts';
+import { defineWebhookApiSuite } from './webhook-api-suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
 defineContractSuite(pgliteTarget);
@@ -29,4 +30,5 @@ defineFactorsSuite(pgliteTarget);
 defineTicketsSuite(pgliteTarget);
 defineSuspensionSuite(pgliteTarget);
 defineDeletionSuite(pgliteTarget);
+defineWebhookApiSuite(pgliteTarget);
 defineBreachedSuite(pgliteTarget);

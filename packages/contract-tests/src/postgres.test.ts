@@ -13,6 +13,7 @@ import { defineContractSuite } from './suite.ts';
 import { defineSuspensionSuite } from './suspension-suite.ts';
 import { postgresTarget } from './targets.ts';
 import { defineTicketsSuite } from './tickets-suite.ts';
+import { defineWebhookApiSuite } from './webhook-api-suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
 // Runs when TEST_DATABASE_URL names a reachable PostgreSQL (CI sets it); otherwise it says why it skips.
@@ -31,4 +32,5 @@ defineFactorsSuite(target);
 defineTicketsSuite(target);
 defineSuspensionSuite(target);
 defineDeletionSuite(target);
+defineWebhookApiSuite(target);
 defineBreachedSuite(target);

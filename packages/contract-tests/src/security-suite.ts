@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
 import { createSpecChecker } from './spec-check.ts';
 import type { TargetSpec } from './targets.ts';
+import { seedWebhook } from './webhook-seed.ts';
 
 type Json = Record<string, any>;
 type Op = (typeof operations)[number];
@@ -26,13 +27,32 @@ function namesAccount(op: Op): boolean {
   return '_userId' in properties || 'ticket' in properties;
 }
 
-/** The operation's first documented example, about the account `id` (and its `email`). */
-function exampleRequest(op: Op, id: string, email: string, password?: string): { path: string; init: RequestInit } {
+/** Whether the operation names one of the site's webhook endpoints (`endpointId`) or deliveries (`deliveryId`). */
+function namesWebhook(op: Op): boolean {
+  if ('query' in op.request) return queryParams(op).some((p) => p.name === 'endpointId');
+  return 'deliveryId' in (resolve(spec.components.schemas[op.request.body]).properties ?? {});
+}
+
+/** The webhook endpoint and delivery a request names, when its operation names one. */
+interface WebhookIds {
+  endpointId: string;
+  deliveryId: string;
+}
+
+/** The operation's first documented example, about the account `id` (and its `email`, and the webhook `hook`). */
+function exampleRequest(
+  op: Op,
+  id: string,
+  email: string,
+  password?: string,
+  hook?: WebhookIds,
+): { path: string; init: RequestInit } {
   if ('query' in op.request) {
     const params = queryParams(op);
     const query = params.some((p) => p.name === '_userId')
       ? { _userId: id }
       : Object.fromEntries(params.slice(0, 1).map((p) => [p.name, String(p.example)]));
+    if ('endpointId' in query && hook !== undefined) query.endpointId = hook.endpointId;
     return { path: `${op.path}?${new URLSearchParams(query)}`, init: { method: op.method } };
   }
   const examples = specOf(op).requestBody.content['application/json'].examples as Json;
@@ -42,6 +62,7 @@ function exampleRequest(op: Op, id: string, email: string, password?: string): {
   // The account's own password where the example sends one about it (verify): only then does a
   // refusal show that the account is out of reach, not that the password is wrong.
   if ('password' in body && password !== undefined && namesAccount(op)) body.password = password;
+  if ('deliveryId' in body && hook !== undefined) body.deliveryId = hook.deliveryId;
   return {
     path: op.path,
     init: { method: op.method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) },
@@ -59,6 +80,8 @@ export function defineSecuritySuite(target: TargetSpec): void {
       without: {},
     };
     let unknown401: Problem;
+    // A webhook endpoint and delivery of this site, aimed at by the operations that name one.
+    let hook: WebhookIds;
 
     beforeAll(async () => {
       const revoked = await h.target.createToken({ label: 'revoked' });
@@ -77,6 +100,9 @@ export function defineSecuritySuite(target: TargetSpec): void {
         }),
       );
       unknown401 = (await unknown.json()) as Problem;
+      const account = await h.createUser();
+      const seeded = await seedWebhook(h.target.sql, 'default', account.id, { count: 1 });
+      hook = { endpointId: seeded.endpointId, deliveryId: seeded.deliveryIds[0]! };
     });
 
     /**
@@ -89,8 +115,15 @@ export function defineSecuritySuite(target: TargetSpec): void {
       id: string,
       email = h.uniqueEmail('security'),
       password?: string,
+      webhook = hook,
     ) => {
-      const { path, init } = exampleRequest(op, id, namesAccount(op) ? email : h.uniqueEmail('security'), password);
+      const { path, init } = exampleRequest(
+        op,
+        id,
+        namesAccount(op) ? email : h.uniqueEmail('security'),
+        password,
+        webhook,
+      );
       const headers = new Headers(init.headers);
       if (authorization !== undefined) headers.set('Authorization', authorization);
       const response = await h.checkedFetch(new Request(`${h.target.baseUrl}${path}`, { ...init, headers }));
@@ -140,6 +173,14 @@ export function defineSecuritySuite(target: TargetSpec): void {
           expect([404, 422]).toContain(missing.response.status);
           expect(other.response.status).toBe(missing.response.status);
           expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
+        } else if (namesWebhook(op)) {
+          // This site's endpoint or delivery is, to another site, one that does not exist.
+          const ghost = { endpointId: GHOST, deliveryId: '999999999999' };
+          const missing = await send(op, tokens.otherSite, victim.id, undefined, undefined, ghost);
+          expect(missing.response.status).toBe(404);
+          expect(other.response.status).toBe(404);
+          expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
+          expect(await h.target.sql('select count(*)::int as n from webhook_deliveries')).toEqual([{ n: 1 }]);
         } else {
           // An operation that names no account acts on the caller's own site only.
           expect(other.response.status).toBeLessThan(300);

@@ -633,6 +633,137 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the site's webhook endpoints
+         * @description The token's site's webhook endpoints (the operator adds them with `cli webhook add`), oldest
+         *     first: where each sends, which event types, since when every attempt has failed
+         *     (`failingSince`), whether it was switched off after days of failures (`disabledAt`,
+         *     `disabledReason`), and how many deliveries wait to be sent (`pending`). Never an endpoint's
+         *     signing secret: it is shown once, to the operator, when the endpoint is added.
+         *
+         *     Webhooks are the push form of the change feed, so the `events` scope that reads the feed
+         *     also reads them and replays a delivery (see `replayWebhookDelivery`): nothing here tells
+         *     more than the feed already does, but where the site's events are sent. A site has few
+         *     endpoints; they come in one answer.
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/webhooks/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List an endpoint's recent deliveries, newest first
+         * @description The deliveries of one of the site's endpoints, newest first, `limit` at a time: the event
+         *     each carries (`eventId`, the `webhook-id` the receiver saw; `sequence`, `type`,
+         *     `_userId`), its `state` (`pending` until a 2xx, `delivered`, or `failed` once given up
+         *     after 3 days of retries), how many `attempts` were made, the last attempt's HTTP status
+         *     and error, and when the next attempt is due. `state=failed` shows the failures alone.
+         *     `next` is the `before` of the following page, or `null` on the last. Deliveries are kept
+         *     as long as the events they carry (`EVENTS_RETENTION`).
+         *
+         *     An endpoint of another site, or none, is 404 `webhook_not_found`.
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/webhooks/deliveries/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a delivery's event to its endpoint again
+         * @description Queues a new delivery of the same event to the same endpoint, sent as soon as the
+         *     endpoint has room (a disabled endpoint's wait until the operator switches it back on
+         *     with `cli webhook replay`): 202 with the new delivery, `pending` with no attempts. It
+         *     carries the same `webhook-id` as the first, so a receiver that already applied the event
+         *     can tell. A delivery of any state can be replayed.
+         *
+         *     When a delivery of that event to that endpoint is still pending (the first, or an earlier
+         *     replay), nothing is queued: 200 with that delivery and the status `delivery already
+         *     pending`. Bounded per site: while the site has 1,000 deliveries pending or more, a replay
+         *     is 409 `too_many_deliveries_pending` (they are sent first, in turn with other sites';
+         *     replay once they are gone). A delivery whose event is past the retention
+         *     (`EVENTS_RETENTION`) is 410 `events_expired`. A delivery of another site, or none, is 404
+         *     `webhook_not_found`.
+         */
+        post: operations["replayWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Everything held about one account, in one answer
+         * @description The answer to a person who asks what the site holds about them through this service
+         *     (GDPR Art. 15, right of access) or wants it to take elsewhere (Art. 20, portability):
+         *     one JSON document, its shape versioned by `format` (`user-accounts/user-data@1`; a
+         *     change that removes or retypes a member gets a new number, members may be added within
+         *     one). It holds the account as `get` answers it (fields, metadata, which contacts are
+         *     verified), its second factors (type, label, dates: never a secret), its recovery codes
+         *     (when each was used: never a code), its tickets not yet used (purpose, the email a
+         *     `change_email` ticket would set, expiry: never the secret), its `verify` lockout
+         *     counters, the audit rows about it and the change events about it that are still kept.
+         *     It never holds a password hash, a factor or ticket secret, a recovery code, another
+         *     site's data, or events and audit rows past their retention (`EVENTS_RETENTION`,
+         *     `AUDIT_RETENTION`), which are gone. See `docs/user-data.md`.
+         *
+         *     Bounded: the newest 1,000 audit rows and the newest 100 events, newest first; `truncated`
+         *     says that older ones are kept. Older audit rows: `GET /api/1/audit` with `before` set to
+         *     `audit.next`; older events: the site's feed (`GET /api/1/events`), whose events name the
+         *     account in `subject`. Everything is read in one snapshot of the database.
+         *
+         *     Needs the `export` scope (it discloses as much as `export` does about one person, though
+         *     no hash), which only an operator grants. The account must be in reach of the token: one
+         *     of another site, one not created through this API, one in its deletion grace period, or
+         *     none at all is 404 `user_not_found`, as for `get`. Every answer leaves an audit row
+         *     (operation `export`, outcome `user data exported`), which the next answer shows.
+         */
+        get: operations["getUserData"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/1/user/factor/totp": {
         parameters: {
             query?: never;
@@ -744,9 +875,11 @@ export interface paths {
          * The login's second step
          * @description After `verify` answered 403 `second_factor_required`, checks the account's second factor
          *     with the problem's `ticket` and exactly one of `code` (6 digits of an enabled TOTP factor,
-         *     now or one 30-second step before or after) or `recoveryCode` (one of the account's unused
-         *     recovery codes, in any case, with or without its dashes; used up here). Needs the
-         *     `verify` scope.
+         *     now or one 30-second step before or after), `recoveryCode` (one of the account's unused
+         *     recovery codes, in any case, with or without its dashes; used up here) or `passkey` (the
+         *     browser's answer to options from `POST /api/1/user/passkey/options` asked with the
+         *     account's email or `_userId`: a passkey of this account; a passkey that is not accepted is
+         *     a wrong code, `invalid_code`). Needs the `verify` scope.
          *
          *     - Right: 200, and the ticket is spent (any second-factor success of the account spends
          *       every ticket made before it).
@@ -762,6 +895,132 @@ export interface paths {
          *     `factor_verify`, outcome `second factor verified` or the problem's `code`).
          */
         post: operations["verifySecondFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/factor/passkey/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start registering a passkey
+         * @description The options for the browser's `navigator.credentials.create()` (WebAuthn's
+         *     `PublicKeyCredentialCreationOptionsJSON`; `PublicKeyCredential.parseCreationOptionsFromJSON`
+         *     or `@simplewebauthn/browser`'s `startRegistration` take them as they are), for the site's
+         *     relying party (`cli site set --site NAME --rp-id ID --origins URL[,URL…]`). Their
+         *     `challenge` is good once, for this account, for 5 minutes; `excludeCredentials` lists the
+         *     account's passkeys so that an authenticator does not register twice. Attestation `none`:
+         *     we keep no list of authenticator makers. Without a relying party: 409
+         *     `passkeys_not_configured`. Writes nothing about the account (no audit row, no event).
+         */
+        post: operations["addPasskeyOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/factor/passkey": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register a passkey
+         * @description Checks the browser's answer to the options of `factor/passkey/options` (WebAuthn's
+         *     `RegistrationResponseJSON`, as `credential.toJSON()` or `startRegistration` gives it):
+         *     its challenge (taken: good once, right or wrong), the site's relying party id and one of
+         *     its origins. Right: the passkey is an enabled factor at once (201), a login method of its
+         *     own (`passkey/options` + `passkey/verify`) and a second factor (`factor/verify` with
+         *     `passkey`); `verify` with the password then answers 403 `second_factor_required`. The
+         *     account's first enabled factor comes with `recoveryCodes`, as `factor/confirm` gives them.
+         *     Event `user.factor_added` (`factorType: passkey`); audit row `factor_add`. Only the
+         *     credential's id, public key and sign counter are kept: nothing secret.
+         *
+         *     A wrong answer (another challenge, a used or expired one, another origin or RP id, an
+         *     answer that does not parse or verify, a credential already registered): 422
+         *     `invalid_credentials`, nothing added. Without a relying party: 409
+         *     `passkeys_not_configured`.
+         */
+        post: operations["addPasskeyFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/passkey/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a login with a passkey
+         * @description The options for the browser's `navigator.credentials.get()` (WebAuthn's
+         *     `PublicKeyCredentialRequestOptionsJSON`), for a login with a passkey alone
+         *     (`passkey/verify`) or for the second step of a password login (`factor/verify` with
+         *     `passkey`). Their `challenge` is good once, for 5 minutes. Needs the `verify` scope.
+         *
+         *     - `email`: `allowCredentials` lists that account's passkeys. An email no account in reach
+         *       has, or an account without passkeys, gets the same shape with one decoy credential id
+         *       (the same each time for that email), so that this operation tells no one whether an
+         *       email has an account; the login then fails as a wrong passkey does.
+         *     - `_userId` (the site knows the account): its passkeys; no such account: 404.
+         *     - Neither: a discoverable-credential login (`allowCredentials` empty; the browser offers
+         *       the passkeys it holds for the relying party and the answer names the account).
+         *
+         *     Without a relying party: 409 `passkeys_not_configured`.
+         */
+        post: operations["passkeyLoginOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/passkey/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Log in with a passkey
+         * @description Checks the browser's answer to the options of `passkey/options` (WebAuthn's
+         *     `AuthenticationResponseJSON`): its challenge (taken: good once, right or wrong, and for
+         *     the account it was asked for, if any), the site's relying party id and one of its
+         *     origins, the signature with the credential's public key, and its sign counter (a counter
+         *     that does not go up, where the authenticator counts, is a cloned key: refused). Right:
+         *     200 with the account's id, and the login is complete: a passkey is a factor of its own
+         *     (possession, and the authenticator's user verification), so no second step follows.
+         *     Needs the `verify` scope.
+         *
+         *     A bad signature, another origin or RP id, a used, expired or unknown challenge, a
+         *     credential of another site or of no account, a counter that went back: 422
+         *     `invalid_credentials`, one answer for all. The right passkey of a disabled account: 403
+         *     `account_disabled`. Without a relying party: 409 `passkeys_not_configured`. Audit row
+         *     `passkey_verify` (outcome `passkey verified` or the problem's `code`).
+         */
+        post: operations["verifyPasskey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1314,6 +1573,102 @@ export interface components {
                 next: string | null;
             };
         };
+        /**
+         * Format: uuid
+         * @description An endpoint's identifier (as `cli webhook list` shows it).
+         * @example 5b0e7c1a-3f2d-4e8b-9a61-0c7d2e4f8a19
+         */
+        WebhookEndpointId: string;
+        /** @description One of the site's webhook endpoints; never its signing secret. */
+        WebhookEndpoint: {
+            endpointId: components["schemas"]["WebhookEndpointId"];
+            /**
+             * @description Where the events are sent.
+             * @example https://hooks.example.com/accounts
+             */
+            url: string;
+            /**
+             * @description The event types sent, exact (`user.deleted`) or a prefix (`user.*`); `*` for all.
+             * @example [
+             *       "user.*"
+             *     ]
+             */
+            types: string[];
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description Since when every attempt has failed; `null` after a success. */
+            failingSince: components["schemas"]["Timestamp"] | null;
+            /** @description When it was switched off after days of failures; `null` while it sends. */
+            disabledAt: components["schemas"]["Timestamp"] | null;
+            /** @description Why it was switched off (the last error), or `null`. */
+            disabledReason: string | null;
+            /** @description Deliveries waiting to be sent. */
+            pending: number;
+        };
+        ListWebhookEndpointsResponse: {
+            result: {
+                endpoints: components["schemas"]["WebhookEndpoint"][];
+            };
+        };
+        /**
+         * @description `pending` until a 2xx answer; `delivered`; `failed` once given up (3 days of retries) or its event is gone.
+         * @enum {string}
+         */
+        WebhookDeliveryState: "pending" | "delivered" | "failed";
+        /** @description One event sent (or being sent) to one endpoint. */
+        WebhookDelivery: {
+            /**
+             * @description The delivery's identifier, to replay it.
+             * @example 1042
+             */
+            deliveryId: string;
+            endpointId: components["schemas"]["WebhookEndpointId"];
+            /** @description The event's `id` (the delivery's `webhook-id`); `null` once the event is past the retention. */
+            eventId: string | null;
+            /**
+             * @description The event's sequence number, as the feed writes it.
+             * @example 00000000000000000042
+             */
+            sequence: string;
+            /**
+             * @description The event's type.
+             * @example user.updated
+             */
+            type: string;
+            _userId: components["schemas"]["UserId"];
+            state: components["schemas"]["WebhookDeliveryState"];
+            /** @description Attempts made so far. */
+            attempts: number;
+            /** @description The HTTP status of the last attempt; `null` before one, or when it got no answer. */
+            lastStatus: number | null;
+            /** @description Why the last attempt failed (a status, a time-out, a refused connection); `null` after a success or before an attempt. */
+            lastError: string | null;
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description When the next attempt is due, while `pending`; `null` otherwise. */
+            nextAttemptAt: components["schemas"]["Timestamp"] | null;
+            /** @description When a 2xx answered it; `null` otherwise. */
+            deliveredAt: components["schemas"]["Timestamp"] | null;
+        };
+        ListWebhookDeliveriesResponse: {
+            result: {
+                deliveries: components["schemas"]["WebhookDelivery"][];
+                /** @description The `before` of the next page; `null` on the last page. */
+                next: string | null;
+            };
+        };
+        ReplayWebhookDeliveryRequest: {
+            /**
+             * @description The `deliveryId` of the delivery to send again.
+             * @example 1042
+             */
+            deliveryId: string;
+        };
+        ReplayWebhookDeliveryResponse: {
+            result: {
+                delivery: components["schemas"]["WebhookDelivery"];
+                /** @enum {string} */
+                status: "delivery replayed" | "delivery already pending";
+            };
+        };
         AuditTrailResponse: {
             result: {
                 entries: components["schemas"]["AuditEntry"][];
@@ -1325,7 +1680,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "restore" | "purge" | "password_breached";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -1337,6 +1692,109 @@ export interface components {
             status: number;
             /** @description The status text of a success (`user disabled`), or the problem `code` of a failure. */
             outcome: string;
+        };
+        UserDataResponse: {
+            result: components["schemas"]["UserData"];
+        };
+        /**
+         * @description Everything held about one account (`GET /api/1/user/data`), format
+         *     `user-accounts/user-data@1`. Members may be added within the format; one removed or
+         *     retyped gets a new format.
+         */
+        UserData: {
+            /**
+             * @description The shape of this document and its version.
+             * @constant
+             */
+            format: "user-accounts/user-data@1";
+            generatedAt: components["schemas"]["Timestamp"];
+            account: components["schemas"]["User"];
+            /** @description Every second factor, pending ones included, oldest first. Never a secret. */
+            factors: components["schemas"]["UserDataFactor"][];
+            /** @description One item per recovery code held (as a hash, never shown), used or not. */
+            recoveryCodes: {
+                /** @description When it was used; `null` while unused. */
+                usedAt: components["schemas"]["Timestamp"] | null;
+            }[];
+            /**
+             * @description The tickets held, oldest first: issued and neither used nor ended yet (an expired one
+             *     is held until housekeeping removes it). Never the secret.
+             */
+            tickets: components["schemas"]["UserDataTicket"][];
+            /**
+             * @description The `verify` failure counters that name the account, as stored (`null`: none): by
+             *     its id (`password`), by its email as given to a `verify` while no account in reach
+             *     had it (`passwordByEmail`), and for its second factor (`secondFactor`). A count is
+             *     started again at the next failure once its window has passed.
+             */
+            lockout: {
+                password: components["schemas"]["LockoutCounter"];
+                passwordByEmail: components["schemas"]["LockoutCounter"];
+                secondFactor: components["schemas"]["LockoutCounter"];
+            };
+            /**
+             * @description The audit rows about the account still kept, newest first, at most 1,000. With
+             *     `truncated`, older ones are kept: `next` is the `before` of `GET /api/1/audit` that
+             *     reads on; `null` otherwise.
+             */
+            audit: {
+                entries: components["schemas"]["AuditEntry"][];
+                truncated: boolean;
+                next: string | null;
+            };
+            /**
+             * @description The change events about the account (`subject`) still kept, newest first, at most
+             *     100. With `truncated`, older ones are kept: read them in the site's feed.
+             */
+            events: {
+                entries: components["schemas"]["UserDataEvent"][];
+                truncated: boolean;
+            };
+        };
+        UserDataFactor: {
+            factorId: components["schemas"]["FactorId"];
+            /** @enum {string} */
+            type: "totp" | "passkey";
+            label: string | null;
+            /**
+             * @description `pending` until a first right code confirms it.
+             * @enum {string}
+             */
+            status: "pending" | "enabled";
+            createdAt: components["schemas"]["Timestamp"];
+            enabledAt: components["schemas"]["Timestamp"] | null;
+            lastUsedAt: components["schemas"]["Timestamp"] | null;
+        };
+        UserDataTicket: {
+            purpose: components["schemas"]["TicketPurpose"];
+            /** @description `change_email`: the email the account would have; `null` for the others. */
+            newEmail: string | null;
+            /** @description `verify_phone`: wrong codes so far; 0 for the others. */
+            failedTries: number;
+            createdAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+        };
+        /** @description One failure counter of `verify` (or of the second step), as stored; `null` when there is none. */
+        LockoutCounter: {
+            failures: number;
+            lastFailureAt: components["schemas"]["Timestamp"];
+            /** @description The end of the lock it set; `null` when it set none. It may be past. */
+            lockedUntil: components["schemas"]["Timestamp"] | null;
+        } | null;
+        /**
+         * @description A change event about the account, as the feed gives it (`Event`) without the members
+         *     every event of the account shares (`specversion`, `source`, `subject`,
+         *     `datacontenttype`). `sequence` is `null` for an event committed but not numbered yet (a
+         *     moment after its write).
+         */
+        UserDataEvent: {
+            /** Format: uuid */
+            id: string;
+            type: components["schemas"]["Event"]["type"];
+            time: components["schemas"]["Timestamp"];
+            sequence: string | null;
+            changedfields?: components["schemas"]["Event"]["changedfields"];
+            data: components["schemas"]["Event"]["data"];
         };
         /**
          * @description A factor's identifier (a UUIDv7); one that names no factor of the account is 404.
@@ -1402,7 +1860,7 @@ export interface components {
                 status: "factor removed";
             };
         };
-        /** @description `ticket` and exactly one of `code` or `recoveryCode`. */
+        /** @description `ticket` and exactly one of `code`, `recoveryCode` or `passkey`. */
         VerifySecondFactorRequest: {
             /** @description The `ticket` of `verify`'s 403 `second_factor_required`. */
             ticket: string;
@@ -1410,16 +1868,150 @@ export interface components {
             code?: string;
             /** @description One of the account's unused recovery codes. */
             recoveryCode?: string;
+            /** @description The browser's answer to options from `passkey/options` for the account (its email or `_userId`). */
+            passkey?: components["schemas"]["PasskeyAssertion"];
         } & ({
             code: string;
         } | {
             recoveryCode: string;
+        } | {
+            passkey: Record<string, never>;
         });
         VerifySecondFactorResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
                 /** @enum {string} */
                 status: "second factor verified";
+            };
+        };
+        PasskeyCredentialDescriptor: {
+            id: components["schemas"]["Base64Url"];
+            /** @enum {string} */
+            type: "public-key";
+            transports?: string[];
+        };
+        /** @description Bytes in base64url without padding, as WebAuthn's JSON forms carry them. */
+        Base64Url: string;
+        /** @description WebAuthn's `PublicKeyCredentialCreationOptionsJSON`, for `navigator.credentials.create()`. */
+        PasskeyCreationOptions: {
+            challenge: components["schemas"]["Base64Url"];
+            rp: {
+                name: string;
+                id: string;
+            };
+            user: {
+                /** @description The account's id as 16 bytes (the `userHandle` a discoverable login gives back). */
+                id: components["schemas"]["Base64Url"];
+                name: string;
+                displayName: string;
+            };
+            pubKeyCredParams: {
+                alg: number;
+                /** @enum {string} */
+                type: "public-key";
+            }[];
+            timeout: number;
+            /** @enum {string} */
+            attestation: "none";
+            excludeCredentials: components["schemas"]["PasskeyCredentialDescriptor"][];
+            authenticatorSelection: {
+                residentKey?: string;
+                userVerification?: string;
+                requireResidentKey?: boolean;
+            };
+            extensions?: {
+                credProps?: boolean;
+            };
+            hints?: string[];
+        };
+        /** @description WebAuthn's `PublicKeyCredentialRequestOptionsJSON`, for `navigator.credentials.get()`. */
+        PasskeyRequestOptions: {
+            rpId: string;
+            challenge: components["schemas"]["Base64Url"];
+            allowCredentials: components["schemas"]["PasskeyCredentialDescriptor"][];
+            timeout: number;
+            userVerification: string;
+        };
+        /**
+         * @description WebAuthn's `RegistrationResponseJSON`: what `credential.toJSON()` (or
+         *     `@simplewebauthn/browser`'s `startRegistration`) gives after `navigator.credentials.create()`.
+         */
+        PasskeyRegistration: {
+            id: components["schemas"]["Base64Url"];
+            rawId: components["schemas"]["Base64Url"];
+            /** @enum {string} */
+            type: "public-key";
+            authenticatorAttachment?: string;
+            /** @description The extensions' outputs (`credProps`); not looked at. */
+            clientExtensionResults?: Record<string, never>;
+            response: {
+                clientDataJSON: components["schemas"]["Base64Url"];
+                attestationObject: components["schemas"]["Base64Url"];
+                authenticatorData?: components["schemas"]["Base64Url"];
+                transports?: string[];
+                publicKeyAlgorithm?: number;
+                publicKey?: components["schemas"]["Base64Url"];
+            };
+        };
+        /**
+         * @description WebAuthn's `AuthenticationResponseJSON`: what `credential.toJSON()` (or
+         *     `@simplewebauthn/browser`'s `startAuthentication`) gives after `navigator.credentials.get()`.
+         */
+        PasskeyAssertion: {
+            id: components["schemas"]["Base64Url"];
+            rawId: components["schemas"]["Base64Url"];
+            /** @enum {string} */
+            type: "public-key";
+            authenticatorAttachment?: string;
+            /** @description The extensions' outputs; not looked at. */
+            clientExtensionResults?: Record<string, never>;
+            response: {
+                clientDataJSON: components["schemas"]["Base64Url"];
+                authenticatorData: components["schemas"]["Base64Url"];
+                signature: components["schemas"]["Base64Url"];
+                userHandle?: components["schemas"]["Base64Url"];
+            };
+        };
+        AddPasskeyOptionsRequest: {
+            _userId: components["schemas"]["UserId"];
+        };
+        AddPasskeyOptionsResponse: {
+            result: {
+                options: components["schemas"]["PasskeyCreationOptions"];
+            };
+        };
+        AddPasskeyFactorRequest: {
+            _userId: components["schemas"]["UserId"];
+            response: components["schemas"]["PasskeyRegistration"];
+            label?: components["schemas"]["FactorLabel"];
+        };
+        AddPasskeyFactorResponse: {
+            result: {
+                factorId: components["schemas"]["FactorId"];
+                /** @enum {string} */
+                status: "factor enabled";
+                /** @description With the account's first enabled factor only; each good once; shown this once. */
+                recoveryCodes?: string[];
+            };
+        };
+        /** @description At most one of `email` and `_userId`; neither is a discoverable-credential login. */
+        PasskeyLoginOptionsRequest: {
+            email?: string;
+            _userId?: components["schemas"]["UserId"];
+        };
+        PasskeyLoginOptionsResponse: {
+            result: {
+                options: components["schemas"]["PasskeyRequestOptions"];
+            };
+        };
+        VerifyPasskeyRequest: {
+            response: components["schemas"]["PasskeyAssertion"];
+        };
+        VerifyPasskeyResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                /** @enum {string} */
+                status: "passkey verified";
             };
         };
         CountUsersResponse: {
@@ -1528,7 +2120,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2026,7 +2618,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export; `events` for the events feed). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export and data; `events` for the events feed and the webhooks). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2057,6 +2649,59 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "forbidden" | "account_limit_reached";
+                };
+            };
+        };
+        /**
+         * @description The token's site has no WebAuthn relying party: its operator must run
+         *     `cli site set --site NAME --rp-id ID --origins URL[,URL…]` (and may give `--rp-name`).
+         */
+        PasskeysNotConfigured: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "passkeys_not_configured";
+                };
+            };
+        };
+        /**
+         * @description The authenticator's answer is not accepted: another or a used, expired or unknown
+         *     challenge, another origin or RP id, a bad signature, a credential of another site or of no
+         *     account (or, registering, one already registered), a sign counter that went back. One
+         *     answer for all of these.
+         */
+        PasskeyRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_credentials";
+                };
+            };
+        };
+        /** @description The token lacks the `verify` scope (`forbidden`), or the passkey is right but the account is disabled (`account_disabled`). */
+        PasskeyForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "account_disabled" | "forbidden";
                 };
             };
         };
@@ -2143,6 +2788,51 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "rate_limited" | "too_many_long_polls";
+                };
+            };
+        };
+        /** @description The site has no webhook endpoint or delivery with this id (another site's answers alike). */
+        WebhookNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "webhook_not_found";
+                };
+            };
+        };
+        /** @description The site has 1,000 webhook deliveries pending or more; replay once they are sent. */
+        TooManyDeliveriesPending: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "too_many_deliveries_pending";
+                };
+            };
+        };
+        /** @description The delivery's event is past the retention (`EVENTS_RETENTION`) and was removed; there is nothing to send. */
+        DeliveryEventExpired: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "events_expired";
                 };
             };
         };
@@ -3120,6 +3810,175 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The site's endpoints, oldest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListWebhookEndpointsResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query: {
+                /**
+                 * @description The endpoint's `endpointId` (see `listWebhookEndpoints`).
+                 * @example 5b0e7c1a-3f2d-4e8b-9a61-0c7d2e4f8a19
+                 */
+                endpointId: components["schemas"]["WebhookEndpointId"];
+                /** @description Only the deliveries in this state. */
+                state?: components["schemas"]["WebhookDeliveryState"];
+                /**
+                 * @description Deliveries per page, 1 to 100 (default 20), in decimal digits.
+                 * @example 20
+                 */
+                limit?: number;
+                /** @description The `next` of the previous page. */
+                before?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of the endpoint's deliveries, newest first; `next` is `null` on the last. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListWebhookDeliveriesResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    replayWebhookDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplayWebhookDeliveryRequest"];
+            };
+        };
+        responses: {
+            /** @description A delivery of this event to this endpoint is already pending; nothing was queued. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplayWebhookDeliveryResponse"];
+                };
+            };
+            /** @description A new delivery of the event is queued. */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplayWebhookDeliveryResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookNotFound"];
+            409: components["responses"]["TooManyDeliveriesPending"];
+            410: components["responses"]["DeliveryEventExpired"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getUserData: {
+        parameters: {
+            query: {
+                /**
+                 * @description The account's identifier.
+                 * @example 0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b
+                 */
+                _userId: components["schemas"]["UserId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Everything held about the account. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserDataResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     addTotpFactor: {
         parameters: {
             query?: never;
@@ -3299,10 +4158,168 @@ export interface operations {
             400: components["responses"]["DeleteBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["PasskeysNotConfigured"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["SecondFactorRefused"];
             429: components["responses"]["VerifyTooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addPasskeyOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddPasskeyOptionsRequest"];
+            };
+        };
+        responses: {
+            /** @description The options to hand to the browser. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddPasskeyOptionsResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["PasskeysNotConfigured"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addPasskeyFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddPasskeyFactorRequest"];
+            };
+        };
+        responses: {
+            /** @description The passkey is an enabled factor. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddPasskeyFactorResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["PasskeysNotConfigured"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["PasskeyRefused"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    passkeyLoginOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PasskeyLoginOptionsRequest"];
+            };
+        };
+        responses: {
+            /** @description The options to hand to the browser. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyLoginOptionsResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["PasskeysNotConfigured"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyPasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyPasskeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The passkey is right; the login is complete. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyPasskeyResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["PasskeyForbidden"];
+            409: components["responses"]["PasskeysNotConfigured"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["PasskeyRefused"];
+            429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -168,7 +168,10 @@ export function createOracle(checker: SpecChecker) {
         .filter((p) => p.in === 'query')
         .map((p) => [p.name as string, p.schema?.type as string | undefined] as const),
     );
-    return { op, query, queryTypes, body, words: WORD_RULES[op.name] };
+    const requiredQuery = parameters
+      .filter((p) => p.in === 'query' && p.required === true)
+      .map((p) => p.name as string);
+    return { op, query, queryTypes, requiredQuery, body, words: WORD_RULES[op.name] };
   });
 
   return function verdict(sent: Sent): Verdict {
@@ -193,6 +196,8 @@ export function createOracle(checker: SpecChecker) {
         }
         fields[name] = v;
       }
+      const missing = operation.requiredQuery.find((name) => !(name in fields));
+      if (missing !== undefined) return { invalid: `no ${missing}` };
       return { invalid: operation.words?.(fields) };
     }
 

@@ -18,8 +18,11 @@ import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listFactors } from './routes/list-factors.ts';
 import { listUsers } from './routes/list-users.ts';
+import { listWebhookDeliveries } from './routes/list-webhook-deliveries.ts';
+import { listWebhookEndpoints } from './routes/list-webhook-endpoints.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
 import { removeFactor } from './routes/remove-factor.ts';
+import { replayWebhookDelivery } from './routes/replay-webhook-delivery.ts';
 import { restoreUser } from './routes/restore-user.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifySecondFactor } from './routes/verify-second-factor.ts';
@@ -44,6 +47,9 @@ export const operations: readonly Operation<any>[] = [
   exportUsers,
   listEvents,
   getAuditTrail,
+  listWebhookEndpoints,
+  listWebhookDeliveries,
+  replayWebhookDelivery,
   addTotpFactor,
   confirmFactor,
   listFactors,

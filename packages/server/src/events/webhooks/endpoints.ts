@@ -109,7 +109,7 @@ export async function replay(db: Db, id: string, from: number): Promise<Replayed
  * Tells every server's webhook sender to read the endpoints again and look for work now: a
  * notification on the events' channel with no site (worker.ts skips sites it knows no endpoint of).
  */
-async function notifyServers(db: Db): Promise<void> {
+export async function notifyServers(db: Db): Promise<void> {
   await db.execute(sql`select pg_notify(${EVENTS_CHANNEL}, '')`);
 }
 

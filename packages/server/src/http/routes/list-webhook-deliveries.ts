@@ -1,0 +1,51 @@
+// GET /api/1/webhooks/deliveries?endpointId=…: one of the site's endpoints' deliveries, newest
+// first, a page at a time (keyset on the delivery's id), optionally one state only.
+import type { components } from '@user-accounts/client';
+import { type DeliveryState, deliveriesPage } from '../../events/webhooks/deliveries.ts';
+import { ApiError } from '../errors.ts';
+import { defineOperation } from '../operation.ts';
+import { invalidRequest } from '../validation.ts';
+import { validQuery } from './shared.ts';
+
+type ListWebhookDeliveriesResponse = components['schemas']['ListWebhookDeliveriesResponse'];
+
+const PATH = '/api/1/webhooks/deliveries';
+const DEFAULT_LIMIT = 20;
+
+export const webhookNotFound = (what: 'endpoint' | 'delivery') =>
+  new ApiError(404, 'webhook_not_found', `The site has no webhook ${what} with this id.`);
+
+interface Query {
+  endpointId: string;
+  state?: DeliveryState;
+  limit?: number;
+  before?: string;
+}
+
+export const listWebhookDeliveries = defineOperation({
+  name: 'listWebhookDeliveries',
+  method: 'GET',
+  path: PATH,
+  scope: 'events',
+  request: { query: true },
+  parse(c) {
+    const query = validQuery<Partial<Query>>(c, PATH);
+    // The spec's query validator checks each parameter given; a required one missing is checked here.
+    if (query.endpointId === undefined) {
+      throw invalidRequest('The query is not valid.', [
+        { pointer: '/endpointId', code: 'required', message: 'is required' },
+      ]);
+    }
+    return query as Query;
+  },
+  async handle(c, { endpointId, state, limit = DEFAULT_LIMIT, before }) {
+    const page = await deliveriesPage(c.get('deps').database.db, c.get('token').site, {
+      endpointId,
+      state,
+      limit,
+      before,
+    });
+    if (page === undefined) throw webhookNotFound('endpoint');
+    return c.json({ result: page } satisfies ListWebhookDeliveriesResponse, 200);
+  },
+});

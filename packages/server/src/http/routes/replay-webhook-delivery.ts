@@ -1,0 +1,46 @@
+// POST /api/1/webhooks/deliveries/replay: the delivery's event queued to its endpoint again (202),
+// or the delivery of it already pending there (200); bounded per site (deliveries.ts).
+import type { components } from '@user-accounts/client';
+import { MAX_PENDING_FOR_REPLAY, replayDelivery } from '../../events/webhooks/deliveries.ts';
+import { ApiError } from '../errors.ts';
+import { defineOperation } from '../operation.ts';
+import { webhookNotFound } from './list-webhook-deliveries.ts';
+import { validBody } from './shared.ts';
+
+type ReplayWebhookDeliveryResponse = components['schemas']['ReplayWebhookDeliveryResponse'];
+
+export const replayWebhookDelivery = defineOperation({
+  name: 'replayWebhookDelivery',
+  method: 'POST',
+  path: '/api/1/webhooks/deliveries/replay',
+  scope: 'events',
+  request: { body: 'ReplayWebhookDeliveryRequest' },
+  parse: (c) => validBody(c, 'ReplayWebhookDeliveryRequest'),
+  async handle(c, { deliveryId }) {
+    const done = await replayDelivery(c.get('deps').database.db, c.get('token').site, deliveryId);
+    switch (done.outcome) {
+      case 'not_found':
+        throw webhookNotFound('delivery');
+      case 'expired':
+        throw new ApiError(410, 'events_expired', 'The event of this delivery is past the retention and was removed.');
+      case 'too_many':
+        throw new ApiError(
+          409,
+          'too_many_deliveries_pending',
+          `The site has ${MAX_PENDING_FOR_REPLAY} webhook deliveries pending or more; replay once they are sent.`,
+        );
+      case 'pending':
+        return c.json(
+          {
+            result: { delivery: done.delivery, status: 'delivery already pending' },
+          } satisfies ReplayWebhookDeliveryResponse,
+          200,
+        );
+      case 'replayed':
+        return c.json(
+          { result: { delivery: done.delivery, status: 'delivery replayed' } } satisfies ReplayWebhookDeliveryResponse,
+          202,
+        );
+    }
+  },
+});
