@@ -141,6 +141,8 @@ class Get implements fc.AsyncCommand<Model, Real> {
           emailVerifiedAt: null,
           phoneVerified: false,
           phoneVerifiedAt: null,
+          // The fuzzed server screens no password against a breach corpus.
+          passwordBreached: false,
         }) ||
       !isDeepStrictEqual(metadata, account.metadata)
     ) {
