@@ -103,6 +103,40 @@ const VALID: Record<string, () => Call> = {
     path: '/api/1/user/factor/verify',
     body: json({ ticket: 'x'.repeat(43), code: '123456' }),
   }),
+  addPasskeyOptions: () => ({
+    method: 'POST',
+    path: '/api/1/user/factor/passkey/options',
+    body: json({ _userId: GHOST }),
+  }),
+  addPasskeyFactor: () => ({
+    method: 'POST',
+    path: '/api/1/user/factor/passkey',
+    body: json({
+      _userId: GHOST,
+      label: 'Laptop',
+      response: {
+        id: 'cDtq4oZg0wcrYdOLqGqg3w',
+        rawId: 'cDtq4oZg0wcrYdOLqGqg3w',
+        type: 'public-key',
+        clientExtensionResults: {},
+        response: { clientDataJSON: 'e30', attestationObject: 'oA', transports: ['internal'] },
+      },
+    }),
+  }),
+  passkeyLoginOptions: () => ({ method: 'POST', path: '/api/1/user/passkey/options', body: json({}) }),
+  verifyPasskey: () => ({
+    method: 'POST',
+    path: '/api/1/user/passkey/verify',
+    body: json({
+      response: {
+        id: 'cDtq4oZg0wcrYdOLqGqg3w',
+        rawId: 'cDtq4oZg0wcrYdOLqGqg3w',
+        type: 'public-key',
+        clientExtensionResults: {},
+        response: { clientDataJSON: 'e30', authenticatorData: 'AA', signature: 'AA' },
+      },
+    }),
+  }),
   issueTicket: () => ({
     method: 'POST',
     path: '/api/1/user/ticket',

@@ -22,9 +22,10 @@ const queryParams = (op: Op): Json[] =>
 /** Whether the operation's request names an account by `_userId` (in its query or its body). */
 function namesAccount(op: Op): boolean {
   if ('query' in op.request) return queryParams(op).some((p) => p.name === '_userId');
-  // A ticket names its account as an id does (the login's second step takes only a ticket).
+  // A ticket names its account as an id does (the login's second step takes only a ticket), and
+  // so does a passkey's answer (passkey/verify takes only that: its credential names the account).
   const properties = resolve(spec.components.schemas[op.request.body]).properties ?? {};
-  return '_userId' in properties || 'ticket' in properties;
+  return '_userId' in properties || 'ticket' in properties || 'response' in properties;
 }
 
 /** Whether the operation names one of the site's webhook endpoints (`endpointId`) or deliveries (`deliveryId`). */
@@ -100,6 +101,14 @@ export function defineSecuritySuite(target: TargetSpec): void {
         }),
       );
       unknown401 = (await unknown.json()) as Problem;
+      // Both sites are WebAuthn relying parties, so that a passkey operation gets past its 409
+      // passkeys_not_configured to the account (cli site set --rp-id --origins).
+      for (const site of ['default', 'elsewhere'])
+        await h.target.sql(
+          `insert into site_settings (site, rp_id, rp_origins) values ($1, 'localhost', '["http://localhost:5173"]')
+           on conflict (site) do update set rp_id = excluded.rp_id, rp_origins = excluded.rp_origins`,
+          [site],
+        );
       const account = await h.createUser();
       const seeded = await seedWebhook(h.target.sql, 'default', account.id, { count: 1 });
       hook = { endpointId: seeded.endpointId, deliveryId: seeded.deliveryIds[0]! };

@@ -738,7 +738,8 @@ export interface paths {
          *     one). It holds the account as `get` answers it (fields, metadata, which contacts are
          *     verified), its second factors (type, label, dates: never a secret), its recovery codes
          *     (when each was used: never a code), its tickets not yet used (purpose, the email a
-         *     `change_email` ticket would set, expiry: never the secret), its `verify` lockout
+         *     `change_email` ticket would set, expiry: never the secret), its passkey challenges not
+         *     yet answered (purpose, expiry: never the challenge), its `verify` lockout
          *     counters, the audit rows about it and the change events about it that are still kept.
          *     It never holds a password hash, a factor or ticket secret, a recovery code, another
          *     site's data, or events and audit rows past their retention (`EVENTS_RETENTION`,
@@ -1721,6 +1722,15 @@ export interface components {
              *     is held until housekeeping removes it). Never the secret.
              */
             tickets: components["schemas"]["UserDataTicket"][];
+            /**
+             * @description WebAuthn challenges handed out for a passkey registration or login of the account and
+             *     not answered yet (each good once, for minutes): purpose and expiry. Never the challenge.
+             */
+            passkeyChallenges: {
+                /** @enum {string} */
+                purpose: "register" | "login";
+                expiresAt: components["schemas"]["Timestamp"];
+            }[];
             /**
              * @description The `verify` failure counters that name the account, as stored (`null`: none): by
              *     its id (`password`), by its email as given to a `verify` while no account in reach

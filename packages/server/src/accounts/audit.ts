@@ -24,6 +24,7 @@ export type WriteOperation =
   | 'factor_confirm'
   | 'factor_remove'
   | 'factor_verify'
+  | 'passkey_verify'
   | 'password_breached';
 
 export interface AuditEntry {

@@ -62,15 +62,17 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   restore: 'user.restored',
   purge: 'user.purged',
   import: 'user.created',
-  // A factor counts once enabled: a pending one is no factor yet (factors/factors.ts).
+  // A factor counts once enabled: a pending one is no factor yet (factors/factors.ts); a TOTP
+  // factor's add is pending (no event), a passkey's is enabled at once (factors/passkeys.ts).
+  factor_add: 'user.factor_added',
   factor_confirm: 'user.factor_added',
   factor_remove: 'user.factor_removed',
   // A ticket redeemed changes the account (issuing one does not).
   redeem: 'user.updated',
-};
-
   // A right password at verify found in the breach corpus (passwords/screening.ts).
   password_breached: 'user.password_breached',
+};
+
 export interface WriteDone {
   /** The account written; undefined for a write of many (import), which lists them in `userIds`. */
   userId: string | undefined;

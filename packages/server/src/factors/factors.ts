@@ -3,6 +3,7 @@
 // of a write scope, as every write (accounts/unit-of-work.ts); each write locks the account's row
 // first, so that two confirms cannot both be "the first" and a remove cannot race a confirm.
 import { createHash, randomBytes } from 'node:crypto';
+import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
@@ -12,6 +13,7 @@ import { recoveryCodes, userFactors, users } from '../db/schema.ts';
 import { ApiError, serviceUnavailable, userNotFound } from '../http/errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { generationOf, readLoginTicket } from './login-ticket.ts';
+import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
@@ -105,7 +107,8 @@ export async function addTotp(
     scope,
     deps,
     'factor_add',
-    { userId: request.userId, status: 201, outcome: 'factor pending' },
+    // Pending: no factor yet, so no user.factor_added (that comes with confirm).
+    { userId: request.userId, status: 201, outcome: 'factor pending', emits: false },
     async (tx) => {
       const account = await lockAccount(tx, scope.site, request.userId);
       if (account === undefined) return undefined;
@@ -200,7 +203,13 @@ export async function confirmFactor(
 }
 
 export interface FactorListing {
-  factors: { factorId: string; type: 'totp' | 'passkey'; label: string | null; createdAt: string; lastUsedAt: string | null }[];
+  factors: {
+    factorId: string;
+    type: 'totp' | 'passkey';
+    label: string | null;
+    createdAt: string;
+    lastUsedAt: string | null;
+  }[];
   recoveryCodesLeft: number;
 }
 
@@ -315,13 +324,20 @@ export interface SecondFactorDeps extends FactorDeps {
 export async function verifySecondFactor(
   scope: WriteScope,
   deps: SecondFactorDeps,
-  request: { ticket: string; code?: string | undefined; recoveryCode?: string | undefined },
+  request: {
+    ticket: string;
+    code?: string | undefined;
+    recoveryCode?: string | undefined;
+    passkey?: AuthenticationResponseJSON | undefined;
+  },
 ): Promise<string> {
   const read = await readLoginTicket(deps.db, scope.site, request.ticket);
   if (read === undefined) throw invalidTicket();
   const { userId } = read;
   scope.report?.({ userId });
   const keys = request.code === undefined ? undefined : keysOf(deps);
+  const rp: RelyingParty | undefined =
+    request.passkey === undefined ? undefined : await relyingPartyOf(deps.db, scope.site);
   const key = lockoutKey(scope.site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
   const policy = deps.verifyLimits.identifier;
   const wait = await deps.lockout.attempt(key, policy);
@@ -342,6 +358,11 @@ export async function verifySecondFactor(
           return undefined;
         }
         judged = true;
+        if (request.passkey !== undefined) {
+          // A passkey of this account: its challenge taken, its counter moved on (so the ticket is spent).
+          const checked = await checkAssertion(tx, scope.site, rp!, request.passkey, userId);
+          return checked === undefined ? undefined : userId;
+        }
         if (request.recoveryCode !== undefined) {
           const [used] = await tx
             .update(recoveryCodes)

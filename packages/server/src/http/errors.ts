@@ -41,12 +41,13 @@ const TITLES: Record<ErrorCode, string> = {
   account_limit_reached: 'Account limit reached',
   invalid_metadata: 'Invalid metadata',
   invalid_ticket: 'Invalid ticket',
+  passkeys_not_configured: 'Passkeys not configured',
   no_phone: 'No phone',
+  breached: 'Breached password',
+  breach_check_unavailable: 'Breach check unavailable',
   unknown_example: 'Unknown example',
 };
 
-  breached: 'Breached password',
-  breach_check_unavailable: 'Breach check unavailable',
 /** An error that leaves the service as a problem+json response; throw it from anywhere. */
 export class ApiError extends Error {
   readonly status: ContentfulStatusCode;

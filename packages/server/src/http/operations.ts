@@ -3,6 +3,8 @@
 // and the security suite take their operations from it. A test holds it to spec/openapi.yaml
 // (path, method, scope). Adding an operation: the spec, one handler file, one row here.
 import type { Operation } from './operation.ts';
+import { addPasskeyFactor } from './routes/add-passkey-factor.ts';
+import { addPasskeyOptions } from './routes/add-passkey-options.ts';
 import { addTotpFactor } from './routes/add-totp-factor.ts';
 import { confirmFactor } from './routes/confirm-factor.ts';
 import { countUsers } from './routes/count-users.ts';
@@ -20,11 +22,13 @@ import { listFactors } from './routes/list-factors.ts';
 import { listUsers } from './routes/list-users.ts';
 import { listWebhookDeliveries } from './routes/list-webhook-deliveries.ts';
 import { listWebhookEndpoints } from './routes/list-webhook-endpoints.ts';
+import { passkeyLoginOptions } from './routes/passkey-login-options.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
 import { removeFactor } from './routes/remove-factor.ts';
 import { replayWebhookDelivery } from './routes/replay-webhook-delivery.ts';
 import { restoreUser } from './routes/restore-user.ts';
 import { updateUser } from './routes/update-user.ts';
+import { verifyPasskey } from './routes/verify-passkey.ts';
 import { verifySecondFactor } from './routes/verify-second-factor.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
@@ -55,6 +59,10 @@ export const operations: readonly Operation<any>[] = [
   listFactors,
   removeFactor,
   verifySecondFactor,
+  addPasskeyOptions,
+  addPasskeyFactor,
+  passkeyLoginOptions,
+  verifyPasskey,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

@@ -119,10 +119,15 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   },
   {
     name: 'site set',
-    synopsis: 'site set --site NAME --deletion-grace 30d',
+    synopsis: 'site set --site NAME [--deletion-grace 30d] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]]',
     about: `Sets the site's default grace period of a delete (0d to 90d): a delete without
       graceDays keeps the account restorable that long before it is purged. 0d (the default of
-      every site): removed at once.`,
+      every site): removed at once. --rp-id and --origins make the site a WebAuthn relying party,
+      which passkeys need: the RP id is the domain the passkeys belong to (example.com, or
+      localhost), each origin a page that may use them (https://example.com, or http:// on
+      localhost), on the RP id or a subdomain of it; --rp-name is what the browser shows (default:
+      the site's name). Setting them again replaces them: passkeys made for another RP id stop
+      working.`,
   },
   {
     name: 'metadata-schema set',
@@ -189,6 +194,9 @@ const TAKE_A_VALUE = [
   'from',
   'firebase-scrypt',
   'deletion-grace',
+  'rp-id',
+  'rp-name',
+  'origins',
   // metadata-schema set: the file's text, put there by the CLI's own process (cli.ts), which
   // reads FILE; a server running the command through its socket reads no file of the caller's.
   'schema-json',
@@ -619,20 +627,78 @@ function webhookDeliveries(words: string[], flags: Map<string, string | true>): 
 
 function siteSet(flags: Map<string, string | true>): Planned {
   const site = siteFlag(flags);
-  const raw = text(flags, 'deletion-grace', true);
-  const match = /^(\d{1,2})d$/.exec(raw);
-  const days = match === null ? Number.NaN : Number(match[1]);
-  if (!(days >= 0 && days <= 90))
-    throw new UsageError(`--deletion-grace must be whole days from 0d to 90d (got "${raw}")`);
+  const rp = relyingPartyFlags(flags);
+  const raw = rp === undefined ? text(flags, 'deletion-grace', true) : text(flags, 'deletion-grace');
+  let days: number | undefined;
+  if (raw !== undefined) {
+    const match = /^(\d{1,2})d$/.exec(raw);
+    days = match === null ? Number.NaN : Number(match[1]);
+    if (!(days >= 0 && days <= 90))
+      throw new UsageError(`--deletion-grace must be whole days from 0d to 90d (got "${raw}")`);
+  }
   return async (db) => {
+    const set = {
+      ...(days === undefined ? {} : { deletionGraceDays: days }),
+      ...(rp === undefined ? {} : { rpId: rp.id, rpName: rp.name ?? null, rpOrigins: rp.origins }),
+    };
     await db
       .insert(siteSettings)
-      .values({ site, deletionGraceDays: days })
-      .onConflictDoUpdate({ target: siteSettings.site, set: { deletionGraceDays: days } });
-    return days === 0
-      ? `Site ${site}: a delete without graceDays removes the account at once.\n`
-      : `Site ${site}: a delete without graceDays keeps the account restorable for ${days} days.\n`;
+      .values({ site, ...set })
+      .onConflictDoUpdate({ target: siteSettings.site, set });
+    const lines: string[] = [];
+    if (days !== undefined)
+      lines.push(
+        days === 0
+          ? `Site ${site}: a delete without graceDays removes the account at once.`
+          : `Site ${site}: a delete without graceDays keeps the account restorable for ${days} days.`,
+      );
+    if (rp !== undefined)
+      lines.push(`Site ${site}: passkeys for relying party ${rp.id}, from ${rp.origins.join(', ')}.`);
+    return `${lines.join('\n')}\n`;
   };
+}
+
+/**
+ * --rp-id, --origins, --rp-name, checked as browsers will: an RP id is a bare lower-case domain;
+ * an origin is scheme://host[:port] alone, https (http only on localhost), on the RP id or a
+ * subdomain of it. Undefined when none is given.
+ */
+function relyingPartyFlags(
+  flags: Map<string, string | true>,
+): { id: string; name: string | undefined; origins: string[] } | undefined {
+  const id = text(flags, 'rp-id');
+  const origins = text(flags, 'origins');
+  const name = text(flags, 'rp-name');
+  if (id === undefined && origins === undefined && name === undefined) return undefined;
+  if (id === undefined || origins === undefined) throw new UsageError('--rp-id and --origins go together');
+  if (!/^(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(id))
+    throw new UsageError(`--rp-id must be a domain such as example.com or localhost, no scheme or port (got "${id}")`);
+  if (
+    name !== undefined &&
+    (name.trim() === '' ||
+      name.length > 100 ||
+      [...name].some((ch) => ch.charCodeAt(0) < 0x20 || ch.charCodeAt(0) === 0x7f))
+  )
+    throw new UsageError('--rp-name must be 1 to 100 characters, no control characters');
+  const list = origins.split(',').map((o) => o.trim());
+  for (const origin of list) {
+    let url: URL | undefined;
+    try {
+      url = new URL(origin);
+    } catch {}
+    const host = url?.hostname;
+    const local = host === 'localhost' || host?.endsWith('.localhost');
+    if (
+      url === undefined ||
+      url.origin !== origin ||
+      !(url.protocol === 'https:' || (url.protocol === 'http:' && local)) ||
+      !(host === id || host!.endsWith(`.${id}`))
+    )
+      throw new UsageError(
+        `--origins must be origins (https://host[:port], http:// only on localhost) on ${id} or a subdomain of it (got "${origin}")`,
+      );
+  }
+  return { id, name, origins: list };
 }
 
 /** The schema given to `metadata-schema set`: the CLI's process read FILE into --schema-json. */

@@ -1,3 +1,4 @@
+import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
 import { verifySecondFactor as verify } from '../../factors/factors.ts';
 import { defineOperation } from '../operation.ts';
@@ -21,9 +22,9 @@ export const verifySecondFactor = defineOperation({
       body !== null &&
       typeof body === 'object' &&
       !Array.isArray(body) &&
-      'code' in body === 'recoveryCode' in body
+      ['code', 'recoveryCode', 'passkey'].filter((name) => name in body).length !== 1
     ) {
-      throw invalidRequest('Give exactly one of code or recoveryCode, with the ticket.', []);
+      throw invalidRequest('Give exactly one of code, recoveryCode or passkey, with the ticket.', []);
     }
     return validBody(c, 'VerifySecondFactorRequest');
   },
@@ -32,7 +33,12 @@ export const verifySecondFactor = defineOperation({
     const userId = await verify(
       writeScopeOf(c),
       { ...writeDepsOf(c), factorKeys, verifyLimits, lockout },
-      { ticket: fields.ticket, code: fields.code, recoveryCode: fields.recoveryCode },
+      {
+        ticket: fields.ticket,
+        code: fields.code,
+        recoveryCode: fields.recoveryCode,
+        passkey: fields.passkey as unknown as AuthenticationResponseJSON | undefined,
+      },
     );
     return c.json(
       { result: { _userId: userId, status: 'second factor verified' } } satisfies VerifySecondFactorResponse,

@@ -1,0 +1,396 @@
+// Passkeys (WebAuthn; issue 29, point 3) with @simplewebauthn/server, which checks what is
+// WebAuthn's own (CBOR, COSE keys, signatures, origins, RP id hashes, counters); here is what is
+// ours: a site's relying party (cli site set --rp-id --origins), challenges that are good once
+// (a row per challenge, as SHA-256, deleted by the first answer that names it, right or wrong),
+// bound to the site, the purpose and the account they were made for, and the credentials as
+// enabled factors of user_factors (nothing secret: a public key and a counter).
+import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
+import {
+  type AuthenticationResponseJSON,
+  generateAuthenticationOptions,
+  generateRegistrationOptions,
+  type RegistrationResponseJSON,
+  verifyAuthenticationResponse,
+  verifyRegistrationResponse,
+} from '@simplewebauthn/server';
+import { and, count, eq, gt, isNotNull, lt, sql } from 'drizzle-orm';
+import { isUuid, uuidv7 } from '../accounts/ids.ts';
+import { inReachOf } from '../accounts/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import type { Db } from '../db/client.ts';
+import { passkeyChallenges, recoveryCodes, serviceKeys, siteSettings, userFactors, users } from '../db/schema.ts';
+import { ApiError, userNotFound } from '../http/errors.ts';
+import { newRecoveryCodes, recoveryCodeHash } from './factors.ts';
+
+/** Five minutes, as the login's ticket: time to touch a key, never a session. */
+export const CHALLENGE_MS = 5 * 60_000;
+/** A site's challenges not yet answered, at most: past it the oldest go (one site never fills the table). */
+export const CHALLENGES_PER_SITE = 10_000;
+/** EdDSA, ES256, RS256: what authenticators make (the library's default adds ML-DSA, still experimental in Node). */
+const ALGORITHMS = [-8, -7, -257];
+
+export const passkeysNotConfigured = (site: string) =>
+  new ApiError(
+    409,
+    'passkeys_not_configured',
+    `Site ${site} has no WebAuthn relying party: run cli site set --site ${site} --rp-id ID --origins URL[,URL…].`,
+  );
+export const passkeyRefused = () => new ApiError(422, 'invalid_credentials', "The passkey's answer is not accepted.");
+const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
+
+export interface RelyingParty {
+  id: string;
+  name: string;
+  origins: string[];
+}
+
+/** The site's relying party, or 409 saying what its operator must set. */
+export async function relyingPartyOf(db: Db, site: string): Promise<RelyingParty> {
+  const [row] = await db
+    .select({ id: siteSettings.rpId, name: siteSettings.rpName, origins: siteSettings.rpOrigins })
+    .from(siteSettings)
+    .where(eq(siteSettings.site, site));
+  if (row?.id == null || row.origins == null || row.origins.length === 0) throw passkeysNotConfigured(site);
+  return { id: row.id, name: row.name ?? site, origins: row.origins };
+}
+
+const challengeHash = (challenge: string) => createHash('sha256').update(challenge).digest('base64url');
+
+/** The account's id as WebAuthn's user handle: its 16 bytes. */
+const userHandleOf = (userId: string) => new Uint8Array(Buffer.from(userId.replace(/-/g, ''), 'hex'));
+const userIdOfHandle = (handle: string): string | undefined => {
+  const hex = Buffer.from(handle, 'base64url').toString('hex');
+  return hex.length === 32
+    ? `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+    : undefined;
+};
+
+/** Keeps a challenge for `purpose`, bound to the site and (when given) the account; bounded per site. */
+async function keepChallenge(db: Db, site: string, purpose: 'register' | 'login', challenge: string, userId?: string) {
+  await db.transaction(async (tx) => {
+    await tx
+      .delete(passkeyChallenges)
+      .where(and(eq(passkeyChallenges.site, site), lt(passkeyChallenges.expiresAt, sql`now()`)));
+    await tx.insert(passkeyChallenges).values({
+      challengeHash: challengeHash(challenge),
+      site,
+      purpose,
+      userId: userId ?? null,
+      expiresAt: new Date(Date.now() + CHALLENGE_MS),
+    });
+    await tx.execute(sql`delete from ${passkeyChallenges} where ${passkeyChallenges.site} = ${site}
+      and ${passkeyChallenges.challengeHash} in (select ${passkeyChallenges.challengeHash} from ${passkeyChallenges}
+      where ${passkeyChallenges.site} = ${site} order by ${passkeyChallenges.expiresAt} desc offset ${CHALLENGES_PER_SITE})`);
+  });
+}
+
+/** The challenge the answer's clientDataJSON names, or undefined when it names none. */
+function challengeOf(clientDataJSON: unknown): string | undefined {
+  if (typeof clientDataJSON !== 'string') return undefined;
+  try {
+    const data = JSON.parse(Buffer.from(clientDataJSON, 'base64url').toString('utf8')) as { challenge?: unknown };
+    return typeof data.challenge === 'string' && data.challenge.length > 0 ? data.challenge : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Takes the challenge (deletes it: good once, whatever follows) when it is the site's, for
+ * `purpose` and not expired; answers the account it was bound to (null: none).
+ */
+async function takeChallenge(
+  tx: Db,
+  site: string,
+  purpose: 'register' | 'login',
+  challenge: string,
+): Promise<{ userId: string | null } | undefined> {
+  const [taken] = await tx
+    .delete(passkeyChallenges)
+    .where(
+      and(
+        eq(passkeyChallenges.challengeHash, challengeHash(challenge)),
+        eq(passkeyChallenges.site, site),
+        eq(passkeyChallenges.purpose, purpose),
+        gt(passkeyChallenges.expiresAt, sql`now()`),
+      ),
+    )
+    .returning({ userId: passkeyChallenges.userId });
+  return taken;
+}
+
+async function passkeysOf(db: Db, userId: string) {
+  return db
+    .select({ credentialId: userFactors.credentialId, transports: userFactors.transports })
+    .from(userFactors)
+    .where(and(eq(userFactors.userId, userId), eq(userFactors.type, 'passkey'), isNotNull(userFactors.enabledAt)));
+}
+
+type Transport = NonNullable<
+  Parameters<typeof generateRegistrationOptions>[0]['excludeCredentials']
+>[number]['transports'];
+const descriptors = (rows: { credentialId: string | null; transports: string[] | null }[]) =>
+  rows.map((row) => ({
+    id: row.credentialId!,
+    ...(row.transports === null ? {} : { transports: row.transports as Transport }),
+  }));
+
+/** Registration's options for the account: a challenge kept for it, its passkeys excluded. */
+export async function registrationOptions(db: Db, site: string, userId: string) {
+  const rp = await relyingPartyOf(db, site);
+  if (!isUuid(userId)) throw userNotFound();
+  const [account] = await db
+    .select({ id: users.id, email: users.email })
+    .from(users)
+    .where(and(eq(users.id, userId), inReachOf(site)));
+  if (account === undefined) throw userNotFound();
+  const options = await generateRegistrationOptions({
+    rpName: rp.name,
+    rpID: rp.id,
+    userID: userHandleOf(account.id),
+    userName: account.email,
+    userDisplayName: account.email,
+    attestationType: 'none',
+    excludeCredentials: descriptors(await passkeysOf(db, account.id)),
+    authenticatorSelection: { residentKey: 'preferred', userVerification: 'preferred' },
+    supportedAlgorithmIDs: ALGORITHMS,
+    timeout: CHALLENGE_MS,
+  });
+  await keepChallenge(db, site, 'register', options.challenge, account.id);
+  return options;
+}
+
+/**
+ * Registers the passkey of the browser's answer as an enabled factor (its challenge taken
+ * first: a wrong answer spends it too), with recovery codes when the account has none yet.
+ */
+export async function addPasskey(
+  scope: WriteScope,
+  deps: WriteDeps,
+  request: { userId: string; response: RegistrationResponseJSON; label?: string | undefined },
+): Promise<{ factorId: string; recoveryCodes?: string[] }> {
+  const rp = await relyingPartyOf(deps.db, scope.site);
+  if (!isUuid(request.userId)) throw userNotFound();
+  const challenge = challengeOf(request.response.response?.clientDataJSON);
+  const factorId = uuidv7();
+  let refusal: ApiError = passkeyRefused();
+  const added = await inWrite(
+    scope,
+    deps,
+    'factor_add',
+    {
+      userId: request.userId,
+      status: 201,
+      outcome: 'factor enabled',
+      factor: { factorId, type: 'passkey' },
+    },
+    async (tx) => {
+      const [account] = await tx
+        .select({ id: users.id })
+        .from(users)
+        .where(and(eq(users.id, request.userId), inReachOf(scope.site)))
+        .for('update');
+      if (account === undefined) {
+        refusal = userNotFound();
+        return undefined;
+      }
+      if (challenge === undefined) return undefined;
+      const taken = await takeChallenge(tx, scope.site, 'register', challenge);
+      if (taken === undefined || taken.userId !== account.id) return undefined;
+      const verified = await verifyRegistrationResponse({
+        response: request.response,
+        expectedChallenge: challenge,
+        expectedOrigin: rp.origins,
+        expectedRPID: rp.id,
+        requireUserVerification: false,
+        supportedAlgorithmIDs: ALGORITHMS,
+      }).catch(() => undefined);
+      if (!verified?.verified) return undefined;
+      const { credential } = verified.registrationInfo;
+      const [taken2] = await tx
+        .select({ id: userFactors.id })
+        .from(userFactors)
+        .where(eq(userFactors.credentialId, credential.id));
+      if (taken2 !== undefined) return undefined;
+      await tx.insert(userFactors).values({
+        id: factorId,
+        userId: account.id,
+        type: 'passkey',
+        label: request.label ?? null,
+        enabledAt: sql`now()`,
+        credentialId: credential.id,
+        publicKey: Buffer.from(credential.publicKey).toString('base64url'),
+        signCount: credential.counter,
+        transports: credential.transports ?? null,
+      });
+      // Codes come with the first factor enabled: when the account has none yet (as confirm).
+      const [codesBefore] = await tx
+        .select({ n: count() })
+        .from(recoveryCodes)
+        .where(eq(recoveryCodes.userId, account.id));
+      if (codesBefore!.n > 0) return { factorId };
+      const codes = newRecoveryCodes();
+      await tx
+        .insert(recoveryCodes)
+        .values(codes.map((code) => ({ userId: account.id, codeHash: recoveryCodeHash(code) })));
+      return { factorId, recoveryCodes: codes };
+    },
+  );
+  if (added === undefined) throw refusal;
+  return added;
+}
+
+/** A decoy credential id for an email with no passkey of the site: the same each time, from a key of ours. */
+const decoyKeys = new WeakMap<Db, Promise<Buffer>>();
+function decoyKey(db: Db): Promise<Buffer> {
+  let key = decoyKeys.get(db);
+  if (key === undefined) {
+    key = (async () => {
+      await db
+        .insert(serviceKeys)
+        .values({ name: 'passkey_decoy', key: randomBytes(32).toString('base64url') })
+        .onConflictDoNothing();
+      const [row] = await db.select().from(serviceKeys).where(eq(serviceKeys.name, 'passkey_decoy'));
+      return Buffer.from(row!.key, 'base64url');
+    })();
+    key.catch(() => decoyKeys.delete(db));
+    decoyKeys.set(db, key);
+  }
+  return key;
+}
+
+/**
+ * A login's options: for an email (its passkeys, or a decoy when there is no such account or it
+ * has none, so that the answer tells nothing), an account id (404 when none), or neither (a
+ * discoverable login). The challenge is bound to the account asked for; for an unknown email, to
+ * a random id that names no account.
+ */
+export async function loginOptions(db: Db, site: string, request: { email?: string | undefined; userId?: string }) {
+  const rp = await relyingPartyOf(db, site);
+  let bound: string | undefined;
+  let allow: { id: string; transports?: Transport }[] = [];
+  if (request.userId !== undefined || request.email !== undefined) {
+    const match =
+      request.userId !== undefined
+        ? isUuid(request.userId)
+          ? eq(users.id, request.userId)
+          : sql`false`
+        : sql`lower(${users.email}) = lower(${request.email})`;
+    const [account] = await db
+      .select({ id: users.id })
+      .from(users)
+      .where(and(match, inReachOf(site)));
+    if (account === undefined && request.userId !== undefined) throw userNotFound();
+    bound = account?.id ?? randomUUID();
+    allow = account === undefined ? [] : descriptors(await passkeysOf(db, account.id));
+    if (allow.length === 0 && request.email !== undefined) {
+      const decoy = createHmac('sha256', await decoyKey(db))
+        .update(`${site}\n${request.email.toLowerCase()}`)
+        .digest()
+        .subarray(0, 16);
+      allow = [{ id: decoy.toString('base64url'), transports: ['internal', 'hybrid'] }];
+    }
+  }
+  const options = await generateAuthenticationOptions({
+    rpID: rp.id,
+    allowCredentials: allow,
+    userVerification: 'preferred',
+    timeout: CHALLENGE_MS,
+  });
+  await keepChallenge(db, site, 'login', options.challenge, bound);
+  return options;
+}
+
+/**
+ * Checks an assertion in the caller's transaction: its challenge (taken), the credential (an
+ * enabled passkey of an account in reach of the site; of `forUser` when given, and of the account
+ * the challenge was made for), the signature, origin, RP id and counter; moves the counter and
+ * the factor's last use on. Answers the account and whether it is disabled, or undefined when
+ * the assertion is not accepted.
+ */
+export async function checkAssertion(
+  tx: Db,
+  site: string,
+  rp: RelyingParty,
+  response: AuthenticationResponseJSON,
+  forUser?: string,
+  /** Told the account once the credential names one (for the audit row of a refusal too). */
+  onAccount?: (userId: string) => void,
+): Promise<{ userId: string; disabled: boolean } | undefined> {
+  const challenge = challengeOf(response.response?.clientDataJSON);
+  if (challenge === undefined || typeof response.id !== 'string') return undefined;
+  const taken = await takeChallenge(tx, site, 'login', challenge);
+  if (taken === undefined) return undefined;
+  const [factor] = await tx
+    .select({
+      id: userFactors.id,
+      userId: userFactors.userId,
+      publicKey: userFactors.publicKey,
+      signCount: userFactors.signCount,
+      disabled: users.disabled,
+    })
+    .from(userFactors)
+    .innerJoin(users, eq(users.id, userFactors.userId))
+    .where(
+      and(
+        eq(userFactors.credentialId, response.id),
+        eq(userFactors.type, 'passkey'),
+        isNotNull(userFactors.enabledAt),
+        inReachOf(site),
+      ),
+    )
+    .for('update', { of: userFactors });
+  if (factor === undefined) return undefined;
+  onAccount?.(factor.userId);
+  if (taken.userId !== null && taken.userId !== factor.userId) return undefined;
+  if (forUser !== undefined && forUser !== factor.userId) return undefined;
+  const handle = response.response.userHandle;
+  if (handle != null && userIdOfHandle(handle) !== factor.userId) return undefined;
+  const verified = await verifyAuthenticationResponse({
+    response,
+    expectedChallenge: challenge,
+    expectedOrigin: rp.origins,
+    expectedRPID: rp.id,
+    credential: {
+      id: response.id,
+      publicKey: new Uint8Array(Buffer.from(factor.publicKey!, 'base64url')),
+      counter: factor.signCount ?? 0,
+    },
+    requireUserVerification: false,
+  }).catch(() => undefined);
+  if (!verified?.verified) return undefined;
+  await tx
+    .update(userFactors)
+    .set({ signCount: verified.authenticationInfo.newCounter, lastUsedAt: sql`now()` })
+    .where(eq(userFactors.id, factor.id));
+  return { userId: factor.userId, disabled: factor.disabled };
+}
+
+/** The login with a passkey alone: the account's id, 422 invalid_credentials, 403 account_disabled. */
+export async function verifyPasskey(
+  scope: WriteScope,
+  deps: WriteDeps,
+  request: { response: AuthenticationResponseJSON },
+): Promise<string> {
+  const rp = await relyingPartyOf(deps.db, scope.site);
+  let refusal: ApiError = passkeyRefused();
+  const verified = await inWrite(
+    scope,
+    deps,
+    'passkey_verify',
+    (userId: string) => ({ userId, status: 200, outcome: 'passkey verified' }),
+    async (tx) => {
+      const checked = await checkAssertion(tx, scope.site, rp, request.response, undefined, (userId) =>
+        scope.report?.({ userId }),
+      );
+      if (checked === undefined) return undefined;
+      if (checked.disabled) {
+        refusal = accountDisabled();
+        return undefined;
+      }
+      return checked.userId;
+    },
+  );
+  if (verified === undefined) throw refusal;
+  return verified;
+}
