@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|neighbours]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|neighbours]`: the service on
 // PostgreSQL against its floor (floor.ts, the least a server can do for a get) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
 // configurations interleaved round by round, each figure reported as the median of its rounds
@@ -13,10 +13,12 @@
 // - a full run (`./pnpmw bench`, 3 rounds of 5 s): bench/results/<date>.md and .svg;
 // - `--quick` (2 rounds of 2 s, under 2 minutes): $TMPDIR/ua-bench/<date>-quick.md, headed
 //   "not a result". It keeps get-by-id against the floor (so the noise check still applies), the
-//   peer comparison, and create, update, delete and then the 90/10 mix (whose p99 after the
+//   peer comparison, get-by-id with 4 KiB of metadata against without, the two-step login against
+//   password-only verify, and create, update, delete and then the 90/10 mix (whose p99 after the
 //   writes is a known problem); it leaves out the start time, 64 connections, get-by-email, login
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
-// - `--only login|listing|events|capacity`: those figures alone, to bench/results/ as before (no floor measured);
+// - `--only login|listing|events|capacity|metadata|second-factor`: those figures alone, to bench/results/ as
+//   before (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts;
 // - `--only neighbours` (under 2 minutes): one site's latency while another attacks (neighbours.ts),
 //   to bench/results/<date>-neighbours.md. A full run measures it too.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
@@ -34,16 +36,18 @@ import { capacityRows } from './capacity.ts';
 import { eventRows } from './events.ts';
 import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
+import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
+import { secondFactorRows } from './second-factor.ts';
 
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login`, `--only listing`, `--only events`, `--only capacity` or `--only neighbours`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|neighbours`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -90,7 +94,11 @@ async function freshDatabase(name: string) {
   };
 }
 
-async function seededDatabase(accounts: number, passwordHash: string): Promise<BenchDb> {
+/**
+ * `withMetadata`: each account's metadata is a plan (`free`, a quarter `pro`, one in 20
+ * `enterprise`) and an organisation (one of 2,000), as a site keeps them (issue 28's filters).
+ */
+async function seededDatabase(accounts: number, passwordHash: string, withMetadata = false): Promise<BenchDb> {
   const { url, drop } = await freshDatabase(`ua_bench_${Date.now()}_${accounts}`);
   const database = await openPostgres(url);
   await database.migrate();
@@ -98,9 +106,12 @@ async function seededDatabase(accounts: number, passwordHash: string): Promise<B
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   const started = performance.now();
   // Created a second apart, as a site's sign-ups come: list's ranges and pages have an order to walk.
-  await sql`insert into users (id, site, email, name, password_hash, origin, created_at)
+  const metadata = withMetadata
+    ? sql`jsonb_build_object('plan', case when i % 20 = 0 then 'enterprise' when i % 4 = 0 then 'pro' else 'free' end, 'org', i % 2000)`
+    : sql`'{}'::jsonb`;
+  await sql`insert into users (id, site, email, name, password_hash, origin, created_at, metadata)
     select gen_random_uuid(), 'default', 'user' || i || '@bench.example.com', 'User ' || i, ${passwordHash}, 'api',
-      timestamptz '2026-01-01' + i * interval '1 second'
+      timestamptz '2026-01-01' + i * interval '1 second', ${metadata}
     from generate_series(1, ${accounts}) as i`;
   await sql`vacuum analyze users`;
   const sample = await sql<{ id: string; email: string }[]>`select id, email from users order by random() limit 20000`;
@@ -737,6 +748,24 @@ async function main(): Promise<void> {
     log(`bench: report written to ${report([])}`);
     return;
   }
+  // Issue 28: get-by-id with 4 KiB of metadata against without. Before the writes, which delete sampled ids.
+  const metadata = async (db: BenchDb) =>
+    rows.push(...(await metadataGetRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS })));
+  // Issue 29: the two-step login with TOTP against password-only verify.
+  const secondFactor = async (db: BenchDb) =>
+    rows.push(
+      ...(await secondFactorRows({
+        db,
+        password: PASSWORD,
+        passwordHash,
+        ours,
+        log,
+        rounds: ROUNDS,
+        seconds: SECONDS,
+        token: TOKEN,
+        accounts: QUICK ? 1000 : 3000,
+      })),
+    );
   const events = async (db: BenchDb) =>
     rows.push(...(await eventRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS, token: TOKEN })));
   const capacity = async (db: BenchDb) => {
@@ -784,7 +813,13 @@ async function main(): Promise<void> {
     return;
   }
   // `--only NAME`: one group of figures, on a database of 100,000 accounts made for it.
-  const alone: Record<string, (db: BenchDb) => Promise<unknown>> = { events, capacity, login };
+  const alone: Record<string, (db: BenchDb) => Promise<unknown>> = {
+    events,
+    capacity,
+    login,
+    metadata,
+    'second-factor': secondFactor,
+  };
   const only = values.only === undefined ? undefined : alone[values.only];
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
@@ -797,7 +832,9 @@ async function main(): Promise<void> {
     return;
   }
   if (values.only !== undefined)
-    throw new Error(`--only takes listing, events, capacity, login or neighbours (got ${values.only})`);
+    throw new Error(
+      `--only takes listing, events, capacity, login, metadata, second-factor or neighbours (got ${values.only})`,
+    );
 
   if (!QUICK) {
     log('ready time on an existing embedded data folder');
@@ -823,6 +860,11 @@ async function main(): Promise<void> {
     }
 
     await peerRows(rows, db, passwordHash);
+
+    log('metadata: get-by-id with 4 KiB of metadata against without');
+    await metadata(db);
+    log('two-step login');
+    await secondFactor(db);
 
     if (!QUICK) await login(db);
     log('change events');
@@ -864,7 +906,7 @@ async function scaled(rows: Row[], passwordHash: string, listingOnly: boolean): 
   const lists: Record<number, Record<string, number>> = {};
   for (const size of [10_000, 1_000_000]) {
     log(`${listingOnly ? 'list' : 'get-by-email and list'} at ${size.toLocaleString('en')} accounts`);
-    const sized = await seededDatabase(size, passwordHash);
+    const sized = await seededDatabase(size, passwordHash, true);
     try {
       if (!listingOnly) {
         const server = await ours(sized);
@@ -886,6 +928,24 @@ async function scaled(rows: Row[], passwordHash: string, listingOnly: boolean): 
     } finally {
       await sized.drop();
     }
+  }
+  // A metadata-filtered first page against the unfiltered one, both at 1M (issue 28: ≤ 1.5×).
+  for (const [shape, label] of [
+    ['metadataCommon', 'list filtered by a common metadata value (a quarter of the accounts)'],
+    ['metadataSelective', 'list filtered by a selective metadata value (500 accounts)'],
+  ] as const) {
+    const filtered = lists[1_000_000]![shape]!;
+    const first = lists[1_000_000]!.first!;
+    rows.push({
+      group: 'list',
+      name: `${label} p50 vs the unfiltered list, at 1M accounts`,
+      ours: [filtered],
+      baseline: [first],
+      unit: 'ms',
+      lowerIsBetter: true,
+      target: '≤ 1.5×',
+      ok: filtered / first <= 1.5,
+    });
   }
   for (const [shape, label] of [
     ['prefix', 'list by email prefix'],

@@ -35,7 +35,7 @@ async function p50(url: string, token: string, path: (i: number) => string, n = 
   return median(times);
 }
 
-/** p50 of the list shapes on one database: first page, email prefix, creation range. */
+/** p50 of the list shapes on one database: first page, email prefix, creation range, metadata filters. */
 export async function listTimes(b: ListingBench): Promise<Record<string, number>> {
   const server = await b.ours(b.db);
   try {
@@ -49,6 +49,18 @@ export async function listTimes(b: ListingBench): Promise<Record<string, number>
         b.token,
         (i) =>
           `/api/1/user/list?limit=100&createdAfter=${day(i).toISOString()}&createdBefore=${new Date(day(i).getTime() + 3_600_000).toISOString()}`,
+      ),
+      // Metadata filters (issue 28; the seed's metadata, bench.ts): a plan a quarter of the
+      // accounts have, and an organisation of one account in 2,000 (500 at 1M), a new one each time.
+      metadataCommon: await p50(
+        server.url,
+        b.token,
+        () => `/api/1/user/list?limit=100&metadata=${encodeURIComponent('{"plan":"pro"}')}`,
+      ),
+      metadataSelective: await p50(
+        server.url,
+        b.token,
+        (i) => `/api/1/user/list?limit=100&metadata=${encodeURIComponent(`{"org":${(i * 7919 + 11) % 2000}}`)}`,
       ),
     };
   } finally {
