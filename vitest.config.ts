@@ -25,6 +25,7 @@ const integration = server([
   'events/queue',
   'events/sequencer',
   'events/webhooks/worker',
+  'factors/relying-party',
   'http/errors',
   'http/middleware/idempotency',
   'http/run-write',
