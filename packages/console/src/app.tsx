@@ -5,6 +5,7 @@ import { AccountScreen } from './screens/account.tsx';
 import { AccountsScreen } from './screens/accounts.tsx';
 import { EventsScreen } from './screens/events.tsx';
 import { SignIn } from './screens/sign-in.tsx';
+import { WebhooksScreen } from './screens/webhooks.tsx';
 import { clientFor, currentToken, onSessionChange, refusedScopes, type Scope, signIn, signOut } from './session.ts';
 
 export interface ScreenProps {
@@ -53,11 +54,17 @@ export function App() {
     <>
       <header>
         <nav aria-label="Console">
-          <a href="#/accounts" aria-current={route.screen !== 'events' ? 'page' : undefined}>
+          <a
+            href="#/accounts"
+            aria-current={route.screen === 'accounts' || route.screen === 'account' ? 'page' : undefined}
+          >
             Accounts
           </a>
           <a href="#/events" aria-current={route.screen === 'events' ? 'page' : undefined}>
             Live events
+          </a>
+          <a href="#/webhooks" aria-current={route.screen === 'webhooks' ? 'page' : undefined}>
+            Webhooks
           </a>
         </nav>
         <button type="button" onClick={() => signOut()}>
@@ -70,6 +77,7 @@ export function App() {
           <AccountScreen key={route.userId} api={api} refused={refused} userId={route.userId} />
         )}
         {route.screen === 'events' && <EventsScreen api={api} refused={refused} />}
+        {route.screen === 'webhooks' && <WebhooksScreen api={api} refused={refused} />}
       </main>
     </>
   );

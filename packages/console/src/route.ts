@@ -1,13 +1,18 @@
-// The console's addresses live in the fragment (#/accounts, #/accounts/ID, #/events): the server
+// The console's addresses live in the fragment (#/accounts, #/accounts/ID, #/events, #/webhooks): the server
 // serves one page at /console, and a reload or a shared link opens the same screen.
 import { useEffect, useState } from 'preact/hooks';
 
-export type Route = { screen: 'accounts' } | { screen: 'account'; userId: string } | { screen: 'events' };
+export type Route =
+  | { screen: 'accounts' }
+  | { screen: 'account'; userId: string }
+  | { screen: 'events' }
+  | { screen: 'webhooks' };
 
 export function parseRoute(hash: string): Route {
   const account = /^#\/accounts\/([^/?#]+)$/.exec(hash);
   if (account?.[1] !== undefined) return { screen: 'account', userId: decodeURIComponent(account[1]) };
   if (hash === '#/events') return { screen: 'events' };
+  if (hash === '#/webhooks') return { screen: 'webhooks' };
   return { screen: 'accounts' };
 }
 

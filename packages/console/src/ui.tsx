@@ -2,7 +2,7 @@
 // action that says why it is disabled.
 import type { Problem } from '@user-accounts/client';
 import type { ComponentChildren } from 'preact';
-import { useId } from 'preact/hooks';
+import { useEffect, useId, useRef } from 'preact/hooks';
 import type { Scope } from './session.ts';
 
 /** What a failed call says to a person: the problem's detail, or why there was no answer. */
@@ -69,3 +69,56 @@ export function Lacking({ scope, refused }: { scope: Scope; refused: Set<Scope> 
 }
 
 export const formatTime = (iso: string): string => new Date(iso).toLocaleString();
+
+/** The pointers of a 400's `errors` (where in the request, and what is wrong there), one a line. */
+export function FieldErrors({ error }: { error: unknown }) {
+  const errors = (error as Partial<Problem> | undefined)?.errors;
+  if (!errors || errors.length === 0) return null;
+  return (
+    <ul class="field-errors" aria-label="What the API found wrong">
+      {errors.map((e) => (
+        <li key={e.pointer + e.code}>
+          <code>{e.pointer || '(the whole body)'}</code>: {e.message} ({e.code})
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/**
+ * A confirmation for a destructive action: a modal dialog (focus inside it, Escape cancels) that
+ * names what will happen. `open` is driven by the caller; the confirm button runs `onConfirm`.
+ */
+export function Confirm(props: {
+  open: boolean;
+  title: string;
+  confirmLabel: string;
+  cancelLabel?: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+  children: ComponentChildren;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  const textId = useId();
+  useEffect(() => {
+    const element = dialog.current;
+    if (!element) return;
+    if (props.open && !element.open) element.showModal();
+    if (!props.open && element.open) element.close();
+  }, [props.open]);
+  return (
+    <dialog ref={dialog} aria-labelledby={titleId} aria-describedby={textId} onClose={props.onCancel}>
+      <h2 id={titleId}>{props.title}</h2>
+      <div id={textId}>{props.children}</div>
+      <div class="actions">
+        <button type="button" class="danger" onClick={props.onConfirm}>
+          {props.confirmLabel}
+        </button>
+        <button type="button" onClick={props.onCancel}>
+          {props.cancelLabel ?? 'Cancel'}
+        </button>
+      </div>
+    </dialog>
+  );
+}

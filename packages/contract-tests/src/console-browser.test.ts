@@ -1,7 +1,9 @@
 // The console (/console) as the people who look after a site's accounts use it, in Chromium,
-// against the real server on the embedded database: sign in, search, open an account, disable
-// and enable it, delete it, follow the live events, sign in from a `cli console` address, and
-// an action the token's scopes do not allow. After each action the test asks the API itself
+// against the real server on the embedded database and on PostgreSQL: sign in, search, open an
+// account, disable it (until a time, with a reason) and enable it, edit its metadata, issue a
+// password reset, delete it with a grace period and restore it, replay a webhook delivery (at
+// 360 px), follow the live events, sign in from a `cli console` address, and an action the
+// token's scopes do not allow. After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -15,6 +17,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
 import { pgliteTarget, postgresTarget, type Target } from './targets.ts';
+import { seedWebhook } from './webhook-seed.ts';
 
 const CONSOLE = fileURLToPath(new URL('../../console/', import.meta.url));
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
@@ -196,10 +199,17 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(await page.getByText(userId, { exact: true }).count()).toBe(1);
       expect(await axeViolations(page), 'account screen').toEqual([]);
 
+      // Disabled until a time, with a reason: the API keeps both, and says so in get.
+      await page.getByLabel('Disable until (optional)').fill('2030-01-02T03:04');
+      await page.getByLabel('Reason (optional, for operators)').fill('Chargeback under review');
       await page.getByRole('button', { name: 'Disable account' }).click();
       await page.getByText('The API answered: user disabled.').waitFor();
       await page.getByRole('button', { name: 'Enable account' }).waitFor();
       expect(await isDisabled()).toBe(true);
+      const suspended = (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result;
+      expect(suspended.disabledReason).toBe('Chargeback under review');
+      expect(suspended.disabledUntil).toBe(await page.evaluate(() => new Date('2030-01-02T03:04').toISOString()));
+      await page.getByText('Chargeback under review', { exact: true }).waitFor();
       await page.getByRole('button', { name: 'Enable account' }).click();
       await page.getByText('The API answered: user enabled.').waitFor();
       expect(await isDisabled()).toBe(false);
@@ -217,6 +227,48 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenId]);
       }
 
+      // Metadata: checked in the page before anything is sent...
+      const metadataOf = async () =>
+        (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result.metadata;
+      const editor = page.getByLabel('Metadata (a JSON object)');
+      let updates = 0;
+      page.on('request', (r) => void (new URL(r.url()).pathname === '/api/1/user/update' && updates++));
+      await editor.fill('{"plan": ');
+      await page.getByRole('button', { name: 'Save metadata' }).click();
+      await page.getByText(/^Not JSON: /).waitFor();
+      await editor.fill('["plan"]');
+      await page.getByRole('button', { name: 'Save metadata' }).click();
+      await page.getByText('Metadata must be a JSON object, like {"plan": "pro"}.').waitFor();
+      expect(await editor.getAttribute('aria-invalid')).toBe('true');
+      expect(updates).toBe(0);
+      // ...a refusal of the API's shows its pointers (a NUL, which the database cannot keep)...
+      await editor.fill('{"note": "a\\u0000b"}');
+      await page.getByRole('button', { name: 'Save metadata' }).click();
+      const refusal = page.getByRole('alert').filter({ hasText: '/metadata/note' });
+      await refusal.waitFor();
+      expect(await axeViolations(page), 'metadata refused').toEqual([]);
+      expect(await metadataOf()).toEqual({});
+      // ...and what is saved is what was written: a key taken out is removed (the merge patch's null).
+      await editor.fill('{"plan": "team", "seats": 5}');
+      await page.getByRole('button', { name: 'Save metadata' }).click();
+      await page.getByText('The API answered: user updated.').waitFor();
+      await expect.poll(metadataOf).toEqual({ plan: 'team', seats: 5 });
+      await expect.poll(() => editor.inputValue()).toContain('"seats": 5');
+      await editor.fill('{"plan": "team"}');
+      await page.getByRole('button', { name: 'Save metadata' }).click();
+      await expect.poll(metadataOf).toEqual({ plan: 'team' });
+
+      // A password reset: the ticket shown once in the site's link, and the API redeems it.
+      await page.getByRole('button', { name: 'Send a password reset' }).click();
+      const link = await page.getByLabel('Reset link', { exact: true }).inputValue();
+      const ticket = new URL(link).searchParams.get('ticket')!;
+      expect(new URL(link).searchParams.get('user')).toBe(userId);
+      const redeemed = await api.POST('/api/1/user/ticket/redeem', {
+        body: { ticket, purpose: 'reset_password', _userId: userId, password: 'another long and unusual passphrase' },
+      });
+      expect(redeemed.response.status).toBe(200);
+      await screenshot(page, 'account-actions', name);
+
       await page.getByRole('button', { name: 'Delete account' }).click();
       const confirm = page.getByRole('dialog', { name: 'Delete this account?' });
       await confirm.waitFor();
@@ -224,18 +276,26 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       // Keeping it sends nothing: the account is still there.
       await confirm.getByRole('button', { name: 'Keep it' }).click();
       expect(await isDisabled()).toBe(false);
+      await page.getByLabel('Days it stays restorable').fill('7');
       await page.getByRole('button', { name: 'Delete account' }).click();
-      await confirm.getByRole('button', { name: 'Delete for good' }).click();
+      await confirm.getByRole('button', { name: 'Delete it' }).click();
       await page.getByText('The API answered: user removed.').waitFor();
       // A deleted account's trail stays readable to its site: the delete is its newest row.
       await expect.poll(() => audit.nth(1).getByRole('cell').nth(2).textContent()).toBe('user removed');
       const gone = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });
       expect(gone.response.status).toBe(404);
       expect(gone.error?.code).toBe('user_not_found');
+      // Within its 7 days it comes back as it was.
+      await page.getByRole('button', { name: 'Restore account' }).click();
+      await page.getByText('The API answered: user restored.').waitFor();
+      const back = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });
+      expect(back.response.status).toBe(200);
+      expect(back.data!.result.metadata).toEqual({ plan: 'team' });
+      await page.getByRole('heading', { name: email }).waitFor();
 
       // Back to the list: the search is kept, and the count is the API's.
       await page.getByRole('link', { name: 'Back to the accounts' }).click();
-      await expect.poll(() => page.getByRole('status').first().textContent()).toMatch(/^2 accounts match/);
+      await expect.poll(() => page.getByRole('status').first().textContent()).toMatch(/^3 accounts match/);
 
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByLabel('API token').waitFor();
@@ -244,6 +304,52 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(failed).toEqual([]);
       await page.close();
     }, 90_000);
+
+    it("shows the site's webhooks, their deliveries and failures, and replays one; the API agrees (at 360 px)", async () => {
+      const created = await api.POST('/api/1/user/create', {
+        body: { email: 'hooked@example.net', name: 'Hooked One', password: 'a long and unusual passphrase' },
+      });
+      const subject = created.data!.result._userId;
+      await api.POST('/api/1/user/update', { body: { _userId: subject, name: 'Hooked Two' } });
+      const hook = await seedWebhook(target.sql, 'default', subject, { count: 2 });
+      const { page, refused } = await open('/console', { width: 360, height: 740 });
+      await page.getByLabel('API token').fill(target.token);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.getByRole('link', { name: 'Webhooks' }).click();
+      await page.getByRole('heading', { name: 'Webhooks', level: 1 }).waitFor();
+      const endpoints = page.getByRole('region', { name: 'Endpoints' }).getByRole('row');
+      await expect.poll(() => endpoints.count()).toBe(2);
+      expect(await endpoints.nth(1).textContent()).toContain('https://hooks.example.com/accounts');
+      const rows = page.getByRole('region', { name: 'Deliveries, newest first' }).getByRole('row');
+      await expect.poll(() => rows.count()).toBe(3);
+      // The failures alone: the one given up.
+      await page.getByLabel('Show').selectOption('failed');
+      await expect.poll(() => rows.count()).toBe(2);
+      expect(await rows.nth(1).textContent()).toContain('answered 503');
+      expect(await axeViolations(page), 'webhooks screen at 360 px').toEqual([]);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
+      await screenshot(page, 'webhooks', name);
+
+      const failed = hook.deliveryIds[1]!;
+      await page.getByRole('button', { name: `Replay delivery ${failed}` }).click();
+      await page.getByText(/^The API answered: delivery replayed \(delivery \d+\)\.$/).waitFor();
+      // The API has a new delivery of the same event, pending, not yet tried.
+      const { data } = await api.GET('/api/1/webhooks/deliveries', {
+        params: { query: { endpointId: hook.endpointId, limit: 1 } },
+      });
+      const [replayed] = data!.result.deliveries;
+      expect(replayed).toMatchObject({
+        state: 'pending',
+        attempts: 0,
+        sequence: String(hook.seqs[1]).padStart(20, '0'),
+      });
+      expect(Number(replayed!.deliveryId)).toBeGreaterThan(Number(failed));
+      await page.getByLabel('Show').selectOption('pending');
+      await expect.poll(() => rows.count()).toBe(2);
+      await expect.poll(() => endpoints.nth(1).getByRole('cell').nth(3).textContent()).toBe('1');
+      expect(refused).toEqual([]);
+      await page.close();
+    }, 60_000);
 
     it("follows the site's events as they happen", async () => {
       const { page, refused } = await open('/console');
@@ -296,7 +402,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Disable account' }).click();
       await page.getByRole('alert').filter({ hasText: 'This token does not have the write scope.' }).waitFor();
       // ...and from then on each write is disabled, with the reason as its description.
-      for (const name of ['Disable account', 'Delete account']) {
+      for (const name of ['Disable account', 'Delete account', 'Save metadata', 'Send a password reset']) {
         const button = page.getByRole('button', { name });
         expect(await button.isDisabled(), name).toBe(true);
         const describedBy = await button.getAttribute('aria-describedby');

@@ -1,38 +1,61 @@
-// One account: every field the API gives, disable/enable, and delete after a confirmation.
+// One account: every field the API gives, its verified flags, its metadata (edited as JSON), its
+// second factors, disable (until a time, with a reason) and enable, a password reset, delete with
+// a grace period and restore, and its audit trail. Destructive actions ask first.
 import type { User } from '@user-accounts/client';
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
-import { Action, Alert, describeFailure, formatTime, Lacking } from '../ui.tsx';
+import { Action, Alert, Confirm, describeFailure, formatTime, Lacking } from '../ui.tsx';
+import { Factors } from './account-factors.tsx';
+import { MetadataEditor } from './account-metadata.tsx';
+import { PasswordReset } from './account-reset.tsx';
 import { AuditTrail } from './audit-trail.tsx';
 
-const LABELS: Record<string, string> = {
-  _userId: 'Id',
-  email: 'Email',
-  name: 'Name',
-  phone: 'Phone',
-  address: 'Address',
-  disabled: 'Status',
-  createdAt: 'Created',
-  updatedAt: 'Updated',
-  metadata: 'Metadata',
-};
+/** The fields shown, in this order, with a person's label; the verified times go with their flags. */
+const FIELDS: [keyof User | 'passwordBreached', string][] = [
+  ['_userId', 'Id'],
+  ['email', 'Email'],
+  ['emailVerified', 'Email verified'],
+  ['name', 'Name'],
+  ['phone', 'Phone'],
+  ['phoneVerified', 'Phone verified'],
+  ['address', 'Address'],
+  ['disabled', 'Status'],
+  ['disabledUntil', 'Disabled until'],
+  ['disabledReason', 'Reason'],
+  ['passwordBreached', 'Password breached'],
+  ['createdAt', 'Created'],
+  ['updatedAt', 'Updated'],
+];
 
-function show(key: string, value: unknown): string {
-  if (value === null || value === undefined) return '—';
+function show(user: User, key: string): string | undefined {
+  const fields = user as unknown as Record<string, unknown>;
+  if (!(key in fields)) return undefined;
+  const value = fields[key];
+  if (key === 'emailVerified' || key === 'phoneVerified') {
+    const at = fields[`${key}At`];
+    return value ? `Yes${typeof at === 'string' ? `, on ${formatTime(at)}` : ''}` : 'No';
+  }
   if (key === 'disabled') return value ? 'Disabled' : 'Enabled';
-  if (key === 'createdAt' || key === 'updatedAt') return formatTime(String(value));
-  return typeof value === 'string' ? value : JSON.stringify(value, null, 2);
+  if (typeof value === 'boolean') return value ? 'Yes' : 'No';
+  if (value === null || value === undefined) return '—';
+  if (key === 'createdAt' || key === 'updatedAt' || key === 'disabledUntil') return formatTime(String(value));
+  return String(value);
 }
+
+type Deleted = { graceDays: number | undefined };
 
 export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: string }) {
   const [user, setUser] = useState<User>();
   const [failure, setFailure] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
-  const [deleted, setDeleted] = useState(false);
+  const [deleted, setDeleted] = useState<Deleted>();
+  const [confirming, setConfirming] = useState(false);
+  const [graceDays, setGraceDays] = useState('30');
+  const [until, setUntil] = useState('');
+  const [reason, setReason] = useState('');
   // Bumped after each action, so that the audit trail shows it.
   const [version, setVersion] = useState(0);
-  const confirm = useRef<HTMLDialogElement>(null);
 
   const load = useCallback(async () => {
     const { data, error } = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });
@@ -42,6 +65,12 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
   useEffect(() => {
     load().catch((error: unknown) => setFailure(describeFailure(error)));
   }, [load]);
+
+  const answered = (status: string) => {
+    setFailure(undefined);
+    setNotice(`The API answered: ${status}.`);
+    setVersion((v) => v + 1);
+  };
 
   /** Runs a write, says what the API answered, and shows the account as it now is. */
   async function act(write: () => Promise<{ data?: { result: { status: string } }; error?: unknown }>) {
@@ -62,14 +91,32 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
     }
   }
 
-  const toggle = async () => {
-    if (!user) return;
-    const path = user.disabled ? '/api/1/user/enable' : '/api/1/user/disable';
-    if (await act(() => api.POST(path, { body: { _userId: userId } }))) await load();
+  const disable = async () => {
+    const body = {
+      _userId: userId,
+      ...(until !== '' && { until: new Date(until).toISOString() }),
+      ...(reason.trim() !== '' && { reason: reason.trim() }),
+    };
+    if (await act(() => api.POST('/api/1/user/disable', { body }))) {
+      setUntil('');
+      setReason('');
+      await load();
+    }
+  };
+  const enable = async () => {
+    if (await act(() => api.POST('/api/1/user/enable', { body: { _userId: userId } }))) await load();
   };
   const remove = async () => {
-    confirm.current?.close();
-    if (await act(() => api.DELETE('/api/1/user/delete', { body: { _userId: userId } }))) setDeleted(true);
+    setConfirming(false);
+    const days = graceDays.trim() === '' ? undefined : Number(graceDays);
+    const body = { _userId: userId, ...(days !== undefined && { graceDays: days }) };
+    if (await act(() => api.DELETE('/api/1/user/delete', { body }))) setDeleted({ graceDays: days });
+  };
+  const restore = async () => {
+    if (await act(() => api.POST('/api/1/user/restore', { body: { _userId: userId } }))) {
+      setDeleted(undefined);
+      await load();
+    }
   };
 
   return (
@@ -81,42 +128,142 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
       <Lacking scope="read" refused={refused} />
       <Alert message={failure} />
       <p role="status">{notice}</p>
+      {deleted && (
+        <section aria-labelledby="deleted-title" class="panel">
+          <h2 id="deleted-title">Deleted</h2>
+          {deleted.graceDays === 0 ? (
+            <p>Removed for good: it cannot be brought back.</p>
+          ) : (
+            <>
+              <p>
+                It can be restored{' '}
+                {deleted.graceDays === undefined ? "for the site's grace period" : `for ${deleted.graceDays} days`}, as
+                it was.
+              </p>
+              <Action scope="write" refused={refused} busy={busy} onClick={restore}>
+                Restore account
+              </Action>
+            </>
+          )}
+        </section>
+      )}
       {user && !deleted && (
         <>
           <dl class="fields">
-            {Object.entries(user).map(([key, value]) => (
-              <div key={key}>
-                <dt>{LABELS[key] ?? key}</dt>
-                <dd class={typeof value === 'object' && value !== null ? 'json' : undefined}>{show(key, value)}</dd>
-              </div>
-            ))}
+            {FIELDS.map(([key, label]) => {
+              const value = show(user, key);
+              return value === undefined ? null : (
+                <div key={key}>
+                  <dt>{label}</dt>
+                  <dd>{value}</dd>
+                </div>
+              );
+            })}
           </dl>
-          <div class="actions">
-            <Action scope="write" refused={refused} busy={busy} onClick={toggle}>
-              {user.disabled ? 'Enable account' : 'Disable account'}
-            </Action>
-            <Action scope="write" refused={refused} busy={busy} danger onClick={() => confirm.current?.showModal()}>
-              Delete account
-            </Action>
-          </div>
-          <dialog ref={confirm} aria-labelledby="confirm-title" aria-describedby="confirm-text">
-            <h2 id="confirm-title">Delete this account?</h2>
-            <p id="confirm-text">
-              {user.email} will be removed for good: its owner can no longer sign in, and it cannot be brought back from
-              here.
-            </p>
-            <div class="actions">
-              <button type="button" class="danger" onClick={remove}>
-                Delete for good
-              </button>
-              <button type="button" onClick={() => confirm.current?.close()}>
-                Keep it
-              </button>
+
+          <section aria-labelledby="status-title">
+            <h2 id="status-title">Sign-in</h2>
+            {user.disabled ? (
+              <div class="actions">
+                <Action scope="write" refused={refused} busy={busy} onClick={enable}>
+                  Enable account
+                </Action>
+              </div>
+            ) : (
+              <div class="inline-form">
+                <div class="field">
+                  <label for="disable-until">Disable until (optional)</label>
+                  <input
+                    id="disable-until"
+                    type="datetime-local"
+                    value={until}
+                    onInput={(event) => setUntil(event.currentTarget.value)}
+                  />
+                </div>
+                <div class="field">
+                  <label for="disable-reason">Reason (optional, for operators)</label>
+                  <input
+                    id="disable-reason"
+                    maxLength={500}
+                    value={reason}
+                    onInput={(event) => setReason(event.currentTarget.value)}
+                  />
+                </div>
+                <Action scope="write" refused={refused} busy={busy} onClick={disable}>
+                  Disable account
+                </Action>
+              </div>
+            )}
+          </section>
+
+          <MetadataEditor
+            key={JSON.stringify(user.metadata)}
+            api={api}
+            userId={userId}
+            metadata={user.metadata}
+            refused={refused}
+            onSaved={async (status) => {
+              answered(status);
+              await load();
+            }}
+          />
+          <Factors api={api} userId={userId} refused={refused} onChanged={answered} />
+          <PasswordReset api={api} userId={userId} refused={refused} onIssued={answered} />
+
+          <section aria-labelledby="delete-title">
+            <h2 id="delete-title">Delete</h2>
+            <div class="inline-form">
+              <div class="field">
+                <label for="grace-days">Days it stays restorable</label>
+                <input
+                  id="grace-days"
+                  type="number"
+                  min={0}
+                  max={90}
+                  value={graceDays}
+                  aria-describedby="grace-hint"
+                  onInput={(event) => setGraceDays(event.currentTarget.value)}
+                />
+                <span id="grace-hint" class="hint">
+                  0 to 90; 0 removes it at once, empty takes the site's default.
+                </span>
+              </div>
+              <Action scope="write" refused={refused} busy={busy} danger onClick={() => setConfirming(true)}>
+                Delete account
+              </Action>
             </div>
-          </dialog>
+          </section>
+          <Confirm
+            open={confirming}
+            title="Delete this account?"
+            confirmLabel="Delete it"
+            cancelLabel="Keep it"
+            onConfirm={remove}
+            onCancel={() => setConfirming(false)}
+          >
+            <p>
+              {graceDays.trim() === '0'
+                ? `${user.email} will be removed for good: its owner can no longer sign in, and it cannot be brought back.`
+                : `${user.email} can no longer sign in, and is out of every search; it can be restored ${
+                    graceDays.trim() === '' ? "within the site's grace period" : `within ${graceDays} days`
+                  }, then it is removed for good.`}
+            </p>
+          </Confirm>
         </>
       )}
-      {(user || deleted) && <AuditTrail api={api} userId={userId} version={version} />}
+      {(user || deleted) && (
+        <>
+          <AuditTrail api={api} userId={userId} version={version} />
+          <section aria-labelledby="events-title">
+            <h2 id="events-title">Recent events</h2>
+            <p>
+              The API’s change feed cannot be asked for one account’s events: it answers the whole site’s, in order. The{' '}
+              <a href="#/events">live events</a> screen follows them, each linked to its account; the audit trail above
+              lists every write to this one.
+            </p>
+          </section>
+        </>
+      )}
     </section>
   );
 }
