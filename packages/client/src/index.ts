@@ -17,6 +17,8 @@ export type CreateUserRequest = components['schemas']['CreateUserRequest'];
 export type UpdateUserRequest = components['schemas']['UpdateUserRequest'];
 /** A change event (CloudEvents 1.0), as the feed and webhooks carry it. */
 export type ChangeEvent = components['schemas']['Event'];
+/** Everything held about one account (`GET /api/1/user/data`), format `user-accounts/user-data@1`. */
+export type UserData = components['schemas']['UserData'];
 
 type ProblemStatus = `4${string}` | `5${string}`;
 /**

@@ -13,6 +13,7 @@ import {
   type ProblemOf,
   type UpdateUserRequest,
   type User,
+  type UserData,
 } from './index.ts';
 
 const client = createClient({
@@ -167,5 +168,16 @@ describe('client types', () => {
     await client.POST('/api/1/user/verify', { body: { _userId: id, email, password } });
     // @ts-expect-error: neither
     await client.POST('/api/1/user/verify', { body: { password } });
+  });
+
+  it('types the data answer as UserData, its format a literal and no member for a secret', async () => {
+    const { data } = await client.GET('/api/1/user/data', { params: { query: { _userId: id } } });
+    if (data !== undefined) {
+      expectTypeOf(data.result).toEqualTypeOf<UserData>();
+      expectTypeOf(data.result.format).toEqualTypeOf<'user-accounts/user-data@1'>();
+      expectTypeOf(data.result.account).toEqualTypeOf<User>();
+      // @ts-expect-error no password hash in the answer
+      void data.result.account.passwordHash;
+    }
   });
 });

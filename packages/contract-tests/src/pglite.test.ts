@@ -14,6 +14,7 @@ import { defineContractSuite } from './suite.ts';
 import { defineSuspensionSuite } from './suspension-suite.ts';
 import { pgliteTarget } from './targets.ts';
 import { defineTicketsSuite } from './tickets-suite.ts';
+import { defineUserDataSuite } from './user-data-suite.ts';
 import { defineWebhookApiSuite } from './webhook-api-suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
@@ -33,4 +34,5 @@ defineTicketsSuite(pgliteTarget);
 defineSuspensionSuite(pgliteTarget);
 defineDeletionSuite(pgliteTarget);
 defineWebhookApiSuite(pgliteTarget);
+defineUserDataSuite(pgliteTarget);
 defineBreachedSuite(pgliteTarget);

@@ -14,6 +14,7 @@ import { defineContractSuite } from './suite.ts';
 import { defineSuspensionSuite } from './suspension-suite.ts';
 import { postgresTarget } from './targets.ts';
 import { defineTicketsSuite } from './tickets-suite.ts';
+import { defineUserDataSuite } from './user-data-suite.ts';
 import { defineWebhookApiSuite } from './webhook-api-suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
@@ -35,4 +36,5 @@ defineTicketsSuite(target);
 defineSuspensionSuite(target);
 defineDeletionSuite(target);
 defineWebhookApiSuite(target);
+defineUserDataSuite(target);
 defineBreachedSuite(target);

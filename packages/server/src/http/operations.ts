@@ -15,6 +15,7 @@ import { enableUser } from './routes/enable-user.ts';
 import { exportUsers } from './routes/export-users.ts';
 import { getAuditTrail } from './routes/get-audit-trail.ts';
 import { getUser } from './routes/get-user.ts';
+import { getUserData } from './routes/get-user-data.ts';
 import { importUsers } from './routes/import-users.ts';
 import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { listEvents } from './routes/list-events.ts';
@@ -51,6 +52,7 @@ export const operations: readonly Operation<any>[] = [
   exportUsers,
   listEvents,
   getAuditTrail,
+  getUserData,
   listWebhookEndpoints,
   listWebhookDeliveries,
   replayWebhookDelivery,

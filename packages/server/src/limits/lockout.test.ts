@@ -144,6 +144,19 @@ function behavesAsALockout(store: () => LockoutStore) {
     expect(await attempts(store(), k, p, 3)).toEqual([0, 0, 1]);
   });
 
+  it('reads a counter as stored: failures, the last one, the lock it set; none for a key never counted', async () => {
+    const k = key();
+    expect(await store().read(k)).toBeUndefined();
+    const before = Date.now();
+    await attempts(store(), k, policy({ limit: 2, lockSeconds: 60 }), 2);
+    const state = await store().read(k);
+    expect(state?.failures).toBe(2);
+    expect(Math.abs(state!.lastFailureAt.getTime() - before)).toBeLessThan(5_000);
+    expect(state!.lockedUntil!.getTime() - state!.lastFailureAt.getTime()).toBeGreaterThan(55_000);
+    await store().clear(k);
+    expect(await store().read(k)).toBeUndefined();
+  });
+
   it('keeps each key to itself', async () => {
     const [a, b] = [key(), key()];
     expect(await attempts(store(), a, policy({ limit: 1 }), 2)).toEqual([0, 60]);
@@ -156,6 +169,8 @@ const noFallback: LockoutStore = {
   attempt: () => Promise.reject(new Error('fell back to the database')),
   undo: () => Promise.reject(new Error('fell back to the database')),
   clear: () => Promise.reject(new Error('fell back to the database')),
+  // A key Redis does not have is looked for in the database (counted there while Redis was down).
+  read: () => Promise.resolve(undefined),
 };
 
 describe('the database store', () => {

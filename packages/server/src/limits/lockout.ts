@@ -35,6 +35,13 @@ export const DEFAULT_VERIFY_LIMITS: VerifyLimits = {
 export const lockoutKey = (site: string, kind: 'email' | 'id' | 'address', value: string): string =>
   createHash('sha256').update(`${site}\n${kind}\n${value}`).digest('hex');
 
+/** A counter as stored: its failures, the last one's time, and the end of the lock it set (may be past). */
+export interface LockoutState {
+  failures: number;
+  lastFailureAt: Date;
+  lockedUntil: Date | null;
+}
+
 /** Where the counts live: the database, or Redis with the database to fall back on. */
 export interface LockoutStore {
   /**
@@ -54,6 +61,8 @@ export interface LockoutStore {
   undo(key: string, policy?: LockoutPolicy): Promise<void>;
   /** A success: the key's count starts again, its lock lifted. */
   clear(key: string): Promise<void>;
+  /** The key's counter as stored, for the person it names (GET /api/1/user/data); undefined: none. */
+  read(key: string): Promise<LockoutState | undefined>;
   /**
    * The store working in `tx`, when its counts are in that database: a success then clears them
    * in its own transaction, and commits with them. Absent when they are elsewhere (Redis).
@@ -66,6 +75,7 @@ export function databaseLockout(db: Db): LockoutStore {
     attempt: (key, policy) => attempt(db, key, policy),
     undo: (key, policy) => undoAttempt(db, key, policy),
     clear: (key) => clearFailures(db, key),
+    read: (key) => readFailures(db, key),
     inTransaction: (tx) => databaseLockout(tx),
   };
 }
@@ -128,6 +138,12 @@ async function undoAttempt(db: Db, key: string, policy?: LockoutPolicy): Promise
 
 async function clearFailures(db: Db, key: string): Promise<void> {
   await db.delete(verifyFailures).where(eq(verifyFailures.key, key));
+}
+
+async function readFailures(db: Db, key: string): Promise<LockoutState | undefined> {
+  const [row] = await db.select().from(verifyFailures).where(eq(verifyFailures.key, key));
+  // window_start is set at every failure (see attempt): it is the last failure's time.
+  return row && { failures: row.failures, lastFailureAt: row.windowStart, lockedUntil: row.lockedUntil };
 }
 
 /**
@@ -219,6 +235,20 @@ export function redisLockout(
       orFallback(
         async () => void (await redis.del(redisKey(key))),
         () => fallback.clear(key),
+      ),
+    // Counts made while Redis did not answer are in the database: read there when Redis has none.
+    read: (key) =>
+      orFallback(
+        async () => {
+          const [failures, start, locked] = await redis.hmget(redisKey(key), 'failures', 'start', 'locked');
+          if (failures == null || start == null) return fallback.read(key);
+          return {
+            failures: Number(failures),
+            lastFailureAt: new Date(Number(start)),
+            lockedUntil: locked == null ? null : new Date(Number(locked)),
+          };
+        },
+        () => fallback.read(key),
       ),
   };
 }
