@@ -1,7 +1,15 @@
 // list and count read through an index, whatever the filter, on a site of many accounts: the
 // plans PostgreSQL chooses for the very queries the server sends (built by the same functions).
 import { openPostgres } from '@user-accounts/server/db';
-import { countQuery, fewMatches, keyset, type ListFilters, listQuery } from '@user-accounts/server/listing';
+import {
+  countQuery,
+  fewMatches,
+  keyset,
+  type ListFilters,
+  listQuery,
+  WALK_BUDGET,
+  walkQuery,
+} from '@user-accounts/server/listing';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
@@ -85,6 +93,22 @@ describe.skipIf(skip !== undefined)(
       const shape = await list(filters, order);
       expect(shape).toContain(index);
       expect(shape).not.toContain('Seq Scan');
+    });
+
+    it("looks for a metadata filter's page first by a bounded walk of the creation index, in order, without a sort", async () => {
+      for (const order of ['asc', 'desc'] as const) {
+        const shape = await plan(
+          walkQuery(server.db, 'shop', { metadata: '{"plan":"free"}' }, keyset(undefined, order), 100),
+        );
+        expect(shape).toMatch(/^Limit > Subquery Scan > Limit > Index Scan users_list_created_idx/);
+        expect(shape).not.toMatch(/Sort|Seq Scan/);
+      }
+      // A common value fills its page there; a rare one does not, and list goes on as below.
+      const common = await walkQuery(server.db, 'shop', { metadata: '{"plan":"free"}' }, keyset(undefined, 'asc'), 100);
+      expect(common).toHaveLength(101);
+      const rare = await walkQuery(server.db, 'shop', { metadata: '{"org":42}' }, keyset(undefined, 'asc'), 100);
+      expect(rare.length).toBeLessThanOrEqual(100);
+      expect(WALK_BUDGET).toBeLessThan(ACCOUNTS);
     });
 
     it('reads a metadata filter that few accounts match through the GIN index, sorted; one that many match by walking', async () => {

@@ -8,7 +8,9 @@ import {
   keyset,
   type ListFilters,
   listQuery,
+  walkQuery,
 } from '../../accounts/listing.ts';
+import type { Db } from '../../db/client.ts';
 import { defineOperation } from '../operation.ts';
 import { toUser, validQuery } from './shared.ts';
 
@@ -16,6 +18,18 @@ type ListUsersResponse = components['schemas']['ListUsersResponse'];
 type ListQuery = ListFilters & { order?: 'asc' | 'desc'; limit?: number; after?: string };
 
 export const LIST_USERS_PATH = '/api/1/user/list';
+
+/**
+ * A page of the list. With a metadata filter (which PostgreSQL cannot estimate), a short walk in
+ * the list's order first, which a common value fills; else the GIN index and a sort when few
+ * accounts match, or the whole walk when many do (see accounts/listing.ts).
+ */
+async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
+  if (filters.metadata === undefined) return listQuery(db, site, filters, walk, limit);
+  const walked = await walkQuery(db, site, filters, walk, limit);
+  if (walked.length > limit) return walked;
+  return listQuery(db, site, filters, walk, limit, await fewMatches(db, site, filters));
+}
 
 export const listUsers = defineOperation({
   name: 'listUsers',
@@ -35,8 +49,7 @@ export const listUsers = defineOperation({
     const scope = cursorScope(c.get('token').site, filters, order);
     const walk = keyset(after === undefined ? undefined : cursors.read(after, scope), order);
     // One row more than the page: whether there is a next page, without a count.
-    const few = await fewMatches(db, c.get('token').site, filters);
-    const rows = await listQuery(db, c.get('token').site, filters, walk, limit, few);
+    const rows = await pageOf(db, c.get('token').site, filters, walk, limit);
     const page = rows.slice(0, limit);
     const last = page.at(-1);
     const next =
