@@ -328,7 +328,6 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(await rows.nth(1).textContent()).toContain('answered 503');
       expect(await axeViolations(page), 'webhooks screen at 360 px').toEqual([]);
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
-      await screenshot(page, 'webhooks', name);
 
       const failed = hook.deliveryIds[1]!;
       await page.getByRole('button', { name: `Replay delivery ${failed}` }).click();
@@ -347,6 +346,11 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByLabel('Show').selectOption('pending');
       await expect.poll(() => rows.count()).toBe(2);
       await expect.poll(() => endpoints.nth(1).getByRole('cell').nth(3).textContent()).toBe('1');
+      // The picture for the README, wider: every delivery, the replayed one pending on top.
+      await page.setViewportSize({ width: 1000, height: 640 });
+      await page.getByLabel('Show').selectOption('any');
+      await expect.poll(() => rows.count()).toBe(4);
+      await screenshot(page, 'webhooks', name);
       expect(refused).toEqual([]);
       await page.close();
     }, 60_000);
