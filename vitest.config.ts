@@ -61,6 +61,7 @@ const system = [
     'limits',
     'list-plans',
     'metrics',
+    'passkey-browser',
     'readme',
     'release',
     'tracing',

@@ -1,5 +1,7 @@
-// Create, read, rename and delete an account through the typed client, and show each answer.
+// Create, read, rename and delete an account through the typed client, and show each answer;
+// with ?flow=passkey, register a passkey for a new account and log in with it (passkey.ts).
 import { createClient } from '@user-accounts/client';
+import { passkeyFlow } from './passkey.ts';
 
 const params = new URLSearchParams(location.search);
 const client = createClient({
@@ -29,7 +31,7 @@ async function run(): Promise<void> {
   say(`delete ${removed.response.status} ${removed.data?.result.status ?? removed.error?.code}`);
 }
 
-run()
+(params.get('flow') === 'passkey' ? passkeyFlow(client, say) : run())
   .catch((error: unknown) => say(`error ${String(error)}`))
   .finally(() => {
     document.body.dataset.done = 'true';
