@@ -84,7 +84,7 @@ export function defineWebhookApiSuite(spec: TargetSpec): void {
     });
 
     it('replays a delivery once: 202 with a new pending delivery of the same event, then 200 naming it while it waits', async () => {
-      const { client, hook } = await newSite();
+      const { site, client, hook } = await newSite();
       const original = hook.deliveryIds[1]!;
       const replayed = await client.POST('/api/1/webhooks/deliveries/replay', { body: { deliveryId: original } });
       expect(replayed.response.status).toBe(202);
@@ -119,6 +119,16 @@ export function defineWebhookApiSuite(spec: TargetSpec): void {
         hook.endpointId,
       ]);
       expect(counted).toEqual([{ n: 4 }]);
+      // Each replay is in the site's audit log, naming the token and the request; no account's trail.
+      const audited = await h.target.sql(
+        "select status, outcome, user_id from audit_log where site = $1 and operation = 'webhook' order by id",
+        [site],
+      );
+      expect(audited).toEqual([
+        { status: 202, outcome: `delivery replayed (delivery ${original})`, user_id: null },
+        { status: 200, outcome: 'delivery already pending', user_id: null },
+        { status: 200, outcome: 'delivery already pending', user_id: null },
+      ]);
     });
 
     it('is 404 webhook_not_found for an endpoint or a delivery of another site, or none, and changes nothing', async () => {

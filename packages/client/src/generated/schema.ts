@@ -714,6 +714,10 @@ export interface paths {
          *     replay once they are gone). A delivery whose event is past the retention
          *     (`EVENTS_RETENTION`) is 410 `events_expired`. A delivery of another site, or none, is 404
          *     `webhook_not_found`.
+         *
+         *     Each replay, queued or not, leaves a row in the site's audit log (operation `webhook`,
+         *     the token and request, the status and its text or code; no account's trail, as it
+         *     changes no account).
          */
         post: operations["replayWebhookDelivery"];
         delete?: never;

@@ -4,7 +4,7 @@
 // site's endpoint or delivery is as absent as one that never existed.
 import { and, count, desc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { events, webhookDeliveries, webhookEndpoints } from '../../db/schema.ts';
+import { auditLog, events, webhookDeliveries, webhookEndpoints } from '../../db/schema.ts';
 import { listEndpoints, notifyServers } from './endpoints.ts';
 
 /**
@@ -157,55 +157,88 @@ export type ReplayOutcome =
   | { outcome: 'not_found' | 'expired' }
   | { outcome: 'too_many'; pending: number };
 
+/** Who asks for a replay: the audit row names the token and the request, as every write's does. */
+export interface ReplaySource {
+  site: string;
+  tokenId: string;
+  requestId: string;
+}
+
+/** The audit row's status and outcome of each outcome (the answer's status, its status text or problem code). */
+const AUDITED: Record<ReplayOutcome['outcome'], [status: number, outcome: string]> = {
+  replayed: [202, 'delivery replayed'],
+  pending: [200, 'delivery already pending'],
+  not_found: [404, 'webhook_not_found'],
+  expired: [410, 'events_expired'],
+  too_many: [409, 'too_many_deliveries_pending'],
+};
+
 /**
  * Queues the delivery's event to its endpoint again, unless a delivery of it is pending there
  * already (that one is answered). Under a lock of the site for the transaction, so that two
- * replays at once neither both queue the same event nor both pass the site's bound.
+ * replays at once neither both queue the same event nor both pass the site's bound. Every
+ * outcome leaves an audit row of the site (operation `webhook`, no account: it is not a change of
+ * one), in the same transaction as the replay.
  */
-export async function replayDelivery(db: Db, site: string, deliveryId: string): Promise<ReplayOutcome> {
+export async function replayDelivery(db: Db, source: ReplaySource, deliveryId: string): Promise<ReplayOutcome> {
+  const { site } = source;
   const result = await db.transaction(async (tx): Promise<ReplayOutcome> => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook-replay:${site}`}))`);
-    const [original] = await selectDeliveries(tx)
-      .where(and(eq(webhookDeliveries.id, Number(deliveryId)), eq(webhookDeliveries.site, site)))
-      .limit(1);
-    if (original === undefined) return { outcome: 'not_found' };
-    if (original.eventId === null) return { outcome: 'expired' };
-    const [already] = await selectDeliveries(tx)
-      .where(
-        and(
-          eq(webhookDeliveries.endpointId, original.endpointId),
-          eq(webhookDeliveries.seq, original.seq),
-          eq(webhookDeliveries.state, 'pending'),
-        ),
-      )
-      .orderBy(desc(webhookDeliveries.id))
-      .limit(1);
-    if (already !== undefined) return { outcome: 'pending', delivery: toDelivery(already) };
-    // Counted up to the bound only: a site with a long queue costs no more to refuse.
-    const [pending] = await tx.select({ n: count() }).from(
-      tx
-        .select({ one: sql`1`.as('one') })
-        .from(webhookDeliveries)
-        .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
-        .where(and(eq(webhookEndpoints.site, site), eq(webhookDeliveries.state, 'pending')))
-        .limit(MAX_PENDING_FOR_REPLAY)
-        .as('p'),
-    );
-    if ((pending?.n ?? 0) >= MAX_PENDING_FOR_REPLAY) return { outcome: 'too_many', pending: pending!.n };
-    const [made] = await tx
-      .insert(webhookDeliveries)
-      .values({
-        endpointId: original.endpointId,
-        site,
-        seq: original.seq,
-        subject: original.subject,
-        type: original.type,
-      })
-      .returning({ id: webhookDeliveries.id });
-    const [delivery] = await selectDeliveries(tx).where(eq(webhookDeliveries.id, made!.id));
-    return { outcome: 'replayed', delivery: toDelivery(delivery!) };
+    const outcome = await replayIn(tx, site, deliveryId);
+    const [status, text] = AUDITED[outcome.outcome];
+    await tx.insert(auditLog).values({
+      ...source,
+      operation: 'webhook',
+      userId: null,
+      status,
+      outcome: outcome.outcome === 'replayed' ? `${text} (delivery ${deliveryId})` : text,
+    });
+    return outcome;
   });
   // Every server's sender looks for work now, not at its next poll.
   if (result.outcome === 'replayed') await notifyServers(db);
   return result;
+}
+
+/** The replay itself, in the caller's transaction (see replayDelivery). */
+async function replayIn(tx: Db, site: string, deliveryId: string): Promise<ReplayOutcome> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`webhook-replay:${site}`}))`);
+  const [original] = await selectDeliveries(tx)
+    .where(and(eq(webhookDeliveries.id, Number(deliveryId)), eq(webhookDeliveries.site, site)))
+    .limit(1);
+  if (original === undefined) return { outcome: 'not_found' };
+  if (original.eventId === null) return { outcome: 'expired' };
+  const [already] = await selectDeliveries(tx)
+    .where(
+      and(
+        eq(webhookDeliveries.endpointId, original.endpointId),
+        eq(webhookDeliveries.seq, original.seq),
+        eq(webhookDeliveries.state, 'pending'),
+      ),
+    )
+    .orderBy(desc(webhookDeliveries.id))
+    .limit(1);
+  if (already !== undefined) return { outcome: 'pending', delivery: toDelivery(already) };
+  // Counted up to the bound only: a site with a long queue costs no more to refuse.
+  const [pending] = await tx.select({ n: count() }).from(
+    tx
+      .select({ one: sql`1`.as('one') })
+      .from(webhookDeliveries)
+      .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
+      .where(and(eq(webhookEndpoints.site, site), eq(webhookDeliveries.state, 'pending')))
+      .limit(MAX_PENDING_FOR_REPLAY)
+      .as('p'),
+  );
+  if ((pending?.n ?? 0) >= MAX_PENDING_FOR_REPLAY) return { outcome: 'too_many', pending: pending!.n };
+  const [made] = await tx
+    .insert(webhookDeliveries)
+    .values({
+      endpointId: original.endpointId,
+      site,
+      seq: original.seq,
+      subject: original.subject,
+      type: original.type,
+    })
+    .returning({ id: webhookDeliveries.id });
+  const [delivery] = await selectDeliveries(tx).where(eq(webhookDeliveries.id, made!.id));
+  return { outcome: 'replayed', delivery: toDelivery(delivery!) };
 }

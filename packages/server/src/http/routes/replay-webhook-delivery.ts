@@ -17,7 +17,9 @@ export const replayWebhookDelivery = defineOperation({
   request: { body: 'ReplayWebhookDeliveryRequest' },
   parse: (c) => validBody(c, 'ReplayWebhookDeliveryRequest'),
   async handle(c, { deliveryId }) {
-    const done = await replayDelivery(c.get('deps').database.db, c.get('token').site, deliveryId);
+    const token = c.get('token');
+    const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
+    const done = await replayDelivery(c.get('deps').database.db, source, deliveryId);
     switch (done.outcome) {
       case 'not_found':
         throw webhookNotFound('delivery');
