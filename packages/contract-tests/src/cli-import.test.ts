@@ -1,8 +1,11 @@
 // `cli import` and `cli export` as an operator runs them: a file of accounts exported elsewhere,
 // streamed in through the import's own checks, then signed in to through a server; and an
 // export that goes back in.
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { createClient } from '@user-accounts/client';
@@ -223,6 +226,39 @@ describe('cli import on the embedded database', () => {
     expect(result.stderr.split('\n')[0]).toContain(message);
     expect(result.stderr).toContain('Usage: cli import --site NAME FILE.ndjson [--dry-run]');
   });
+});
+
+describe('cli import with breached-password screening, on the embedded database', () => {
+  it('refuses a plain password the range API knows (BREACHED_PASSWORDS_URL), as POST import does, and sends it only a prefix', async () => {
+    const breached = 'a leaked but long passphrase 1987';
+    const digest = createHash('sha1').update(breached).digest('hex').toUpperCase();
+    const asked: string[] = [];
+    const range = createServer((request, response) => {
+      asked.push(request.url!);
+      const hit = request.url === `/range/${digest.slice(0, 5)}` ? `${digest.slice(5)}:42\r\n` : '';
+      response.writeHead(200, { 'Content-Type': 'text/plain' }).end(`${hit}${'0'.repeat(35)}:0`);
+    });
+    await new Promise<void>((resolve) => range.listen(0, '127.0.0.1', resolve));
+    cleanups.push(async () => void range.close());
+    const env = {
+      DATA_DIR: procs.dataDir(),
+      BREACHED_PASSWORDS_URL: `http://127.0.0.1:${(range.address() as AddressInfo).port}`,
+    };
+    const file = ndjson(procs.dataDir(), [
+      JSON.stringify({ email: 'leaked@example.com', name: 'Leaked', password: breached }),
+      JSON.stringify({ email: 'fine@example.com', name: 'Fine', password: 'a long and unusual passphrase' }),
+    ]);
+    const server = procs.server(env); // makes the embedded database
+    await server.ready;
+    server.child.kill('SIGTERM');
+    await server.exited;
+    const run = await procs.cli(['import', '--site', 'default', file], env);
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stdout).toMatch(/^1 of 2 accounts imported into site default/m);
+    expect(run.stdout).toContain('line 1: breached');
+    expect(asked.length).toBeGreaterThan(0);
+    for (const url of asked) expect(url).toMatch(/^\/range\/[0-9A-F]{5}$/);
+  }, 60_000);
 });
 
 // What a terminal would obey: C0 but the line breaks, DEL, C1, and the bidirectional formatting characters.

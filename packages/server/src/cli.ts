@@ -11,6 +11,7 @@ import { callAdminSocket } from './ops/admin-socket.ts';
 import { type CommandResult, inlineSchemaFile, planCommand, runCommand, USAGE } from './ops/commands.ts';
 import { terminalSafe } from './ops/terminal.ts';
 import { createPasswordHasher } from './passwords/hasher.ts';
+import { createBreachedPasswords } from './passwords/screening.ts';
 import { VERSION } from './version.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
@@ -73,6 +74,9 @@ async function run(argv: string[]): Promise<CommandResult> {
         output: process.stdout,
         // Only the CLI's own import seals secrets; the warning is the server's to give.
         factorKeys: factorKeysFor(config, database.kind, () => {}),
+        // An imported plain password is screened as the server's import screens it.
+        breachedPasswords:
+          config.breachedPasswords === undefined ? undefined : createBreachedPasswords(config.breachedPasswords),
       },
       { webhookAllowPrivate: config.webhookAllowPrivate },
     );

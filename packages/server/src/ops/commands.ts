@@ -30,6 +30,7 @@ import type { KeyRing } from '../factors/secret-box.ts';
 import { compileValidators } from '../http/validation.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
+import type { BreachedPasswords } from '../passwords/screening.ts';
 import { exportFile } from './export-file.ts';
 import { importFile, MAX_LINE_BYTES } from './import-file.ts';
 import { escapeControls } from './terminal.ts';
@@ -282,6 +283,8 @@ export interface CliServices {
   output: NodeJS.WritableStream;
   /** The keys that seal imported TOTP secrets, as the server's (factors/key-file.ts); none: such rows are refused. */
   factorKeys?: KeyRing | undefined;
+  /** Breached-password screening of imported plain passwords, as the server's (BREACHED_PASSWORDS_URL); none: off. */
+  breachedPasswords?: BreachedPasswords | undefined;
 }
 
 /**
@@ -454,7 +457,14 @@ function importCommand(words: string[], flags: Map<string, string | true>): Plan
       }
       firebase = params as FirebaseScrypt;
     }
-    const target = { db, hasher: services.hasher, validators, site, factorKeys: services.factorKeys };
+    const target = {
+      db,
+      hasher: services.hasher,
+      validators,
+      site,
+      factorKeys: services.factorKeys,
+      breachedPasswords: services.breachedPasswords,
+    };
     const { code, summary } = await importFile({
       target,
       file,
