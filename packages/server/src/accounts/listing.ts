@@ -2,7 +2,7 @@
 // page deep in the list costs what the first costs, and rows written meanwhile neither repeat
 // nor push others out of the walk.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { serviceKeys, users } from '../db/schema.ts';
 import { ApiError } from '../http/errors.ts';
@@ -230,6 +230,52 @@ export async function fewMatches(db: Db, site: string, filters: ListFilters): Pr
     sql`select count(*)::int as n from (select 1 from ${users} where ${and(inReachOf(site), ...filterConditions(filters))} limit ${FEW_MATCHES}) as few`,
   );
   return Number(rows[0]?.n ?? FEW_MATCHES) < FEW_MATCHES;
+}
+
+/**
+ * The filters' matches after the cursor, each its id and creation time, when there are fewer than
+ * FEW_MATCHES (read through the GIN index: PostgreSQL has to read each match's row to check it,
+ * which is the cost); else undefined. Few: the page is made of them (pageOfMatches, rowsById),
+ * and no match is read twice, as a sort of the matches' rows after a count read each again.
+ */
+export async function fewMatchesAfter(
+  db: Db,
+  site: string,
+  filters: ListFilters,
+  walk: ReturnType<typeof keyset>,
+): Promise<{ id: string; createdAt: Date }[] | undefined> {
+  const rows = await db
+    .select({ id: users.id, createdAt: users.createdAt })
+    .from(users)
+    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
+    .limit(FEW_MATCHES);
+  return rows.length < FEW_MATCHES ? rows : undefined;
+}
+
+/** The ids of the page (`limit` + 1 at most) among matches, in the walk's order (uuids compare as their hex text). */
+export function pageOfMatches(
+  matches: { id: string; createdAt: Date }[],
+  order: 'asc' | 'desc',
+  limit: number,
+): string[] {
+  const sign = order === 'asc' ? 1 : -1;
+  return [...matches]
+    .sort((a, b) => sign * (a.createdAt.getTime() - b.createdAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)))
+    .slice(0, limit + 1)
+    .map((m) => m.id);
+}
+
+/**
+ * The accounts of `ids` still in reach and matching, in the walk's order, by their primary key.
+ * Fewer than asked: one was deleted or changed since it was counted, and the caller reads the
+ * page again in one statement (listQuery) rather than show a short page without a next cursor.
+ */
+export function rowsById(db: Db, site: string, filters: ListFilters, ids: string[], walk: ReturnType<typeof keyset>) {
+  return db
+    .select(SHOWN_COLUMNS)
+    .from(users)
+    .where(and(inReachOf(site), inArray(users.id, ids), ...filterConditions(filters)))
+    .orderBy(...walk.orderBy);
 }
 
 /** The columns toUser shows: a page never carries a hash, even on its way to toUser. */

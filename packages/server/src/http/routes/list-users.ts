@@ -4,10 +4,12 @@ import {
   checkFilters,
   cursorScope,
   cursorsOf,
-  fewMatches,
+  fewMatchesAfter,
   keyset,
   type ListFilters,
   listQuery,
+  pageOfMatches,
+  rowsById,
   walkQuery,
 } from '../../accounts/listing.ts';
 import type { Db } from '../../db/client.ts';
@@ -28,7 +30,12 @@ async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnTy
   if (filters.metadata === undefined) return listQuery(db, site, filters, walk, limit);
   const walked = await walkQuery(db, site, filters, walk, limit);
   if (walked.length > limit) return walked;
-  return listQuery(db, site, filters, walk, limit, await fewMatches(db, site, filters));
+  const few = await fewMatchesAfter(db, site, filters, walk);
+  if (few === undefined) return listQuery(db, site, filters, walk, limit);
+  const ids = pageOfMatches(few, walk.order, limit);
+  if (ids.length === 0) return [];
+  const rows = await rowsById(db, site, filters, ids, walk);
+  return rows.length === ids.length ? rows : listQuery(db, site, filters, walk, limit, true);
 }
 
 export const listUsers = defineOperation({
