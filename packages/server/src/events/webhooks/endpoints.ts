@@ -6,7 +6,8 @@ import { EVENTS_CHANNEL } from '../queue.ts';
 import { newWebhookSecret } from './send.ts';
 
 /** `user.created`, `user.*` or `*`. */
-export const TYPE_PATTERN = /^(\*|user\.\*|user\.(created|updated|deleted|disabled|enabled|restored|purged|password_breached))$/;
+export const TYPE_PATTERN =
+  /^(\*|user\.\*|user\.(created|updated|deleted|disabled|enabled|restored|purged|password_breached))$/;
 
 export interface Endpoint extends Record<string, unknown> {
   id: string;
