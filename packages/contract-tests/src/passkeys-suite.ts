@@ -254,6 +254,20 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       expect(foreign.error?.code).toBe('invalid_code');
     });
 
+    it('answers the right passkey of a disabled account 403 account_disabled, and logs in again once it is enabled', async () => {
+      const { client } = await newSite();
+      const user = await withPasskey(client);
+      expect((await client.POST('/api/1/user/disable', { body: { _userId: user.id } })).response.status).toBe(200);
+      const refused = await login(client, user.authenticator.assert(await loginOptions(client)));
+      expect(refused.response.status).toBe(403);
+      expect(refused.error?.code).toBe('account_disabled');
+      // A wrong answer stays the plain 422: the disabled state shows only to the right passkey.
+      const wrong = await login(client, user.authenticator.assert(await loginOptions(client), { badSignature: true }));
+      expect(wrong.error?.code).toBe('invalid_credentials');
+      await client.POST('/api/1/user/enable', { body: { _userId: user.id } });
+      expect((await login(client, user.authenticator.assert(await loginOptions(client)))).response.status).toBe(200);
+    });
+
     it('without a relying party, answers 409 passkeys_not_configured naming what to set', async () => {
       const { client } = await newSite(null);
       const user = await h.createUser({}, client);
