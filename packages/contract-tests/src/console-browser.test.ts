@@ -16,6 +16,7 @@ import { createClient, type UserAccountsClient } from '@user-accounts/client';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
+import { nowSeconds, totpAt } from './factors-suite.ts';
 import { pgliteTarget, postgresTarget, type Target } from './targets.ts';
 import { seedWebhook } from './webhook-seed.ts';
 
@@ -148,7 +149,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.close();
     });
 
-    it('signs in, searches, opens an account, disables, enables and deletes it; the API agrees at each step', async () => {
+    it('signs in, searches, opens an account, disables and enables it, edits its metadata, removes a factor, issues a reset, deletes and restores it; the API agrees at each step', async () => {
       const { page, refused, failed } = await open('/console');
       expect(await axeViolations(page), 'sign-in screen').toEqual([]);
       await page.getByLabel('API token').fill(target.token);
@@ -258,6 +259,27 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Save metadata' }).click();
       await expect.poll(metadataOf).toEqual({ plan: 'team' });
 
+      // A second factor, added through the API, removed in the console after a confirmation.
+      const added = await api.POST('/api/1/user/factor/totp', { body: { _userId: userId, label: 'Phone' } });
+      const confirmed = await api.POST('/api/1/user/factor/confirm', {
+        body: {
+          _userId: userId,
+          factorId: added.data!.result.factorId,
+          code: totpAt(added.data!.result.secret, nowSeconds()),
+        },
+      });
+      expect(confirmed.response.status).toBe(200);
+      await page.reload();
+      await page.getByRole('button', { name: 'Remove Phone' }).click();
+      const removal = page.getByRole('dialog', { name: 'Remove this second factor?' });
+      await removal.waitFor();
+      expect(await axeViolations(page), 'factor removal').toEqual([]);
+      await removal.getByRole('button', { name: 'Remove it' }).click();
+      await page.getByText('The API answered: factor removed.').waitFor();
+      const factors = await api.GET('/api/1/user/factor/list', { params: { query: { _userId: userId } } });
+      expect(factors.data!.result.factors).toEqual([]);
+      await page.getByText('None: this account signs in with its password alone.').waitFor();
+
       // A password reset: the ticket shown once in the site's link, and the API redeems it.
       await page.getByRole('button', { name: 'Send a password reset' }).click();
       const link = await page.getByLabel('Reset link', { exact: true }).inputValue();
@@ -267,6 +289,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         body: { ticket, purpose: 'reset_password', _userId: userId, password: 'another long and unusual passphrase' },
       });
       expect(redeemed.response.status).toBe(200);
+      expect(await axeViolations(page), 'reset link shown').toEqual([]);
       await screenshot(page, 'account-actions', name);
 
       await page.getByRole('button', { name: 'Delete account' }).click();
