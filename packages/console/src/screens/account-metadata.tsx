@@ -72,7 +72,7 @@ export function MetadataEditor(props: {
     setBusy(true);
     try {
       const { data, error } = await props.api.POST('/api/1/user/update', {
-        body: { _userId: props.userId, metadata: patch as Record<string, never> },
+        body: { _userId: props.userId, metadata: patch as Record<string, unknown> },
       });
       if (error !== undefined) setRefusal(error);
       else props.onSaved(data.result.status);

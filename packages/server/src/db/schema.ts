@@ -424,6 +424,9 @@ export const webhookDeliveries = pgTable(
     // The earlier pending delivery of the same account to the same endpoint, which a later one waits for.
     index('webhook_deliveries_order_idx').on(t.endpointId, t.subject, t.seq).where(sql`${t.state} = 'pending'`),
     index('webhook_deliveries_created_idx').on(t.createdAt),
+    // An endpoint's deliveries newest first, a page at a time (GET /api/1/webhooks/deliveries), and
+    // the cascade when an endpoint is removed: without it both read every site's deliveries.
+    index('webhook_deliveries_endpoint_idx').on(t.endpointId, t.id),
     check('webhook_deliveries_state_check', sql`${t.state} in ('pending', 'delivered', 'failed')`),
   ],
 );
