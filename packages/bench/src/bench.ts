@@ -40,7 +40,7 @@ import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
-import { secondFactorRows } from './second-factor.ts';
+import { passkeyRows, secondFactorRows } from './second-factor.ts';
 
 const { values } = parseArgs({
   options: {
@@ -751,7 +751,7 @@ async function main(): Promise<void> {
   // Issue 28: get-by-id with 4 KiB of metadata against without. Before the writes, which delete sampled ids.
   const metadata = async (db: BenchDb) =>
     rows.push(...(await metadataGetRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS })));
-  // Issue 29: the two-step login with TOTP against password-only verify.
+  // Issue 29: the two-step login with TOTP, and the passkey login, against password-only verify.
   const secondFactor = async (db: BenchDb) =>
     rows.push(
       ...(await secondFactorRows({
@@ -764,6 +764,17 @@ async function main(): Promise<void> {
         seconds: SECONDS,
         token: TOKEN,
         accounts: QUICK ? 1000 : 3000,
+      })),
+      ...(await passkeyRows({
+        db,
+        password: PASSWORD,
+        passwordHash,
+        ours,
+        log,
+        rounds: ROUNDS,
+        seconds: SECONDS,
+        token: TOKEN,
+        accounts: 64,
       })),
     );
   const events = async (db: BenchDb) =>
