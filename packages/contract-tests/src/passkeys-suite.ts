@@ -268,6 +268,31 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       expect((await login(client, user.authenticator.assert(await loginOptions(client)))).response.status).toBe(200);
     });
 
+    it('keeps at most 10,000 outstanding challenges a site, the oldest going first, and drops expired ones', async () => {
+      const { site, client } = await newSite();
+      const other = await newSite();
+      // A site at the bound, and past it by one expired challenge; and another site's challenge.
+      await h.target.sql(
+        `insert into passkey_challenges (challenge_hash, site, purpose, expires_at)
+         select 'filler-' || $1 || '-' || n, $1, 'login', now() + make_interval(secs => 60 + n) from generate_series(1, 10000) n`,
+        [site],
+      );
+      await h.target.sql(
+        `insert into passkey_challenges (challenge_hash, site, purpose, expires_at) values
+         ('expired-' || $1, $1, 'login', now() - interval '1 second'), ('other-' || $2, $2, 'login', now() + interval '1 minute')`,
+        [site, other.site],
+      );
+      await loginOptions(client);
+      const count = async (where: string, value: string) =>
+        (await h.target.sql(`select count(*)::int as n from passkey_challenges where ${where}`, [value]))[0]!.n;
+      expect(await count('site = $1', site)).toBe(10_000);
+      expect(await count('challenge_hash = $1', `expired-${site}`)).toBe(0);
+      // The oldest filler went to make room for the new one; the next-oldest stays.
+      expect(await count('challenge_hash = $1', `filler-${site}-1`)).toBe(0);
+      expect(await count('challenge_hash = $1', `filler-${site}-2`)).toBe(1);
+      expect(await count('site = $1', other.site)).toBe(1);
+    });
+
     it('without a relying party, answers 409 passkeys_not_configured naming what to set', async () => {
       const { client } = await newSite(null);
       const user = await h.createUser({}, client);

@@ -13,7 +13,7 @@ import {
   verifyAuthenticationResponse,
   verifyRegistrationResponse,
 } from '@simplewebauthn/server';
-import { and, count, eq, gt, isNotNull, lt, sql } from 'drizzle-orm';
+import { and, count, eq, gt, isNotNull, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
@@ -65,23 +65,22 @@ const userIdOfHandle = (handle: string): string | undefined => {
     : undefined;
 };
 
-/** Keeps a challenge for `purpose`, bound to the site and (when given) the account; bounded per site. */
+/**
+ * Keeps a challenge for `purpose`, bound to the site and (when given) the account. One statement,
+ * one round trip: it also drops the site's expired challenges and, past CHALLENGES_PER_SITE, its
+ * oldest (the statement's deletes see the table without the new row, so the site keeps at most the bound).
+ */
 async function keepChallenge(db: Db, site: string, purpose: 'register' | 'login', challenge: string, userId?: string) {
-  await db.transaction(async (tx) => {
-    await tx
-      .delete(passkeyChallenges)
-      .where(and(eq(passkeyChallenges.site, site), lt(passkeyChallenges.expiresAt, sql`now()`)));
-    await tx.insert(passkeyChallenges).values({
-      challengeHash: challengeHash(challenge),
-      site,
-      purpose,
-      userId: userId ?? null,
-      expiresAt: new Date(Date.now() + CHALLENGE_MS),
-    });
-    await tx.execute(sql`delete from ${passkeyChallenges} where ${passkeyChallenges.site} = ${site}
-      and ${passkeyChallenges.challengeHash} in (select ${passkeyChallenges.challengeHash} from ${passkeyChallenges}
-      where ${passkeyChallenges.site} = ${site} order by ${passkeyChallenges.expiresAt} desc offset ${CHALLENGES_PER_SITE})`);
-  });
+  const t = passkeyChallenges;
+  await db.execute(sql`with expired as (
+      delete from ${t} where ${t.site} = ${site} and ${t.expiresAt} < now()
+    ), beyond as (
+      delete from ${t} where ${t.challengeHash} in (select ${t.challengeHash} from ${t} where ${t.site} = ${site}
+        order by ${t.expiresAt} desc offset ${CHALLENGES_PER_SITE - 1})
+    )
+    insert into ${t} (challenge_hash, site, purpose, user_id, expires_at)
+    values (${challengeHash(challenge)}, ${site}, ${purpose}, ${userId ?? null},
+      now() + make_interval(secs => ${CHALLENGE_MS / 1000}))`);
 }
 
 /** The challenge the answer's clientDataJSON names, or undefined when it names none. */
