@@ -2100,8 +2100,9 @@ export interface components {
             data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"];
         };
         /**
-         * @description The `data` of `user.factor_added` (a factor enabled by `factor/confirm`; a pending one has
-         *     no event) and `user.factor_removed`: the account, the factor's id and kind. Never a secret.
+         * @description The `data` of `user.factor_added` (a factor enabled: a TOTP factor by `factor/confirm`, a
+         *     passkey by `factor/passkey`, a TOTP secret by `import`; a pending one has no event) and
+         *     `user.factor_removed`: the account, the factor's id and kind. Never a secret.
          */
         FactorChange: {
             _userId: components["schemas"]["UserId"];
