@@ -47,6 +47,20 @@ export function defineWebhookApiSuite(spec: TargetSpec): void {
       expect(JSON.stringify(data)).not.toContain('whsec_');
     });
 
+    it('shows an endpoint’s URL without its credentials or its query, which may hold a receiver’s secret', async () => {
+      const { site, client, user } = await newSite(1);
+      await seedWebhook(h.target.sql, site, user.id, {
+        count: 1,
+        url: 'https://ops:hunter2@hooks.example.com/in?key=s3cret',
+      });
+      const { data } = await client.GET('/api/1/webhooks');
+      expect(data!.result.endpoints.map((e) => e.url)).toEqual([
+        'https://hooks.example.com/accounts',
+        'https://hooks.example.com/in?…',
+      ]);
+      expect(JSON.stringify(data)).not.toMatch(/hunter2|s3cret/);
+    });
+
     it('pages an endpoint’s deliveries newest first, with their state, attempts and last error; state=failed shows the failures', async () => {
       const { client, hook } = await newSite();
       const all = [];

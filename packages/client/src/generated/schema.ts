@@ -1588,7 +1588,9 @@ export interface components {
         WebhookEndpoint: {
             endpointId: components["schemas"]["WebhookEndpointId"];
             /**
-             * @description Where the events are sent.
+             * @description Where the events are sent, without credentials and with its query shown as `?…`: a
+             *     receiver may keep a secret of its own there (the operator's `cli webhook list` shows
+             *     it whole).
              * @example https://hooks.example.com/accounts
              */
             url: string;

@@ -44,11 +44,25 @@ export interface SiteDelivery {
 
 const iso = (value: Date | string | null): string | null => (value === null ? null : new Date(value).toISOString());
 
+/**
+ * An endpoint's URL as the API shows it: without credentials, and its query as `?…`. A receiver
+ * may put its own secret there (a token in the query), which a token that reads the feed need not
+ * see; the operator's `cli webhook list` shows it whole.
+ */
+export function shownUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname}${parsed.search === '' ? '' : '?…'}`;
+  } catch {
+    return '(not a URL)';
+  }
+}
+
 /** The site's endpoints, oldest first; never a secret (listEndpoints does not read it). */
 export async function siteEndpoints(db: Db, site: string): Promise<SiteEndpoint[]> {
   return (await listEndpoints(db, site)).map((e) => ({
     endpointId: e.id,
-    url: e.url,
+    url: shownUrl(e.url),
     types: e.types,
     createdAt: iso(e.createdAt)!,
     failingSince: iso(e.failingSince),
