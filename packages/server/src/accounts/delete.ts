@@ -11,11 +11,13 @@ import {
   eventQueue,
   events,
   idempotencyKeys,
+  passkeyChallenges,
   siteSettings,
   users,
   verifyFailures,
   webhookDeliveries,
 } from '../db/schema.ts';
+import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { userNotFound } from '../http/errors.ts';
 import type { IfMatch } from '../http/etag.ts';
 import { lockoutKey } from '../limits/lockout.ts';
@@ -132,8 +134,8 @@ export async function purgeDeleted(
  * Everything but the row that names these accounts. Every table that names an account by id or
  * email, and what becomes of it: users (the row, deleted by the caller); tickets, user_factors,
  * recovery_codes (by their foreign keys' cascade); audit_log, event_queue, events,
- * webhook_deliveries, verify_failures (its keys are digests of the email and the id) and
- * idempotency_keys (a kept answer) here. The others name none: api_tokens, rate_limits (by token),
+ * webhook_deliveries, verify_failures (its keys are digests of the email and the id, the second
+ * factor's too), passkey_challenges and idempotency_keys (a kept answer) here. The others name none: api_tokens, rate_limits (by token),
  * service_keys, event_sequences, webhook_endpoints, metadata_schemas, site_settings. With
  * REDIS_URL the lockout counters live in Redis too, where they expire with their window.
  */
@@ -148,8 +150,13 @@ async function forgetAccounts(tx: Db, site: string, accounts: { id: string; emai
   const keys = accounts.flatMap((a) => [
     lockoutKey(site, 'id', a.id.toLowerCase()),
     lockoutKey(site, 'email', a.email.toLowerCase()),
+    secondFactorLockoutKey(site, a.id),
   ]);
   await tx.delete(verifyFailures).where(inArray(verifyFailures.key, keys));
+  // A passkey challenge made for the account (no foreign key: a login's names no account).
+  await tx
+    .delete(passkeyChallenges)
+    .where(and(eq(passkeyChallenges.site, site), inArray(passkeyChallenges.userId, ids)));
   // An Idempotency-Key's kept answer (a create's: its id and Location) lives 24 hours: gone now.
   await tx.delete(idempotencyKeys).where(
     sql`${idempotencyKeys.body} like any (${sql`array[${sql.join(

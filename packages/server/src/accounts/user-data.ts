@@ -17,6 +17,7 @@ import {
   users,
 } from '../db/schema.ts';
 import { formatSequence } from '../events/queue.ts';
+import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { toUser } from '../http/routes/shared.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 import { isUuid } from './ids.ts';
@@ -162,7 +163,7 @@ export async function gatherUserData(
       const [password, passwordByEmail, secondFactor] = await Promise.all([
         lockout.read(lockoutKey(site, 'id', id.toLowerCase())),
         lockout.read(lockoutKey(site, 'email', row.email.toLowerCase())),
-        lockout.read(lockoutKey(site, 'id', `${id.toLowerCase()}\nsecond_factor`)),
+        lockout.read(secondFactorLockoutKey(site, id)),
       ]);
 
       return {

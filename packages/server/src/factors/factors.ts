@@ -17,6 +17,10 @@ import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts
 import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
+/** The counter of an account's wrong second factors, apart from its passwords' (lockoutKey's 'id'). */
+export const secondFactorLockoutKey = (site: string, userId: string) =>
+  lockoutKey(site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
+
 export const RECOVERY_CODES = 10;
 
 export interface FactorDeps extends WriteDeps {
@@ -338,7 +342,7 @@ export async function verifySecondFactor(
   const keys = request.code === undefined ? undefined : keysOf(deps);
   const rp: RelyingParty | undefined =
     request.passkey === undefined ? undefined : await relyingPartyOf(deps.db, scope.site);
-  const key = lockoutKey(scope.site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
+  const key = secondFactorLockoutKey(scope.site, userId);
   const policy = deps.verifyLimits.identifier;
   const wait = await deps.lockout.attempt(key, policy);
   if (wait > 0) throw tooManyAttempts(wait, 'failed_second_factor', policy);

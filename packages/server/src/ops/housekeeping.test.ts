@@ -11,6 +11,7 @@ import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
 import { addEndpoint } from '../events/webhooks/endpoints.ts';
+import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
 import { runCommand } from './commands.ts';
 import { purgeAudit, purgeEvents, startHousekeeping } from './housekeeping.ts';
@@ -233,7 +234,11 @@ describe('purging accounts past their grace period', () => {
     const scope = { site, actor: 'test-token', requestId: randomUUID() };
     await setDisabled(scope, { db: on }, id, undefined, true);
     await on.execute(sql`insert into verify_failures (key, failures, window_start)
-      values (${lockoutKey(site, 'email', email.toLowerCase())}, 3, now()), (${lockoutKey(site, 'id', id)}, 2, now())`);
+      values (${lockoutKey(site, 'email', email.toLowerCase())}, 3, now()), (${lockoutKey(site, 'id', id)}, 2, now()),
+        (${secondFactorLockoutKey(site, id)}, 1, now())`);
+    // A passkey challenge made for it (registration), which no foreign key ties to the row.
+    await on.execute(sql`insert into passkey_challenges (challenge_hash, site, purpose, user_id, expires_at)
+      values (${randomUUID()}, ${site}, 'register', ${id}, now() + interval '5 minutes')`);
     // A ticket to change its email (naming both), and a create's answer kept for its Idempotency-Key.
     await on.execute(sql`insert into tickets (site, user_id, purpose, secret_hash, new_email, expires_at)
       values (${site}, ${id}, 'change_email', ${randomUUID()}, ${`new.${email}`}, now() + interval '1 day')`);
@@ -270,11 +275,29 @@ describe('purging accounts past their grace period', () => {
     await purgeDeleted({ db: on });
     // Before: the row, and the disable's event (the account as get answers it, email and all).
     expect(await tablesNaming(on, email)).toEqual({ event_queue: 1, tickets: 1, users: 1 });
+    const counters = [
+      lockoutKey(site, 'email', email.toLowerCase()),
+      lockoutKey(site, 'id', id),
+      secondFactorLockoutKey(site, id),
+    ];
+    const countersLeft = async () =>
+      (
+        await rows<{ n: number }>(
+          on,
+          sql`select count(*)::int as n from verify_failures where key in (${sql.join(
+            counters.map((k) => sql`${k}`),
+            sql`, `,
+          )})`,
+        )
+      )[0]!.n;
+    expect(await countersLeft()).toBe(3);
     await on.execute(sql`update users set purge_at = now() - interval '1 second' where id = ${id}`);
     expect(await purgeDeleted({ db: on })).toBeGreaterThanOrEqual(1);
 
     // The email: nowhere. The id: only the purge's own audit row and user.purged event.
     expect(await tablesNaming(on, email)).toEqual({});
+    // Its lockout counters (keys are digests: looked for by key), the second factor's too.
+    expect(await countersLeft()).toBe(0);
     const naming = await tablesNaming(on, id);
     expect(Object.keys(naming).sort()).toEqual(['audit_log', 'event_queue']);
     expect(naming).toEqual({ audit_log: 1, event_queue: 1 });
@@ -286,6 +309,7 @@ describe('purging accounts past their grace period', () => {
     ]);
     // The other account, still in its grace period, keeps everything, and restore brings it back.
     expect(await tablesNaming(on, kept.email)).toEqual({ event_queue: 1, tickets: 1, users: 1 });
+    expect(await tablesNaming(on, kept.id)).toMatchObject({ passkey_challenges: 1 });
     await restoreAccount(scope, { db: on }, kept.id);
     await expect(restoreAccount(scope, { db: on }, id)).rejects.toMatchObject({ code: 'user_not_found' });
   }
