@@ -28,17 +28,21 @@ import { sqlArray } from '../db/sql-array.ts';
 
 export const EVENTS_CHANNEL = 'ua_events';
 
-export type EventType =
-  | 'user.created'
-  | 'user.updated'
-  | 'user.deleted'
-  | 'user.disabled'
-  | 'user.enabled'
-  | 'user.restored'
-  | 'user.purged'
-  | 'user.factor_added'
-  | 'user.factor_removed'
-  | 'user.password_breached';
+/** Every change event's type, in the spec's order: the feed's, webhooks' and `cli webhook add --types`' one list. */
+export const EVENT_TYPES = [
+  'user.created',
+  'user.updated',
+  'user.deleted',
+  'user.disabled',
+  'user.enabled',
+  'user.restored',
+  'user.purged',
+  'user.factor_added',
+  'user.factor_removed',
+  'user.password_breached',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
 
 export interface EventEntry {
   type: EventType;

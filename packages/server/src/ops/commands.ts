@@ -16,7 +16,7 @@ import {
 } from '../auth/tokens.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
 import { siteSettings } from '../db/schema.ts';
-import { SEQUENCE_TEXT } from '../events/queue.ts';
+import { EVENT_TYPES, SEQUENCE_TEXT } from '../events/queue.ts';
 import {
   addEndpoint,
   latestDeliveries,
@@ -93,7 +93,7 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     synopsis: 'webhook add --site NAME --url URL [--types user.*]',
     about: `Sends the site's change events from now on to URL, signed per Standard Webhooks; prints
       the endpoint's id and its signing secret (whsec_…), once. --types: comma-separated event
-      types (user.created, user.updated, user.deleted, user.disabled, user.enabled, user.restored, user.purged, user.password_breached) or user.*
+      types (${EVENT_TYPES.join(', ')}) or user.*
       (the default). URL must be https:// to a public address (WEBHOOK_ALLOW_PRIVATE=true also
       allows http:// and private addresses), checked again at every attempt.`,
   },
@@ -525,9 +525,7 @@ function webhookAdd(flags: Map<string, string | true>, settings: CommandSettings
   const types = (text(flags, 'types') ?? 'user.*').split(',').map((t) => t.trim());
   const bad = types.filter((t) => !TYPE_PATTERN.test(t));
   if (bad.length > 0 || types.length === 0 || types.length > 10)
-    throw new UsageError(
-      `--types must be event types (user.created, user.updated, user.deleted, user.disabled, user.enabled, user.restored, user.purged, user.password_breached) or user.* (got "${bad.join(',')}")`,
-    );
+    throw new UsageError(`--types must be event types (${EVENT_TYPES.join(', ')}) or user.* (got "${bad.join(',')}")`);
   return async (db) => {
     const { id, secret } = await addEndpoint(db, { site, url, types });
     return [

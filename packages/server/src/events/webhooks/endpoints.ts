@@ -2,12 +2,11 @@
 import { sql } from 'drizzle-orm';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
-import { EVENTS_CHANNEL } from '../queue.ts';
+import { EVENT_TYPES, EVENTS_CHANNEL } from '../queue.ts';
 import { newWebhookSecret } from './send.ts';
 
 /** `user.created`, `user.*` or `*`. */
-export const TYPE_PATTERN =
-  /^(\*|user\.\*|user\.(created|updated|deleted|disabled|enabled|restored|purged|password_breached))$/;
+export const TYPE_PATTERN = new RegExp(`^(\\*|user\\.\\*|${EVENT_TYPES.map((t) => t.replace('.', '\\.')).join('|')})$`);
 
 export interface Endpoint extends Record<string, unknown> {
   id: string;
