@@ -146,6 +146,10 @@ export async function siteMetadataValidator(db: Db, site: string): Promise<Valid
   return row === undefined ? undefined : compile(row.schema);
 }
 
+/** The validator of a site's schema as read by a caller's own statement (null: the site has none). */
+export const siteSchemaValidator = (schema: unknown): ValidateFunction | undefined =>
+  schema === null || schema === undefined ? undefined : compile(schema);
+
 const fieldCode = (e: ErrorObject): FieldError['code'] =>
   e.keyword === 'required'
     ? 'required'

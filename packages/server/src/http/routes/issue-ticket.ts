@@ -1,5 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { emailTaken } from '../../accounts/create.ts';
 import { isUuid } from '../../accounts/ids.ts';
 import { issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
 import { users } from '../../db/schema.ts';
@@ -7,7 +8,6 @@ import { ApiError, userNotFound } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
 import { runWrite } from '../run-write.ts';
 import { invalidRequest } from '../validation.ts';
-import { emailTaken } from './create-user.ts';
 import { inReach, validBody } from './shared.ts';
 
 type IssueTicketRequest = components['schemas']['IssueTicketRequest'];

@@ -1,11 +1,12 @@
 import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
 import { inReachOf } from '../../accounts/in-reach.ts';
+import type { NewPasswordDeps } from '../../accounts/new-password.ts';
+import type { WriteDeps } from '../../accounts/unit-of-work.ts';
 import type { users } from '../../db/schema.ts';
-import { breachCheckUnavailable, breachedPassword, judgeNewPassword } from '../../passwords/screening.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError } from '../errors.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
+import { writeDepsOf } from '../run-write.ts';
 import { type BodySchema, fromQueryText, invalidRequest, normalizeFields, toFieldErrors } from '../validation.ts';
 
 type Schemas = components['schemas'];
@@ -54,12 +55,6 @@ export function validQuery<T extends object>(c: Context<AppEnv>, path: string): 
   return typed as T;
 }
 
-export function weakPassword(reason: string): ApiError {
-  return new ApiError(400, 'weak_password', "The password is too common or too close to the account's details.", {
-    errors: [{ pointer: '/password', code: 'weak_password', message: reason }],
-  });
-}
-
 export function toUser(
   row: Pick<
     typeof users.$inferSelect,
@@ -99,31 +94,20 @@ export function toUser(
   };
 }
 
-/**
- * A new password against the breach corpus (BREACHED_PASSWORDS_URL; nothing when off): 400
- * breached, or 503 breach_check_unavailable when the corpus did not answer and the operator chose
- * closed; with open, the password goes on unchecked, and the log says so.
- */
-export async function refuseBreached(c: Context<AppEnv>, password: string): Promise<void> {
-  const verdict = await judgeNewPassword(
-    c.get('deps').breachedPasswords,
-    password,
-    c.get('token').site,
-    c.get('deadline').signal,
-  );
-  if (verdict === 'breached') throw breachedPassword();
-  if (verdict === 'unavailable') throw breachCheckUnavailable();
-  if (verdict === 'unchecked') c.get('log').warn('breach corpus did not answer in time: password accepted unchecked');
-}
-
 /** The accounts the request's token may see (see accounts/in-reach.ts). */
 export const inReach = (c: Context<AppEnv>) => inReachOf(c.get('token').site);
 
 /**
- * The one way a handler hashes a password: counted against the token's "hash" budget (429 over
- * it), then computed in the token's site's turn (503 when the site may not wait).
+ * What a handler's new password needs (accounts/new-password.ts), with the request's write deps:
+ * each hash counted against the token's "hash" budget (429 over it) just before it is computed.
  */
-export async function hashPassword(c: Context<AppEnv>, password: string): Promise<string> {
-  await consumeBudget(c, 'hash');
-  return c.get('deps').hasher.hash(password, c.get('token').site, c.get('deadline').signal);
+export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & NewPasswordDeps {
+  const { hasher, breachedPasswords } = c.get('deps');
+  return {
+    ...writeDepsOf(c),
+    hasher,
+    breachedPasswords,
+    beforeHash: () => consumeBudget(c, 'hash'),
+    warn: (message) => c.get('log').warn(message),
+  };
 }
