@@ -199,7 +199,7 @@ export const FEW_MATCHES = 3_000;
  * The first matches of a metadata filter within the next WALK_BUDGET accounts in reach, in the
  * list's order, one more than `limit` at most: a page, when it has `limit` + 1 rows. Why not ask
  * PostgreSQL: it cannot estimate jsonb containment from its statistics beyond their sample, and
- * a count of the matches first (fewMatches) cost as much as the page for a common value: at 1M
+ * a count of the matches first cost as much as the page for a common value: at 1M
  * accounts, 40–90 ms to count 10,000 of a quarter of the accounts, where this walk takes 0.5 ms.
  * The subquery is named `users`, so that the filters' columns are its columns.
  */
@@ -220,23 +220,11 @@ export function walkQuery(db: Db, site: string, filters: ListFilters, walk: Retu
 }
 
 /**
- * Whether the filters, with a metadata filter, match fewer than FEW_MATCHES of the site's
- * accounts: counted through the GIN index, stopping there. Asked only when the walk did not fill
- * the page: left to itself, PostgreSQL walked the creation index for a filter that 200 of 1M
- * accounts matched, reading half of them: 546 ms a page.
- */
-export async function fewMatches(db: Db, site: string, filters: ListFilters): Promise<boolean> {
-  if (filters.metadata === undefined) return false;
-  const rows = await db.execute<{ n: number }>(
-    sql`select count(*)::int as n from (select 1 from ${users} where ${and(inReachOf(site), ...filterConditions(filters))} limit ${FEW_MATCHES}) as few`,
-  );
-  return Number(rows[0]?.n ?? FEW_MATCHES) < FEW_MATCHES;
-}
-
-/**
  * The filters' matches after the cursor, each its id and creation time, when there are fewer than
  * FEW_MATCHES (read through the GIN index: PostgreSQL has to read each match's row to check it,
- * which is the cost); else undefined. Few: the page is made of them (pageOfMatches, rowsById),
+ * which is the cost); else undefined. Asked only when the walk did not fill the page: left to
+ * itself, PostgreSQL walked the creation index for a filter that 200 of 1M accounts matched,
+ * reading half of them: 546 ms a page. Few: the page is made of them (pageOfMatches, rowsById),
  * and no match is read twice, as a sort of the matches' rows after a count read each again.
  */
 export async function fewMatchesAfter(
@@ -304,7 +292,7 @@ export function listQuery(
   filters: ListFilters,
   walk: ReturnType<typeof keyset>,
   limit: number,
-  /** fewMatches said so: the order is by an expression, so PostgreSQL sorts the filter's matches rather than walk the index. */
+  /** The few matches' page again in one statement (rowsById found one gone): the order is by an expression, so PostgreSQL sorts the matches rather than walk the index. */
   few = false,
 ) {
   const sorted = sql`${users.createdAt} + interval '0 seconds'`;
