@@ -154,6 +154,10 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       const replay = await login(client, authenticator.assert(request));
       expect(replay.response.status).toBe(422);
       expect(replay.error?.code).toBe('invalid_credentials');
+      // A registration's challenge is no login's.
+      const registering = await registrationOptions(client, user.id);
+      const crossed = await login(client, authenticator.assert({ ...request, challenge: registering.challenge }));
+      expect(crossed.error?.code).toBe('invalid_credentials');
       // A challenge the server never gave.
       const made = await login(client, authenticator.assert({ ...request, challenge: 'bm90LW91cnM' }));
       expect(made.error?.code).toBe('invalid_credentials');
