@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { problemOf, testApp } from '../testing/hono.ts';
 import { jsonBody } from './middleware/json-body.ts';
-import { validBody } from './routes/shared.ts';
+import { validBody, validQuery } from './routes/shared.ts';
 
 // Through the route's own path (JSON parsing, trimming, the compiled schema), so that what is
 // tested is what a client reads.
@@ -72,5 +72,27 @@ describe('the errors of an invalid body', () => {
       { pointer: '/name', code: 'required', message: 'is required' },
       { pointer: '/nickname', code: 'unknown_field', message: 'is not a known field' },
     ]);
+  });
+});
+
+describe('the query of an operation', () => {
+  // Every query parameter the spec marks required, on every path that has one.
+  const required: [string, string][] = [
+    ['/api/1/audit', '_userId'],
+    ['/api/1/user/data', '_userId'],
+    ['/api/1/user/factor/list', '_userId'],
+    ['/api/1/webhooks/deliveries', 'endpointId'],
+  ];
+  const queryApp = testApp();
+  for (const [path] of required) queryApp.get(path, (c) => c.json(validQuery(c, path)));
+
+  it.each(required)('%s without %s: 400 required at its pointer, as the spec marks it', async (path, name) => {
+    const response = await queryApp.request(path);
+    expect(response.status).toBe(400);
+    expect((await problemOf(response)).errors).toContainEqual({
+      pointer: `/${name}`,
+      code: 'required',
+      message: 'is required',
+    });
   });
 });

@@ -4,7 +4,6 @@ import type { components } from '@user-accounts/client';
 import { type DeliveryState, deliveriesPage } from '../../events/webhooks/deliveries.ts';
 import { ApiError } from '../errors.ts';
 import { defineOperation } from '../operation.ts';
-import { invalidRequest } from '../validation.ts';
 import { validQuery } from './shared.ts';
 
 type ListWebhookDeliveriesResponse = components['schemas']['ListWebhookDeliveriesResponse'];
@@ -28,16 +27,7 @@ export const listWebhookDeliveries = defineOperation({
   path: PATH,
   scope: 'events',
   request: { query: true },
-  parse(c) {
-    const query = validQuery<Partial<Query>>(c, PATH);
-    // The spec's query validator checks each parameter given; a required one missing is checked here.
-    if (query.endpointId === undefined) {
-      throw invalidRequest('The query is not valid.', [
-        { pointer: '/endpointId', code: 'required', message: 'is required' },
-      ]);
-    }
-    return query as Query;
-  },
+  parse: (c) => validQuery<Query>(c, PATH),
   async handle(c, { endpointId, state, limit = DEFAULT_LIMIT, before }) {
     const page = await deliveriesPage(c.get('deps').database.db, c.get('token').site, {
       endpointId,
