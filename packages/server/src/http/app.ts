@@ -1,16 +1,14 @@
-import { type Handler, Hono, type MiddlewareHandler } from 'hono';
+import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
 import { traceRequests } from '../ops/tracing.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
-import { accessLog } from './middleware/access-log.ts';
 import { auditWrites } from './middleware/audit.ts';
-import { requireScope, requireToken } from './middleware/auth.ts';
+import { authenticate, checkScope, requireScope, requireToken } from './middleware/auth.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
-import { deadline } from './middleware/deadline.ts';
+import { front } from './middleware/front.ts';
 import { idempotencyKey, idempotent } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
-import { rateLimit } from './middleware/rate-limit.ts';
-import { requestId } from './middleware/request-id.ts';
+import { addRateLimitHeaders, countRequest, rateLimit } from './middleware/rate-limit.ts';
 import type { Operation } from './operation.ts';
 import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerConsole } from './routes/console.ts';
@@ -66,7 +64,11 @@ export function registerMethodNotAllowed(app: Hono<AppEnv>): void {
  * audit of a write, the scope, the body, the idempotency key's form, the operation's own checks,
  * the claim of the key (only a request that passed them takes one), then the work.
  */
-function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>): void {
+function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>, renderError: ErrorHandler<AppEnv>): void {
+  if (op.writes === undefined && !('body' in op.request) && !op.idempotent) {
+    registerRead(app, op, renderError);
+    return;
+  }
   const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
   if (op.writes !== undefined) chain.push(auditWrites(op.writes));
   chain.push(requireScope(op.scope));
@@ -82,6 +84,35 @@ function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>): void {
   const handler: Handler<AppEnv> = async (c) => op.handle(c, c.get('input'));
   Object.defineProperty(handler, 'name', { value: op.name });
   app.on(op.method, [op.path], ...chain, handler);
+}
+
+/**
+ * A read (no write, no body, no key) in one handler: the chain above without a middleware frame
+ * per step (issue 33), in the same order and with the same answers. An error after the count is
+ * rendered here, as Hono would render it for the step that threw, so that it carries the rate
+ * limit's fields as it did when the rate limit was a middleware around that step.
+ */
+function registerRead(app: Hono<AppEnv>, op: Operation<unknown>, renderError: ErrorHandler<AppEnv>): void {
+  const handler: Handler<AppEnv> = async (c) => {
+    await authenticate(c);
+    const refused = await countRequest(c, op.budget);
+    if (refused !== undefined) return refused;
+    let response: Response;
+    try {
+      checkScope(c, op.scope);
+      const input = op.parse(c);
+      c.set('input', input);
+      response = await op.handle(c, input);
+    } catch (error) {
+      if (!(error instanceof Error)) throw error;
+      c.error = error;
+      response = await renderError(error, c);
+    }
+    addRateLimitHeaders(c, response);
+    return response;
+  };
+  Object.defineProperty(handler, 'name', { value: op.name });
+  app.on(op.method, [op.path], handler);
 }
 
 /** Hands every request what the handlers and middleware read from the context. */
@@ -100,47 +131,42 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
 
   // Only when tracing is on (decided at start): otherwise no middleware, no cost.
   if (deps.tracer !== undefined) app.use(traceRequests(deps.tracer));
-  app.use(provideDeps(deps, validators));
-  app.use(requestId());
-  app.use(accessLog());
-  if (deps.corsOrigins && deps.corsOrigins.length > 0) {
-    // Before authentication: a preflight carries no token.
-    app.use('/api/*', listedOriginsCors(deps.corsOrigins, CORS));
-  }
-  if (deps.metrics) {
-    const { collector } = deps.metrics;
-    app.use(async function countRequests(c, next) {
-      const started = performance.now();
-      await next();
-      // The route pattern, never the raw path: a bounded set of label values.
-      collector.observeRequest(c.req.method, c.req.routePath, c.res.status, (performance.now() - started) / 1000);
-    });
-  }
-  app.use('/api/*', async function noStore(c, next) {
-    await next();
-    c.res.headers.set('Cache-Control', 'no-store');
-  });
   const timeoutMs = deps.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   // import's longer deadline; a long-poll's wait on top of the usual one.
   const timeouts = new Map(
     operations.map((op) => [op.path, Math.max(timeoutMs, op.bulk?.timeoutMs ?? 0, timeoutMs + (op.waitsMs ?? 0))]),
   );
+  const renderError = errorRenderer(deps);
+  // The dependencies, request id, access log, CORS (before authentication: a preflight carries no
+  // token), metrics, no-store and the deadline, in one step (see front.ts).
   app.use(
-    '/api/*',
-    deadline((path) => timeouts.get(path) ?? timeoutMs),
+    front({
+      deps,
+      validators,
+      ...(deps.corsOrigins && deps.corsOrigins.length > 0 ? { cors: listedOriginsCors(deps.corsOrigins, CORS) } : {}),
+      ...(deps.metrics ? { metrics: deps.metrics.collector } : {}),
+      timeoutFor: (path) => timeouts.get(path) ?? timeoutMs,
+      onError: renderError,
+    }),
   );
 
   registerHealth(app);
   registerMetrics(app);
   registerDocs(app);
   registerConsole(app);
-  for (const op of operations) registerOperation(app, op);
+  for (const op of operations) registerOperation(app, op, renderError);
   registerMethodNotAllowed(app);
 
   app.notFound(function notFound(c) {
     return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));
   });
-  app.onError(function onError(error, c) {
+  app.onError(renderError);
+  return app;
+}
+
+/** How the service answers an error: an ApiError as its problem; the database gone, 503; anything else, 500. */
+function errorRenderer(deps: AppDeps): ErrorHandler<AppEnv> {
+  return function onError(error, c) {
     if (error instanceof ApiError) return renderProblem(c, error);
     if (isDatabaseUnavailable(error)) {
       (c.get('log') ?? deps.logger).warn({ err: describeError(error) }, 'database unavailable');
@@ -151,6 +177,5 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
       c,
       new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.'),
     );
-  });
-  return app;
+  };
 }

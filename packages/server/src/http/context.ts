@@ -16,6 +16,7 @@ import type { BreachedPasswords } from '../passwords/screening.ts';
 import type { TrustedProxies } from './client-address.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
+import type { RequestLog } from './middleware/request-id.ts';
 import type { WriteRecord } from './run-write.ts';
 import type { Validators } from './validation.ts';
 
@@ -64,7 +65,7 @@ export interface AppEnv {
   Variables: {
     requestId: string;
     /** The request's logger: every line carries its requestId and, when given, its W3C trace. */
-    log: Logger;
+    log: RequestLog;
     deps: AppDeps;
     validators: Validators;
     /** The parsed JSON body, set by the json-body middleware. */

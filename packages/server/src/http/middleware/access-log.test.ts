@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import type { TokenInfo } from '../../auth/tokens.ts';
 import { arrayLogger, testApp } from '../../testing/hono.ts';
+import type { AppDeps } from '../context.ts';
 import { ApiError, renderProblem } from '../errors.ts';
-import { accessLog } from './access-log.ts';
 import { requireToken } from './auth.ts';
-import { requestId } from './request-id.ts';
+import { front } from './front.ts';
 
 const SECRET_TOKEN = 'ua_secret-token-value';
 const SECRET_EMAIL = 'private.person@example.com';
 const SHOP: TokenInfo = { id: 'tok-shop', site: 'shop', scopes: ['read'], digest: 'digest-of-the-secret-token' };
 
-// As in the service: the request id comes first, so that the access line carries it, and the
-// token is checked after the access log started, so that a refused token is logged too.
+// As in the service: the front step writes the line (with the request id) once the answer is
+// made, and the token is checked after it, so that a refused token is logged too.
 function loggedApp(readiness: 200 | 503 = 200) {
   const { logger, lines } = arrayLogger();
   const tokens = {
@@ -19,8 +19,7 @@ function loggedApp(readiness: 200 | 503 = 200) {
     flushLastUsed: async () => {},
   };
   const app = testApp({ deps: { logger, tokens } });
-  app.use(requestId());
-  app.use(accessLog());
+  app.use(front({ deps: { logger, tokens } as unknown as AppDeps }));
   app.get('/api/1/user/get', (c) => c.json({ ok: true }));
   app.get('/users/:id', (c) => c.json({ id: c.req.param('id') }));
   app.post('/refuse', () => {
@@ -34,7 +33,7 @@ function loggedApp(readiness: 200 | 503 = 200) {
   return { app, lines };
 }
 
-describe('accessLog', () => {
+describe('the access log (front step)', () => {
   it('writes one line per request with method, route, status, duration and request id', async () => {
     const { app, lines } = loggedApp();
     const response = await app.request('/api/1/user/get', { headers: { 'X-Request-Id': 'req-1' } });

@@ -1,7 +1,8 @@
-import type { MiddlewareHandler } from 'hono';
+import type { Context } from 'hono';
 import type { TokenInfo } from '../../auth/tokens.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
+import type { RequestFields } from './request-id.ts';
 
 /** What a balancer or orchestrator asks every replica every few seconds. */
 const HEALTH_ROUTES = new Set(['/healthz', '/readyz']);
@@ -9,29 +10,36 @@ const HEALTH_ROUTES = new Set(['/healthz', '/readyz']);
 /**
  * One log line per request, with what an operator needs to find the caller (the token's id and
  * site, as in the audit trail) and why it failed (the problem `code`). Never the body, the query,
- * a header value or the token's digest: they may hold secrets, or stand in for one.
+ * a header value or the token's digest: they may hold secrets, or stand in for one. Written by the
+ * base logger with the request's fields first, as its child would write them (the front step,
+ * front.ts, calls it once the answer is made; `started` is performance.now() at its start).
  */
-export function accessLog(): MiddlewareHandler<AppEnv> {
-  return async function accessLogMiddleware(c, next) {
-    const started = performance.now();
-    await next();
-    const durationMs = Math.round((performance.now() - started) * 100) / 100;
-    // Set by requireToken, which runs after us: absent when the request never got that far.
-    const token = c.get('token') as TokenInfo | undefined;
-    const code = c.res.status >= 400 ? await problemCode(c) : undefined;
-    // A health check that succeeds is noise at info (two a second per replica behind HAProxy);
-    // one that fails is news.
-    const quiet = HEALTH_ROUTES.has(c.req.routePath) && c.res.status < 400;
-    c.get('log')[quiet ? 'debug' : 'info'](
-      {
-        method: c.req.method,
-        route: c.req.routePath,
-        status: c.res.status,
-        durationMs,
-        ...(token === undefined ? {} : { tokenId: token.id, site: token.site }),
-        ...(code === undefined ? {} : { code }),
-      },
-      'request',
-    );
-  };
+export async function logAccess(
+  c: Context<AppEnv>,
+  started: number,
+  fields: RequestFields,
+  route = c.req.routePath,
+): Promise<void> {
+  const durationMs = Math.round((performance.now() - started) * 100) / 100;
+  const { status } = c.res;
+  // A health check that succeeds is noise at info (two a second per replica behind HAProxy);
+  // one that fails is news.
+  const level = status < 400 && HEALTH_ROUTES.has(route) ? 'debug' : 'info';
+  const logger = c.get('deps').logger;
+  if (!logger.isLevelEnabled(level)) return;
+  // Set by the token check, which runs after the front step: absent when the request never got that far.
+  const token = c.get('token') as TokenInfo | undefined;
+  const code = status >= 400 ? await problemCode(c) : undefined;
+  logger[level](
+    {
+      ...fields,
+      method: c.req.method,
+      route,
+      status,
+      durationMs,
+      ...(token === undefined ? {} : { tokenId: token.id, site: token.site }),
+      ...(code === undefined ? {} : { code }),
+    },
+    'request',
+  );
 }

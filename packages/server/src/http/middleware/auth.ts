@@ -55,42 +55,51 @@ function requestAddress(c: Context<AppEnv>): string | undefined {
  */
 export function requireToken(): MiddlewareHandler<AppEnv> {
   return async function requireTokenMiddleware(c, next) {
-    const header = c.req.header('authorization')?.trim() ?? '';
-    const token = header.replace(/^bearer\s+/i, '');
-    const { tokens, authFailures } = c.get('deps');
-    const address = authFailures && requestAddress(c);
-    const attempt = authFailures?.attempt(address, token);
-    if (authFailures && attempt && attempt.retryAfter > 0)
-      throw tooManyFailures(authFailures.limit, attempt.retryAfter);
-    let info: Awaited<ReturnType<typeof tokens.verify>>;
-    try {
-      // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
-      info = token === '' || token.length > 512 ? undefined : await tokens.verify(token);
-    } catch (error) {
-      attempt?.done('abandoned');
-      throw error;
-    }
-    if (info === undefined) {
-      if (attempt?.done('failed')) {
-        c.get('log').warn(
-          { address, limit: authFailures?.limit },
-          'failed authentications over the limit: refusing this address until its window ends',
-        );
-      }
-      throw unauthorized(credentialSent(header));
-    }
-    attempt?.done('accepted', info.digest);
-    c.set('token', info);
+    await authenticate(c);
     await next();
   };
+}
+
+/** requireToken() as a function (a read's route runs it without a middleware frame): sets `token`, or throws 401 or 429. */
+export async function authenticate(c: Context<AppEnv>): Promise<void> {
+  const header = c.req.header('authorization')?.trim() ?? '';
+  const token = header.replace(/^bearer\s+/i, '');
+  const { tokens, authFailures } = c.get('deps');
+  const address = authFailures && requestAddress(c);
+  const attempt = authFailures?.attempt(address, token);
+  if (authFailures && attempt && attempt.retryAfter > 0) throw tooManyFailures(authFailures.limit, attempt.retryAfter);
+  let info: Awaited<ReturnType<typeof tokens.verify>>;
+  try {
+    // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
+    info = token === '' || token.length > 512 ? undefined : await tokens.verify(token);
+  } catch (error) {
+    attempt?.done('abandoned');
+    throw error;
+  }
+  if (info === undefined) {
+    if (attempt?.done('failed')) {
+      c.get('log').warn(
+        { address, limit: authFailures?.limit },
+        'failed authentications over the limit: refusing this address until its window ends',
+      );
+    }
+    throw unauthorized(credentialSent(header));
+  }
+  attempt?.done('accepted', info.digest);
+  c.set('token', info);
 }
 
 /** 403 for a valid token without the scope; runs after the rate limit, so refusals count too. */
 export function requireScope(scope: Scope): MiddlewareHandler<AppEnv> {
   return async function requireScopeMiddleware(c, next) {
-    if (!c.get('token').scopes.includes(scope)) {
-      throw new ApiError(403, 'forbidden', `This token does not have the ${scope} scope.`);
-    }
+    checkScope(c, scope);
     await next();
   };
+}
+
+/** requireScope() as a function: throws 403 when the request's token lacks `scope`. */
+export function checkScope(c: Context<AppEnv>, scope: Scope): void {
+  if (!c.get('token').scopes.includes(scope)) {
+    throw new ApiError(403, 'forbidden', `This token does not have the ${scope} scope.`);
+  }
 }

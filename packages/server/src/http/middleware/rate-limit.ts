@@ -27,17 +27,29 @@ function rateLimited(states: PolicyState[]): ApiError {
  */
 export function rateLimit(budget?: Budget): MiddlewareHandler<AppEnv> {
   return async function rateLimitMiddleware(c, next) {
-    const states = await c.get('deps').limiter.consume(c.get('token').id, budget);
-    c.set('rateLimits', states);
-    if (states.some((s) => s.exceeded)) {
-      const response = renderProblem(c, rateLimited(states));
-      setRateLimitHeaders(response.headers, states);
-      return response;
-    }
+    const refused = await countRequest(c, budget);
+    if (refused !== undefined) return refused;
     await next();
-    // An answer refused by a limit of its own (verify's lockout) names that limit instead.
-    if (!c.res.headers.has('RateLimit')) setRateLimitHeaders(c.res.headers, c.get('rateLimits'));
+    addRateLimitHeaders(c, c.res);
   };
+}
+
+/**
+ * rateLimit()'s count as a function (a read's route runs it without a middleware frame): the 429
+ * answer, with the fields, when a policy is exceeded; else nothing, the states kept for the answer.
+ */
+export async function countRequest(c: Context<AppEnv>, budget?: Budget): Promise<Response | undefined> {
+  const states = await c.get('deps').limiter.consume(c.get('token').id, budget);
+  c.set('rateLimits', states);
+  if (!states.some((s) => s.exceeded)) return undefined;
+  const response = renderProblem(c, rateLimited(states));
+  setRateLimitHeaders(response.headers, states);
+  return response;
+}
+
+/** The fields of what was counted, on `response`; an answer refused by a limit of its own (verify's lockout) names that limit instead. */
+export function addRateLimitHeaders(c: Context<AppEnv>, response: Response): void {
+  if (!response.headers.has('RateLimit')) setRateLimitHeaders(response.headers, c.get('rateLimits'));
 }
 
 /**

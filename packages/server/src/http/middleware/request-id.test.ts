@@ -1,31 +1,47 @@
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { isUuid } from '../../accounts/ids.ts';
 import { arrayLogger, testApp } from '../../testing/hono.ts';
+import type { AppDeps } from '../context.ts';
+import { front } from './front.ts';
 import { parseTraceparent, requestId } from './request-id.ts';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
 const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
 
+// The mock's gate uses the middleware; the service, its front step.
+const STEPS = {
+  requestId: () => requestId(),
+  'the front step': (logger: AppDeps['logger']) => front({ deps: { logger } as AppDeps }),
+};
+let step: keyof typeof STEPS = 'requestId';
+
 function idApp() {
   const { logger, lines } = arrayLogger();
   const app = testApp({ deps: { logger } });
-  app.use(requestId());
+  app.use(STEPS[step](logger));
   app.get('/r', (c) => {
     c.get('log').info('handled');
     return c.json({ requestId: c.get('requestId') });
   });
-  return { app, lines };
+  // The handler's line comes first; the front step writes the access line after it (access-log.test.ts).
+  return { app, lines, all: lines };
 }
 
-describe('requestId', () => {
+describe.each(Object.keys(STEPS) as (keyof typeof STEPS)[])('%s', (name) => {
+  beforeEach(() => {
+    step = name;
+  });
+
   it('keeps a sane X-Request-Id, answers it, and puts it on every log line of the request', async () => {
-    const { app, lines } = idApp();
+    const { app, all } = idApp();
     const response = await app.request('/r', { headers: { 'X-Request-Id': 'client-42.retry:1_a' } });
     expect(response.status).toBe(200);
     expect(response.headers.get('X-Request-Id')).toBe('client-42.retry:1_a');
     expect(await response.json()).toEqual({ requestId: 'client-42.retry:1_a' });
+    const lines = all.filter((line) => line.msg !== 'request');
     expect(lines).toEqual([expect.objectContaining({ msg: 'handled', requestId: 'client-42.retry:1_a' })]);
+    for (const line of all) expect(line).toMatchObject({ requestId: 'client-42.retry:1_a' });
   });
 
   it('makes a UUIDv7 when none is given', async () => {
@@ -66,9 +82,10 @@ describe('requestId', () => {
   });
 
   it("puts the caller's W3C trace on the log lines, and ignores an invalid one", async () => {
-    const { app, lines } = idApp();
+    const { app, all } = idApp();
     await app.request('/r', { headers: { traceparent: TRACEPARENT } });
     await app.request('/r', { headers: { traceparent: `00-${'0'.repeat(32)}-${PARENT_ID}-01` } });
+    const lines = all.filter((line) => line.msg !== 'request');
     expect(lines[0]).toMatchObject({ traceId: TRACE_ID, parentId: PARENT_ID });
     expect(lines[1]).not.toHaveProperty('traceId');
     expect(lines[1]).not.toHaveProperty('parentId');

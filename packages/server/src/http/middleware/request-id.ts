@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
+import type { Logger } from 'pino';
 import { uuidv7 } from '../../accounts/ids.ts';
 import type { AppEnv } from '../context.ts';
 
@@ -28,9 +29,51 @@ export function requestId(): MiddlewareHandler<AppEnv> {
   return async function requestIdMiddleware(c, next) {
     const id = requestIdFrom(c.req.header('x-request-id'));
     c.set('requestId', id);
-    c.set('log', c.get('deps').logger.child({ requestId: id, ...parseTraceparent(c.req.header('traceparent')) }));
+    c.set('log', requestLog(c.get('deps').logger, { requestId: id, ...parseTraceparent(c.req.header('traceparent')) }));
     await next();
     c.res.headers.set('X-Request-Id', id);
     c.res.headers.set('X-Content-Type-Options', 'nosniff');
   };
+}
+
+const LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+type Level = (typeof LEVELS)[number];
+/** One line at a level: an object of fields and a message, or a message alone (pino's calls). */
+type LogLine = (fieldsOrMessage: unknown, message?: string) => void;
+/** What a request logs through: the levels of a pino logger, each line carrying the request's fields. */
+export type RequestLog = Record<Level, LogLine>;
+
+/** The fields every line of a request carries, in this order: its id, and the caller's W3C trace. */
+export type RequestFields = { requestId: string; traceId?: string; parentId?: string };
+
+/**
+ * A request's logger that makes its pino child only when the request logs a line of its own: most
+ * never do (the access-log line is written by the base logger with the same fields, see front.ts),
+ * and a child per request was a measurable part of a read's cost (issue 33).
+ */
+class LazyRequestLog {
+  #child: Logger | undefined;
+  readonly #base: Logger;
+  readonly #fields: RequestFields;
+  constructor(base: Logger, fields: RequestFields) {
+    this.#base = base;
+    this.#fields = fields;
+  }
+  child(): Logger {
+    this.#child ??= this.#base.child(this.#fields);
+    return this.#child;
+  }
+}
+for (const level of LEVELS) {
+  Object.defineProperty(LazyRequestLog.prototype, level, {
+    value(this: LazyRequestLog, ...args: unknown[]) {
+      const log = this.child();
+      (log[level] as (...a: unknown[]) => void).apply(log, args);
+    },
+  });
+}
+
+/** The request's logger: `fields` on every line, the pino child made on the first line. */
+export function requestLog(base: Logger, fields: RequestFields): RequestLog {
+  return new LazyRequestLog(base, fields) as unknown as RequestLog;
 }
