@@ -195,6 +195,15 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       );
     });
 
+    it('takes a challenge once under concurrency: of the same answer sent twice at once, one logs in', async () => {
+      const { client } = await newSite();
+      const user = await withPasskey(client);
+      // Counter 0, as authenticators that keep none (synced passkeys) send: the challenge alone stops the replay.
+      const answer = user.authenticator.assert(await loginOptions(client), { counter: 0 });
+      const both = await Promise.all([login(client, answer), login(client, answer)]);
+      expect(both.map((r) => r.response.status).sort()).toEqual([200, 422]);
+    });
+
     it('checks the sign counter: a counter that does not go up (a cloned key) is refused', async () => {
       const { client } = await newSite();
       const user = await withPasskey(client);
