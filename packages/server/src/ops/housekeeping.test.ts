@@ -14,7 +14,7 @@ import { addEndpoint } from '../events/webhooks/endpoints.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
 import { runCommand } from './commands.ts';
-import { purgeAudit, purgeEvents, startHousekeeping } from './housekeeping.ts';
+import { purgeAudit, purgeEvents, purgeExpired, startHousekeeping } from './housekeeping.ts';
 
 let database: Database;
 beforeAll(async () => {
@@ -218,6 +218,21 @@ describe('ending timed suspensions', () => {
     },
     30_000,
   );
+});
+
+describe('purging what has expired', () => {
+  it('removes passkey challenges past their time, of a site that asks for no more, and keeps the live ones', async () => {
+    const site = `quiet-${randomUUID().slice(0, 8)}`;
+    const [gone, live] = [randomUUID(), randomUUID()];
+    await database.db.execute(sql`insert into passkey_challenges (challenge_hash, site, purpose, expires_at)
+      values (${gone}, ${site}, 'login', now() - interval '1 second'), (${live}, ${site}, 'login', now() + interval '5 minutes')`);
+    await purgeExpired(database.db);
+    const left = await rows<{ hash: string }>(
+      database.db,
+      sql`select challenge_hash as hash from passkey_challenges where site = ${site}`,
+    );
+    expect(left).toEqual([{ hash: live }]);
+  });
 });
 
 // Deletion with a grace period (issue 30, point 1): the purge at its end leaves nothing that names

@@ -6,7 +6,7 @@ import { endDueSuspensions } from '../accounts/suspensions.ts';
 import type { WriteDeps } from '../accounts/unit-of-work.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Db, rows } from '../db/client.ts';
-import { idempotencyKeys, rateLimits, tickets } from '../db/schema.ts';
+import { idempotencyKeys, passkeyChallenges, rateLimits, tickets } from '../db/schema.ts';
 import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
 import { describeError } from '../http/errors.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
@@ -18,13 +18,18 @@ export const SUSPENSIONS_EVERY_MS = 5_000;
 /** How late an account is purged after its grace period (the spec says within a minute). */
 export const DELETED_EVERY_MS = 30_000;
 
-/** Deletes idempotency keys past their 24 hours, rate-limit windows long over, stale verify counts and expired tickets. */
+/**
+ * Deletes idempotency keys past their 24 hours, rate-limit windows long over, stale verify counts,
+ * expired tickets and expired passkey challenges (a site that stops asking for options would
+ * otherwise keep its last ones, up to CHALLENGES_PER_SITE).
+ */
 export async function purgeExpired(db: Db): Promise<void> {
   await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
   await db.delete(rateLimits).where(lt(rateLimits.windowStart, sql`now() - interval '2 days'`));
   await purgeStaleFailures(db);
   // Expired tickets are misses already (every lookup says expires_at > now()): their rows go.
   await db.delete(tickets).where(lt(tickets.expiresAt, sql`now()`));
+  await db.delete(passkeyChallenges).where(lt(passkeyChallenges.expiresAt, sql`now()`));
 }
 
 /**
