@@ -2,10 +2,11 @@
 // hasher and the database lockout.
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addressKey } from '../auth/failed-authentications.ts';
 import { type Database, openPglite } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../http/errors.ts';
-import { databaseLockout } from '../limits/lockout.ts';
+import { databaseLockout, lockoutKey } from '../limits/lockout.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
 import { uuidv7 } from './ids.ts';
 import type { WriteScope } from './unit-of-work.ts';
@@ -81,6 +82,28 @@ describe('verifyPassword', () => {
       status: 429,
       code: 'too_many_attempts',
     });
+  });
+
+  it('counts by the account id whichever identifier named it, and the address apart, in the statement that reads the account; a success clears the one and takes back the other', async () => {
+    const { id, email } = await account();
+    const address = '203.0.113.34';
+    const byId = lockoutKey('default', 'id', id);
+    const fromAddress = lockoutKey('default', 'address', addressKey(address));
+    const wrong = { email, password: 'Not-the-password-2', sent: 'Not-the-password-2', address };
+    await refusal(verifyPassword(scope('v-count'), deps, wrong));
+    expect((await deps.lockout.read(byId))?.failures).toBe(1);
+    expect(await deps.lockout.read(lockoutKey('default', 'email', email))).toBeUndefined();
+    expect((await deps.lockout.read(fromAddress))?.failures).toBe(1);
+    const right = { _userId: id, password: PASSWORD, sent: PASSWORD, address };
+    expect(await verifyPassword(scope('v-count-ok'), deps, right)).toBe(id);
+    expect(await deps.lockout.read(byId)).toBeUndefined();
+    expect((await deps.lockout.read(fromAddress))?.failures).toBe(1);
+    // An unknown email counts as given.
+    const unknown = `nobody.${id}@example.com`;
+    await refusal(
+      verifyPassword(scope('v-count-unknown'), deps, { email: unknown, password: PASSWORD, sent: PASSWORD }),
+    );
+    expect((await deps.lockout.read(lockoutKey('default', 'email', unknown)))?.failures).toBe(1);
   });
 
   it('refuses a disabled account with 403 account_disabled, and writes nothing', async () => {

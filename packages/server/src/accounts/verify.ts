@@ -2,11 +2,19 @@
 // success clears its failures and replaces a hash made otherwise than ours are now.
 import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth/failed-authentications.ts';
-import { users } from '../db/schema.ts';
+import { type Db, rows } from '../db/client.ts';
+import { userFactors, users } from '../db/schema.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
-import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
+import { generationOf, generationSql, makeLoginTicket } from '../factors/login-ticket.ts';
 import { ApiError } from '../http/errors.ts';
-import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
+import {
+  type LockoutPolicy,
+  type LockoutStore,
+  lockoutKey,
+  lookUpAndAttempt,
+  successParts,
+  type VerifyLimits,
+} from '../limits/lockout.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
@@ -80,25 +88,45 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
   // The account first: its failures count once, by its id, whichever identifier named it (10 by
   // email and 10 more by _userId were 20 guesses a window). An identifier no account in reach
   // has counts as given, so an unknown one locks after as many failures, with the same answer.
-  const [row] = await db
+  const lookup = db
     .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
     .from(users)
     .where(and(match, inReachOf(site)))
     .limit(1);
-  const identifier =
-    row !== undefined
-      ? lockoutKey(site, 'id', row.id.toLowerCase())
-      : request.email !== undefined
-        ? lockoutKey(site, 'email', request.email.toLowerCase())
-        : lockoutKey(site, 'id', request._userId!.toLowerCase());
+  const given =
+    request.email !== undefined
+      ? lockoutKey(site, 'email', request.email.toLowerCase())
+      : lockoutKey(site, 'id', request._userId!.toLowerCase());
   // An address counts by its /64 for IPv6, as the failed-authentication limit does.
   const fromAddress =
     request.address === undefined ? undefined : lockoutKey(site, 'address', addressKey(request.address));
   // Each attempt is counted as a failure before the password is checked (see lockout.ts), and
-  // taken back when it was not one.
-  const addressWait = fromAddress === undefined ? 0 : await lockout.attempt(fromAddress, verifyLimits.address);
+  // taken back when it was not one. With the counts in this database, the account and the
+  // attempts are one round trip before the hash (lookUpAndAttempt); with Redis, the account
+  // first, then the attempts there.
+  const inDatabase = lockout.db === db;
+  let row: Account | undefined;
+  let identifier: string;
+  let addressWait = 0;
+  let wait = 0;
+  if (inDatabase) {
+    const looked = await lookUpAndAttempt<Account>(
+      db,
+      lookup.getSQL(),
+      sql`account.id, account.password_hash as "passwordHash", account.disabled`,
+      site,
+      given,
+      verifyLimits.identifier,
+      fromAddress === undefined ? undefined : { key: fromAddress, policy: verifyLimits.address },
+    );
+    ({ row, identifier, addressWait, wait } = looked);
+  } else {
+    [row] = await lookup;
+    identifier = row !== undefined ? lockoutKey(site, 'id', row.id.toLowerCase()) : given;
+    if (fromAddress !== undefined) addressWait = await lockout.attempt(fromAddress, verifyLimits.address);
+    if (addressWait === 0) wait = await lockout.attempt(identifier, verifyLimits.identifier);
+  }
   if (addressWait > 0) throw tooManyAttempts(addressWait, 'failed_verify_address', verifyLimits.address);
-  const wait = await lockout.attempt(identifier, verifyLimits.identifier);
   if (wait > 0) {
     if (fromAddress !== undefined) await lockout.undo(fromAddress, verifyLimits.address);
     throw tooManyAttempts(wait, 'failed_verify', verifyLimits.identifier);
@@ -141,6 +169,15 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       throw error;
     });
   }
+  const rehash = async (tx: Db) => {
+    if (rehashed === undefined) return;
+    // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
+    await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
+    await tx
+      .update(users)
+      .set({ passwordHash: rehashed })
+      .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
+  };
   // With an enabled second factor the right password is only the first step: audited as the 403
   // it answers, with the ticket for the second (factors/login-ticket.ts).
   const done = (w: Verified) =>
@@ -150,20 +187,35 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
   scope.report?.({ userId: row.id });
   const verified = await unjudged(() =>
     inWrite(scope, deps, 'verify', done, async (tx): Promise<Verified | undefined> => {
+      if (inDatabase) {
+        // One statement: the account locked (disabled since it was read: refused, as if it had
+        // been disabled before), its counts cleared with the success, atomically, and its enabled
+        // factors with their generation, for the ticket of the second step.
+        const enabled = sql`exists (select 1 from locked_account where not disabled)`;
+        const address = fromAddress === undefined ? undefined : { key: fromAddress, policy: verifyLimits.address };
+        const [now] = await rows<{ disabled: boolean | null; factors: string[]; generation: string }>(
+          tx,
+          sql`with locked_account as (
+              select ${users.disabled} as disabled from ${users} where ${users.id} = ${row.id} for update
+            ), ${successParts(identifier, address, enabled)}
+            select (select disabled from locked_account) as disabled,
+              array(select distinct ${userFactors.type} from ${userFactors}
+                where ${userFactors.userId} = ${row.id} and ${userFactors.enabledAt} is not null
+                order by 1) as factors,
+              ${generationSql(row.id)} as generation`,
+        );
+        if (now === undefined || now.disabled === null || now.disabled) return undefined;
+        await rehash(tx);
+        if (now.factors.length === 0) return { userId: row.id };
+        return { userId: row.id, factors: [...now.factors].sort(), generation: now.generation };
+      }
       // Disabled since it was read: refused, as if it had been disabled before.
       const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
       if (now === undefined || now.disabled) return undefined;
       // Counts in this database are cleared with the success, atomically; others after it commits.
       const inTransaction = lockout.inTransaction?.(tx);
       if (inTransaction !== undefined) await succeeded(inTransaction);
-      if (rehashed !== undefined) {
-        // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
-        await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
-        await tx
-          .update(users)
-          .set({ passwordHash: rehashed })
-          .where(and(eq(users.id, row.id), eq(users.passwordHash, stored)));
-      }
+      await rehash(tx);
       const factors = await enabledFactorTypes(tx, row.id);
       if (factors.length === 0) return { userId: row.id };
       return { userId: row.id, factors, generation: await generationOf(tx, row.id) };
@@ -185,6 +237,12 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
     throw secondFactorRequired(ticket, verified.factors);
   }
   return row.id;
+}
+
+interface Account {
+  id: string;
+  passwordHash: string | null;
+  disabled: boolean;
 }
 
 interface Verified {

@@ -8,8 +8,8 @@
 // success changes, under the account's row lock; so a ticket is spent by the first success, and a
 // concurrent second one finds the generation moved.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, eq, isNotNull, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
+import { type Db, rows } from '../db/client.ts';
 import { recoveryCodes, serviceKeys, userFactors } from '../db/schema.ts';
 
 /** Five minutes: time to open an authenticator app, never a session. */
@@ -42,18 +42,21 @@ function keyOf(db: Db): Promise<Buffer> {
 
 /** The account's second-factor generation (see above), read in `db` (the caller's transaction). */
 export async function generationOf(db: Db, userId: string): Promise<string> {
-  const [factors] = await db
-    .select({
-      step: sql<string>`coalesce(max(${userFactors.lastStep}), 0)::text`,
-      used: sql<string>`coalesce(floor(extract(epoch from max(${userFactors.lastUsedAt})) * 1000), 0)::text`,
-    })
-    .from(userFactors)
-    .where(eq(userFactors.userId, userId));
-  const [codes] = await db
-    .select({ n: sql<string>`count(*)::text` })
-    .from(recoveryCodes)
-    .where(and(eq(recoveryCodes.userId, userId), isNotNull(recoveryCodes.usedAt)));
-  return `${factors?.step ?? 0}:${factors?.used ?? 0}:${codes?.n ?? 0}`;
+  const [row] = await rows<{ generation: string }>(db, sql`select ${generationSql(userId)} as generation`);
+  return row!.generation;
+}
+
+/**
+ * The generation as an SQL text expression, for a caller's own statement (verify reads it with the
+ * account's factors): `step:used:codes`, as generationOf answers it.
+ */
+export function generationSql(userId: string): SQL {
+  const factors = sql`(select coalesce(max(${userFactors.lastStep}), 0)::text || ':' ||
+    coalesce(floor(extract(epoch from max(${userFactors.lastUsedAt})) * 1000), 0)::text
+    from ${userFactors} where ${userFactors.userId} = ${userId})`;
+  const codes = sql`(select count(*)::text from ${recoveryCodes}
+    where ${and(eq(recoveryCodes.userId, userId), isNotNull(recoveryCodes.usedAt))})`;
+  return sql`(${factors} || ':' || ${codes})`;
 }
 
 const mac = (key: Buffer, body: string) => createHmac('sha256', key).update(`second_factor\n${body}`).digest();

@@ -3,7 +3,7 @@
 // REDIS_URL is set, in Redis, so that every server of a deployment shares them. An identifier no
 // account in reach has is counted as given, so a lockout says nothing about which emails exist.
 import { createHash } from 'node:crypto';
-import { eq, sql } from 'drizzle-orm';
+import { eq, type SQL, sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
@@ -68,6 +68,11 @@ export interface LockoutStore {
    * in its own transaction, and commits with them. Absent when they are elsewhere (Redis).
    */
   inTransaction?(tx: Db): LockoutStore;
+  /**
+   * The database store: the database its counts are rows of, so that a caller working in that
+   * database counts and clears them in its own statements (lookUpAndAttempt, successParts).
+   */
+  db?: Db;
 }
 
 export function databaseLockout(db: Db): LockoutStore {
@@ -77,6 +82,7 @@ export function databaseLockout(db: Db): LockoutStore {
     clear: (key) => clearFailures(db, key),
     read: (key) => readFailures(db, key),
     inTransaction: (tx) => databaseLockout(tx),
+    db,
   };
 }
 
@@ -88,6 +94,19 @@ export function databaseLockout(db: Db): LockoutStore {
  * verify (the identifier and the address): six of a verify's fifteen round trips.
  */
 async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<number> {
+  const one = attemptParts('a', sql`${key}::text`, policy);
+  const [row] = await rows<{ wait: number }>(db, sql`with ${one.ctes} select ${one.wait}::int as wait`);
+  return Number(row?.wait ?? 0);
+}
+
+/**
+ * An attempt as parts of a caller's statement: the CTEs `<name>_locked` and `<name>_counted`
+ * counting one on `key` (an SQL text expression) unless `guard` is false, and the expression of
+ * its wait (the seconds of the lock that refused it, or 0).
+ */
+function attemptParts(name: string, key: SQL, policy: LockoutPolicy, guard: SQL = sql`true`): { ctes: SQL; wait: SQL } {
+  const locked = sql.raw(`${name}_locked`);
+  const counted = sql.raw(`${name}_counted`);
   const window = sql`make_interval(secs => ${policy.windowSeconds})`;
   // The count starts again once a window has passed since the last failure or the last lock's end.
   const stale = sql`greatest(${verifyFailures.windowStart}, coalesce(${verifyFailures.lockedUntil}, ${verifyFailures.windowStart})) + ${window} <= now()`;
@@ -95,32 +114,104 @@ async function attempt(db: Db, key: string, policy: LockoutPolicy): Promise<numb
   const lock = sql`least(${policy.lockSeconds}::float8 * power(2, greatest(0, ${failures} - ${policy.limit})), ${policy.maxLockSeconds}::float8)`;
   const firstLock =
     policy.limit <= 1 ? sql`now() + make_interval(secs => ${policy.lockSeconds})` : sql`null::timestamptz`;
-  const [row] = await rows<{ wait: number }>(
-    db,
-    sql`
-    with locked as (
+  const ctes = sql`
+    ${locked} as (
       select ceil(extract(epoch from (${verifyFailures.lockedUntil} - now())))::int as wait
       from ${verifyFailures} where ${verifyFailures.key} = ${key} for update
-    ), counted as (
+    ), ${counted} as (
       insert into ${verifyFailures} (key, failures, window_start, locked_until)
       select ${key}, 1, now(), ${firstLock}
-      where not exists (select 1 from locked where wait > 0)
+      where not exists (select 1 from ${locked} where wait > 0) and ${guard}
       on conflict (key) do update set
         failures = ${failures},
         window_start = now(),
         locked_until = case when ${failures} >= ${policy.limit} then now() + make_interval(secs => ${lock})
           when ${stale} then null else ${verifyFailures.lockedUntil} end
       returning failures, ceil(extract(epoch from (locked_until - now())))::int as wait
-    )
-    -- A lock in force refuses the attempt, uncounted. So does a count past the limit on a key
-    -- that had no row when the attempt began: attempts racing on a new key could not wait for
-    -- its lock (after a lock ends, the next attempt goes on, as before).
-    select coalesce(
-      (select wait from locked where wait > 0),
-      (select wait from counted where failures > ${policy.limit} and wait > 0 and not exists (select 1 from locked)),
-      0)::int as wait`,
+    )`;
+  // A lock in force refuses the attempt, uncounted. So does a count past the limit on a key
+  // that had no row when the attempt began: attempts racing on a new key could not wait for
+  // its lock (after a lock ends, the next attempt goes on, as before).
+  const wait = sql`coalesce(
+      (select wait from ${locked} where wait > 0),
+      (select wait from ${counted} where failures > ${policy.limit} and wait > 0 and not exists (select 1 from ${locked})),
+      0)`;
+  return { ctes, wait };
+}
+
+/** What verify learns before its hash: the account (if any), its identifier's key and the attempts' waits. */
+export interface LookedUp<R> {
+  row: R | undefined;
+  /** The identifier's key: by the account's id when there is one, else `fallback`. */
+  identifier: string;
+  /** Seconds of the address's lock that refused the attempt; 0: counted (or no address). */
+  addressWait: number;
+  /** Seconds of the identifier's lock that refused it; 0: counted. Not attempted while the address is locked. */
+  wait: number;
+}
+
+/**
+ * verify's one round trip before its hash, on the database store: the account read by `lookup`
+ * (a select of at most one row, with an `id` column), its identifier's key worked out from it as
+ * lockoutKey(site, 'id', id) does, and the attempts counted as attempt() counts them, the
+ * address's first and the identifier's only when the address's went on. Was three statements.
+ */
+export async function lookUpAndAttempt<R extends { id: string }>(
+  db: Db,
+  lookup: SQL,
+  columns: SQL,
+  site: string,
+  fallback: string,
+  identifierPolicy: LockoutPolicy,
+  address?: { key: string; policy: LockoutPolicy },
+): Promise<LookedUp<R>> {
+  const byId = sql`encode(sha256(convert_to(${site}::text || chr(10) || 'id' || chr(10) || lower(account.id::text), 'UTF8')), 'hex')`;
+  const identifierKey = sql`(select key from identifier)`;
+  const fromAddress =
+    address === undefined ? undefined : attemptParts('addr', sql`${address.key}::text`, address.policy);
+  const ofIdentifier = attemptParts(
+    'ident',
+    identifierKey,
+    identifierPolicy,
+    fromAddress === undefined ? sql`true` : sql`${fromAddress.wait} = 0`,
   );
-  return Number(row?.wait ?? 0);
+  const [row] = await rows<Record<string, unknown> & { _key: string; _address_wait: number; _wait: number }>(
+    db,
+    sql`with account as (${lookup}),
+      identifier as (select coalesce((select ${byId} from account), ${fallback}::text) as key),
+      ${fromAddress === undefined ? sql`` : sql`${fromAddress.ctes},`}
+      ${ofIdentifier.ctes}
+    select ${columns}, (select key from identifier) as _key,
+      ${fromAddress === undefined ? sql`0` : fromAddress.wait}::int as _address_wait,
+      ${ofIdentifier.wait}::int as _wait
+    from (select 1) as one left join account on true`,
+  );
+  const { _key, _address_wait, _wait, ...account } = row!;
+  return {
+    row: account.id == null ? undefined : (account as unknown as R),
+    identifier: _key,
+    addressWait: Number(_address_wait),
+    wait: Number(_wait),
+  };
+}
+
+/**
+ * A success, as CTEs of the caller's statement on the database store: the identifier's count
+ * cleared and the address's attempt taken back (its lock lifted below the limit), as clear() and
+ * undo(key, policy) do, only when `guard` holds.
+ */
+export function successParts(
+  identifier: string,
+  address: { key: string; policy: LockoutPolicy } | undefined,
+  guard: SQL,
+): SQL {
+  const cleared = sql`cleared as (delete from ${verifyFailures} where ${verifyFailures.key} = ${identifier} and ${guard})`;
+  if (address === undefined) return cleared;
+  const left = sql`greatest(${verifyFailures.failures} - 1, 0)`;
+  return sql`${cleared}, undone as (
+    update ${verifyFailures} set failures = ${left},
+      locked_until = case when ${left} < ${address.policy.limit} then null else ${verifyFailures.lockedUntil} end
+    where ${verifyFailures.key} = ${address.key} and ${guard})`;
 }
 
 async function undoAttempt(db: Db, key: string, policy?: LockoutPolicy): Promise<void> {
