@@ -15,6 +15,7 @@ const contractTests = (files: string[]) => files.map((f) => `packages/contract-t
 
 /** Server modules tested against a database they open (PGlite, or TEST_DATABASE_URL's PostgreSQL). */
 const integration = server([
+  'accounts/create',
   'accounts/listing',
   'accounts/tickets',
   'accounts/verify',
