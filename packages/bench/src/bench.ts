@@ -11,7 +11,7 @@
 //
 // Where the report goes:
 // - a full run (`./pnpmw bench`, 3 rounds of 5 s): bench/results/<date>.md and .svg;
-// - `--quick` (2 rounds of 2 s, under 2 minutes): $TMPDIR/ua-bench/<date>-quick.md, headed
+// - `--quick` (2 rounds of 2 s, about 3 minutes on 2 cores): $TMPDIR/ua-bench/<date>-quick.md, headed
 //   "not a result". It keeps get-by-id against the floor (so the noise check still applies), the
 //   peer comparison, get-by-id with 4 KiB of metadata against without, the two-step login against
 //   password-only verify, and create, update, delete and then the 90/10 mix (whose p99 after the
