@@ -34,6 +34,20 @@ function parse(address: string): ipaddr.IPv4 | ipaddr.IPv6 | undefined {
  * index, a port).
  */
 export function canonicalAddress(address: string): string | undefined {
+  // Remembered: every request of a token check asks for its peer's (ipaddr.js was about 1% of a
+  // get's CPU, issue 33); bounded, and cleared when full, so that many peers cost only a miss.
+  const known = canonical.get(address);
+  if (known !== undefined || canonical.has(address)) return known;
+  const written = canonicalFormOf(address);
+  if (canonical.size >= CANONICAL_CACHE_MAX_ENTRIES) canonical.clear();
+  canonical.set(address, written);
+  return written;
+}
+
+const CANONICAL_CACHE_MAX_ENTRIES = 10_000;
+const canonical = new Map<string, string | undefined>();
+
+function canonicalFormOf(address: string): string | undefined {
   const parsed = parse(address.trim());
   if (parsed === undefined || parsed.kind() === 'ipv4') return parsed?.toString();
   const [a, b, c, d, e, f, high, low] = (parsed as ipaddr.IPv6).parts as [number, ...number[]];

@@ -1,4 +1,5 @@
 import type { Context } from 'hono';
+import type { Logger } from 'pino';
 import type { TokenInfo } from '../../auth/tokens.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
@@ -19,13 +20,13 @@ export async function logAccess(
   started: number,
   fields: RequestFields,
   route = c.req.routePath,
+  logger: Logger = c.get('deps').logger,
 ): Promise<void> {
   const durationMs = Math.round((performance.now() - started) * 100) / 100;
   const { status } = c.res;
   // A health check that succeeds is noise at info (two a second per replica behind HAProxy);
   // one that fails is news.
   const level = status < 400 && HEALTH_ROUTES.has(route) ? 'debug' : 'info';
-  const logger = c.get('deps').logger;
   if (!logger.isLevelEnabled(level)) return;
   // Set by the token check, which runs after the front step: absent when the request never got that far.
   const token = c.get('token') as TokenInfo | undefined;
@@ -43,3 +44,10 @@ export async function logAccess(
     'request',
   );
 }
+
+/**
+ * The base logger without redaction, for the access line alone: its fields are fixed above and none
+ * of them is a redacted path (REDACT in assemble.ts), so the line is the same, at a quarter less
+ * of its cost (pino's redaction walks every line's fields; issue 33).
+ */
+export const accessLogger = (base: Logger): Logger => base.child({}, { redact: { paths: [] } });

@@ -4,7 +4,7 @@ import type { Metrics } from '../../ops/metrics.ts';
 import type { AppDeps, AppEnv } from '../context.ts';
 import { ApiError, renderProblem } from '../errors.ts';
 import type { Validators } from '../validation.ts';
-import { logAccess } from './access-log.ts';
+import { accessLogger, logAccess } from './access-log.ts';
 import { withDeadline } from './deadline.ts';
 import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './request-id.ts';
 
@@ -42,6 +42,7 @@ const renderApiError: ErrorHandler<AppEnv> = (error, c) => {
 export function front(options: FrontOptions): MiddlewareHandler<AppEnv> {
   const { deps, validators, cors, metrics, timeoutFor } = options;
   const onError = options.onError ?? renderApiError;
+  const accessLog = accessLogger(deps.logger);
   return async function frontStep(c, next) {
     const started = performance.now();
     c.set('deps', deps);
@@ -79,7 +80,7 @@ export function front(options: FrontOptions): MiddlewareHandler<AppEnv> {
       await rest();
     }
 
-    await logAccess(c, started, fields, route ?? routeOf(c, api, frontStep));
+    await logAccess(c, started, fields, route ?? routeOf(c, api, frontStep), accessLog);
     c.res.headers.set('X-Request-Id', requestId);
     c.res.headers.set('X-Content-Type-Options', 'nosniff');
   };
