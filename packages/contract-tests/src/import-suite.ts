@@ -302,6 +302,8 @@ export function defineImportSuite(spec: TargetSpec): void {
       const given = `${secret.toLowerCase()}${'='.repeat((8 - (secret.length % 8)) % 8)}`;
       const { data, response } = await client.POST('/api/1/user/import', {
         body: { users: [{ email, name: 'Grace', password: PASSWORD, totp: { secret: given, label: 'Phone' } }] },
+        // The answer is kept for the key, in the database: it must hold no secret either.
+        params: { header: { 'Idempotency-Key': `totp-${email}` } },
       });
       expect(response.status).toBe(200);
       expect(data?.result).toMatchObject({ created: 1, failed: 0 });
@@ -338,6 +340,11 @@ export function defineImportSuite(spec: TargetSpec): void {
       expect(String(rows[0]!.secret)).toMatch(/^v1\.[A-Za-z0-9_-]+\./);
       const dump = JSON.stringify(rows).toUpperCase();
       expect(dump).not.toContain(secret.slice(0, 16));
+      // Nor anywhere else the import wrote: the kept answer, the audit trail, the events.
+      for (const table of ['idempotency_keys', 'audit_log', 'event_queue', 'events']) {
+        const all = JSON.stringify(await h.target.sql(`select * from ${table}`)).toUpperCase();
+        expect(all, table).not.toContain(secret.slice(0, 16));
+      }
 
       // Audited and told as an enabled factor is, without the secret.
       const audit = await client.GET('/api/1/audit', { params: { query: { _userId: userId } } });
