@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
-import { cursorScope, cursorsOf, pageOfMatches } from './listing.ts';
+import { cursorScope, cursorsOf, LONG_WALK, pageOfMatches, secondWalk, WALK_BUDGET } from './listing.ts';
 
 let database: Database;
 beforeAll(async () => {
@@ -64,5 +64,14 @@ describe("a page of a metadata filter's few matches", () => {
       '0193a1e4-0000-7000-8000-00000000000a',
       '0193a1e4-0000-7000-8000-00000000000f',
     ]);
+  });
+});
+
+describe("a metadata filter's second walk", () => {
+  it('reads twice the rows the first walk says a page takes, at most LONG_WALK', () => {
+    // 50 matches in the first 1,000 rows: 101 matches take about 2,020 rows; twice that.
+    expect(secondWalk(50, 100)).toBe(Math.ceil((2 * 101 * WALK_BUDGET) / 50));
+    expect(secondWalk(10, 100)).toBe(Math.min(LONG_WALK, Math.ceil((2 * 101 * WALK_BUDGET) / 10)));
+    expect(secondWalk(1, 1000)).toBe(LONG_WALK);
   });
 });

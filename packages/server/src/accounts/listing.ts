@@ -188,7 +188,21 @@ export function keyset(position: Position | undefined, order: 'asc' | 'desc') {
 export const WALK_BUDGET = 1_000;
 
 /**
- * When the walk did not fill the page: under this many matches, the page is read through the GIN
+ * When the walk did not fill the page but found at least this many matches (one account in 100
+ * or more), the page is read by a second walk sized from what the first found (twice the rows it
+ * should take, at most LONG_WALK): for a page of 100, about 20,000 rows at one in 100, where
+ * counting the matches first would read thousands of them at random. A walk, not the planner's
+ * choice: it would read such a value through the GIN index whenever its sample missed it.
+ */
+export const MANY_IN_WALK = 10;
+export const LONG_WALK = 100_000;
+
+/** The second walk's length, from the matches the first found (see MANY_IN_WALK). */
+export const secondWalk = (found: number, limit: number) =>
+  Math.min(LONG_WALK, Math.ceil((2 * (limit + 1) * WALK_BUDGET) / Math.max(found, 1)));
+
+/**
+ * When the walk found fewer: under this many matches, the page is read through the GIN
  * index and sorted (reading every match: about 8 µs each, random heap pages); from it on, by
  * walking the creation index to the end of the page (about 0.5 µs a row, in order). For a page of
  * 100 the two cost alike at about sqrt(100 × accounts / 16) matches: 2,500 at 1M.
@@ -203,13 +217,20 @@ export const FEW_MATCHES = 3_000;
  * accounts, 40–90 ms to count 10,000 of a quarter of the accounts, where this walk takes 0.5 ms.
  * The subquery is named `users`, so that the filters' columns are its columns.
  */
-export function walkQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
+export function walkQuery(
+  db: Db,
+  site: string,
+  filters: ListFilters,
+  walk: ReturnType<typeof keyset>,
+  limit: number,
+  budget = WALK_BUDGET,
+) {
   const window = db
     .select(SHOWN_COLUMNS)
     .from(users)
     .where(and(inReachOf(site), walk.after))
     .orderBy(...walk.orderBy)
-    .limit(WALK_BUDGET)
+    .limit(budget)
     .as('users');
   return db
     .select(SHOWN_COLUMNS)

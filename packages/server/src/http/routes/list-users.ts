@@ -8,8 +8,10 @@ import {
   keyset,
   type ListFilters,
   listQuery,
+  MANY_IN_WALK,
   pageOfMatches,
   rowsById,
+  secondWalk,
   walkQuery,
 } from '../../accounts/listing.ts';
 import type { Db } from '../../db/client.ts';
@@ -23,13 +25,18 @@ export const LIST_USERS_PATH = '/api/1/user/list';
 
 /**
  * A page of the list. With a metadata filter (which PostgreSQL cannot estimate), a short walk in
- * the list's order first, which a common value fills; else the GIN index and a sort when few
- * accounts match, or the whole walk when many do (see accounts/listing.ts).
+ * the list's order first, which a common value fills; a value it found often enough gets a longer
+ * walk; else its matches are read through the GIN index when few, or walked when many (see
+ * accounts/listing.ts).
  */
 async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
   if (filters.metadata === undefined) return listQuery(db, site, filters, walk, limit);
   const walked = await walkQuery(db, site, filters, walk, limit);
   if (walked.length > limit) return walked;
+  if (walked.length >= Math.min(MANY_IN_WALK, limit)) {
+    const further = await walkQuery(db, site, filters, walk, limit, secondWalk(walked.length, limit));
+    if (further.length > limit) return further;
+  }
   const few = await fewMatchesAfter(db, site, filters, walk);
   if (few === undefined) return listQuery(db, site, filters, walk, limit);
   const ids = pageOfMatches(few, walk.order, limit);
