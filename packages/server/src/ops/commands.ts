@@ -40,10 +40,11 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   {
     name: 'token create',
     synopsis: 'token create --site NAME --scopes read,write --label TEXT [--expires 90d|12h|2027-01-31]',
-    about: `Prints a new token, once. Scopes: read (get, list, count), write (create, update,
-      delete, disable, enable, import), verify (verify: check passwords at login, nothing else),
-      export (export: every account with its password hash; grant it to operators' jobs only),
-      events (GET /api/1/events: the change feed).`,
+    about: `Prints a new token, once. Scopes: read (get, list, count, factor list, an account's
+      audit trail), write (every change: create, update, delete, restore, disable, enable, import,
+      tickets, factors), verify (the login: verify, factor/verify, passkey login, nothing else),
+      export (export, every account with its password hash, and a person's data; grant it to
+      operators' jobs only), events (the change feed and the site's webhook deliveries).`,
   },
   {
     name: 'console',
