@@ -2,9 +2,9 @@
 // through inWrite, which owns the transaction, the deadline's point of no return, the audit rows
 // and the change events, so that no caller can forget any of them. It knows nothing of HTTP: a
 // caller describes itself with a WriteScope.
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { idempotencyKeys } from '../db/schema.ts';
+import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
 import { activeTraceparent } from '../ops/tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
@@ -96,6 +96,18 @@ export interface WriteDone {
   answer?: KeptAnswer;
 }
 
+/** What a write's work may use beside its transaction. */
+export interface WriteTools {
+  /**
+   * The write's audit row as an INSERT for one of the work's own statements (a CTE), for a write
+   * whose status is known only in that statement (verify's success: 200, or 403 when the account
+   * has a second factor); `when` says whether it writes at all. Called, the unit of work writes no
+   * row of its own: the row goes with the work's statement, a round trip less. Not for a write
+   * with events, whose rows share the events' statement.
+   */
+  auditIn(entry: { userId: string; status: SQL; outcome: SQL; when: SQL }): SQL;
+}
+
 /** An answer as kept for an Idempotency-Key: its body as sent and the headers that are part of it. */
 export interface KeptAnswer {
   body: string;
@@ -132,13 +144,22 @@ export async function inWrite<T>(
   deps: WriteDeps,
   operation: WriteOperation,
   done: WriteDone | ((written: T) => WriteDone),
-  work: (tx: Db) => Promise<T | undefined>,
+  work: (tx: Db, tools: WriteTools) => Promise<T | undefined>,
 ): Promise<T | undefined> {
   if (typeof done !== 'function') scope.report?.({ userId: done.userId });
   let queued = false;
   let answerKept = false;
   const written = await deps.db.transaction(async (tx) => {
-    const result = await work(tx);
+    let auditedInWork = false;
+    const tools: WriteTools = {
+      auditIn: ({ userId, status, outcome, when }) => {
+        auditedInWork = true;
+        return sql`insert into ${auditLog} (site, token_id, operation, user_id, request_id, status, outcome)
+          select ${scope.site}, ${scope.actor}, ${operation}, ${userId}, ${scope.requestId}, ${status}, ${outcome}
+          where ${when}`;
+      },
+    };
+    const result = await work(tx, tools);
     if (result === undefined) return undefined;
     const { userIds, changed, emits, answer, factor, factorsAdded, ...entry } =
       typeof done === 'function' ? done(result) : done;
@@ -156,6 +177,7 @@ export async function inWrite<T>(
     const audit = auditInsert(tx, source, audited);
     const type = EVENT_OF[operation];
     if (type !== undefined && emits !== false && deps.outbox !== false && ids.length > 0) {
+      if (auditedInWork) throw new Error('auditIn is not for a write with events: they share one statement');
       // The audit rows and the events in one statement: a round trip less in every write.
       const events: EventEntry[] = ids.map((userId) => ({
         type,
@@ -171,6 +193,9 @@ export async function inWrite<T>(
         await tx.execute(sql`select set_config('user_accounts.traceparent', ${traceparent}, true)`);
       await enqueueEvents(tx, scope.site, events, audit.getSQL());
       queued = true;
+    } else if (auditedInWork) {
+      // The work's own statement wrote the row (tools.auditIn).
+      if (audited.length !== 1) throw new Error('auditIn writes one row: a write of one account');
     } else {
       await audit;
     }

@@ -186,22 +186,32 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       : { userId: row.id, status: 403, outcome: 'second_factor_required' };
   scope.report?.({ userId: row.id });
   const verified = await unjudged(() =>
-    inWrite(scope, deps, 'verify', done, async (tx): Promise<Verified | undefined> => {
+    inWrite(scope, deps, 'verify', done, async (tx, tools): Promise<Verified | undefined> => {
       if (inDatabase) {
         // One statement: the account locked (disabled since it was read: refused, as if it had
-        // been disabled before), its counts cleared with the success, atomically, and its enabled
-        // factors with their generation, for the ticket of the second step.
+        // been disabled before), its counts cleared with the success, atomically, its enabled
+        // factors with their generation, for the ticket of the second step, and the audit row,
+        // which says 200 or the 403 of the second step by those factors (as `done` does).
         const enabled = sql`exists (select 1 from locked_account where not disabled)`;
         const address = fromAddress === undefined ? undefined : { key: fromAddress, policy: verifyLimits.address };
+        const twoStep = sql`cardinality((select types from enabled_factors)) > 0`;
         const [now] = await rows<{ disabled: boolean | null; factors: string[]; generation: string }>(
           tx,
           sql`with locked_account as (
               select ${users.disabled} as disabled from ${users} where ${users.id} = ${row.id} for update
-            ), ${successParts(identifier, address, enabled)}
-            select (select disabled from locked_account) as disabled,
-              array(select distinct ${userFactors.type} from ${userFactors}
+            ), ${successParts(identifier, address, enabled)},
+            enabled_factors as (
+              select array(select distinct ${userFactors.type} from ${userFactors}
                 where ${userFactors.userId} = ${row.id} and ${userFactors.enabledAt} is not null
-                order by 1) as factors,
+                order by 1) as types
+            ), audited as (${tools.auditIn({
+              userId: row.id,
+              status: sql`case when ${twoStep} then 403 else 200 end`,
+              outcome: sql`case when ${twoStep} then 'second_factor_required' else 'password verified' end`,
+              when: enabled,
+            })})
+            select (select disabled from locked_account) as disabled,
+              (select types from enabled_factors) as factors,
               ${generationSql(row.id)} as generation`,
         );
         if (now === undefined || now.disabled === null || now.disabled) return undefined;
