@@ -1,6 +1,6 @@
 // Timed suspensions end by themselves in the server as an operator runs it (`node src/main.ts`,
 // its housekeeping running): with no request about the account, on the embedded database, and on
-// two servers sharing one PostgreSQL, where the account has exactly one user.enabled event
+// three servers sharing one PostgreSQL (a cluster's replicas), where the account has exactly one user.enabled event
 // (issue 30, point 2). The claim itself is tested in housekeeping.test.ts.
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,7 @@ const procs = processes();
 afterAll(() => procs.cleanup());
 const TOKEN = 'ua_housekeeping_servers_token_0123456789';
 const pgSkip = await postgresUnavailable();
-if (pgSkip !== undefined) console.warn(`\n[housekeeping-servers.test] two servers: SKIPPED, ${pgSkip}\n`);
+if (pgSkip !== undefined) console.warn(`\n[housekeeping-servers.test] three servers: SKIPPED, ${pgSkip}\n`);
 
 const headers = { Authorization: TOKEN, 'Content-Type': 'application/json' };
 const call = async (server: Running, method: string, path: string, body?: unknown) => {
@@ -66,7 +66,7 @@ describe('a timed suspension in a running server', () => {
   }, 60_000);
 
   it.skipIf(pgSkip !== undefined)(
-    'ends once when two servers share one PostgreSQL: one user.enabled event, one audit row by the job',
+    'ends once when three servers share one PostgreSQL: one user.enabled event, one audit row by the job',
     async () => {
       const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
       const name = `ua_hk_${Date.now()}_${process.pid}`;
@@ -77,17 +77,19 @@ describe('a timed suspension in a running server', () => {
         const one = procs.server({ DATABASE_URL: url.href, API_TOKENS: TOKEN });
         await one.ready;
         const two = procs.server({ DATABASE_URL: url.href, API_TOKENS: TOKEN });
-        await two.ready;
-        // Ten accounts ending at the same moment, so that both servers' chores find them due.
+        const three = procs.server({ DATABASE_URL: url.href, API_TOKENS: TOKEN });
+        await Promise.all([two.ready, three.ready]);
+        // Ten accounts ending at the same moment, so that every server's chores find them due.
         const accounts = await Promise.all(Array.from({ length: 10 }, () => suspendedAccount(one, 2_000)));
         const last = accounts
           .map((a) => a.until)
           .sort()
           .at(-1)!;
         await new Promise((r) => setTimeout(r, new Date(last).getTime() + 5_500 - Date.now()));
-        for (const { id } of accounts) {
-          expect((await call(two, 'GET', `/api/1/user/get?_userId=${id}`)).json.result.disabled).toBe(false);
-          expect(await eventsOf(two, id, 'user.enabled')).toHaveLength(1);
+        for (const [i, { id }] of accounts.entries()) {
+          const reader = [one, two, three][i % 3]!;
+          expect((await call(reader, 'GET', `/api/1/user/get?_userId=${id}`)).json.result.disabled).toBe(false);
+          expect(await eventsOf(reader, id, 'user.enabled')).toHaveLength(1);
         }
         const db = postgres(url.href, { max: 1, onnotice: () => {} });
         try {
@@ -96,9 +98,8 @@ describe('a timed suspension in a running server', () => {
         } finally {
           await db.end();
         }
-        one.child.kill('SIGTERM');
-        two.child.kill('SIGTERM');
-        expect([await one.exited, await two.exited]).toEqual([0, 0]);
+        for (const server of [one, two, three]) server.child.kill('SIGTERM');
+        expect([await one.exited, await two.exited, await three.exited]).toEqual([0, 0, 0]);
       } finally {
         await admin.unsafe(`drop database if exists ${name} with (force)`);
         await admin.end();
