@@ -169,10 +169,12 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       throw error;
     });
   }
-  const rehash = async (tx: Db) => {
+  // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays. The
+  // setting is the transaction's; on the database store it is set in the success's statement.
+  const rehashSetting = sql`set_config('user_accounts.rehash', 'on', true)`;
+  const rehash = async (tx: Db, settingDone = false) => {
     if (rehashed === undefined) return;
-    // Not a change of the account: the version trigger keeps the ETag, and updatedAt stays.
-    await tx.execute(sql`select set_config('user_accounts.rehash', 'on', true)`);
+    if (!settingDone) await tx.execute(sql`select ${rehashSetting}`);
     await tx
       .update(users)
       .set({ passwordHash: rehashed })
@@ -212,10 +214,11 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
             })})
             select (select disabled from locked_account) as disabled,
               (select types from enabled_factors) as factors,
-              ${generationSql(row.id)} as generation`,
+              ${generationSql(row.id)} as generation
+              ${rehashed === undefined ? sql`` : sql`, ${rehashSetting} as rehash`}`,
         );
         if (now === undefined || now.disabled === null || now.disabled) return undefined;
-        await rehash(tx);
+        await rehash(tx, true);
         if (now.factors.length === 0) return { userId: row.id };
         return { userId: row.id, factors: [...now.factors].sort(), generation: now.generation };
       }
