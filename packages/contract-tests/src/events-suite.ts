@@ -21,7 +21,10 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const { token } = await h.target.createToken({ site, scopes, label: 'events' });
       return { site, api: h.clientFor(token), token };
     }
-    const feed = async (api: UserAccountsClient, query: { after?: string; limit?: number; wait?: number } = {}) => {
+    const feed = async (
+      api: UserAccountsClient,
+      query: { after?: string; limit?: number; wait?: number; subject?: string } = {},
+    ) => {
       const { data, error, response } = await api.GET('/api/1/events', { params: { query } });
       return { data, error: error as Problem | undefined, status: response.status };
     };
@@ -89,6 +92,88 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const past = await feed(b.api, { after: '6' });
       expect(past.status).toBe(400);
       expect(past.error?.code).toBe('invalid_request');
+    });
+
+    it('answers one account’s events with subject: in order, paged with after, limit and next; none of another site’s account; 400 for a malformed one', async () => {
+      const b = await freshSite();
+      const ada = await h.createUser({ name: 'Ada' }, b.api);
+      const bob = await h.createUser({ name: 'Bob' }, b.api);
+      // Interleaved: Ada 1, Bob 2, then Ada and Bob in turn (3 to 10), then Bob alone (11).
+      for (let i = 0; i < 4; i++) {
+        await b.api.POST('/api/1/user/update', { body: { _userId: ada.id, name: `Ada ${i}` } });
+        await b.api.POST('/api/1/user/update', { body: { _userId: bob.id, name: `Bob ${i}` } });
+      }
+      await b.api.POST('/api/1/user/disable', { body: { _userId: bob.id } });
+      const adas = [1, 3, 5, 7, 9].map(seq);
+
+      const pages: string[][] = [];
+      const nexts: string[] = [];
+      let after: string | undefined;
+      for (;;) {
+        const page = await feed(b.api, { subject: ada.id, limit: 2, ...(after !== undefined && { after }) });
+        expect(page.status).toBe(200);
+        const events = page.data!.result.events;
+        expect(events.every((e) => e.subject === ada.id)).toBe(true);
+        if (events.length === 0) break;
+        pages.push(events.map((e) => e.sequence));
+        after = page.data!.result.next;
+        nexts.push(after);
+      }
+      expect(pages).toEqual([[seq(1), seq(3)], [seq(5), seq(7)], [seq(9)]]);
+      // A full page's next is its last event; a short one's, where the site's feed stood (Bob's 10 and 11 are behind it).
+      expect(nexts).toEqual([seq(3), seq(7), seq(11)]);
+      const { data: whole } = await feed(b.api, { subject: ada.id.toUpperCase() });
+      expect(whole!.result.events.map((e) => e.sequence)).toEqual(adas);
+      expect(whole!.result.events.map((e) => e.type)).toEqual(['user.created', ...Array(4).fill('user.updated')]);
+      const { data: bobs } = await feed(b.api, { subject: bob.id, after: '9' });
+      expect(bobs!.result.events.map((e) => [e.sequence, e.type])).toEqual([
+        [seq(10), 'user.updated'],
+        [seq(11), 'user.disabled'],
+      ]);
+
+      // Another site's account, and an id no account has: an empty page, as if it had no events.
+      for (const subject of [ada.id, '0193a1e4-0000-7000-8000-000000000000']) {
+        const other = await feed(a.api, { subject });
+        expect(other.status).toBe(200);
+        expect(other.data!.result.events).toEqual([]);
+      }
+      const bad = await feed(b.api, { subject: 'not-a-uuid' });
+      expect(bad.status).toBe(400);
+      expect(bad.error?.code).toBe('invalid_request');
+      expect(bad.error?.errors?.map((e) => e.pointer)).toEqual(['/subject']);
+    });
+
+    it('answers a filtered reader behind the removed events 410 events_expired, as an unfiltered one', async () => {
+      const b = await freshSite();
+      const ada = await h.createUser({}, b.api);
+      const bob = await h.createUser({}, b.api);
+      await b.api.POST('/api/1/user/update', { body: { _userId: ada.id, name: 'Ada again' } });
+      // A read waits for the writes' events to be numbered (on PostgreSQL the sequencer runs apart).
+      expect((await all(b.api)).map((e) => e.sequence)).toEqual([seq(1), seq(2), seq(3)]);
+      // What the retention's pruning (pruneEvents) leaves: the first two removed, pruned_through 2.
+      await h.target.sql('delete from events where site = $1 and seq <= 2', [b.site]);
+      await h.target.sql('update event_sequences set pruned_through = 2 where site = $1', [b.site]);
+      for (const subject of [ada.id, bob.id]) {
+        const behind = await feed(b.api, { subject, after: '1' });
+        expect(behind.status).toBe(410);
+        expect(behind.error?.code).toBe('events_expired');
+      }
+      const { data } = await feed(b.api, { subject: ada.id, after: '2' });
+      expect(data!.result.events.map((e) => e.sequence)).toEqual([seq(3)]);
+    });
+
+    it('long-polls with subject: answers when that account’s event commits, not another’s', async () => {
+      const b = await freshSite();
+      const ada = await h.createUser({}, b.api);
+      const bob = await h.createUser({}, b.api);
+      const started = performance.now();
+      const waiting = feed(b.api, { subject: ada.id, after: '2', wait: 20 });
+      // Bob's change wakes the poll, which finds nothing of Ada's and waits on; Ada's answers it.
+      await b.api.POST('/api/1/user/update', { body: { _userId: bob.id, name: 'Bob again' } });
+      await b.api.POST('/api/1/user/update', { body: { _userId: ada.id, name: 'Ada again' } });
+      const answered = await waiting;
+      expect(answered.data!.result.events.map((e) => [e.sequence, e.subject])).toEqual([[seq(4), ada.id]]);
+      expect(performance.now() - started).toBeLessThan(10_000);
     });
 
     it('writes no event for a write that failed: 409, 412, 404, 400', async () => {

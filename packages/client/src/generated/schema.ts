@@ -571,6 +571,16 @@ export interface paths {
          *     runs that take the site's lock one at a time, so a reader that has seen `n` will never
          *     later find an event below `n`.
          *
+         *     `subject` (an account's `_userId`) answers only that account's events, still in sequence
+         *     order, with the same `after`, `limit` and `next` (the console's account screen reads its
+         *     account's this way). Another site's account, or an id that names no account, answers an
+         *     empty page, never 404: the feed never says whether an account exists. When a filtered page
+         *     is not full, its `next` is the site's last sequence number the read covered (not the last
+         *     event answered), so that a reader of a quiet account moves on with the feed and does not
+         *     fall behind its retention. A filtered read long-polls like any other: it wakes on every
+         *     event of the site and answers once one of the subject's is there, or when `wait` has
+         *     passed. A filtered `after` behind the removed events is 410 as an unfiltered one is.
+         *
          *     `wait` (seconds, 0 to 30) long-polls: when no event follows `after`, the answer comes
          *     as soon as one commits on any server, or with no events once `wait` has passed. A
          *     server holds at most `LONG_POLLS_PER_TOKEN` (default 8) waiting long-polls of one token
@@ -2121,7 +2131,7 @@ export interface components {
         ListEventsResponse: {
             result: {
                 events: components["schemas"]["Event"][];
-                /** @description The `sequence` of the last event answered (`after` when none, in the same 20-digit form): the next `after`. */
+                /** @description The `sequence` of the last event answered (`after` when none, in the same 20-digit form): the next `after`. With `subject`, a page that is not full answers the site's last sequence number the read covered. */
                 next: string;
             };
         };
@@ -2303,7 +2313,7 @@ export interface components {
         };
         /**
          * @description A query parameter is unknown, repeated or malformed (`after` not a sequence number,
-         *     `limit` out of 1 to 1,000, `wait` out of 0 to 30), or `after` is past the site's last
+         *     `limit` out of 1 to 1,000, `wait` out of 0 to 30, `subject` not a UUID), or `after` is past the site's last
          *     event.
          */
         EventsBadRequest: {
@@ -3747,6 +3757,11 @@ export interface operations {
                  * @example 100
                  */
                 limit?: number;
+                /**
+                 * @description Only the events of this account (its `_userId`, the events' `subject`). Not a UUID is 400 at `/subject`; a UUID that names no account of the token's site answers an empty page.
+                 * @example 0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b
+                 */
+                subject?: string;
                 /**
                  * @description Seconds to wait for an event when none follows `after`, 0 to 30 (default 0), in decimal digits.
                  * @example 0

@@ -242,6 +242,23 @@ describe('the retention', () => {
     expect(fromOldest.result.events.map((e) => e.sequence)).toEqual([seq(3), seq(4)]);
     expect(fromOldest.result.next).toBe(seq(4));
     expect((await get('?after=5')).status).toBe(400);
+
+    // Filtered by account: a reader behind the pruned point is told 410 as well, even for an
+    // account whose own events were all kept; from the point on, that account's events only.
+    for (const after of ['0', '1']) {
+      const answer = await get(`?after=${after}&subject=${s.ids[3]}`);
+      expect(answer.status).toBe(410);
+      expect((await problemOf(answer)).code).toBe('events_expired');
+    }
+    const filtered = (await (await get(`?after=2&subject=${s.ids[3]}`)).json()) as {
+      result: { events: { sequence: string; subject: string }[]; next: string };
+    };
+    expect(filtered.result.events.map((e) => [e.sequence, e.subject])).toEqual([[seq(4), s.ids[3]]]);
+    // A pruned account's filter: nothing kept, and next is where the site's feed stands.
+    const prunedOnly = (await (await get(`?subject=${s.ids[0]}`)).json()) as {
+      result: { events: unknown[]; next: string };
+    };
+    expect(prunedOnly.result).toEqual({ events: [], next: seq(4) });
   });
 
   it('removes only a prefix of the sequence: an old event after a recent one stays, so a reader sees no hole', async () => {

@@ -196,16 +196,22 @@ export async function feedBounds(db: Db, site: string): Promise<{ last: number; 
     : { last: Number(row.last), prunedThrough: Number(row.pruned) };
 }
 
-/** The site's events after `after` (from the oldest kept when undefined), in order. */
+/**
+ * The site's events after `after` (from the oldest kept when undefined), in order; with `subject`,
+ * only that account's (through events_site_subject_idx), and none past `upto` when given.
+ */
 export async function readEvents(
   db: Db,
   site: string,
   after: number | undefined,
   limit: number,
+  { subject, upto }: { subject?: string; upto?: number } = {},
 ): Promise<CloudEvent[]> {
+  const ofSubject = subject === undefined ? sql`` : sql` and e.subject = ${subject}::uuid`;
+  const until = upto === undefined ? sql`` : sql` and e.seq <= ${upto}`;
   const found = await rows<EventRow>(
     db,
-    sql`select ${eventColumns} from events e where e.site = ${site} and e.seq > ${after ?? 0} order by e.seq limit ${limit}`,
+    sql`select ${eventColumns} from events e where e.site = ${site}${ofSubject} and e.seq > ${after ?? 0}${until} order by e.seq limit ${limit}`,
   );
   return found.map((row) => toCloudEvent(site, row));
 }

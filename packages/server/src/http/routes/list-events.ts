@@ -15,7 +15,8 @@ import { invalidRequest } from '../validation.ts';
 import { validQuery } from './shared.ts';
 
 type ListEventsResponse = components['schemas']['ListEventsResponse'];
-type EventsQuery = { after?: string; limit?: number; wait?: number };
+type EventsQuery = { after?: string; limit?: number; wait?: number; subject?: string };
+type Read = { after: number | undefined; limit: number; wait: number; subject: string | undefined };
 
 const LIST_EVENTS_PATH = '/api/1/events';
 export const MAX_WAIT_S = 30;
@@ -56,15 +57,18 @@ export const listEvents = defineOperation({
       after: query.after === undefined ? undefined : Number(query.after),
       limit: query.limit ?? 100,
       wait: query.wait ?? 0,
+      // Lower case: the same account however the caller wrote its id (the column is a uuid).
+      subject: query.subject?.toLowerCase(),
     };
   },
-  async handle(c, { after, limit, wait }) {
+  async handle(c, read) {
+    const { wait } = read;
     const { longPolls } = c.get('deps');
     const { id: token, site } = c.get('token');
     const place = wait > 0 ? longPolls?.enter(token, site) : undefined;
     if (place !== undefined && 'refused' in place) throw tooManyLongPolls(place.refused, place.limit);
     try {
-      return await answer(c, site, { after, limit, wait });
+      return await answer(c, site, read);
     } finally {
       place?.leave();
     }
@@ -72,11 +76,7 @@ export const listEvents = defineOperation({
 });
 
 /** The events after `after`, waiting up to `wait` seconds for one. */
-async function answer(
-  c: Context<AppEnv>,
-  site: string,
-  { after, limit, wait }: { after: number | undefined; limit: number; wait: number },
-) {
+async function answer(c: Context<AppEnv>, site: string, { after, limit, wait, subject }: Read) {
   const { database, wake } = c.get('deps');
   await waitForQueued(c, site);
   const bounds = await feedBounds(database.db, site);
@@ -87,13 +87,21 @@ async function answer(
   }
   const until = performance.now() + wait * 1000;
   for (;;) {
-    const events = await readEvents(database.db, site, after, limit);
+    // A filtered read covers the site's events up to `upto`, read first: every event up to it had
+    // committed then (the sequencer records last with its events), so a short page may answer it
+    // as `next` and the reader skips the other accounts' events for good, not only this time.
+    const upto = subject === undefined ? undefined : (await feedBounds(database.db, site)).last;
+    const events = await readEvents(database.db, site, after, limit, { subject, upto });
     // pruned_through read after the events: a prune that committed between the two is seen.
     bounds.prunedThrough = (await feedBounds(database.db, site)).prunedThrough;
-    if (after !== undefined && after < bounds.prunedThrough) throw expired(after, events[0]);
+    if (after !== undefined && after < bounds.prunedThrough)
+      throw expired(after, subject === undefined ? events[0] : undefined);
     const left = until - performance.now();
     if (events.length > 0 || left <= 0 || c.req.raw.signal.aborted) {
-      const next = events.at(-1)?.sequence ?? formatSequence(after ?? bounds.prunedThrough);
+      const next =
+        upto !== undefined && events.length < limit
+          ? formatSequence(Math.max(upto, after ?? bounds.prunedThrough))
+          : (events.at(-1)?.sequence ?? formatSequence(after ?? bounds.prunedThrough));
       return c.json({ result: { events, next } } as ListEventsResponse, 200);
     }
     await (wake?.next(Math.min(left, POLL_MS), c.req.raw.signal, site) ??
