@@ -68,7 +68,7 @@ const VALID: Record<string, () => Call> = {
   enableUser: () => ({ method: 'POST', path: '/api/1/user/enable', body: json({ _userId: GHOST }) }),
   listUsers: () => ({ method: 'GET', path: '/api/1/user/list?email=ada&limit=10&disabled=false' }),
   countUsers: () => ({ method: 'GET', path: '/api/1/user/count?email=%40example.org' }),
-  listEvents: () => ({ method: 'GET', path: '/api/1/events?after=0&limit=10' }),
+  listEvents: () => ({ method: 'GET', path: `/api/1/events?after=0&limit=10&subject=${GHOST}` }),
   exportUsers: () => ({ method: 'GET', path: '/api/1/user/export' }),
   getAuditTrail: () => ({ method: 'GET', path: `/api/1/audit?_userId=${GHOST}&limit=10` }),
   getUserData: () => ({ method: 'GET', path: `/api/1/user/data?_userId=${GHOST}` }),
