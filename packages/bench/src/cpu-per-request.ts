@@ -6,6 +6,7 @@
 // also writes a V8 CPU profile of each server (`--cpu-prof`) into DIR. Not part of `pnpm test`.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { openPostgres } from '@user-accounts/server/db';
@@ -31,26 +32,46 @@ function cpuMs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
 }
 
-async function start(name: string, script: string, env: Record<string, string>) {
+/** A port nobody listens on now, for the next server. */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+async function start(name: string, script: string, serverEnv: Record<string, string>) {
+  const env = { ...serverEnv, PORT: String(await freePort()) };
   const prof =
     values.prof === undefined
       ? []
       : ['--cpu-prof', `--cpu-prof-dir=${values.prof}`, `--cpu-prof-name=${name}.cpuprofile`];
   const child: ChildProcess = spawn(process.execPath, [...SERVER_NODE_FLAGS, ...prof, script], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
+    env: { PATH: process.env.PATH ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
-      if (match) resolve(match[1]!);
+  child.stdout!.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  child.stderr!.on('data', (c: Buffer) => {
+    out += c.toString();
+  });
+  // Ready when /healthz answers, not when the "listening on" line is written: that line is at info,
+  // and BENCH_LOG_LEVEL=warn measures the server without its access lines.
+  const url = `http://127.0.0.1:${env.PORT}`;
+  let exited = false;
+  await new Promise<void>((resolve, reject) => {
+    child.once('exit', (code) => {
+      exited = true;
+      reject(new Error(`${script} exited (${code}): ${out}`));
     });
-    child.stderr!.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    child.on('exit', (code) => reject(new Error(`${script} exited (${code}): ${out}`)));
+    const again = () => {
+      if (!exited) setTimeout(poll, 100);
+    };
+    const poll = () => fetch(`${url}/healthz`).then((r) => (r.ok ? resolve() : again()), again);
+    poll();
   });
   child.stdout!.removeAllListeners('data');
   child.stdout!.resume();
