@@ -227,6 +227,19 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
           .allTextContents();
         expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenId]);
       }
+      // Its recent events, newest first as the trail: what the feed answers for this account alone
+      // (the other accounts' user.created are not among them).
+      const own = (await api.GET('/api/1/events', { params: { query: { subject: userId } } })).data!.result.events;
+      expect(own.map((e) => e.type)).toEqual(['user.created', 'user.disabled', 'user.enabled']);
+      const shown = page
+        .getByRole('list', { name: /^This account’s latest \d+ events, newest first$/ })
+        .getByRole('listitem');
+      await expect.poll(() => shown.count()).toBe(own.length);
+      const texts = await shown.allTextContents();
+      for (const [index, event] of [...own].reverse().entries()) {
+        expect(texts[index]).toContain(event.type);
+        expect(texts[index]).toContain(`#${Number(event.sequence)}`);
+      }
 
       // Metadata: checked in the page before anything is sent...
       const metadataOf = async () =>
@@ -258,6 +271,9 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await editor.fill('{"plan": "team"}');
       await page.getByRole('button', { name: 'Save metadata' }).click();
       await expect.poll(metadataOf).toEqual({ plan: 'team' });
+      // The screen's events read again after the edit, before the reload below leaves the page.
+      const edited = await api.GET('/api/1/events', { params: { query: { subject: userId } } });
+      await expect.poll(() => shown.count()).toBe(edited.data!.result.events.length);
 
       // A second factor, added through the API, removed in the console after a confirmation.
       const added = await api.POST('/api/1/user/factor/totp', { body: { _userId: userId, label: 'Phone' } });
@@ -315,6 +331,8 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(back.response.status).toBe(200);
       expect(back.data!.result.metadata).toEqual({ plan: 'team' });
       await page.getByRole('heading', { name: email }).waitFor();
+      // Its events read again after the restore (and none left in flight when the screen is left).
+      await expect.poll(() => shown.first().textContent()).toMatch(/^user\.restored /);
 
       // Back to the list: the search is kept, and the count is the API's.
       await page.getByRole('link', { name: 'Back to the accounts' }).click();

@@ -1,10 +1,11 @@
 // One account: every field the API gives, its verified flags, its metadata (edited as JSON), its
 // second factors, disable (until a time, with a reason) and enable, a password reset, delete with
-// a grace period and restore, and its audit trail. Destructive actions ask first.
+// a grace period and restore, its audit trail and its recent events. Destructive actions ask first.
 import type { User } from '@user-accounts/client';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
 import { Action, Alert, Confirm, describeFailure, formatTime, Lacking } from '../ui.tsx';
+import { AccountEvents } from './account-events.tsx';
 import { Factors } from './account-factors.tsx';
 import { MetadataEditor } from './account-metadata.tsx';
 import { PasswordReset } from './account-reset.tsx';
@@ -254,14 +255,7 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
       {(user || deleted) && (
         <>
           <AuditTrail api={api} userId={userId} version={version} />
-          <section aria-labelledby="events-title">
-            <h2 id="events-title">Recent events</h2>
-            <p>
-              The API’s change feed cannot be asked for one account’s events: it answers the whole site’s, in order. The{' '}
-              <a href="#/events">live events</a> screen follows them, each linked to its account; the audit trail above
-              lists every write to this one.
-            </p>
-          </section>
+          <AccountEvents api={api} userId={userId} version={version} refused={refused} />
         </>
       )}
     </section>
