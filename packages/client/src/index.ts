@@ -176,6 +176,8 @@ export interface FollowEventsOptions {
   after?: string;
   /** Events per request, 1 to 1,000 (default 100). */
   limit?: number;
+  /** Only this account's events (its `_userId`). */
+  subject?: string;
   /** Seconds each request waits for a new event, 0 to 30 (default 30). */
   wait?: number;
   /** Ends the iteration, also while a request is waiting. */
@@ -303,7 +305,12 @@ export function createClient(options: ClientOptions): UserAccountsClient {
       try {
         answer = await typed.GET('/api/1/events', {
           params: {
-            query: { limit: follow.limit ?? 100, wait: follow.wait ?? 30, ...(after !== undefined && { after }) },
+            query: {
+              limit: follow.limit ?? 100,
+              wait: follow.wait ?? 30,
+              ...(follow.subject !== undefined && { subject: follow.subject }),
+              ...(after !== undefined && { after }),
+            },
           },
           ...(signal && { signal }),
         });

@@ -174,6 +174,24 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const answered = await waiting;
       expect(answered.data!.result.events.map((e) => [e.sequence, e.subject])).toEqual([[seq(4), ada.id]]);
       expect(performance.now() - started).toBeLessThan(10_000);
+
+      // The client's iterator with subject: the account's events only, as they commit.
+      const seen: ChangeEvent[] = [];
+      const stop = new AbortController();
+      const reading = (async () => {
+        for await (const event of b.api.followEvents({ subject: bob.id, wait: 2, signal: stop.signal })) {
+          seen.push(event);
+          if (seen.length === 3) stop.abort();
+        }
+      })();
+      await b.api.POST('/api/1/user/update', { body: { _userId: ada.id, name: 'Ada once more' } });
+      await b.api.POST('/api/1/user/disable', { body: { _userId: bob.id } });
+      await reading;
+      expect(seen.map((e) => [e.sequence, e.type, e.subject])).toEqual([
+        [seq(2), 'user.created', bob.id],
+        [seq(3), 'user.updated', bob.id],
+        [seq(6), 'user.disabled', bob.id],
+      ]);
     });
 
     it('writes no event for a write that failed: 409, 412, 404, 400', async () => {
