@@ -214,19 +214,6 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Enable account' }).click();
       await page.getByText('The API answered: user enabled.').waitFor();
       expect(await isDisabled()).toBe(false);
-      await screenshot(page, 'account', name);
-      // The audit trail shows what the API says, newest first: enable, disable, create.
-      const trail = (await api.GET('/api/1/audit', { params: { query: { _userId: userId } } })).data!.result.entries;
-      expect(trail.map((e) => e.outcome)).toEqual(['user enabled', 'user disabled', 'user created']);
-      const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
-      await expect.poll(() => audit.count()).toBe(4);
-      for (const [index, entry] of trail.entries()) {
-        const cells = await audit
-          .nth(index + 1)
-          .getByRole('cell')
-          .allTextContents();
-        expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenId]);
-      }
       // Its recent events, newest first as the trail: what the feed answers for this account alone
       // (the other accounts' user.created are not among them).
       const own = (await api.GET('/api/1/events', { params: { query: { subject: userId } } })).data!.result.events;
@@ -239,6 +226,19 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       for (const [index, event] of [...own].reverse().entries()) {
         expect(texts[index]).toContain(event.type);
         expect(texts[index]).toContain(`#${Number(event.sequence)}`);
+      }
+      await screenshot(page, 'account', name);
+      // The audit trail shows what the API says, newest first: enable, disable, create.
+      const trail = (await api.GET('/api/1/audit', { params: { query: { _userId: userId } } })).data!.result.entries;
+      expect(trail.map((e) => e.outcome)).toEqual(['user enabled', 'user disabled', 'user created']);
+      const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
+      await expect.poll(() => audit.count()).toBe(4);
+      for (const [index, entry] of trail.entries()) {
+        const cells = await audit
+          .nth(index + 1)
+          .getByRole('cell')
+          .allTextContents();
+        expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenId]);
       }
 
       // Metadata: checked in the page before anything is sent...
