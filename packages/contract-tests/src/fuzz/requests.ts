@@ -2,7 +2,7 @@
 // invalid, with hostile values mixed in. A request is data until it is sent: ids and emails of
 // accounts that exist only at run time are symbols, resolved by the runner.
 
-import type { Operation } from '@user-accounts/server/operation';
+import type { Operation } from '@user-accounts/server/define-operation';
 import { operations } from '@user-accounts/server/operations';
 import fc from 'fast-check';
 

@@ -1,6 +1,7 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
 import { traceRequests } from '../ops/tracing.ts';
 import type { AppDeps, AppEnv } from './context.ts';
+import type { Operation } from './define-operation.ts';
 import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
 import { auditWrites } from './middleware/audit.ts';
 import { authenticate, checkScope, requireScope, requireToken } from './middleware/auth.ts';
@@ -9,7 +10,6 @@ import { front } from './middleware/front.ts';
 import { idempotencyKey, idempotent } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { addRateLimitHeaders, countRequest, rateLimit } from './middleware/rate-limit.ts';
-import type { Operation } from './operation.ts';
 import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerConsole } from './routes/console.ts';
 import { registerDocs } from './routes/docs.ts';

@@ -2,7 +2,7 @@
 // and its CORS methods from it; the mock's gate registers its checks from it; the fuzz oracle
 // and the security suite take their operations from it. A test holds it to spec/openapi.yaml
 // (path, method, scope). Adding an operation: the spec, one handler file, one row here.
-import type { Operation } from './operation.ts';
+import type { Operation } from './define-operation.ts';
 import { addPasskeyFactor } from './routes/add-passkey-factor.ts';
 import { addPasskeyOptions } from './routes/add-passkey-options.ts';
 import { addTotpFactor } from './routes/add-totp-factor.ts';

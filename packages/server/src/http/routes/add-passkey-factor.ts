@@ -1,7 +1,7 @@
 import type { RegistrationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
 import { addPasskey } from '../../factors/passkeys.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
 import { validBody } from './shared.ts';
 

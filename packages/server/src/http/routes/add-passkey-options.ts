@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { registrationOptions } from '../../factors/passkeys.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { validBody } from './shared.ts';
 
 type AddPasskeyOptionsResponse = components['schemas']['AddPasskeyOptionsResponse'];

@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { confirmFactor as confirm } from '../../factors/factors.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
 import { validBody } from './shared.ts';
 

@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { checkFilters, countQuery, type ListFilters } from '../../accounts/listing.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { validQuery } from './shared.ts';
 
 type CountUsersResponse = components['schemas']['CountUsersResponse'];

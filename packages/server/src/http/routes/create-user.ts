@@ -4,7 +4,7 @@ import { createAccount } from '../../accounts/create.ts';
 import { checkMetadata } from '../../accounts/metadata.ts';
 import { weakPassword } from '../../accounts/new-password.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { answerWith, jsonAnswer, writeScopeOf } from '../run-write.ts';
 import { GET_USER_PATH } from './get-user.ts';
 import { newPasswordDepsOf, validBody } from './shared.ts';

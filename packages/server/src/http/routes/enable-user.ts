@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { setDisabled } from '../../accounts/disable.ts';
+import { defineOperation } from '../define-operation.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
-import { defineOperation } from '../operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
 import { validBody } from './shared.ts';
 

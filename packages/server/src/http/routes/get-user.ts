@@ -4,9 +4,9 @@ import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
+import { defineOperation } from '../define-operation.ts';
 import { userNotFound } from '../errors.ts';
 import { etagOf } from '../etag.ts';
-import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { toUser, validQuery } from './shared.ts';
 

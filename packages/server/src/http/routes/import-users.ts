@@ -4,8 +4,8 @@ import { checkRows, importRows } from '../../accounts/import.ts';
 import type { KeptAnswer } from '../../accounts/unit-of-work.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import type { FirebaseScrypt } from '../../passwords/foreign.ts';
+import { defineOperation } from '../define-operation.ts';
 import { consumeMore, consumeSiteBudget } from '../middleware/rate-limit.ts';
-import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
 import { invalidRequest, toFieldErrors } from '../validation.ts';
 

@@ -9,8 +9,8 @@ import {
   readEvents,
 } from '../../events/queue.ts';
 import type { AppEnv } from '../context.ts';
+import { defineOperation } from '../define-operation.ts';
 import { ApiError } from '../errors.ts';
-import { defineOperation } from '../operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { validQuery } from './shared.ts';
 

@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { listFactors as list } from '../../factors/factors.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { validQuery } from './shared.ts';
 
 const PATH = '/api/1/user/factor/list';

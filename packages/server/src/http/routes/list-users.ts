@@ -15,7 +15,7 @@ import {
   walkQuery,
 } from '../../accounts/listing.ts';
 import type { Db } from '../../db/client.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { toUser, validQuery } from './shared.ts';
 
 type ListUsersResponse = components['schemas']['ListUsersResponse'];

@@ -2,8 +2,8 @@
 // first, a page at a time (keyset on the delivery's id), optionally one state only.
 import type { components } from '@user-accounts/client';
 import { type DeliveryState, deliveriesPage } from '../../events/webhooks/deliveries.ts';
+import { defineOperation } from '../define-operation.ts';
 import { ApiError } from '../errors.ts';
-import { defineOperation } from '../operation.ts';
 import { validQuery } from './shared.ts';
 
 type ListWebhookDeliveriesResponse = components['schemas']['ListWebhookDeliveriesResponse'];

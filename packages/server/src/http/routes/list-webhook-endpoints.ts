@@ -1,7 +1,7 @@
 // GET /api/1/webhooks: the token's site's webhook endpoints, oldest first, never their secrets.
 import type { components } from '@user-accounts/client';
 import { siteEndpoints } from '../../events/webhooks/deliveries.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { validQuery } from './shared.ts';
 
 type ListWebhookEndpointsResponse = components['schemas']['ListWebhookEndpointsResponse'];

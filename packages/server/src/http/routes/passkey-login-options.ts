@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { loginOptions } from '../../factors/passkeys.ts';
-import { defineOperation } from '../operation.ts';
+import { defineOperation } from '../define-operation.ts';
 import { invalidRequest } from '../validation.ts';
 import { validBody } from './shared.ts';
 

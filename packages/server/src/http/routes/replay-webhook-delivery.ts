@@ -2,8 +2,8 @@
 // or the delivery of it already pending there (200); bounded per site (deliveries.ts).
 import type { components } from '@user-accounts/client';
 import { MAX_PENDING_FOR_REPLAY, replayDelivery } from '../../events/webhooks/deliveries.ts';
+import { defineOperation } from '../define-operation.ts';
 import { ApiError } from '../errors.ts';
-import { defineOperation } from '../operation.ts';
 import { webhookNotFound } from './list-webhook-deliveries.ts';
 import { validBody } from './shared.ts';
 

@@ -4,8 +4,8 @@ import { checkMetadata } from '../../accounts/metadata.ts';
 import { weakPassword } from '../../accounts/new-password.ts';
 import { updateAccount } from '../../accounts/update.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
+import { defineOperation } from '../define-operation.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
-import { defineOperation } from '../operation.ts';
 import { answerWith, jsonAnswer, writeScopeOf } from '../run-write.ts';
 import { newPasswordDepsOf, validBody } from './shared.ts';
 
