@@ -752,31 +752,13 @@ async function main(): Promise<void> {
   const metadata = async (db: BenchDb) =>
     rows.push(...(await metadataGetRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS })));
   // Issue 29: the two-step login with TOTP, and the passkey login, against password-only verify.
-  const secondFactor = async (db: BenchDb) =>
+  const secondFactor = async (db: BenchDb) => {
+    const common = { db, password: PASSWORD, passwordHash, ours, log, rounds: ROUNDS, seconds: SECONDS, token: TOKEN };
     rows.push(
-      ...(await secondFactorRows({
-        db,
-        password: PASSWORD,
-        passwordHash,
-        ours,
-        log,
-        rounds: ROUNDS,
-        seconds: SECONDS,
-        token: TOKEN,
-        accounts: QUICK ? 1000 : 3000,
-      })),
-      ...(await passkeyRows({
-        db,
-        password: PASSWORD,
-        passwordHash,
-        ours,
-        log,
-        rounds: ROUNDS,
-        seconds: SECONDS,
-        token: TOKEN,
-        accounts: 64,
-      })),
+      ...(await secondFactorRows({ ...common, accounts: QUICK ? 1000 : 3000 })),
+      ...(await passkeyRows({ ...common, accounts: 64 })),
     );
+  };
   const events = async (db: BenchDb) =>
     rows.push(...(await eventRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS, token: TOKEN })));
   const capacity = async (db: BenchDb) => {

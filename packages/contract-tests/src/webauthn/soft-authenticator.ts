@@ -62,6 +62,15 @@ export function cbor(value: Cbor): Buffer {
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest();
 const b64url = (data: Buffer) => data.toString('base64url');
 
+/** What navigator.credentials answers around an authenticator's response, the same for both ceremonies. */
+const asCredential = (id: string) => ({
+  id,
+  rawId: id,
+  type: 'public-key' as const,
+  clientExtensionResults: {},
+  authenticatorAttachment: 'platform',
+});
+
 export class SoftAuthenticator {
   readonly credentials = new Map<string, Credential>();
 
@@ -112,11 +121,7 @@ export class SoftAuthenticator {
     const credential: Credential = { id: b64url(id), privateKey, userHandle: options.user.id, rpId, counter };
     this.credentials.set(credential.id, credential);
     return {
-      id: credential.id,
-      rawId: credential.id,
-      type: 'public-key' as const,
-      clientExtensionResults: {},
-      authenticatorAttachment: 'platform',
+      ...asCredential(credential.id),
       response: {
         clientDataJSON: b64url(
           this.clientData('webauthn.create', tamper.challenge ?? options.challenge, tamper.origin ?? this.origin),
@@ -149,11 +154,7 @@ export class SoftAuthenticator {
     const signature = sign('sha256', Buffer.concat([authData, sha256(clientDataJSON)]), credential.privateKey);
     if (tamper.badSignature) signature[signature.length - 1]! ^= 0x01;
     return {
-      id: credential.id,
-      rawId: credential.id,
-      type: 'public-key' as const,
-      clientExtensionResults: {},
-      authenticatorAttachment: 'platform',
+      ...asCredential(credential.id),
       response: {
         clientDataJSON: b64url(clientDataJSON),
         authenticatorData: b64url(authData),
