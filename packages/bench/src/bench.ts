@@ -1,5 +1,6 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|neighbours]`: the service on
-// PostgreSQL against its floor (floor.ts, the least a server can do for a get) and against a peer
+// PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
+// server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
 // configurations interleaved round by round, each figure reported as the median of its rounds
 // with their spread (min–max), with ratios measured in the same run. Not part of `pnpm test`.
@@ -39,6 +40,7 @@ import { loginRows } from './login.ts';
 import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
+import { topFramesOf } from './profile.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
 
@@ -64,6 +66,7 @@ const TOKEN = 'ua_bench_token_0123456789abcdef0123456789';
 const BUILD = fileURLToPath(new URL('../../server/build.ts', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../server/dist/main.js', import.meta.url));
 const FLOOR = fileURLToPath(new URL('./floor.ts', import.meta.url));
+const FLOOR_HTTP = fileURLToPath(new URL('./floor-http.ts', import.meta.url));
 const PEER = fileURLToPath(new URL('./peer.ts', import.meta.url));
 const PASSWORD = 'bench-password-0';
 
@@ -114,7 +117,7 @@ async function seededDatabase(accounts: number, passwordHash: string, withMetada
       timestamptz '2026-01-01' + i * interval '1 second', ${metadata}
     from generate_series(1, ${accounts}) as i`;
   await sql`vacuum analyze users`;
-  const sample = await sql<{ id: string; email: string }[]>`select id, email from users order by random() limit 20000`;
+  const sample = await sql<{ id: string; email: string }[]>`select id, email from users order by random() limit 50000`;
   await sql.end();
   log(`  seeded ${accounts.toLocaleString('en')} accounts in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   return { url, ids: sample.map((r) => r.id), emails: sample.map((r) => r.email), drop };
@@ -180,8 +183,13 @@ interface Proc {
   stop(): Promise<void>;
 }
 
-async function start(script: string, env: Record<string, string>, args: string[] = []): Promise<Proc> {
-  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, script, ...args], {
+async function start(
+  script: string,
+  env: Record<string, string>,
+  args: string[] = [],
+  nodeFlags: string[] = [],
+): Promise<Proc> {
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, ...nodeFlags, script, ...args], {
     env: { PATH: process.env.PATH ?? '', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -216,7 +224,12 @@ async function start(script: string, env: Record<string, string>, args: string[]
 }
 
 // The rate limits lifted, unless a scenario says otherwise (the noisy neighbours keep the defaults).
-const ours = (db: { url: string }, env: Record<string, string> = {}, [script, ...args] = [MAIN]) =>
+const ours = (
+  db: { url: string },
+  env: Record<string, string> = {},
+  [script, ...args] = [MAIN],
+  nodeFlags: string[] = [],
+) =>
   start(
     script!,
     {
@@ -228,8 +241,10 @@ const ours = (db: { url: string }, env: Record<string, string> = {}, [script, ..
       ...env,
     },
     args,
+    nodeFlags,
   );
 const floor = (db: BenchDb) => start(FLOOR, { DATABASE_URL: db.url });
+const floorHttp = (db: BenchDb) => start(FLOOR_HTTP, { DATABASE_URL: db.url });
 const peer = (db: PeerDb) => start(PEER, { DATABASE_URL: db.url });
 
 // ---- load ------------------------------------------------------------------------------------
@@ -300,28 +315,62 @@ interface Side {
 }
 
 /**
- * The same load on two servers, each round on freshly started processes, which one goes first
- * alternating round by round; a warm-up before each measurement.
+ * The same load on several servers, each round on freshly started processes, the order rotating
+ * round by round (with two, which goes first alternates); a warm-up before each measurement.
  */
-async function interleaved(a: Side, b: Side, connections: number): Promise<[Result[], Result[]]> {
-  const results = new Map<Side, Result[]>([
-    [a, []],
-    [b, []],
-  ]);
+async function interleavedAll(sides: Side[], connections: number): Promise<Result[][]> {
+  const results = sides.map(() => [] as Result[]);
   for (let r = 0; r < ROUNDS; r++) {
-    for (const side of r % 2 === 0 ? [a, b] : [b, a]) {
+    for (let k = 0; k < sides.length; k++) {
+      const at = (k + r) % sides.length;
+      const side = sides[at]!;
       const server = await side.start();
       try {
         await load(server.url, connections, WARM_UP_SECONDS, side.make);
         const result = await load(server.url, connections, SECONDS, side.make);
-        results.get(side)!.push(result);
+        results[at]!.push(result);
         if (result.bad > 0) log(`  warning: ${side.name} answered ${result.bad} non-2xx or errors`);
       } finally {
         await server.stop();
       }
     }
   }
-  return [results.get(a)!, results.get(b)!];
+  return results;
+}
+
+async function interleaved(a: Side, b: Side, connections: number): Promise<[Result[], Result[]]> {
+  const [x, y] = await interleavedAll([a, b], connections);
+  return [x!, y!];
+}
+
+/**
+ * The top five frames of ours under one more run of the same load, with `--cpu-prof` (not one of
+ * the measured rounds: the profiler costs a few percent). What each result row's figure is made of.
+ */
+async function profiled(
+  db: BenchDb,
+  make: Make,
+  connections: number,
+  env: Record<string, string> = {},
+): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'ua-bench-prof-'));
+  try {
+    const server = await ours(
+      db,
+      env,
+      [MAIN],
+      ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-name=ours.cpuprofile'],
+    );
+    try {
+      await load(server.url, connections, WARM_UP_SECONDS, make);
+      await load(server.url, connections, SECONDS, make);
+    } finally {
+      await server.stop();
+    }
+    return topFramesOf(join(dir, 'ours.cpuprofile'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const rpsOf = (rs: Result[]) => rs.map((x) => x.rps);
@@ -394,59 +443,97 @@ async function readyTime(): Promise<number[]> {
   }
 }
 
-/** Ours and the floor on the same reads; returns the floor's throughput per round. */
+/**
+ * Ours and the two floors (Hono's, and bare node:http's) on the same reads, interleaved; returns
+ * each floor's throughput per round (how much the machine itself varied). Issue 33's targets
+ * apply to get-by-id: at least 0.75× the Hono floor and 0.65× the node:http floor, p99 at most
+ * 2× the Hono floor's.
+ */
 async function againstFloor(
   rows: Row[],
   db: BenchDb,
   label: 'get-by-id' | 'get-by-email',
   connections: number,
-): Promise<FloorVariation> {
+): Promise<FloorVariation[]> {
   const make = label === 'get-by-id' ? getById(db) : getByEmail(db);
-  const [o, f] = await interleaved(
-    { name: 'ours', start: () => ours(db), make },
-    { name: 'floor', start: () => floor(db), make },
+  const [o, f, h] = (await interleavedAll(
+    [
+      { name: 'ours', start: () => ours(db), make },
+      { name: 'the Hono floor', start: () => floor(db), make },
+      { name: 'the node:http floor', start: () => floorHttp(db), make },
+    ],
     connections,
-  );
+  )) as [Result[], Result[], Result[]];
   const scenario = `${label} @${connections}`;
   log(
     `  ${scenario}: ours ${median(rpsOf(o)).toFixed(0)} req/s p99 ${median(p99Of(o))} ms; ` +
-      `floor ${median(rpsOf(f)).toFixed(0)} req/s p99 ${median(p99Of(f))} ms; ` +
-      `floor varied ${(variation(rpsOf(f)) * 100).toFixed(1)}% between rounds`,
+      `Hono floor ${median(rpsOf(f)).toFixed(0)} req/s p99 ${median(p99Of(f))} ms (varied ${(variation(rpsOf(f)) * 100).toFixed(1)}%); ` +
+      `node:http floor ${median(rpsOf(h)).toFixed(0)} req/s p99 ${median(p99Of(h))} ms (varied ${(variation(rpsOf(h)) * 100).toFixed(1)}%)`,
   );
-  if (variation(rpsOf(f)) > NOISE_LIMIT) {
-    log(`  NOISY: the floor varied by more than ${NOISE_LIMIT * 100}%; the run goes on, and will exit 1`);
+  if (Math.max(variation(rpsOf(f)), variation(rpsOf(h))) > NOISE_LIMIT) {
+    log(`  NOISY: a floor varied by more than ${NOISE_LIMIT * 100}%; the run goes on, and will exit 1`);
   }
+  const frames = await profiled(db, make, connections);
+  log(`  ours, top frames: ${frames}`);
   const gated = label === 'get-by-id';
   rows.push(
     {
       group: label,
-      name: `${label} throughput, ${connections} connections`,
+      name: `${label} throughput vs the Hono floor, ${connections} connections`,
       ours: rpsOf(o),
       baseline: rpsOf(f),
       unit: 'req/s',
-      target: gated ? '≥ 0.85× floor' : undefined,
-      ok: gated ? ratio(rpsOf(o), rpsOf(f)) >= 0.85 : undefined,
+      target: gated ? '≥ 0.75×' : undefined,
+      ok: gated ? ratio(rpsOf(o), rpsOf(f)) >= 0.75 : undefined,
+      frames,
     },
     {
       group: label,
-      name: `${label} p99, ${connections} connections`,
+      name: `${label} throughput vs the node:http floor, ${connections} connections`,
+      ours: rpsOf(o),
+      baseline: rpsOf(h),
+      unit: 'req/s',
+      target: gated ? '≥ 0.65×' : undefined,
+      ok: gated ? ratio(rpsOf(o), rpsOf(h)) >= 0.65 : undefined,
+    },
+    {
+      group: label,
+      name: `${label} p99 vs the Hono floor, ${connections} connections`,
       ours: p99Of(o),
       baseline: p99Of(f),
       unit: 'ms',
       lowerIsBetter: true,
-      target: gated ? '≤ 1.5× floor' : undefined,
-      ok: gated ? ratio(p99Of(o), p99Of(f)) <= 1.5 : undefined,
+      target: gated ? '≤ 2×' : undefined,
+      ok: gated ? ratio(p99Of(o), p99Of(f)) <= 2 : undefined,
     },
     {
       group: label,
-      name: `${label} p50, ${connections} connections`,
+      name: `${label} p99 vs the node:http floor, ${connections} connections`,
+      ours: p99Of(o),
+      baseline: p99Of(h),
+      unit: 'ms',
+      lowerIsBetter: true,
+    },
+    {
+      group: label,
+      name: `${label} p50 vs the Hono floor, ${connections} connections`,
       ours: p50Of(o),
       baseline: p50Of(f),
       unit: 'ms',
       lowerIsBetter: true,
     },
+    {
+      group: label,
+      name: `Hono floor throughput vs the node:http floor (the framework's own cost), ${label}, ${connections} connections`,
+      ours: rpsOf(f),
+      baseline: rpsOf(h),
+      unit: 'req/s',
+    },
   );
-  return { scenario, rps: rpsOf(f) };
+  return [
+    { scenario: `${scenario} (Hono floor)`, rps: rpsOf(f) },
+    { scenario: `${scenario} (node:http floor)`, rps: rpsOf(h) },
+  ];
 }
 
 const PEER_NOTES = [
@@ -470,6 +557,9 @@ const PEER_NOTES = [
     "`get-user` takes an id but reads the caller's session, then the user: more work, so the harder comparison for us " +
     'is get-session. A ratio above 1× on throughput means ours is ahead.',
 ];
+
+/** The top frames of ours per path compared with the peer (create, verify, get-by-id), for the rows that read them too. */
+const profiles: Record<string, string> = {};
 
 /** Create, verify and read, ours against the peer's sign-up, sign-in and get-session. */
 async function peerRows(rows: Row[], db: BenchDb, passwordHash: string): Promise<void> {
@@ -534,7 +624,12 @@ async function peerRows(rows: Row[], db: BenchDb, passwordHash: string): Promise
         `  ${label} ${median(rpsOf(o)).toFixed(0)} req/s p99 ${median(p99Of(o))} ms; ` +
           `peer ${peerLabel} ${median(rpsOf(p)).toFixed(0)} req/s p99 ${median(p99Of(p))} ms`,
       );
+      const frames = await profiled(db, oursMake, connections);
+      profiles[label] = frames;
+      log(`  ours, top frames: ${frames}`);
       const name = `${label} vs Better Auth ${peerLabel}`;
+      // Issue 33: ahead by 5% where both do the same argon2id work (create, verify); ahead on reads.
+      const ahead = label === 'get-by-id' ? 1 : 1.05;
       rows.push(
         {
           group: 'peer',
@@ -542,8 +637,9 @@ async function peerRows(rows: Row[], db: BenchDb, passwordHash: string): Promise
           ours: rpsOf(o),
           baseline: rpsOf(p),
           unit: 'req/s',
-          target: 'ahead of the peer (> 1×)',
-          ok: ratio(rpsOf(o), rpsOf(p)) > 1,
+          target: ahead === 1 ? 'ahead of the peer (> 1×)' : `≥ ${ahead.toFixed(2)}×`,
+          ok: ahead === 1 ? ratio(rpsOf(o), rpsOf(p)) > 1 : ratio(rpsOf(o), rpsOf(p)) >= ahead,
+          frames,
         },
         {
           group: 'peer',
@@ -560,10 +656,15 @@ async function peerRows(rows: Row[], db: BenchDb, passwordHash: string): Promise
   }
 }
 
+/** The accounts the writes never delete (the first 10,000 of the sample, which update renames). */
+const liveAfterDeletes = (db: BenchDb): BenchDb => ({ ...db, ids: db.ids.slice(0, 10_000) });
+
 /** Writes and the mix on one server of ours (the floor and the peer have no such paths). */
 async function writeRows(rows: Row[], db: BenchDb, server: Proc, hashRate: number): Promise<void> {
   const deletable = db.ids.slice(10_000);
   const updatable = db.ids.slice(0, 10_000);
+  // The mix reads only accounts that exist: the delete scenario removes the rest of the sample.
+  const live = liveAfterDeletes(db);
   const writes: [string, number, Make][] = [
     ['create', 8, create('new')],
     [
@@ -581,7 +682,8 @@ async function writeRows(rows: Row[], db: BenchDb, server: Proc, hashRate: numbe
       () => ({
         method: 'DELETE',
         path: '/api/1/user/delete',
-        body: JSON.stringify({ _userId: deletable.pop() ?? db.ids[0] }),
+        // Past the sample, an id that never existed: a 404, counted as non-2xx in the warning.
+        body: JSON.stringify({ _userId: deletable.pop() ?? '00000000-0000-4000-8000-000000000000' }),
       }),
     ],
     // After the writes above: its p99 there is a known problem (issue 13), keep it in view.
@@ -595,7 +697,7 @@ async function writeRows(rows: Row[], db: BenchDb, server: Proc, hashRate: numbe
               path: '/api/1/user/update',
               body: JSON.stringify({ _userId: pick(updatable, i), name: `Mixed ${i}` }),
             }
-          : getById(db)(i),
+          : getById(live)(i),
     ],
   ];
   for (const [label, connections, make] of writes) {
@@ -621,8 +723,9 @@ async function writeRows(rows: Row[], db: BenchDb, server: Proc, hashRate: numbe
         ours: rpsOf(results),
         baseline: [hashRate],
         unit: 'per s',
-        target: '≥ 0.7×',
-        ok: median(rpsOf(results)) / hashRate >= 0.7,
+        target: '≥ 0.8×',
+        ok: median(rpsOf(results)) / hashRate >= 0.8,
+        frames: profiles.create,
       });
     }
   }
@@ -725,23 +828,28 @@ async function main(): Promise<void> {
   const hashRate = await standaloneHashRate(SECONDS);
   const passwordHash = await hash(PASSWORD, ARGON2ID);
 
+  // The verify row takes the profile of verify taken beside the peer (peerRows), when it ran.
+  const withVerifyFrames = (r: Row): Row =>
+    r.name.startsWith('verify throughput vs standalone') && profiles.verify ? { ...r, frames: profiles.verify } : r;
   const login = async (db: BenchDb) =>
     rows.push(
-      ...(await loginRows(
-        {
-          db,
-          password: PASSWORD,
-          passwordHash,
-          emptyDatabase: () => seededDatabase(0, passwordHash),
-          ours,
-          load,
-          log,
-          rounds: ROUNDS,
-          seconds: SECONDS,
-          token: TOKEN,
-        },
-        hashRate,
-      )),
+      ...(
+        await loginRows(
+          {
+            db,
+            password: PASSWORD,
+            passwordHash,
+            emptyDatabase: () => seededDatabase(0, passwordHash),
+            ours,
+            load,
+            log,
+            rounds: ROUNDS,
+            seconds: SECONDS,
+            token: TOKEN,
+          },
+          hashRate,
+        )
+      ).map(withVerifyFrames),
     );
   if (values.only === 'listing') {
     await scaled(rows, passwordHash, true);
@@ -846,10 +954,10 @@ async function main(): Promise<void> {
   const db = await seededDatabase(100_000, passwordHash);
   try {
     log('reads against the floor');
-    floorVariation.push(await againstFloor(rows, db, 'get-by-id', 16));
+    floorVariation.push(...(await againstFloor(rows, db, 'get-by-id', 16)));
     if (!QUICK) {
-      floorVariation.push(await againstFloor(rows, db, 'get-by-id', 64));
-      floorVariation.push(await againstFloor(rows, db, 'get-by-email', 16));
+      floorVariation.push(...(await againstFloor(rows, db, 'get-by-id', 64)));
+      floorVariation.push(...(await againstFloor(rows, db, 'get-by-email', 16)));
     }
 
     await peerRows(rows, db, passwordHash);
@@ -868,7 +976,7 @@ async function main(): Promise<void> {
     const server = await ours(db);
     try {
       await writeRows(rows, db, server, hashRate);
-      if (!QUICK) await loadedRows(rows, db, server);
+      if (!QUICK) await loadedRows(rows, liveAfterDeletes(db), server);
     } finally {
       await server.stop();
     }

@@ -18,6 +18,8 @@ export interface Row {
   lowerIsBetter?: boolean;
   target?: string;
   ok?: boolean;
+  /** Ours' top five frames by self time in a profiled run of the same load (profile.ts). */
+  frames?: string | undefined;
 }
 
 /** The floor's throughput in one scenario, round by round: how much the machine itself varied. */
@@ -92,6 +94,22 @@ function svg(rows: Row[], title: string): string {
   );
 }
 
+/**
+ * Where ours spent its time, for each row measured with a profile: the top five frames by self
+ * time, in one more run of the same load with `--cpu-prof` (shares of the time it was not idle).
+ */
+function profileSection(rows: Row[]): string[] {
+  const profiled = rows.filter((r) => r.frames);
+  if (profiled.length === 0) return [];
+  return [
+    "**Where ours spends its time**: each row's top five frames by self time, from one more run of the same load " +
+      'with `node --cpu-prof` (not a measured round), as a share of the time the server was not idle.',
+    '',
+    ...profiled.map((r) => `- ${r.name}: ${r.frames}`),
+    '',
+  ];
+}
+
 /** Writes the report and its chart; returns the markdown file's path. */
 export function writeReport(rows: Row[], meta: ReportMeta): string {
   const bad = noisy(meta);
@@ -130,7 +148,8 @@ export function writeReport(rows: Row[], meta: ReportMeta): string {
       'each figure is the median of its rounds, with the lowest and highest round in parentheses; the ratio is of the medians. ' +
       'Ours is the server built by `pnpm build`, as operators run it; where it is compared with the floor or the peer, ' +
       'the two are interleaved round by round, each round on freshly started processes. ' +
-      'The floor is a minimal Hono handler doing the same single postgres.js query with the same pool settings. ' +
+      'The floors are a minimal Hono handler (`floor.ts`) and a bare `node:http` one (`floor-http.ts`), each doing the same single ' +
+      'postgres.js query with the same pool settings: what separates the two is the framework, what separates ours from the Hono floor is ours. ' +
       'Reproduce with `./pnpmw bench`.',
     '',
     floor,
@@ -145,6 +164,7 @@ export function writeReport(rows: Row[], meta: ReportMeta): string {
       return `| ${r.name} | ${figure(r.ours, r.unit)} | ${figure(r.baseline, r.unit)} | ${ratio} | ${r.target ?? ''} | ${met} |`;
     }),
     '',
+    ...profileSection(rows),
     ...meta.notes.flatMap((n) => [n, '']),
     `![ratios](${stamp}.svg)`,
     '',
