@@ -2,7 +2,6 @@
 // code, listed, removed; recovery codes given with the first factor an account enables. Functions
 // of a write scope, as every write (accounts/unit-of-work.ts); each write locks the account's row
 // first, so that two confirms cannot both be "the first" and a remove cannot race a confirm.
-import { createHash, randomBytes } from 'node:crypto';
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
@@ -14,14 +13,13 @@ import { ApiError, serviceUnavailable, userNotFound } from '../http/errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
+import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
 /** The counter of an account's wrong second factors, apart from its passwords' (lockoutKey's 'id'). */
 export const secondFactorLockoutKey = (site: string, userId: string) =>
   lockoutKey(site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
-
-export const RECOVERY_CODES = 10;
 
 export interface FactorDeps extends WriteDeps {
   /** FACTOR_ENCRYPTION_KEY's keys; undefined when not configured (PostgreSQL without the variable). */
@@ -72,20 +70,6 @@ async function lockAccount(tx: Db, site: string, userId: string) {
     .where(and(eq(users.id, userId), inReachOf(site)))
     .for('update');
   return row;
-}
-
-/** A recovery code's stored form: 120 random bits need no slow hash (NIST SP 800-63B 5.1.2.2 asks one below 112). */
-export const recoveryCodeHash = (code: string) =>
-  createHash('sha256').update(code.toUpperCase().replace(/[\s-]/g, '')).digest('base64url');
-
-/** Ten codes of 24 base32 characters (120 bits), in groups of four for reading aloud. */
-export function newRecoveryCodes(): string[] {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  return Array.from({ length: RECOVERY_CODES }, () => {
-    const bytes = randomBytes(24);
-    const chars = [...bytes].map((b) => alphabet[b & 31]).join('');
-    return chars.match(/.{4}/g)!.join('-');
-  });
 }
 
 export interface NewTotp {

@@ -20,7 +20,7 @@ import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-wo
 import type { Db } from '../db/client.ts';
 import { passkeyChallenges, recoveryCodes, serviceKeys, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../http/errors.ts';
-import { newRecoveryCodes, recoveryCodeHash } from './factors.ts';
+import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 
 /** Five minutes, as the login's ticket: time to touch a key, never a session. */
 export const CHALLENGE_MS = 5 * 60_000;
