@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
-import { cursorScope, cursorsOf, LONG_WALK, pageOfMatches, secondWalk, WALK_BUDGET } from './listing.ts';
+import { cursorScope, cursorsOf, LONG_WALK, secondWalk, WALK_BUDGET } from './listing.ts';
 
 let database: Database;
 beforeAll(async () => {
@@ -39,31 +39,6 @@ describe('list cursors', () => {
     }
     expect(error).toMatchObject({ status: 400, code: 'invalid_cursor' });
     vi.useRealTimers();
-  });
-});
-
-describe("a page of a metadata filter's few matches", () => {
-  const at = (ms: number, id: string) => ({ createdAt: new Date(ms), id });
-  // Two created in the same millisecond: the id decides, as in the (created_at, id) index.
-  const matches = [
-    at(2000, '0193a1e4-0000-7000-8000-00000000000b'),
-    at(1000, '0193a1e4-0000-7000-8000-00000000000f'),
-    at(2000, '0193a1e4-0000-7000-8000-00000000000a'),
-    at(3000, '0193a1e4-0000-7000-8000-000000000001'),
-  ];
-
-  it("is in the walk's order, one more than the limit at most, either way", () => {
-    expect(pageOfMatches(matches, 'asc', 2)).toEqual([
-      '0193a1e4-0000-7000-8000-00000000000f',
-      '0193a1e4-0000-7000-8000-00000000000a',
-      '0193a1e4-0000-7000-8000-00000000000b',
-    ]);
-    expect(pageOfMatches(matches, 'desc', 10)).toEqual([
-      '0193a1e4-0000-7000-8000-000000000001',
-      '0193a1e4-0000-7000-8000-00000000000b',
-      '0193a1e4-0000-7000-8000-00000000000a',
-      '0193a1e4-0000-7000-8000-00000000000f',
-    ]);
   });
 });
 

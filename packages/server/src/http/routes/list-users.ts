@@ -4,13 +4,12 @@ import {
   checkFilters,
   cursorScope,
   cursorsOf,
-  fewMatchesAfter,
+  FEW_MATCHES,
+  fewMatchesPage,
   keyset,
   type ListFilters,
   listQuery,
   MANY_IN_WALK,
-  pageOfMatches,
-  rowsById,
   secondWalk,
   walkQuery,
 } from '../../accounts/listing.ts';
@@ -26,8 +25,8 @@ export const LIST_USERS_PATH = '/api/1/user/list';
 /**
  * A page of the list. With a metadata filter (which PostgreSQL cannot estimate), a short walk in
  * the list's order first, which a common value fills; a value it found often enough gets a longer
- * walk; else its matches are read through the GIN index when few, or walked when many (see
- * accounts/listing.ts).
+ * walk; else its matches are read through the GIN index and sorted in one statement when few, or
+ * walked when many (see accounts/listing.ts).
  */
 async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
   if (filters.metadata === undefined) return listQuery(db, site, filters, walk, limit);
@@ -37,12 +36,8 @@ async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnTy
     const further = await walkQuery(db, site, filters, walk, limit, secondWalk(walked.length, limit));
     if (further.length > limit) return further;
   }
-  const few = await fewMatchesAfter(db, site, filters, walk);
-  if (few === undefined) return listQuery(db, site, filters, walk, limit);
-  const ids = pageOfMatches(few, walk.order, limit);
-  if (ids.length === 0) return [];
-  const rows = await rowsById(db, site, filters, ids, walk);
-  return rows.length === ids.length ? rows : listQuery(db, site, filters, walk, limit, true);
+  const few = await fewMatchesPage(db, site, filters, walk, limit);
+  return (few[0]?.matches ?? 0) < FEW_MATCHES ? few : listQuery(db, site, filters, walk, limit);
 }
 
 export const listUsers = defineOperation({
