@@ -63,6 +63,48 @@ export function defineMetadataSuite(spec: TargetSpec): void {
       ]);
     });
 
+    it('get answers metadata byte for byte as list does, whatever jsonb keeps of it', async () => {
+      // The bytes JSON.stringify writes, in get as in list (issue 28): PostgreSQL's text of a jsonb
+      // differs in spaces, in the order of keys that are array indexes, and in numbers' notation.
+      const { token, client } = await newSite();
+      const raw = String.raw`{"big":1e400,"one":1.0,"e21":1e21,"tiny":1e-7,"long":123456789012345678,"neg":-0.5,
+        "zero":-0,"10":"ten","2":"two","a":{"":[],"b":{}},"say":"x, y: z \"q\" \\ \\\" \n\t\u0001\u001f\u2028 é 😀 \ud83d\ude00",
+        "arr":[1,"two",[3,{"four":[null,true,false]}]],"ü":"key"}`;
+      const body = `{"email":${JSON.stringify(h.uniqueEmail('raw'))},"password":${JSON.stringify(h.password())},"name":"Raw","metadata":${raw}}`;
+      const created = await fetch(`${h.target.baseUrl}${API}/create`, {
+        method: 'POST',
+        headers: { Authorization: token, 'Content-Type': 'application/json' },
+        body,
+      });
+      expect(created.status).toBe(201);
+      const { id: plain } = await create(client, { plan: 'pro', tags: ['a', 'b'], n: 1.5, deep: { on: true } });
+      // As a writer other than the API may leave it: numbers jsonb keeps as written.
+      const { id: written } = await create(client);
+      await h.target.sql(`update users set metadata = $1::jsonb where id = $2`, [
+        `{"one": 1.0, "tenth": 0.10, "big": 1${'0'.repeat(400)}, "7": [1.50, -0.0], "k": "v"}`,
+        written,
+      ]);
+      const listed = await fetch(`${h.target.baseUrl}${API}/list`, { headers: { Authorization: token } });
+      const users = ((await listed.json()) as { result: { users: User[] } }).result.users;
+      expect(users).toHaveLength(3);
+      for (const user of users) {
+        const got = await fetch(`${h.target.baseUrl}${API}/get?_userId=${user._userId}`, {
+          headers: { Authorization: token },
+        });
+        const text = await got.text();
+        expect(text).toBe(JSON.stringify(JSON.parse(text))); // compact, keys and numbers as JSON.stringify writes them
+        expect(JSON.stringify((JSON.parse(text) as { result: User }).result.metadata)).toBe(
+          JSON.stringify(user.metadata),
+        );
+      }
+      const byId = new Map(users.map((u: User) => [u._userId, u.metadata]));
+      expect(byId.get(plain!)).toEqual({ plan: 'pro', tags: ['a', 'b'], n: 1.5, deep: { on: true } });
+      expect(byId.get(written!)).toEqual({ one: 1, tenth: 0.1, big: null, 7: [1.5, 0], k: 'v' });
+      const other = [...byId.values()].find((m) => m !== byId.get(plain!) && m !== byId.get(written!)) as Json;
+      expect(other).toMatchObject({ big: null, one: 1, e21: 1e21, tiny: 1e-7, long: 123456789012345680, zero: 0 });
+      expect(other.say).toBe('x, y: z "q" \\ \\" \n\t\u0001\u001f\u2028 é 😀 😀');
+    });
+
     // RFC 7396, Appendix A: every example whose target and patch are objects (metadata is one).
     it.each([
       [{ a: 'b' }, { a: 'c' }, { a: 'c' }],
