@@ -3,32 +3,14 @@
 // the service spends beyond this is the price of those.
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import postgres from 'postgres';
+import { getAccount } from './floor-query.ts';
 
-const url = process.env.DATABASE_URL!;
-const sql = postgres(url, { max: 10, max_pipeline: 1, onnotice: () => {} } as Parameters<typeof postgres>[1]);
 const app = new Hono();
 
 app.get('/healthz', (c) => c.json({ status: 'ok' }));
 app.get('/api/1/user/get', async (c) => {
-  const id = c.req.query('_userId');
-  const email = c.req.query('email');
-  const rows = id
-    ? await sql`select id, email, name, phone, address, created_at, updated_at from users where id = ${id}`
-    : await sql`select id, email, name, phone, address, created_at, updated_at from users where site = 'default' and lower(email) = lower(${email!})`;
-  const row = rows[0];
-  if (!row) return c.json({ code: 'user_not_found' }, 404);
-  return c.json({
-    result: {
-      _userId: row.id,
-      email: row.email,
-      name: row.name,
-      phone: row.phone,
-      address: row.address,
-      createdAt: row.created_at.toISOString(),
-      updatedAt: row.updated_at.toISOString(),
-    },
-  });
+  const answer = await getAccount(c.req.query('_userId'), c.req.query('email'));
+  return answer ? c.json(answer) : c.json({ code: 'user_not_found' }, 404);
 });
 
 serve({ fetch: app.fetch, port: Number(process.env.PORT ?? 0), hostname: '127.0.0.1' }, (info) => {
