@@ -78,9 +78,12 @@ const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
  * − 1), and those files mostly wait (on a server's answer, a hash, a database), so two at a time
  * take less wall time with the same tests. The system tier runs after them, one file at a time:
  * its files start clusters, browsers and private PostgreSQL servers, and some measure time.
- * TEST_WORKERS changes the first figure.
+ * TEST_WORKERS changes the first figure (1: every file one at a time).
  */
-const WORKERS = Number(process.env.TEST_WORKERS ?? 2);
+const WORKERS = Number(process.env.TEST_WORKERS || 2);
+if (!Number.isInteger(WORKERS) || WORKERS < 1) {
+  throw new Error(`TEST_WORKERS must be a whole number of 1 or more (got ${process.env.TEST_WORKERS})`);
+}
 
 export default defineConfig({
   test: {

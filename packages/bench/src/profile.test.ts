@@ -17,8 +17,9 @@ describe('topFrames', () => {
         frame(5, 'write', 'file:///srv/node_modules/.pnpm/pino@9.0.0/node_modules/pino/lib/tools.js', 41),
         frame(6, '(garbage collector)'),
       ],
+      // Each sample lasts until the next: the delta after it (the first delta is before the first sample).
       samples: [2, 3, 4, 5, 6, 2, 3],
-      timeDeltas: [500, 10, 20, 15, 5, 500, 10],
+      timeDeltas: [0, 500, 10, 20, 15, 5, 500, 10],
     };
     expect(topFrames(profile, 3)).toEqual([
       { frame: 'parse (main.js:10)', share: 40 / 60 },

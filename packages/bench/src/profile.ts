@@ -36,7 +36,8 @@ export function topFrames(profile: CpuProfile, n = 5): { frame: string; share: n
   profile.samples.forEach((id, i) => {
     const node = byId.get(id)!;
     if (node.callFrame.functionName === '(idle)') return;
-    const dt = profile.timeDeltas[i] ?? 0;
+    // timeDeltas[i] is the time before sample i; sample i lasts until the next one (as DevTools counts).
+    const dt = profile.timeDeltas[i + 1] ?? 0;
     busy += dt;
     const name = frameName(node.callFrame);
     self.set(name, (self.get(name) ?? 0) + dt);

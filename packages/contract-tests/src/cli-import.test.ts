@@ -95,7 +95,7 @@ describe('export on PostgreSQL', async () => {
   const skip = await postgresUnavailable();
   if (skip) console.warn(`\n[contract-tests] export on PostgreSQL: SKIPPED, ${skip}\n`);
   it.skipIf(skip !== undefined)(
-    'streams 200,000 accounts with flat memory, and cli export gives a file cli import takes into another site, passwords and all',
+    'streams 200,000 accounts no further ahead of a client that stops reading than a page, and cli export gives a file cli import takes into another site, passwords and all',
     async () => {
       const database = await freshPostgresDatabase();
       cleanups.push(() => database.drop());
@@ -139,12 +139,17 @@ describe('export on PostgreSQL', async () => {
         bytes += chunk.length;
         for (const byte of chunk) if (byte === 10) lines++;
       });
-      while (bytes < 1_000_000) await once(response, 'data');
+      // An export that ends short of a megabyte ends the wait too (the count below then says so).
+      let ended = false;
+      const end = once(response, 'end').then(() => {
+        ended = true;
+      });
+      while (bytes < 1_000_000 && !ended) await Promise.race([once(response, 'data'), end]);
       response.pause();
       await new Promise((r) => setTimeout(r, 3000));
       const held = rss() - before;
       response.resume();
-      await finished(response);
+      if (!ended) await finished(response);
       expect(lines).toBe(200_000);
       expect(held, `the server grew by ${held.toFixed(1)} MB while the export sat unread`).toBeLessThan(25);
       server.child.kill('SIGTERM');

@@ -63,7 +63,7 @@ export function defineMetadataSuite(spec: TargetSpec): void {
       ]);
     });
 
-    it('get answers metadata byte for byte as list does, whatever jsonb keeps of it', async () => {
+    it('get answers metadata in the bytes JSON.stringify writes, and the value list answers, whatever jsonb keeps of it', async () => {
       // The bytes JSON.stringify writes, in get as in list (issue 28): PostgreSQL's text of a jsonb
       // differs in spaces, in the order of keys that are array indexes, and in numbers' notation.
       const { token, client } = await newSite();
@@ -348,6 +348,45 @@ export function defineMetadataSuite(spec: TargetSpec): void {
           params: { query: { metadata: '{"plan":"pro"}', order: 'desc', createdAfter: '2000-01-01T00:00:00Z' } },
         });
         expect(desc.data!.result.users.map((u: User) => u._userId)).toEqual([ids[6], ids[4], ids[2], ids[0]]);
+      });
+
+      it('pages a filter few accounts match beyond the first walk, in both orders, ties on the creation time split by id', async () => {
+        // 4,000 accounts, so that the server's first walk (1,000 rows) does not fill a page and it
+        // reads the matches through the index instead (fewMatchesPage); 8 matches in 4 pairs
+        // created in the same second, so that a page can end between the two of a pair.
+        const { site, client } = await newSite();
+        const chosen = [500, 501, 1700, 1701, 2900, 2901, 3990, 3991];
+        await h.target.sql(
+          `insert into users (site, email, name, origin, created_at, metadata)
+           select $1, 'few' || i || '@example.com', 'Few ' || i, 'api',
+             timestamptz '2026-01-01T00:00:00Z' + (i / 2) * interval '1 second',
+             case when i = any($2::int[]) then '{"few": true}'::jsonb else '{}'::jsonb end
+           from generate_series(1, 4000) as i`,
+          [site, `{${chosen.join(',')}}`],
+        );
+        const inOrder = (
+          await h.target.sql(
+            `select id::text from users where site = $1 and metadata @> '{"few": true}' order by created_at, id`,
+            [site],
+          )
+        ).map((r) => r.id as string);
+        expect(inOrder).toHaveLength(chosen.length);
+        for (const order of ['asc', 'desc'] as const) {
+          const seen: string[] = [];
+          let after: string | undefined;
+          for (let page = 0; page < 10; page++) {
+            const { data, response } = await client.GET('/api/1/user/list', {
+              params: { query: { metadata: '{"few":true}', order, limit: 3, ...(after !== undefined && { after }) } },
+            });
+            expect(response.status, order).toBe(200);
+            seen.push(...data!.result.users.map((u: User) => u._userId));
+            if (data!.result.next === null) break;
+            after = data!.result.next;
+          }
+          expect(seen, order).toEqual(order === 'asc' ? inOrder : [...inOrder].reverse());
+        }
+        const counted = await client.GET('/api/1/user/count', { params: { query: { metadata: '{"few":true}' } } });
+        expect(counted.data!.result.count).toBe(chosen.length);
       });
 
       it('refuses a cursor given for another metadata filter', async () => {

@@ -300,10 +300,21 @@ export const proxiedTarget: TargetSpec = {
   transparent: false,
   async start() {
     const inner = await embeddedServer();
-    const port = await freePort();
-    const proxy = () => startPrism(['proxy', SPEC_PATH, inner.baseUrl, '--host', '127.0.0.1', '--port', String(port)]);
+    let port = await freePort();
+    // The port was free when probed; another test file can take it before Prism binds it (files
+    // run side by side): then try another.
+    const proxy = async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await startPrism(['proxy', SPEC_PATH, inner.baseUrl, '--host', '127.0.0.1', '--port', String(port)]);
+        } catch (error) {
+          if (attempt >= 5 || !String(error).includes('EADDRINUSE')) throw error;
+          port = await freePort();
+        }
+      }
+    };
     let child = await proxy();
-    return {
+    const target: Target = {
       ...inner,
       baseUrl: `http://127.0.0.1:${port}`,
       sql: (query, params) => inner.sql(query, params),
@@ -318,11 +329,13 @@ export const proxiedTarget: TargetSpec = {
         child.kill('SIGTERM');
         await inner.restart();
         child = await proxy();
+        target.baseUrl = `http://127.0.0.1:${port}`;
       },
       async close() {
         child.kill('SIGTERM');
         await inner.close();
       },
     };
+    return target;
   },
 };

@@ -98,7 +98,9 @@ describe('createPasswordHasher', () => {
     const [slowMs, slowerMs, ownMs] = await Promise.all([slow, slower, own]);
     // The costly checks ran one after the other in their own lane; the shop's hash did not wait.
     expect(slowMs).toBeGreaterThan(4 * ownMs);
-    expect(slowerMs).toBeGreaterThan(1.5 * slowMs);
+    // One after the other, the second ends a whole check after the first (side by side, both end
+    // together); 1.25x, not 2x, because a neighbour on the cores can slow the first check alone.
+    expect(slowerMs).toBeGreaterThan(1.25 * slowMs);
     expect(hasher.load).toEqual({ running: 0, waiting: 0 });
   }, 30_000);
 });
