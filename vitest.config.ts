@@ -40,25 +40,26 @@ const integration = server([
 
 /**
  * Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL,
- * or load a database at scale (list-plans: 200,000 accounts). Those that measure time or
- * memory, or load both cores for long (a cluster, a private PostgreSQL killed and restarted, the
- * console's first screen in under a second, lease arithmetic, revocation within a second, a
- * 200,000-account import), run one at a time after everything else; the rest run side by side
- * with the other tiers.
+ * or load a database at scale (list-plans: 200,000 accounts).
  */
-const systemAlone = contractTests(['cli-import', 'cli', 'cluster', 'console-browser', 'faults', 'limits']);
-const systemBeside = [
+const system = [
   ...server(['build', 'main', 'ops/housekeeping-servers']),
   'packages/client/src/pack.test.ts',
   ...contractTests([
     'browser-client',
+    'cli-import',
     'client-install',
+    'cli',
     'cloudevents',
+    'cluster',
+    'console-browser',
     'container',
     'deploy',
     'docs-browser',
     'docs',
+    'faults',
     'generators',
+    'limits',
     'list-plans',
     'metrics',
     'passkey-browser',
@@ -69,15 +70,14 @@ const systemBeside = [
     'webhooks',
   ]),
 ];
-const system = [...systemAlone, ...systemBeside];
 
 const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
 
 /**
  * Files side by side in the first three tiers: vitest's default on 2 cores is one worker (cores
  * − 1), and those files mostly wait (on a server's answer, a hash, a database), so two at a time
- * take less wall time with the same tests. The system tier's files that measure time or load the
- * cores for long (systemAlone) run after them, one at a time.
+ * take less wall time with the same tests. The system tier runs after them, one file at a time:
+ * its files start clusters, browsers and private PostgreSQL servers, and some measure time.
  * TEST_WORKERS changes the first figure (1: every file one at a time).
  */
 const WORKERS = Number(process.env.TEST_WORKERS || 2);
@@ -121,10 +121,9 @@ export default defineConfig({
           maxWorkers: WORKERS,
         },
       },
-      { extends: true, test: { name: 'system', include: systemBeside, maxWorkers: WORKERS } },
       {
         extends: true,
-        test: { name: 'system-alone', include: systemAlone, maxWorkers: 1, sequence: { groupOrder: 1 } },
+        test: { name: 'system', include: system, maxWorkers: 1, sequence: { groupOrder: 1 } },
       },
     ],
   },
