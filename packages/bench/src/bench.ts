@@ -347,17 +347,12 @@ async function interleaved(a: Side, b: Side, connections: number): Promise<[Resu
  * The top five frames of ours under one more run of the same load, with `--cpu-prof` (not one of
  * the measured rounds: the profiler costs a few percent). What each result row's figure is made of.
  */
-async function profiled(
-  db: BenchDb,
-  make: Make,
-  connections: number,
-  env: Record<string, string> = {},
-): Promise<string> {
+async function profiled(db: BenchDb, make: Make, connections: number): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'ua-bench-prof-'));
   try {
     const server = await ours(
       db,
-      env,
+      {},
       [MAIN],
       ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-name=ours.cpuprofile'],
     );
