@@ -24,6 +24,7 @@ import { lockoutKey } from '../limits/lockout.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from './ids.ts';
 import { inGraceOf, inReachOf } from './in-reach.ts';
+import { bySiteInTurn } from './in-turn.ts';
 import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
 /** The site's default grace period in days (0: none). */
@@ -86,7 +87,8 @@ export async function restoreAccount(scope: WriteScope, deps: WriteDeps, userId:
 export const PURGE_BATCH = 100;
 
 /**
- * Purges every account whose grace period is over, on every site: the row (its tickets and factors
+ * Purges every account whose grace period is over, on every site (the sites in turn, a batch each:
+ * bySiteInTurn): the row (its tickets and factors
  * go with it, by their foreign keys), the audit rows and the events about it, their webhook
  * deliveries, and its verify lockout counters, so that nothing kept names the person. What stays
  * is the purge's own audit row and user.purged event, which carry the bare id and nothing else.
@@ -102,9 +104,10 @@ export async function purgeDeleted(
     deps.db,
     sql`select distinct ${users.site} as site from ${users} where ${isNotNull(users.purgeAt)} and ${users.purgeAt} <= now()`,
   );
-  let total = 0;
-  for (const { site } of sites) {
-    for (;;) {
+  return bySiteInTurn(
+    sites.map((s) => s.site),
+    batch,
+    async (site) => {
       const scope = { site, actor: 'job', requestId: randomUUID() };
       const done = (ids: string[]) => ({ userId: undefined, userIds: ids, status: 200, outcome: 'user purged' });
       const purged = await inWrite(scope, deps, 'purge', done, async (tx) => {
@@ -123,11 +126,9 @@ export async function purgeDeleted(
         await options.afterClaim?.(ids);
         return ids;
       });
-      total += purged?.length ?? 0;
-      if (purged === undefined || purged.length < batch) break;
-    }
-  }
-  return total;
+      return purged?.length ?? 0;
+    },
+  );
 }
 
 /**

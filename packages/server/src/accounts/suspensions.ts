@@ -8,6 +8,7 @@ import { and, asc, inArray, isNotNull, lte, sql } from 'drizzle-orm';
 import { rows } from '../db/client.ts';
 import { users } from '../db/schema.ts';
 import { inReachOf } from './in-reach.ts';
+import { bySiteInTurn } from './in-turn.ts';
 import { inWrite, type WriteDeps } from './unit-of-work.ts';
 
 /** Accounts enabled per transaction: a large backlog is worked through in short transactions. */
@@ -16,8 +17,8 @@ export const SUSPENSIONS_BATCH = 100;
 const due = sql`${users.disabledUntil} <= now()`;
 
 /**
- * Enables every account of every site whose suspension has ended; returns how many this call
- * enabled. `afterClaim` (tests only) runs inside each batch's transaction once its rows are
+ * Enables every account of every site whose suspension has ended, the sites in turn a batch each
+ * (bySiteInTurn); returns how many this call enabled. `afterClaim` (tests only) runs inside each batch's transaction once its rows are
  * claimed and enabled, before it commits: a test holds one replica there.
  */
 export async function endDueSuspensions(
@@ -30,9 +31,10 @@ export async function endDueSuspensions(
     deps.db,
     sql`select distinct ${users.site} as site from ${users} where ${isNotNull(users.disabledUntil)} and ${due}`,
   );
-  let total = 0;
-  for (const { site } of sites) {
-    for (;;) {
+  return bySiteInTurn(
+    sites.map((s) => s.site),
+    batch,
+    async (site) => {
       const scope = { site, actor: 'job', requestId: randomUUID() };
       const done = (ids: string[]) => ({ userId: undefined, userIds: ids, status: 200, outcome: 'user enabled' });
       const ended = await inWrite(scope, deps, 'enable', done, async (tx) => {
@@ -53,9 +55,7 @@ export async function endDueSuspensions(
         await options.afterClaim?.(ids);
         return ids;
       });
-      total += ended?.length ?? 0;
-      if (ended === undefined || ended.length < batch) break;
-    }
-  }
-  return total;
+      return ended?.length ?? 0;
+    },
+  );
 }

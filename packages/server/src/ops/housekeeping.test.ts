@@ -149,6 +149,31 @@ describe('ending timed suspensions', () => {
     expect((await traceOf(db, due.ids[0]!)).events).toEqual(['user.enabled']);
   });
 
+  // No site can hold another back: a backlog of one site's ends does not wait out another's.
+  it('takes the sites in turn, a batch each, so that sites with one due end are not held behind others with many', async () => {
+    const db = database.db;
+    const past = sql`now() - interval '1 second'`;
+    const crowded = await Promise.all([1, 2, 3].map(() => suspended(db, past, 9)));
+    const quiet = await Promise.all([1, 2, 3].map(() => suspended(db, past, 1)));
+    const ours = new Map<string, string>();
+    for (const { site, ids } of [...crowded, ...quiet]) for (const id of ids) ours.set(id, site);
+    const claims: string[] = []; // the site of each batch of ours, in the order they were claimed
+    await endDueSuspensions(
+      { db },
+      {
+        batch: 3,
+        async afterClaim(claimed) {
+          const site = claimed.map((id) => ours.get(id)).find((s) => s !== undefined);
+          if (site !== undefined) claims.push(site);
+        },
+      },
+    );
+    expect(claims).toHaveLength(3 * 3 + 3);
+    // The first round gives each of the six sites one batch; each quiet site's one end is in it.
+    expect(new Set(claims.slice(0, 6))).toEqual(new Set([...crowded, ...quiet].map((s) => s.site)));
+    for (const { ids } of quiet) expect(await stateOf(db, ids[0]!)).toMatchObject({ disabled: false });
+  });
+
   it('ends a suspension on its own, with no call, once the running chores reach its time', async () => {
     const db = database.db;
     const { ids } = await suspended(db, sql`now() + interval '300 milliseconds'`);
