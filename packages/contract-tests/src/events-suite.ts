@@ -79,6 +79,35 @@ export function defineEventsSuite(spec: TargetSpec): void {
       for (const sent of h.passwords) expect(text).not.toContain(sent);
     });
 
+    // Issue 28: events carry the account after the change, metadata included: a merge's result,
+    // and a ticket's redeem (the verified flag and its time), each as get answers it just after.
+    it('carries the account as get answers it after a metadata merge and after a ticket’s redeem', async () => {
+      const c = await freshSite();
+      const user = await h.createUser({ metadata: { plan: 'free', prefs: { theme: 'dark', lang: 'en' } } }, c.api);
+      const getNow = async () =>
+        (await c.api.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
+      await c.api.POST('/api/1/user/update', {
+        body: { _userId: user.id, metadata: { plan: 'pro', prefs: { lang: null }, seats: 3 } },
+      });
+      const merged = await getNow();
+      expect(merged.metadata).toEqual({ plan: 'pro', prefs: { theme: 'dark' }, seats: 3 });
+      const issued = await c.api.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } });
+      const ticket = issued.data!.result.ticket;
+      const redeemed = await c.api.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'verify_email' } });
+      expect(redeemed.response.status).toBe(200);
+      const verified = await getNow();
+      expect(verified.emailVerified).toBe(true);
+
+      const events = await all(c.api, undefined);
+      const mine = events.filter((e) => e.subject === user.id);
+      expect(mine.map((e) => e.type)).toEqual(['user.created', 'user.updated', 'user.updated']);
+      expect(mine[1]!.changedfields).toBe('metadata');
+      expect(mine[1]!.data).toEqual(merged);
+      expect(mine[2]!.data).toEqual(verified);
+      // Issuing a ticket changes no account and is no event; the ticket is in none.
+      expect(JSON.stringify(events)).not.toContain(ticket);
+    });
+
     it('numbers a site’s events 1, 2, 3… and pages through them with after, limit and next', async () => {
       const b = await freshSite();
       for (let i = 0; i < 5; i++) await h.createUser({}, b.api);

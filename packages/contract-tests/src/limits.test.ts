@@ -411,6 +411,42 @@ describe('the hash budget', () => {
     expect((await rename(3)).response.status).toBe(200);
   });
 
+  // Issue 28: a password reset counts against the hash budget like any password change.
+  it('counts a reset ticket’s redeem against "hash" as a password change; over it, 429 and the ticket stays', async () => {
+    const target = await embedded({ env: { RATE_LIMIT: '1000/60s', RATE_LIMIT_HASH: '2/60s' } });
+    const { id, changer, storedHash } = await accountAndChanger(target);
+    const ticket = async () => {
+      const issued = await changer.POST('/api/1/user/ticket', { body: { _userId: id, purpose: 'reset_password' } });
+      expect(issued.response.status).toBe(201);
+      // Issuing hashes no password: "all" only.
+      expect(issued.response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60');
+      return issued.data!.result.ticket;
+    };
+    const reset = (t: string, i: number) =>
+      changer.POST('/api/1/user/ticket/redeem', {
+        body: { ticket: t, purpose: 'reset_password', password: `a reset passphrase ${i}` },
+      });
+    const remainingHashes: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const { response } = await reset(await ticket(), i);
+      expect(response.status).toBe(200);
+      expect(response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60, "hash";q=2;w=60');
+      remainingHashes.push(field(response, 'ratelimit', 'r')[1]!.value);
+    }
+    expect(remainingHashes).toEqual([1, 0]);
+
+    const before = await storedHash();
+    const third = await ticket();
+    const { response, error } = await reset(third, 2);
+    expect(response.status).toBe(429);
+    expect(error?.code).toBe('rate_limited');
+    expect(error?.detail).toContain('"hash"');
+    expect(await storedHash()).toBe(before);
+    // A used ticket's row goes, and a reset ends the account's other reset tickets: one row left, the third.
+    const left = await target.sql(`select count(*)::int as n from tickets where user_id = $1`, [id]);
+    expect(left[0]!.n).toBe(1);
+  });
+
   it("does not keep a hash budget's 429 under its Idempotency-Key: the retry after the window runs", async () => {
     const target = await embedded({ env: { RATE_LIMIT: '1000/60s', RATE_LIMIT_HASH: '1/2s' } });
     const { id, changer, storedHash } = await accountAndChanger(target);

@@ -205,6 +205,17 @@ export function defineMetadataSuite(spec: TargetSpec): void {
         expect((await update(client, id!, { second: 'y'.repeat(fill) })).response.status).toBe(200);
       });
 
+      // The spec's Metadata: in one create or update body, metadata near the bound meets the
+      // body's own 64 KiB first.
+      it('refuses a create whose metadata passes 64 KiB as 413 payload_too_large, creating nothing', async () => {
+        const { site, client } = await newSite();
+        const { status, error } = await create(client, { big: 'x'.repeat(64 * 1024) });
+        expect(status).toBe(413);
+        expect(error?.code).toBe('payload_too_large');
+        const { data } = await client.GET('/api/1/user/count', { params: { query: {} } });
+        expect(data!.result.count, site).toBe(0);
+      });
+
       it('refuses an import row whose metadata passes 64 KiB, at its index, and imports the others', async () => {
         const { client } = await newSite();
         const row = (metadata: Json) => ({

@@ -77,6 +77,9 @@ export interface ServerOptions {
   env?: Record<string, string>;
 }
 
+/** Turns on every server target's GET /metrics: a test reads them as an operator's Prometheus would. */
+export const TEST_METRICS_TOKEN = 'metrics_token_for_the_contract_targets_0123';
+
 type Where = { DATA_DIR: string } | { DATABASE_URL: string } | { database: Database };
 
 /**
@@ -89,6 +92,7 @@ async function listen(where: Where, logs: string[], options: ServerOptions) {
     API_TOKENS: TEST_TOKEN,
     LOG_LEVEL: 'info',
     LOG_FORMAT: 'json',
+    METRICS_TOKEN: TEST_METRICS_TOKEN,
     ...GENEROUS_LIMITS,
     ...('database' in where ? {} : where),
     ...options.env,

@@ -4,7 +4,7 @@
 import type { components } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
 import { useTarget, withoutRequestId } from './harness.ts';
-import type { TargetSpec } from './targets.ts';
+import { type TargetSpec, TEST_METRICS_TOKEN } from './targets.ts';
 
 type Purpose = components['schemas']['TicketPurpose'];
 
@@ -202,6 +202,44 @@ export function defineTicketsSuite(spec: TargetSpec): void {
       expect((await issue(client, { _userId: user.id, purpose: 'verify_email' })).status).toBe(404);
     });
 
+    // The spec's lifetimes (TicketRequest.expiresIn): a default and a maximum per purpose, 60 s at least.
+    it.each([
+      ['verify_email', 24 * 3600, 7 * 24 * 3600],
+      ['change_email', 24 * 3600, 7 * 24 * 3600],
+      ['reset_password', 3600, 24 * 3600],
+      ['verify_phone', 600, 3600],
+    ] as const)('%s lives %i s unless told, %i s at most, 60 s at least', async (purpose, byDefault, most) => {
+      const { client } = await newSite();
+      const user = await h.createUser({ phone: '+44 20 7946 0018' }, client);
+      const body = (extra: Record<string, unknown>) => ({
+        _userId: user.id,
+        purpose,
+        ...(purpose === 'change_email' && { newEmail: h.uniqueEmail('lifetime') }),
+        ...extra,
+      });
+      const lifetime = async (extra: Record<string, unknown>) => {
+        const before = Date.now();
+        const answer = await issue(client, body(extra));
+        expect(answer.status, JSON.stringify(answer.error)).toBe(201);
+        issued.push(answer.result!.ticket);
+        return (Date.parse(answer.result!.expiresAt) - before) / 1000;
+      };
+      for (const [extra, seconds] of [
+        [{}, byDefault],
+        [{ expiresIn: most }, most],
+        [{ expiresIn: 60 }, 60],
+      ] as const) {
+        const lived = await lifetime(extra);
+        expect(lived, JSON.stringify(extra)).toBeGreaterThan(seconds - 60);
+        expect(lived, JSON.stringify(extra)).toBeLessThanOrEqual(seconds + 1);
+      }
+      for (const expiresIn of [most + 1, 59]) {
+        const refused = await issue(client, body({ expiresIn }));
+        expect(refused.status, String(expiresIn)).toBe(400);
+        expect(refused.error?.errors?.[0]?.pointer).toBe('/expiresIn');
+      }
+    });
+
     it('needs the write scope: a verify token can neither issue nor redeem', async () => {
       const { site, client } = await newSite();
       const user = await h.createUser({}, client);
@@ -211,7 +249,7 @@ export function defineTicketsSuite(spec: TargetSpec): void {
       expect((await redeem(login, { ticket: 'x', purpose: 'verify_email' })).status).toBe(403);
     });
 
-    it('keeps every ticket out of the audit trail, events, logs, export and the database', async () => {
+    it('keeps every ticket and code out of the audit trail, events, logs, metrics, export and the database', async () => {
       const { token, client } = await newSite();
       await h.createUser({}, client);
       expect(issued.length).toBeGreaterThan(10);
@@ -222,9 +260,17 @@ export function defineTicketsSuite(spec: TargetSpec): void {
       const events = JSON.stringify(await h.target.sql('select * from events'));
       const stored = JSON.stringify(await h.target.sql('select * from tickets'));
       const logs = h.target.logs.join('\n');
-      for (const ticket of issued.filter((t) => t.length > 6)) {
-        for (const [where, text] of Object.entries({ exported, audit, events, stored, logs })) {
-          expect(text.includes(ticket), `a ticket in ${where}`).toBe(false);
+      const metrics = await (
+        await fetch(`${h.target.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${TEST_METRICS_TOKEN}` } })
+      ).text();
+      expect(metrics).toMatch(/^# HELP /m);
+      expect(issued.filter((t) => t.length === 6).length).toBeGreaterThan(2);
+      for (const ticket of issued) {
+        // A phone's code is six digits, which a time or a count can hold by chance: looked for as
+        // a JSON string or a label's value, as it would be written if it leaked.
+        const needle = ticket.length > 6 ? ticket : `"${ticket}"`;
+        for (const [where, text] of Object.entries({ exported, audit, events, stored, logs, metrics })) {
+          expect(text.includes(needle), `a ticket in ${where}`).toBe(false);
         }
       }
     });
