@@ -1,6 +1,8 @@
 // The operator CLI as an operator runs it, against running servers: tokens minted, listed and
 // revoked (refused by every server within 1 s), and the audit trail.
 
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
@@ -83,6 +85,46 @@ describe('cli on the embedded database, while the server runs', () => {
       outcome: 'user created',
     });
     expect(audit.stdout).not.toContain('cli@example.com');
+  }, 60_000);
+
+  // Issue 28: a site's metadata schema, set and cleared by the CLI through the running server's
+  // admin socket (the CLI's own process reads the file), held by the next write at once.
+  it('sets a site’s metadata schema from a file and clears it, and the running server holds writes to it at once', async () => {
+    const dir = procs.dataDir();
+    const server = procs.server({ DATA_DIR: dir });
+    await server.ready;
+    const env = { DATA_DIR: dir };
+    const created = await procs.cli(
+      ['token', 'create', '--site', 'plans', '--scopes', 'read,write', '--label', 'plans app'],
+      env,
+    );
+    const client = createClient({ baseUrl: server.baseUrl, token: tokenIn(created.stdout)! });
+    const create = async (plan: string) =>
+      client.POST('/api/1/user/create', {
+        body: {
+          email: `${plan}.${Date.now()}@example.com`,
+          password: 'a long passphrase',
+          name: 'Plan',
+          metadata: { plan },
+        },
+      });
+    expect((await create('gold')).response.status).toBe(201);
+
+    const file = join(dir, 'plans.schema.json');
+    writeFileSync(file, JSON.stringify({ type: 'object', properties: { plan: { enum: ['free', 'pro'] } } }));
+    const set = await procs.cli(['metadata-schema', 'set', '--site', 'plans', file], env);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toBe(
+      'Set the metadata schema of site plans; 1 of its 1 accounts do not match it: each must, at its next write of metadata.\n',
+    );
+    const refused = await create('gold');
+    expect(refused.response.status).toBe(400);
+    expect(refused.error).toMatchObject({ code: 'invalid_metadata', errors: [{ pointer: '/metadata/plan' }] });
+    expect((await create('pro')).response.status).toBe(201);
+
+    const cleared = await procs.cli(['metadata-schema', 'clear', '--site', 'plans'], env);
+    expect(cleared.code, cleared.stderr).toBe(0);
+    expect((await create('gold')).response.status).toBe(201);
   }, 60_000);
 
   it.each([
