@@ -98,6 +98,7 @@ describe('cli on the embedded database, while the server runs', () => {
       ['token', 'create', '--site', 'plans', '--scopes', 'read,write', '--label', 'plans app'],
       env,
     );
+    expect(created.code, created.stderr).toBe(0);
     const client = createClient({ baseUrl: server.baseUrl, token: tokenIn(created.stdout)! });
     const create = async (plan: string) =>
       client.POST('/api/1/user/create', {

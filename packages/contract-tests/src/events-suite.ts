@@ -83,11 +83,22 @@ export function defineEventsSuite(spec: TargetSpec): void {
     // and a ticket's redeem (the verified flag and its time), each as get answers it just after.
     it('carries the account as get answers it after a metadata merge and after a ticket’s redeem', async () => {
       const c = await freshSite();
-      const user = await h.createUser({ metadata: { plan: 'free', prefs: { theme: 'dark', lang: 'en' } } }, c.api);
+      const created = await c.api.POST('/api/1/user/create', {
+        body: {
+          email: h.uniqueEmail('merged'),
+          password: h.password(),
+          name: 'Merged',
+          metadata: { plan: 'free', prefs: { theme: 'dark', lang: 'en' } } as Record<string, unknown>,
+        },
+      });
+      const user = { id: created.data!.result._userId };
       const getNow = async () =>
         (await c.api.GET('/api/1/user/get', { params: { query: { _userId: user.id } } })).data!.result;
       await c.api.POST('/api/1/user/update', {
-        body: { _userId: user.id, metadata: { plan: 'pro', prefs: { lang: null }, seats: 3 } },
+        body: {
+          _userId: user.id,
+          metadata: { plan: 'pro', prefs: { lang: null }, seats: 3 } as Record<string, unknown>,
+        },
       });
       const merged = await getNow();
       expect(merged.metadata).toEqual({ plan: 'pro', prefs: { theme: 'dark' }, seats: 3 });

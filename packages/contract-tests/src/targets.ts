@@ -77,7 +77,7 @@ export interface ServerOptions {
   env?: Record<string, string>;
 }
 
-/** Turns on every server target's GET /metrics: a test reads them as an operator's Prometheus would. */
+/** Turns on the suite's server targets' GET /metrics: a test reads them as an operator's Prometheus would. */
 export const TEST_METRICS_TOKEN = 'metrics_token_for_the_contract_targets_0123';
 
 type Where = { DATA_DIR: string } | { DATABASE_URL: string } | { database: Database };
@@ -92,7 +92,6 @@ async function listen(where: Where, logs: string[], options: ServerOptions) {
     API_TOKENS: TEST_TOKEN,
     LOG_LEVEL: 'info',
     LOG_FORMAT: 'json',
-    METRICS_TOKEN: TEST_METRICS_TOKEN,
     ...GENEROUS_LIMITS,
     ...('database' in where ? {} : where),
     ...options.env,
@@ -194,7 +193,7 @@ export function embeddedServer(options: ServerOptions = {}): Promise<Target> {
 export const pgliteTarget: TargetSpec = {
   name: 'server on embedded PGlite',
   stateful: true,
-  start: () => embeddedServer(),
+  start: () => embeddedServer({ env: { METRICS_TOKEN: TEST_METRICS_TOKEN } }),
 };
 
 /** Why PostgreSQL tests cannot run here, or undefined when TEST_DATABASE_URL answers. */
@@ -240,7 +239,7 @@ export async function postgresTarget(): Promise<TargetSpec> {
       const database = await freshPostgresDatabase();
       // As an operator deploys it: PostgreSQL's servers share their key of second-factor secrets.
       return serverTarget({ DATABASE_URL: database.url }, database.drop, {
-        env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY },
+        env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY, METRICS_TOKEN: TEST_METRICS_TOKEN },
       });
     },
   };

@@ -1319,9 +1319,10 @@ export interface components {
          *     has 3), and no string or key holding U+0000 or an unpaired surrogate (which PostgreSQL's
          *     jsonb cannot keep); beyond them, 400 `invalid_request` at `/metadata`, nothing changed.
          *     A `create` or `update` body is itself at most 64 KiB, so metadata near the bound in one
-         *     of them is refused first as 413 `payload_too_large` (no pointer: the body was not read);
-         *     the 400 with its pointer answers metadata that an update's merge takes past the bound,
-         *     and an `import` row's (whose body may be 2 MiB).
+         *     of them is usually refused first, as 413 `payload_too_large` (no pointer: the body was
+         *     not read). The 400 with its pointer answers metadata that an update's merge takes past
+         *     the bound, an `import` row's (whose body may be 2 MiB), and metadata whose compact JSON
+         *     is longer than it was sent (numbers such as `1e20`, written out in full).
          *     Keys come back in PostgreSQL's jsonb order (shorter first), not as sent; a key given twice
          *     keeps its last value.
          *

@@ -20,7 +20,8 @@ describe('bySiteInTurn', () => {
     expect([...backlog.values()]).toEqual([0, 0, 0]);
   });
 
-  it('does nothing for no sites', async () => {
+  it('does nothing for no sites, and refuses a batch that could never come back short', async () => {
     expect(await bySiteInTurn([], 3, async () => 3)).toBe(0);
+    await expect(bySiteInTurn(['a'], 0, async () => 0)).rejects.toThrow(RangeError);
   });
 });

@@ -2,7 +2,7 @@
 // past their grace period) take the sites in turn, a batch each, rather than one site to its end
 // before the next: one site's 100,000 due accounts would otherwise hold every other site's due
 // work back by minutes, past the 5 seconds (a suspension's end) or the minute (a purge) the spec
-// promises. No site can hold another back.
+// promises. A backlog now holds another site back by one batch a round at most.
 
 /**
  * Runs `batchOf(site)` for each site, round after round, until each site's batch comes back
@@ -14,6 +14,8 @@ export async function bySiteInTurn(
   batch: number,
   batchOf: (site: string) => Promise<number>,
 ): Promise<number> {
+  // A batch of 0 would never come back short: no end.
+  if (!(Number.isInteger(batch) && batch >= 1)) throw new RangeError(`a batch is 1 or more (got ${batch})`);
   let total = 0;
   let left = sites;
   while (left.length > 0) {

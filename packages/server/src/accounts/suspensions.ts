@@ -18,8 +18,9 @@ const due = sql`${users.disabledUntil} <= now()`;
 
 /**
  * Enables every account of every site whose suspension has ended, the sites in turn a batch each
- * (bySiteInTurn); returns how many this call enabled. `afterClaim` (tests only) runs inside each batch's transaction once its rows are
- * claimed and enabled, before it commits: a test holds one replica there.
+ * (bySiteInTurn); returns how many this call enabled. `afterClaim` (tests only) runs inside each
+ * batch's transaction once its rows are claimed and enabled, before it commits: a test holds one
+ * replica there.
  */
 export async function endDueSuspensions(
   deps: WriteDeps,
