@@ -90,8 +90,8 @@ export const PURGE_BATCH = 100;
  * Purges every account whose grace period is over, on every site (the sites in turn, a batch each:
  * bySiteInTurn): the row (its tickets and factors go with it, by their foreign keys), the audit
  * rows and the events about it, their webhook deliveries, and its verify lockout counters, so
- * that nothing kept names the person. What stays
- * is the purge's own audit row and user.purged event, which carry the bare id and nothing else.
+ * that nothing kept names the person. What stays is the purge's own audit row and user.purged
+ * event, which carry the bare id and nothing else.
  * Every replica may run it: FOR UPDATE SKIP LOCKED, as accounts/suspensions.ts. Returns how many.
  * `afterClaim` (tests only) runs in each batch's transaction before it commits.
  */
