@@ -23,12 +23,11 @@ const integration = server([
   'auth/tokens',
   'db/client',
   'db/listen',
-  'events/queue',
   'events/sequencer',
   'events/webhooks/worker',
-  'factors/relying-party',
   'http/errors',
   'http/middleware/idempotency',
+  'http/routes/list-events',
   'http/run-write',
   'limits/lockout',
   'limits/rate-limit',
@@ -36,6 +35,7 @@ const integration = server([
   'ops/housekeeping',
   'ops/import-file',
   'ops/metadata-schema',
+  'ops/relying-party',
 ]);
 
 /**

@@ -2,8 +2,10 @@
 // Left to Prism, an answer the operation does not document is Prism's own error: a 404 that reads
 // like a missing account for `code=418` or `example=nope`, a 500 for a name under another status.
 // Here it is the caller's mistake, told once, with what there is to ask for.
-import { ApiError, clip } from '@user-accounts/server/http/errors';
-import type { OpenApiDocument } from '@user-accounts/server/http/spec';
+
+import type { OpenApiDocument } from '@user-accounts/server/contract/spec';
+import { ApiError } from '@user-accounts/server/errors';
+import { clip } from '@user-accounts/server/http/errors';
 
 type Responses = Record<string, { $ref?: string; content?: Record<string, { examples?: Record<string, unknown> }> }>;
 

@@ -3,8 +3,13 @@
 import { and, inArray, type SQL } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../http/errors.ts';
-import type { IfMatch } from '../http/etag.ts';
+import { ApiError, userNotFound } from '../errors.ts';
+
+/**
+ * What `If-Match` asks for: any current account (`*`), one of these versions, or nothing at all
+ * (http/etag.ts reads it from the header).
+ */
+export type IfMatch = { any: true } | { any: false; versions: number[] } | undefined;
 
 export const preconditionFailed = () =>
   new ApiError(412, 'precondition_failed', 'The account has changed since the given ETag; read it again.');

@@ -5,7 +5,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../errors.ts';
 import { createPasswordHasher, type PasswordHasher } from '../passwords/hasher.ts';
 import { createAccount } from './create.ts';
 import type { WriteScope } from './unit-of-work.ts';

@@ -17,10 +17,10 @@ import {
   verifyFailures,
   webhookDeliveries,
 } from '../db/schema.ts';
+import { userNotFound } from '../errors.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
-import { userNotFound } from '../http/errors.ts';
-import type { IfMatch } from '../http/etag.ts';
 import { lockoutKey } from '../limits/lockout.ts';
+import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from './ids.ts';
 import { inGraceOf, inReachOf } from './in-reach.ts';

@@ -2,8 +2,8 @@
 // timed suspension's end and its reason (issue 30, point 2); housekeeping ends the timed ones.
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
-import { userNotFound } from '../http/errors.ts';
-import type { IfMatch } from '../http/etag.ts';
+import { userNotFound } from '../errors.ts';
+import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';

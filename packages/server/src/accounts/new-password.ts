@@ -1,7 +1,7 @@
 // A new password (create, update, a reset's redeem): the rules that need the account, the breach
 // corpus, then the hash in the site's turn. Outside HTTP: what the caller counts a hash against
 // (the HTTP token's "hash" budget) comes in as `beforeHash`.
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../errors.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import {
   type BreachedPasswords,

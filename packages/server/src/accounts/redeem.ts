@@ -3,7 +3,7 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
-import { ApiError, sqlState } from '../http/errors.ts';
+import { ApiError, sqlState } from '../errors.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import { emailTaken } from './create.ts';
 import { isUuid } from './ids.ts';

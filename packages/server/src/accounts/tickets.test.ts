@@ -1,9 +1,8 @@
-// Tickets without HTTP (issue 28, point 3): what is stored, a code's tries, what a change ends,
-// and housekeeping's removal of expired ones.
+// Tickets without HTTP (issue 28, point 3): what is stored, a code's tries, what a change ends
+// (housekeeping's removal of expired ones is in ops/housekeeping.test.ts).
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
-import { purgeExpired } from '../ops/housekeeping.ts';
 import { endTicketsOfUpdate, findTicket, issueTicket, useTicket } from './tickets.ts';
 
 describe('tickets', () => {
@@ -74,16 +73,5 @@ describe('tickets', () => {
     expect(await count(sql`purpose = 'verify_phone'`)).toBe(0);
     await endTicketsOfUpdate(database.db, account, userId, { email: 'new@example.com' });
     expect(await count()).toBe(0);
-  });
-
-  it('is removed by housekeeping once expired', async () => {
-    await issueTicket(database.db, { id: userId, site: 'shop' }, 'verify_email', 600, undefined);
-    await issueTicket(database.db, { id: userId, site: 'shop' }, 'reset_password', 600, undefined);
-    await database.db.execute(
-      sql`update tickets set expires_at = now() - interval '1 second' where purpose = 'verify_email'`,
-    );
-    await purgeExpired(database.db);
-    expect(await count(sql`purpose = 'verify_email'`)).toBe(0);
-    expect(await count(sql`purpose = 'reset_password'`)).toBe(1);
   });
 });

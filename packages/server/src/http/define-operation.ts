@@ -3,9 +3,9 @@
 import type { Context } from 'hono';
 import type { WriteOperation } from '../accounts/audit.ts';
 import type { Scope } from '../auth/tokens.ts';
+import type { BodySchema } from '../contract/validation.ts';
 import type { Budget } from '../limits/rate-limit.ts';
 import type { AppEnv } from './context.ts';
-import type { BodySchema } from './validation.ts';
 
 export type Method = 'GET' | 'POST' | 'DELETE';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../errors.ts';
 import { etagOf, parseIfMatch } from './etag.ts';
 
 describe('etagOf', () => {

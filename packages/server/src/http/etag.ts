@@ -1,11 +1,9 @@
 // Entity tags for optimistic concurrency: the ETag of an account is its row version, which a
 // trigger bumps on every UPDATE. Strong tags, compared strongly (RFC 9110 §13.1.1).
-import { invalidRequest } from './validation.ts';
+import type { IfMatch } from '../accounts/conditions.ts';
+import { invalidRequest } from '../contract/validation.ts';
 
 export const etagOf = (version: number) => `"${version}"`;
-
-/** What `If-Match` asks for: any current account (`*`), one of these versions, or nothing at all. */
-export type IfMatch = { any: true } | { any: false; versions: number[] } | undefined;
 
 /** The largest value of the int4 version column. */
 const MAX_VERSION = 2_147_483_647;

@@ -1,8 +1,8 @@
 // The table and the contract must list the same operations: a row missing from either, or a
 // path, method, scope, body schema or idempotency that differs, fails here.
 import { describe, expect, it } from 'vitest';
+import { loadSpec } from '../contract/spec.ts';
 import { operations } from './operations.ts';
-import { loadSpec } from './spec.ts';
 
 const spec = loadSpec();
 

@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
 import { connectRedis } from '../db/redis.ts';
-import { arrayLogger, silentLogger } from '../testing/hono.ts';
+import { arrayLogger, silentLogger } from '../testing/loggers.ts';
 import { databaseLockout, type LockoutPolicy, type LockoutStore, lockoutKey, redisLockout } from './lockout.ts';
 
 let database: Database;

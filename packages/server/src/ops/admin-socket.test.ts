@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Db } from '../db/client.ts';
-import { silentLogger } from '../testing/hono.ts';
+import { silentLogger } from '../testing/loggers.ts';
 import { adminSocketPath, serveAdminSocket } from './admin-socket.ts';
 
 const cleanups: (() => void)[] = [];

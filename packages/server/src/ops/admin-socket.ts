@@ -7,7 +7,7 @@ import { createServer, request } from 'node:http';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { Db } from '../db/client.ts';
-import { describeError } from '../http/errors.ts';
+import { describeError } from '../errors.ts';
 import { type CommandResult, type CommandSettings, runCommand } from './commands.ts';
 
 export const adminSocketPath = (dataDir: string) => join(dataDir, 'admin.sock');

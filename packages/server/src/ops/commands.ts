@@ -14,6 +14,7 @@ import {
   SITE_NAME,
   unrevokedTokenIds,
 } from '../auth/tokens.ts';
+import { compileValidators } from '../contract/validation.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
 import { siteSettings } from '../db/schema.ts';
 import { EVENT_TYPES, SEQUENCE_TEXT } from '../events/queue.ts';
@@ -27,7 +28,6 @@ import {
 } from '../events/webhooks/endpoints.ts';
 import { checkWebhookUrl } from '../events/webhooks/target.ts';
 import type { KeyRing } from '../factors/secret-box.ts';
-import { compileValidators } from '../http/validation.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';

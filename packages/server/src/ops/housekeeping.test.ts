@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { deleteAccount, purgeDeleted, restoreAccount, siteDeletionGrace } from '../accounts/delete.ts';
 import { setDisabled } from '../accounts/disable.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
+import { issueTicket } from '../accounts/tickets.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
@@ -257,6 +258,22 @@ describe('purging what has expired', () => {
       sql`select challenge_hash as hash from passkey_challenges where site = ${site}`,
     );
     expect(left).toEqual([{ hash: live }]);
+  });
+
+  it('removes tickets past their time, and keeps the live ones', async () => {
+    const site = `tickets-${randomUUID().slice(0, 8)}`;
+    const [user] = await rows<{ id: string }>(
+      database.db,
+      sql`insert into users (site, email, name, origin) values (${site}, 'a@example.com', 'A', 'api') returning id::text as id`,
+    );
+    await issueTicket(database.db, { id: user!.id, site }, 'verify_email', 600, undefined);
+    await issueTicket(database.db, { id: user!.id, site }, 'reset_password', 600, undefined);
+    await database.db.execute(
+      sql`update tickets set expires_at = now() - interval '1 second' where site = ${site} and purpose = 'verify_email'`,
+    );
+    await purgeExpired(database.db);
+    const left = await rows<{ purpose: string }>(database.db, sql`select purpose from tickets where site = ${site}`);
+    expect(left).toEqual([{ purpose: 'reset_password' }]);
   });
 });
 

@@ -7,8 +7,8 @@ import type { WriteDeps } from '../accounts/unit-of-work.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Db, rows } from '../db/client.ts';
 import { idempotencyKeys, passkeyChallenges, rateLimits, tickets } from '../db/schema.ts';
+import { describeError } from '../errors.ts';
 import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
-import { describeError } from '../http/errors.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
 
 const LAST_USED_EVERY_MS = 30_000;

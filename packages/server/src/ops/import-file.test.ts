@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compileValidators } from '../contract/validation.ts';
 import { type Database, openPglite } from '../db/client.ts';
 import { auditLog, userFactors, users } from '../db/schema.ts';
 import { type KeyRing, mintKeyRingText, open, parseKeyRing } from '../factors/secret-box.ts';
-import { compileValidators } from '../http/validation.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
 import { importFile } from './import-file.ts';
 

@@ -5,7 +5,7 @@ import { and, eq } from 'drizzle-orm';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps } from '../accounts/unit-of-work.ts';
 import { users } from '../db/schema.ts';
-import { ApiError, type FieldError } from '../http/errors.ts';
+import { ApiError, type FieldError } from '../errors.ts';
 import { type BreachScreen, createBreachScreen } from './breached.ts';
 
 /** BREACHED_PASSWORDS_*: the screen, and what a corpus that does not answer in time decides. */

@@ -23,7 +23,7 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
-import { describeError } from '../../http/errors.ts';
+import { describeError } from '../../errors.ts';
 import { type EventRow, eventColumns, toCloudEvent } from '../queue.ts';
 import type { Wake } from '../wake.ts';
 import { typeMatches } from './endpoints.ts';

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { TokenInfo } from '../../auth/tokens.ts';
-import { arrayLogger, testApp } from '../../testing/hono.ts';
+import { ApiError } from '../../errors.ts';
+import { arrayLogger } from '../../testing/loggers.ts';
 import type { AppDeps } from '../context.ts';
-import { ApiError, renderProblem } from '../errors.ts';
+import { renderProblem } from '../errors.ts';
+import { testApp } from '../testing.ts';
 import { requireToken } from './auth.ts';
 import { front } from './front.ts';
 

@@ -1,8 +1,9 @@
 // The audit trail (accounts/audit.ts) of every outcome of a write request but its success.
 import type { MiddlewareHandler } from 'hono';
 import { auditInsert, type WriteOperation } from '../../accounts/audit.ts';
+import { describeError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
-import { describeError, problemCode } from '../errors.ts';
+import { problemCode } from '../errors.ts';
 import type { WriteRecord } from '../run-write.ts';
 
 /**

@@ -1,8 +1,9 @@
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { parseTrustedProxies, type TrustedProxies } from '../../auth/client-address.ts';
 import { addressKey, createAuthFailures } from '../../auth/failed-authentications.ts';
 import type { TokenInfo, TokenVerifier } from '../../auth/tokens.ts';
-import { arrayLogger, problemOf, testApp } from '../../testing/hono.ts';
-import { parseTrustedProxies, type TrustedProxies } from '../client-address.ts';
+import { arrayLogger } from '../../testing/loggers.ts';
+import { problemOf, testApp } from '../testing.ts';
 import { requireScope, requireToken } from './auth.ts';
 
 const KNOWN = 'ua_known-token';

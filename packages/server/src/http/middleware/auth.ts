@@ -1,10 +1,10 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context, MiddlewareHandler } from 'hono';
+import { clientAddress, TRUST_NOBODY } from '../../auth/client-address.ts';
 import type { AuthFailureLimit } from '../../auth/failed-authentications.ts';
 import type { Scope } from '../../auth/tokens.ts';
-import { clientAddress, TRUST_NOBODY } from '../client-address.ts';
+import { ApiError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError } from '../errors.ts';
 
 /** The Bearer challenge (RFC 6750 §3): with `error="invalid_token"` when a token was sent and refused. */
 export const bearerChallenge = (tokenSent: boolean): string =>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { testApp } from '../../testing/hono.ts';
+import { testApp } from '../testing.ts';
 import { listedOriginsCors } from './cors.ts';
 
 const LISTED = 'https://app.example.com';

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { problemOf, testApp } from '../../testing/hono.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../../errors.ts';
+import { problemOf, testApp } from '../testing.ts';
 import { deadline } from './deadline.ts';
 
 // On a fake clock: the test moves time, so "late" is late however busy the machine is.

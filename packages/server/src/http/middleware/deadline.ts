@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from 'hono';
+import { serviceUnavailable } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
-import { serviceUnavailable } from '../errors.ts';
 
 export interface Deadline {
   /**

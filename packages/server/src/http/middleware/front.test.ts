@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Metrics } from '../../ops/metrics.ts';
-import { arrayLogger, problemOf, testApp } from '../../testing/hono.ts';
+import { arrayLogger } from '../../testing/loggers.ts';
 import type { AppDeps } from '../context.ts';
+import { problemOf, testApp } from '../testing.ts';
 import { accessLogger } from './access-log.ts';
 import { listedOriginsCors } from './cors.ts';
 import { front } from './front.ts';

@@ -1,9 +1,10 @@
 import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
+import type { Validators } from '../../contract/validation.ts';
+import { ApiError } from '../../errors.ts';
 import type { Metrics } from '../../ops/metrics.ts';
 import type { AppDeps, AppEnv } from '../context.ts';
-import { ApiError, renderProblem } from '../errors.ts';
-import type { Validators } from '../validation.ts';
+import { renderProblem } from '../errors.ts';
 import { accessLogger, logAccess } from './access-log.ts';
 import { withDeadline } from './deadline.ts';
 import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './request-id.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { problemOf, testApp } from '../../testing/hono.ts';
+import { problemOf, testApp } from '../testing.ts';
 import { BODY_LIMIT, jsonBody, MAX_DEPTH, nestingDepth } from './json-body.ts';
 
 const JSON_TYPE = { 'Content-Type': 'application/json' };

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
+import { ApiError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError } from '../errors.ts';
 
 export const BODY_LIMIT = 64 * 1024;
 /** Our bodies are flat objects; anything this deep is an attack on recursive code, not a request. */

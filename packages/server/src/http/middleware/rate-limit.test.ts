@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { TokenInfo } from '../../auth/tokens.ts';
+import { ApiError } from '../../errors.ts';
 import type { Budget, PolicyState, RateLimiter } from '../../limits/rate-limit.ts';
-import { problemOf, testApp } from '../../testing/hono.ts';
-import { ApiError } from '../errors.ts';
+import { problemOf, testApp } from '../testing.ts';
 import { consumeBudget, rateLimit } from './rate-limit.ts';
 
 const TOKEN: TokenInfo = { id: 'tok-1', site: 'default', scopes: ['read', 'write'] };

@@ -1,7 +1,8 @@
 import type { Context, MiddlewareHandler } from 'hono';
+import { ApiError } from '../../errors.ts';
 import type { Budget, PolicyState } from '../../limits/rate-limit.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError, renderProblem } from '../errors.ts';
+import { renderProblem } from '../errors.ts';
 
 /** The draft-ietf-httpapi-ratelimit-headers fields for the token's policies. */
 function setRateLimitHeaders(headers: Headers, states: PolicyState[]): void {

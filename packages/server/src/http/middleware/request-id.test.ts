@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { isUuid } from '../../accounts/ids.ts';
-import { arrayLogger, testApp } from '../../testing/hono.ts';
+import { arrayLogger } from '../../testing/loggers.ts';
 import type { AppDeps } from '../context.ts';
+import { testApp } from '../testing.ts';
 import { front } from './front.ts';
 import { parseTraceparent, requestId } from './request-id.ts';
 

@@ -1,9 +1,9 @@
 import type { components } from '@user-accounts/client';
 import { setDisabled } from '../../accounts/disable.ts';
+import { invalidRequest } from '../../contract/validation.ts';
 import { defineOperation } from '../define-operation.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
-import { invalidRequest } from '../validation.ts';
 import { validBody } from './shared.ts';
 
 type DisableUserResponse = components['schemas']['DisableUserResponse'];

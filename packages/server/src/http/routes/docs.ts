@@ -8,9 +8,9 @@ import { brotliCompress, constants, gzip } from 'node:zlib';
 import type { Context } from 'hono';
 import { accepts } from 'hono/accepts';
 import { etag } from 'hono/etag';
+import { loadSpec } from '../../contract/spec.ts';
 import { SCALAR_JS, SPEC_PATH } from '../../resources.ts';
 import type { App } from '../context.ts';
-import { loadSpec } from '../spec.ts';
 
 const PAGE = `<!doctype html>
 <html lang="en">

@@ -7,8 +7,8 @@ import { and, desc, eq, lt } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import { auditLog, users } from '../../db/schema.ts';
+import { userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
-import { userNotFound } from '../errors.ts';
 import { validQuery } from './shared.ts';
 
 type AuditTrailResponse = components['schemas']['AuditTrailResponse'];

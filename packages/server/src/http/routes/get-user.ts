@@ -2,13 +2,14 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
+import { toUser } from '../../accounts/to-user.ts';
+import { invalidRequest } from '../../contract/validation.ts';
 import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
+import { userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
-import { userNotFound } from '../errors.ts';
 import { etagOf } from '../etag.ts';
-import { invalidRequest } from '../validation.ts';
-import { toUser, validQuery } from './shared.ts';
+import { validQuery } from './shared.ts';
 
 export const GET_USER_PATH = '/api/1/user/get';
 

@@ -1,5 +1,5 @@
+import { serviceUnavailable } from '../../errors.ts';
 import type { App } from '../context.ts';
-import { serviceUnavailable } from '../errors.ts';
 
 const READY_TIMEOUT_MS = 2_000;
 

@@ -2,12 +2,12 @@ import type { components } from '@user-accounts/client';
 import { uuidv7 } from '../../accounts/ids.ts';
 import { checkRows, importRows } from '../../accounts/import.ts';
 import type { KeptAnswer } from '../../accounts/unit-of-work.ts';
+import { invalidRequest, toFieldErrors } from '../../contract/validation.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import type { FirebaseScrypt } from '../../passwords/foreign.ts';
 import { defineOperation } from '../define-operation.ts';
 import { consumeMore, consumeSiteBudget } from '../middleware/rate-limit.ts';
 import { answerWith, jsonAnswer, runWrite } from '../run-write.ts';
-import { invalidRequest, toFieldErrors } from '../validation.ts';
 
 type ImportUsersResponse = components['schemas']['ImportUsersResponse'];
 

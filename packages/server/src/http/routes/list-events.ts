@@ -1,5 +1,7 @@
 import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
+import { invalidRequest } from '../../contract/validation.ts';
+import { ApiError } from '../../errors.ts';
 import {
   type CloudEvent,
   feedBounds,
@@ -10,8 +12,6 @@ import {
 } from '../../events/queue.ts';
 import type { AppEnv } from '../context.ts';
 import { defineOperation } from '../define-operation.ts';
-import { ApiError } from '../errors.ts';
-import { invalidRequest } from '../validation.ts';
 import { validQuery } from './shared.ts';
 
 type ListEventsResponse = components['schemas']['ListEventsResponse'];

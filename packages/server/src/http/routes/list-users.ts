@@ -13,9 +13,10 @@ import {
   secondWalk,
   walkQuery,
 } from '../../accounts/listing.ts';
+import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
 import { defineOperation } from '../define-operation.ts';
-import { toUser, validQuery } from './shared.ts';
+import { validQuery } from './shared.ts';
 
 type ListUsersResponse = components['schemas']['ListUsersResponse'];
 type ListQuery = ListFilters & { order?: 'asc' | 'desc'; limit?: number; after?: string };

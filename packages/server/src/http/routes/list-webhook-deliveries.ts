@@ -1,9 +1,9 @@
 // GET /api/1/webhooks/deliveries?endpointId=…: one of the site's endpoints' deliveries, newest
 // first, a page at a time (keyset on the delivery's id), optionally one state only.
 import type { components } from '@user-accounts/client';
+import { ApiError } from '../../errors.ts';
 import { type DeliveryState, deliveriesPage } from '../../events/webhooks/deliveries.ts';
 import { defineOperation } from '../define-operation.ts';
-import { ApiError } from '../errors.ts';
 import { validQuery } from './shared.ts';
 
 type ListWebhookDeliveriesResponse = components['schemas']['ListWebhookDeliveriesResponse'];

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../../errors.ts';
 import type { App } from '../context.ts';
-import { ApiError } from '../errors.ts';
 import { bearerChallenge, credentialSent } from '../middleware/auth.ts';
 
 const digest = (s: string) => createHash('sha256').update(s).digest();

@@ -1,9 +1,9 @@
 // POST /api/1/webhooks/deliveries/replay: the delivery's event queued to its endpoint again (202),
 // or the delivery of it already pending there (200); bounded per site (deliveries.ts).
 import type { components } from '@user-accounts/client';
+import { ApiError } from '../../errors.ts';
 import { MAX_PENDING_FOR_REPLAY, replayDelivery } from '../../events/webhooks/deliveries.ts';
 import { defineOperation } from '../define-operation.ts';
-import { ApiError } from '../errors.ts';
 import { webhookNotFound } from './list-webhook-deliveries.ts';
 import { validBody } from './shared.ts';
 

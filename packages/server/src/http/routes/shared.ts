@@ -3,11 +3,16 @@ import type { Context } from 'hono';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { WriteDeps } from '../../accounts/unit-of-work.ts';
-import type { users } from '../../db/schema.ts';
+import {
+  type BodySchema,
+  fromQueryText,
+  invalidRequest,
+  normalizeFields,
+  toFieldErrors,
+} from '../../contract/validation.ts';
 import type { AppEnv } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
-import { type BodySchema, fromQueryText, invalidRequest, normalizeFields, toFieldErrors } from '../validation.ts';
 
 type Schemas = components['schemas'];
 
@@ -71,45 +76,6 @@ export function queryOf(url: string): string {
   const start = url.indexOf('?');
   if (start === -1 || (hash !== -1 && hash < start)) return '';
   return url.slice(start, hash === -1 ? undefined : hash);
-}
-
-export function toUser(
-  row: Pick<
-    typeof users.$inferSelect,
-    | 'id'
-    | 'email'
-    | 'name'
-    | 'phone'
-    | 'address'
-    | 'disabled'
-    | 'disabledUntil'
-    | 'disabledReason'
-    | 'emailVerifiedAt'
-    | 'phoneVerifiedAt'
-    | 'passwordBreached'
-    | 'metadata'
-    | 'createdAt'
-    | 'updatedAt'
-  >,
-): Schemas['User'] {
-  return {
-    _userId: row.id,
-    email: row.email,
-    name: row.name,
-    phone: row.phone,
-    address: row.address,
-    disabled: row.disabled,
-    disabledUntil: row.disabledUntil?.toISOString() ?? null,
-    disabledReason: row.disabledReason,
-    emailVerified: row.emailVerifiedAt !== null,
-    emailVerifiedAt: row.emailVerifiedAt?.toISOString() ?? null,
-    phoneVerified: row.phoneVerifiedAt !== null,
-    phoneVerifiedAt: row.phoneVerifiedAt?.toISOString() ?? null,
-    passwordBreached: row.passwordBreached,
-    metadata: row.metadata,
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
-  };
 }
 
 /** The accounts the request's token may see (see accounts/in-reach.ts). */

@@ -1,9 +1,9 @@
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
+import { invalidRequest } from '../../contract/validation.ts';
 import { verifySecondFactor as verify } from '../../factors/factors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
-import { invalidRequest } from '../validation.ts';
 import { validBody } from './shared.ts';
 
 type VerifySecondFactorResponse = components['schemas']['VerifySecondFactorResponse'];

@@ -1,11 +1,11 @@
 import type { components } from '@user-accounts/client';
 import { verifyPassword } from '../../accounts/verify.ts';
+import { canonicalAddress } from '../../auth/client-address.ts';
+import { invalidRequest } from '../../contract/validation.ts';
+import { describeError } from '../../errors.ts';
 import { markIfBreached } from '../../passwords/screening.ts';
-import { canonicalAddress } from '../client-address.ts';
 import { defineOperation } from '../define-operation.ts';
-import { describeError } from '../errors.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
-import { invalidRequest } from '../validation.ts';
 import { validBody } from './shared.ts';
 
 type VerifyUserResponse = components['schemas']['VerifyUserResponse'];

@@ -3,7 +3,7 @@
 import type { components } from '@user-accounts/client';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { ApiError, type FieldError } from './errors.ts';
+import { ApiError, type FieldError } from '../errors.ts';
 import { loadSpec } from './spec.ts';
 
 // ajv-formats ships CommonJS with a default export that nodenext sees as a namespace.

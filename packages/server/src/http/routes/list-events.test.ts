@@ -1,6 +1,7 @@
-// The queue and the feed over a real embedded database: numbering per site, a rollback giving
-// its numbers back, today's numbers carried over by the migrations, the retention (events pruned, a reader behind them told 410), and what wakes
-// a long-poll.
+// The event queue (events/) and the feed that reads it (this route) over a real embedded
+// database: numbering per site, a rollback giving its numbers back, today's numbers carried over
+// by the migrations, the retention (events pruned, a reader behind them told 410), and what wakes
+// a long-poll. Here beside the route rather than in events/, since it reads through the route.
 
 import { randomUUID } from 'node:crypto';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -9,11 +10,8 @@ import { join } from 'node:path';
 import { type SQL, sql } from 'drizzle-orm';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../config/env.ts';
-import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
-import { listEvents } from '../http/routes/list-events.ts';
-import { MIGRATIONS_DIR } from '../resources.ts';
-import { problemOf, testApp } from '../testing/hono.ts';
+import { loadConfig } from '../../config/env.ts';
+import { type Database, type Db, openPglite, openPostgres, rows } from '../../db/client.ts';
 import {
   EVENTS_CHANNEL,
   enqueueEvents,
@@ -22,9 +20,12 @@ import {
   pruneEvents,
   readEvents,
   formatSequence as seq,
-} from './queue.ts';
-import { numberSite, SEQUENCE_BATCH, sequenceEvents, startSequencer } from './sequencer.ts';
-import { createWake, type Wake } from './wake.ts';
+} from '../../events/queue.ts';
+import { numberSite, SEQUENCE_BATCH, sequenceEvents, startSequencer } from '../../events/sequencer.ts';
+import { createWake, type Wake } from '../../events/wake.ts';
+import { MIGRATIONS_DIR } from '../../resources.ts';
+import { problemOf, testApp } from '../testing.ts';
+import { listEvents } from './list-events.ts';
 
 let database: Database;
 beforeAll(async () => {

@@ -4,8 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
-import { runCommand } from '../ops/commands.ts';
-import { relyingPartyOf } from './passkeys.ts';
+import { relyingPartyOf } from '../factors/passkeys.ts';
+import { runCommand } from './commands.ts';
 
 describe('cli site set --rp-id --origins', () => {
   let database: Database;

@@ -1,11 +1,11 @@
 // Test helper: a bare Hono app with what the middleware reads from the context, so that one
 // middleware can be tested through real routing (`app.request`) without the whole service.
 import { Hono } from 'hono';
-import { type Logger, pino } from 'pino';
-import { loggerOptions } from '../assemble.ts';
-import type { AppDeps, AppEnv } from '../http/context.ts';
-import { ApiError, type Problem, renderProblem } from '../http/errors.ts';
-import { compileValidators, type Validators } from '../http/validation.ts';
+import { compileValidators, type Validators } from '../contract/validation.ts';
+import { ApiError } from '../errors.ts';
+import { silentLogger } from '../testing/loggers.ts';
+import type { AppDeps, AppEnv } from './context.ts';
+import { type Problem, renderProblem } from './errors.ts';
 
 // Compiling the spec takes a while; every app of a test file can share the result.
 let validators: Validators | undefined;
@@ -41,18 +41,6 @@ export function testApp(options: TestAppOptions = {}): Hono<AppEnv> {
     throw error;
   });
   return app;
-}
-
-export const silentLogger = (): Logger => pino({ level: 'silent' });
-
-/**
- * A logger whose lines land in `lines`, parsed, shaped and redacted as the service's are. pino
- * writes synchronously to a plain object.
- */
-export function arrayLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino(loggerOptions('debug'), { write: (line: string) => void lines.push(JSON.parse(line)) });
-  return { logger, lines };
 }
 
 /** The problem+json body of an error answer; fails the test when the answer is not one. */
