@@ -1,0 +1,55 @@
+// The floors' check (scripts/check-layers.ts, run by `./pnpmw test` and `./pnpmw lint`): which
+// imports it refuses, in every form an import can be written.
+import { describe, expect, it } from 'vitest';
+import { checkFile } from '../../../scripts/check-layers.ts';
+
+const faultyLines = (file: string, text: string) =>
+  checkFile(file, text).map((fault) => fault.split(': imports ')[0]!.split(':').pop());
+
+describe('the layers check', () => {
+  // A statement over several lines is named at its module's line (6): the line to change.
+  it('refuses an import of http/ from outside it, whatever its form, naming the line', () => {
+    const text = [
+      "import { ApiError } from '../http/errors.ts';",
+      "import type { AppEnv } from '../http/context.ts';",
+      'import {',
+      '  type IfMatch,',
+      '  parseIfMatch,',
+      "} from '../http/etag.ts';",
+      "export { renderProblem } from '../http/errors.ts';",
+      "export type { Problem } from '../http/errors.ts';",
+      "export * from '../http/errors.ts';",
+      "const app = await import('../http/app.ts');",
+      "type Env = import('../http/context.ts').AppEnv;",
+      "import '../http/serve.ts';",
+      "import { renderProblem as r } from '@user-accounts/server/http/errors';",
+    ].join('\n');
+    expect(faultyLines('accounts/create.ts', text)).toEqual(['1', '2', '6', '7', '8', '9', '10', '11', '12', '13']);
+  });
+
+  it('refuses an import of ops/ from a domain folder, type imports and tests included', () => {
+    for (const folder of ['accounts', 'factors', 'passwords', 'auth', 'limits', 'events/webhooks', 'db', 'sessions']) {
+      const up = '../'.repeat(folder.split('/').length);
+      expect(faultyLines(`${folder}/x.test.ts`, `import type { Tracing } from '${up}ops/tracing.ts';`)).toEqual(['1']);
+    }
+    expect(faultyLines('events/webhooks/worker.ts', "import { x } from '../../ops/metrics.ts';")).toEqual(['1']);
+  });
+
+  it('lets http/ import anything, ops/ import the domain, and the composition root wire the floors', () => {
+    expect(checkFile('http/routes/get-user.ts', "import { toUser } from '../../accounts/to-user.ts';")).toEqual([]);
+    expect(checkFile('http/app.ts', "import { createMetrics } from '../ops/metrics.ts';")).toEqual([]);
+    expect(checkFile('ops/commands.ts', "import { createUser } from '../accounts/create.ts';")).toEqual([]);
+    expect(checkFile('assemble.ts', "import { createApp } from './http/app.ts';")).toEqual([]);
+    expect(checkFile('main.ts', "import { serveApp } from './http/serve.ts';")).toEqual([]);
+    expect(checkFile('accounts/create.ts', "import { ApiError } from '../errors.ts';")).toEqual([]);
+  });
+
+  it('reads imports, not words: comments and strings are not imports', () => {
+    const text = [
+      "// import { ApiError } from '../http/errors.ts';",
+      "/* import('../ops/tracing.ts') */",
+      'const hint = "import { x } from \'../http/errors.ts\'";',
+    ].join('\n');
+    expect(checkFile('accounts/create.ts', text)).toEqual([]);
+  });
+});
