@@ -1,6 +1,7 @@
 // Checks the floors of packages/server/src (issue 42, point 3): no file outside `http/` imports
 // from `http/` (the domain throws its errors, `http/` renders them), and no domain folder imports
-// from `ops/` — type imports included, tests included. The composition root (main.ts,
+// from `ops/` (nor `contract/`, nor a file at the top of src/ such as errors.ts and tracing.ts, which
+// the domain builds on) — type imports included, tests included. The composition root (main.ts,
 // assemble.ts, cli.ts and their tests) is the one place that wires the floors together.
 // Every import form is read: `import … from`, `import type`, `export … from`, `import()` (also
 // in a type), `require()`; TypeScript's preProcessFile scans the text without compiling
@@ -28,6 +29,8 @@ export const DOMAIN = [
   'sessions',
   'identities',
   'orgs',
+  // What the domain builds on: the spec and its validators.
+  'contract',
 ];
 /** The composition root: wires http/, ops/ and the domain together, so it may import any of them. */
 export const ROOTS = ['main.ts', 'main.test.ts', 'assemble.ts', 'assemble.test.ts', 'cli.ts'];
@@ -70,6 +73,10 @@ export function fault(file: string, imported: string): string | undefined {
   }
   if (to === 'ops' && DOMAIN.includes(from)) {
     return `${from}/ is a domain folder: it never imports ops/`;
+  }
+  // A file at the top of src/ other than the root (errors.ts, tracing.ts) is one the domain builds on.
+  if (to === 'ops' && from === '' && !ROOTS.includes(file)) {
+    return `${file} is shared by the domain: it never imports ops/`;
   }
   return undefined;
 }

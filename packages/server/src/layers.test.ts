@@ -33,6 +33,11 @@ describe('the layers check', () => {
       expect(faultyLines(`${folder}/x.test.ts`, `import type { Tracing } from '${up}ops/tracing.ts';`)).toEqual(['1']);
     }
     expect(faultyLines('events/webhooks/worker.ts', "import { x } from '../../ops/metrics.ts';")).toEqual(['1']);
+    // What the domain builds on, too: the spec's validators, the errors, the tracing core.
+    expect(faultyLines('contract/validation.ts', "import { x } from '../ops/metrics.ts';")).toEqual(['1']);
+    expect(faultyLines('errors.ts', "import { x } from './ops/metrics.ts';")).toEqual(['1']);
+    expect(faultyLines('tracing.ts', "import { x } from './http/context.ts';")).toEqual(['1']);
+    expect(checkFile('cli.ts', "import { runCommand } from './ops/commands.ts';")).toEqual([]);
   });
 
   it('lets http/ import anything, ops/ import the domain, and the composition root wire the floors', () => {
