@@ -288,14 +288,18 @@ export interface paths {
          *       `user_not_found` (the caller is the site's backend, not the user).
          *     - `ticket` is 256 random bits as 43 URL-safe characters (base64url), except for
          *       `verify_phone`: a 6-digit code, to be typed, redeemed with the account's `_userId`, and
-         *       burned after 5 wrong tries. Issuing a `verify_phone` code ends the account's earlier one.
+         *       burned after 5 wrong tries (each try is counted before it is compared, so of any number
+         *       sent at once only 5 are compared). Issuing a `verify_phone` code ends the account's
+         *       earlier one.
          *     - `expiresIn` (seconds, at least 60): `verify_email` and `change_email` 24 hours by default,
          *       at most 7 days; `reset_password` 1 hour, at most 24 hours; `verify_phone` 10 minutes, at
          *       most 1 hour. Beyond a purpose's maximum: 400 at `/expiresIn`.
          *     - `change_email`: `newEmail` is required (and refused for the other purposes); 409
          *       `email_taken` when another account in reach of the site holds it. `verify_phone`: 409
          *       `no_phone` when the account has no phone.
-         *     - The ticket is stored only as a SHA-256 hash and shown only in this answer: it is never
+         *     - The ticket is stored only as a SHA-256 hash (a `verify_phone` code, which a hash would
+         *       not hide, as an HMAC under a key of the deployment that the database does not hold: see
+         *       `FACTOR_ENCRYPTION_KEY`) and shown only in this answer: it is never
          *       in logs, audit rows, events, exports or metrics, and this operation takes no
          *       `Idempotency-Key` (a kept answer would keep the secret): a retry issues another ticket,
          *       and every ticket issued stays valid until used or expired.
@@ -3011,7 +3015,9 @@ export interface components {
         /**
          * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
          *     printable ASCII characters. A retry with the same key and body replays the first answer.
-         *     Kept 24 hours per token.
+         *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+         *     the deployment that the database does not hold, never the body or a plain hash of it (a
+         *     body may hold a password).
          *
          *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
          *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -3122,7 +3128,9 @@ export interface operations {
                 /**
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
-                 *     Kept 24 hours per token.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
                  *
                  *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
                  *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -3180,7 +3188,9 @@ export interface operations {
                 /**
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
-                 *     Kept 24 hours per token.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
                  *
                  *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
                  *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -3545,7 +3555,9 @@ export interface operations {
                 /**
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
-                 *     Kept 24 hours per token.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
                  *
                  *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
                  *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a

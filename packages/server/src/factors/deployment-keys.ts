@@ -42,7 +42,10 @@ export function deploymentKeysFrom(roots: [string, Buffer][], external: boolean)
     const root = roots.find(([rootId]) => rootId === id)?.[1];
     if (root === undefined) return undefined;
     let byPurpose = derived.get(id);
-    if (byPurpose === undefined) derived.set(id, (byPurpose = new Map()));
+    if (byPurpose === undefined) {
+      byPurpose = new Map();
+      derived.set(id, byPurpose);
+    }
     let key = byPurpose.get(purpose);
     if (key === undefined) {
       key = Buffer.from(hkdfSync('sha256', root, 'user-accounts', `user-accounts ${purpose} v1`, 32));
@@ -78,7 +81,10 @@ const cache = new WeakMap<Db, Map<KeyRing | undefined, Promise<DeploymentKeys>>>
  */
 export function deploymentKeysOf(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> {
   let byRing = cache.get(db);
-  if (byRing === undefined) cache.set(db, (byRing = new Map()));
+  if (byRing === undefined) {
+    byRing = new Map();
+    cache.set(db, byRing);
+  }
   let keys = byRing.get(ring);
   if (keys === undefined) {
     keys = load(db, ring);
