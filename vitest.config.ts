@@ -26,6 +26,7 @@ const integration = server([
   'events/queue',
   'events/sequencer',
   'events/webhooks/worker',
+  'factors/deployment-keys',
   'factors/relying-party',
   'http/errors',
   'http/middleware/idempotency',
