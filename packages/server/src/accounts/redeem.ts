@@ -3,8 +3,8 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
+import { ApiError, sqlState } from '../errors.ts';
 import type { DeploymentKeys } from '../factors/deployment-keys.ts';
-import { ApiError, sqlState } from '../http/errors.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import { emailTaken } from './create.ts';
 import { isUuid } from './ids.ts';

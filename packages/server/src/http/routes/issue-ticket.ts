@@ -3,11 +3,11 @@ import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
 import { isUuid } from '../../accounts/ids.ts';
 import { issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
+import { invalidRequest } from '../../contract/validation.ts';
 import { users } from '../../db/schema.ts';
+import { ApiError, userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
-import { ApiError, userNotFound } from '../errors.ts';
 import { runWrite } from '../run-write.ts';
-import { invalidRequest } from '../validation.ts';
 import { deploymentKeysOfRequest, inReach, validBody } from './shared.ts';
 
 type IssueTicketRequest = components['schemas']['IssueTicketRequest'];

@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
+import { invalidRequest } from '../../contract/validation.ts';
 import { loginOptions } from '../../factors/passkeys.ts';
 import { defineOperation } from '../define-operation.ts';
-import { invalidRequest } from '../validation.ts';
 import { deploymentKeysOfRequest, validBody } from './shared.ts';
 
 type PasskeyLoginOptionsResponse = components['schemas']['PasskeyLoginOptionsResponse'];

@@ -3,12 +3,18 @@ import type { Context } from 'hono';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { WriteDeps } from '../../accounts/unit-of-work.ts';
+import {
+  type BodySchema,
+  fromQueryText,
+  invalidRequest,
+  normalizeFields,
+  toFieldErrors,
+} from '../../contract/validation.ts';
 import type { users } from '../../db/schema.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../factors/deployment-keys.ts';
 import type { AppEnv } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
-import { type BodySchema, fromQueryText, invalidRequest, normalizeFields, toFieldErrors } from '../validation.ts';
 
 type Schemas = components['schemas'];
 
