@@ -25,6 +25,7 @@ const integration = server([
   'db/listen',
   'events/sequencer',
   'events/webhooks/worker',
+  'factors/deployment-keys',
   'http/errors',
   'http/middleware/idempotency',
   'http/routes/list-events',

@@ -116,20 +116,34 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       expect(ghost.response.status).toBe(404);
     });
 
-    it('tells nothing of an unknown email: the same shape with a decoy credential, the same each time', async () => {
+    it('tells nothing of an unknown email: decoys of real shapes and counts, the same each time (issue 41, F6)', async () => {
       const { client } = await newSite();
       const user = await withPasskey(client);
       const unknown = h.uniqueEmail('nobody');
       const first = await loginOptions(client, { email: unknown });
-      const second = await loginOptions(client, { email: unknown });
-      expect(first.allowCredentials).toHaveLength(1);
+      const second = await loginOptions(client, { email: unknown.toUpperCase() });
       expect(second.allowCredentials).toEqual(first.allowCredentials);
       const known = await loginOptions(client, { email: user.email });
       expect(Object.keys(first).sort()).toEqual(Object.keys(known).sort());
       expect(first.allowCredentials[0]!.id).not.toBe(known.allowCredentials[0]!.id);
+      // Across emails the decoys vary as real accounts' passkeys do: one to three, ids of several
+      // lengths, transports of several kinds or none; never the one 16-byte id with one shape.
+      const decoys = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => loginOptions(client, { email: h.uniqueEmail(`nobody${i}`) })),
+      );
+      const counts = new Set(decoys.map((o) => o.allowCredentials.length));
+      const all = decoys.flatMap((o) => o.allowCredentials);
+      expect([...counts].every((n) => n >= 1 && n <= 3)).toBe(true);
+      expect(counts.size).toBeGreaterThan(1);
+      expect(new Set(all.map((c) => Buffer.from(c.id, 'base64url').length)).size).toBeGreaterThan(2);
+      expect(new Set(all.map((c) => JSON.stringify(c.transports ?? null))).size).toBeGreaterThan(2);
+      for (const credential of all) {
+        expect(credential.type).toBe('public-key');
+        expect(Object.keys(credential).every((k) => ['id', 'type', 'transports'].includes(k))).toBe(true);
+      }
       // An account without a passkey looks the same as no account.
       const plain = await h.createUser({}, client);
-      expect((await loginOptions(client, { email: plain.email })).allowCredentials).toHaveLength(1);
+      expect((await loginOptions(client, { email: plain.email })).allowCredentials.length).toBeGreaterThan(0);
       // A passkey answering options asked for another email is refused.
       const refused = await login(
         client,
@@ -137,6 +151,40 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       );
       expect(refused.response.status).toBe(422);
       expect(refused.error?.code).toBe('invalid_credentials');
+    });
+
+    it('asks a passkey alone for user verification; as a second factor, a passkey without it is fine (issue 41, F5)', async () => {
+      const { client } = await newSite();
+      const user = await withPasskey(client);
+      const withoutUv = await login(
+        client,
+        user.authenticator.assert(await loginOptions(client, { email: user.email }), { noUserVerification: true }),
+      );
+      expect(withoutUv.response.status).toBe(422);
+      expect(withoutUv.error?.code).toBe('user_verification_required');
+      expect(withoutUv.error?.detail).toContain('user verification');
+      // Discoverable, too.
+      const discoverable = await login(
+        client,
+        user.authenticator.assert(await loginOptions(client), { noUserVerification: true }),
+      );
+      expect(discoverable.error?.code).toBe('user_verification_required');
+      // With it, the same passkey logs in (the refused answers moved nothing on).
+      const withUv = await login(client, user.authenticator.assert(await loginOptions(client, { email: user.email })));
+      expect(withUv.response.status).toBe(200);
+      // After the password, the same authenticator without user verification completes the login.
+      const first = await client.POST('/api/1/user/verify', { body: { email: user.email, password: user.password } });
+      const ticket = (first.error as { ticket: string }).ticket;
+      const second = await client.POST('/api/1/user/factor/verify', {
+        body: {
+          ticket,
+          passkey: user.authenticator.assert(await loginOptions(client, { _userId: user.id }), {
+            noUserVerification: true,
+          }),
+        } as never,
+      });
+      expect(second.response.status).toBe(200);
+      expect(second.data?.result).toEqual({ _userId: user.id, status: 'second factor verified' });
     });
 
     it('refuses a reused challenge, at registration and at login', async () => {

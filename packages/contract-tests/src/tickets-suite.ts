@@ -129,6 +129,30 @@ export function defineTicketsSuite(spec: TargetSpec): void {
       expect((await redeem(client, { ticket: burned, purpose: 'verify_phone', _userId: user.id })).status).toBe(422);
     });
 
+    it('verify_phone: 50 wrong codes at once, then the right one while they run: refused (issue 41, F3)', async () => {
+      const { client } = await newSite();
+      const user = await h.createUser({ phone: '+44 20 7946 0019' }, client);
+      const code = await ticketOf(client, { _userId: user.id, purpose: 'verify_phone' });
+      const wrong = Array.from({ length: 50 }, (_, i) => String((Number(code) + 1 + i) % 1_000_000).padStart(6, '0'));
+      let answered = 0;
+      let fifth: () => void = () => {};
+      const fiveAnswered = new Promise<void>((resolve) => {
+        fifth = resolve;
+      });
+      const burst = wrong.map(async (ticket) => {
+        const answer = await redeem(client, { ticket, purpose: 'verify_phone', _userId: user.id });
+        if (++answered === 5) fifth();
+        return answer.status;
+      });
+      // Five tries answered: the code has had its five, whatever the other 45 are doing.
+      await fiveAnswered;
+      const right = await redeem(client, { ticket: code, purpose: 'verify_phone', _userId: user.id });
+      expect(right.status).toBe(422);
+      expect(right.error?.code).toBe('invalid_ticket');
+      expect(await Promise.all(burst)).toEqual(wrong.map(() => 422));
+      expect(await get(client, user.id)).toMatchObject({ phoneVerified: false });
+    });
+
     it('answers every miss with one 422 invalid_ticket body', async () => {
       const { client, site } = await newSite();
       const other = await newSite();

@@ -288,14 +288,18 @@ export interface paths {
          *       `user_not_found` (the caller is the site's backend, not the user).
          *     - `ticket` is 256 random bits as 43 URL-safe characters (base64url), except for
          *       `verify_phone`: a 6-digit code, to be typed, redeemed with the account's `_userId`, and
-         *       burned after 5 wrong tries. Issuing a `verify_phone` code ends the account's earlier one.
+         *       burned after 5 wrong tries (each try is counted before it is compared, so of any number
+         *       sent at once only 5 are compared). Issuing a `verify_phone` code ends the account's
+         *       earlier one.
          *     - `expiresIn` (seconds, at least 60): `verify_email` and `change_email` 24 hours by default,
          *       at most 7 days; `reset_password` 1 hour, at most 24 hours; `verify_phone` 10 minutes, at
          *       most 1 hour. Beyond a purpose's maximum: 400 at `/expiresIn`.
          *     - `change_email`: `newEmail` is required (and refused for the other purposes); 409
          *       `email_taken` when another account in reach of the site holds it. `verify_phone`: 409
          *       `no_phone` when the account has no phone.
-         *     - The ticket is stored only as a SHA-256 hash and shown only in this answer: it is never
+         *     - The ticket is stored only as a SHA-256 hash (a `verify_phone` code, which a hash would
+         *       not hide, as an HMAC under a key of the deployment that the database does not hold: see
+         *       `FACTOR_ENCRYPTION_KEY`) and shown only in this answer: it is never
          *       in logs, audit rows, events, exports or metrics, and this operation takes no
          *       `Idempotency-Key` (a kept answer would keep the secret): a retry issues another ticket,
          *       and every ticket issued stays valid until used or expired.
@@ -993,12 +997,20 @@ export interface paths {
          *     `passkey`). Their `challenge` is good once, for 5 minutes. Needs the `verify` scope.
          *
          *     - `email`: `allowCredentials` lists that account's passkeys. An email no account in reach
-         *       has, or an account without passkeys, gets the same shape with one decoy credential id
-         *       (the same each time for that email), so that this operation tells no one whether an
-         *       email has an account; the login then fails as a wrong passkey does.
+         *       has, or an account without passkeys, gets decoy credentials instead: one to three (most
+         *       often one), with the id lengths and `transports` real authenticators have, worked out
+         *       from an HMAC of the site and email under the deployment's key (so the same each time
+         *       for that email, and no one without the key can tell them from real ones); the same
+         *       database work is done either way, so that neither the answer nor its time tells
+         *       whether an email has an account. The login then fails as a wrong passkey does.
          *     - `_userId` (the site knows the account): its passkeys; no such account: 404.
          *     - Neither: a discoverable-credential login (`allowCredentials` empty; the browser offers
          *       the passkeys it holds for the relying party and the answer names the account).
+         *
+         *     `userVerification` is `preferred`: the same options serve a passkey alone, which
+         *     `passkey/verify` accepts only with user verification, and the second step, which does
+         *     not need it; a site that offers passkeys only as the first step may set it to `required`
+         *     before handing the options to the browser.
          *
          *     Without a relying party: 409 `passkeys_not_configured`.
          */
@@ -1028,6 +1040,12 @@ export interface paths {
          *     200 with the account's id, and the login is complete: a passkey is a factor of its own
          *     (possession, and the authenticator's user verification), so no second step follows.
          *     Needs the `verify` scope.
+         *
+         *     A passkey alone must carry the authenticator's user verification (the UV flag: a PIN,
+         *     a fingerprint, a face): a right answer without it (a security key without a PIN is
+         *     possession only, one factor) is 422 `user_verification_required`, its challenge spent
+         *     and its counter not moved on. As the second step of a password login (`factor/verify`
+         *     with `passkey`), an answer without user verification is accepted.
          *
          *     A bad signature, another origin or RP id, a used, expired or unknown challenge, a
          *     credential of another site or of no account, a counter that went back: 422
@@ -2152,7 +2170,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2722,6 +2740,29 @@ export interface components {
                 };
             };
         };
+        /**
+         * @description `invalid_credentials`: the authenticator's answer is not accepted (another or a used,
+         *     expired or unknown challenge, another origin or RP id, a bad signature, a credential of
+         *     another site or of no account, a sign counter that went back; one answer for all).
+         *     `user_verification_required`: the answer is right, but its authenticator did not verify
+         *     its user (the UV flag is off), and a passkey alone needs it; ask again with
+         *     `userVerification: "required"` in the options handed to the browser, or use the passkey
+         *     as the second step of a password login.
+         */
+        PasskeyLoginRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_credentials" | "user_verification_required";
+                };
+            };
+        };
         /** @description The token lacks the `verify` scope (`forbidden`), or the passkey is right but the account is disabled (`account_disabled`). */
         PasskeyForbidden: {
             headers: {
@@ -2974,7 +3015,9 @@ export interface components {
         /**
          * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
          *     printable ASCII characters. A retry with the same key and body replays the first answer.
-         *     Kept 24 hours per token.
+         *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+         *     the deployment that the database does not hold, never the body or a plain hash of it (a
+         *     body may hold a password).
          *
          *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
          *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -3085,7 +3128,9 @@ export interface operations {
                 /**
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
-                 *     Kept 24 hours per token.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
                  *
                  *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
                  *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -3143,7 +3188,9 @@ export interface operations {
                 /**
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
-                 *     Kept 24 hours per token.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
                  *
                  *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
                  *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -3508,7 +3555,9 @@ export interface operations {
                 /**
                  * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
                  *     printable ASCII characters. A retry with the same key and body replays the first answer.
-                 *     Kept 24 hours per token.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
                  *
                  *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
                  *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
@@ -4355,7 +4404,7 @@ export interface operations {
             409: components["responses"]["PasskeysNotConfigured"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["PasskeyRefused"];
+            422: components["responses"]["PasskeyLoginRefused"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -36,6 +36,8 @@ export interface Tampering {
   badSignature?: boolean;
   /** Leave out the user handle (a non-discoverable answer). */
   noUserHandle?: boolean;
+  /** Answer without user verification (the UV flag off: a security key without a PIN). */
+  noUserVerification?: boolean;
 }
 
 // CBOR (RFC 8949), the little this needs: unsigned and negative integers, byte and text strings, maps.
@@ -144,8 +146,9 @@ export class SoftAuthenticator {
     const credential = id === undefined ? undefined : this.credentials.get(id);
     if (credential === undefined) throw new Error('the authenticator holds no credential for these options');
     credential.counter = tamper.counter ?? credential.counter + 1;
-    // UP | UV
-    const authData = this.authData(tamper.rpId ?? options.rpId ?? credential.rpId, 0x05, credential.counter);
+    // UP | UV, or UP alone
+    const flags = tamper.noUserVerification ? 0x01 : 0x05;
+    const authData = this.authData(tamper.rpId ?? options.rpId ?? credential.rpId, flags, credential.counter);
     const clientDataJSON = this.clientData(
       'webauthn.get',
       tamper.challenge ?? options.challenge,

@@ -4,6 +4,7 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
+import type { DeploymentKeys } from '../factors/deployment-keys.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import { emailTaken } from './create.ts';
 import { isUuid } from './ids.ts';
@@ -48,14 +49,14 @@ export interface Redeemed {
  */
 export async function redeemTicket(
   scope: WriteScope,
-  deps: WriteDeps & NewPasswordDeps,
+  deps: WriteDeps & NewPasswordDeps & { keys: DeploymentKeys },
   input: RedeemTicketRequest,
 ): Promise<Redeemed> {
   const { site } = scope;
   const purpose: Purpose = input.purpose;
   const userId = input._userId !== undefined && isUuid(input._userId) ? input._userId : undefined;
   if (input._userId !== undefined && userId === undefined) throw invalidTicket();
-  const found = await findTicket(deps.db, site, purpose, input.ticket, userId);
+  const found = await findTicket(deps.db, site, purpose, input.ticket, userId, deps.keys);
   if (found === undefined) throw invalidTicket();
   scope.report?.({ userId: found.userId });
   const account = and(eq(users.id, found.userId), inReachOf(site));

@@ -1,11 +1,13 @@
 // Tickets (issue 28, point 3): single-use, expiring secrets bound to one account and one purpose,
 // for a site's "verify your email", "verify your phone", "forgot your password" and "change your
-// email". Only a SHA-256 of each is stored; a use deletes the row in the statement that finds it,
-// so of many concurrent redeems exactly one gets it. A change the ticket stands on deletes it.
+// email". Only a SHA-256 of each is stored (a phone code, six digits a SHA-256 would give away at
+// once, as an HMAC under the deployment's key); a use deletes the row in the statement that finds
+// it, so of many concurrent redeems exactly one gets it. A change the ticket stands on deletes it.
 import { createHash, randomBytes, randomInt } from 'node:crypto';
-import { and, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
+import { and, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { tickets, users } from '../db/schema.ts';
+import type { DeploymentKeys } from '../factors/deployment-keys.ts';
 
 export type Purpose = 'verify_email' | 'verify_phone' | 'reset_password' | 'change_email';
 
@@ -30,8 +32,17 @@ export const ENDED_BY = {
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('base64url');
 
-/** A code is hashed with its ticket's id: the same six digits never give the same hash twice. */
-const codeHash = (ticketId: string, code: string) => sha256(`${ticketId}:${code}`);
+/**
+ * A code's MAC under the deployment's key (issue 41, F10), with its ticket's id: the same six
+ * digits never give the same value twice, and a reader of the database cannot try the million.
+ */
+const codeMac = (keys: DeploymentKeys, ticketId: string, code: string) => keys.mac('phone_code', `${ticketId}:${code}`);
+
+/** Whether `code` is the stored one: a MAC, or a code issued before them (a SHA-256, until it expires, an hour at most). */
+function codeMatches(keys: DeploymentKeys, ticketId: string, code: string, stored: string): boolean {
+  if (!stored.includes('.')) return stored === sha256(`${ticketId}:${code}`);
+  return keys.matches('phone_code', `${ticketId}:${code}`, stored);
+}
 
 export interface Issued {
   ticket: string;
@@ -48,6 +59,8 @@ export async function issueTicket(
   purpose: Purpose,
   expiresIn: number,
   newEmail: string | undefined,
+  /** The deployment's keys: a phone code is stored as an HMAC under them. */
+  keys: DeploymentKeys,
 ): Promise<Issued> {
   const expiresAt = new Date(Date.now() + expiresIn * 1000);
   if (purpose === 'verify_phone') {
@@ -59,7 +72,7 @@ export async function issueTicket(
       .returning({ id: tickets.id });
     await tx
       .update(tickets)
-      .set({ secretHash: codeHash(row!.id, code) })
+      .set({ secretHash: codeMac(keys, row!.id, code) })
       .where(eq(tickets.id, row!.id));
     return { ticket: code, expiresAt };
   }
@@ -83,7 +96,9 @@ export interface Found {
 
 /**
  * The live ticket this secret is, of this site and purpose (and, for a code, of this account), or
- * undefined. A wrong code counts a try, and its fifth burns the code. Nothing is used here.
+ * undefined. A code's try is counted before it is compared, in the statement that finds the code
+ * (issue 41, F3): of any number of tries at once, only CODE_TRIES find it, and the rest find
+ * nothing whatever they say; a wrong one's fifth burns it. Nothing is used here.
  */
 export async function findTicket(
   db: Db,
@@ -91,6 +106,7 @@ export async function findTicket(
   purpose: Purpose,
   secret: string,
   userId: string | undefined,
+  keys: DeploymentKeys,
 ): Promise<Found | undefined> {
   const live = and(eq(tickets.site, site), eq(tickets.purpose, purpose), gt(tickets.expiresAt, sql`now()`));
   const columns = { id: tickets.id, userId: tickets.userId, newEmail: tickets.newEmail };
@@ -103,20 +119,16 @@ export async function findTicket(
     return row;
   }
   if (userId === undefined) return undefined;
+  // One statement takes the try: the row's lock orders tries at once, and each sees the others' count.
   const [row] = await db
-    .select({ ...columns, secretHash: tickets.secretHash })
-    .from(tickets)
-    .where(and(live, eq(tickets.userId, userId)))
-    .limit(1);
-  if (row === undefined) return undefined;
-  if (row.secretHash === codeHash(row.id, secret)) return row;
-  // A wrong code: one try more (counted in the row: tries at once all count), and the fifth burns it.
-  const [tried] = await db
     .update(tickets)
     .set({ tries: sql`${tickets.tries} + 1` })
-    .where(eq(tickets.id, row.id))
-    .returning({ tries: tickets.tries });
-  if (tried !== undefined && tried.tries >= CODE_TRIES) await db.delete(tickets).where(eq(tickets.id, row.id));
+    .where(and(live, eq(tickets.userId, userId), lt(tickets.tries, CODE_TRIES)))
+    .returning({ ...columns, secretHash: tickets.secretHash, tries: tickets.tries });
+  if (row === undefined) return undefined;
+  if (codeMatches(keys, row.id, secret, row.secretHash))
+    return { id: row.id, userId: row.userId, newEmail: row.newEmail };
+  if (row.tries >= CODE_TRIES) await db.delete(tickets).where(eq(tickets.id, row.id));
   return undefined;
 }
 

@@ -14,7 +14,8 @@ export class FactorKeyFileError extends Error {
  * `DATA_DIR/factor-key` (mode 0600, minted at the first start, as the dev token is: the folder is
  * one machine's development data, and its copy goes with the database); else none, said once
  * (`warn`): PostgreSQL serves many servers, and a key minted by one would not open another's
- * secrets, so factor operations answer 503 until the operator sets it.
+ * secrets, so factor operations answer 503 until the operator sets it. The same keys key the
+ * deployment's HMACs (deployment-keys.ts), which without them use a key kept in the database.
  */
 export function factorKeysFor(
   config: { factorKeys?: KeyRing | undefined; dataDir: string },
@@ -23,7 +24,9 @@ export function factorKeysFor(
 ): KeyRing | undefined {
   if (config.factorKeys !== undefined) return config.factorKeys;
   if (kind !== 'pglite') {
-    warn('FACTOR_ENCRYPTION_KEY is not set: second-factor operations answer 503 until it is');
+    warn(
+      'FACTOR_ENCRYPTION_KEY is not set: second-factor operations answer 503 until it is, and Idempotency-Key fingerprints, phone codes and passkey decoys are keyed by a key kept in the database, which a copy of it gives away',
+    );
     return undefined;
   }
   const file = join(config.dataDir, 'factor-key');

@@ -4,7 +4,7 @@
 // (a row per challenge, as SHA-256, deleted by the first answer that names it, right or wrong),
 // bound to the site, the purpose and the account they were made for, and the credentials as
 // enabled factors of user_factors (nothing secret: a public key and a counter).
-import { createHash, createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   type AuthenticationResponseJSON,
   generateAuthenticationOptions,
@@ -20,6 +20,7 @@ import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-wo
 import type { Db } from '../db/client.ts';
 import { passkeyChallenges, recoveryCodes, serviceKeys, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
+import type { DeploymentKeys } from './deployment-keys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 
 /** Five minutes, as the login's ticket: time to touch a key, never a session. */
@@ -36,6 +37,13 @@ export const passkeysNotConfigured = (site: string) =>
     `Site ${site} has no WebAuthn relying party: run cli site set --site ${site} --rp-id ID --origins URL[,URL…].`,
   );
 export const passkeyRefused = () => new ApiError(422, 'invalid_credentials', "The passkey's answer is not accepted.");
+/** A passkey alone is a login only with the authenticator's user verification (issue 41, F5). */
+export const userVerificationRequired = () =>
+  new ApiError(
+    422,
+    'user_verification_required',
+    'A passkey alone logs in only with user verification (a PIN or biometric on the authenticator); ask the browser for options with userVerification "required", or use the passkey as a second factor after the password.',
+  );
 const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 
 export interface RelyingParty {
@@ -240,22 +248,36 @@ export async function addPasskey(
 }
 
 /** A decoy credential id for an email with no passkey of the site: the same each time, from a key of ours. */
-const decoyKeys = new WeakMap<Db, Promise<Buffer>>();
-function decoyKey(db: Db): Promise<Buffer> {
-  let key = decoyKeys.get(db);
-  if (key === undefined) {
-    key = (async () => {
-      await db
-        .insert(serviceKeys)
-        .values({ name: 'passkey_decoy', key: randomBytes(32).toString('base64url') })
-        .onConflictDoNothing();
-      const [row] = await db.select().from(serviceKeys).where(eq(serviceKeys.name, 'passkey_decoy'));
-      return Buffer.from(row!.key, 'base64url');
-    })();
-    key.catch(() => decoyKeys.delete(db));
-    decoyKeys.set(db, key);
-  }
-  return key;
+/** The transports real registrations report (the browser's getTransports(), sorted), and none reported. */
+const DECOY_TRANSPORTS: (Transport | undefined)[] = [
+  ['hybrid', 'internal'],
+  ['hybrid', 'internal'],
+  ['internal'],
+  ['hybrid', 'internal', 'usb'],
+  ['usb'],
+  ['nfc', 'usb'],
+  ['hybrid', 'usb'],
+  undefined,
+];
+/** Credential id lengths in bytes of common authenticators (16: Google, 20: Apple, 32: Windows Hello, 64: security keys). */
+const DECOY_ID_BYTES = [16, 16, 20, 20, 32, 32, 48, 64];
+
+/**
+ * The credentials an email with no passkeys is answered with (issue 41, F6): derived from an
+ * HMAC of the site and email under the deployment's key, so that the same email gets the same
+ * ones each time and no one without the key can tell them from real ones: one to three of them
+ * (most accounts have one), each of a length and with transports real authenticators have.
+ */
+export function decoyCredentials(keys: DeploymentKeys, site: string, email: string) {
+  const of = (what: string) => keys.bytes('passkey_decoy', `${site}\n${email.toLowerCase()}\n${what}`);
+  const shape = of('shape');
+  const count = shape[0]! < 192 ? 1 : shape[0]! < 243 ? 2 : 3;
+  return Array.from({ length: count }, (_, i) => {
+    const length = DECOY_ID_BYTES[shape[1 + 2 * i]! % DECOY_ID_BYTES.length]!;
+    const transports = DECOY_TRANSPORTS[shape[2 + 2 * i]! % DECOY_TRANSPORTS.length];
+    const id = Buffer.concat([of(`id ${i} 0`), of(`id ${i} 1`)]).subarray(0, length);
+    return { id: id.toString('base64url'), ...(transports === undefined ? {} : { transports }) };
+  });
 }
 
 /**
@@ -264,7 +286,12 @@ function decoyKey(db: Db): Promise<Buffer> {
  * discoverable login). The challenge is bound to the account asked for; for an unknown email, to
  * a random id that names no account.
  */
-export async function loginOptions(db: Db, site: string, request: { email?: string | undefined; userId?: string }) {
+export async function loginOptions(
+  db: Db,
+  site: string,
+  request: { email?: string | undefined; userId?: string },
+  keys: DeploymentKeys,
+) {
   const rp = await relyingPartyOf(db, site);
   let bound: string | undefined;
   let allow: { id: string; transports?: Transport }[] = [];
@@ -281,14 +308,11 @@ export async function loginOptions(db: Db, site: string, request: { email?: stri
       .where(and(match, inReachOf(site)));
     if (account === undefined && request.userId !== undefined) throw userNotFound();
     bound = account?.id ?? randomUUID();
-    allow = account === undefined ? [] : descriptors(await passkeysOf(db, account.id));
-    if (allow.length === 0 && request.email !== undefined) {
-      const decoy = createHmac('sha256', await decoyKey(db))
-        .update(`${site}\n${request.email.toLowerCase()}`)
-        .digest()
-        .subarray(0, 16);
-      allow = [{ id: decoy.toString('base64url'), transports: ['internal', 'hybrid'] }];
-    }
+    // The same work for an email with no account as for one with: its passkeys looked up (none
+    // for the random id), and the decoy worked out whether it is used or not.
+    allow = descriptors(await passkeysOf(db, bound));
+    const decoy = request.email === undefined ? [] : decoyCredentials(keys, site, request.email);
+    if (allow.length === 0) allow = decoy;
   }
   const options = await generateAuthenticationOptions({
     rpID: rp.id,
@@ -305,7 +329,8 @@ export async function loginOptions(db: Db, site: string, request: { email?: stri
  * enabled passkey of an account in reach of the site; of `forUser` when given, and of the account
  * the challenge was made for), the signature, origin, RP id and counter; moves the counter and
  * the factor's last use on. Answers the account and whether it is disabled, or undefined when
- * the assertion is not accepted.
+ * the assertion is not accepted. With `requireUserVerification` (a passkey alone), a right
+ * assertion without the UV flag answers `userVerified: false` and moves nothing on.
  */
 export async function checkAssertion(
   tx: Db,
@@ -315,7 +340,8 @@ export async function checkAssertion(
   forUser?: string,
   /** Told the account once the credential names one (for the audit row of a refusal too). */
   onAccount?: (userId: string) => void,
-): Promise<{ userId: string; disabled: boolean } | undefined> {
+  requireUserVerification = false,
+): Promise<{ userId: string; disabled: boolean; userVerified: boolean } | undefined> {
   const challenge = challengeOf(response.response?.clientDataJSON);
   if (challenge === undefined || typeof response.id !== 'string') return undefined;
   const taken = await takeChallenge(tx, site, 'login', challenge);
@@ -358,14 +384,21 @@ export async function checkAssertion(
     requireUserVerification: false,
   }).catch(() => undefined);
   if (!verified?.verified) return undefined;
+  const { userVerified } = verified.authenticationInfo;
+  if (requireUserVerification && !userVerified)
+    return { userId: factor.userId, disabled: factor.disabled, userVerified };
   await tx
     .update(userFactors)
     .set({ signCount: verified.authenticationInfo.newCounter, lastUsedAt: sql`now()` })
     .where(eq(userFactors.id, factor.id));
-  return { userId: factor.userId, disabled: factor.disabled };
+  return { userId: factor.userId, disabled: factor.disabled, userVerified };
 }
 
-/** The login with a passkey alone: the account's id, 422 invalid_credentials, 403 account_disabled. */
+/**
+ * The login with a passkey alone: the account's id, 422 invalid_credentials, 422
+ * user_verification_required (a right passkey whose authenticator did not verify its user: a
+ * security key without a PIN is possession only, one factor), 403 account_disabled.
+ */
 export async function verifyPasskey(
   scope: WriteScope,
   deps: WriteDeps,
@@ -379,10 +412,20 @@ export async function verifyPasskey(
     'passkey_verify',
     (userId: string) => ({ userId, status: 200, outcome: 'passkey verified' }),
     async (tx) => {
-      const checked = await checkAssertion(tx, scope.site, rp, request.response, undefined, (userId) =>
-        scope.report?.({ userId }),
+      const checked = await checkAssertion(
+        tx,
+        scope.site,
+        rp,
+        request.response,
+        undefined,
+        (userId) => scope.report?.({ userId }),
+        true,
       );
       if (checked === undefined) return undefined;
+      if (!checked.userVerified) {
+        refusal = userVerificationRequired();
+        return undefined;
+      }
       if (checked.disabled) {
         refusal = accountDisabled();
         return undefined;

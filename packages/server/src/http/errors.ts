@@ -41,6 +41,7 @@ const TITLES: Record<ErrorCode, string> = {
   invalid_metadata: 'Invalid metadata',
   invalid_ticket: 'Invalid ticket',
   passkeys_not_configured: 'Passkeys not configured',
+  user_verification_required: 'User verification required',
   no_phone: 'No phone',
   breached: 'Breached password',
   breach_check_unavailable: 'Breach check unavailable',

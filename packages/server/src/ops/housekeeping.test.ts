@@ -1,5 +1,5 @@
 // The chores over a real embedded database.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pino from 'pino';
@@ -12,6 +12,7 @@ import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
 import { addEndpoint } from '../events/webhooks/endpoints.ts';
+import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
 import { runCommand } from './commands.ts';
@@ -266,8 +267,22 @@ describe('purging what has expired', () => {
       database.db,
       sql`insert into users (site, email, name, origin) values (${site}, 'a@example.com', 'A', 'api') returning id::text as id`,
     );
-    await issueTicket(database.db, { id: user!.id, site }, 'verify_email', 600, undefined);
-    await issueTicket(database.db, { id: user!.id, site }, 'reset_password', 600, undefined);
+    await issueTicket(
+      database.db,
+      { id: user!.id, site },
+      'verify_email',
+      600,
+      undefined,
+      deploymentKeysFrom([['k1', randomBytes(32)]], true),
+    );
+    await issueTicket(
+      database.db,
+      { id: user!.id, site },
+      'reset_password',
+      600,
+      undefined,
+      deploymentKeysFrom([['k1', randomBytes(32)]], true),
+    );
     await database.db.execute(
       sql`update tickets set expires_at = now() - interval '1 second' where site = ${site} and purpose = 'verify_email'`,
     );

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import type { MiddlewareHandler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,6 +7,7 @@ import { invalidRequest } from '../../contract/validation.ts';
 import { type Database, openPglite } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, serviceUnavailable } from '../../errors.ts';
+import { type KeyRing, parseKeyRing } from '../../factors/secret-box.ts';
 import type { AppEnv } from '../context.ts';
 import { problemOf, testApp } from '../testing.ts';
 import { canonicalJson, idempotencyKey, idempotent, MAX_STORED_BODY, parseIdempotencyKey } from './idempotency.ts';
@@ -38,9 +39,9 @@ const parse: MiddlewareHandler<AppEnv> = async function parse(c, next) {
 };
 
 /** The middleware in their place in a write route, with a handler that numbers its runs. */
-function idempotentApp(handler: Handler = (n) => Response.json({ run: n }, { status: 201 })) {
+function idempotentApp(handler: Handler = (n) => Response.json({ run: n }, { status: 201 }), factorKeys?: KeyRing) {
   let runs = 0;
-  const app = testApp({ deps: { database }, vars: { token } });
+  const app = testApp({ deps: { database, ...(factorKeys === undefined ? {} : { factorKeys }) }, vars: { token } });
   app.use(requestId());
   app.post('/api/1/user/create', jsonBody(), idempotencyKey(), parse, idempotent(), () => handler(++runs));
   const send = (key: string | undefined, body: string, requestIdHeader?: string) =>
@@ -139,6 +140,68 @@ describe('idempotent', () => {
     expect(runs()).toBe(1);
     // The first answer is still the one kept.
     expect(await (await send(key, '{"email":"a@example.com"}')).json()).toEqual({ run: 1 });
+  });
+
+  it("keeps an HMAC under the deployment's key, which a copy of the database cannot recompute (issue 41, F4)", async () => {
+    const ringOf = (text: string) => parseKeyRing(text) as KeyRing;
+    const k1 = `k1:${randomBytes(32).toString('base64')}`;
+    const body = '{"email":"a@example.com","password":"correct horse battery"}';
+    const sha256 = createHash('sha256')
+      .update(`POST /api/1/user/create\n${canonicalJson(JSON.parse(body))}`)
+      .digest('hex');
+    const stored: string[] = [];
+    for (const ring of [ringOf(k1), ringOf(`k1:${randomBytes(32).toString('base64')}`), undefined]) {
+      const { send, runs } = idempotentApp(undefined, ring);
+      const key = randomUUID();
+      expect((await send(key, body)).status).toBe(201);
+      const fingerprint = (await storedRow(key))!.fingerprint;
+      expect(fingerprint).not.toContain(sha256);
+      expect(fingerprint).not.toContain('correct horse');
+      stored.push(fingerprint);
+      // The behaviour is the same: the same body replays, another is 422.
+      expect((await send(key, body)).headers.get('Idempotent-Replayed')).toBe('true');
+      expect((await send(key, '{"email":"b@example.com"}')).status).toBe(422);
+      expect(runs()).toBe(1);
+    }
+    // Two deployments' keys (and the database's own, without FACTOR_ENCRYPTION_KEY) give three values.
+    expect(stored[0]).toMatch(/^k1\.[A-Za-z0-9_-]{43}$/);
+    expect(stored[2]).toMatch(/^@db\.[A-Za-z0-9_-]{43}$/);
+    expect(new Set(stored).size).toBe(3);
+
+    // A key put first in the ring (rotation) still replays what the older one kept.
+    const key = randomUUID();
+    const before = idempotentApp(undefined, ringOf(k1));
+    expect((await before.send(key, body)).status).toBe(201);
+    const after = idempotentApp(undefined, ringOf(`k2:${randomBytes(32).toString('base64')},${k1}`));
+    expect((await after.send(key, body)).headers.get('Idempotent-Replayed')).toBe('true');
+    expect((await after.send(key, '{"email":"b@example.com"}')).status).toBe(422);
+    expect(after.runs()).toBe(0);
+  });
+
+  it('still answers a key kept before the HMAC (a SHA-256 fingerprint): replayed, or 422 for another body', async () => {
+    const key = randomUUID();
+    const body = '{"email":"a@example.com"}';
+    const legacy = createHash('sha256')
+      .update(`POST /api/1/user/create\n${canonicalJson(JSON.parse(body))}`)
+      .digest('hex');
+    await database.db.insert(idempotencyKeys).values({
+      tokenId: token.id,
+      key,
+      fingerprint: legacy,
+      status: 201,
+      body: '{"run":0}',
+      headers: { 'content-type': 'application/json' },
+    });
+    const { send, runs } = idempotentApp(
+      undefined,
+      parseKeyRing(`k1:${randomBytes(32).toString('base64')}`) as KeyRing,
+    );
+    const replayed = await send(key, body);
+    expect(replayed.headers.get('Idempotent-Replayed')).toBe('true');
+    expect(await replayed.json()).toEqual({ run: 0 });
+    const reused = await send(key, '{"email":"b@example.com"}');
+    expect(await problemOf(reused)).toMatchObject({ status: 422, code: 'idempotency_key_reused' });
+    expect(runs()).toBe(0);
   });
 
   it('replays a 4xx problem with the requestId of the delivery it is in', async () => {

@@ -6,8 +6,13 @@
 // and fingerprints the body as sent; idempotent() claims the key only for a request that parse
 // accepted. A refused request is not kept (anyone could otherwise fill the table with 400s),
 // and its retry with the same key is checked afresh.
+//
+// The fingerprint is an HMAC under the deployment's key (factors/deployment-keys.ts; issue 41,
+// F4): a body holds a password, and a plain hash kept for a day let a copy of the database try
+// guesses at SHA-256's speed. A fingerprint made before (a SHA-256) or under an older key of the
+// ring still matches its request until the row expires.
 import { createHash } from 'node:crypto';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { parseItem } from 'structured-headers';
@@ -15,6 +20,7 @@ import { keepAnswer } from '../../accounts/unit-of-work.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, describeError } from '../../errors.ts';
+import { deploymentKeysOf } from '../../factors/deployment-keys.ts';
 import type { AppEnv } from '../context.ts';
 
 /**
@@ -33,7 +39,10 @@ export const MAX_STORED_BODY = 4 * 1024;
 /** A request's key, and the fingerprint of what it asks (method, path, body as sent). */
 export interface IdempotencyRequest {
   key: string;
+  /** An HMAC of the method, path and canonical body under the deployment's current key: what is stored. */
   fingerprint: string;
+  /** Every fingerprint this request may have been stored with: one per key held, and the SHA-256 of rows made before. */
+  fingerprints: string[];
   /** Set once idempotent() claimed the key: the write then keeps its answer in its own transaction. */
   claimed?: { maxBody: number };
 }
@@ -98,10 +107,12 @@ export function idempotencyKey(): MiddlewareHandler<AppEnv> {
   return async function idempotencyKeyMiddleware(c, next) {
     const key = idempotencyKeyOf(c);
     if (key !== undefined) {
-      const fingerprint = createHash('sha256')
-        .update(`${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`)
-        .digest('hex');
-      c.set('idempotency', { key, fingerprint });
+      const { database, factorKeys } = c.get('deps');
+      const keys = await deploymentKeysOf(database.db, factorKeys);
+      const request = `${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`;
+      const fingerprints = keys.macs('idempotency_fingerprint', request);
+      fingerprints.push(createHash('sha256').update(request).digest('hex'));
+      c.set('idempotency', { key, fingerprint: fingerprints[0]!, fingerprints });
     }
     await next();
   };
@@ -116,7 +127,7 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
   return async function idempotencyMiddleware(c, next) {
     const request = c.get('idempotency');
     if (request === undefined) return next();
-    const { key, fingerprint } = request;
+    const { key, fingerprint, fingerprints } = request;
     const db = c.get('deps').database.db;
     const tokenId = c.get('token').id;
     const thisKey = and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key));
@@ -130,13 +141,13 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
         // Take the key over only when it has expired, or its first request was abandoned.
         setWhere: sql`${idempotencyKeys.createdAt} < now() - interval '24 hours'
           or (${idempotencyKeys.status} is null and ${idempotencyKeys.lockedUntil} < now()
-              and ${idempotencyKeys.fingerprint} = ${fingerprint})`,
+              and ${inArray(idempotencyKeys.fingerprint, fingerprints)})`,
       })
       .returning({ key: idempotencyKeys.key });
 
     if (claimed.length === 0) {
       const [row] = await db.select().from(idempotencyKeys).where(thisKey).limit(1);
-      if (row !== undefined && row.fingerprint !== fingerprint) {
+      if (row !== undefined && !fingerprints.includes(row.fingerprint)) {
         throw new ApiError(
           422,
           'idempotency_key_reused',

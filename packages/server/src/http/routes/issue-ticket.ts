@@ -8,7 +8,7 @@ import { users } from '../../db/schema.ts';
 import { ApiError, userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
-import { inReach, validBody } from './shared.ts';
+import { deploymentKeysOfRequest, inReach, validBody } from './shared.ts';
 
 type IssueTicketRequest = components['schemas']['IssueTicketRequest'];
 type IssueTicketResponse = components['schemas']['IssueTicketResponse'];
@@ -75,8 +75,9 @@ export const issueTicketOperation = defineOperation({
       if (taken !== undefined) throw emailTaken();
     }
     const expiresIn = input.expiresIn ?? LIFETIMES[purpose][0];
+    const keys = await deploymentKeysOfRequest(c);
     const issued = await runWrite(c, { userId: account.id, status: 201, outcome: 'ticket issued' }, (tx) =>
-      issueTicket(tx, { id: account.id, site }, purpose, expiresIn, input.newEmail),
+      issueTicket(tx, { id: account.id, site }, purpose, expiresIn, input.newEmail, keys),
     );
     const result = {
       _userId: account.id,

@@ -2,7 +2,7 @@ import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../contract/validation.ts';
 import { loginOptions } from '../../factors/passkeys.ts';
 import { defineOperation } from '../define-operation.ts';
-import { validBody } from './shared.ts';
+import { deploymentKeysOfRequest, validBody } from './shared.ts';
 
 type PasskeyLoginOptionsResponse = components['schemas']['PasskeyLoginOptionsResponse'];
 
@@ -20,10 +20,12 @@ export const passkeyLoginOptions = defineOperation({
     return validBody(c, 'PasskeyLoginOptionsRequest');
   },
   async handle(c, fields) {
-    const options = await loginOptions(c.get('deps').database.db, c.get('token').site, {
-      email: fields.email,
-      ...(fields._userId === undefined ? {} : { userId: fields._userId }),
-    });
+    const options = await loginOptions(
+      c.get('deps').database.db,
+      c.get('token').site,
+      { email: fields.email, ...(fields._userId === undefined ? {} : { userId: fields._userId }) },
+      await deploymentKeysOfRequest(c),
+    );
     return c.json({ result: { options } } as PasskeyLoginOptionsResponse, 200);
   },
 });

@@ -6,7 +6,7 @@ import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { defineOperation } from '../define-operation.ts';
 import { etagOf } from '../etag.ts';
 import { writeScopeOf } from '../run-write.ts';
-import { newPasswordDepsOf, validBody } from './shared.ts';
+import { deploymentKeysOfRequest, newPasswordDepsOf, validBody } from './shared.ts';
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
 type RedeemTicketResponse = components['schemas']['RedeemTicketResponse'];
@@ -43,7 +43,11 @@ export const redeemTicket = defineOperation({
     return input;
   },
   async handle(c, input) {
-    const { userId, status, version } = await redeem(writeScopeOf(c), newPasswordDepsOf(c), input);
+    const { userId, status, version } = await redeem(
+      writeScopeOf(c),
+      { ...newPasswordDepsOf(c), keys: await deploymentKeysOfRequest(c) },
+      input,
+    );
     c.header('ETag', etagOf(version));
     c.header('Cache-Control', 'no-store');
     return c.json({ result: { _userId: userId, status } } satisfies RedeemTicketResponse, 200);

@@ -10,6 +10,8 @@ import {
   normalizeFields,
   toFieldErrors,
 } from '../../contract/validation.ts';
+import type { users } from '../../db/schema.ts';
+import { type DeploymentKeys, deploymentKeysOf } from '../../factors/deployment-keys.ts';
 import type { AppEnv } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
@@ -94,4 +96,10 @@ export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & NewPasswordDe
     beforeHash: () => consumeBudget(c, 'hash'),
     warn: (message) => c.get('log').warn(message),
   };
+}
+
+/** The deployment's HMAC keys (factors/deployment-keys.ts): FACTOR_ENCRYPTION_KEY's, else the database's own. */
+export function deploymentKeysOfRequest(c: Context<AppEnv>): Promise<DeploymentKeys> {
+  const { database, factorKeys } = c.get('deps');
+  return deploymentKeysOf(database.db, factorKeys);
 }
