@@ -18,6 +18,7 @@ const integration = server([
   'accounts/create',
   'accounts/listing',
   'accounts/tickets',
+  'accounts/unit-of-work',
   'accounts/verify',
   'assemble',
   'auth/tokens',

@@ -2152,7 +2152,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2737,8 +2737,13 @@ export interface components {
                 };
             };
         };
-        /** @description A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds. */
-        IdempotencyKeyInUse: {
+        /**
+         * @description `idempotency_key_in_use`: a request with this `Idempotency-Key` is still running.
+         *     `conflict`: the write collided with another write of the same accounts at once (a
+         *     database deadlock) and still did after the server ran it again (see the rules at the
+         *     top); nothing was written. Retry the request.
+         */
+        ImportConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2749,7 +2754,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "idempotency_key_in_use";
+                    code: "idempotency_key_in_use" | "conflict";
                 };
             };
         };
@@ -3550,7 +3555,7 @@ export interface operations {
             400: components["responses"]["ImportBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["WriteForbidden"];
-            409: components["responses"]["IdempotencyKeyInUse"];
+            409: components["responses"]["ImportConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];
