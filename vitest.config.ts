@@ -44,7 +44,7 @@ const integration = server([
  * or load a database at scale (list-plans: 200,000 accounts).
  */
 const system = [
-  ...server(['build', 'main', 'ops/housekeeping-servers']),
+  ...server(['build', 'main', 'ops/housekeeping-servers', 'passwords/costly-check']),
   'packages/client/src/pack.test.ts',
   ...contractTests([
     'browser-client',

@@ -189,7 +189,11 @@ export interface paths {
          *       address (`::ffff:203.0.113.7`, `::ffff:cb00:7107`, `::203.0.113.7`,
          *       `0:0:0:0:0:ffff:203.0.113.7`) counts as that IPv4 address, and an IPv6 address counts by
          *       its /64 however it is written. Each attempt is counted before its password is
-         *       checked, so guesses sent at once cannot pass the limit together.
+         *       checked, so guesses sent at once cannot pass the limit together. An attempt answered
+         *       503 because the server could not check it (a full hashing queue, the database) is taken
+         *       back, except against a costly imported hash (see `import`): one whose check did not end
+         *       within the request's deadline, or whose caller went away, counts as a failure, and its
+         *       check is stopped then.
          *     - A hash made with other parameters than the server's current ones (`PASSWORD_HASH`) is
          *       replaced on a successful verify; that is not a change of the account: `updatedAt` and
          *       the `ETag` stay.
@@ -413,7 +417,10 @@ export interface paths {
          *       with the default `PASSWORD_HASH`), is accepted, but checked in a lane of its own, one at
          *       a time per server (`HASH_COSTLY_CONCURRENCY`), never in the slots every site's logins
          *       share: such an account's verifies may wait for each other until its first successful
-         *       verify rehashes it.
+         *       verify rehashes it. Each such check runs in a process of its own that is stopped when its
+         *       `verify` ends unanswered (its deadline passed or its caller went away), so it never
+         *       holds a core past its request; that `verify` is answered 503 and counts as a failed
+         *       attempt for the lockout (see `verify`).
          *     - The body may be up to 2 MiB (413 `payload_too_large` over it), and the request may take
          *       up to 120 seconds (or `REQUEST_TIMEOUT_MS`, if longer) before it is answered 503 with
          *       nothing written.
