@@ -6,7 +6,7 @@ import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
-import { activeTraceparent } from '../ops/tracing.ts';
+import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
 
 /** Who writes, for whom and until when: what a write needs to know of its caller. */

@@ -4,9 +4,9 @@ import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth/failed-authentications.ts';
 import { type Db, rows } from '../db/client.ts';
 import { userFactors, users } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, generationSql, makeLoginTicket } from '../factors/login-ticket.ts';
-import { ApiError } from '../http/errors.ts';
 import {
   type LockoutPolicy,
   type LockoutStore,

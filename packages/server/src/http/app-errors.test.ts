@@ -2,9 +2,10 @@
 // collided with concurrent writes and was still rolled back after the unit of work's retries is
 // 409 `conflict`, never a 500; the database gone is 503; anything else stays the 500 of a bug.
 import { describe, expect, it } from 'vitest';
-import { problemOf, silentLogger, testApp } from '../testing/hono.ts';
+import { silentLogger } from '../testing/loggers.ts';
 import { errorRenderer } from './app.ts';
 import type { AppDeps } from './context.ts';
+import { problemOf, testApp } from './testing.ts';
 
 /** An error as drizzle throws a driver's: the SQLSTATE at `cause.code`. */
 const wrapped = (code: string) =>

@@ -12,10 +12,11 @@ import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { parseItem } from 'structured-headers';
 import { keepAnswer } from '../../accounts/unit-of-work.ts';
+import { invalidRequest } from '../../contract/validation.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
+import { ApiError, describeError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
-import { ApiError, describeError, problemCode } from '../errors.ts';
-import { invalidRequest } from '../validation.ts';
+import { problemCode } from '../errors.ts';
 
 /**
  * How long a claim holds without an answer before a retry may take over (a process died
