@@ -18,6 +18,7 @@ const integration = server([
   'accounts/create',
   'accounts/listing',
   'accounts/tickets',
+  'accounts/unit-of-work',
   'accounts/verify',
   'assemble',
   'auth/tokens',
@@ -44,7 +45,7 @@ const integration = server([
  * or load a database at scale (list-plans: 200,000 accounts).
  */
 const system = [
-  ...server(['build', 'main', 'ops/housekeeping-servers']),
+  ...server(['build', 'main', 'ops/housekeeping-servers', 'passwords/costly-check']),
   'packages/client/src/pack.test.ts',
   ...contractTests([
     'browser-client',

@@ -19,7 +19,12 @@ export async function buildServer(out: string): Promise<string[]> {
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const { metafile } = await build({
-    entryPoints: { main: `${root}src/main.ts`, cli: `${root}src/cli.ts` },
+    // costly-check: the process the costly lane's password checks run in (passwords/costly-check.ts).
+    entryPoints: {
+      main: `${root}src/main.ts`,
+      cli: `${root}src/cli.ts`,
+      'costly-check': `${root}src/passwords/costly-check-child.ts`,
+    },
     outdir: out,
     bundle: true,
     splitting: true,
@@ -66,6 +71,6 @@ if (import.meta.main) {
   const out = process.argv[2] ?? `${root}dist`;
   const packages = await buildServer(out);
   process.stdout.write(
-    `built ${out}/main.js and ${out}/cli.js (${VERSION}); from node_modules: ${packages.join(', ')}\n`,
+    `built ${out}/main.js, ${out}/cli.js and ${out}/costly-check.js (${VERSION}); from node_modules: ${packages.join(', ')}\n`,
   );
 }

@@ -81,6 +81,64 @@ describe('costly imported hashes', () => {
   }, 60_000);
 });
 
+describe('costly imported hashes past the deadline (issue 41, F8)', () => {
+  it('count as failures (after VERIFY_LIMIT late verifies, 429) and stop using a core when their request ends', async () => {
+    const target = await embedded({
+      env: {
+        HASH_CONCURRENCY: '2',
+        RATE_LIMIT_HASH: 'off',
+        VERIFY_LIMIT: '3/15m',
+        RATE_LIMIT: '100000/60s',
+        REQUEST_TIMEOUT_MS: '500',
+      },
+    });
+    const evil = checkedClient(
+      target.baseUrl,
+      (await target.createToken({ site: 'evil', scopes: ['write', 'verify'], label: 'evil' })).token,
+    );
+    const shop = checkedClient(
+      target.baseUrl,
+      (await target.createToken({ site: 'shop', scopes: ['write', 'verify'], label: 'shop' })).token,
+    );
+    // import's limit, 10,000,000 rounds of SHA-512: seconds of a core, far past the deadline.
+    const bomb = {
+      email: 'late.bomb@example.com',
+      name: 'Bomb',
+      passwordHash: `$pbkdf2-sha512$10000000$${b64(16)}$${b64(64)}`,
+    };
+    expect((await evil.POST('/api/1/user/import', { body: { users: [bomb] } })).data?.result.created).toBe(1);
+    const email = 'patient.shopper@example.com';
+    const password = 'the patient shop customer passphrase';
+    expect(
+      (await shop.POST('/api/1/user/create', { body: { email, password, name: 'Shopper' } })).response.status,
+    ).toBe(201);
+    const login = async () => {
+      const started = performance.now();
+      const { response } = await shop.POST('/api/1/user/verify', { body: { email, password } });
+      return { status: response.status, ms: performance.now() - started };
+    };
+    const quiet: number[] = [];
+    for (let i = 0; i < 5; i++) quiet.push((await login()).ms);
+
+    // Three at once, each past the deadline (one checking, two waiting for the costly lane).
+    const guess = () => evil.POST('/api/1/user/verify', { body: { email: bomb.email, password: 'a wrong guess' } });
+    const late = await Promise.all([guess(), guess(), guess()]);
+    expect(late.map((r) => r.error?.code)).toEqual(Array(3).fill('service_unavailable'));
+    // Each counted: the account is locked before any further check (before: two were taken back).
+    const locked = await guess();
+    expect(locked.response.status).toBe(429);
+    expect(locked.error?.code).toBe('too_many_attempts');
+
+    // The check that was running was stopped with its request: shop's logins are as quick as before.
+    const after: number[] = [];
+    for (let i = 0; i < 5; i++) after.push((await login()).ms);
+    console.log(
+      `[noisy-neighbours] late costly verifies: shop's login p50 ${Math.round(median(quiet))} ms quiet, ${Math.round(median(after))} ms just after`,
+    );
+    expect(median(after)).toBeLessThan(Math.max(250, 3 * median(quiet) + 20));
+  }, 60_000);
+});
+
 describe('long-polls', () => {
   it('holds at most LONG_POLLS_PER_TOKEN waiting per token and LONG_POLLS_PER_SITE per site: one more is 429 too_many_long_polls at once', async () => {
     const target = await embedded({ env: { LONG_POLLS_PER_TOKEN: '2', LONG_POLLS_PER_SITE: '3' } });

@@ -228,6 +228,7 @@ export async function assembleOn(
     await sequencer.stop();
     redis?.disconnect();
     await limiter.close();
+    hasher!.close();
   }
   return { app: createApp(deps), deps, database, devToken, closeDeps };
 }

@@ -42,6 +42,18 @@ export class ApiError extends Error {
 
 export const userNotFound = () => new ApiError(404, 'user_not_found', 'No account matches the given _userId or email.');
 
+/**
+ * A write the database rolled back for colliding with concurrent writes, still after the unit of
+ * work ran it again (accounts/unit-of-work.ts): nothing changed, and a retry may well pass.
+ */
+export const writeConflict = (cause?: unknown) =>
+  new ApiError(
+    409,
+    'conflict',
+    'The write collided with concurrent writes of the same accounts, also when run again; nothing was changed. Retry the request.',
+    { headers: { 'Retry-After': '1' }, cause },
+  );
+
 export const serviceUnavailable = (detail: string, cause?: unknown) =>
   new ApiError(503, 'service_unavailable', detail, { headers: { 'Retry-After': '1' }, cause });
 

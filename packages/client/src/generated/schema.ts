@@ -189,7 +189,11 @@ export interface paths {
          *       address (`::ffff:203.0.113.7`, `::ffff:cb00:7107`, `::203.0.113.7`,
          *       `0:0:0:0:0:ffff:203.0.113.7`) counts as that IPv4 address, and an IPv6 address counts by
          *       its /64 however it is written. Each attempt is counted before its password is
-         *       checked, so guesses sent at once cannot pass the limit together.
+         *       checked, so guesses sent at once cannot pass the limit together. An attempt answered
+         *       503 because the server could not check it (a full hashing queue, the database) is taken
+         *       back, except against a costly imported hash (see `import`): one whose check did not end
+         *       within the request's deadline, or whose caller went away, counts as a failure, and its
+         *       check is stopped then.
          *     - A hash made with other parameters than the server's current ones (`PASSWORD_HASH`) is
          *       replaced on a successful verify; that is not a change of the account: `updatedAt` and
          *       the `ETag` stay.
@@ -417,7 +421,10 @@ export interface paths {
          *       with the default `PASSWORD_HASH`), is accepted, but checked in a lane of its own, one at
          *       a time per server (`HASH_COSTLY_CONCURRENCY`), never in the slots every site's logins
          *       share: such an account's verifies may wait for each other until its first successful
-         *       verify rehashes it.
+         *       verify rehashes it. Each such check runs in a process of its own that is stopped when its
+         *       `verify` ends unanswered (its deadline passed or its caller went away), so it never
+         *       holds a core past its request; that `verify` is answered 503 and counts as a failed
+         *       attempt for the lockout (see `verify`).
          *     - The body may be up to 2 MiB (413 `payload_too_large` over it), and the request may take
          *       up to 120 seconds (or `REQUEST_TIMEOUT_MS`, if longer) before it is answered 503 with
          *       nothing written.
@@ -2170,7 +2177,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2778,8 +2785,13 @@ export interface components {
                 };
             };
         };
-        /** @description A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds. */
-        IdempotencyKeyInUse: {
+        /**
+         * @description `idempotency_key_in_use`: a request with this `Idempotency-Key` is still running.
+         *     `conflict`: the write collided with another write of the same accounts at once (a
+         *     database deadlock) and still did after the server ran it again (see the rules at the
+         *     top); nothing was written. Retry the request.
+         */
+        ImportConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -2790,7 +2802,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "idempotency_key_in_use";
+                    code: "idempotency_key_in_use" | "conflict";
                 };
             };
         };
@@ -3599,7 +3611,7 @@ export interface operations {
             400: components["responses"]["ImportBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["WriteForbidden"];
-            409: components["responses"]["IdempotencyKeyInUse"];
+            409: components["responses"]["ImportConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];

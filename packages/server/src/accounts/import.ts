@@ -265,14 +265,20 @@ async function hashPasswords(
 /**
  * Inserts the rows; a row whose email another writer took since it was checked (a concurrent
  * import or create) is skipped by the unique index, never doubled. Returns the ids by row index.
+ * The rows go in in the order of their lowercase emails, whatever the caller's order: two imports
+ * of the same emails then wait for each other's unique-index entries in one order, never in a
+ * cycle that PostgreSQL would break by rolling one back (deadlock_detected; the unit of work
+ * would run it again, accounts/unit-of-work.ts, but need not).
  */
 export async function insertRows(
   tx: Db,
   site: string,
-  rows: Accepted[],
+  given: Accepted[],
   factorKeys?: KeyRing,
 ): Promise<Map<number, string>> {
-  if (rows.length === 0) return new Map();
+  if (given.length === 0) return new Map();
+  const key = (a: Accepted) => a.row.email.toLowerCase();
+  const rows = given.toSorted((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
   const ids = rows.map(() => uuidv7());
   const inserted = await tx
     .insert(users)

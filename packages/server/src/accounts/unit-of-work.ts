@@ -133,7 +133,35 @@ export async function keepAnswer(db: Db, tokenId: string, key: string, status: n
 }
 
 /**
- * Runs `work` in one transaction. When it returns something (what it wrote), the audit rows and
+ * How many times a write runs at most when the database rolls it back for a collision with
+ * concurrent writes (see RETRIED_STATES): enough for the few that collide on the same rows at
+ * once, few enough that a write under contention is answered within its deadline.
+ */
+export const WRITE_ATTEMPTS = 3;
+
+/**
+ * SQLSTATEs after which a write may run again as it is: PostgreSQL rolled the whole transaction
+ * back (deadlock_detected, serialization_failure), so nothing of it happened, and nothing outside
+ * the database happened yet (a write's events are sent only after it commits). The caller's
+ * refusal is 409 `conflict` once the attempts are spent (http/app.ts).
+ */
+export const RETRIED_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
+
+/** Whether `error` (or its cause, as drizzle wraps the driver's error) is a collision worth a retry. */
+export function isWriteCollision(error: unknown): boolean {
+  let e = error as { code?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e !== undefined && e !== null && depth < 5; depth++, e = e.cause as typeof e) {
+    if (typeof e.code === 'string' && RETRIED_STATES.has(e.code)) return true;
+  }
+  return false;
+}
+
+/**
+ * Runs `work` in one transaction. A transaction the database rolled back for a collision with
+ * concurrent writes (a deadlock, a serialization failure) runs again, `work` included, up to
+ * WRITE_ATTEMPTS times in all and only while the caller's deadline has not passed (its signal not
+ * aborted); then the collision is thrown. `work` and `done` must therefore do nothing outside the
+ * transaction that a second run would repeat (they don't: hashes and checks come before inWrite). When it returns something (what it wrote), the audit rows and
  * the events are written in the same transaction (`done` may be worked out from what was written,
  * by an import whose accounts are known only then) and the deadline's commit point is passed (past
  * the deadline, it throws and everything rolls back: a 503 means nothing changed). When it returns
@@ -147,6 +175,25 @@ export async function inWrite<T>(
   work: (tx: Db, tools: WriteTools) => Promise<T | undefined>,
 ): Promise<T | undefined> {
   if (typeof done !== 'function') scope.report?.({ userId: done.userId });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await writeOnce(scope, deps, operation, done, work);
+    } catch (error) {
+      if (!isWriteCollision(error) || attempt >= WRITE_ATTEMPTS || scope.deadline?.signal?.aborted) throw error;
+      // A short pause, longer each time and jittered, so that the colliding writes do not meet again at once.
+      await new Promise((resolve) => setTimeout(resolve, attempt * (5 + Math.random() * 20)));
+    }
+  }
+}
+
+/** One run of inWrite's transaction. */
+async function writeOnce<T>(
+  scope: WriteScope,
+  deps: WriteDeps,
+  operation: WriteOperation,
+  done: WriteDone | ((written: T) => WriteDone),
+  work: (tx: Db, tools: WriteTools) => Promise<T | undefined>,
+): Promise<T | undefined> {
   let queued = false;
   let answerKept = false;
   const written = await deps.db.transaction(async (tx) => {

@@ -1,5 +1,7 @@
 // verify as a function of a write scope, with no HTTP around it: the embedded database, the real
 // hasher and the database lockout.
+import { randomBytes } from 'node:crypto';
+import { hash as bcryptHash } from '@node-rs/bcrypt';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../auth/failed-authentications.ts';
@@ -29,7 +31,10 @@ beforeAll(async () => {
     warn: () => {},
   };
 }, 60_000);
-afterAll(() => database?.close());
+afterAll(async () => {
+  deps?.hasher.close();
+  await database?.close();
+});
 
 async function account(disabled = false): Promise<{ id: string; email: string }> {
   const id = uuidv7();
@@ -115,4 +120,75 @@ describe('verifyPassword', () => {
     });
     expect(await database.db.select().from(auditLog).where(eq(auditLog.requestId, 'v-disabled'))).toEqual([]);
   });
+});
+
+// A costly imported hash (issue 41, F8): PBKDF2-SHA512 at import's limit, 10,000,000 rounds, some
+// seconds of a core, far past a short deadline. Nobody knows its password: every guess is wrong.
+const UNGUESSABLE = () => {
+  const b64 = (bytes: Buffer) => bytes.toString('base64').replace(/=+$/, '');
+  return `$pbkdf2-sha512$10000000$${b64(randomBytes(16))}$${b64(randomBytes(64))}`;
+};
+
+async function imported(passwordHash: string): Promise<{ id: string; email: string }> {
+  const id = uuidv7();
+  const email = `${id}@example.com`;
+  await database.db.insert(users).values({ id, site: 'default', email, name: 'I', passwordHash, origin: 'api' });
+  return { id, email };
+}
+
+/** A scope whose deadline passes after `ms`, as the HTTP deadline's (its commit point refuses after it). */
+const due = (requestId: string, ms: number): WriteScope => {
+  const signal = AbortSignal.timeout(ms);
+  return {
+    ...scope(requestId),
+    deadline: {
+      commit() {
+        if (signal.aborted) throw new Error('past the deadline');
+      },
+      signal,
+    },
+  };
+};
+
+describe('verifyPassword against a costly imported hash', () => {
+  it('counts a check that runs out of time as a failure: after the limit, 429 too_many_attempts', async () => {
+    expect(deps.hasher.isCostly(UNGUESSABLE())).toBe(true);
+    const { email } = await imported(UNGUESSABLE());
+    const guess = (n: number) =>
+      refusal(verifyPassword(due(`v-costly-${n}`, 150), deps, { email, password: `guess-${n}`, sent: `guess-${n}` }));
+    // As many at once as the limit: one checks, the others wait in the costly lane; the deadline
+    // passes for all of them before any check is done.
+    const late = await Promise.all(Array.from({ length: lock.limit }, (_, n) => guess(n)));
+    for (const answer of late) expect(answer).toMatchObject({ name: 'TimeoutError' });
+    // Each was a guess: the next is refused before any check.
+    const started = performance.now();
+    expect(await guess(99)).toEqual({ status: 429, code: 'too_many_attempts' });
+    expect(performance.now() - started).toBeLessThan(1_000);
+  }, 60_000);
+
+  it("stops a check's work when its deadline passes: the next costly check (another account's right password) runs at once", async () => {
+    const attacked = await imported(UNGUESSABLE());
+    const password = 'Costly-victim-password-41';
+    // bcrypt 11: costly too (beyond 8 times our own hash), a fraction of a second.
+    const victim = await imported(await bcryptHash(password, { cost: 11 }));
+    const started = performance.now();
+    const late = await refusal(
+      verifyPassword(due('v-stop-late', 200), deps, {
+        email: attacked.email,
+        password: 'x-41-guess',
+        sent: 'x-41-guess',
+      }),
+    );
+    expect(late).toMatchObject({ name: 'TimeoutError' });
+    const attackEnded = performance.now();
+    expect(await verifyPassword(scope('v-stop-victim'), deps, { email: victim.email, password, sent: password })).toBe(
+      victim.id,
+    );
+    const victimMs = performance.now() - attackEnded;
+    console.log(
+      `[verify.test] costly check stopped: the late verify answered in ${Math.round(attackEnded - started)} ms, then the victim's costly verify in ${Math.round(victimMs)} ms`,
+    );
+    // The PBKDF2 check alone takes seconds: its slot and core were not held for it.
+    expect(victimMs).toBeLessThan(2_500);
+  }, 60_000);
 });

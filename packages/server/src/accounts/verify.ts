@@ -152,8 +152,19 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
   };
 
   // No account, or none in reach: the same verification against a stand-in hash, so that the
-  // answer takes as long as for a wrong password.
-  const right = await unjudged(() => hasher.verify(row?.passwordHash ?? undefined, request.sent, site, signal));
+  // answer takes as long as for a wrong password. A costly imported hash whose check ran out of
+  // time (the deadline passed, or the caller left, while it waited or ran) is the exception: it
+  // stays a failure, else its account could be tried for ever, each try costing seconds of a
+  // core and never counted (issue 41, F8).
+  const costly = row?.passwordHash != null && hasher.isCostly(row.passwordHash);
+  const right = await (async () => {
+    try {
+      return await hasher.verify(row?.passwordHash ?? undefined, request.sent, site, signal);
+    } catch (error) {
+      if (!(costly && signal?.aborted)) await notAFailure().catch(() => {});
+      throw error;
+    }
+  })();
   if (row === undefined || !right) throw invalidCredentials();
   if (row.disabled) {
     await notAFailure();

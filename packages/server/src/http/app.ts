@@ -1,6 +1,7 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
+import { isWriteCollision } from '../accounts/unit-of-work.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
-import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable } from '../errors.ts';
+import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
 import { renderProblem } from './errors.ts';
@@ -166,9 +167,15 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
 }
 
 /** How the service answers an error: an ApiError as its problem; the database gone, 503; anything else, 500. */
-function errorRenderer(deps: AppDeps): ErrorHandler<AppEnv> {
+export function errorRenderer(deps: AppDeps): ErrorHandler<AppEnv> {
   return function onError(error, c) {
     if (error instanceof ApiError) return renderProblem(c, error);
+    // A deadlock or serialization failure the unit of work's retries did not get past (or one in
+    // a write outside it): the transaction was rolled back, so a 409 the client may retry.
+    if (isWriteCollision(error)) {
+      (c.get('log') ?? deps.logger).warn({ err: describeError(error) }, 'write collided with concurrent writes');
+      return renderProblem(c, writeConflict(error));
+    }
     if (isDatabaseUnavailable(error)) {
       (c.get('log') ?? deps.logger).warn({ err: describeError(error) }, 'database unavailable');
       return renderProblem(c, serviceUnavailable('The database is unavailable; try again shortly.'));

@@ -45,6 +45,7 @@ const TITLES: Record<ErrorCode, string> = {
   no_phone: 'No phone',
   breached: 'Breached password',
   breach_check_unavailable: 'Breach check unavailable',
+  conflict: 'Conflict',
   unknown_example: 'Unknown example',
 };
 

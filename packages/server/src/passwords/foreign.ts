@@ -131,6 +131,26 @@ function readDjango(stored: string): HashCheck | string | undefined {
   return async (password) => equalBytes(await pbkdf2Async(password, salt, iterations, 32, 'sha256'), expected);
 }
 
+/**
+ * Whether `password` matches `stored` (ours, or a hash import took), unnormalized too; false for a
+ * hash no longer readable. The check of the hasher's slots, and of the costly lane's process
+ * (passwords/costly-check.ts).
+ */
+export async function checkPassword(stored: string, password: string): Promise<boolean> {
+  const normalized = password.normalize('NFC');
+  // An argon2 hash is ours or was bounded by the import; ours may cost more than its limits.
+  const checker = stored.startsWith('$argon2')
+    ? (given: Buffer) => argon2Verify(stored, given).catch(() => false)
+    : readHash(stored);
+  if (typeof checker === 'string') return false;
+  // A hash the import accepted that its algorithm still refuses (a parameter its library
+  // will not run) is a wrong password, not a 500: that account cannot sign in.
+  const safely = (given: Buffer) => checker(given).catch(() => false);
+  if (await safely(Buffer.from(normalized))) return true;
+  // Another system may have hashed the password as it was typed, without normalizing it.
+  return normalized !== password && safely(Buffer.from(password));
+}
+
 /** A Firebase project's hash parameters, as its console shows them (base64 strings). */
 export interface FirebaseScrypt {
   signerKey: string;

@@ -6,7 +6,8 @@ import { dictionary } from '@zxcvbn-ts/language-common';
 import { serviceUnavailable } from '../errors.ts';
 import { createFairLane, type FairLane } from '../limits/fair-lane.ts';
 import { inSpan } from '../tracing.ts';
-import { argon2Cost, type HashCost, hashCost, readHash } from './foreign.ts';
+import { createCostlyChecker } from './costly-check.ts';
+import { argon2Cost, checkPassword, type HashCost, hashCost, readHash } from './foreign.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {
@@ -58,6 +59,14 @@ export interface PasswordHasher {
   verify(stored: string | undefined, password: string, site: string, signal?: AbortSignal): Promise<boolean>;
   /** Whether a stored hash was made otherwise than new hashes are now (replaced at a successful verify). */
   needsRehash(stored: string): boolean;
+  /**
+   * Whether checking `stored` costs much more than one of ours (COSTLY_FACTOR): such a check runs
+   * in the costly lane, in a process killed when its request is gone, and a check that runs out of
+   * time counts as a failed guess (accounts/verify.ts).
+   */
+  isCostly(stored: string): boolean;
+  /** Ends what the hasher keeps running between checks (the costly lane's idle process). */
+  close(): void;
   /** Hashes computed at once in the shared lane (HASH_CONCURRENCY). */
   readonly concurrency: number;
   /** Hashes running and waiting now, every site and both lanes together. */
@@ -121,6 +130,13 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
     maxWaiting: options.costlyMaxWaiting ?? 16,
     saturated,
   });
+  // A costly check runs in a process of its own, killed when its request is gone: its core is free
+  // at once, where a check on the thread pool would run on for seconds past the deadline.
+  const costlyChecks = createCostlyChecker({
+    maxIdle: options.costlyConcurrency ?? 1,
+    failed: () => serviceUnavailable('The password check did not complete; try again shortly.'),
+  });
+  const isCostly = (stored: string) => costly(hashCost(stored) ?? own);
 
   /** `work` (one password check or hash) in `site`'s turn of `lane`, timed for the metrics. */
   const plainTurn = <T>(
@@ -172,22 +188,6 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
           );
         };
 
-  /** Whether `password` matches `stored`, unnormalized too; false for a hash no longer readable. */
-  const check = async (stored: string, password: string): Promise<boolean> => {
-    const normalized = password.normalize('NFC');
-    // An argon2 hash is ours or was bounded by the import; ours may cost more than its limits.
-    const checker = stored.startsWith('$argon2')
-      ? (given: Buffer) => verify(stored, given).catch(() => false)
-      : readHash(stored);
-    if (typeof checker === 'string') return false;
-    // A hash the import accepted that its algorithm still refuses (a parameter its library
-    // will not run) is a wrong password, not a 500: that account cannot sign in.
-    const safely = (given: Buffer) => checker(given).catch(() => false);
-    if (await safely(Buffer.from(normalized))) return true;
-    // Another system may have hashed the password as it was typed, without normalizing it.
-    return normalized !== password && safely(Buffer.from(password));
-  };
-
   return {
     concurrency,
     get load() {
@@ -214,16 +214,13 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
         );
       }
       const cost = hashCost(stored) ?? own;
-      return inTurn(
-        'verify',
-        costly(cost) ? costlyLane : shared,
-        site,
-        cost.cpuMs,
-        () => check(stored, password),
-        signal,
-      );
+      if (!costly(cost))
+        return inTurn('verify', shared, site, cost.cpuMs, () => checkPassword(stored, password), signal);
+      return inTurn('verify', costlyLane, site, cost.cpuMs, () => costlyChecks.check(stored, password, signal), signal);
     },
+    isCostly,
     needsRehash: (stored) => !stored.startsWith(prefix),
+    close: () => costlyChecks.close(),
   };
 }
 

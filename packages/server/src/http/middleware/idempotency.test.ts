@@ -6,7 +6,7 @@ import { createToken, type TokenInfo } from '../../auth/tokens.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { type Database, openPglite } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
-import { ApiError, serviceUnavailable } from '../../errors.ts';
+import { ApiError, serviceUnavailable, writeConflict } from '../../errors.ts';
 import { type KeyRing, parseKeyRing } from '../../factors/secret-box.ts';
 import type { AppEnv } from '../context.ts';
 import { problemOf, testApp } from '../testing.ts';
@@ -227,6 +227,24 @@ describe('idempotent', () => {
     });
     const key = randomUUID();
     expect((await send(key, '{}')).status).toBe(503);
+    expect(await storedRow(key)).toBeUndefined();
+
+    const retry = await send(key, '{}');
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('Idempotent-Replayed')).toBeNull();
+    expect(await retry.json()).toEqual({ run: 2 });
+    expect(runs()).toBe(2);
+  });
+
+  it('does not keep a 409 conflict (a write that collided, rolled back): the retry runs again', async () => {
+    const { send, runs } = idempotentApp((n) => {
+      if (n === 1) throw writeConflict();
+      return Response.json({ run: n }, { status: 201 });
+    });
+    const key = randomUUID();
+    const first = await send(key, '{}');
+    expect(first.status).toBe(409);
+    expect(((await first.json()) as { code: string }).code).toBe('conflict');
     expect(await storedRow(key)).toBeUndefined();
 
     const retry = await send(key, '{}');

@@ -22,6 +22,7 @@ import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, describeError } from '../../errors.ts';
 import { deploymentKeysOf } from '../../factors/deployment-keys.ts';
 import type { AppEnv } from '../context.ts';
+import { problemCode } from '../errors.ts';
 
 /**
  * How long a claim holds without an answer before a retry may take over (a process died
@@ -180,8 +181,10 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
     try {
       // A refusal or a dry run, which changed no account, so that a crash before this point
       // leaves a retry that runs again and is answered alike; or an answer over the bound, never kept.
-      // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no".
-      const kept = c.res.status < 500 && c.res.status !== 429;
+      // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no";
+      // so does a 409 `conflict` (a write that collided with others, rolled back).
+      const kept =
+        c.res.status < 500 && c.res.status !== 429 && !(c.res.status === 409 && (await problemCode(c)) === 'conflict');
       const body = kept ? await c.res.clone().text() : undefined;
       if (body === undefined || Buffer.byteLength(body) > maxStoredBody) {
         // Not an answer to keep: the retry should run again.
