@@ -1187,7 +1187,10 @@ export interface components {
         UserId: string;
         /**
          * Format: email
-         * @description An email address, unique per site ignoring letter case among the accounts in reach.
+         * @description An email address, unique per site ignoring letter case among the accounts in reach. The
+         *     server's rule is the pattern (`format: email` alone lets tools accept more): a dot-separated
+         *     local part of letters, digits and ``!#$%&'*+/=?^_`{|}~-``, `@`, and a domain of at least
+         *     two labels (`v@io` is refused; `v@example.io` is not), in ASCII.
          * @example Ada.Lovelace@example.com
          */
         Email: string;
@@ -1573,12 +1576,17 @@ export interface components {
                 status: "ticket issued";
             };
         };
+        /**
+         * @description `password` with `reset_password`, and only with it; `_userId` with `verify_phone`. Each
+         *     rule is in the schema (`allOf` of `if`/`then`, as draft-07 reads it); a body breaking one is
+         *     400 `invalid_request`, `required` or `not_allowed` at the field's pointer.
+         */
         RedeemTicketRequest: {
             ticket: string;
             purpose: components["schemas"]["TicketPurpose"];
             _userId?: components["schemas"]["UserId"];
             password?: components["schemas"]["Password"];
-        };
+        } & (unknown & unknown);
         RedeemTicketResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
@@ -2988,7 +2996,8 @@ export interface components {
         IdempotencyKey: string;
         /**
          * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-         *     the account's current tag is listed (strong comparison); otherwise 412.
+         *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+         *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
          */
         IfMatch: string;
     };
@@ -3157,7 +3166,8 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3206,7 +3216,8 @@ export interface operations {
             header?: {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3336,7 +3347,8 @@ export interface operations {
             header?: {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3382,7 +3394,8 @@ export interface operations {
             header?: {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
