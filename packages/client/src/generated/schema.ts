@@ -429,7 +429,7 @@ export interface paths {
          *       it. The factor is enabled at once (the owner already uses it: no `factor/confirm`), its
          *       secret stored sealed as `factor/totp`'s is; from then on `verify` answers 403
          *       `second_factor_required` for the account. Without `FACTOR_ENCRYPTION_KEY` (PostgreSQL),
-         *       a call with a `totp` row answers 503 as `factor/totp` does, and writes nothing, dry run
+         *       a call with a `totp` row answers 503 `factors_not_configured` as `factor/totp` does, and writes nothing, dry run
          *       included: an account must not arrive without the factor its owner relies on.
          *     - No recovery codes are minted at import: the answer would be the only place to show
          *       them, and it is kept for `Idempotency-Key` replays (in the database, in the clear) and
@@ -798,7 +798,8 @@ export interface paths {
          *
          *     The secret is stored sealed (AES-256-GCM under `FACTOR_ENCRYPTION_KEY`, the factor's id as
          *     additional data) and never shown again. Without that key on PostgreSQL, every factor
-         *     operation that needs a secret answers 503 (the operator must set it).
+         *     operation that needs a secret answers 503 `factors_not_configured`, without `Retry-After`
+         *     (the operator must set it and restart; the server warns of it at start).
          */
         post: operations["addTotpFactor"];
         delete?: never;
@@ -2160,7 +2161,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2555,7 +2556,12 @@ export interface components {
                 };
             };
         };
-        /** @description The body is over 64 KiB, whether or not it has a Content-Length. */
+        /**
+         * @description The body is over 64 KiB, whether or not it has a Content-Length. The answer comes as soon
+         *     as the limit is passed, with `Connection: close`; the server then goes on reading (and
+         *     dropping) what is still sent of the body, up to 16 MiB or 5 seconds, before it closes the
+         *     connection, so that a client which reads only after sending its whole body still gets it.
+         */
         PayloadTooLarge: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2640,6 +2646,48 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "service_unavailable" | "breach_check_unavailable";
+                };
+            };
+        };
+        /**
+         * @description As `ServiceUnavailable` (with `Retry-After`); and `factors_not_configured`, without
+         *     `Retry-After`, when the server was started on PostgreSQL without `FACTOR_ENCRYPTION_KEY`
+         *     (the server says so in its log at start), or when the factor's secret was sealed with a
+         *     key that `FACTOR_ENCRYPTION_KEY` no longer lists: no retry helps, only its operator's
+         *     restart with the key. Nothing was changed.
+         */
+        FactorsUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
+                "Retry-After": components["headers"]["Retry-After-IfTransient"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "service_unavailable" | "factors_not_configured";
+                };
+            };
+        };
+        /**
+         * @description As `PasswordCheckUnavailable` (with `Retry-After`); and `factors_not_configured`, without
+         *     `Retry-After`, for a call with a `totp` row when the server was started on PostgreSQL
+         *     without `FACTOR_ENCRYPTION_KEY` (see `FactorsUnavailable`). Nothing was changed.
+         */
+        ImportUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
+                "Retry-After": components["headers"]["Retry-After-IfTransient"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "service_unavailable" | "breach_check_unavailable" | "factors_not_configured";
                 };
             };
         };
@@ -3009,6 +3057,11 @@ export interface components {
         "Cache-Control": "no-store";
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
+        /**
+         * @description Seconds to wait before trying again; sent with `service_unavailable` only. A
+         *     `factors_not_configured` answer has none: only its operator's restart with the key changes it.
+         */
+        "Retry-After-IfTransient": number;
         /** @description The account's current entity tag (strong); it changes on every change to the account. */
         ETag: string;
         /**
@@ -3570,7 +3623,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["PasswordCheckUnavailable"];
+            503: components["responses"]["ImportUnavailable"];
         };
     };
     listUsers: {
@@ -4064,7 +4117,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["FactorsUnavailable"];
         };
     };
     confirmFactor: {
@@ -4103,7 +4156,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["FactorsUnavailable"];
         };
     };
     listFactors: {
@@ -4215,7 +4268,7 @@ export interface operations {
             429: components["responses"]["VerifyTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["FactorsUnavailable"];
         };
     };
     addPasskeyOptions: {
