@@ -520,6 +520,15 @@ export interface paths {
          *     accounts whose passwords verify there. `disabled` is not a field of `import`: a disabled
          *     account is exported as its row, and must be disabled again after the import.
          *
+         *     **What an export leaves out**, listed in its `Export-Omits` header (the lines are import
+         *     rows, so the list cannot be a line of the file): `second-factors` (TOTP factors, passkeys
+         *     and recovery codes: an account that had them is imported with its password alone, and
+         *     signs in with it until its owner enrols again), `disabled` (with its end and reason),
+         *     `password-breached` (the flag; screening runs again at the next password set),
+         *     `user-ids` (an import assigns new `_userId`s) and `timestamps` (`createdAt`, `updatedAt`).
+         *     `cli export` says the same on standard error, with the number of accounts that lose a
+         *     second factor.
+         *
          *     Needs the `export` scope, which only an operator grants (`cli token create --scopes
          *     export`): `API_TOKENS` and the dev token do not have it. The file holds password hashes:
          *     keep it as you keep the database.
@@ -3058,6 +3067,12 @@ export interface components {
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
         /**
+         * @description What the export's lines do not carry, as a comma-separated list (an RFC 8941 List of
+         *     Tokens); today `second-factors, disabled, password-breached, user-ids, timestamps`, each
+         *     described in `export`. A token may be added; none is removed unless the export carries it.
+         */
+        "Export-Omits": string;
+        /**
          * @description Seconds to wait before trying again; sent with `service_unavailable` only. A
          *     `factors_not_configured` answer has none: only its operator's restart with the key changes it.
          */
@@ -3796,6 +3811,7 @@ export interface operations {
             /** @description The accounts, one JSON object per line, each line ending with a newline. */
             200: {
                 headers: {
+                    "Export-Omits": components["headers"]["Export-Omits"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Cache-Control": components["headers"]["Cache-Control"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
