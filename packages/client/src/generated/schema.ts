@@ -2180,12 +2180,20 @@ export interface components {
              */
             pointer: string;
             /**
-             * @description What is wrong with the field.
+             * @description What is wrong with the field. `not_allowed` includes a value outside the schema's
+             *     values or bounds (an `enum`, a `minimum`, a `maximum`); `invalid_format` a value that
+             *     breaks its format or pattern.
              * @example required
              * @enum {string}
              */
             code: "required" | "unknown_field" | "invalid_type" | "too_short" | "too_long" | "invalid_format" | "not_allowed" | "weak_password" | "breached" | "not_updatable" | "conflict";
-            /** @example is required */
+            /**
+             * @description What would be right, in words: the values allowed (`must be one of "verify_email",
+             *     …`), the bound (`must be at most 90`), the length, the format (`must be an email
+             *     address such as name@example.com, with a dot in its domain`). Meant for people; switch
+             *     on `code`.
+             * @example is required
+             */
             message: string;
         };
         /** @description An RFC 9457 problem detail. */

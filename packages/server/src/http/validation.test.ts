@@ -163,6 +163,16 @@ describe('a value outside what the schema allows is told what is allowed', () =>
     ]);
   });
 
+  it('a pattern without words of its own in the spec is told by what it refuses: control characters', async () => {
+    expect(await send('CreateUserRequest', { ...VALID, name: 'Ada\u0007' })).toEqual([
+      {
+        pointer: '/name',
+        code: 'invalid_format',
+        message: 'must not contain control characters (U+0000–U+001F, U+007F–U+009F)',
+      },
+    ]);
+  });
+
   it("a text rule of the server's: which one", async () => {
     expect(await send('CreateUserRequest', { ...VALID, name: 'Ada\u202eLovelace' })).toEqual([
       { pointer: '/name', code: 'invalid_format', message: 'must not contain bidirectional formatting characters' },
