@@ -277,7 +277,7 @@ const VARIABLES = {
   }),
   FACTOR_ENCRYPTION_KEY: variable(parseKeyRing, {
     meaning:
-      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL factor operations answer 503 until it is set',
+      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key',
   }),
   REQUEST_TIMEOUT_MS: wholeNumber(100, 600_000, {
     default: '10000',
