@@ -4,11 +4,14 @@
 // What it cannot know without data (which account exists, a password equal to a stored email)
 // stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…` (mock/prefer.ts).
 import { request } from 'node:http';
+import { loadSpec } from '@user-accounts/server/contract/spec';
+import { compileValidators } from '@user-accounts/server/contract/validation';
 import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH, DEFAULT_RATE_LIMIT_IMPORT } from '@user-accounts/server/env';
+import { ApiError } from '@user-accounts/server/errors';
 import { CORS, provideDeps, registerMethodNotAllowed } from '@user-accounts/server/http/app';
 import type { AppDeps, AppEnv } from '@user-accounts/server/http/context';
 import type { Operation } from '@user-accounts/server/http/define-operation';
-import { ApiError, renderProblem } from '@user-accounts/server/http/errors';
+import { renderProblem } from '@user-accounts/server/http/errors';
 import { requireScope, requireToken } from '@user-accounts/server/http/middleware/auth';
 import { listedOriginsCors } from '@user-accounts/server/http/middleware/cors';
 import { idempotencyKeyOf } from '@user-accounts/server/http/middleware/idempotency';
@@ -16,8 +19,6 @@ import { jsonBody } from '@user-accounts/server/http/middleware/json-body';
 import { requestId } from '@user-accounts/server/http/middleware/request-id';
 import { operations } from '@user-accounts/server/http/operations';
 import { registerDocs } from '@user-accounts/server/http/routes/docs';
-import { loadSpec } from '@user-accounts/server/http/spec';
-import { compileValidators } from '@user-accounts/server/http/validation';
 import { type Policy, parseRateLimit } from '@user-accounts/server/limits/rate-limit';
 import { SCOPES, type TokenInfo } from '@user-accounts/server/tokens';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';

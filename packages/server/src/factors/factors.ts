@@ -9,7 +9,7 @@ import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, userFactors, users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../http/errors.ts';
+import { ApiError, userNotFound } from '../errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';

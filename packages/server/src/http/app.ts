@@ -1,8 +1,10 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
-import { traceRequests } from '../ops/tracing.ts';
+import { loadSpec } from '../contract/spec.ts';
+import { compileValidators, type Validators } from '../contract/validation.ts';
+import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable } from '../errors.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
-import { ApiError, describeError, isDatabaseUnavailable, renderProblem, serviceUnavailable } from './errors.ts';
+import { renderProblem } from './errors.ts';
 import { auditWrites } from './middleware/audit.ts';
 import { authenticate, checkScope, requireScope, requireToken } from './middleware/auth.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
@@ -10,13 +12,12 @@ import { front } from './middleware/front.ts';
 import { idempotencyKey, idempotent } from './middleware/idempotency.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { addRateLimitHeaders, countRequest, rateLimit } from './middleware/rate-limit.ts';
+import { traceRequests } from './middleware/trace-requests.ts';
 import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerConsole } from './routes/console.ts';
 import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerMetrics } from './routes/metrics.ts';
-import { loadSpec } from './spec.ts';
-import { compileValidators, type Validators } from './validation.ts';
 
 export type { AppDeps } from './context.ts';
 

@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
 import { uuidv7 } from '../accounts/ids.ts';
-import { ApiError, problemBody } from './errors.ts';
+import { ApiError } from '../errors.ts';
+import { problemBody } from './errors.ts';
 import { requestIdFrom } from './middleware/request-id.ts';
 
 /**

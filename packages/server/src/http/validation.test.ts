@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { problemOf, testApp } from '../testing/hono.ts';
 import { jsonBody } from './middleware/json-body.ts';
 import { validBody, validQuery } from './routes/shared.ts';
+import { problemOf, testApp } from './testing.ts';
 
 // Through the route's own path (JSON parsing, trimming, the compiled schema), so that what is
 // tested is what a client reads.

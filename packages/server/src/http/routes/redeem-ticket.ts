@@ -1,11 +1,11 @@
 import type { components } from '@user-accounts/client';
 import { weakPassword } from '../../accounts/new-password.ts';
 import { redeemTicket as redeem } from '../../accounts/redeem.ts';
+import { invalidRequest } from '../../contract/validation.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { defineOperation } from '../define-operation.ts';
 import { etagOf } from '../etag.ts';
 import { writeScopeOf } from '../run-write.ts';
-import { invalidRequest } from '../validation.ts';
 import { newPasswordDepsOf, validBody } from './shared.ts';
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
