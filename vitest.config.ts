@@ -34,6 +34,7 @@ const integration = server([
   'limits/lockout',
   'limits/rate-limit',
   'ops/commands',
+  'ops/export-file',
   'ops/housekeeping',
   'ops/import-file',
   'ops/metadata-schema',

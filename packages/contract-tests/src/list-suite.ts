@@ -2,6 +2,7 @@
 // cursors, count, and what is never shown. Each test works in a site of its own. Server targets only.
 import type { components } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
+import { nowSeconds, totpAt } from './factors-suite.ts';
 import { useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
@@ -279,6 +280,52 @@ export function defineListSuite(spec: TargetSpec): void {
           [site],
         );
         expect(audit[0]!.n).toBe(1);
+      });
+
+      // Issue 41 (F9): export leaves second factors out; it says so, and an import elsewhere
+      // gives a password-only account (the round trip a site doing it would see).
+      it('says what it leaves out, and an account with TOTP exported then imported elsewhere is password-only', async () => {
+        const site = `export-${Date.now().toString(36)}-2fa`;
+        const writer = h.clientFor(
+          (await h.target.createToken({ site, scopes: ['write', 'verify'], label: 'w' })).token,
+        );
+        const exporter = (await h.target.createToken({ site, scopes: ['export'], label: 'e' })).token;
+        const user = await h.createUser({}, writer);
+        const added = (await writer.POST('/api/1/user/factor/totp', { body: { _userId: user.id } })).data!.result;
+        // Away from a step's last seconds, so that the code is of the step the server sees.
+        if ((Date.now() / 1000) % 30 > 27) await new Promise((r) => setTimeout(r, 3500));
+        const confirmed = await writer.POST('/api/1/user/factor/confirm', {
+          body: { _userId: user.id, factorId: added.factorId, code: totpAt(added.secret, nowSeconds()) },
+        });
+        expect(confirmed.response.status).toBe(200);
+        const here = await writer.POST('/api/1/user/verify', { body: { email: user.email, password: user.password } });
+        expect(here.response.status).toBe(403);
+        expect(here.error?.code).toBe('second_factor_required');
+
+        const { response, lines } = await exportAs(exporter);
+        expect(response.status).toBe(200);
+        expect(response.headers.get('export-omits')).toBe(
+          'second-factors, disabled, password-breached, user-ids, timestamps',
+        );
+        const rows = lines.slice(0, -1).map((line) => JSON.parse(line) as Record<string, unknown>);
+        expect(rows).toHaveLength(1);
+        expect(Object.keys(rows[0]!)).not.toContain('totp');
+
+        const elsewhere = `import-${Date.now().toString(36)}-2fa`;
+        const importer = h.clientFor(
+          (await h.target.createToken({ site: elsewhere, scopes: ['read', 'write', 'verify'], label: 'i' })).token,
+        );
+        const imported = await importer.POST('/api/1/user/import', { body: { users: rows as never } });
+        expect(imported.data?.result).toMatchObject({ created: 1, failed: 0 });
+        // There: the password alone signs in, no second step asked.
+        const there = await importer.POST('/api/1/user/verify', {
+          body: { email: user.email, password: user.password },
+        });
+        expect(there.response.status).toBe(200);
+        const factors = await importer.GET('/api/1/user/factor/list', {
+          params: { query: { _userId: there.data!.result._userId } },
+        });
+        expect(factors.data?.result.factors).toEqual([]);
       });
 
       it('goes on serving while a client stops reading an export halfway', async () => {

@@ -42,6 +42,8 @@ describe('GET /metrics', () => {
     const server = procs.server({ DATA_DIR: procs.dataDir() });
     await server.ready;
     expect((await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`)).status).toBe(404);
+    // Off, the path is not there for any method; on, another method is 405 (issue 41).
+    expect((await fetch(`${server.baseUrl}/metrics`, { method: 'POST' })).status).toBe(404);
   });
 
   it('takes only the metrics token, and shows request counts moving, hashing and the process', async () => {
@@ -56,6 +58,9 @@ describe('GET /metrics', () => {
     expect(wrong.status).toBe(401);
     expect(wrong.headers.get('www-authenticate')).toBe('Bearer realm="user-accounts", error="invalid_token"');
     expect((await scrape(server.baseUrl, METRICS_TOKEN)).status).toBe(401);
+    const post = await fetch(`${server.baseUrl}/metrics`, { method: 'POST' });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
 
     const labels = { method: 'GET', route: '/api/1/user/get', status: '404' };
     const before = await (await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`)).text();

@@ -1,12 +1,16 @@
 // The mock's gate is the only way to Prism, and it forwards only the spec's own operations, to
 // paths it builds itself: it must never be a proxy to anything else on the developer's machine,
 // nor to itself, nor readable by any web page the developer happens to have open.
+
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { MOCK_TOKEN } from '@user-accounts/mock';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 import { mockTarget, type Target } from './targets.ts';
 
+const SPEC_PATH = new URL('../../../spec/openapi.yaml', import.meta.url);
 const SECRET = 'the contents of secret.txt';
 let mock: Target;
 let bystander: Server;
@@ -104,5 +108,42 @@ describe('the mock gate', () => {
     expect(read.headers.get('access-control-allow-origin')).toBeNull();
     const health = await fetch(`${mock.baseUrl}/healthz`, { headers: { Origin: 'https://evil.example' } });
     expect(health.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  // Issue 41: what Schemathesis found reading the mock as a client would.
+  it('answers the event feed without after or subject: a parameter not given is not sent as "undefined"', async () => {
+    for (const query of ['', '?after=0', '?limit=5']) {
+      const response = await fetch(`${mock.baseUrl}/api/1/events${query}`, { headers: { Authorization: MOCK_TOKEN } });
+      expect(response.status, query).toBe(200);
+    }
+  });
+
+  it('serves the contract itself at /openapi.yaml and /openapi.json, not an example of a string', async () => {
+    const yaml = await fetch(`${mock.baseUrl}/openapi.yaml`);
+    expect(yaml.status).toBe(200);
+    expect(await yaml.text()).toBe(readFileSync(SPEC_PATH, 'utf8'));
+    const json = await fetch(`${mock.baseUrl}/openapi.json`);
+    expect(json.status).toBe(200);
+    expect(await json.json()).toEqual(parse(readFileSync(SPEC_PATH, 'utf8')));
+  });
+
+  it("answers /metrics without the metrics token with a problem whose status and code are the answer's", async () => {
+    const response = await fetch(`${mock.baseUrl}/metrics`, { headers: { Authorization: MOCK_TOKEN } });
+    expect(response.status).toBe(401);
+    expect(await response.json()).toMatchObject({ status: 401, code: 'unauthorized' });
+    const bearer = await fetch(`${mock.baseUrl}/metrics`, { headers: { Authorization: `Bearer ${MOCK_TOKEN}` } });
+    expect(bearer.status).toBe(200);
+    expect(bearer.headers.get('content-type')).toMatch(/^text\/plain/);
+  });
+
+  it('answers another method on the spec paths that are no operation 405 with Allow, as the server does', async () => {
+    for (const path of ['/healthz', '/readyz', '/docs', '/openapi.yaml', '/openapi.json', '/metrics']) {
+      const response = await fetch(`${mock.baseUrl}${path}`, {
+        method: 'POST',
+        headers: { Authorization: MOCK_TOKEN },
+      });
+      expect(response.status, path).toBe(405);
+      expect(response.headers.get('allow'), path).toBe('GET, HEAD');
+    }
   });
 });

@@ -297,13 +297,23 @@ describe('the same calls, the same answers from the mock and the server', () => 
   // The name and address rules the spec's patterns cannot say portably (its `x-refused`): Prism
   // no longer refuses them by the pattern; the mock's gate does, with the server's answer.
   it.each([
-    ['a name that shows nothing', { name: '\u200B\u3164' }, '/name'],
-    ['a name that reorders the text after it', { name: '\u202Egnp.exe' }, '/name'],
-    ['a name with a line separator', { name: 'Ada\u2028Lovelace' }, '/name'],
-    ['an address with a bidi isolate', { name: 'Ada', address: '\u2066x' }, '/address'],
+    ['a name that shows nothing', { name: '\u200B\u3164' }, '/name', 'must contain a visible character'],
+    [
+      'a name that reorders the text after it',
+      { name: '\u202Egnp.exe' },
+      '/name',
+      'must not contain bidirectional formatting characters',
+    ],
+    ['a name with a line separator', { name: 'Ada\u2028Lovelace' }, '/name', 'must not contain U+2028 or U+2029'],
+    [
+      'an address with a bidi isolate',
+      { name: 'Ada', address: '\u2066x' },
+      '/address',
+      'must not contain bidirectional formatting characters',
+    ],
   ])(
-    'a create with %s: 400 invalid_format at its pointer, from the mock as from the server',
-    async (_, fields, pointer) => {
+    'a create with %s: 400 invalid_format at its pointer, saying which rule, from the mock as from the server',
+    async (_, fields, pointer, message) => {
       const call: Call = {
         method: 'POST',
         path: '/api/1/user/create',
@@ -314,7 +324,7 @@ describe('the same calls, the same answers from the mock and the server', () => 
         expect(response.status).toBe(400);
         expect(await response.json()).toMatchObject({
           code: 'invalid_request',
-          errors: [{ pointer, code: 'invalid_format', message: 'has an invalid format' }],
+          errors: [{ pointer, code: 'invalid_format', message }],
         });
       }
     },

@@ -51,7 +51,7 @@ export function createSpecChecker(): SpecChecker {
   // strictRequired off: "exactly one of" is a oneOf of `required` lists naming properties defined beside it.
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
   addFormats(ajv);
-  ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
+  ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator', 'x-pattern']);
   // The text rules the spec states in words and names in `x-refused` (see its `Name`), read here
   // from those words on their own.
   ajv.addKeyword({

@@ -984,6 +984,12 @@ export function defineContractSuite(spec: TargetSpec): void {
           ['GET', `${API}/delete`, 'DELETE'],
           ['DELETE', `${API}/get`, 'GET, HEAD'],
           ['PATCH', `${API}/update`, 'POST'],
+          // The spec's paths that are no operation are known paths too (issue 41: they were 404).
+          ['POST', '/healthz', 'GET, HEAD'],
+          ['DELETE', '/readyz', 'GET, HEAD'],
+          ['PUT', '/docs', 'GET, HEAD'],
+          ['POST', '/openapi.yaml', 'GET, HEAD'],
+          ['PATCH', '/openapi.json', 'GET, HEAD'],
         ];
         for (const [method, path, allow] of cases) {
           const response = await raw(path, { method });

@@ -18,11 +18,15 @@ import { idempotencyKeyOf } from '@user-accounts/server/http/middleware/idempote
 import { jsonBody } from '@user-accounts/server/http/middleware/json-body';
 import { requestId } from '@user-accounts/server/http/middleware/request-id';
 import { operations } from '@user-accounts/server/http/operations';
+import { registerDocs } from '@user-accounts/server/http/routes/docs';
 import { type Policy, parseRateLimit } from '@user-accounts/server/limits/rate-limit';
 import { SCOPES, type TokenInfo } from '@user-accounts/server/tokens';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { pino } from 'pino';
 import { checkedPrefer, documentedAnswers } from './prefer.ts';
+
+/** The spec's paths the gate serves itself, as the server does (registerDocs). */
+const SERVED = new Set(['/openapi.yaml', '/openapi.json', '/docs']);
 
 const HOP_BY_HOP = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive']);
 
@@ -130,23 +134,31 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
       const prefer = checkedPrefer(op.name, answers, c.req.header('prefer'));
       // Forwarded as the server reads it: the query or the body normalized by parse (trimmed).
       if ('query' in op.request) {
-        return relay(c, op.path, new URLSearchParams(input as Record<string, string>).toString(), undefined, prefer);
+        // Only the parameters given: a parameter left out is not sent as the text "undefined".
+        const given = Object.entries(input as Record<string, unknown>).flatMap(([name, value]) =>
+          value === undefined ? [] : [[name, String(value)]],
+        );
+        return relay(c, op.path, new URLSearchParams(given).toString(), undefined, prefer);
       }
       const own = op.mockAnswer?.(c, input);
       if (own !== undefined) return own;
       return relay(c, op.path, '', JSON.stringify(c.get('body')), prefer);
     });
   }
-  registerMethodNotAllowed(app);
-  // The spec's other paths: health, the contract and docs with no token (as on a server), the rest
-  // (metrics) with a mock token. Anything else is not there.
+  // The contract and its reference page as the server serves them: the document itself, not
+  // Prism's example of a string (`"string"`, `{}`).
+  registerDocs(app);
+  // The spec's other paths: health with no token (as on a server), the rest (metrics) with a mock
+  // token. Anything else is not there.
   for (const [path, methods] of Object.entries(loadSpec().paths)) {
-    if (operations.some((op) => op.path === path)) continue;
+    if (operations.some((op) => op.path === path) || SERVED.has(path)) continue;
     const open = methods.get?.security?.length === 0;
     const forward = (c: Context<AppEnv>) => relay(c, path, '', undefined, c.req.header('prefer'));
     if (open) app.get(path, forward);
     else app.get(path, requireToken(), forward);
   }
+  // After every GET above: a known path's other methods are 405 with Allow, as on a server.
+  registerMethodNotAllowed(app);
   app.notFound((c) => renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`)));
   app.onError((error, c) =>
     renderProblem(

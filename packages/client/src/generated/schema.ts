@@ -440,7 +440,7 @@ export interface paths {
          *       it. The factor is enabled at once (the owner already uses it: no `factor/confirm`), its
          *       secret stored sealed as `factor/totp`'s is; from then on `verify` answers 403
          *       `second_factor_required` for the account. Without `FACTOR_ENCRYPTION_KEY` (PostgreSQL),
-         *       a call with a `totp` row answers 503 as `factor/totp` does, and writes nothing, dry run
+         *       a call with a `totp` row answers 503 `factors_not_configured` as `factor/totp` does, and writes nothing, dry run
          *       included: an account must not arrive without the factor its owner relies on.
          *     - No recovery codes are minted at import: the answer would be the only place to show
          *       them, and it is kept for `Idempotency-Key` replays (in the database, in the clear) and
@@ -530,6 +530,15 @@ export interface paths {
          *     `passwordHash`, so that `import` (or `cli import`) into another site or deployment gives
          *     accounts whose passwords verify there. `disabled` is not a field of `import`: a disabled
          *     account is exported as its row, and must be disabled again after the import.
+         *
+         *     **What an export leaves out**, listed in its `Export-Omits` header (the lines are import
+         *     rows, so the list cannot be a line of the file): `second-factors` (TOTP factors, passkeys
+         *     and recovery codes: an account that had them is imported with its password alone, and
+         *     signs in with it until its owner enrols again), `disabled` (with its end and reason),
+         *     `password-breached` (the flag; screening runs again at the next password set),
+         *     `user-ids` (an import assigns new `_userId`s) and `timestamps` (`createdAt`, `updatedAt`).
+         *     `cli export` says the same on standard error, with the number of accounts that lose a
+         *     second factor.
          *
          *     Needs the `export` scope, which only an operator grants (`cli token create --scopes
          *     export`): `API_TOKENS` and the dev token do not have it. The file holds password hashes:
@@ -809,7 +818,8 @@ export interface paths {
          *
          *     The secret is stored sealed (AES-256-GCM under `FACTOR_ENCRYPTION_KEY`, the factor's id as
          *     additional data) and never shown again. Without that key on PostgreSQL, every factor
-         *     operation that needs a secret answers 503 (the operator must set it).
+         *     operation that needs a secret answers 503 `factors_not_configured`, without `Retry-After`
+         *     (the operator must set it and restart; the server warns of it at start).
          */
         post: operations["addTotpFactor"];
         delete?: never;
@@ -1212,7 +1222,10 @@ export interface components {
         UserId: string;
         /**
          * Format: email
-         * @description An email address, unique per site ignoring letter case among the accounts in reach.
+         * @description An email address, unique per site ignoring letter case among the accounts in reach. The
+         *     server's rule is the pattern (`format: email` alone lets tools accept more): a dot-separated
+         *     local part of letters, digits and ``!#$%&'*+/=?^_`{|}~-``, `@`, and a domain of at least
+         *     two labels (`v@io` is refused; `v@example.io` is not), in ASCII.
          * @example Ada.Lovelace@example.com
          */
         Email: string;
@@ -1598,12 +1611,17 @@ export interface components {
                 status: "ticket issued";
             };
         };
+        /**
+         * @description `password` with `reset_password`, and only with it; `_userId` with `verify_phone`. Each
+         *     rule is in the schema (`allOf` of `if`/`then`, as draft-07 reads it); a body breaking one is
+         *     400 `invalid_request`, `required` or `not_allowed` at the field's pointer.
+         */
         RedeemTicketRequest: {
             ticket: string;
             purpose: components["schemas"]["TicketPurpose"];
             _userId?: components["schemas"]["UserId"];
             password?: components["schemas"]["Password"];
-        };
+        } & (unknown & unknown);
         RedeemTicketResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
@@ -2177,7 +2195,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2187,12 +2205,20 @@ export interface components {
              */
             pointer: string;
             /**
-             * @description What is wrong with the field.
+             * @description What is wrong with the field. `not_allowed` includes a value outside the schema's
+             *     values or bounds (an `enum`, a `minimum`, a `maximum`); `invalid_format` a value that
+             *     breaks its format or pattern.
              * @example required
              * @enum {string}
              */
             code: "required" | "unknown_field" | "invalid_type" | "too_short" | "too_long" | "invalid_format" | "not_allowed" | "weak_password" | "breached" | "not_updatable" | "conflict";
-            /** @example is required */
+            /**
+             * @description What would be right, in words: the values allowed (`must be one of "verify_email",
+             *     …`), the bound (`must be at most 90`), the length, the format (`must be an email
+             *     address such as name@example.com, with a dot in its domain`). Meant for people; switch
+             *     on `code`.
+             * @example is required
+             */
             message: string;
         };
         /** @description An RFC 9457 problem detail. */
@@ -2572,7 +2598,12 @@ export interface components {
                 };
             };
         };
-        /** @description The body is over 64 KiB, whether or not it has a Content-Length. */
+        /**
+         * @description The body is over 64 KiB, whether or not it has a Content-Length. The answer comes as soon
+         *     as the limit is passed, with `Connection: close`; the server then goes on reading (and
+         *     dropping) what is still sent of the body, up to 16 MiB or 5 seconds, before it closes the
+         *     connection, so that a client which reads only after sending its whole body still gets it.
+         */
         PayloadTooLarge: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -2657,6 +2688,48 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "service_unavailable" | "breach_check_unavailable";
+                };
+            };
+        };
+        /**
+         * @description As `ServiceUnavailable` (with `Retry-After`); and `factors_not_configured`, without
+         *     `Retry-After`, when the server was started on PostgreSQL without `FACTOR_ENCRYPTION_KEY`
+         *     (the server says so in its log at start), or when the factor's secret was sealed with a
+         *     key that `FACTOR_ENCRYPTION_KEY` no longer lists: no retry helps, only its operator's
+         *     restart with the key. Nothing was changed.
+         */
+        FactorsUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
+                "Retry-After": components["headers"]["Retry-After-IfTransient"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "service_unavailable" | "factors_not_configured";
+                };
+            };
+        };
+        /**
+         * @description As `PasswordCheckUnavailable` (with `Retry-After`); and `factors_not_configured`, without
+         *     `Retry-After`, for a call with a `totp` row when the server was started on PostgreSQL
+         *     without `FACTOR_ENCRYPTION_KEY` (see `FactorsUnavailable`). Nothing was changed.
+         */
+        ImportUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy-IfKnown"];
+                RateLimit: components["headers"]["RateLimit-IfKnown"];
+                "Retry-After": components["headers"]["Retry-After-IfTransient"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "service_unavailable" | "breach_check_unavailable" | "factors_not_configured";
                 };
             };
         };
@@ -3043,7 +3116,8 @@ export interface components {
         IdempotencyKey: string;
         /**
          * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-         *     the account's current tag is listed (strong comparison); otherwise 412.
+         *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+         *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
          */
         IfMatch: string;
     };
@@ -3055,6 +3129,17 @@ export interface components {
         "Cache-Control": "no-store";
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
+        /**
+         * @description What the export's lines do not carry, as a comma-separated list (an RFC 8941 List of
+         *     Tokens); today `second-factors, disabled, password-breached, user-ids, timestamps`, each
+         *     described in `export`. A token may be added; none is removed unless the export carries it.
+         */
+        "Export-Omits": string;
+        /**
+         * @description Seconds to wait before trying again; sent with `service_unavailable` only. A
+         *     `factors_not_configured` answer has none: only its operator's restart with the key changes it.
+         */
+        "Retry-After-IfTransient": number;
         /** @description The account's current entity tag (strong); it changes on every change to the account. */
         ETag: string;
         /**
@@ -3216,7 +3301,8 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3265,7 +3351,8 @@ export interface operations {
             header?: {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3395,7 +3482,8 @@ export interface operations {
             header?: {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3441,7 +3529,8 @@ export interface operations {
             header?: {
                 /**
                  * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
-                 *     the account's current tag is listed (strong comparison); otherwise 412.
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
                  */
                 "If-Match"?: components["parameters"]["IfMatch"];
             };
@@ -3618,7 +3707,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["PasswordCheckUnavailable"];
+            503: components["responses"]["ImportUnavailable"];
         };
     };
     listUsers: {
@@ -3791,6 +3880,7 @@ export interface operations {
             /** @description The accounts, one JSON object per line, each line ending with a newline. */
             200: {
                 headers: {
+                    "Export-Omits": components["headers"]["Export-Omits"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     "Cache-Control": components["headers"]["Cache-Control"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -4112,7 +4202,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["FactorsUnavailable"];
         };
     };
     confirmFactor: {
@@ -4151,7 +4241,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["FactorsUnavailable"];
         };
     };
     listFactors: {
@@ -4263,7 +4353,7 @@ export interface operations {
             429: components["responses"]["VerifyTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            503: components["responses"]["ServiceUnavailable"];
+            503: components["responses"]["FactorsUnavailable"];
         };
     };
     addPasskeyOptions: {

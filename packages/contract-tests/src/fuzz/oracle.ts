@@ -42,7 +42,7 @@ const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | u
       ? 'expiresIn over the purpose maximum'
       : undefined;
   },
-  // redeem's words: password with reset_password only; _userId with verify_phone.
+  // redeem's rule (in its schema's allOf too since issue 41): password with reset_password only; _userId with verify_phone.
   redeemTicket: (body) => {
     if ((body.purpose === 'reset_password') !== 'password' in body)
       return 'password without reset_password, or none with it';

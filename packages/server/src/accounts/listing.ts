@@ -2,10 +2,10 @@
 // page deep in the list costs what the first costs, and rows written meanwhile neither repeat
 // nor push others out of the walk.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, countDistinct, desc, eq, gt, isNotNull, lt, type SQL, sql } from 'drizzle-orm';
 import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
-import { serviceKeys, users } from '../db/schema.ts';
+import { serviceKeys, userFactors, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { inReachOf } from './in-reach.ts';
 import { metadataContains, parseMetadataFilter } from './metadata.ts';
@@ -310,6 +310,23 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
     .select({ count: count() })
     .from(users)
     .where(and(inReachOf(site), ...filterConditions(filters)));
+}
+
+/**
+ * What an export leaves out, as its `Export-Omits` header lists it (the spec and
+ * docs/import-list-export.md say each in words): an import elsewhere has none of it. Above all the
+ * second factors: an account with TOTP or passkeys arrives with its password alone (issue 41, F9).
+ */
+export const EXPORT_OMITS = ['second-factors', 'disabled', 'password-breached', 'user-ids', 'timestamps'] as const;
+
+/** The site's accounts in reach with an enabled second factor (TOTP or passkey): what an export drops for them. */
+export async function accountsWithSecondFactors(db: Db, site: string): Promise<number> {
+  const [row] = await db
+    .select({ count: countDistinct(users.id) })
+    .from(users)
+    .innerJoin(userFactors, and(eq(userFactors.userId, users.id), isNotNull(userFactors.enabledAt)))
+    .where(inReachOf(site));
+  return row?.count ?? 0;
 }
 
 /** Accounts exported per page: what the server holds of an export at a time. */

@@ -277,7 +277,7 @@ const VARIABLES = {
   }),
   FACTOR_ENCRYPTION_KEY: variable(parseKeyRing, {
     meaning:
-      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL factor operations answer 503 until it is set. The same keys (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
+      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key. The same keys (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
   }),
   REQUEST_TIMEOUT_MS: wholeNumber(100, 600_000, {
     default: '10000',

@@ -40,9 +40,17 @@ export const TEXT_RULES: Record<string, (text: string) => boolean> = {
 export function createSpecAjv(): Ajv2020 {
   const spec = loadSpec();
   // strictRequired off: "exactly one of" is a oneOf of `required` lists naming properties defined beside it.
-  const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, allowUnionTypes: true });
+  const ajv = new Ajv2020({
+    strict: true,
+    strictRequired: false,
+    allErrors: true,
+    allowUnionTypes: true,
+    // The failed schema beside each error: an enum's values, a pattern's words (`x-pattern`).
+    verbose: true,
+  });
   addFormats(ajv);
-  ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator']);
+  // `x-pattern`: a pattern's words, told when a value does not match it (see `patternWords`).
+  ajv.addVocabulary(['example', 'xml', 'externalDocs', 'discriminator', 'x-pattern']);
   ajv.addKeyword({
     keyword: 'x-refused',
     type: 'string',
@@ -136,13 +144,57 @@ const MESSAGES: Record<string, (e: ErrorObject, types: unknown[]) => [FieldError
   ],
   maxLength: (e) => ['too_long', `must be at most ${characters(e.params.limit)}`],
   format: (e) => ['invalid_format', FORMATS[e.params.format] ?? `must be a valid ${e.params.format}`],
-  pattern: () => ['invalid_format', 'has an invalid format'],
+  // A pattern is told as what it asks for: its words in `x-pattern` beside it, else the pattern itself.
+  pattern: (e) => ['invalid_format', patternWords(e)],
   // The spec's worded text rules are told as the pattern they complete.
-  'x-refused': () => ['invalid_format', 'has an invalid format'],
+  'x-refused': (e) => {
+    const broken = (e.schema as string[]).find((rule) => typeof e.data === 'string' && TEXT_RULES[rule]!(e.data));
+    return ['invalid_format', REFUSED[broken ?? ''] ?? 'has an invalid format'];
+  },
   minProperties: () => ['required', 'must contain at least one field to change'],
+  // Values and bounds are told as what is allowed (issue 41): the enum's values, the bound.
+  enum: (e) => ['not_allowed', `must be one of ${listed(e.params.allowedValues)}`],
+  const: (e) => ['not_allowed', `must be ${JSON.stringify(e.params.allowedValue)}`],
+  minimum: (e) => ['not_allowed', `must be at least ${e.params.limit}`],
+  maximum: (e) => ['not_allowed', `must be at most ${e.params.limit}`],
+  exclusiveMinimum: (e) => ['not_allowed', `must be more than ${e.params.limit}`],
+  exclusiveMaximum: (e) => ['not_allowed', `must be less than ${e.params.limit}`],
+  multipleOf: (e) => ['not_allowed', `must be a multiple of ${e.params.multipleOf}`],
+  minItems: (e) => ['too_short', `must have at least ${items(e.params.limit)}`],
+  maxItems: (e) => ['too_long', `must have at most ${items(e.params.limit)}`],
+  uniqueItems: () => ['not_allowed', 'must not repeat an item'],
+  maxProperties: (e) => ['too_long', `must have at most ${e.params.limit} field${e.params.limit === 1 ? '' : 's'}`],
+  propertyNames: () => ['invalid_format', 'has a field name that is not allowed'],
 };
 
-const FORMATS: Record<string, string> = { email: 'must be an email address' };
+const REFUSED: Record<string, string> = {
+  'nothing-visible': 'must contain a visible character',
+  'line-separators': 'must not contain U+2028 or U+2029',
+  'bidi-formatting': 'must not contain bidirectional formatting characters',
+};
+
+/** The words for a failed pattern: the schema's `x-pattern` (the spec says it in words), else the pattern. */
+function patternWords(e: ErrorObject): string {
+  const words = (e.parentSchema as { 'x-pattern'?: unknown } | undefined)?.['x-pattern'];
+  return typeof words === 'string' ? words : `must match the pattern ${e.params.pattern}`;
+}
+
+/** `["a", "b", "c"]` → `"a", "b" or "c"`. */
+function listed(values: unknown[]): string {
+  const shown = values.map((v) => JSON.stringify(v));
+  return shown.length <= 1 ? (shown[0] ?? 'nothing') : `${shown.slice(0, -1).join(', ')} or ${shown.at(-1)}`;
+}
+
+const items = (n: number) => `${n} item${n === 1 ? '' : 's'}`;
+
+const EMAIL = 'must be an email address such as name@example.com, with a dot in its domain';
+const FORMATS: Record<string, string> = {
+  email: EMAIL,
+  'date-time': 'must be an RFC 3339 date and time with its offset, such as 2026-11-01T00:00:00Z',
+  uuid: 'must be a UUID, such as 0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b',
+  ipv4: 'must be an IPv4 address, such as 192.0.2.1',
+  ipv6: 'must be an IPv6 address, such as 2001:db8::1',
+};
 
 const ARTICLES: Record<string, string> = {
   string: 'a string',
@@ -179,9 +231,13 @@ function rank(e: ErrorObject): number {
     case 'maxLength':
       return 2;
     case 'format':
+      return 3;
+    // After a format: "x" is told it is no email address before what the email's pattern adds.
     case 'pattern':
     case 'x-refused':
-      return 3;
+    case 'enum':
+    case 'const':
+      return 3.5;
     default:
       return 5;
   }
@@ -201,7 +257,9 @@ export function toFieldErrors(errors: ErrorObject[] | null | undefined): FieldEr
   // A body's own top-level `oneOf` is its "exactly one of", which the route tells in words before
   // the schema runs (verify, import): its branches only repeat the types of the fields for client
   // generators, and a field of the wrong type is told once, by the field's own schema.
-  const all = (errors ?? []).filter((e) => !e.schemaPath.startsWith('#/oneOf'));
+  // Its top-level `allOf` holds rules between fields (redeem's password with reset_password),
+  // which the route tells in words too, before the schema.
+  const all = (errors ?? []).filter((e) => !e.schemaPath.startsWith('#/oneOf') && !e.schemaPath.startsWith('#/allOf'));
   // A `oneOf` of a value or null reports the failed value, the null branch and itself: only the
   // first is worth telling wherever it is told.
   const told = new Set(all.filter((e) => !isEcho(e)).map((e) => e.instancePath));
@@ -217,7 +275,10 @@ export function toFieldErrors(errors: ErrorObject[] | null | undefined): FieldEr
   }
   return [...best].map(([pointer, e]) => {
     // Each branch of a nullable field names its own type: together they say what is accepted.
-    const [code, message] = MESSAGES[e.keyword]?.(e, types.get(pointer) ?? []) ?? ['invalid_format', 'is not valid'];
+    const [code, message] = MESSAGES[e.keyword]?.(e, types.get(pointer) ?? []) ?? [
+      'invalid_format',
+      `must satisfy the schema's ${e.keyword}`,
+    ];
     return { pointer, code, message };
   });
 }

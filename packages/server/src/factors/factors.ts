@@ -9,7 +9,7 @@ import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, userFactors, users } from '../db/schema.ts';
-import { ApiError, serviceUnavailable, userNotFound } from '../errors.ts';
+import { ApiError, userNotFound } from '../errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
@@ -30,11 +30,16 @@ export const factorNotFound = () =>
   new ApiError(404, 'factor_not_found', 'The account has no such factor (or none pending, for confirm).');
 export const invalidCode = () => new ApiError(422, 'invalid_code', 'The code is not right for this factor now.');
 
-/** The keys, or a 503 saying what the operator must set: a secret is never stored in the clear. */
+/**
+ * The keys, or a 503 saying what the operator must set: a secret is never stored in the clear.
+ * No Retry-After: only a restart with the key changes this (the server warned of it at start).
+ */
 export function keysOf(deps: FactorDeps): KeyRing {
   if (deps.factorKeys === undefined)
-    throw serviceUnavailable(
-      'Second factors need FACTOR_ENCRYPTION_KEY, which this server was started without; its operator must set it.',
+    throw new ApiError(
+      503,
+      'factors_not_configured',
+      'Second factors need FACTOR_ENCRYPTION_KEY, which this server was started without; its operator must set it and restart.',
     );
   return deps.factorKeys;
 }
@@ -50,10 +55,13 @@ function openSecret(keys: KeyRing, factor: { id: string; secret: string | null }
   try {
     return open(keys, factor.secret, factor.id);
   } catch (error) {
+    // As a missing key, no retry mends it (no Retry-After): only a restart with the key restored.
     if (error instanceof SealedSecretError)
-      throw serviceUnavailable(
+      throw new ApiError(
+        503,
+        'factors_not_configured',
         `A second-factor secret cannot be opened: ${error.message}; its operator must restore the key.`,
-        error,
+        { cause: error },
       );
     throw error;
   }

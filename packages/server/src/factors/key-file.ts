@@ -4,6 +4,13 @@ import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type KeyRing, mintKeyRingText, parseKeyRing } from './secret-box.ts';
 
+/** Said at start on PostgreSQL without the key: what is unavailable, and what mends it. */
+export const FACTOR_KEY_MISSING =
+  'FACTOR_ENCRYPTION_KEY is not set: second factors are unavailable on this server until it restarts with the key ' +
+  '(factor/totp, factor/confirm, factor/verify with a code, and import rows with a totp secret answer 503 ' +
+  'factors_not_configured; passwords, passkeys and everything else work); and Idempotency-Key fingerprints, phone codes ' +
+  'and passkey decoys are keyed by a key kept in the database, which a copy of it gives away';
+
 /** The key file cannot be used: the server refuses to start, the CLI to run. */
 export class FactorKeyFileError extends Error {
   override name = 'FactorKeyFileError';
@@ -24,9 +31,7 @@ export function factorKeysFor(
 ): KeyRing | undefined {
   if (config.factorKeys !== undefined) return config.factorKeys;
   if (kind !== 'pglite') {
-    warn(
-      'FACTOR_ENCRYPTION_KEY is not set: second-factor operations answer 503 until it is, and Idempotency-Key fingerprints, phone codes and passkey decoys are keyed by a key kept in the database, which a copy of it gives away',
-    );
+    warn(FACTOR_KEY_MISSING);
     return undefined;
   }
   const file = join(config.dataDir, 'factor-key');

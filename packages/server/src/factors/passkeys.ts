@@ -18,7 +18,7 @@ import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
-import { passkeyChallenges, recoveryCodes, serviceKeys, siteSettings, userFactors, users } from '../db/schema.ts';
+import { passkeyChallenges, recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import type { DeploymentKeys } from './deployment-keys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';

@@ -1,5 +1,6 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
 import { isWriteCollision } from '../accounts/unit-of-work.ts';
+import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
 import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';
 import type { AppDeps, AppEnv } from './context.ts';
@@ -47,12 +48,27 @@ export const CORS = {
 };
 
 /**
- * Every other method on a path of the table: 405 with `Allow` (the mock answers the same). Not
- * hono/method-not-allowed: it reads every route, so POST /healthz would turn from 404 into 405.
+ * Every other method on a known path: 405 with `Allow` (the mock answers the same). The known
+ * paths are the table's and the spec's others (health, the contract, the docs page, metrics while
+ * on): a path of the document answers 405, never 404, to a method it lacks. Not
+ * hono/method-not-allowed: it reads every route (the docs page's assets, the console's).
  */
-export function registerMethodNotAllowed(app: Hono<AppEnv>): void {
-  for (const path of operationPaths()) {
-    const allow = allowedMethods(path).join(', ');
+const HTTP_METHODS = new Set(['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'HEAD', 'PATCH', 'TRACE']);
+
+export function registerMethodNotAllowed(app: Hono<AppEnv>, { metrics = true }: { metrics?: boolean } = {}): void {
+  const known = new Map(operationPaths().map((path) => [path, allowedMethods(path)]));
+  for (const [path, methods] of Object.entries(loadSpec().paths)) {
+    if (known.has(path) || (path === '/metrics' && !metrics)) continue;
+    const listed = Object.keys(methods)
+      .map((m) => m.toUpperCase())
+      .filter((m) => HTTP_METHODS.has(m));
+    known.set(
+      path,
+      listed.flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])),
+    );
+  }
+  for (const [path, methods] of known) {
+    const allow = methods.join(', ');
     app.all(path, function methodNotAllowed(c) {
       throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
         headers: { Allow: allow },
@@ -157,7 +173,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   registerDocs(app);
   registerConsole(app);
   for (const op of operations) registerOperation(app, op, renderError);
-  registerMethodNotAllowed(app);
+  registerMethodNotAllowed(app, { metrics: deps.metrics !== undefined });
 
   app.notFound(function notFound(c) {
     return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));

@@ -42,6 +42,7 @@ const TITLES: Record<ErrorCode, string> = {
   invalid_ticket: 'Invalid ticket',
   passkeys_not_configured: 'Passkeys not configured',
   user_verification_required: 'User verification required',
+  factors_not_configured: 'Second factors not configured',
   no_phone: 'No phone',
   breached: 'Breached password',
   breach_check_unavailable: 'Breach check unavailable',

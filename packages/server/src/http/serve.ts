@@ -96,6 +96,53 @@ function refusal(incoming: IncomingMessage): string | undefined {
   return undefined;
 }
 
+/** How long, and how much of a body, a connection is read on after its answer (see lingerOnClose). */
+export const LINGER_MS = 5_000;
+export const LINGER_BYTES = 16 * 1024 * 1024;
+
+/**
+ * A request answered before its body was read (413, or any refusal before the body) closes its
+ * connection with the rest of the body on its way: closing at once would reset the connection
+ * (TCP sends RST for data never read), and a client that reads only once it has sent its body
+ * would lose the answer with it (issue 41: a chunked 2 MB body got a reset instead of its 413).
+ * So, as nginx's lingering close: once the answer is written, our side is shut (FIN) and what the
+ * client still sends is read and dropped until its body ends, LINGER_BYTES were read, or
+ * LINGER_MS passed; only then is the socket destroyed. Node closes a `Connection: close` answer's
+ * socket with destroySoon once the answer is written: that is the step replaced, per socket.
+ */
+function lingerOnClose(incoming: IncomingMessage): void {
+  const socket = incoming.socket as IncomingMessage['socket'] & { destroySoon?: () => void };
+  const destroySoon = socket.destroySoon;
+  if (typeof destroySoon !== 'function') return;
+  let lingering = false;
+  socket.destroySoon = function lingeringClose() {
+    if (lingering) return;
+    if (incoming.complete || socket.destroyed) {
+      destroySoon.call(socket);
+      return;
+    }
+    lingering = true;
+    socket.end();
+    let read = 0;
+    const stop = () => {
+      clearTimeout(timer);
+      socket.destroy();
+    };
+    const timer = setTimeout(stop, LINGER_MS);
+    timer.unref();
+    // The body's reader (the app's, now gone) would pause the stream as its buffer fills.
+    incoming.removeAllListeners('data');
+    incoming.on('data', (chunk: Buffer) => {
+      read += chunk.byteLength;
+      if (read > LINGER_BYTES) stop();
+    });
+    incoming.once('end', stop);
+    incoming.once('error', stop);
+    socket.once('close', () => clearTimeout(timer));
+    incoming.resume();
+  };
+}
+
 function sendProblem(outgoing: ServerResponse, problem: ApiError, requestId: string): void {
   const { headers, body } = problemAnswer(problem, requestId);
   outgoing.writeHead(problem.status, headers).end(body);
@@ -127,6 +174,10 @@ export function serveApp(
       // While draining, no connection is kept alive: a proxy's idle connection closed under it
       // by our exit would fail the request it had just sent on it.
       if (options.draining?.()) outgoing.shouldKeepAlive = false;
+      // Only a request with a body can be answered before it is read.
+      if (incoming.headers['transfer-encoding'] !== undefined || Number(incoming.headers['content-length']) > 0) {
+        lingerOnClose(incoming);
+      }
       const refused = refusal(incoming);
       if (refused === undefined) return void listener(incoming, outgoing);
       const id = incoming.headers['x-request-id'];

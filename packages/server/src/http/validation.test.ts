@@ -31,7 +31,11 @@ describe('the errors of an invalid body', () => {
 
   it('tells a short malformed email that it is not an email address, not that it is short', async () => {
     expect(await errorsOf('/create', { ...VALID, email: 'x' })).toEqual([
-      { pointer: '/email', code: 'invalid_format', message: 'must be an email address' },
+      {
+        pointer: '/email',
+        code: 'invalid_format',
+        message: 'must be an email address such as name@example.com, with a dot in its domain',
+      },
     ]);
   });
 
@@ -49,7 +53,11 @@ describe('the errors of an invalid body', () => {
 
   it('gives two bad fields one error each, in the order of the schema', async () => {
     expect(await errorsOf('/create', { ...VALID, name: '', email: 'x' })).toEqual([
-      { pointer: '/email', code: 'invalid_format', message: 'must be an email address' },
+      {
+        pointer: '/email',
+        code: 'invalid_format',
+        message: 'must be an email address such as name@example.com, with a dot in its domain',
+      },
       { pointer: '/name', code: 'too_short', message: 'must not be empty' },
     ]);
   });
@@ -94,5 +102,80 @@ describe('the query of an operation', () => {
       code: 'required',
       message: 'is required',
     });
+  });
+});
+
+// Issue 41: "is not valid" told nothing; every message names what would be right.
+describe('a value outside what the schema allows is told what is allowed', () => {
+  const bodies = testApp();
+  for (const name of ['DeleteUserRequest', 'IssueTicketRequest', 'CreateUserRequest'] as const) {
+    bodies.post(`/${name}`, jsonBody(), (c) => c.json(validBody(c, name)));
+  }
+  const reads = testApp();
+  reads.get('/api/1/user/list', (c) => c.json(validQuery(c, '/api/1/user/list')));
+  const send = async (name: string, body: unknown) => {
+    const response = await bodies.request(`/${name}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    expect(response.status).toBe(400);
+    return (await problemOf(response)).errors;
+  };
+
+  it('an enum: its values', async () => {
+    expect(await send('IssueTicketRequest', { purpose: 'x', _userId: UPDATE_ID })).toEqual([
+      {
+        pointer: '/purpose',
+        code: 'not_allowed',
+        message: 'must be one of "verify_email", "verify_phone", "reset_password" or "change_email"',
+      },
+    ]);
+  });
+
+  it('a maximum and a minimum: the bound', async () => {
+    expect(await send('DeleteUserRequest', { _userId: UPDATE_ID, graceDays: 500 })).toEqual([
+      { pointer: '/graceDays', code: 'not_allowed', message: 'must be at most 90' },
+    ]);
+    expect(await send('DeleteUserRequest', { _userId: UPDATE_ID, graceDays: -1 })).toEqual([
+      { pointer: '/graceDays', code: 'not_allowed', message: 'must be at least 0' },
+    ]);
+  });
+
+  it("a query's bounds: list?limit=0 and limit=1001", async () => {
+    for (const [limit, message] of [
+      ['0', 'must be at least 1'],
+      ['1001', 'must be at most 1000'],
+    ]) {
+      const response = await reads.request(`/api/1/user/list?limit=${limit}`);
+      expect(response.status).toBe(400);
+      expect((await problemOf(response)).errors).toEqual([{ pointer: '/limit', code: 'not_allowed', message }]);
+    }
+  });
+
+  it("a pattern: the spec's words for it (an email whose domain has no dot)", async () => {
+    expect(await send('CreateUserRequest', { ...VALID, email: 'v@io' })).toEqual([
+      {
+        pointer: '/email',
+        code: 'invalid_format',
+        message: 'must be an email address such as name@example.com, with a dot in its domain',
+      },
+    ]);
+  });
+
+  it('a pattern without words of its own in the spec is told by what it refuses: control characters', async () => {
+    expect(await send('CreateUserRequest', { ...VALID, name: 'Ada\u0007' })).toEqual([
+      {
+        pointer: '/name',
+        code: 'invalid_format',
+        message: 'must not contain control characters (U+0000–U+001F, U+007F–U+009F)',
+      },
+    ]);
+  });
+
+  it("a text rule of the server's: which one", async () => {
+    expect(await send('CreateUserRequest', { ...VALID, name: 'Ada\u202eLovelace' })).toEqual([
+      { pointer: '/name', code: 'invalid_format', message: 'must not contain bidirectional formatting characters' },
+    ]);
   });
 });

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { SingleBar } from 'cli-progress';
-import { countQuery, exportLine, exportPages } from '../accounts/listing.ts';
+import { accountsWithSecondFactors, countQuery, exportLine, exportPages } from '../accounts/listing.ts';
 import { inWrite } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { terminalSafe } from './terminal.ts';
@@ -52,7 +52,19 @@ export async function exportFile(options: {
     bar?.stop();
   }
   const seconds = (performance.now() - started) / 1000;
+  const withFactors = await accountsWithSecondFactors(db, site);
   return {
-    summary: `Exported ${done} accounts of site ${site} in ${seconds.toFixed(1)} s (${Math.round(done / Math.max(seconds, 0.001))} accounts/s).\n`,
+    summary:
+      `Exported ${done} accounts of site ${site} in ${seconds.toFixed(1)} s (${Math.round(done / Math.max(seconds, 0.001))} accounts/s).\n` +
+      `${exportLeavesOut(withFactors)}\n`,
   };
+}
+
+/** What the file does not carry, said with the export (the summary on stderr: stdout is the file). */
+export function exportLeavesOut(withSecondFactors: number): string {
+  const factors =
+    withSecondFactors === 0
+      ? 'second factors (no account of the site has one)'
+      : `second factors: ${withSecondFactors} account${withSecondFactors === 1 ? '' : 's'} with TOTP or passkeys will sign in with ${withSecondFactors === 1 ? 'its' : 'their'} password alone after an import, until ${withSecondFactors === 1 ? 'it enrols' : 'they enrol'} again`;
+  return `Not in the file (an import elsewhere will not have it): ${factors}; recovery codes; disabled accounts' state; the breached-password flag; _userId, createdAt and updatedAt. See docs/import-list-export.md.`;
 }

@@ -1,4 +1,4 @@
-import { exportLine, exportPages } from '../../accounts/listing.ts';
+import { EXPORT_OMITS, exportLine, exportPages } from '../../accounts/listing.ts';
 import { describeError } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
@@ -38,6 +38,7 @@ export const exportUsers = defineOperation({
         await pages.return(undefined);
       },
     });
-    return c.body(body, 200, { 'Content-Type': 'application/x-ndjson' });
+    // What the lines do not carry, before the first of them (an NDJSON line is an import row).
+    return c.body(body, 200, { 'Content-Type': 'application/x-ndjson', 'Export-Omits': EXPORT_OMITS.join(', ') });
   },
 });

@@ -11,6 +11,13 @@ import { deploymentKeysOfRequest, newPasswordDepsOf, validBody } from './shared.
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
 type RedeemTicketResponse = components['schemas']['RedeemTicketResponse'];
 
+const PURPOSES = [
+  'verify_email',
+  'verify_phone',
+  'reset_password',
+  'change_email',
+] as const satisfies readonly RedeemTicketRequest['purpose'][];
+
 export const redeemTicket = defineOperation({
   name: 'redeemTicket',
   method: 'POST',
@@ -19,23 +26,14 @@ export const redeemTicket = defineOperation({
   request: { body: 'RedeemTicketRequest' },
   writes: 'redeem',
   parse(c) {
+    // The schema's allOf (password with reset_password only, _userId with verify_phone), told in
+    // words before the rest of the schema runs: toFieldErrors leaves a body's top-level allOf to the route.
+    const body = c.get('body') as Partial<Record<keyof RedeemTicketRequest, unknown>> | null;
+    if (body !== null && typeof body === 'object' && !Array.isArray(body) && PURPOSES.includes(body.purpose as never)) {
+      checkPurposeRules(body.purpose as string, body.password !== undefined, body._userId !== undefined);
+    }
     const input: RedeemTicketRequest = validBody(c, 'RedeemTicketRequest');
-    const resetting = input.purpose === 'reset_password';
-    if (resetting !== (input.password !== undefined)) {
-      throw invalidRequest('password goes with reset_password, and only with it.', [
-        {
-          pointer: '/password',
-          code: resetting ? 'required' : 'not_allowed',
-          message: resetting ? 'is required for reset_password' : 'is for reset_password only',
-        },
-      ]);
-    }
-    if (input.purpose === 'verify_phone' && input._userId === undefined) {
-      throw invalidRequest('A phone code is redeemed with the account it was sent for.', [
-        { pointer: '/_userId', code: 'required', message: 'is required for verify_phone' },
-      ]);
-    }
-    // A common password is refused before the ticket is looked at; the account's own details after.
+    // A password of reset_password is checked for being common only once it is a valid password.
     if (input.password !== undefined) {
       const reason = weakPasswordReason(input.password, {});
       if (reason !== undefined) throw weakPassword(reason);
@@ -53,3 +51,21 @@ export const redeemTicket = defineOperation({
     return c.json({ result: { _userId: userId, status } } satisfies RedeemTicketResponse, 200);
   },
 });
+
+function checkPurposeRules(purpose: string, hasPassword: boolean, hasUserId: boolean): void {
+  const resetting = purpose === 'reset_password';
+  if (resetting !== hasPassword) {
+    throw invalidRequest('password goes with reset_password, and only with it.', [
+      {
+        pointer: '/password',
+        code: resetting ? 'required' : 'not_allowed',
+        message: resetting ? 'is required for reset_password' : 'is for reset_password only',
+      },
+    ]);
+  }
+  if (purpose === 'verify_phone' && !hasUserId) {
+    throw invalidRequest('A phone code is redeemed with the account it was sent for.', [
+      { pointer: '/_userId', code: 'required', message: 'is required for verify_phone' },
+    ]);
+  }
+}

@@ -10,7 +10,6 @@ import {
   normalizeFields,
   toFieldErrors,
 } from '../../contract/validation.ts';
-import type { users } from '../../db/schema.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../factors/deployment-keys.ts';
 import type { AppEnv } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
