@@ -312,11 +312,18 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
     .where(and(inReachOf(site), ...filterConditions(filters)));
 }
 
-/** Accounts exported per page: what the server holds of an export at a time. */
+/** Accounts exported per page at most: what the server holds of an export at a time. */
 export const EXPORT_PAGE = 1000;
+/**
+ * An export's page is sized to about this many bytes of lines as well: 1,000 accounts of 63 KiB
+ * metadata each were 63 MB held at once per export (issue 41, F2). The first page is
+ * EXPORT_FIRST_PAGE accounts; each next one as many as the bytes take at the last page's weight.
+ */
+export const EXPORT_PAGE_BYTES = 2 * 1024 * 1024;
+export const EXPORT_FIRST_PAGE = 100;
 
-/** One page of the site's accounts in reach, oldest first, after `position`. */
-export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined) {
+/** One page of the site's accounts in reach, oldest first, after `position`, `size` at most. */
+export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined, size = EXPORT_PAGE) {
   const walk = keyset(position === undefined ? undefined : { ...position, t: 0 }, 'asc');
   return db
     .select({
@@ -334,7 +341,7 @@ export function exportPage(db: Db, site: string, position: { c: number; i: strin
     .from(users)
     .where(and(inReachOf(site), walk.after))
     .orderBy(...walk.orderBy)
-    .limit(EXPORT_PAGE);
+    .limit(size);
 }
 
 type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
@@ -347,14 +354,23 @@ export function exportLine(row: ExportRow): string {
   return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), emailVerified, phoneVerified, metadata, passwordHash })}\n`;
 }
 
-/** Every page of an export, one after the other, each read only when the previous one is taken. */
-export async function* exportPages(db: Db, site: string): AsyncGenerator<ExportRow[]> {
+/**
+ * Every page of an export as its lines (and how many accounts they are), one after the other,
+ * each read only when the previous one is taken; about EXPORT_PAGE_BYTES each (see there).
+ */
+export async function* exportPages(db: Db, site: string): AsyncGenerator<{ lines: string; count: number }> {
   let position: { c: number; i: string } | undefined;
+  let size = EXPORT_FIRST_PAGE;
   for (;;) {
-    const rows = await exportPage(db, site, position);
-    if (rows.length > 0) yield rows;
-    if (rows.length < EXPORT_PAGE) return;
-    const last = rows.at(-1)!;
-    position = { c: last.createdAt.getTime(), i: last.id };
+    const rows = await exportPage(db, site, position, size);
+    if (rows.length > 0) {
+      const lines = rows.map(exportLine).join('');
+      yield { lines, count: rows.length };
+      const perRow = Math.max(1, lines.length / rows.length);
+      const last = rows.at(-1)!;
+      position = { c: last.createdAt.getTime(), i: last.id };
+      if (rows.length < size) return;
+      size = Math.max(1, Math.min(EXPORT_PAGE, Math.floor(EXPORT_PAGE_BYTES / perRow)));
+    } else return;
   }
 }
