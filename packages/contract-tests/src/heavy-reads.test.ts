@@ -3,25 +3,11 @@
 // a few more wait 2 s at most, the rest are 429 rate_limited; another site is never held back.
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bigAccounts } from './big-accounts.ts';
 import { checkedClient } from './harness.ts';
 import { embeddedServer, type Target } from './targets.ts';
 
 const PAGE_BYTES = 2 * 1024 * 1024;
-
-/**
- * `n` accounts of `site` made through the API as far as the database is concerned, created a
- * second apart in the order of their number, each with `kib` KiB of metadata (hex text).
- */
-export async function bigAccounts(target: Target, site: string, n: number, kib: number, prefix = 'big') {
-  await target.sql(
-    `insert into users (site, email, name, origin, password_hash, metadata, created_at, updated_at)
-     select $1, $2 || '.' || i || '@example.com', 'Big ' || i, 'api', null,
-       jsonb_build_object('blob', (select string_agg(md5(i::text || ':' || g), '') from generate_series(1, $4::int * 32) g)),
-       now() - make_interval(secs => $3::int - i), now()
-     from generate_series(1, $3::int) i`,
-    [site, prefix, n, kib],
-  );
-}
 
 describe('list pages', () => {
   let target: Target;

@@ -538,7 +538,7 @@ export interface paths {
          *     keep it as you keep the database.
          *
          *     The answer is streamed: the server holds one page at a time whatever the size (1,000
-         *     accounts at most, and about 2 MB: fewer accounts per page when they carry much
+         *     accounts at most, and about 256 KB: fewer accounts per page when they carry much
          *     metadata), reads the next page only as the client takes the lines, and stops when the
          *     client stops reading. A site runs at most `HEAVY_READS_PER_SITE` exports at once on a
          *     server (default 2), each holding its place until its last line is sent or its client
@@ -776,8 +776,9 @@ export interface paths {
          *     site's data, or events and audit rows past their retention (`EVENTS_RETENTION`,
          *     `AUDIT_RETENTION`), which are gone. See `docs/user-data.md`.
          *
-         *     Bounded: the newest 1,000 audit rows and the newest 100 events, newest first; `truncated`
-         *     says that older ones are kept. Older audit rows: `GET /api/1/audit` with `before` set to
+         *     Bounded: the newest 1,000 audit rows and the newest 100 events, newest first, and fewer
+         *     events when their `data` passes 1 MB together (at least one is always there when any is
+         *     kept); `truncated` says that older ones are kept. Older audit rows: `GET /api/1/audit` with `before` set to
          *     `audit.next`; older events: the site's feed (`GET /api/1/events`), whose events name the
          *     account in `subject`. Everything is read in one snapshot of the database.
          *
@@ -1797,7 +1798,8 @@ export interface components {
             };
             /**
              * @description The change events about the account (`subject`) still kept, newest first, at most
-             *     100. With `truncated`, older ones are kept: read them in the site's feed.
+             *     100, and fewer when their `data` passes 1 MB together. With `truncated`, older ones are
+             *     kept: read them in the site's feed.
              */
             events: {
                 entries: components["schemas"]["UserDataEvent"][];

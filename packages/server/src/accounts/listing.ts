@@ -316,11 +316,12 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
 export const EXPORT_PAGE = 1000;
 /**
  * An export's page is sized to about this many bytes of lines as well: 1,000 accounts of 63 KiB
- * metadata each were 63 MB held at once per export (issue 41, F2). The first page is
- * EXPORT_FIRST_PAGE accounts; each next one as many as the bytes take at the last page's weight.
+ * metadata each were 63 MB held at once per export (issue 41, F2), and one read of them held the
+ * database's connection (the embedded database's is every site's) and the event loop. The first
+ * page is EXPORT_FIRST_PAGE accounts; each next one as many as the bytes take at the last page's weight.
  */
-export const EXPORT_PAGE_BYTES = 2 * 1024 * 1024;
-export const EXPORT_FIRST_PAGE = 100;
+export const EXPORT_PAGE_BYTES = 256 * 1024;
+export const EXPORT_FIRST_PAGE = 10;
 
 /** One page of the site's accounts in reach, oldest first, after `position`, `size` at most. */
 export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined, size = EXPORT_PAGE) {

@@ -47,14 +47,19 @@ async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnTy
  * with 63 KiB of metadata each was 63 MB, built in one piece while every site waited (issue 41, F2).
  */
 export const PAGE_BYTES = 2 * 1024 * 1024;
-/** Accounts read from the database at first; later reads are sized by what the first ones weighed. */
-export const FIRST_READ = 100;
+/**
+ * Accounts read from the database at first (ten of the largest are 660 KB); each later read takes
+ * as many as READ_BYTES hold at the weight of those read so far. Small reads, so that no one
+ * read holds the database's connection (the embedded database's is every site's) or the event
+ * loop long: another site's requests pass between them.
+ */
+export const FIRST_READ = 10;
+export const READ_BYTES = 256 * 1024;
 
 /**
- * The page: accounts read a batch at a time in the walk's order and written out one by one,
- * until `limit` of them or PAGE_BYTES of JSON; `next` is set when accounts are left after the
- * page. At most a batch of rows (FIRST_READ at first: 6.6 MB at the largest accounts) and the
- * page's text are held at once, whatever the limit.
+ * The page: accounts read a few at a time in the walk's order and written out one by one, until
+ * `limit` of them or PAGE_BYTES of JSON; `next` is set when accounts are left after the page.
+ * At most a read of rows (about READ_BYTES) and the page's text are held at once, whatever the limit.
  */
 async function boundedPage(
   db: Db,
@@ -83,9 +88,10 @@ async function boundedPage(
     }
     if (rows.length <= batch) return { users, last, more: false };
     if (users.length >= limit) return { users, last, more: true };
-    // Sized by what the accounts read so far weighed: as many as the rest of the bytes would take.
-    const left = Math.ceil((PAGE_BYTES - bytes) / (bytes / users.length));
-    batch = Math.min(limit - users.length, Math.max(10, Math.ceil(left * 1.1)));
+    // Sized by what the accounts read so far weighed, and by what is left of the page's bytes.
+    const weight = bytes / users.length;
+    const fits = Math.ceil(Math.min(READ_BYTES, PAGE_BYTES - bytes + weight) / weight);
+    batch = Math.max(1, Math.min(limit - users.length, fits));
     walk = keyset({ c: last!.createdAt.getTime(), i: last!.id, t: 0 }, order);
   }
 }
