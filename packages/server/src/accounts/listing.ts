@@ -8,7 +8,7 @@ import { serviceKeys, users } from '../db/schema.ts';
 import { ApiError } from '../http/errors.ts';
 import { invalidRequest } from '../http/validation.ts';
 import { inReachOf } from './in-reach.ts';
-import { metadataContains, parseMetadataFilter } from './metadata.ts';
+import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
 
 export interface ListFilters {
   email?: string;
@@ -53,8 +53,12 @@ export function checkInstants(filters: ListFilters): void {
 /** `%`, `_` and `\` taken as themselves in a LIKE pattern. */
 const literal = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-/** The filters' conditions, to AND with the token's reach. */
-export function filterConditions(filters: ListFilters): SQL[] {
+/**
+ * The filters' conditions, to AND with the token's reach. With `site`, the metadata filter takes
+ * the site-scoped form its index serves (metadata.ts); without, the plain one, for rows already
+ * read (the walk's subquery, which has no site column).
+ */
+export function filterConditions(filters: ListFilters, site?: string): SQL[] {
   const conditions: SQL[] = [];
   if (filters.email !== undefined) {
     const wanted = filters.email.toLowerCase();
@@ -70,7 +74,10 @@ export function filterConditions(filters: ListFilters): SQL[] {
   if (filters.createdAfter !== undefined) conditions.push(gt(users.createdAt, new Date(filters.createdAfter)));
   if (filters.createdBefore !== undefined) conditions.push(lt(users.createdAt, new Date(filters.createdBefore)));
   if (filters.disabled !== undefined) conditions.push(eq(users.disabled, filters.disabled));
-  if (filters.metadata !== undefined) conditions.push(metadataContains(parseMetadataFilter(filters.metadata)));
+  if (filters.metadata !== undefined) {
+    const wanted = parseMetadataFilter(filters.metadata);
+    conditions.push(site === undefined ? metadataContains(wanted) : siteMetadataContains(site, wanted));
+  }
   return conditions;
 }
 
@@ -265,7 +272,7 @@ export function fewMatchesPage(
   const matches = db
     .select(SHOWN_COLUMNS)
     .from(users)
-    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
+    .where(and(inReachOf(site), ...filterConditions(filters, site), walk.after))
     .limit(FEW_MATCHES)
     .as('users');
   // The window is counted over every row of the subquery, before the ORDER BY's top-N.
@@ -299,7 +306,7 @@ export function listQuery(db: Db, site: string, filters: ListFilters, walk: Retu
   return db
     .select(SHOWN_COLUMNS)
     .from(users)
-    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
+    .where(and(inReachOf(site), ...filterConditions(filters, site), walk.after))
     .orderBy(...walk.orderBy)
     .limit(limit + 1);
 }
@@ -309,7 +316,7 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
   return db
     .select({ count: count() })
     .from(users)
-    .where(and(inReachOf(site), ...filterConditions(filters)));
+    .where(and(inReachOf(site), ...filterConditions(filters, site)));
 }
 
 /** Accounts exported per page at most: what the server holds of an export at a time. */

@@ -9,8 +9,12 @@ describe('heavy read gate', () => {
     expect(a).not.toBe('refused');
     expect(b).not.toBe('refused');
     const order: string[] = [];
-    const third = gate.enter('evil').then((p) => (order.push('third'), p));
-    const fourth = gate.enter('evil').then((p) => (order.push('fourth'), p));
+    const inOrder = (name: string) => (p: Awaited<ReturnType<typeof gate.enter>>) => {
+      order.push(name);
+      return p;
+    };
+    const third = gate.enter('evil').then(inOrder('third'));
+    const fourth = gate.enter('evil').then(inOrder('fourth'));
     expect(await gate.enter('evil')).toBe('refused');
     expect(gate.load).toEqual({ running: 2, waiting: 2 });
     // Another site is never held back by evil's.
