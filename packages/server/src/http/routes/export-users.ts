@@ -23,6 +23,9 @@ export const exportUsers = defineOperation({
     const place = await enterHeavyRead(c, c.get('deps').heavyExports);
     try {
       await runWrite(c, { userId: undefined, status: 200, outcome: 'export started' }, async () => true);
+      // Answered already (its deadline passed, or its client went away): a stream no one reads
+      // would hold the place for good.
+      c.get('deadline').signal.throwIfAborted();
     } catch (error) {
       place.leave();
       throw error;
