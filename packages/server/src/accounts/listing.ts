@@ -3,10 +3,10 @@
 // nor push others out of the walk.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, asc, count, desc, eq, gt, lt, type SQL, sql } from 'drizzle-orm';
+import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { serviceKeys, users } from '../db/schema.ts';
-import { ApiError } from '../http/errors.ts';
-import { invalidRequest } from '../http/validation.ts';
+import { ApiError } from '../errors.ts';
 import { inReachOf } from './in-reach.ts';
 import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
 

@@ -4,10 +4,10 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { and, eq, gt, type SQL, sql } from 'drizzle-orm';
+import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
-import { ApiError, type FieldError } from '../http/errors.ts';
-import { invalidRequest } from '../http/validation.ts';
+import { ApiError, type FieldError } from '../errors.ts';
 import { inReachOf } from './in-reach.ts';
 
 // ajv-formats ships CommonJS with a default export that nodenext sees as a namespace.

@@ -18,10 +18,10 @@ import {
 } from '../db/schema.ts';
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
-import { toUser } from '../http/routes/shared.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
+import { toUser } from './to-user.ts';
 
 type Schemas = components['schemas'];
 export type UserData = Schemas['UserData'];

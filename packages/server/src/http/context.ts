@@ -1,8 +1,10 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
+import type { TrustedProxies } from '../auth/client-address.ts';
 import type { AuthFailures } from '../auth/failed-authentications.ts';
 import type { TokenInfo, TokenVerifier } from '../auth/tokens.ts';
+import type { Validators } from '../contract/validation.ts';
 import type { Database } from '../db/client.ts';
 import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
@@ -14,12 +16,10 @@ import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
-import type { TrustedProxies } from './client-address.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
 import type { RequestLog } from './middleware/request-id.ts';
 import type { WriteRecord } from './run-write.ts';
-import type { Validators } from './validation.ts';
 
 /** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
 export interface AppDeps {

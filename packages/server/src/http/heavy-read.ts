@@ -1,8 +1,8 @@
 // A heavy read's place in its site's bound (limits/heavy-reads.ts), and the 429 when it has none.
 import type { Context } from 'hono';
+import { ApiError } from '../errors.ts';
 import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { AppEnv } from './context.ts';
-import { ApiError } from './errors.ts';
 
 export const tooManyHeavyReads = () =>
   new ApiError(

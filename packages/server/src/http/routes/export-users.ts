@@ -1,6 +1,6 @@
 import { exportPages } from '../../accounts/listing.ts';
+import { describeError } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
-import { describeError } from '../errors.ts';
 import { enterHeavyRead } from '../heavy-read.ts';
 import { runWrite } from '../run-write.ts';
 import { validQuery } from './shared.ts';

@@ -2,8 +2,8 @@
 // Not a change, but a disclosure of a person's data: audited as export is (operation `export`).
 import type { components } from '@user-accounts/client';
 import { gatherUserData } from '../../accounts/user-data.ts';
+import { userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
-import { userNotFound } from '../errors.ts';
 import { inHeavyRead } from '../heavy-read.ts';
 import { runWrite } from '../run-write.ts';
 import { validQuery } from './shared.ts';

@@ -13,10 +13,11 @@ import {
   secondWalk,
   walkQuery,
 } from '../../accounts/listing.ts';
+import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
 import { defineOperation } from '../define-operation.ts';
 import { inHeavyRead } from '../heavy-read.ts';
-import { toUser, validQuery } from './shared.ts';
+import { validQuery } from './shared.ts';
 
 type ListUsersResponse = components['schemas']['ListUsersResponse'];
 type User = ListUsersResponse['result']['users'][number];
