@@ -20,6 +20,7 @@ import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
 import type { KeyRing } from './factors/secret-box.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
+import { createHeavyReadGate, heavyReadLimits } from './limits/heavy-reads.ts';
 import { databaseLockout, redisLockout } from './limits/lockout.ts';
 import { createLongPollGate } from './limits/long-polls.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './limits/rate-limit.ts';
@@ -214,6 +215,8 @@ export async function assembleOn(
     outbox: options.outbox ?? true,
     lifecycle: { draining: false },
     longPolls: createLongPollGate(config.longPolls),
+    heavyReads: createHeavyReadGate(heavyReadLimits(config.heavyReadsPerSite)),
+    heavyExports: createHeavyReadGate(heavyReadLimits(config.heavyReadsPerSite)),
     ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
     trustedProxies: config.trustedProxies,
     ...(factorKeys === undefined ? {} : { factorKeys }),

@@ -484,6 +484,19 @@ export interface paths {
          *     The `name` filter has no index of its own: PostgreSQL reads through the site's accounts
          *     for it (with another filter, through that filter's matches), so over many accounts it
          *     is the slowest filter.
+         *
+         *     **A page holds at most 2 MB of answer** (2,097,152 bytes of JSON, counted over the
+         *     `users` it lists): when the next account would take it past that, the page ends there,
+         *     with fewer accounts than `limit`, and `next` set. So a short page does not mean the
+         *     end: a client knows there is more by `next` alone (a string: more; `null`: none), never
+         *     by counting. A page always holds at least one account when any is left (one account is
+         *     at most about 66 KB), so a walk that follows `next` always ends.
+         *
+         *     **Heavy reads are bounded per site**: a site's lists, exports and person's-data reads
+         *     (`GET /api/1/user/data`) run at most `HEAVY_READS_PER_SITE` at once on a server (default
+         *     2; exports count apart from the other two); up to four times as many more wait for
+         *     their turn, each for 2 s at most. Beyond that, or after that wait, the answer is 429
+         *     `rate_limited` with `Retry-After: 1`: try again then. Other sites never wait for them.
          */
         get: operations["listUsers"];
         put?: never;
@@ -544,9 +557,13 @@ export interface paths {
          *     export`): `API_TOKENS` and the dev token do not have it. The file holds password hashes:
          *     keep it as you keep the database.
          *
-         *     The answer is streamed: the server holds a page of 1,000 accounts at a time whatever
-         *     the size, reads the next page only as the client takes the lines, and stops when the
-         *     client stops reading. Accounts created while the export runs may or may not be in it;
+         *     The answer is streamed: the server holds one page at a time whatever the size (1,000
+         *     accounts at most, and about 256 KB: fewer accounts per page when they carry much
+         *     metadata), reads the next page only as the client takes the lines, and stops when the
+         *     client stops reading. A site runs at most `HEAVY_READS_PER_SITE` exports at once on a
+         *     server (default 2), each holding its place until its last line is sent or its client
+         *     goes away; up to four times as many more wait for their turn, each for 2 s at most, and
+         *     beyond that the answer is 429 `rate_limited` with `Retry-After: 1`. Accounts created while the export runs may or may not be in it;
          *     none is in it twice. The 200 and its status line are sent before the first page: a
          *     failure after it ends the body early, without a last newline. Every export leaves an
          *     audit row (operation `export`).
@@ -779,10 +796,16 @@ export interface paths {
          *     site's data, or events and audit rows past their retention (`EVENTS_RETENTION`,
          *     `AUDIT_RETENTION`), which are gone. See `docs/user-data.md`.
          *
-         *     Bounded: the newest 1,000 audit rows and the newest 100 events, newest first; `truncated`
-         *     says that older ones are kept. Older audit rows: `GET /api/1/audit` with `before` set to
+         *     Bounded: the newest 1,000 audit rows and the newest 100 events, newest first, and fewer
+         *     events when their `data` passes 1 MB together (at least one is always there when any is
+         *     kept); `truncated` says that older ones are kept. Older audit rows: `GET /api/1/audit` with `before` set to
          *     `audit.next`; older events: the site's feed (`GET /api/1/events`), whose events name the
          *     account in `subject`. Everything is read in one snapshot of the database.
+         *
+         *     A heavy read (each event may carry 64 KiB of metadata): a site's person's-data reads
+         *     and lists run at most `HEAVY_READS_PER_SITE` at once on a server (default 2); up to
+         *     four times as many more wait for their turn, each for 2 s at most, and beyond that the
+         *     answer is 429 `rate_limited` with `Retry-After: 1`.
          *
          *     Needs the `export` scope (it discloses as much as `export` does about one person, though
          *     no hash), which only an operator grants. The account must be in reach of the token: one
@@ -1818,7 +1841,8 @@ export interface components {
             };
             /**
              * @description The change events about the account (`subject`) still kept, newest first, at most
-             *     100. With `truncated`, older ones are kept: read them in the site's feed.
+             *     100, and fewer when their `data` passes 1 MB together. With `truncated`, older ones are
+             *     kept: read them in the site's feed.
              */
             events: {
                 entries: components["schemas"]["UserDataEvent"][];
@@ -2913,6 +2937,8 @@ export interface components {
         /**
          * @description The token is over one of its rate limits, or the client's address over its limit of failed
          *     authentications (`"failed_auth"`); `RateLimit` says which, `Retry-After` when to try again.
+         *     On a heavy read (list, export, a person's data), also: too many of the site's heavy reads
+         *     running and waiting on this server already (`HEAVY_READS_PER_SITE`), with `Retry-After: 1`.
          */
         TooManyRequests: {
             headers: {
@@ -3760,7 +3786,8 @@ export interface operations {
                  */
                 order?: "asc" | "desc";
                 /**
-                 * @description Accounts per page, 1 to 1,000 (default 100), in decimal digits.
+                 * @description Accounts per page at most, 1 to 1,000 (default 100), in decimal digits. A page stops
+                 *     earlier at 2 MB of answer, with `next` set.
                  * @example 100
                  */
                 limit?: number;
@@ -3773,7 +3800,10 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description A page of accounts; `next` is `null` on the last. */
+            /**
+             * @description A page of accounts: `limit` of them, or fewer when the page reached 2 MB or the
+             *     list's end; `next` is `null` on the last page only.
+             */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];

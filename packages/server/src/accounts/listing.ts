@@ -8,7 +8,7 @@ import type { Db } from '../db/client.ts';
 import { serviceKeys, userFactors, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { inReachOf } from './in-reach.ts';
-import { metadataContains, parseMetadataFilter } from './metadata.ts';
+import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
 
 export interface ListFilters {
   email?: string;
@@ -53,8 +53,12 @@ export function checkInstants(filters: ListFilters): void {
 /** `%`, `_` and `\` taken as themselves in a LIKE pattern. */
 const literal = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 
-/** The filters' conditions, to AND with the token's reach. */
-export function filterConditions(filters: ListFilters): SQL[] {
+/**
+ * The filters' conditions, to AND with the token's reach. With `site`, the metadata filter takes
+ * the site-scoped form its index serves (metadata.ts); without, the plain one, for rows already
+ * read (the walk's subquery, which has no site column).
+ */
+export function filterConditions(filters: ListFilters, site?: string): SQL[] {
   const conditions: SQL[] = [];
   if (filters.email !== undefined) {
     const wanted = filters.email.toLowerCase();
@@ -70,7 +74,10 @@ export function filterConditions(filters: ListFilters): SQL[] {
   if (filters.createdAfter !== undefined) conditions.push(gt(users.createdAt, new Date(filters.createdAfter)));
   if (filters.createdBefore !== undefined) conditions.push(lt(users.createdAt, new Date(filters.createdBefore)));
   if (filters.disabled !== undefined) conditions.push(eq(users.disabled, filters.disabled));
-  if (filters.metadata !== undefined) conditions.push(metadataContains(parseMetadataFilter(filters.metadata)));
+  if (filters.metadata !== undefined) {
+    const wanted = parseMetadataFilter(filters.metadata);
+    conditions.push(site === undefined ? metadataContains(wanted) : siteMetadataContains(site, wanted));
+  }
   return conditions;
 }
 
@@ -265,7 +272,7 @@ export function fewMatchesPage(
   const matches = db
     .select(SHOWN_COLUMNS)
     .from(users)
-    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
+    .where(and(inReachOf(site), ...filterConditions(filters, site), walk.after))
     .limit(FEW_MATCHES)
     .as('users');
   // The window is counted over every row of the subquery, before the ORDER BY's top-N.
@@ -299,7 +306,7 @@ export function listQuery(db: Db, site: string, filters: ListFilters, walk: Retu
   return db
     .select(SHOWN_COLUMNS)
     .from(users)
-    .where(and(inReachOf(site), ...filterConditions(filters), walk.after))
+    .where(and(inReachOf(site), ...filterConditions(filters, site), walk.after))
     .orderBy(...walk.orderBy)
     .limit(limit + 1);
 }
@@ -309,7 +316,7 @@ export function countQuery(db: Db, site: string, filters: ListFilters) {
   return db
     .select({ count: count() })
     .from(users)
-    .where(and(inReachOf(site), ...filterConditions(filters)));
+    .where(and(inReachOf(site), ...filterConditions(filters, site)));
 }
 
 /**
@@ -329,11 +336,19 @@ export async function accountsWithSecondFactors(db: Db, site: string): Promise<n
   return row?.count ?? 0;
 }
 
-/** Accounts exported per page: what the server holds of an export at a time. */
+/** Accounts exported per page at most: what the server holds of an export at a time. */
 export const EXPORT_PAGE = 1000;
+/**
+ * An export's page is sized to about this many bytes of lines as well: 1,000 accounts of 63 KiB
+ * metadata each were 63 MB held at once per export (issue 41, F2), and one read of them held the
+ * database's connection (the embedded database's is every site's) and the event loop. The first
+ * page is EXPORT_FIRST_PAGE accounts; each next one as many as the bytes take at the last page's weight.
+ */
+export const EXPORT_PAGE_BYTES = 256 * 1024;
+export const EXPORT_FIRST_PAGE = 10;
 
-/** One page of the site's accounts in reach, oldest first, after `position`. */
-export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined) {
+/** One page of the site's accounts in reach, oldest first, after `position`, `size` at most. */
+export function exportPage(db: Db, site: string, position: { c: number; i: string } | undefined, size = EXPORT_PAGE) {
   const walk = keyset(position === undefined ? undefined : { ...position, t: 0 }, 'asc');
   return db
     .select({
@@ -351,7 +366,7 @@ export function exportPage(db: Db, site: string, position: { c: number; i: strin
     .from(users)
     .where(and(inReachOf(site), walk.after))
     .orderBy(...walk.orderBy)
-    .limit(EXPORT_PAGE);
+    .limit(size);
 }
 
 type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
@@ -364,14 +379,23 @@ export function exportLine(row: ExportRow): string {
   return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), emailVerified, phoneVerified, metadata, passwordHash })}\n`;
 }
 
-/** Every page of an export, one after the other, each read only when the previous one is taken. */
-export async function* exportPages(db: Db, site: string): AsyncGenerator<ExportRow[]> {
+/**
+ * Every page of an export as its lines (and how many accounts they are), one after the other,
+ * each read only when the previous one is taken; about EXPORT_PAGE_BYTES each (see there).
+ */
+export async function* exportPages(db: Db, site: string): AsyncGenerator<{ lines: string; count: number }> {
   let position: { c: number; i: string } | undefined;
+  let size = EXPORT_FIRST_PAGE;
   for (;;) {
-    const rows = await exportPage(db, site, position);
-    if (rows.length > 0) yield rows;
-    if (rows.length < EXPORT_PAGE) return;
-    const last = rows.at(-1)!;
-    position = { c: last.createdAt.getTime(), i: last.id };
+    const rows = await exportPage(db, site, position, size);
+    if (rows.length > 0) {
+      const lines = rows.map(exportLine).join('');
+      yield { lines, count: rows.length };
+      const perRow = Math.max(1, lines.length / rows.length);
+      const last = rows.at(-1)!;
+      position = { c: last.createdAt.getTime(), i: last.id };
+      if (rows.length < size) return;
+      size = Math.max(1, Math.min(EXPORT_PAGE, Math.floor(EXPORT_PAGE_BYTES / perRow)));
+    } else return;
   }
 }

@@ -4,7 +4,7 @@
 // each other. Never a secret: no password hash, factor secret, recovery code hash or ticket secret
 // is selected at all, so none can slip into the answer. docs/user-data.md says what is left out.
 import type { components } from '@user-accounts/client';
-import { and, asc, desc, eq, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, lt, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import {
   auditLog,
@@ -32,6 +32,20 @@ export const USER_DATA_FORMAT = 'user-accounts/user-data@1';
 export const AUDIT_LIMIT = 1000;
 /** The newest events the answer holds (each may carry 64 KiB of metadata); older ones are in the feed. */
 export const EVENTS_LIMIT = 100;
+/** Fewer when their data passes this many characters together (issue 41, F2): about 1 MB. */
+export const EVENTS_BYTES = 1024 * 1024;
+/** Events read at a time. */
+const EVENTS_READ = 10;
+
+interface EventRow {
+  id: string;
+  type: string;
+  time: Date;
+  changed: string | null;
+  data: unknown;
+  seq: number | null;
+  pos: number;
+}
 
 /**
  * Every table of db/schema.ts that names an account (by a column, or by a digest or a copy of
@@ -145,19 +159,55 @@ export async function gatherUserData(
         changed: t.changed,
         data: t.data,
       });
-      const queued = await tx
-        .select({ ...fieldsOf(eventQueue), seq: sql<number | null>`null` })
-        .from(eventQueue)
-        .where(and(eq(eventQueue.site, site), eq(eventQueue.subject, id)))
-        .orderBy(desc(eventQueue.pos))
-        .limit(EVENTS_LIMIT + 1);
-      const numbered = await tx
-        .select({ ...fieldsOf(events), seq: events.seq })
-        .from(events)
-        .where(and(eq(events.site, site), eq(events.subject, id)))
-        .orderBy(desc(events.seq))
-        .limit(EVENTS_LIMIT + 1);
-      const eventRows = [...queued, ...numbered];
+      // Read a few at a time and kept to EVENTS_BYTES of data: 100 events of 63 KiB made an
+      // answer of 6 MB read in one piece (issue 41, F2).
+      const eventRows: EventRow[] = [];
+      let eventBytes = 0;
+      let eventsLeft = false;
+      const take = (rows: EventRow[], batch: number): boolean => {
+        for (const row of rows.slice(0, batch)) {
+          const size = JSON.stringify(row.data).length;
+          if (eventRows.length >= EVENTS_LIMIT || (eventRows.length > 0 && eventBytes + size > EVENTS_BYTES)) {
+            eventsLeft = true;
+            return false;
+          }
+          eventRows.push(row);
+          eventBytes += size;
+        }
+        return rows.length > batch;
+      };
+      for (let before: number | undefined, more = true; more; ) {
+        const rows = await tx
+          .select({ ...fieldsOf(eventQueue), seq: sql<number | null>`null`, pos: eventQueue.pos })
+          .from(eventQueue)
+          .where(
+            and(
+              eq(eventQueue.site, site),
+              eq(eventQueue.subject, id),
+              before === undefined ? undefined : lt(eventQueue.pos, before),
+            ),
+          )
+          .orderBy(desc(eventQueue.pos))
+          .limit(EVENTS_READ + 1);
+        more = take(rows, EVENTS_READ);
+        before = rows.at(Math.min(rows.length, EVENTS_READ) - 1)?.pos;
+      }
+      for (let before: number | undefined, more = !eventsLeft; more; ) {
+        const rows = await tx
+          .select({ ...fieldsOf(events), seq: events.seq, pos: events.seq })
+          .from(events)
+          .where(
+            and(
+              eq(events.site, site),
+              eq(events.subject, id),
+              before === undefined ? undefined : lt(events.seq, before),
+            ),
+          )
+          .orderBy(desc(events.seq))
+          .limit(EVENTS_READ + 1);
+        more = take(rows, EVENTS_READ);
+        before = rows.at(Math.min(rows.length, EVENTS_READ) - 1)?.pos;
+      }
 
       const lockout = deps.lockout.inTransaction?.(tx) ?? deps.lockout;
       const [password, passwordByEmail, secondFactor] = await Promise.all([
@@ -209,7 +259,7 @@ export async function gatherUserData(
           next: auditTruncated ? String(auditShown[auditShown.length - 1]!.id) : null,
         },
         events: {
-          entries: eventRows.slice(0, EVENTS_LIMIT).map((e) => ({
+          entries: eventRows.map((e) => ({
             id: e.id,
             type: e.type as Schemas['UserDataEvent']['type'],
             time: e.time.toISOString(),
@@ -217,7 +267,7 @@ export async function gatherUserData(
             ...(e.changed === null ? {} : { changedfields: e.changed }),
             data: (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Schemas['UserDataEvent']['data'],
           })),
-          truncated: eventRows.length > EVENTS_LIMIT,
+          truncated: eventsLeft,
         },
       } satisfies UserData;
     },

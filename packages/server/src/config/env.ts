@@ -212,6 +212,11 @@ const VARIABLES = {
       '`GET /api/1/events?wait=` long-polls one token may have waiting on one server; one more is 429 `too_many_long_polls`',
   }),
   LONG_POLLS_PER_SITE: wholeNumber(1, 100_000, { default: '32', meaning: 'the same, every token of a site together' }),
+  HEAVY_READS_PER_SITE: wholeNumber(1, 1_000, {
+    default: '2',
+    meaning:
+      "a site's list pages and person's-data reads running at once on one server (its exports the same number, apart); four times as many more wait up to 2 s, then 429 `rate_limited`",
+  }),
   MAX_ACCOUNTS_PER_SITE: wholeNumber(0, 2_000_000_000, {
     default: '0',
     shown: '`0` (none)',
@@ -370,6 +375,7 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     hashQueue: v.HASH_QUEUE,
     hashCostlyConcurrency: v.HASH_COSTLY_CONCURRENCY,
     longPolls: { perToken: v.LONG_POLLS_PER_TOKEN, perSite: v.LONG_POLLS_PER_SITE },
+    heavyReadsPerSite: v.HEAVY_READS_PER_SITE,
     maxAccountsPerSite: v.MAX_ACCOUNTS_PER_SITE === 0 ? null : v.MAX_ACCOUNTS_PER_SITE,
     corsOrigins: v.CORS_ORIGINS ?? [],
     metricsToken: v.METRICS_TOKEN,

@@ -9,6 +9,7 @@ import type { Database } from '../db/client.ts';
 import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
 import type { KeyRing } from '../factors/secret-box.ts';
+import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';
 import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
@@ -51,6 +52,10 @@ export interface AppDeps {
   outbox?: boolean;
   /** Bounds the long-polls waiting at once, per token and per site (LONG_POLLS_PER_*); absent: none. */
   longPolls?: LongPollGate;
+  /** Bounds a site's lists and person's-data reads running at once (HEAVY_READS_PER_SITE); absent: none. */
+  heavyReads?: HeavyReadGate;
+  /** The same for its exports, apart: an export holds its place for as long as it streams. */
+  heavyExports?: HeavyReadGate;
   /** The most accounts a site may hold (MAX_ACCOUNTS_PER_SITE); absent: no limit. */
   maxAccountsPerSite?: number;
   /** Keys sealing second-factor secrets; absent: factor operations answer 503 (FACTOR_ENCRYPTION_KEY unset). */

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { SingleBar } from 'cli-progress';
-import { accountsWithSecondFactors, countQuery, exportLine, exportPages } from '../accounts/listing.ts';
+import { accountsWithSecondFactors, countQuery, exportPages } from '../accounts/listing.ts';
 import { inWrite } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { terminalSafe } from './terminal.ts';
@@ -40,8 +40,8 @@ export async function exportFile(options: {
     for await (const page of exportPages(db, site)) {
       // Waits when the reader (a file, a pipe) is slower: one page in memory at a time. Escaped
       // as the CLI's other output (the same JSON values: see terminal.ts), as it may be a terminal.
-      if (!output.write(terminalSafe(page.map(exportLine).join('')))) await once(output, 'drain');
-      done += page.length;
+      if (!output.write(terminalSafe(page.lines))) await once(output, 'drain');
+      done += page.count;
       bar?.update(done);
       if (bar === undefined && performance.now() - said > 2000) {
         said = performance.now();

@@ -1,6 +1,7 @@
-import { EXPORT_OMITS, exportLine, exportPages } from '../../accounts/listing.ts';
+import { EXPORT_OMITS, exportPages } from '../../accounts/listing.ts';
 import { describeError } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
+import { enterHeavyRead } from '../heavy-read.ts';
 import { runWrite } from '../run-write.ts';
 import { validQuery } from './shared.ts';
 
@@ -18,7 +19,17 @@ export const exportUsers = defineOperation({
   async handle(c) {
     const db = c.get('deps').database.db;
     const site = c.get('token').site;
-    await runWrite(c, { userId: undefined, status: 200, outcome: 'export started' }, async () => true);
+    // A place among the site's exports (HEAVY_READS_PER_SITE), held until the stream ends.
+    const place = await enterHeavyRead(c, c.get('deps').heavyExports);
+    try {
+      await runWrite(c, { userId: undefined, status: 200, outcome: 'export started' }, async () => true);
+      // Answered already (its deadline passed, or its client went away): a stream no one reads
+      // would hold the place for good.
+      c.get('deadline').signal.throwIfAborted();
+    } catch (error) {
+      place.leave();
+      throw error;
+    }
     const pages = exportPages(db, site);
     const encoder = new TextEncoder();
     // Pulled: the next page is read only once the client has taken the last (one page ahead at
@@ -27,14 +38,18 @@ export const exportUsers = defineOperation({
       async pull(controller) {
         try {
           const next = await pages.next();
-          if (next.done) controller.close();
-          else controller.enqueue(encoder.encode(next.value.map(exportLine).join('')));
+          if (next.done) {
+            place.leave();
+            controller.close();
+          } else controller.enqueue(encoder.encode(next.value.lines));
         } catch (error) {
+          place.leave();
           c.get('log').warn({ err: describeError(error) }, 'export ended early');
           controller.error(error);
         }
       },
       async cancel() {
+        place.leave();
         await pages.return(undefined);
       },
     });

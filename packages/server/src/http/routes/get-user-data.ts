@@ -4,6 +4,7 @@ import type { components } from '@user-accounts/client';
 import { gatherUserData } from '../../accounts/user-data.ts';
 import { userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
+import { inHeavyRead } from '../heavy-read.ts';
 import { runWrite } from '../run-write.ts';
 import { validQuery } from './shared.ts';
 
@@ -23,7 +24,10 @@ export const getUserData = defineOperation({
     const { database, lockout } = c.get('deps');
     // Named for the audit row of a refusal too (the middleware writes it).
     c.get('write').userId = _userId;
-    const result = await gatherUserData({ db: database.db, lockout }, c.get('token').site, _userId);
+    // A place among the site's heavy reads (HEAVY_READS_PER_SITE): an answer may be megabytes.
+    const result = await inHeavyRead(c, c.get('deps').heavyReads, () =>
+      gatherUserData({ db: database.db, lockout }, c.get('token').site, _userId),
+    );
     if (result === undefined) throw userNotFound();
     // After the read: the answer is the data as it was before this request's own audit row.
     await runWrite(c, { userId: _userId, status: 200, outcome: 'user data exported' }, async () => true);

@@ -16,9 +16,11 @@ import {
 import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
 import { defineOperation } from '../define-operation.ts';
+import { inHeavyRead } from '../heavy-read.ts';
 import { validQuery } from './shared.ts';
 
 type ListUsersResponse = components['schemas']['ListUsersResponse'];
+type User = ListUsersResponse['result']['users'][number];
 type ListQuery = ListFilters & { order?: 'asc' | 'desc'; limit?: number; after?: string };
 
 export const LIST_USERS_PATH = '/api/1/user/list';
@@ -41,6 +43,60 @@ async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnTy
   return (few[0]?.matches ?? 0) < FEW_MATCHES ? few : listQuery(db, site, filters, walk, limit);
 }
 
+/**
+ * The most bytes of JSON a page's `users` may take (the spec's 2 MB): a page of 1,000 accounts
+ * with 63 KiB of metadata each was 63 MB, built in one piece while every site waited (issue 41, F2).
+ */
+export const PAGE_BYTES = 2 * 1024 * 1024;
+/**
+ * Accounts read from the database at first (ten of the largest are 660 KB); each later read takes
+ * as many as READ_BYTES hold at the weight of those read so far. Small reads, so that no one
+ * read holds the database's connection (the embedded database's is every site's) or the event
+ * loop long: another site's requests pass between them.
+ */
+export const FIRST_READ = 10;
+export const READ_BYTES = 256 * 1024;
+
+/**
+ * The page: accounts read a few at a time in the walk's order and written out one by one, until
+ * `limit` of them or PAGE_BYTES of JSON; `next` is set when accounts are left after the page.
+ * At most a read of rows (about READ_BYTES) and the page's text are held at once, whatever the limit.
+ */
+async function boundedPage(
+  db: Db,
+  site: string,
+  filters: ListFilters,
+  start: ReturnType<typeof keyset>,
+  order: 'asc' | 'desc',
+  limit: number,
+) {
+  const users: string[] = [];
+  let bytes = 0;
+  let last: { createdAt: Date; id: string } | undefined;
+  let walk = start;
+  let batch = Math.min(limit, FIRST_READ);
+  for (;;) {
+    // One row more than the batch: whether any are left after it, without a count.
+    const rows = await pageOf(db, site, filters, walk, batch);
+    for (const row of rows.slice(0, batch)) {
+      const text = JSON.stringify(toUser(row) satisfies User);
+      const size = Buffer.byteLength(text) + (users.length > 0 ? 1 : 0);
+      // The first account always goes in (one is at most about 66 KB): a walk always ends.
+      if (users.length > 0 && bytes + size > PAGE_BYTES) return { users, last, more: true };
+      users.push(text);
+      bytes += size;
+      last = row;
+    }
+    if (rows.length <= batch) return { users, last, more: false };
+    if (users.length >= limit) return { users, last, more: true };
+    // Sized by what the accounts read so far weighed, and by what is left of the page's bytes.
+    const weight = bytes / users.length;
+    const fits = Math.ceil(Math.min(READ_BYTES, PAGE_BYTES - bytes + weight) / weight);
+    batch = Math.max(1, Math.min(limit - users.length, fits));
+    walk = keyset({ c: last!.createdAt.getTime(), i: last!.id, t: 0 }, order);
+  }
+}
+
 export const listUsers = defineOperation({
   name: 'listUsers',
   method: 'GET',
@@ -56,16 +112,19 @@ export const listUsers = defineOperation({
   async handle(c, { order = 'asc', limit = 100, after, ...filters }) {
     const db = c.get('deps').database.db;
     const cursors = await cursorsOf(db);
-    const scope = cursorScope(c.get('token').site, filters, order);
+    const site = c.get('token').site;
+    const scope = cursorScope(site, filters, order);
     const walk = keyset(after === undefined ? undefined : cursors.read(after, scope), order);
-    // One row more than the page: whether there is a next page, without a count.
-    const rows = await pageOf(db, c.get('token').site, filters, walk, limit);
-    const page = rows.slice(0, limit);
-    const last = page.at(-1);
-    const next =
-      rows.length > limit && last !== undefined
-        ? cursors.sign({ c: last.createdAt.getTime(), i: last.id }, scope)
+    // A place among the site's heavy reads (HEAVY_READS_PER_SITE), held while the page is built.
+    const page = await inHeavyRead(c, c.get('deps').heavyReads, () =>
+      boundedPage(db, site, filters, walk, order, limit),
+    );
+    const next: ListUsersResponse['result']['next'] =
+      page.more && page.last !== undefined
+        ? cursors.sign({ c: page.last.createdAt.getTime(), i: page.last.id }, scope)
         : null;
-    return c.json({ result: { users: page.map(toUser), next } } satisfies ListUsersResponse, 200);
+    // Written as text from the accounts' own: the page is not built a second time as one object.
+    const body = `{"result":{"users":[${page.users.join(',')}],"next":${JSON.stringify(next)}}}`;
+    return c.body(body, 200, { 'Content-Type': 'application/json' });
   },
 });

@@ -1,0 +1,127 @@
+// Heavy reads (a list page, an export, a person's data) each hold megabytes and the event loop for
+// their serialization: four list pages of 63 MB at once took another site's login p50 from 29 ms to
+// 798 ms (issue 41, F2). Each process lets a site run a bounded number of them at once; a few more
+// wait their turn in the site's own queue (first come, first served) for a short while, and the
+// rest are refused at once. Another site's reads never wait behind them: each site has its own.
+
+export interface HeavyReadLimits {
+  /** Heavy reads of one site running at once. */
+  perSite: number;
+  /** Reads of one site that may wait for a place (beyond it: refused at once). */
+  waitingPerSite: number;
+  /** How long a read waits for a place at most before it is refused. */
+  maxWaitMs: number;
+}
+
+/** How long a heavy read waits for its site's turn at most, and how many may wait per place. */
+export const HEAVY_READ_WAIT_MS = 2_000;
+export const WAITING_PER_PLACE = 4;
+
+/** The bounds from HEAVY_READS_PER_SITE: four times as many may wait as run, each 2 s at most. */
+export const heavyReadLimits = (perSite: number): HeavyReadLimits => ({
+  perSite,
+  waitingPerSite: WAITING_PER_PLACE * perSite,
+  maxWaitMs: HEAVY_READ_WAIT_MS,
+});
+
+export interface HeavyReadGate {
+  /**
+   * A place for one heavy read of `site`, given back by calling `leave` (once; later calls do
+   * nothing): at once when the site has one free, else after waiting in the site's queue.
+   * Resolves to `refused` when the queue is full or the wait ran out, and rejects with `signal`'s
+   * reason when it aborts while waiting.
+   */
+  enter(site: string, signal?: AbortSignal): Promise<{ leave(): void } | 'refused'>;
+  /** Heavy reads running now and waiting now, in this process. */
+  readonly load: { running: number; waiting: number };
+}
+
+interface Waiter {
+  start(): void;
+}
+
+export function createHeavyReadGate(limits: HeavyReadLimits): HeavyReadGate {
+  const running = new Map<string, number>();
+  const queues = new Map<string, Waiter[]>();
+  let runningAll = 0;
+  let waitingAll = 0;
+
+  const place = (site: string) => {
+    let left = false;
+    return {
+      leave() {
+        if (left) return;
+        left = true;
+        const queue = queues.get(site);
+        const next = queue?.shift();
+        if (next !== undefined) {
+          // The place passes on: the site's count stays as it is.
+          if (queue!.length === 0) queues.delete(site);
+          waitingAll--;
+          next.start();
+          return;
+        }
+        runningAll--;
+        const n = (running.get(site) ?? 1) - 1;
+        if (n === 0) running.delete(site);
+        else running.set(site, n);
+      },
+    };
+  };
+
+  const dequeue = (site: string, waiter: Waiter): boolean => {
+    const queue = queues.get(site);
+    const index = queue?.indexOf(waiter) ?? -1;
+    if (queue === undefined || index < 0) return false;
+    queue.splice(index, 1);
+    if (queue.length === 0) queues.delete(site);
+    waitingAll--;
+    return true;
+  };
+
+  return {
+    get load() {
+      return { running: runningAll, waiting: waitingAll };
+    },
+    enter(site, signal) {
+      if (signal?.aborted) return Promise.reject(signal.reason);
+      const now = running.get(site) ?? 0;
+      // A free place means no one of the site waits: leave() hands each freed place on first.
+      if (now < limits.perSite) {
+        running.set(site, now + 1);
+        runningAll++;
+        return Promise.resolve(place(site));
+      }
+      const queue = queues.get(site) ?? [];
+      if (queue.length >= limits.waitingPerSite) return Promise.resolve('refused');
+      return new Promise((resolve, reject) => {
+        const done = () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+        };
+        const waiter: Waiter = {
+          start() {
+            done();
+            resolve(place(site));
+          },
+        };
+        const timer = setTimeout(() => {
+          if (dequeue(site, waiter)) {
+            done();
+            resolve('refused');
+          }
+        }, limits.maxWaitMs);
+        const onAbort = () => {
+          if (dequeue(site, waiter)) {
+            done();
+            reject(signal!.reason);
+          }
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        queue.push(waiter);
+        queues.set(site, queue);
+        waitingAll++;
+      });
+    },
+  };
+}
