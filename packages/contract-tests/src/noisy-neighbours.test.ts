@@ -4,15 +4,16 @@
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkedClient } from './harness.ts';
-import { embeddedServer, type ServerOptions, type Target } from './targets.ts';
+import { embeddedServer, PRODUCTION_HASHES, type ServerOptions, type Target } from './targets.ts';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   await Promise.all(cleanups.splice(0).map((c) => c()));
 });
 
+// Production's hashes throughout: what a flood of them costs the other sites is the subject.
 async function embedded(options: ServerOptions): Promise<Target> {
-  const target = await embeddedServer(options);
+  const target = await embeddedServer({ env: { ...PRODUCTION_HASHES, ...options.env } });
   cleanups.push(() => target.close());
   return target;
 }
