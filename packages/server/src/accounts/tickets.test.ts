@@ -2,8 +2,9 @@
 // and housekeeping's removal of expired ones.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { purgeExpired } from '../ops/housekeeping.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { endTicketsOfUpdate, findTicket, issueTicket, useTicket } from './tickets.ts';
 
 describe('tickets', () => {
@@ -19,8 +20,7 @@ describe('tickets', () => {
     );
 
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
     const rows = (await database.db.execute(
       sql`insert into users (site, email, name, phone, origin) values ('shop', 'a@example.com', 'A', '555-0100', 'api') returning id`,
     )) as unknown as { id: string }[];

@@ -14,6 +14,7 @@ import { type Database, type Db, openPglite, openPostgres, rows } from '../db/cl
 import { listEvents } from '../http/routes/list-events.ts';
 import { MIGRATIONS_DIR } from '../resources.ts';
 import { problemOf, testApp } from '../testing/hono.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import {
   EVENTS_CHANNEL,
   enqueueEvents,
@@ -28,8 +29,7 @@ import { createWake, type Wake } from './wake.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database.close());
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { users } from '../db/schema.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { ApiError, clip, describeError, isDatabaseUnavailable, problemBody, sqlState } from './errors.ts';
 
 const EMAIL = 'leaky.person@example.com';
@@ -13,8 +14,7 @@ describe('describeError, on a real query error', () => {
   // The real thing, not a hand-made imitation: drizzle's wrapper around the driver's error, with
   // the query's parameters in its message, is what must not reach a log.
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
     const row = { email: EMAIL, name: 'Leaky', passwordHash: HASH, origin: 'api' };
     await database.db.insert(users).values(row);
     try {

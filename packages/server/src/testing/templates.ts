@@ -7,10 +7,12 @@
 // The run's templates live in TEST_TEMPLATES_DIR, which vitest's global setup (scripts/
 // test-templates.ts) creates for one run and removes, with the PostgreSQL template, after it.
 // Without it (a file run by other means) nothing is shared and each database migrates itself.
-import { cpSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import postgres from 'postgres';
+import type { Database } from '../db/client.ts';
 
 // db/client is imported when a template is made, not with this module: vitest's global setup
 // (which only drops the template) loads it through vite, which cannot run resources.ts.
@@ -67,6 +69,30 @@ export async function copyMigratedPglite(dataDir: string): Promise<boolean> {
   mkdirSync(dataDir, { recursive: true });
   cpSync(template, join(dataDir, 'pgdata'), { recursive: true });
   return true;
+}
+
+/**
+ * An embedded database with every migration applied, for a test that opens one itself: a copy
+ * of this run's template in a temporary folder (removed at close), or without templates a new
+ * one in memory, migrated there.
+ */
+export async function openMigratedPglite(): Promise<Database> {
+  const { openPglite } = await client();
+  if (templatesDir() === undefined) {
+    const database = await openPglite(undefined);
+    await database.migrate();
+    return database;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'ua-test-db-'));
+  await copyMigratedPglite(dir);
+  const database = await openPglite(dir);
+  return {
+    ...database,
+    async close() {
+      await database.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 let postgresTemplate: Promise<string> | undefined;

@@ -3,9 +3,10 @@ import { eq } from 'drizzle-orm';
 import type { MiddlewareHandler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, type TokenInfo } from '../../auth/tokens.ts';
-import { type Database, openPglite } from '../../db/client.ts';
+import type { Database } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { problemOf, testApp } from '../../testing/hono.ts';
+import { openMigratedPglite } from '../../testing/templates.ts';
 import type { AppEnv } from '../context.ts';
 import { ApiError, serviceUnavailable } from '../errors.ts';
 import { invalidRequest } from '../validation.ts';
@@ -18,8 +19,7 @@ let database: Database;
 let token: TokenInfo;
 
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
   const created = await createToken(database.db, { site: 'default', scopes: ['read', 'write'], label: 'idempotency' });
   token = { id: created.id, site: 'default', scopes: ['read', 'write'] };
 });
