@@ -12,6 +12,7 @@ import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir, unsafeSecretFile } from './db/file-safety.ts';
 import { connectRedis } from './db/redis.ts';
+import { describeError } from './errors.ts';
 import { EVENTS_CHANNEL } from './events/queue.ts';
 import { startSequencer } from './events/sequencer.ts';
 import { createWake } from './events/wake.ts';
@@ -19,14 +20,13 @@ import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
 import type { KeyRing } from './factors/secret-box.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
-import { describeError } from './http/errors.ts';
 import { databaseLockout, redisLockout } from './limits/lockout.ts';
 import { createLongPollGate } from './limits/long-polls.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './limits/rate-limit.ts';
 import { createMetrics } from './ops/metrics.ts';
-import { startTracing } from './ops/tracing.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
+import { startTracing } from './tracing.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
 export class StartError extends Error {

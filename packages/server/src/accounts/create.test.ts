@@ -5,7 +5,7 @@ import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../errors.ts';
 import { createPasswordHasher, type PasswordHasher } from '../passwords/hasher.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { createAccount } from './create.ts';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../auth/failed-authentications.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../errors.ts';
 import { databaseLockout, lockoutKey } from '../limits/lockout.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
 import { openMigratedPglite } from '../testing/templates.ts';

@@ -4,8 +4,8 @@
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseTrustedProxies, TRUST_NOBODY } from '../auth/client-address.ts';
 import { parseKeyRing } from '../factors/secret-box.ts';
-import { parseTrustedProxies, TRUST_NOBODY } from '../http/client-address.ts';
 import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy } from '../limits/lockout.ts';
 import { type Policy, parseRateLimit, type RateLimitConfig } from '../limits/rate-limit.ts';
 import {

@@ -12,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../config/env.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { listEvents } from '../http/routes/list-events.ts';
+import { problemOf, testApp } from '../http/testing.ts';
 import { MIGRATIONS_DIR } from '../resources.ts';
-import { problemOf, testApp } from '../testing/hono.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import {
   EVENTS_CHANNEL,

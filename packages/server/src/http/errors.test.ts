@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { users } from '../db/schema.ts';
+import { ApiError, describeError, isDatabaseUnavailable, sqlState } from '../errors.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
-import { ApiError, clip, describeError, isDatabaseUnavailable, problemBody, sqlState } from './errors.ts';
+import { clip, problemBody } from './errors.ts';
 
 const EMAIL = 'leaky.person@example.com';
 const HASH = '$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0$bm90IGEgcmVhbCBoYXNoIGF0IGFsbA';

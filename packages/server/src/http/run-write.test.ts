@@ -8,13 +8,13 @@ import { uuidv7 } from '../accounts/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
-import { testApp } from '../testing/hono.ts';
+import { ApiError } from '../errors.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import type { AppEnv } from './context.ts';
-import { ApiError } from './errors.ts';
 import { auditWrites } from './middleware/audit.ts';
 import { deadline } from './middleware/deadline.ts';
 import { runWrite } from './run-write.ts';
+import { testApp } from './testing.ts';
 
 let database: Database;
 const token: TokenInfo = { id: 'env:writes-test', site: 'default', scopes: ['read', 'write'] };

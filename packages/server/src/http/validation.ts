@@ -3,8 +3,8 @@
 import type { components } from '@user-accounts/client';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { ApiError, type FieldError } from './errors.ts';
-import { loadSpec } from './spec.ts';
+import { loadSpec } from '../contract/spec.ts';
+import { ApiError, type FieldError } from '../errors.ts';
 
 // ajv-formats ships CommonJS with a default export that nodenext sees as a namespace.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;

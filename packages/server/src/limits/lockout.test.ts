@@ -8,7 +8,7 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { connectRedis } from '../db/redis.ts';
-import { arrayLogger, silentLogger } from '../testing/hono.ts';
+import { arrayLogger, silentLogger } from '../testing/loggers.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { databaseLockout, type LockoutPolicy, type LockoutStore, lockoutKey, redisLockout } from './lockout.ts';
 

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { verify } from '@node-rs/argon2';
 import { describe, expect, it } from 'vitest';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../errors.ts';
 import { createPasswordHasher, type PasswordHasher } from './hasher.ts';
 
 /** Hashes `password` for `site`, noting in `order` when it finished, and how. */

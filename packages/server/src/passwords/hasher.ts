@@ -3,9 +3,9 @@ import { availableParallelism } from 'node:os';
 import { hash, verify } from '@node-rs/argon2';
 import { context, type Tracer, trace } from '@opentelemetry/api';
 import { dictionary } from '@zxcvbn-ts/language-common';
-import { serviceUnavailable } from '../http/errors.ts';
+import { serviceUnavailable } from '../errors.ts';
 import { createFairLane, type FairLane } from '../limits/fair-lane.ts';
-import { inSpan } from '../ops/tracing.ts';
+import { inSpan } from '../tracing.ts';
 import { argon2Cost, type HashCost, hashCost, readHash } from './foreign.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */

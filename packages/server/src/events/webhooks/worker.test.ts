@@ -7,7 +7,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, rows } from '../../db/client.ts';
-import { silentLogger } from '../../testing/hono.ts';
+import { silentLogger } from '../../testing/loggers.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
 import { type EventType, enqueueEvents, pruneEvents, formatSequence as seq } from '../queue.ts';
 import { sequenceEvents } from '../sequencer.ts';
