@@ -92,6 +92,8 @@ export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // This run's migrated databases, copied for each test server (testing/templates.ts).
+    globalSetup: ['./scripts/test-templates.ts'],
     pool: 'forks',
     // One report for the whole run, whichever tiers ran (.ci/run prints its totals).
     // The last lines: totals, and each skipped group with the command that runs it.

@@ -4,7 +4,7 @@
 import { openPostgres } from '@user-accounts/server/db';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkedClient } from './harness.ts';
-import { embeddedServer, type ServerOptions, serverTarget, type Target } from './targets.ts';
+import { embeddedServer, PRODUCTION_HASHES, type ServerOptions, serverTarget, type Target } from './targets.ts';
 
 const targets: Target[] = [];
 afterEach(async () => {
@@ -36,7 +36,8 @@ describe('failures on our side', () => {
   });
 
   it('answers 503 with Retry-After when too many password hashes wait, and creates only what it answered 201 for', async () => {
-    const target = await embedded({ env: { HASH_CONCURRENCY: '1', HASH_QUEUE: '1' } });
+    // Production's hashes: twelve creates must overlap in one slot and a queue of one.
+    const target = await embedded({ env: { ...PRODUCTION_HASHES, HASH_CONCURRENCY: '1', HASH_QUEUE: '1' } });
     const client = clientFor(target);
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>

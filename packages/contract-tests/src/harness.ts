@@ -57,7 +57,8 @@ export interface Harness {
 export function useTarget(spec: TargetSpec): Harness {
   let target: Target;
   let client: UserAccountsClient;
-  const checker = createSpecChecker();
+  // One checker for the process: its validators are compiled at a schema's first use, once.
+  const checker = sharedChecker;
   const bodies: string[] = [];
   const passwords = new Set<string>();
   let seq = 0;

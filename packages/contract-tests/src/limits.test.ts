@@ -11,6 +11,7 @@ import { checkedClient, GHOST } from './harness.ts';
 import {
   embeddedServer,
   freshPostgresDatabase,
+  PRODUCTION_HASHES,
   postgresUnavailable,
   type ServerOptions,
   type Target,
@@ -23,8 +24,9 @@ afterEach(async () => {
 });
 afterAll(() => procs.cleanup());
 
+// Production's hashes throughout: the hash budget and the shared hash slots are measured here.
 async function embedded(options: ServerOptions): Promise<Target> {
-  const target = await embeddedServer(options);
+  const target = await embeddedServer({ env: { ...PRODUCTION_HASHES, ...options.env } });
   cleanups.push(() => target.close());
   return target;
 }

@@ -9,6 +9,7 @@ import { checkedClient } from './harness.ts';
 import {
   embeddedServer,
   freshPostgresDatabase,
+  PRODUCTION_HASHES,
   postgresUnavailable,
   type ServerOptions,
   serverTarget,
@@ -20,8 +21,9 @@ afterEach(async () => {
   await Promise.all(cleanups.splice(0).map((c) => c()));
 });
 
+// Production's hashes throughout: what a flood of them costs the other sites is the subject.
 async function embedded(options: ServerOptions): Promise<Target> {
-  const target = await embeddedServer(options);
+  const target = await embeddedServer({ env: { ...PRODUCTION_HASHES, ...options.env } });
   cleanups.push(() => target.close());
   return target;
 }
@@ -306,7 +308,10 @@ Promise.all(Array.from({ length: loops }, async () => {
 /** A server on a new database of TEST_DATABASE_URL's PostgreSQL, dropped on close. */
 async function onPostgres(options: ServerOptions): Promise<Target> {
   const database = await freshPostgresDatabase();
-  const target = await serverTarget({ DATABASE_URL: database.url }, () => database.drop(), options);
+  const target = await serverTarget({ DATABASE_URL: database.url }, () => database.drop(), {
+    ...options,
+    env: { ...PRODUCTION_HASHES, ...options.env },
+  });
   cleanups.push(() => target.close());
   return target;
 }

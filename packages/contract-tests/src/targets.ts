@@ -10,6 +10,7 @@ import { assemble, assembleOn, createLogger, type Service } from '@user-accounts
 import type { Database } from '@user-accounts/server/db';
 import { loadConfig } from '@user-accounts/server/env';
 import { serveApp } from '@user-accounts/server/serve';
+import { copyMigratedPglite, createMigratedPostgres } from '@user-accounts/server/testing/templates';
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 
@@ -70,6 +71,18 @@ export const GENEROUS_LIMITS = {
 };
 
 /**
+ * Every test server hashes at the test profile's cost (PASSWORD_HASH_PROFILE=test: argon2id at
+ * m=1024,t=1 rather than m=19456,t=2): the suites' hundreds of creates and verifies then cost
+ * about 0.5 ms each rather than 25–80 ms. A test whose subject is a hash's cost or timing (the
+ * fair lane, noisy neighbours, verify's timing, the rehash) spreads PRODUCTION_HASHES into its env.
+ */
+export const TEST_HASHES = { PASSWORD_HASH_PROFILE: 'test' };
+/** What a new hash of a test server looks like: argon2id at the test profile's cost (TEST_PASSWORD_HASH). */
+export const TEST_HASH_FORMAT = /^\$argon2id\$v=19\$m=1024,t=1,p=1\$/;
+/** Production's password hashes (OWASP's baseline), for the tests that measure them. */
+export const PRODUCTION_HASHES = { PASSWORD_HASH_PROFILE: 'owasp' };
+
+/**
  * How a test server differs from the defaults, as an operator would say it: environment
  * variables (RATE_LIMIT, HASH_CONCURRENCY, …), read by the server's own loadConfig.
  */
@@ -93,6 +106,7 @@ async function listen(where: Where, logs: string[], options: ServerOptions) {
     LOG_LEVEL: 'info',
     LOG_FORMAT: 'json',
     ...GENEROUS_LIMITS,
+    ...TEST_HASHES,
     ...('database' in where ? {} : where),
     ...options.env,
   });
@@ -184,9 +198,13 @@ export async function serverTarget(
   return target;
 }
 
-/** A server on a new embedded database in a temporary folder, removed on close. */
-export function embeddedServer(options: ServerOptions = {}): Promise<Target> {
+/**
+ * A server on a new embedded database in a temporary folder, removed on close: a copy of this
+ * run's migrated template (testing/templates.ts), so the server finds every migration applied.
+ */
+export async function embeddedServer(options: ServerOptions = {}): Promise<Target> {
   const dir = mkdtempSync(join(tmpdir(), 'ua-contract-'));
+  await copyMigratedPglite(dir);
   return serverTarget({ DATA_DIR: dir }, async () => rmSync(dir, { recursive: true, force: true }), options);
 }
 
@@ -228,7 +246,27 @@ export async function freshPostgresDatabase(): Promise<{ url: string; drop(): Pr
   };
 }
 
-/** A fresh database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */
+/**
+ * A new database on the PostgreSQL of TEST_DATABASE_URL with every migration applied (a copy of
+ * this run's template, see testing/templates.ts); `drop` removes it.
+ */
+export async function migratedPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const base = process.env.TEST_DATABASE_URL!;
+  const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+  await createMigratedPostgres(admin, base, name);
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end({ timeout: 5 });
+    },
+  };
+}
+
+/** A migrated database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */
 export async function postgresTarget(): Promise<TargetSpec> {
   const base: Omit<TargetSpec, 'start'> = { name: 'server on PostgreSQL', stateful: true };
   const skip = await postgresUnavailable();
@@ -236,7 +274,7 @@ export async function postgresTarget(): Promise<TargetSpec> {
   return {
     ...base,
     async start() {
-      const database = await freshPostgresDatabase();
+      const database = await migratedPostgresDatabase();
       // As an operator deploys it: PostgreSQL's servers share their key of second-factor secrets.
       return serverTarget({ DATABASE_URL: database.url }, database.drop, {
         env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY, METRICS_TOKEN: TEST_METRICS_TOKEN },

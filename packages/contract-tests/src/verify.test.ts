@@ -6,6 +6,7 @@ import { checkedClient } from './harness.ts';
 import {
   embeddedServer,
   freshPostgresDatabase,
+  PRODUCTION_HASHES,
   postgresUnavailable,
   type ServerOptions,
   serverTarget,
@@ -19,8 +20,9 @@ afterEach(async () => {
   await Promise.all(targets.splice(0).map((t) => t.close()));
   for (const cleanup of cleanups.splice(0)) await cleanup();
 });
+// Production's hashes throughout: this file measures verify's timing, the hash slots and the rehash.
 async function server(options: ServerOptions = {}) {
-  const target = await embeddedServer(options);
+  const target = await embeddedServer({ env: { ...PRODUCTION_HASHES, ...options.env } });
   targets.push(target);
   return { target, client: checkedClient(target.baseUrl, target.token) };
 }
@@ -360,7 +362,9 @@ describe('one lockout shared by two servers', async () => {
         const env: Record<string, string> = store === 'in Redis' ? { REDIS_URL: process.env.TEST_REDIS_URL! } : {};
         // The same database for both; the drop waits until both are closed.
         const start = async () => {
-          const target = await serverTarget({ DATABASE_URL: database.url }, async () => {}, { env });
+          const target = await serverTarget({ DATABASE_URL: database.url }, async () => {}, {
+            env: { ...PRODUCTION_HASHES, ...env },
+          });
           targets.push(target);
           return checkedClient(target.baseUrl, target.token);
         };

@@ -195,6 +195,7 @@ export async function assembleOn(
     costlyConcurrency: config.hashCostlyConcurrency,
     onHashed: metrics?.collector.observeHash,
     params: config.passwordHash,
+    costReference: config.passwordHashCostReference,
     ...(tracer === undefined ? {} : { tracer }),
   });
   const factorKeys = factorKeysOf(config, database, logger);

@@ -63,6 +63,7 @@ async function run(argv: string[]): Promise<CommandResult> {
       maxWaiting: config.hashQueue,
       costlyConcurrency: config.hashCostlyConcurrency,
       params: config.passwordHash,
+      costReference: config.passwordHashCostReference,
     });
     return await runCommand(
       argv,

@@ -121,6 +121,11 @@ describe('main', () => {
     [{ DATABASE_URL: 'mysql://x' }, /DATABASE_URL must be a postgres/],
     [{ API_TOKENS: 'short' }, /API_TOKENS entry 1 must be/],
     [{ AUTH_FAILURE_LIMIT: 'lots' }, /AUTH_FAILURE_LIMIT must look like 100\/10s/],
+    // The test suites' cheap hashes are never a production server's.
+    [
+      { PASSWORD_HASH_PROFILE: 'test', DEPLOYMENT: 'production', DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
+      /PASSWORD_HASH_PROFILE is test, which DEPLOYMENT=production refuses/,
+    ],
   ])('refuses to start with %o, naming the variable', async (env, message) => {
     const server = run({ DATA_DIR: dataDir(), ...env });
     expect(await server.exited).toBe(1);

@@ -3,10 +3,11 @@
 // is told through beforeHash, only once a hash is certain.
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { createPasswordHasher, type PasswordHasher } from '../passwords/hasher.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { createAccount } from './create.ts';
 import type { WriteScope } from './unit-of-work.ts';
 import { updateAccount } from './update.ts';
@@ -17,8 +18,7 @@ const scope = (requestId: string): WriteScope => ({ site: 'default', actor: 'job
 const PASSWORD = 'Create-unit-password-34';
 
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
   hasher = createPasswordHasher({ concurrency: 1 });
 }, 60_000);
 afterAll(() => database?.close());

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { cursorScope, cursorsOf, LONG_WALK, secondWalk, WALK_BUDGET } from './listing.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(async () => {
   vi.useRealTimers();

@@ -3,8 +3,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { endTicketsOfUpdate, findTicket, issueTicket, useTicket } from './tickets.ts';
 
 describe('tickets', () => {
@@ -22,8 +23,7 @@ describe('tickets', () => {
     );
 
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
     const rows = (await database.db.execute(
       sql`insert into users (site, email, name, phone, origin) values ('shop', 'a@example.com', 'A', '555-0100', 'api') returning id`,
     )) as unknown as { id: string }[];

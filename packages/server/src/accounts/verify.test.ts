@@ -5,11 +5,12 @@ import { hash as bcryptHash } from '@node-rs/bcrypt';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { addressKey } from '../auth/failed-authentications.ts';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { databaseLockout, lockoutKey } from '../limits/lockout.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { uuidv7 } from './ids.ts';
 import type { WriteScope } from './unit-of-work.ts';
 import { type VerifyDeps, verifyPassword } from './verify.ts';
@@ -21,8 +22,7 @@ const PASSWORD = 'Verify-unit-password-34';
 const lock = { limit: 2, windowSeconds: 60, lockSeconds: 60, maxLockSeconds: 60 };
 
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
   deps = {
     db: database.db,
     hasher: createPasswordHasher({ concurrency: 1 }),

@@ -1,13 +1,13 @@
 // The token cache: what it keeps, and every way it lets go (a change heard, the listener lost, a
 // lookup overtaken by a change, expiry), over the embedded database with its trigger.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { createToken, createTokenVerifier, revokeToken, TOKENS_CHANNEL } from './tokens.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database?.close());
 

@@ -103,6 +103,18 @@ describe('DEPLOYMENT', () => {
     expect(loadConfig({ DEPLOYMENT: 'production', DATABASE_URL: 'postgres://a@db/x' }).deployment).toBe('production');
   });
 
+  it('production refuses the test profile of password hashes, saying why and what to do', () => {
+    const production = { DEPLOYMENT: 'production', DATABASE_URL: 'postgres://a@db/x' };
+    expect(() => loadConfig({ ...production, PASSWORD_HASH_PROFILE: 'test' })).toThrow(
+      /PASSWORD_HASH_PROFILE is test, which DEPLOYMENT=production refuses: its hashes \(argon2id:m=1024,t=1,p=1\) are far below OWASP's minimum; unset it/,
+    );
+    expect(loadConfig({ ...production, PASSWORD_HASH_PROFILE: 'owasp' }).passwordHash).toEqual({
+      memoryCost: 19456,
+      timeCost: 2,
+      parallelism: 1,
+    });
+  });
+
   it('is development unless told, where the embedded database is fine', () => {
     expect(loadConfig({}).deployment).toBe('development');
     expect(loadConfig({}).databaseUrl).toBeUndefined();
@@ -129,5 +141,34 @@ describe('WEBHOOK_ENDPOINT_CONCURRENCY and AUDIT_RETENTION', () => {
     for (const bad of ['23h', '0d', '36501d', 'year', '365']) {
       expect(() => loadConfig({ AUDIT_RETENTION: bad })).toThrow(/AUDIT_RETENTION must be/);
     }
+  });
+});
+
+describe('PASSWORD_HASH_PROFILE', () => {
+  it("is OWASP's baseline unless told; PASSWORD_HASH below OWASP's minimum is still refused", () => {
+    expect(loadConfig({}).passwordHash).toEqual({ memoryCost: 19456, timeCost: 2, parallelism: 1 });
+    expect(loadConfig({ PASSWORD_HASH: 'argon2id:m=65536,t=3,p=1' }).passwordHash).toEqual({
+      memoryCost: 65536,
+      timeCost: 3,
+      parallelism: 1,
+    });
+    expect(() => loadConfig({ PASSWORD_HASH: 'argon2id:m=1024,t=1,p=1' })).toThrow(
+      /PASSWORD_HASH is below OWASP's minimum/,
+    );
+    expect(() => loadConfig({ PASSWORD_HASH_PROFILE: 'cheap' })).toThrow(/PASSWORD_HASH_PROFILE must be owasp or test/);
+  });
+
+  it("test: new hashes at m=1024,t=1, imported hashes' lanes as in production, and a warning at start", () => {
+    const config = loadConfig({ PASSWORD_HASH_PROFILE: 'test' });
+    expect(config.passwordHash).toEqual({ memoryCost: 1024, timeCost: 1, parallelism: 1 });
+    expect(config.passwordHashCostReference).toEqual({ memoryCost: 19456, timeCost: 2, parallelism: 1 });
+    expect(config.warnings).toEqual([expect.stringMatching(/PASSWORD_HASH_PROFILE is test: .* for test suites only/)]);
+    expect(loadConfig({}).warnings).toEqual([]);
+  });
+
+  it('test: refused together with PASSWORD_HASH, which it replaces', () => {
+    expect(() => loadConfig({ PASSWORD_HASH_PROFILE: 'test', PASSWORD_HASH: 'argon2id:m=19456,t=2,p=1' })).toThrow(
+      /PASSWORD_HASH_PROFILE is test, which sets the cost of new hashes itself/,
+    );
   });
 });

@@ -8,7 +8,12 @@ import { parseTrustedProxies, TRUST_NOBODY } from '../auth/client-address.ts';
 import { parseKeyRing } from '../factors/secret-box.ts';
 import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy } from '../limits/lockout.ts';
 import { type Policy, parseRateLimit, type RateLimitConfig } from '../limits/rate-limit.ts';
-import { DEFAULT_PASSWORD_HASH, parsePasswordHash } from '../passwords/hasher.ts';
+import {
+  type Argon2Params,
+  DEFAULT_PASSWORD_HASH,
+  parsePasswordHash,
+  TEST_PASSWORD_HASH,
+} from '../passwords/hasher.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -247,9 +252,13 @@ const VARIABLES = {
   }),
   OTEL_SERVICE_NAME: text({ default: 'user-accounts', meaning: "the traces' `service.name`" }),
   PASSWORD_HASH: variable(parsePasswordHash, {
-    default: DEFAULT_PASSWORD_HASH,
+    shown: `\`${DEFAULT_PASSWORD_HASH}\``,
     meaning:
       "argon2id cost of new hashes (memory KiB, passes, lanes); below OWASP's minimum it refuses to start; older hashes are replaced at their next verify",
+  }),
+  PASSWORD_HASH_PROFILE: oneOf(['owasp', 'test'], {
+    default: 'owasp',
+    meaning: `\`test\` is for test suites only: new hashes cost \`${TEST_PASSWORD_HASH}\` (still argon2id, far below OWASP's minimum, about 0.5 ms each); refused with \`DEPLOYMENT=production\` and with \`PASSWORD_HASH\`, and logged as a warning at start`,
   }),
   VERIFY_LIMIT: failureWindow('10/15m', false, {
     shown: '`10/15m`',
@@ -320,6 +329,9 @@ const VARIABLES = {
 /** Names the docs leave out: RATE_LIMIT_CREATE is a deprecated alias, said under RATE_LIMIT_HASH. */
 export const UNDOCUMENTED = new Set(['RATE_LIMIT_CREATE']);
 
+const OWASP_BASELINE = parsePasswordHash(DEFAULT_PASSWORD_HASH) as Argon2Params;
+const TEST_HASH = parsePasswordHash(TEST_PASSWORD_HASH, { floor: false }) as Argon2Params;
+
 const schema = z.object(VARIABLES).transform((v, ctx) => {
   // Checked once every variable is valid on its own.
   const refuse = (name: keyof typeof VARIABLES, message: string) =>
@@ -331,8 +343,23 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
       'DEPLOYMENT',
       'is production, which needs DATABASE_URL (postgres://…): the embedded database in DATA_DIR is for development, one process on one machine',
     );
+  // The test profile's cheap hashes would let anyone who reads the database try passwords fast.
+  if (v.PASSWORD_HASH_PROFILE === 'test' && v.DEPLOYMENT === 'production')
+    refuse(
+      'PASSWORD_HASH_PROFILE',
+      `is test, which DEPLOYMENT=production refuses: its hashes (${TEST_PASSWORD_HASH}) are far below OWASP's minimum; unset it (new hashes then use PASSWORD_HASH, default ${DEFAULT_PASSWORD_HASH})`,
+    );
+  if (v.PASSWORD_HASH_PROFILE === 'test' && v.PASSWORD_HASH !== undefined)
+    refuse(
+      'PASSWORD_HASH_PROFILE',
+      'is test, which sets the cost of new hashes itself; unset PASSWORD_HASH or the profile',
+    );
   // RATE_LIMIT_CREATE was the budget of creates; it now bounds every hash, under a name that says so.
   const warnings: string[] = [];
+  if (v.PASSWORD_HASH_PROFILE === 'test')
+    warnings.push(
+      `PASSWORD_HASH_PROFILE is test: new password hashes are ${TEST_PASSWORD_HASH}, far below OWASP's minimum; for test suites only`,
+    );
   if (v.RATE_LIMIT_CREATE !== undefined && v.RATE_LIMIT_HASH !== undefined)
     refuse('RATE_LIMIT_CREATE', 'is the old name of RATE_LIMIT_HASH; set only RATE_LIMIT_HASH');
   else if (v.RATE_LIMIT_CREATE !== undefined)
@@ -397,7 +424,13 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     shutdownDrainMs: v.SHUTDOWN_DRAIN_MS,
     authFailureLimit: v.AUTH_FAILURE_LIMIT,
     trustedProxies: v.TRUSTED_PROXIES ?? TRUST_NOBODY,
-    passwordHash: v.PASSWORD_HASH,
+    /** The cost of new hashes: PASSWORD_HASH, or the test profile's. */
+    passwordHash: (v.PASSWORD_HASH_PROFILE === 'test' ? TEST_HASH : v.PASSWORD_HASH) ?? OWASP_BASELINE,
+    /**
+     * What an imported hash's cost is compared with to choose its lane: the cost of new hashes,
+     * except under the test profile, which keeps production's lanes (OWASP's baseline).
+     */
+    passwordHashCostReference: (v.PASSWORD_HASH ?? OWASP_BASELINE) as Argon2Params,
     verifyLimits: {
       identifier: verifyLimit(DEFAULT_VERIFY_LIMITS.identifier, v.VERIFY_LIMIT),
       address: { ...address, lockSeconds: address.windowSeconds, maxLockSeconds: address.windowSeconds },

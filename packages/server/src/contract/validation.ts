@@ -83,7 +83,20 @@ export interface Validators {
 
 type SpecParameter = { name: string; in: string; required?: boolean; schema: unknown };
 
+let compiled: Validators | undefined;
+
+/**
+ * The spec's validators, compiled at the first call and shared by every later one in the process
+ * (the spec is read once too, see loadSpec): compiling them took 100–800 ms of a server's start,
+ * paid again by each of a test run's many servers. Validators keep nothing between calls but
+ * their `errors` of the last one, read at once.
+ */
 export function compileValidators(): Validators {
+  compiled ??= compile();
+  return compiled;
+}
+
+function compile(): Validators {
   const ajv = createSpecAjv();
   const spec = loadSpec();
   const parameter = (p: unknown) =>

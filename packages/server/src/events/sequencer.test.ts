@@ -2,13 +2,13 @@
 // after many events went through it.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite, rows } from '../db/client.ts';
+import { type Database, rows } from '../db/client.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { startSequencer, VACUUM_EVERY } from './sequencer.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 }, 60_000);
 afterAll(() => database.close());
 

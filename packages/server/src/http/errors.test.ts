@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, describeError, isDatabaseUnavailable, sqlState } from '../errors.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { clip, problemBody } from './errors.ts';
 
 const EMAIL = 'leaky.person@example.com';
@@ -14,8 +15,7 @@ describe('describeError, on a real query error', () => {
   // The real thing, not a hand-made imitation: drizzle's wrapper around the driver's error, with
   // the query's parameters in its message, is what must not reach a log.
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
     const row = { email: EMAIL, name: 'Leaky', passwordHash: HASH, origin: 'api' };
     await database.db.insert(users).values(row);
     try {

@@ -6,9 +6,10 @@ import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidv7 } from '../accounts/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import type { AppEnv } from './context.ts';
 import { auditWrites } from './middleware/audit.ts';
 import { deadline } from './middleware/deadline.ts';
@@ -19,8 +20,7 @@ let database: Database;
 const token: TokenInfo = { id: 'env:writes-test', site: 'default', scopes: ['read', 'write'] };
 
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database?.close());
 

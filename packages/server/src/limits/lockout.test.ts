@@ -6,15 +6,15 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { connectRedis } from '../db/redis.ts';
 import { arrayLogger, silentLogger } from '../testing/loggers.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { databaseLockout, type LockoutPolicy, type LockoutStore, lockoutKey, redisLockout } from './lockout.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database?.close());
 

@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { rateLimits } from '../db/schema.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import {
   type Count,
   type CounterStore,
@@ -87,8 +88,7 @@ describe('sliceSize', () => {
 describe('leased counters over the database', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   });
   afterAll(() => database?.close());
 

@@ -5,6 +5,7 @@ import { createToken, createTokenVerifier, hashToken, listTokens, mintToken } fr
 import { type Database, openPglite } from '../db/client.ts';
 import { apiTokens, webhookEndpoints } from '../db/schema.ts';
 import { MIGRATIONS_DIR } from '../resources.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { parseExpiry, planCommand, runCommand } from './commands.ts';
 
 /** The committed migrations, as drizzle-kit's journal lists them. */
@@ -107,8 +108,7 @@ describe('migrate', () => {
 describe('token revoke', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   });
   afterAll(() => database?.close());
 
@@ -193,8 +193,7 @@ describe('token revoke', () => {
 describe('what the database holds, printed', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   });
   afterAll(() => database?.close());
 
@@ -259,8 +258,7 @@ describe('usage errors', () => {
 describe('console', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   }, 60_000);
   afterAll(() => database?.close());
 
@@ -305,8 +303,7 @@ describe('console', () => {
 describe('webhook commands, by the id or its first characters (as the README and webhook list show them)', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   });
   afterAll(() => database?.close());
 

@@ -9,19 +9,19 @@ import { setDisabled } from '../accounts/disable.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
 import { issueTicket } from '../accounts/tickets.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
-import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
+import { type Database, type Db, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
 import { addEndpoint } from '../events/webhooks/endpoints.ts';
 import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { runCommand } from './commands.ts';
 import { purgeAudit, purgeEvents, purgeExpired, startHousekeeping } from './housekeeping.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database.close());
 

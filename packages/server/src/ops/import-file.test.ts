@@ -4,17 +4,17 @@ import { join } from 'node:path';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileValidators } from '../contract/validation.ts';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { auditLog, userFactors, users } from '../db/schema.ts';
 import { type KeyRing, mintKeyRingText, open, parseKeyRing } from '../factors/secret-box.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { importFile } from './import-file.ts';
 
 let database: Database;
 let dir: string;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
   dir = mkdtempSync(join(tmpdir(), 'ua-import-file-'));
 });
 afterAll(async () => {

@@ -4,7 +4,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { inlineSchemaFile, runCommand } from './commands.ts';
 
 describe('cli metadata-schema', () => {
@@ -22,8 +23,7 @@ describe('cli metadata-schema', () => {
   });
 
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
     await database.db.execute(
       `insert into users (site, email, name, origin, metadata) values
          ('shop', 'a@example.com', 'A', 'api', '{"plan":"pro"}'),

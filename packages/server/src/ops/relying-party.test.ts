@@ -3,15 +3,15 @@
 // (an RP id with a scheme, an origin off the RP id, http away from localhost), changing nothing.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { relyingPartyOf } from '../factors/passkeys.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { runCommand } from './commands.ts';
 
 describe('cli site set --rp-id --origins', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   }, 60_000);
   afterAll(() => database?.close());
 

@@ -103,4 +103,22 @@ describe('createPasswordHasher', () => {
     expect(slowerMs).toBeGreaterThan(1.25 * slowMs);
     expect(hasher.load).toEqual({ running: 0, waiting: 0 });
   }, 30_000);
+
+  it("chooses an imported hash's lane by costReference, not by the cost of new hashes (the test profile)", async () => {
+    const b64 = (n: number) => randomBytes(n).toString('base64').replaceAll('=', '').replaceAll('+', '.');
+    // About 29 ms: over 8x the test profile's hash, under 8x OWASP's baseline.
+    const imported = `$pbkdf2-sha512$100000$${b64(16)}$${b64(64)}`;
+    const cheap = { memoryCost: 1024, timeCost: 1, parallelism: 1 };
+    const production = { memoryCost: 19456, timeCost: 2, parallelism: 1 };
+    // Two shared slots; the costly lane has one and no waiting room: a second costly check is refused.
+    const lanes = { concurrency: 2, costlyConcurrency: 1, costlyMaxWaiting: 0 };
+    const twoAtOnce = async (hasher: PasswordHasher) =>
+      (
+        await Promise.allSettled([hasher.verify(imported, 'one guess', 'x'), hasher.verify(imported, 'another', 'x')])
+      ).map((r) => r.status);
+    expect(await twoAtOnce(createPasswordHasher({ ...lanes, params: cheap }))).toEqual(['fulfilled', 'rejected']);
+    const testProfile = createPasswordHasher({ ...lanes, params: cheap, costReference: production });
+    expect(await twoAtOnce(testProfile)).toEqual(['fulfilled', 'fulfilled']);
+    expect(await testProfile.hash('a passphrase', 'x')).toMatch(/^\$argon2id\$v=19\$m=1024,t=1,p=1\$/);
+  });
 });

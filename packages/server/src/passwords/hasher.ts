@@ -7,7 +7,7 @@ import { serviceUnavailable } from '../errors.ts';
 import { createFairLane, type FairLane } from '../limits/fair-lane.ts';
 import { inSpan } from '../tracing.ts';
 import { createCostlyChecker } from './costly-check.ts';
-import { argon2Cost, checkPassword, type HashCost, hashCost } from './foreign.ts';
+import { argon2Cost, checkPassword, type HashCost, hashCost, readHash } from './foreign.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {
@@ -18,15 +18,25 @@ export interface Argon2Params {
 
 // OWASP's argon2id baseline: m=19 MiB, t=2, p=1.
 export const DEFAULT_PASSWORD_HASH = 'argon2id:m=19456,t=2,p=1';
+/**
+ * The cost of new hashes under PASSWORD_HASH_PROFILE=test (test suites only; a production start
+ * refuses it): still argon2id in the same PHC format, at about 0.5 ms rather than 25–80 ms.
+ */
+export const TEST_PASSWORD_HASH = 'argon2id:m=1024,t=1,p=1';
 
 /**
  * PASSWORD_HASH, `argon2id:m=KiB,t=passes,p=lanes`. Below OWASP's minimum (its equivalent
  * configurations run from m=47104,t=1 to m=7168,t=5: at least 7 MiB and m·t ≥ 35,840) is refused.
  */
-export function parsePasswordHash(raw: string): Argon2Params | Error {
+export function parsePasswordHash(raw: string, { floor = true } = {}): Argon2Params | Error {
   const match = /^argon2id:m=(\d{1,8}),t=(\d{1,3}),p=(\d{1,3})$/.exec(raw);
   if (match === null) return new Error(`must look like ${DEFAULT_PASSWORD_HASH} (got "${raw}")`);
   const [memoryCost, timeCost, parallelism] = match.slice(1).map(Number) as [number, number, number];
+  // Without the floor (the test profile's own cost): argon2's own minimum, 8 KiB per lane.
+  if (!floor) {
+    const fine = timeCost >= 1 && parallelism >= 1 && memoryCost >= 8 * parallelism && memoryCost <= 4_194_304;
+    return fine ? { memoryCost, timeCost, parallelism } : new Error(`is not a valid argon2id cost (got "${raw}")`);
+  }
   if (
     memoryCost < 7168 ||
     memoryCost * timeCost < 35_840 ||
@@ -93,6 +103,12 @@ export interface HasherOptions {
   onHashed?: (seconds: number) => void;
   /** The cost of new hashes (PASSWORD_HASH); default OWASP's baseline. */
   params?: Argon2Params;
+  /**
+   * The cost an imported hash is compared with to choose its lane (COSTLY_FACTOR); default
+   * `params`. The test profile hashes far more cheaply than production but keeps OWASP's baseline
+   * here, so that every imported hash takes the lane it takes in production.
+   */
+  costReference?: Argon2Params;
   /** When tracing is on: a span per hash or check in a traced request, its run a child span. */
   tracer?: Tracer;
 }
@@ -120,7 +136,12 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
   } as const;
   const prefix = phcPrefix(argon2id);
   const own = argon2Cost(argon2id.memoryCost, argon2id.timeCost);
-  const costly = (cost: HashCost) => cost.cpuMs > COSTLY_FACTOR * own.cpuMs || cost.memoryBytes > 2 * own.memoryBytes;
+  const reference =
+    options.costReference === undefined
+      ? own
+      : argon2Cost(options.costReference.memoryCost, options.costReference.timeCost);
+  const costly = (cost: HashCost) =>
+    cost.cpuMs > COSTLY_FACTOR * reference.cpuMs || cost.memoryBytes > 2 * reference.memoryBytes;
   // The hash an unknown account is checked against, made with the current parameters.
   let standIn: Promise<string> | undefined;
   const saturated = () => serviceUnavailable('Too many password hashes in progress; try again shortly.');

@@ -6,8 +6,9 @@ import type { AddressInfo } from 'node:net';
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, type Db, openPglite, rows } from '../../db/client.ts';
+import { type Database, type Db, rows } from '../../db/client.ts';
 import { silentLogger } from '../../testing/loggers.ts';
+import { openMigratedPglite } from '../../testing/templates.ts';
 import { type EventType, enqueueEvents, pruneEvents, formatSequence as seq } from '../queue.ts';
 import { sequenceEvents } from '../sequencer.ts';
 import { createWake } from '../wake.ts';
@@ -23,8 +24,7 @@ const workers: WebhookWorker[] = [];
 let sites = 0;
 
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
   receiver = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => {

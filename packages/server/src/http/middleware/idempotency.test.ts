@@ -4,10 +4,11 @@ import type { MiddlewareHandler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, type TokenInfo } from '../../auth/tokens.ts';
 import { invalidRequest } from '../../contract/validation.ts';
-import { type Database, openPglite } from '../../db/client.ts';
+import type { Database } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, serviceUnavailable, writeConflict } from '../../errors.ts';
 import { type KeyRing, parseKeyRing } from '../../factors/secret-box.ts';
+import { openMigratedPglite } from '../../testing/templates.ts';
 import type { AppEnv } from '../context.ts';
 import { problemOf, testApp } from '../testing.ts';
 import { canonicalJson, idempotencyKey, idempotent, MAX_STORED_BODY, parseIdempotencyKey } from './idempotency.ts';
@@ -19,8 +20,7 @@ let database: Database;
 let token: TokenInfo;
 
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
   const created = await createToken(database.db, { site: 'default', scopes: ['read', 'write'], label: 'idempotency' });
   token = { id: created.id, site: 'default', scopes: ['read', 'write'] };
 });

@@ -24,13 +24,13 @@ import {
 import { numberSite, SEQUENCE_BATCH, sequenceEvents, startSequencer } from '../../events/sequencer.ts';
 import { createWake, type Wake } from '../../events/wake.ts';
 import { MIGRATIONS_DIR } from '../../resources.ts';
+import { openMigratedPglite } from '../../testing/templates.ts';
 import { problemOf, testApp } from '../testing.ts';
 import { listEvents } from './list-events.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database.close());
 

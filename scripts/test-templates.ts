@@ -1,0 +1,21 @@
+// vitest's global setup (vitest.config.ts): a folder for this run's migrated templates, which the
+// first test that needs a database makes (packages/server/src/testing/templates.ts); removed,
+// with the PostgreSQL template, when the run ends. Every project inherits it: the first to start
+// makes the folder, and only that one removes it.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { dropPostgresTemplate } from '../packages/server/src/testing/templates.ts';
+
+export default function setup() {
+  if (process.env.TEST_TEMPLATES_DIR) return;
+  const dir = mkdtempSync(join(tmpdir(), 'ua-templates-'));
+  // Workers are started after the global setup: they inherit it.
+  process.env.TEST_TEMPLATES_DIR = dir;
+  return async () => {
+    const url = process.env.TEST_DATABASE_URL;
+    if (url) await dropPostgresTemplate(url, dir).catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+    delete process.env.TEST_TEMPLATES_DIR;
+  };
+}
