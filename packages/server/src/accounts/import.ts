@@ -1,6 +1,8 @@
 // Bringing accounts over from another system: the checks and writes shared by `POST import` and
 // `cli import`. Each row is checked on its own and answered at its index; only the rows that
 // pass every check are written, in one transaction per call (or CLI batch).
+
+import { setImmediate } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
 import { and, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
@@ -323,6 +325,9 @@ function factorsOf(rows: Accepted[], created: Map<number, string>): ImportedFact
   });
 }
 
+/** How long the rows' schema checks hold the event loop before they let other work run. */
+const CHECK_TURN_MS = 5;
+
 /**
  * Checks and imports one batch. `write` runs the insert in the caller's transaction (the
  * request's runWrite, or the CLI's) and returns the created ids by row index. A dry run checks
@@ -359,7 +364,18 @@ export async function importRows(
     : undefined;
   // The site's metadata schema, if it has one: a row without metadata is held to it as {}.
   const validate = await siteMetadataValidator(target.db, target.site);
-  const accepted = wellFormed.filter(({ index, row }) => {
+  const accepted: typeof wellFormed = [];
+  // Each row is checked in its turn, and the event loop every site shares is let go between
+  // turns (issue 41, F1): other requests are served while a large import is checked, and the
+  // checks stop once the request's deadline has passed or its caller went away.
+  let turn = performance.now();
+  for (const checked of wellFormed) {
+    const { index, row } = checked;
+    if (performance.now() - turn > CHECK_TURN_MS) {
+      await setImmediate();
+      target.signal?.throwIfAborted();
+      turn = performance.now();
+    }
     const faults = validate === undefined ? [] : siteSchemaFaults(validate, row.metadata ?? {}, '/metadata');
     if (faults.length > 0) {
       items[index] = rowError(
@@ -368,9 +384,8 @@ export async function importRows(
         "The account's metadata does not match the site's metadata schema.",
         at(index, faults),
       );
-    }
-    return faults.length === 0;
-  });
+    } else accepted.push(checked);
+  }
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
   // Plain passwords the breach corpus knows (BREACHED_PASSWORDS_URL) fail their row, as a weak one does.
