@@ -215,3 +215,124 @@ describe('imports', () => {
     expect((await create(shop, 0)).response.status).toBe(201);
   }, 30_000);
 });
+
+describe("a site's own metadata schema", () => {
+  // Issue 41, F1: a site's schema is checked on the event loop every site shares. Found by
+  // attack: a pattern of `^(a+)+$` over 31 characters stalled the server 27 s (/healthz too);
+  // `uniqueItems` over a 64 KiB array of small objects cost 0.9–1.5 s a check; a dry-run import
+  // of 30 such rows held every site for 40 s. Production hash parameters throughout (shop's
+  // logins run argon2id as deployed).
+  it("keep shop's logins within 3× their quiet p50 (+20 ms) and /healthz under 100 ms while evil's writes and dry-run imports check costly metadata", async () => {
+    const target = await embedded({ env: {} });
+    const token = async (site: string, scopes: ('read' | 'write' | 'verify')[]) =>
+      checkedClient(target.baseUrl, (await target.createToken({ site, scopes, label: site })).token);
+    const evil = await token('evil', ['read', 'write']);
+    const hoarder = await token('hoarder', ['read', 'write']);
+    const shop = await token('shop', ['write', 'verify']);
+    // evil's schema passes `metadata-schema set` (RE2 runs the pattern in linear time); hoarder's
+    // was stored before set refused it (uniqueItems over untyped items), as an older server let it.
+    const schemas: Record<string, unknown> = {
+      evil: { properties: { code: { type: 'string', pattern: '^(a+)+$' } } },
+      hoarder: { properties: { tags: { type: 'array', uniqueItems: true } } },
+    };
+    for (const [site, schema] of Object.entries(schemas)) {
+      await target.sql('insert into metadata_schemas (site, schema) values ($1, $2::jsonb)', [
+        site,
+        JSON.stringify(schema),
+      ]);
+    }
+    const costlyCode = { code: `${'a'.repeat(27)}!` }; // about 2 s a check under backtracking
+    const costlyTags = { tags: Array.from({ length: 7000 }, () => ({ a: 1 })) }; // 56 KB of equal objects
+    const email = 'shopper@example.com';
+    const password = 'the shop customer passphrase';
+    expect(
+      (await shop.POST('/api/1/user/create', { body: { email, password, name: 'Shopper' } })).response.status,
+    ).toBe(201);
+    const login = async () => {
+      const started = performance.now();
+      const { response } = await shop.POST('/api/1/user/verify', { body: { email, password } });
+      return { status: response.status, ms: performance.now() - started };
+    };
+    const n = () => Math.random().toString(36).slice(2);
+    const costly = [
+      // A write whose metadata the pattern checks, and a dry-run import of 30 such rows.
+      (signal?: AbortSignal) =>
+        evil.POST('/api/1/user/create', {
+          body: { email: `c.${n()}@example.com`, password: 'an evil passphrase', name: 'Evil', metadata: costlyCode },
+          signal,
+        }),
+      (signal?: AbortSignal) =>
+        evil.POST('/api/1/user/import', {
+          body: {
+            dryRun: true,
+            users: Array.from({ length: 30 }, () => ({
+              email: `i.${n()}@example.com`,
+              name: 'Evil',
+              password: 'an evil passphrase',
+              metadata: costlyCode,
+            })),
+          },
+          signal,
+        }),
+      (signal?: AbortSignal) =>
+        hoarder.POST('/api/1/user/create', {
+          body: { email: `h.${n()}@example.com`, password: 'an evil passphrase', name: 'Evil', metadata: costlyTags },
+          signal,
+        }),
+    ];
+    // A server that has served each request once (its code compiled and warm), as in production:
+    // a first request's one-off costs are not what is measured.
+    await Promise.all(costly.map((attack) => attack()));
+    const quiet: number[] = [];
+    for (let i = 0; i < 9; i++) quiet.push((await login()).ms);
+
+    const stop = new AbortController();
+    const answers: number[] = [];
+    const attacks = costly.map(async (attack) => {
+      while (!stop.signal.aborted) {
+        await attack(stop.signal)
+          .then((r) => answers.push(r.response.status))
+          .catch(() => {});
+      }
+    });
+    // /healthz, asked every 20 ms throughout: how long each waited.
+    const health: number[] = [];
+    const probe = (async () => {
+      while (!stop.signal.aborted) {
+        const started = performance.now();
+        const answer = await fetch(`${target.baseUrl}/healthz`, { signal: stop.signal }).catch(() => undefined);
+        if (answer !== undefined) {
+          await answer.arrayBuffer();
+          health.push(performance.now() - started);
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      const attacked = [];
+      for (let i = 0; i < 9; i++) attacked.push(await login());
+      expect(attacked.map((a) => a.status)).toEqual(Array(9).fill(200));
+      expect(answers.length).toBeGreaterThan(3); // the attacks did run, and were answered
+      // Before the fix each check of evil's held the event loop for seconds: logins and /healthz waited behind it.
+      expect(median(attacked.map((a) => a.ms))).toBeLessThanOrEqual(3 * median(quiet) + 20);
+      expect(Math.max(...health)).toBeLessThan(100);
+    } finally {
+      stop.abort();
+      await Promise.all([...attacks, probe]);
+    }
+    // What evil's checks answered: its pattern is refused as a mismatch (RE2's answer, in linear
+    // time), hoarder's stored schema refuses all metadata until its operator sets it again.
+    expect(new Set(answers)).toEqual(new Set([200, 400]));
+    const refused = await hoarder.POST('/api/1/user/create', {
+      body: { email: 'h@example.com', password: 'an evil passphrase', name: 'Evil', metadata: { tags: [] } },
+    });
+    expect(refused.response.status).toBe(400);
+    expect(refused.error).toMatchObject({
+      code: 'invalid_metadata',
+      errors: [
+        { pointer: '/metadata', message: expect.stringMatching(/must be set again by its operator.*uniqueItems/) },
+      ],
+    });
+  }, 90_000);
+});
