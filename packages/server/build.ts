@@ -19,7 +19,12 @@ export async function buildServer(out: string): Promise<string[]> {
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const { metafile } = await build({
-    entryPoints: { main: `${root}src/main.ts`, cli: `${root}src/cli.ts` },
+    // The schema worker (accounts/schema-checks.ts) is started from its own file beside main.js.
+    entryPoints: {
+      main: `${root}src/main.ts`,
+      cli: `${root}src/cli.ts`,
+      'site-schema-worker': `${root}src/accounts/site-schema-worker.ts`,
+    },
     outdir: out,
     bundle: true,
     splitting: true,

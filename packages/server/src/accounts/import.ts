@@ -2,7 +2,6 @@
 // `cli import`. Each row is checked on its own and answered at its index; only the rows that
 // pass every check are written, in one transaction per call (or CLI batch).
 
-import { setImmediate } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
 import { and, inArray, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
@@ -23,7 +22,8 @@ import {
 import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';
 import { holdsEmailOf } from './in-reach.ts';
-import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
+import { metadataFault, siteSchemaOf } from './metadata.ts';
+import { checkSiteSchema } from './schema-checks.ts';
 
 type Schemas = components['schemas'];
 export type ImportItem = Schemas['ImportItem'];
@@ -325,9 +325,6 @@ function factorsOf(rows: Accepted[], created: Map<number, string>): ImportedFact
   });
 }
 
-/** How long the rows' schema checks hold the event loop before they let other work run. */
-const CHECK_TURN_MS = 5;
-
 /**
  * Checks and imports one batch. `write` runs the insert in the caller's transaction (the
  * request's runWrite, or the CLI's) and returns the created ids by row index. A dry run checks
@@ -363,20 +360,15 @@ export async function importRows(
     ? keysOf({ db: target.db, factorKeys: target.factorKeys })
     : undefined;
   // The site's metadata schema, if it has one: a row without metadata is held to it as {}.
-  const validate = await siteMetadataValidator(target.db, target.site);
+  const schema = await siteSchemaOf(target.db, target.site);
   const accepted: typeof wellFormed = [];
-  // Each row is checked in its turn, and the event loop every site shares is let go between
-  // turns (issue 41, F1): other requests are served while a large import is checked, and the
-  // checks stop once the request's deadline has passed or its caller went away.
-  let turn = performance.now();
+  // Each row is checked in the schema worker, in turn with other sites' checks (schema-checks.ts,
+  // issue 41), and the checks stop once the request's deadline has passed or its caller went away.
   for (const checked of wellFormed) {
     const { index, row } = checked;
-    if (performance.now() - turn > CHECK_TURN_MS) {
-      await setImmediate();
-      target.signal?.throwIfAborted();
-      turn = performance.now();
-    }
-    const faults = validate === undefined ? [] : siteSchemaFaults(validate, row.metadata ?? {}, '/metadata');
+    target.signal?.throwIfAborted();
+    const faults =
+      schema === undefined ? [] : await checkSiteSchema(target.site, schema, row.metadata ?? {}, '/metadata');
     if (faults.length > 0) {
       items[index] = rowError(
         index,

@@ -1,0 +1,112 @@
+// Checks of metadata against a site's schema, off the event loop every site shares (issue 41,
+// F1). The schema rules (site-schema.ts) bound what a schema may ask, but RE2's linear time has a
+// constant that depends on the pattern: twenty patterns that defeat its DFA (`[ab]*a[ab]{20}$`,
+// …) took 10.5 s over 60 KB. So each check runs in one worker thread, under a deadline: past
+// SCHEMA_CHECK_MS the worker is terminated (the only way to stop synchronous code) and the
+// metadata refused; the next check starts a new worker. Sites take turns: each site's checks
+// wait in its own queue, and the worker takes one check from each waiting site in turn, so a
+// site that sends costly checks delays another site's by at most one check a round.
+import { Worker } from 'node:worker_threads';
+import type { SchemaFault } from './site-schema.ts';
+import type { SchemaCheckRequest } from './site-schema-worker.ts';
+
+/**
+ * The longest one check may take. A real one takes far less (a 64 KiB array of 8,000 unique
+ * strings: 5–19 ms on a loaded machine); it is generous because it counts wall time, which a
+ * busy machine stretches.
+ */
+export const SCHEMA_CHECK_MS = 250;
+
+// Beside this file in the source; beside main.js in the bundle (build.ts builds the worker too).
+const workerUrl = new URL(
+  import.meta.url.endsWith('.ts') ? './site-schema-worker.ts' : './site-schema-worker.js',
+  import.meta.url,
+);
+
+interface Check extends SchemaCheckRequest {
+  resolve(faults: SchemaFault[]): void;
+  reject(error: unknown): void;
+}
+
+/** Checks waiting, by site; a Map keeps its order, so the first key is the site whose turn it is. */
+const waiting = new Map<string, Check[]>();
+let worker: { thread: Worker; ready: boolean } | undefined;
+let running: { check: Check; timer: NodeJS.Timeout | undefined } | undefined;
+
+/** The faults of `metadata` under a site's `schema` (pointers under `pointer`); [] when it matches. */
+export function checkSiteSchema(
+  site: string,
+  schema: unknown,
+  metadata: Record<string, unknown>,
+  pointer: string,
+): Promise<SchemaFault[]> {
+  return new Promise((resolve, reject) => {
+    const queue = waiting.get(site);
+    const check = { schema, metadata, pointer, resolve, reject };
+    if (queue === undefined) waiting.set(site, [check]);
+    else queue.push(check);
+    next();
+  });
+}
+
+const late = (pointer: string): SchemaFault[] => [
+  {
+    pointer: pointer || '/',
+    code: 'not_allowed',
+    message: `could not be checked against the site's metadata schema within ${SCHEMA_CHECK_MS} ms: send less of what its patterns check`,
+  },
+];
+
+function next(): void {
+  if (running !== undefined || waiting.size === 0) return;
+  const current = worker ?? start();
+  if (!current.ready) return; // its 'ready' calls next()
+  const [site, queue] = waiting.entries().next().value!;
+  const check = queue.shift()!;
+  // The site goes to the back of the line, with what it has left.
+  waiting.delete(site);
+  if (queue.length > 0) waiting.set(site, queue);
+  const timer = setTimeout(() => {
+    running = undefined;
+    worker = undefined;
+    void current.thread.terminate();
+    check.resolve(late(check.pointer));
+    next();
+  }, SCHEMA_CHECK_MS);
+  running = { check, timer };
+  current.thread.postMessage({ schema: check.schema, metadata: check.metadata, pointer: check.pointer });
+}
+
+function start(): NonNullable<typeof worker> {
+  const thread = new Worker(workerUrl);
+  const started = { thread, ready: false };
+  worker = started;
+  // Not a reason to keep the process alive: a request waiting on a check is.
+  thread.unref();
+  thread.on('message', (message: SchemaFault[] | 'ready') => {
+    if (worker !== started) return;
+    if (message === 'ready') {
+      started.ready = true;
+    } else if (running !== undefined) {
+      clearTimeout(running.timer);
+      const { check } = running;
+      running = undefined;
+      check.resolve(message);
+    }
+    next();
+  });
+  const fail = (error: unknown) => {
+    if (worker !== started) return;
+    worker = undefined;
+    if (running !== undefined) {
+      clearTimeout(running.timer);
+      const { check } = running;
+      running = undefined;
+      check.reject(error);
+    }
+    next();
+  };
+  thread.on('error', fail);
+  thread.on('exit', (code) => fail(new Error(`the schema worker exited (${code})`)));
+  return started;
+}
