@@ -1344,7 +1344,9 @@ export interface components {
          *     checked against at most 64 subschemas (`allOf`, `anyOf`, `oneOf`, `not`,
          *     `if`/`then`/`else`, `dependentSchemas` and each `$ref` count), and a `$ref` may not come
          *     back to its own schema without going down into the metadata. The first fault found is
-         *     reported (`errors` holds one), not every one. A schema stored before these rules that
+         *     reported (`errors` holds one), not every one. A check that takes more than 250 ms is
+         *     stopped and the metadata refused: 400 `invalid_metadata` at `/metadata`, saying it could
+         *     not be checked in time. A schema stored before these rules that
          *     breaks one refuses every metadata (400 `invalid_metadata` at `/metadata`, saying its
          *     operator must set it again) rather than run without bound.
          * @example {

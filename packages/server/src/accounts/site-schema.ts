@@ -27,7 +27,8 @@ export const SCHEMA_FILE_BYTES = 32 * 1024;
 // A site's schema is the operator's; unknown keywords (`x-…`, `$comment`) are allowed, as
 // most tools' schemas carry some. Nothing is fetched: a `$ref` outside the schema fails to compile.
 //
-// It runs on the event loop every site shares (issue 41, F1), so what it can cost is bounded:
+// It is checked on what every site shares (issue 41, F1), so what it can cost is bounded (and the
+// check runs in a worker under a deadline besides: schema-checks.ts):
 // - `pattern`, `patternProperties` (and so `propertyNames`' pattern) go through RE2 (re2js, a
 //   pure-JS port: no native build, no wasm memory to free), whose time is linear in the text.
 //   ECMAScript's backtracking engine took 27 s over `^(a+)+$` and 31 characters. A pattern RE2
