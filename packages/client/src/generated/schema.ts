@@ -1344,7 +1344,7 @@ export interface components {
          *     checked against at most 64 subschemas (`allOf`, `anyOf`, `oneOf`, `not`,
          *     `if`/`then`/`else`, `dependentSchemas` and each `$ref` count), and a `$ref` may not come
          *     back to its own schema without going down into the metadata. The first fault found is
-         *     reported (`errors` holds one), not every one. A check that takes more than 250 ms is
+         *     reported (`errors` holds one), not every one. A check that takes more than 250 ms of CPU is
          *     stopped and the metadata refused: 400 `invalid_metadata` at `/metadata`, saying it could
          *     not be checked in time. A schema stored before these rules that
          *     breaks one refuses every metadata (400 `invalid_metadata` at `/metadata`, saying its
