@@ -57,7 +57,18 @@ const late = (pointer: string): SchemaFault[] => [
   },
 ];
 
+/**
+ * Starts the next check if none runs. The worker keeps the process alive only while a check runs or
+ * waits (a CLI's process that awaits one has nothing else that would), never when idle.
+ */
 function next(): void {
+  step();
+  if (worker === undefined) return;
+  if (running !== undefined || waiting.size > 0) worker.thread.ref();
+  else worker.thread.unref();
+}
+
+function step(): void {
   if (running !== undefined || waiting.size === 0) return;
   const current = worker ?? start();
   if (!current.ready) return; // its 'ready' calls next()
@@ -99,8 +110,6 @@ function start(): NonNullable<typeof worker> {
   const thread = new Worker(workerUrl);
   const started = { thread, ready: false };
   worker = started;
-  // Not a reason to keep the process alive: a request waiting on a check is.
-  thread.unref();
   thread.on('message', (message: SchemaFault[] | 'ready') => {
     if (worker !== started) return;
     if (message === 'ready') {
@@ -121,6 +130,12 @@ function start(): NonNullable<typeof worker> {
       const { check } = running;
       running = undefined;
       check.reject(error);
+    }
+    // A worker that could not even start (a missing file, a broken build) would fail again: the
+    // checks waiting fail with it (500, logged) rather than start workers without end.
+    if (!started.ready) {
+      for (const queue of waiting.values()) for (const check of queue) check.reject(error);
+      waiting.clear();
     }
     next();
   };

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openPglite } from '../db/client.ts';
+import { processes } from '../testing/processes.ts';
 import { inlineSchemaFile, runCommand } from './commands.ts';
 
 describe('cli metadata-schema', () => {
@@ -131,6 +132,31 @@ describe('cli metadata-schema', () => {
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
   });
+
+  it('counts the accounts in its own process, and exits (the schema worker does not hold it)', async () => {
+    // The CLI's process on a database folder no server runs on: the checks run in its own schema
+    // worker, which must let the process end once they are done (issue 41; it held it for ever).
+    const procs = processes();
+    const dataDir = mkdtempSync(join(tmpdir(), 'metadata-schema-cli-'));
+    try {
+      const db = await openPglite(dataDir);
+      await db.migrate();
+      await db.db.execute(
+        `insert into users (site, email, name, origin, metadata) values
+           ('shop', 'a@example.com', 'A', 'api', '{"plan":"pro"}'),
+           ('shop', 'b@example.com', 'B', 'api', '{"plan":"gold"}')` as never,
+      );
+      await db.close();
+      const result = await procs.cli(['metadata-schema', 'set', '--site', 'shop', file('cli.json', schema)], {
+        DATA_DIR: dataDir,
+      });
+      expect(result.stderr).toBe('');
+      expect(result.stdout).toMatch(/1 of its 2 accounts do not match it/);
+      expect(result.code).toBe(0);
+    } finally {
+      procs.cleanup();
+    }
+  }, 60_000);
 
   it('clears a site’s schema', async () => {
     const result = await runCommand(['metadata-schema', 'clear', '--site', 'shop'], database.db);
