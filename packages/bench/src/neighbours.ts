@@ -387,7 +387,7 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
         const status = await call(evilToken, path, body, stop.signal)
           .then(async (r) => {
             await r.arrayBuffer();
-            return `${path.slice(13)} ${r.status}`;
+            return `${path.slice('/api/1/user/'.length)} ${r.status}`;
           })
           .catch(() => (stop.signal.aborted ? 'abandoned' : 'error'));
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
