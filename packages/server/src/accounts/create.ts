@@ -49,7 +49,7 @@ export async function createAccount(
   if (before!.taken) throw emailTaken();
   // The site's metadata schema holds for every new account, one without metadata too ({}).
   const schema = typeof before!.schema === 'string' ? JSON.parse(before!.schema) : before!.schema;
-  await assertSiteSchema(site, schema, input.metadata ?? {});
+  await assertSiteSchema(site, schema, input.metadata ?? {}, scope.deadline?.signal);
 
   const passwordHash = await hashNewPassword(scope, deps, input.password);
   const id = uuidv7();

@@ -368,7 +368,9 @@ export async function importRows(
     const { index, row } = checked;
     target.signal?.throwIfAborted();
     const faults =
-      schema === undefined ? [] : await checkSiteSchema(target.site, schema, row.metadata ?? {}, '/metadata');
+      schema === undefined
+        ? []
+        : await checkSiteSchema(target.site, schema, row.metadata ?? {}, '/metadata', target.signal);
     if (faults.length > 0) {
       items[index] = rowError(
         index,

@@ -128,9 +128,14 @@ export const invalidMetadata = (errors: FieldError[]) =>
   });
 
 /** 400 invalid_metadata unless the site's schema (none: null or undefined) accepts `metadata`. */
-export async function assertSiteSchema(site: string, schema: unknown, metadata: Metadata): Promise<void> {
+export async function assertSiteSchema(
+  site: string,
+  schema: unknown,
+  metadata: Metadata,
+  signal?: AbortSignal,
+): Promise<void> {
   if (schema === null || schema === undefined) return;
-  const faults = await checkSiteSchema(site, schema, metadata, '/metadata');
+  const faults = await checkSiteSchema(site, schema, metadata, '/metadata', signal);
   if (faults.length > 0) throw invalidMetadata(faults);
 }
 

@@ -56,4 +56,14 @@ describe('site schema checks', () => {
     await Promise.all(flood);
     expect(order.indexOf('shop')).toBeLessThanOrEqual(1);
   }, 60_000);
+
+  it('drop a waiting check whose request is gone, without running it', async () => {
+    const running = checkSiteSchema('thrasher', costly, { x: text }, '/metadata');
+    const gone = new AbortController();
+    const abandoned = checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata', gone.signal);
+    gone.abort(new Error('the request is gone'));
+    await expect(abandoned).rejects.toThrow('the request is gone');
+    expect(await checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata')).toEqual([]);
+    await running;
+  }, 60_000);
 });

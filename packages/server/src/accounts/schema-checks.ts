@@ -39,12 +39,28 @@ export function checkSiteSchema(
   schema: unknown,
   metadata: Record<string, unknown>,
   pointer: string,
+  /** Aborts once the request is gone (its deadline passed, its client left): a waiting check leaves the line. */
+  signal?: AbortSignal,
 ): Promise<SchemaFault[]> {
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
     const queue = waiting.get(site);
     const check = { schema, metadata, pointer, resolve, reject };
     if (queue === undefined) waiting.set(site, [check]);
     else queue.push(check);
+    signal?.addEventListener(
+      'abort',
+      () => {
+        const line = waiting.get(site);
+        const at = line?.indexOf(check) ?? -1;
+        if (at < 0) return; // running or done: it ends as it will
+        line!.splice(at, 1);
+        if (line!.length === 0) waiting.delete(site);
+        reject(signal.reason);
+        next();
+      },
+      { once: true },
+    );
     next();
   });
 }

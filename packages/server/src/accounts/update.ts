@@ -105,7 +105,7 @@ export async function updateAccount(
       if (row !== undefined && patch !== undefined) {
         const tooLarge = sizeFault(row.metadata, '/metadata');
         if (tooLarge !== undefined) throw invalidRequest('The merged metadata would be too large.', [tooLarge]);
-        await assertSiteSchema(scope.site, await siteSchemaOf(tx, scope.site), row.metadata);
+        await assertSiteSchema(scope.site, await siteSchemaOf(tx, scope.site), row.metadata, scope.deadline?.signal);
       }
       return row;
     },
