@@ -3,7 +3,7 @@ import type { components } from '@user-accounts/client';
 import { and, sql } from 'drizzle-orm';
 import { rows } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
-import { ApiError, sqlState } from '../http/errors.ts';
+import { ApiError, sqlState } from '../errors.ts';
 import { checkAccountLimit } from '../limits/accounts.ts';
 import { verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';

@@ -4,12 +4,12 @@
 
 import type { components } from '@user-accounts/client';
 import { and, inArray, sql } from 'drizzle-orm';
+import { assertWellFormedStrings, normalizeFields, toFieldErrors, type Validators } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { userFactors, users } from '../db/schema.ts';
+import type { ApiError, FieldError } from '../errors.ts';
 import { keysOf } from '../factors/factors.ts';
 import { type KeyRing, seal } from '../factors/secret-box.ts';
-import type { ApiError, FieldError } from '../http/errors.ts';
-import { assertWellFormedStrings, normalizeFields, toFieldErrors, type Validators } from '../http/validation.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/foreign.ts';
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
 import {

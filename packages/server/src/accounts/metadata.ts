@@ -3,10 +3,10 @@
 // list's containment filter, and the site's own JSON Schema for it.
 
 import { and, eq, gt, type SQL, sql } from 'drizzle-orm';
+import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
-import { ApiError, type FieldError } from '../http/errors.ts';
-import { invalidRequest } from '../http/validation.ts';
+import { ApiError, type FieldError } from '../errors.ts';
 import { inReachOf } from './in-reach.ts';
 import { checkSiteSchema } from './schema-checks.ts';
 import { escapeKey, METADATA_MAX_DEPTH, schemaProblem } from './site-schema.ts';

@@ -1,11 +1,11 @@
 // update: an account's fields, password and metadata, as a merge: only what is given changes.
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { invalidRequest } from '../contract/validation.ts';
 import { users } from '../db/schema.ts';
-import { sqlState, userNotFound } from '../http/errors.ts';
-import type { IfMatch } from '../http/etag.ts';
-import { invalidRequest } from '../http/validation.ts';
+import { sqlState, userNotFound } from '../errors.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
+import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten, preconditionFailed } from './conditions.ts';
 import { contactChanges, phoneless } from './contacts.ts';
 import { emailTaken } from './create.ts';
