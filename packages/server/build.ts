@@ -20,10 +20,12 @@ export async function buildServer(out: string): Promise<string[]> {
   mkdirSync(out, { recursive: true });
   const { metafile } = await build({
     // costly-check: the process the costly lane's password checks run in (passwords/costly-check.ts).
+    // site-schema-worker: the schema worker (accounts/schema-checks.ts), started from its own file beside main.js.
     entryPoints: {
       main: `${root}src/main.ts`,
       cli: `${root}src/cli.ts`,
       'costly-check': `${root}src/passwords/costly-check-child.ts`,
+      'site-schema-worker': `${root}src/accounts/site-schema-worker.ts`,
     },
     outdir: out,
     bundle: true,

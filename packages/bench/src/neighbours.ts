@@ -10,11 +10,12 @@
 // bench lifts the rate limits): they are part of the walls.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createServer as createTcpServer, type Socket } from 'node:net';
-import { cpus, loadavg } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openPostgres } from '@user-accounts/server/db';
 import { createToken, type Scope } from '@user-accounts/server/tokens';
@@ -54,7 +55,7 @@ export interface NeighboursBench {
 }
 
 /** The attacks of one phase. */
-type Attack = 'costly' | 'polls' | 'webhook';
+type Attack = 'costly' | 'polls' | 'webhook' | 'schema';
 interface Phase {
   key: string;
   /** In the rows' names. */
@@ -79,6 +80,13 @@ const PHASES: Phase[] = [
     label: 'evil: 200 long-polls (wait=30) attempted, 4 tokens',
     attacks: ['polls'],
   },
+  {
+    key: 'schema',
+    short: 'costly schema checks',
+    label:
+      "evil: metadata its own schema's patterns check at length (issue 41): 2 loops of creates, 1 of dry-run imports of 30 rows",
+    attacks: ['schema'],
+  },
   { key: 'quiet2', short: 'quiet (2)', label: 'quiet (2)', attacks: [] },
   {
     key: 'webhook',
@@ -102,6 +110,24 @@ const COSTLY_LOOPS = 8;
 const POLLS = 200;
 const POLL_TOKENS = 4;
 const WEBHOOK_IMPORT = 200;
+const SCHEMA_LOOPS = 2;
+const SCHEMA_IMPORT_ROWS = 30;
+
+/**
+ * Evil's metadata schema (issue 41, F1): what `metadata-schema set` accepts, at its costliest. A
+ * backtracking `^(a+)+$` (27 s over 31 characters before RE2), and twenty patterns that defeat
+ * RE2's DFA (each some 0.3–0.6 s over 60 KB of random text, matched only at its very end).
+ */
+const EVIL_SCHEMA = {
+  properties: {
+    code: { type: 'string', pattern: '^(a+)+$' },
+    x: { type: 'string', allOf: Array.from({ length: 20 }, (_, i) => ({ pattern: `[ab]*a[ab]{${20 + i}}$` })) },
+  },
+};
+function costlyMetadata(): { code: string; x: string } {
+  const text = Array.from({ length: 60_000 }, () => (Math.random() < 0.5 ? 'a' : 'b')).join('');
+  return { code: `${'a'.repeat(27)}!`, x: `${text}${'a'.repeat(41)}` };
+}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const percentile = (xs: number[], p: number) =>
@@ -349,6 +375,42 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       };
     },
 
+    async schema() {
+      const file = join(mkdtempSync(join(tmpdir(), 'bench-schema-')), 'evil.json');
+      writeFileSync(file, JSON.stringify(EVIL_SCHEMA));
+      await runCli(['metadata-schema', 'set', '--site', 'evil', file], cliEnv);
+      const metadata = costlyMetadata();
+      const stop = new AbortController();
+      const statuses = new Map<string, number>();
+      let n = 0;
+      const send = async (path: string, body: unknown) => {
+        const status = await call(evilToken, path, body, stop.signal)
+          .then(async (r) => {
+            await r.arrayBuffer();
+            return `${path.slice('/api/1/user/'.length)} ${r.status}`;
+          })
+          .catch(() => (stop.signal.aborted ? 'abandoned' : 'error'));
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      };
+      const user = () => ({ email: `schema.${n++}@evil.example.com`, name: 'Evil', password: b.password, metadata });
+      const loops = [
+        ...Array.from({ length: SCHEMA_LOOPS }, async () => {
+          while (!stop.signal.aborted) await send('/api/1/user/create', user());
+        }),
+        (async () => {
+          while (!stop.signal.aborted) {
+            await send('/api/1/user/import', { dryRun: true, users: Array.from({ length: SCHEMA_IMPORT_ROWS }, user) });
+          }
+        })(),
+      ];
+      return async () => {
+        stop.abort();
+        await Promise.all(loops);
+        await runCli(['metadata-schema', 'clear', '--site', 'evil'], cliEnv);
+        return `costly schema checks: ${[...statuses].map(([s, k]) => `${k}× ${s}`).join(', ')}`;
+      };
+    },
+
     async webhook() {
       if (evilEndpoint === undefined)
         evilEndpoint = endpointId(await runCli(['webhook', 'add', '--site', 'evil', '--url', hookUrl(dead)], cliEnv));
@@ -521,7 +583,10 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       `${COSTLY_LOOPS} loops of wrong verifies against them; (b) ${POLLS} loops of \`GET /api/1/events?after=<latest>&wait=30\` ` +
       `over ${POLL_TOKENS} events tokens, each coming back after a 429's Retry-After; (c) a webhook endpoint that accepts ` +
       `connections and never answers, then ${WEBHOOK_IMPORT} accounts imported (and ${WEBHOOK_IMPORT} more in the "all" phase), ` +
-      'a delivery each. Each attack starts 1.5 s before the measurement and is stopped after it (2 s pause between phases); ' +
+      "a delivery each. (d) sets its metadata schema (`^(a+)+$` and twenty patterns that defeat RE2's DFA) and sends " +
+      `${SCHEMA_LOOPS} loops of creates and 1 of dry-run imports of ${SCHEMA_IMPORT_ROWS} rows, each with metadata those patterns ` +
+      'check over 60 KB (cleared after its phase). ' +
+      'Each attack starts 1.5 s before the measurement and is stopped after it (2 s pause between phases); ' +
       "the endpoint's backlog stays until the endpoint is removed before the last quiet phase. Three quiet phases lie " +
       "between the attacks; each figure's baseline is their median (the table above lists the three in the baseline column), " +
       'and the ratios are to it: on a shared machine one quiet phase alone can be the slowest of the run. ' +

@@ -263,7 +263,8 @@ export function defineMetadataSuite(spec: TargetSpec): void {
         });
         const bad = await create(client, { plan: 'gold', seats: 0 });
         expect(bad.status).toBe(400);
-        expect(bad.error?.errors?.map((e) => e.pointer).sort()).toEqual(['/metadata/plan', '/metadata/seats']);
+        // The first fault only (issue 41: allErrors is off, so a site's schema keeps Ajv's early exits).
+        expect(bad.error?.errors?.map((e) => e.pointer)).toEqual(['/metadata/plan']);
         expect((await create(client, { plan: 'pro', seats: 3 })).status).toBe(201);
         const counted = await client.GET('/api/1/user/count', { params: { query: {} } });
         expect(counted.data!.result.count).toBe(2); // the one made before the schema, and the good one

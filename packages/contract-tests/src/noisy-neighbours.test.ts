@@ -442,3 +442,156 @@ describe.each([
     180_000,
   );
 });
+
+describe("a site's own metadata schema", () => {
+  // Issue 41, F1: a site's schema is checked on the event loop every site shares. Found by
+  // attack: a pattern of `^(a+)+$` over 31 characters stalled the server 27 s (/healthz too);
+  // `uniqueItems` over a 64 KiB array of small objects cost 0.9–1.5 s a check; a dry-run import
+  // of 30 such rows held every site for 40 s. Production hash parameters throughout (shop's
+  // logins run argon2id as deployed).
+  it("keep shop's logins within 3× their quiet p50 (+20 ms) and /healthz under 100 ms while evil's writes and dry-run imports check costly metadata", async () => {
+    const target = await embedded({ env: {} });
+    const token = async (site: string, scopes: ('read' | 'write' | 'verify')[]) =>
+      checkedClient(target.baseUrl, (await target.createToken({ site, scopes, label: site })).token);
+    const evil = await token('evil', ['read', 'write']);
+    const hoarder = await token('hoarder', ['read', 'write']);
+    const thrasher = await token('thrasher', ['read', 'write']);
+    const shop = await token('shop', ['write', 'verify']);
+    // evil's schema passes `metadata-schema set` (RE2 runs the pattern in linear time); hoarder's
+    // was stored before set refused it (uniqueItems over untyped items), as an older server let it.
+    const schemas: Record<string, unknown> = {
+      evil: { properties: { code: { type: 'string', pattern: '^(a+)+$' } } },
+      hoarder: { properties: { tags: { type: 'array', uniqueItems: true } } },
+      // Allowed by set, but RE2's time has a constant: patterns that defeat its DFA cost about
+      // 3 µs a character each (10.5 s a check over 60 KB); stopped after SCHEMA_CHECK_MS (250 ms), in the schema worker.
+      thrasher: {
+        properties: {
+          x: { type: 'string', allOf: Array.from({ length: 20 }, (_, i) => ({ pattern: `[ab]*a[ab]{${20 + i}}$` })) },
+        },
+      },
+    };
+    for (const [site, schema] of Object.entries(schemas)) {
+      await target.sql('insert into metadata_schemas (site, schema) values ($1, $2::jsonb)', [
+        site,
+        JSON.stringify(schema),
+      ]);
+    }
+    const costlyCode = { code: `${'a'.repeat(27)}!` }; // about 2 s a check under backtracking
+    // Every pattern matches, and only at the very end: each runs over the whole text, which is
+    // random (xorshift), so that RE2's DFA keeps meeting new states (a text with a short period
+    // lets it cache them all).
+    let seed = 2463534242;
+    const bit = () => {
+      seed = (seed ^ (seed << 13)) >>> 0;
+      seed = (seed ^ (seed >>> 17)) >>> 0;
+      seed = (seed ^ (seed << 5)) >>> 0;
+      return seed & 1;
+    };
+    const costlyText = { x: `${Array.from({ length: 60_000 }, () => (bit() ? 'a' : 'b')).join('')}${'a'.repeat(41)}` };
+    const costlyTags = { tags: Array.from({ length: 7000 }, () => ({ a: 1 })) }; // 56 KB of equal objects
+    const email = 'shopper@example.com';
+    const password = 'the shop customer passphrase';
+    expect(
+      (await shop.POST('/api/1/user/create', { body: { email, password, name: 'Shopper' } })).response.status,
+    ).toBe(201);
+    const login = async () => {
+      const started = performance.now();
+      const { response } = await shop.POST('/api/1/user/verify', { body: { email, password } });
+      return { status: response.status, ms: performance.now() - started };
+    };
+    const n = () => Math.random().toString(36).slice(2);
+    const costly = [
+      // A write whose metadata the pattern checks, and a dry-run import of 30 such rows.
+      (signal?: AbortSignal) =>
+        evil.POST('/api/1/user/create', {
+          body: { email: `c.${n()}@example.com`, password: 'an evil passphrase', name: 'Evil', metadata: costlyCode },
+          signal,
+        }),
+      (signal?: AbortSignal) =>
+        evil.POST('/api/1/user/import', {
+          body: {
+            dryRun: true,
+            users: Array.from({ length: 30 }, () => ({
+              email: `i.${n()}@example.com`,
+              name: 'Evil',
+              password: 'an evil passphrase',
+              metadata: costlyCode,
+            })),
+          },
+          signal,
+        }),
+      (signal?: AbortSignal) =>
+        thrasher.POST('/api/1/user/create', {
+          body: { email: `t.${n()}@example.com`, password: 'an evil passphrase', name: 'Evil', metadata: costlyText },
+          signal,
+        }),
+      (signal?: AbortSignal) =>
+        hoarder.POST('/api/1/user/create', {
+          body: { email: `h.${n()}@example.com`, password: 'an evil passphrase', name: 'Evil', metadata: costlyTags },
+          signal,
+        }),
+    ];
+    // A server that has served each request once (its code compiled and warm), as in production:
+    // a first request's one-off costs are not what is measured.
+    await Promise.all(costly.map((attack) => attack()));
+    const quiet: number[] = [];
+    for (let i = 0; i < 9; i++) quiet.push((await login()).ms);
+
+    const stop = new AbortController();
+    const answers: number[] = [];
+    const attacks = costly.map(async (attack) => {
+      while (!stop.signal.aborted) {
+        await attack(stop.signal)
+          .then((r) => answers.push(r.response.status))
+          .catch(() => {});
+      }
+    });
+    // /healthz, asked every 20 ms throughout: how long each waited.
+    const health: number[] = [];
+    const probe = (async () => {
+      while (!stop.signal.aborted) {
+        const started = performance.now();
+        const answer = await fetch(`${target.baseUrl}/healthz`, { signal: stop.signal }).catch(() => undefined);
+        if (answer !== undefined) {
+          await answer.arrayBuffer();
+          health.push(performance.now() - started);
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      // The attacks under way, each answered at least once (thrasher's after its check's deadline).
+      await expect.poll(() => answers.length, { timeout: 30_000 }).toBeGreaterThanOrEqual(3);
+      const attacked = [];
+      for (let i = 0; i < 9; i++) attacked.push(await login());
+      expect(attacked.map((a) => a.status)).toEqual(Array(9).fill(200));
+      // Before the fix each check of evil's held the event loop for seconds: logins and /healthz waited behind it.
+      expect(median(attacked.map((a) => a.ms))).toBeLessThanOrEqual(3 * median(quiet) + 20);
+      expect(Math.max(...health)).toBeLessThan(100);
+    } finally {
+      stop.abort();
+      await Promise.all([...attacks, probe]);
+    }
+    // What evil's checks answered: its pattern is refused as a mismatch (RE2's answer, in linear
+    // time), hoarder's stored schema refuses all metadata until its operator sets it again.
+    // (An import's rows take their turns with thrasher's checks: it may not have finished.)
+    expect(answers.filter((status) => status !== 200 && status !== 400)).toEqual([]);
+    const late = await thrasher.POST('/api/1/user/create', {
+      body: { email: 't@example.com', password: 'an evil passphrase', name: 'Evil', metadata: costlyText },
+    });
+    expect(late.error).toMatchObject({
+      code: 'invalid_metadata',
+      errors: [{ pointer: '/metadata', message: expect.stringMatching(/could not be checked .* within 250 ms/) }],
+    });
+    const refused = await hoarder.POST('/api/1/user/create', {
+      body: { email: 'h@example.com', password: 'an evil passphrase', name: 'Evil', metadata: { tags: [] } },
+    });
+    expect(refused.response.status).toBe(400);
+    expect(refused.error).toMatchObject({
+      code: 'invalid_metadata',
+      errors: [
+        { pointer: '/metadata', message: expect.stringMatching(/must be set again by its operator.*uniqueItems/) },
+      ],
+    });
+  }, 90_000);
+});

@@ -1,7 +1,7 @@
 // `pnpm build` gives a server that runs with plain node: bundled, with the contract and the
 // migrations beside it. (What it saves in memory and start time is measured by pnpm bench.)
 import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processes } from './testing/processes.ts';
@@ -49,5 +49,33 @@ describe('the built server (pnpm build)', () => {
     });
     expect(cli.status, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toEqual([expect.objectContaining({ label: 'dev-token', site: 'default' })]);
+
+    // A site's metadata schema is checked in the schema worker, a file of its own beside main.js.
+    const schemaFile = `${dataDir}/schema.json`;
+    writeFileSync(schemaFile, JSON.stringify({ properties: { plan: { type: 'string', pattern: '^(free|pro)$' } } }));
+    const set = spawnSync(
+      process.execPath,
+      [`${OUT}/cli.js`, 'metadata-schema', 'set', '--site', 'default', schemaFile],
+      {
+        env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir },
+        encoding: 'utf8',
+      },
+    );
+    expect(set.status, set.stderr).toBe(0);
+    const withPlan = (plan: string) =>
+      fetch(`${server.baseUrl}/api/1/user/create`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({
+          email: `${plan}@example.com`,
+          password: 'a built passphrase 42',
+          name: 'P',
+          metadata: { plan },
+        }),
+      });
+    expect((await withPlan('pro')).status).toBe(201);
+    const gold = await withPlan('gold');
+    expect(gold.status).toBe(400);
+    expect(((await gold.json()) as { errors: { pointer: string }[] }).errors[0]?.pointer).toBe('/metadata/plan');
   }, 60_000);
 });

@@ -1395,6 +1395,21 @@ export interface components {
          *     checked or changed when a schema is set: each is held to it at its next write of
          *     `metadata`, which must then leave it valid; `cli metadata-schema set` says how many of
          *     the site's accounts do not match it.
+         *
+         *     A site's schema is checked on what every site shares, so `metadata-schema set` refuses
+         *     what could not be checked in bounded time, saying what would be allowed: `pattern` and
+         *     `patternProperties` use RE2 syntax (linear time in the text: no backreferences, no
+         *     lookahead or lookbehind, repeat counts up to 1,000); `uniqueItems: true` needs `items`
+         *     with a scalar `type` (`string`, `number`, `integer`, `boolean`, `null`, or a list of
+         *     them), since objects and arrays are compared pairwise; one place in the metadata may be
+         *     checked against at most 64 subschemas (`allOf`, `anyOf`, `oneOf`, `not`,
+         *     `if`/`then`/`else`, `dependentSchemas` and each `$ref` count), and a `$ref` may not come
+         *     back to its own schema without going down into the metadata. The first fault found is
+         *     reported (`errors` holds one), not every one. A check that takes more than 250 ms of CPU is
+         *     stopped and the metadata refused: 400 `invalid_metadata` at `/metadata`, saying it could
+         *     not be checked in time. A schema stored before these rules that
+         *     breaks one refuses every metadata (400 `invalid_metadata` at `/metadata`, saying its
+         *     operator must set it again) rather than run without bound.
          * @example {
          *       "plan": "pro",
          *       "stripeCustomerId": "cus_Q4x8",

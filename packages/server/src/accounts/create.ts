@@ -8,7 +8,7 @@ import { checkAccountLimit } from '../limits/accounts.ts';
 import { verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';
 import { holdsEmailOf } from './in-reach.ts';
-import { assertSiteSchema, siteSchemaValidator } from './metadata.ts';
+import { assertSiteSchema } from './metadata.ts';
 import { hashNewPassword, type NewPasswordDeps } from './new-password.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
@@ -49,7 +49,7 @@ export async function createAccount(
   if (before!.taken) throw emailTaken();
   // The site's metadata schema holds for every new account, one without metadata too ({}).
   const schema = typeof before!.schema === 'string' ? JSON.parse(before!.schema) : before!.schema;
-  assertSiteSchema(siteSchemaValidator(schema), input.metadata ?? {});
+  await assertSiteSchema(site, schema, input.metadata ?? {}, scope.deadline?.signal);
 
   const passwordHash = await hashNewPassword(scope, deps, input.password);
   const id = uuidv7();

@@ -1,6 +1,7 @@
 // Bringing accounts over from another system: the checks and writes shared by `POST import` and
 // `cli import`. Each row is checked on its own and answered at its index; only the rows that
 // pass every check are written, in one transaction per call (or CLI batch).
+
 import type { components } from '@user-accounts/client';
 import { and, inArray, sql } from 'drizzle-orm';
 import { assertWellFormedStrings, normalizeFields, toFieldErrors, type Validators } from '../contract/validation.ts';
@@ -21,7 +22,8 @@ import {
 import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from './ids.ts';
 import { holdsEmailOf } from './in-reach.ts';
-import { metadataFault, siteMetadataValidator, siteSchemaFaults } from './metadata.ts';
+import { metadataFault, siteSchemaOf } from './metadata.ts';
+import { checkSiteSchema } from './schema-checks.ts';
 
 type Schemas = components['schemas'];
 export type ImportItem = Schemas['ImportItem'];
@@ -364,9 +366,17 @@ export async function importRows(
     ? keysOf({ db: target.db, factorKeys: target.factorKeys })
     : undefined;
   // The site's metadata schema, if it has one: a row without metadata is held to it as {}.
-  const validate = await siteMetadataValidator(target.db, target.site);
-  const accepted = wellFormed.filter(({ index, row }) => {
-    const faults = validate === undefined ? [] : siteSchemaFaults(validate, row.metadata ?? {}, '/metadata');
+  const schema = await siteSchemaOf(target.db, target.site);
+  const accepted: typeof wellFormed = [];
+  // Each row is checked in the schema worker, in turn with other sites' checks (schema-checks.ts,
+  // issue 41), and the checks stop once the request's deadline has passed or its caller went away.
+  for (const checked of wellFormed) {
+    const { index, row } = checked;
+    target.signal?.throwIfAborted();
+    const faults =
+      schema === undefined
+        ? []
+        : await checkSiteSchema(target.site, schema, row.metadata ?? {}, '/metadata', target.signal);
     if (faults.length > 0) {
       items[index] = rowError(
         index,
@@ -374,9 +384,8 @@ export async function importRows(
         "The account's metadata does not match the site's metadata schema.",
         at(index, faults),
       );
-    }
-    return faults.length === 0;
-  });
+    } else accepted.push(checked);
+  }
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
   // Plain passwords the breach corpus knows (BREACHED_PASSWORDS_URL) fail their row, as a weak one does.

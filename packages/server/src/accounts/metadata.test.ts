@@ -1,6 +1,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
-import { METADATA_MAX_BYTES, metadataFault, parseMetadataFilter, schemaProblem, siteSchemaFaults } from './metadata.ts';
+import { METADATA_MAX_BYTES, metadataFault, parseMetadataFilter, schemaProblem } from './metadata.ts';
+import { siteSchemaFaults } from './site-schema.ts';
 
 const nested = (levels: number): Record<string, unknown> => (levels === 1 ? { x: 1 } : { d: nested(levels - 1) });
 

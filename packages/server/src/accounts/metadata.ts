@@ -1,30 +1,24 @@
 // An account's metadata: the site's own JSON object on the account (issue 28, point 1). Its
 // bounds, the merge an update applies (RFC 7396, in SQL: see jsonb_merge_patch in migration 0016),
 // list's containment filter, and the site's own JSON Schema for it.
-import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import addFormatsModule from 'ajv-formats';
+
 import { and, eq, gt, type SQL, sql } from 'drizzle-orm';
 import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
 import { ApiError, type FieldError } from '../errors.ts';
 import { inReachOf } from './in-reach.ts';
-
-// ajv-formats ships CommonJS with a default export that nodenext sees as a namespace.
-const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020;
+import { checkSiteSchema } from './schema-checks.ts';
+import { escapeKey, METADATA_MAX_DEPTH, schemaProblem } from './site-schema.ts';
 
 export type Metadata = Record<string, unknown>;
 
 /** The size of compact JSON in UTF-8: 8× Clerk's 8 KB, and far under a body's 64 KiB limit on import's 2 MiB. */
 export const METADATA_MAX_BYTES = 64 * 1024;
-/** Levels of objects and arrays: room for any real document, and a bound on every recursive walk. */
-export const METADATA_MAX_DEPTH = 16;
+export { METADATA_MAX_DEPTH };
 
 const isObject = (value: unknown): value is Metadata =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
-
-/** RFC 6901: `~` and `/` in a key are escaped in a pointer. */
-const escapeKey = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /**
  * What is wrong with a metadata value, at `pointer` (the field's, `/metadata` or
@@ -34,10 +28,14 @@ const escapeKey = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
 export function metadataFault(value: unknown, pointer: string): FieldError | undefined {
   if (!isObject(value)) return { pointer, code: 'invalid_type', message: 'must be an object' };
   const badText = (text: string) => text.includes('\u0000') || !text.isWellFormed();
-  const walk = (node: unknown, at: string, depth: number): FieldError | undefined => {
+  // The walk allocates nothing per node (a pointer is written only for a fault): a 64 KiB
+  // document holds some 20,000 nodes, and every site's requests share the garbage collector.
+  const path: string[] = [];
+  const here = () => `${pointer}${path.map((key) => `/${escapeKey(key)}`).join('')}`;
+  const walk = (node: unknown, depth: number): FieldError | undefined => {
     if (typeof node === 'string') {
       return badText(node)
-        ? { pointer: at, code: 'invalid_format', message: 'must not contain U+0000 or an unpaired surrogate' }
+        ? { pointer: here(), code: 'invalid_format', message: 'must not contain U+0000 or an unpaired surrogate' }
         : undefined;
     }
     if (node === null || typeof node !== 'object') return undefined;
@@ -48,19 +46,30 @@ export function metadataFault(value: unknown, pointer: string): FieldError | und
         message: `must not be nested more than ${METADATA_MAX_DEPTH} levels deep`,
       };
     }
-    const entries: [string, unknown][] = Array.isArray(node)
-      ? node.map((v, i) => [String(i), v])
-      : Object.entries(node);
-    for (const [key, child] of entries) {
-      if (!Array.isArray(node) && badText(key)) {
-        return { pointer: at, code: 'invalid_format', message: 'has a key with U+0000 or an unpaired surrogate' };
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const child = node[i];
+        if (child === null || (typeof child !== 'object' && typeof child !== 'string')) continue;
+        path.push(String(i));
+        const fault = walk(child, depth + 1);
+        path.pop();
+        if (fault !== undefined) return fault;
       }
-      const fault = walk(child, `${at}/${escapeKey(key)}`, depth + 1);
+      return undefined;
+    }
+    for (const key in node) {
+      if (!Object.hasOwn(node, key)) continue;
+      if (badText(key)) {
+        return { pointer: here(), code: 'invalid_format', message: 'has a key with U+0000 or an unpaired surrogate' };
+      }
+      path.push(key);
+      const fault = walk((node as Metadata)[key], depth + 1);
+      path.pop();
       if (fault !== undefined) return fault;
     }
     return undefined;
   };
-  return walk(value, pointer, 1) ?? sizeFault(value, pointer);
+  return walk(value, 1) ?? sizeFault(value, pointer);
 }
 
 /** Too large as compact JSON in UTF-8 (what a merge may leave too). */
@@ -112,83 +121,15 @@ export const mergedMetadata = (patch: Metadata): SQL => sql`jsonb_merge_patch(${
 
 // ── The site's metadata schema ─────────────────────────────────────────────────────────────────
 
-/** A site's schema: 32 KiB, room for any real one, and what the admin socket's 64 KiB request carries escaped. */
-export const SCHEMA_FILE_BYTES = 32 * 1024;
+export { SCHEMA_FILE_BYTES, schemaProblem } from './site-schema.ts';
 
-// A site's schema is the operator's; unknown keywords (`x-…`, `$comment`) are allowed, as
-// most tools' schemas carry some. Nothing is fetched: a `$ref` outside the schema fails to compile.
-const siteAjv = new Ajv2020({ strict: false, allErrors: true });
-addFormats(siteAjv);
-
-/** Compiled schemas by their text: each is compiled once per process, and the few sites' fit. */
-const compiled = new Map<string, ValidateFunction>();
-
-function compile(schema: unknown): ValidateFunction {
-  const key = JSON.stringify(schema);
-  let validate = compiled.get(key);
-  if (validate === undefined) {
-    validate = siteAjv.compile(schema as object);
-    if (compiled.size >= 256) compiled.delete(compiled.keys().next().value!);
-    compiled.set(key, validate);
-  }
-  return validate;
-}
-
-/** Why a site's schema cannot be used, or undefined: it must compile as JSON Schema 2020-12. */
-export function schemaProblem(schema: unknown): string | undefined {
-  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) return 'the schema must be a JSON object';
-  if (Buffer.byteLength(JSON.stringify(schema)) > SCHEMA_FILE_BYTES)
-    return `the schema is over ${SCHEMA_FILE_BYTES} bytes`;
-  try {
-    compile(schema);
-    return undefined;
-  } catch (error) {
-    return `not a JSON Schema (2020-12) this service can use: ${(error as Error).message}`;
-  }
-}
-
-/** The site's metadata validator, or undefined when the site has no schema. */
-export async function siteMetadataValidator(db: Db, site: string): Promise<ValidateFunction | undefined> {
+/** The site's schema as stored, or undefined when it has none. */
+export async function siteSchemaOf(db: Db, site: string): Promise<unknown> {
   const [row] = await db
     .select({ schema: metadataSchemas.schema })
     .from(metadataSchemas)
     .where(eq(metadataSchemas.site, site));
-  return row === undefined ? undefined : compile(row.schema);
-}
-
-/** The validator of a site's schema as read by a caller's own statement (null: the site has none). */
-export const siteSchemaValidator = (schema: unknown): ValidateFunction | undefined =>
-  schema === null || schema === undefined ? undefined : compile(schema);
-
-const fieldCode = (e: ErrorObject): FieldError['code'] =>
-  e.keyword === 'required'
-    ? 'required'
-    : e.keyword === 'additionalProperties'
-      ? 'unknown_field'
-      : e.keyword === 'type'
-        ? 'invalid_type'
-        : e.keyword === 'maxLength' || e.keyword === 'maxItems' || e.keyword === 'maxProperties'
-          ? 'too_long'
-          : e.keyword === 'minLength' || e.keyword === 'minItems' || e.keyword === 'minProperties'
-            ? 'too_short'
-            : 'invalid_format';
-
-/** The site schema's faults in `metadata`, pointers under `pointer` (one per place, at most 20). */
-export function siteSchemaFaults(validate: ValidateFunction, metadata: Metadata, pointer: string): FieldError[] {
-  if (validate(metadata)) return [];
-  const faults = new Map<string, FieldError>();
-  for (const e of validate.errors ?? []) {
-    const at =
-      e.keyword === 'required'
-        ? `${e.instancePath}/${escapeKey(String(e.params.missingProperty))}`
-        : e.keyword === 'additionalProperties'
-          ? `${e.instancePath}/${escapeKey(String(e.params.additionalProperty))}`
-          : e.instancePath;
-    const full = `${pointer}${at}`;
-    const cut = full.length > 64 ? `${full.slice(0, 63)}…` : full;
-    if (!faults.has(cut)) faults.set(cut, { pointer: cut, code: fieldCode(e), message: e.message ?? 'is not valid' });
-  }
-  return [...faults.values()].slice(0, 20);
+  return row?.schema ?? undefined;
 }
 
 export const invalidMetadata = (errors: FieldError[]) =>
@@ -196,10 +137,15 @@ export const invalidMetadata = (errors: FieldError[]) =>
     errors,
   });
 
-/** 400 invalid_metadata unless the site's schema (if any) accepts `metadata`. */
-export function assertSiteSchema(validate: ValidateFunction | undefined, metadata: Metadata): void {
-  if (validate === undefined) return;
-  const faults = siteSchemaFaults(validate, metadata, '/metadata');
+/** 400 invalid_metadata unless the site's schema (none: null or undefined) accepts `metadata`. */
+export async function assertSiteSchema(
+  site: string,
+  schema: unknown,
+  metadata: Metadata,
+  signal?: AbortSignal,
+): Promise<void> {
+  if (schema === null || schema === undefined) return;
+  const faults = await checkSiteSchema(site, schema, metadata, '/metadata', signal);
   if (faults.length > 0) throw invalidMetadata(faults);
 }
 
@@ -223,7 +169,6 @@ export async function setMetadataSchema(
     .insert(metadataSchemas)
     .values({ site, schema })
     .onConflictDoUpdate({ target: metadataSchemas.site, set: { schema, updatedAt: sql`now()` } });
-  const validate = compile(schema);
   let accounts = 0;
   let refused = 0;
   let last: string | undefined;
@@ -234,7 +179,10 @@ export async function setMetadataSchema(
       .where(and(inReachOf(site), last === undefined ? undefined : gt(users.id, last)))
       .orderBy(users.id)
       .limit(1000);
-    for (const row of page) if (!validate(row.metadata)) refused += 1;
+    // Each check in the schema worker, in turn with other sites' (schema-checks.ts).
+    for (const row of page) {
+      if ((await checkSiteSchema(site, schema, row.metadata as Metadata, '')).length > 0) refused += 1;
+    }
     accounts += page.length;
     if (page.length < 1000) return { accounts, refused };
     last = page.at(-1)!.id;

@@ -11,7 +11,7 @@ import { contactChanges, phoneless } from './contacts.ts';
 import { emailTaken } from './create.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
-import { assertSiteSchema, mergedMetadata, siteMetadataValidator, sizeFault } from './metadata.ts';
+import { assertSiteSchema, mergedMetadata, siteSchemaOf, sizeFault } from './metadata.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
 import { endTicketsOfUpdate } from './tickets.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from './unit-of-work.ts';
@@ -105,7 +105,7 @@ export async function updateAccount(
       if (row !== undefined && patch !== undefined) {
         const tooLarge = sizeFault(row.metadata, '/metadata');
         if (tooLarge !== undefined) throw invalidRequest('The merged metadata would be too large.', [tooLarge]);
-        assertSiteSchema(await siteMetadataValidator(tx, scope.site), row.metadata);
+        await assertSiteSchema(scope.site, await siteSchemaOf(tx, scope.site), row.metadata, scope.deadline?.signal);
       }
       return row;
     },

@@ -7,7 +7,7 @@ import { serviceUnavailable } from '../errors.ts';
 import { createFairLane, type FairLane } from '../limits/fair-lane.ts';
 import { inSpan } from '../tracing.ts';
 import { createCostlyChecker } from './costly-check.ts';
-import { argon2Cost, checkPassword, type HashCost, hashCost, readHash } from './foreign.ts';
+import { argon2Cost, checkPassword, type HashCost, hashCost } from './foreign.ts';
 
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {

@@ -1,0 +1,69 @@
+// A site's schema checks in the schema worker (issue 41, F1): past the deadline a check is
+// stopped and its metadata refused, the worker starts anew for the next, and sites take turns.
+import { describe, expect, it } from 'vitest';
+import { checkSiteSchema, SCHEMA_CHECK_MS } from './schema-checks.ts';
+
+// Patterns that defeat RE2's DFA, over random text that each matches only at its very end:
+// about 0.3–0.6 s a pattern here, so a check of twenty always outlives the deadline.
+const costly = {
+  properties: {
+    x: { type: 'string', allOf: Array.from({ length: 20 }, (_, i) => ({ pattern: `[ab]*a[ab]{${20 + i}}$` })) },
+  },
+};
+let seed = 2463534242;
+const bit = () => {
+  seed = (seed ^ (seed << 13)) >>> 0;
+  seed = (seed ^ (seed >>> 17)) >>> 0;
+  seed = (seed ^ (seed << 5)) >>> 0;
+  return seed & 1;
+};
+const text = `${Array.from({ length: 60_000 }, () => (bit() ? 'a' : 'b')).join('')}${'a'.repeat(41)}`;
+const plans = { type: 'object', required: ['plan'], properties: { plan: { enum: ['free', 'pro'] } } };
+
+describe('site schema checks', () => {
+  it('stop a check past the deadline (400 material), and answer the next one as usual', async () => {
+    const started = performance.now();
+    expect(await checkSiteSchema('thrasher', costly, { x: text }, '/metadata')).toEqual([
+      {
+        pointer: '/metadata',
+        code: 'not_allowed',
+        message: expect.stringMatching(new RegExp(`could not be checked .* within ${SCHEMA_CHECK_MS} ms`)),
+      },
+    ]);
+    // Stopped at the deadline, not at the end of the check (several seconds).
+    expect(performance.now() - started).toBeLessThan(SCHEMA_CHECK_MS + 5_000);
+    expect(await checkSiteSchema('shop', plans, { plan: 'gold' }, '/users/0/metadata')).toEqual([
+      {
+        pointer: '/users/0/metadata/plan',
+        code: 'invalid_format',
+        message: 'must be equal to one of the allowed values',
+      },
+    ]);
+    expect(await checkSiteSchema('shop', plans, { plan: 'pro' }, '/metadata')).toEqual([]);
+  }, 60_000);
+
+  it("take one check from each waiting site in turn: a site's flood holds another's check back by one", async () => {
+    const order: string[] = [];
+    const flood = Array.from({ length: 4 }, (_, i) =>
+      checkSiteSchema('thrasher', costly, { x: text }, '/metadata').then(() => order.push(`thrasher ${i}`)),
+    );
+    // Asked after the whole flood: first in line, it would wait for four deadlines and restarts.
+    const shop = checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata').then((faults) => {
+      order.push('shop');
+      return faults;
+    });
+    expect(await shop).toEqual([]);
+    await Promise.all(flood);
+    expect(order.indexOf('shop')).toBeLessThanOrEqual(1);
+  }, 60_000);
+
+  it('drop a waiting check whose request is gone, without running it', async () => {
+    const running = checkSiteSchema('thrasher', costly, { x: text }, '/metadata');
+    const gone = new AbortController();
+    const abandoned = checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata', gone.signal);
+    gone.abort(new Error('the request is gone'));
+    await expect(abandoned).rejects.toThrow('the request is gone');
+    expect(await checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata')).toEqual([]);
+    await running;
+  }, 60_000);
+});
