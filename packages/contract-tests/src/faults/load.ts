@@ -220,9 +220,9 @@ export const ackedSince = (log: Outcome[], since: number) =>
  * Polls `check` every 50 ms until it is true, or throws `what` after `ms`: what the tests wait for
  * instead of a fixed sleep (a sleep long enough on a loaded machine is too long on a quiet one).
  */
-export async function waitUntil(what: string, check: () => boolean, ms = 20_000): Promise<void> {
+export async function waitUntil(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
   const deadline = Date.now() + ms;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
