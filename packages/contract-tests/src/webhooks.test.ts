@@ -24,6 +24,14 @@ afterEach(async () => {
 afterAll(() => procs.cleanup());
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Polls `check` every 50 ms until it is true, or throws `what` after `ms`. */
+async function waitUntil(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await sleep(50);
+  }
+}
 
 type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 const startReceiver = () => receiverOn(cleanups);
@@ -263,13 +271,18 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     receiver.fail(true);
     const acks: Ack[] = [];
     await Promise.all([4, 5].map((seed) => writeMix(() => client(running[0]!), 15, seed, acks, 'retry')));
-    await sleep(2_500);
+    // Until attempts were answered 500 and a delivery waits with that status (was a fixed 2.5 s).
+    await waitUntil('an attempt answered 500', () => receiver.counts().failed > 0);
     const failedAttempts = receiver.counts().failed;
     expect(failedAttempts).toBeGreaterThan(0);
-    const listed = await procs.cli(['webhook', 'deliveries', endpointId, '--json'], env);
-    const pending = (JSON.parse(listed.stdout) as { state: string; lastStatus: number | null }[]).filter(
-      (d) => d.state === 'pending',
-    );
+    let pending: { state: string; lastStatus: number | null }[] = [];
+    await waitUntil('a pending delivery whose last attempt was answered 500', async () => {
+      const listed = await procs.cli(['webhook', 'deliveries', endpointId, '--json'], env);
+      pending = (JSON.parse(listed.stdout) as { state: string; lastStatus: number | null }[]).filter(
+        (d) => d.state === 'pending',
+      );
+      return pending.some((d) => d.lastStatus === 500);
+    });
     expect(pending.length).toBeGreaterThan(0);
     expect(pending.some((d) => d.lastStatus === 500)).toBe(true);
     receiver.fail(false);
@@ -289,7 +302,11 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     let server = setup.running[0]!;
     const acks: Ack[] = [];
     const writing = Promise.all([6, 7].map((seed) => writeMix(() => setup.client(server), 60, seed, acks, 'kill')));
-    await sleep(700);
+    // Killed once writes are acknowledged and their events are on the way (was a fixed 0.7 s).
+    await waitUntil(
+      'writes acknowledged and an event delivered',
+      () => acks.length >= 4 && receiver.received.length > 0,
+    );
     server.child.kill('SIGKILL');
     await server.exited;
     const acknowledgedAtKill = acks.length;
