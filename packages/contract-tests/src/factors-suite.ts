@@ -250,7 +250,10 @@ export function defineFactorsSuite(spec: TargetSpec): void {
       return { site, client: h.clientFor(token) };
     };
     type Client = Awaited<ReturnType<typeof newSite>>['client'];
-    /** Away from a step's last 3 s, so that a code computed now is of the step the server sees. */
+    /**
+     * Away from a step's last 3 s, so that a code computed now is of the step the server sees:
+     * for the drift test only, which sends the previous step's code as a first use.
+     */
     const settle = async () => {
       const into = (Date.now() / 1000) % 30;
       if (into > 27) await new Promise((r) => setTimeout(r, (30 - into) * 1000 + 100));
@@ -259,7 +262,8 @@ export function defineFactorsSuite(spec: TargetSpec): void {
     const withTotp = async (client: Client) => {
       const user = await h.createUser({}, client);
       const added = (await client.POST('/api/1/user/factor/totp', { body: { _userId: user.id } })).data!.result;
-      await settle();
+      // No wait for a step's start: the server takes a code one step either way, and the tests
+      // after it count from the step this code is of (confirmedAt).
       const confirmedAt = nowSeconds();
       const confirmed = await client.POST('/api/1/user/factor/confirm', {
         body: { _userId: user.id, factorId: added.factorId, code: totpAt(added.secret, confirmedAt) },
