@@ -13,6 +13,7 @@ import { freePort } from '@user-accounts/cluster';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { waitUntil } from './faults/load.ts';
 import { receiverOn } from './receiver.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
@@ -24,14 +25,6 @@ afterEach(async () => {
 afterAll(() => procs.cleanup());
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** Polls `check` every 50 ms until it is true, or throws `what` after `ms`. */
-async function waitUntil(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
-    await sleep(50);
-  }
-}
 
 type Receiver = Awaited<ReturnType<typeof startReceiver>>;
 const startReceiver = () => receiverOn(cleanups);
