@@ -13,6 +13,7 @@ import { processes } from '@user-accounts/server/testing/processes';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  ackedSince,
   acknowledged,
   acknowledgedOps,
   call,
@@ -23,6 +24,7 @@ import {
   type Outcome,
   rowsOf,
   type WriteLoad,
+  waitUntil,
   writeLoad,
 } from './faults/load.ts';
 import { type Answer, type SlowClients, send, slowClients } from './faults/sources.ts';
@@ -166,13 +168,20 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
     doomed = await createAccounts(cluster.state.url, 10, 'doomed-rolling');
     const load = mixedLoad(cluster, 'rolling', owned, doomed);
     const started = Date.now();
+    // Between restarts, the load flows: answers started since the last step (was a fixed 0.5 s).
+    let since = started;
+    const flowing = async () => {
+      await waitUntil('15 answers since the last restart', () => ackedSince(load.all(), since) >= 15);
+      since = Date.now();
+    };
     for (const [i, replica] of cluster.state.replicas.entries()) {
-      await sleep(500);
+      await flowing();
       await cluster.stopReplica(i);
       await cluster.startReplica(i);
       await cluster.waitBalancer(replica.name, 'UP');
+      since = Date.now();
     }
-    await sleep(500);
+    await flowing();
     await load.stop();
     report(`rolling restart in ${((Date.now() - started) / 1000).toFixed(1)} s`, load.all());
     expect(load.all().filter(failed)).toEqual([]);
@@ -183,15 +192,19 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
   it('a replica SIGKILLed: only requests in flight on it fail; none once HAProxy marks it down; it rejoins', async () => {
     doomed = await createAccounts(cluster.state.url, 10, 'doomed-kill');
     const load = mixedLoad(cluster, 'kill', owned, doomed);
-    await sleep(1_000);
+    const loadAt = Date.now();
+    // The load flows on all three before the kill (was a fixed 1 s).
+    await waitUntil('20 answers before the kill', () => ackedSince(load.all(), loadAt) >= 20);
     const killedAt = Date.now();
     await cluster.killReplica(1);
     await cluster.waitBalancer('app2', 'DOWN');
     const downAt = Date.now();
-    await sleep(2_000);
+    await sleep(2_000); // down for 2 s: the requests meanwhile must all succeed
     await cluster.startReplica(1);
     await cluster.waitBalancer('app2', 'UP');
-    await sleep(1_000);
+    const upAt = Date.now();
+    // The load goes on after it rejoined (was a fixed 1 s).
+    await waitUntil('20 answers after it rejoined', () => ackedSince(load.all(), upAt) >= 20);
     await load.stop();
     const all = load.all();
     report(`replica killed, marked down after ${downAt - killedAt} ms`, all);
@@ -208,11 +221,15 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
   it('Redis stopped under load: rate limits fall back to the database, nothing fails', async () => {
     doomed = await createAccounts(cluster.state.url, 5, 'doomed-redis');
     const load = mixedLoad(cluster, 'redis', owned, doomed);
-    await sleep(1_000);
+    const loadAt = Date.now();
+    // The load flows (with Redis) before it stops (was a fixed 1 s).
+    await waitUntil('20 answers before Redis stops', () => ackedSince(load.all(), loadAt) >= 20);
     await cluster.stopRedis();
-    await sleep(3_000);
+    await sleep(3_000); // Redis away for 3 s: what the test is about
     await cluster.startRedis();
-    await sleep(1_000);
+    const backAt = Date.now();
+    // The load goes on after Redis is back (was a fixed 1 s).
+    await waitUntil('20 answers after Redis is back', () => ackedSince(load.all(), backAt) >= 20);
     await load.stop();
     report('Redis stopped for 3 s', load.all());
     expect(load.all().filter(failed)).toEqual([]);
@@ -310,7 +327,9 @@ interface Failover {
 async function failover(cluster: Cluster, owned: string[]): Promise<Failover> {
   const doomed = await createAccounts(cluster.state.url, 10, `doomed-failover-${cluster.state.synchronous}`);
   const load = mixedLoad(cluster, `failover-${cluster.state.synchronous}`, owned, doomed);
-  await sleep(1_000);
+  const loadAt = Date.now();
+  // The load flows, replicated, before the standby falls behind (was a fixed 1 s).
+  await waitUntil('20 answers before the standby falls behind', () => ackedSince(load.all(), loadAt) >= 20);
   await cluster.pauseReplication();
   await sleep(1_500);
   await cluster.killPrimary();
@@ -340,7 +359,11 @@ async function failover(cluster: Cluster, owned: string[]): Promise<Failover> {
     }
     await sleep(100);
   }
-  await sleep(1_000);
+  // The load goes on once the service is back (was a fixed 1 s).
+  const backAt = Date.now();
+  if (recoveredMs !== Number.POSITIVE_INFINITY) {
+    await waitUntil('20 answers after the promotion', () => ackedSince(load.all(), backAt) >= 20);
+  }
   await load.stop();
   const rows = rowsOf(
     await cluster.onNode(
@@ -602,7 +625,11 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
       const deadline = Date.now() + 15_000;
       while (Number((await cluster.balancerStats()).get('api/FRONTEND')?.scur) < 200 && Date.now() < deadline)
         await sleep(100);
-      await sleep(1_000);
+      // ... and all 200 have reached the replicas (was a fixed 1 s).
+      await waitUntil(
+        '200 long-polls on the replicas',
+        async () => Number((await cluster.balancerStats()).get('long_polls/BACKEND')?.scur) >= 200,
+      );
       const answers = await victim(12, 250);
       const stats = await cluster.balancerStats();
       console.log(

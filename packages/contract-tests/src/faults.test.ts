@@ -6,6 +6,7 @@ import { openPglite } from '@user-accounts/server/db';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
+  ackedSince,
   acknowledgedOps,
   call,
   createAccounts,
@@ -14,6 +15,7 @@ import {
   lostWrites,
   type Outcome,
   rowsOf,
+  waitUntil,
   writeLoad,
 } from './faults/load.ts';
 import { type PrivatePostgres, privatePostgres, privatePostgresUnavailable } from './faults/private-postgres.ts';
@@ -113,13 +115,25 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     };
     const workers = [...Array.from({ length: 6 }, (_, w) => worker(w)), poller()];
 
-    await sleep(1_500);
+    // The load is flowing before the outage (was a fixed 1.5 s).
+    await waitUntil(
+      '30 answers and a ready /readyz',
+      () => ackedSince(log, 0) >= 30 && ready.some((o) => o.status === 200),
+    );
     const downAt = Date.now();
     await pg.stop();
-    await sleep(4_000);
+    await sleep(4_000); // the outage's length is what the test is about
     await pg.start();
     const upAt = Date.now();
-    await sleep(7_000);
+    // Load (and /readyz polls) well past the 5 s the server has to be back (was a fixed 7 s):
+    // what the checks below read.
+    await waitUntil(
+      'requests and /readyz polls started 5 s after PostgreSQL came back',
+      () =>
+        log.filter((o) => o.startedAt >= upAt + 5_000).length > 40 &&
+        ready.filter((o) => o.startedAt >= upAt + 5_000).length >= 5,
+      30_000,
+    );
     running = false;
     await Promise.all(workers);
 
@@ -161,11 +175,14 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
       tag: 'pgkill',
       timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
     });
-    await sleep(2_500);
+    // Writes flowing before the kill (was a fixed 2.5 s).
+    await waitUntil('150 acknowledged writes', () => acknowledgedOps(load.log) >= 150);
     await pg.kill();
-    await sleep(1_000);
+    await sleep(1_000); // down for a while, as a crashed database is
     await pg.start();
-    await sleep(3_000);
+    // Writes acknowledged again after the restart (was a fixed 3 s).
+    const restartedAt = Date.now();
+    await waitUntil('50 writes acknowledged after the restart', () => ackedSince(load.log, restartedAt) >= 50);
     // Enough acknowledged writes to mean something, however busy the machine (other test files
     // run beside this one): the load goes on after recovery until there are, 15 s at most.
     for (const until = Date.now() + 15_000; acknowledgedOps(load.log) <= 1_000 && Date.now() < until; )
@@ -198,11 +215,14 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
       tag: 'srvkill',
       timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
     });
-    await sleep(2_000);
+    // Writes flowing before the kill (was a fixed 2 s).
+    await waitUntil('150 acknowledged writes', () => acknowledgedOps(load.log) >= 150);
     server.child.kill('SIGKILL');
     await server.exited;
     server = await serverOn({ DATABASE_URL: pg.url });
-    await sleep(2_000);
+    // Writes acknowledged by the new process (was a fixed 2 s).
+    const restartedAt = Date.now();
+    await waitUntil('50 writes acknowledged after the restart', () => ackedSince(load.log, restartedAt) >= 50);
     await load.stop();
 
     const rows = rowsOf(await pg.sql<{ id: string; name: string }[]>`select id, name from users`);
@@ -293,11 +313,14 @@ describe('faults with the embedded database', () => {
       tag: 'pglite',
       timeoutMs: REQUEST_TIMEOUT_MS + 5_000,
     });
-    await sleep(2_000);
+    // Writes flowing before the kill (was a fixed 2 s).
+    await waitUntil('100 acknowledged writes', () => acknowledgedOps(load.log) >= 100);
     server.child.kill('SIGKILL');
     await server.exited;
     server = await serverOn({ DATA_DIR: dataDir });
-    await sleep(1_500);
+    // Writes acknowledged by the new process (was a fixed 1.5 s).
+    const restartedAt = Date.now();
+    await waitUntil('30 writes acknowledged after the restart', () => ackedSince(load.log, restartedAt) >= 30);
     await load.stop();
     server.child.kill('SIGTERM');
     await server.exited;

@@ -13,6 +13,7 @@ import { freePort } from '@user-accounts/cluster';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { waitUntil } from './faults/load.ts';
 import { receiverOn } from './receiver.ts';
 import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 
@@ -263,13 +264,18 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     receiver.fail(true);
     const acks: Ack[] = [];
     await Promise.all([4, 5].map((seed) => writeMix(() => client(running[0]!), 15, seed, acks, 'retry')));
-    await sleep(2_500);
+    // Until attempts were answered 500 and a delivery waits with that status (was a fixed 2.5 s).
+    await waitUntil('an attempt answered 500', () => receiver.counts().failed > 0);
     const failedAttempts = receiver.counts().failed;
     expect(failedAttempts).toBeGreaterThan(0);
-    const listed = await procs.cli(['webhook', 'deliveries', endpointId, '--json'], env);
-    const pending = (JSON.parse(listed.stdout) as { state: string; lastStatus: number | null }[]).filter(
-      (d) => d.state === 'pending',
-    );
+    let pending: { state: string; lastStatus: number | null }[] = [];
+    await waitUntil('a pending delivery whose last attempt was answered 500', async () => {
+      const listed = await procs.cli(['webhook', 'deliveries', endpointId, '--json'], env);
+      pending = (JSON.parse(listed.stdout) as { state: string; lastStatus: number | null }[]).filter(
+        (d) => d.state === 'pending',
+      );
+      return pending.some((d) => d.lastStatus === 500);
+    });
     expect(pending.length).toBeGreaterThan(0);
     expect(pending.some((d) => d.lastStatus === 500)).toBe(true);
     receiver.fail(false);
@@ -289,7 +295,11 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     let server = setup.running[0]!;
     const acks: Ack[] = [];
     const writing = Promise.all([6, 7].map((seed) => writeMix(() => setup.client(server), 60, seed, acks, 'kill')));
-    await sleep(700);
+    // Killed once writes are acknowledged and their events are on the way (was a fixed 0.7 s).
+    await waitUntil(
+      'writes acknowledged and an event delivered',
+      () => acks.length >= 4 && receiver.received.length > 0,
+    );
     server.child.kill('SIGKILL');
     await server.exited;
     const acknowledgedAtKill = acks.length;

@@ -212,6 +212,22 @@ export const acknowledged = (acks: Acks) =>
 /** Counts acknowledged updates too, not only the accounts that got one. */
 export const acknowledgedOps = (log: Outcome[]) => log.filter((o) => o.status >= 200 && o.status < 300).length;
 
+/** Acknowledged requests that started at or after `since` (epoch ms): the load is flowing (again). */
+export const ackedSince = (log: Outcome[], since: number) =>
+  log.filter((o) => o.startedAt >= since && o.status >= 200 && o.status < 300).length;
+
+/**
+ * Polls `check` every 50 ms until it is true, or throws `what` after `ms`: what the tests wait for
+ * instead of a fixed sleep (a sleep long enough on a loaded machine is too long on a quiet one).
+ */
+export async function waitUntil(what: string, check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export const rowsOf = (rows: { id: string; name: string }[]) =>
   new Map(rows.map((r) => [String(r.id), String(r.name)]));
 
