@@ -43,7 +43,8 @@ const integration = server([
 
 /**
  * Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL,
- * or load a database at scale (list-plans: 200,000 accounts).
+ * or load a database at scale (list-plans: 200,000 accounts), or measure another site's latency
+ * under attack (noisy-neighbours: a file beside it on the other core spoiled its /healthz bound).
  */
 const system = [
   ...server(['build', 'main', 'ops/housekeeping-servers', 'passwords/costly-check']),
@@ -65,6 +66,7 @@ const system = [
     'limits',
     'list-plans',
     'metrics',
+    'noisy-neighbours',
     'passkey-browser',
     'readme',
     'release',
