@@ -111,13 +111,20 @@ export const LINGER_BYTES = 16 * 1024 * 1024;
  * socket with destroySoon once the answer is written: that is the step replaced, per socket.
  */
 function lingerOnClose(incoming: IncomingMessage): void {
-  const socket = incoming.socket as IncomingMessage['socket'] & { destroySoon?: () => void };
+  const socket = incoming.socket as LingeringSocket;
+  // Once per socket, reading the socket's latest request with a body: a wrapper per request would
+  // chain on a kept-alive connection (each holding its request) until the close unwound them all
+  // at once, past the stack's depth (10,000 POSTs on one connection crashed the process).
+  socket[LATEST_WITH_BODY] = incoming;
+  if (socket[LINGER_INSTALLED]) return;
   const destroySoon = socket.destroySoon;
   if (typeof destroySoon !== 'function') return;
+  socket[LINGER_INSTALLED] = true;
   let lingering = false;
   socket.destroySoon = function lingeringClose() {
     if (lingering) return;
-    if (incoming.complete || socket.destroyed) {
+    const latest = socket[LATEST_WITH_BODY];
+    if (latest === undefined || latest.complete || socket.destroyed) {
       destroySoon.call(socket);
       return;
     }
@@ -131,17 +138,25 @@ function lingerOnClose(incoming: IncomingMessage): void {
     const timer = setTimeout(stop, LINGER_MS);
     timer.unref();
     // The body's reader (the app's, now gone) would pause the stream as its buffer fills.
-    incoming.removeAllListeners('data');
-    incoming.on('data', (chunk: Buffer) => {
+    latest.removeAllListeners('data');
+    latest.on('data', (chunk: Buffer) => {
       read += chunk.byteLength;
       if (read > LINGER_BYTES) stop();
     });
-    incoming.once('end', stop);
-    incoming.once('error', stop);
+    latest.once('end', stop);
+    latest.once('error', stop);
     socket.once('close', () => clearTimeout(timer));
-    incoming.resume();
+    latest.resume();
   };
 }
+
+const LATEST_WITH_BODY = Symbol('latest request with a body');
+const LINGER_INSTALLED = Symbol('lingering close installed');
+type LingeringSocket = IncomingMessage['socket'] & {
+  destroySoon?: () => void;
+  [LATEST_WITH_BODY]?: IncomingMessage;
+  [LINGER_INSTALLED]?: boolean;
+};
 
 function sendProblem(outgoing: ServerResponse, problem: ApiError, requestId: string): void {
   const { headers, body } = problemAnswer(problem, requestId);
