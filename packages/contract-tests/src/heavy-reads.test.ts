@@ -140,4 +140,29 @@ describe('exports', () => {
       await target.close();
     }
   }, 60_000);
+
+  // Found by review: Hono runs a GET's handler for HEAD and drops the body unread, so the stream
+  // was never pulled nor cancelled and a HEAD held its export place for good (HEAVY_READS_PER_SITE
+  // HEADs, and every later export of the site waited 2 s, then 429).
+  it('answer HEAD with the headers alone, holding no place: a GET after two HEADs streams at once', async () => {
+    const target = await embeddedServer({ env: { HEAVY_READS_PER_SITE: '1' } });
+    try {
+      const { token } = await target.createToken({ site: 'shop', scopes: ['export'] as never, label: 'shop' });
+      await bigAccounts(target, 'shop', 3, 1, 'shop');
+      const headers = { authorization: `Bearer ${token}` };
+      for (let i = 0; i < 2; i++) {
+        const head = await fetch(`${target.baseUrl}/api/1/user/export`, { method: 'HEAD', headers });
+        expect(head.status).toBe(200);
+        expect(head.headers.get('content-type')).toBe('application/x-ndjson');
+        expect(head.headers.get('export-omits')).toContain('second-factors');
+      }
+      const started = performance.now();
+      const get = await fetch(`${target.baseUrl}/api/1/user/export`, { headers });
+      expect(get.status).toBe(200);
+      expect((await get.text()).trim().split('\n')).toHaveLength(3);
+      expect(performance.now() - started).toBeLessThan(1_500);
+    } finally {
+      await target.close();
+    }
+  }, 60_000);
 });

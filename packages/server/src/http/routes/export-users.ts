@@ -19,6 +19,14 @@ export const exportUsers = defineOperation({
   async handle(c) {
     const db = c.get('deps').database.db;
     const site = c.get('token').site;
+    const headers = { 'Content-Type': 'application/x-ndjson', 'Export-Omits': EXPORT_OMITS.join(', ') };
+    // HEAD: the headers alone (audited as asked), no place taken. Hono runs a GET's handler for
+    // HEAD and drops the body unread: a stream would never be pulled nor cancelled, and its place
+    // would be held for good.
+    if (c.req.method === 'HEAD') {
+      await runWrite(c, { userId: undefined, status: 200, outcome: 'export headers' }, async () => true);
+      return c.body(null, 200, headers);
+    }
     // A place among the site's exports (HEAVY_READS_PER_SITE), held until the stream ends.
     const place = await enterHeavyRead(c, c.get('deps').heavyExports);
     try {
@@ -54,6 +62,6 @@ export const exportUsers = defineOperation({
       },
     });
     // What the lines do not carry, before the first of them (an NDJSON line is an import row).
-    return c.body(body, 200, { 'Content-Type': 'application/x-ndjson', 'Export-Omits': EXPORT_OMITS.join(', ') });
+    return c.body(body, 200, headers);
   },
 });
