@@ -20,7 +20,7 @@
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
 // - `--only login|listing|events|capacity|metadata|second-factor`: those figures alone, to bench/results/ as
 //   before (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts;
-// - `--only neighbours` (under 2 minutes): one site's latency while another attacks (neighbours.ts),
+// - `--only neighbours` (about 3 minutes): one site's latency while another attacks (neighbours.ts),
 //   to bench/results/<date>-neighbours.md. A full run measures it too;
 // - `--only heavy-reads` (about a minute): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
