@@ -22,7 +22,7 @@
 //   before (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts;
 // - `--only neighbours` (about 3 minutes): one site's latency while another attacks (neighbours.ts),
 //   to bench/results/<date>-neighbours.md. A full run measures it too;
-// - `--only heavy-reads` (about a minute): of those, the quiet phases and the heavy reads of issue 41
+// - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
