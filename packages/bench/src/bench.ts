@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|neighbours]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|neighbours|heavy-reads]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -20,8 +20,10 @@
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
 // - `--only login|listing|events|capacity|metadata|second-factor`: those figures alone, to bench/results/ as
 //   before (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts;
-// - `--only neighbours` (under 2 minutes): one site's latency while another attacks (neighbours.ts),
-//   to bench/results/<date>-neighbours.md. A full run measures it too.
+// - `--only neighbours` (about 3 minutes): one site's latency while another attacks (neighbours.ts),
+//   to bench/results/<date>-neighbours.md. A full run measures it too;
+// - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
+//   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -49,7 +51,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|neighbours`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|neighbours|heavy-reads`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -892,20 +894,20 @@ async function main(): Promise<void> {
     );
   };
   const neighbourNotes: string[] = [];
-  const neighbours = async (db: BenchDb) => {
-    log("noisy neighbours: shop's latency, quiet and while evil attacks (issue 26)");
-    const result = await neighbourRows({ db, password: PASSWORD, passwordHash, ours, log, seconds: SECONDS });
+  const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
+    log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
+    const result = await neighbourRows({ db, password: PASSWORD, passwordHash, ours, log, seconds: SECONDS, only });
     rows.push(...result.rows);
     neighbourNotes.push(...result.notes);
   };
-  if (values.only === 'neighbours') {
+  if (values.only === 'neighbours' || values.only === 'heavy-reads') {
     const db = await seededDatabase(100_000, passwordHash);
     try {
-      await neighbours(db);
+      await neighbours(db, values.only === 'heavy-reads' ? 'heavy-reads' : undefined);
     } finally {
       await db.drop();
     }
-    log(`bench: report written to ${report(neighbourNotes, 'neighbours')}`);
+    log(`bench: report written to ${report(neighbourNotes, values.only)}`);
     return;
   }
   // `--only NAME`: one group of figures, on a database of 100,000 accounts made for it.
@@ -929,7 +931,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor or neighbours (got ${values.only})`,
+      `--only takes listing, events, capacity, login, metadata, second-factor, neighbours or heavy-reads (got ${values.only})`,
     );
 
   if (!QUICK) {

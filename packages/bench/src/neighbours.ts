@@ -5,9 +5,13 @@
 // and success, quiet (three times, between the attacks) and while evil attacks: (a) wrong
 // verifies against imported PBKDF2 hashes of 5,000,000 rounds, (b) as many 30 s long-polls as it
 // can hold, (c) a webhook endpoint that accepts connections and never answers, with a backlog of
-// deliveries; then all three together. Each attacked figure is reported as a ratio to the median
-// of the quiet phases of the same run. The server runs with its default limits (the rest of the
-// bench lifts the rate limits): they are part of the walls.
+// deliveries; (d) creates and dry-run imports whose metadata its own schema checks at length
+// (issue 41, F1); (e) heavy reads (issue 41, F2), each in 8 loops: lists of 1,000 over 200
+// accounts of 63 KiB, exports of them, and a person's data of an account with ~6 MB of events;
+// then (a)–(c) together. `/healthz` is timed every 50 ms while shop is measured. Each attacked
+// figure is reported as a ratio to the median of the quiet phases of the same run. The server
+// runs with its default limits (the rest of the bench lifts the rate limits): they are part of
+// the walls.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -20,6 +24,8 @@ import { fileURLToPath } from 'node:url';
 import { openPostgres } from '@user-accounts/server/db';
 import { createToken, type Scope } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
+import { bigAccounts } from '../../contract-tests/src/big-accounts.ts';
+import { heavyReads, hoarder } from '../../contract-tests/src/heavy-reader.ts';
 import { median, type Row } from './report.ts';
 
 const CLI = fileURLToPath(new URL('../../server/dist/cli.js', import.meta.url));
@@ -52,10 +58,14 @@ export interface NeighboursBench {
   log(line: string): void;
   /** Seconds each phase measures (at least 8: a p99 needs a few hundred requests). */
   seconds: number;
+  /** `heavy-reads`: the quiet phases and the heavy reads' alone (`--only heavy-reads`); otherwise every phase. */
+  only?: 'heavy-reads';
 }
 
 /** The attacks of one phase. */
-type Attack = 'costly' | 'polls' | 'webhook' | 'schema';
+type Attack = 'costly' | 'polls' | 'webhook' | 'schema' | 'list' | 'export' | 'data';
+/** Issue 41, F2: reads whose answers are megabytes, bounded per site by HEAVY_READS_PER_SITE. */
+const HEAVY_READS: Attack[] = ['list', 'export', 'data'];
 interface Phase {
   key: string;
   /** In the rows' names. */
@@ -87,7 +97,25 @@ const PHASES: Phase[] = [
       "evil: metadata its own schema's patterns check at length (issue 41): 2 loops of creates, 1 of dry-run imports of 30 rows",
     attacks: ['schema'],
   },
+  {
+    key: 'list',
+    short: 'heavy lists',
+    label: `evil: 8 loops of \`GET /api/1/user/list?limit=1000\` over 200 accounts of 63 KiB (issue 41, F2)`,
+    attacks: ['list'],
+  },
   { key: 'quiet2', short: 'quiet (2)', label: 'quiet (2)', attacks: [] },
+  {
+    key: 'export',
+    short: 'heavy exports',
+    label: 'evil: 8 loops of `GET /api/1/user/export` over the same (issue 41, F2)',
+    attacks: ['export'],
+  },
+  {
+    key: 'data',
+    short: "heavy person's data",
+    label: 'evil: 8 loops of `GET /api/1/user/data` of an account with ~6 MB of events (issue 41, F2)',
+    attacks: ['data'],
+  },
   {
     key: 'webhook',
     short: 'dead webhook endpoint',
@@ -112,6 +140,12 @@ const POLL_TOKENS = 4;
 const WEBHOOK_IMPORT = 200;
 const SCHEMA_LOOPS = 2;
 const SCHEMA_IMPORT_ROWS = 30;
+const HEAVY_LOOPS = 8;
+const BIG_ACCOUNTS = 200;
+const BIG_KIB = 63;
+/** Updates of the hoarder's account, 62 KiB of metadata each: its person's data about 6 MB before issue 41. */
+const HOARDER_UPDATES = 100;
+const HEALTH_EVERY_MS = 50;
 
 /**
  * Evil's metadata schema (issue 41, F1): what `metadata-schema set` accepts, at its costliest. A
@@ -191,6 +225,8 @@ interface Figures {
   /** The server's CPU use while shop was measured, in cores (1 = one core busy), and in the 2 s after evil stopped. */
   cpu: number;
   cpuAfter: number;
+  /** The longest `GET /healthz` (asked every 50 ms) took while shop was measured, ms. */
+  healthMax: number;
 }
 
 const stats = (samples: Sample[]) => ({
@@ -211,6 +247,9 @@ const stats = (samples: Sample[]) => ({
 
 export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; notes: string[] }> {
   const { log } = b;
+  const phases =
+    b.only === 'heavy-reads' ? PHASES.filter((p) => p.attacks.every((a) => HEAVY_READS.includes(a))) : PHASES;
+  const heavy = phases.some((p) => p.attacks.some((a) => HEAVY_READS.includes(a)));
   const phaseMs = Math.max(8, b.seconds) * 1000;
   const loadBefore = loadavg();
 
@@ -222,6 +261,14 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       timestamptz '2026-01-01' + i * interval '1 second'
     from generate_series(1, ${SHOP_ACCOUNTS}) as i
     returning id, email`;
+  // Evil's big accounts for the heavy reads, written as the contract test writes them.
+  if (heavy)
+    await bigAccounts(
+      { sql: (query, params = []) => sql.unsafe(query, params as never[]) },
+      'evil',
+      BIG_ACCOUNTS,
+      BIG_KIB,
+    );
   await sql`analyze users`;
   await sql.end();
   const database = await openPostgres(b.db.url);
@@ -231,10 +278,11 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
   const evilToken = await mint('evil', ['write', 'verify'], 'bench evil');
   const pollTokens: string[] = [];
   for (let t = 0; t < POLL_TOKENS; t++) pollTokens.push(await mint('evil', ['events'], `bench evil poller ${t}`));
+  const readerToken = await mint('evil', ['read', 'export'], 'bench evil reader');
   await database.close();
 
   // Shop's receiver answers at once; each update names its phase, so a late delivery counts where it was written.
-  const hooks = new Map<string, number[]>(PHASES.map((p) => [p.key, []]));
+  const hooks = new Map<string, number[]>(phases.map((p) => [p.key, []]));
   const receiver = createServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => {
@@ -292,6 +340,8 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
     passwordHash: `$pbkdf2-sha512$5000000$${b64(16)}$${b64(64)}`,
   }));
   await importAs(costly);
+  // The hoarder: one account of evil's whose person's data is megabytes (its events' metadata).
+  const hoarderId = heavy ? await hoarder(server.url, evilToken, HOARDER_UPDATES) : '';
   let imported = 0;
   const importPlain = () =>
     importAs(
@@ -303,6 +353,16 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
     );
 
   // ---- evil's attacks: each starts, and returns a stop that says what evil got -------------------
+  /** HEAVY_LOOPS loops of GETs of `path`, in a thread of their own (reading megabytes is not the measuring thread's work). */
+  const heavyAttack = async (name: string, path: string) => {
+    const attacker = heavyReads(`${server.url}${path}`, readerToken, HEAVY_LOOPS);
+    return async () => {
+      const statuses = await attacker.stop();
+      return `${name}: ${Object.entries(statuses)
+        .map(([s, n]) => `${n}× ${s === '0' ? 'failed' : s === '-1' ? 'abandoned at the stop' : s}`)
+        .join(', ')}`;
+    };
+  };
   const attacks: Record<Attack, () => Promise<() => Promise<string>>> = {
     async costly() {
       const stop = new AbortController();
@@ -411,6 +471,10 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       };
     },
 
+    list: () => heavyAttack('lists', '/api/1/user/list?limit=1000'),
+    export: () => heavyAttack('exports', '/api/1/user/export'),
+    data: () => heavyAttack("person's data", `/api/1/user/data?_userId=${hoarderId}`),
+
     async webhook() {
       if (evilEndpoint === undefined)
         evilEndpoint = endpointId(await runCli(['webhook', 'add', '--site', 'evil', '--url', hookUrl(dead)], cliEnv));
@@ -444,11 +508,24 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
         }).then(answer);
       }),
     ]);
+  /** `GET /healthz` every HEALTH_EVERY_MS until `signal`: the longest wait for an answer, ms (a failure counts as the client's timeout). */
+  const health = async (signal: AbortSignal) => {
+    let most = 0;
+    while (!signal.aborted) {
+      const t0 = performance.now();
+      const ok = await fetch(`${server.url}/healthz`, { signal: AbortSignal.timeout(CLIENT_TIMEOUT_MS) })
+        .then((r) => r.arrayBuffer().then(() => r.ok))
+        .catch(() => false);
+      most = Math.max(most, ok ? performance.now() - t0 : CLIENT_TIMEOUT_MS);
+      await sleep(HEALTH_EVERY_MS);
+    }
+    return most;
+  };
   try {
     // Warm-up, not counted: V8's compiler, the caches, the first connections, the webhook worker.
     await shop('warm', 4000);
     await sleep(1000);
-    for (const phase of PHASES) {
+    for (const phase of phases) {
       if (phase.key === 'quiet3' && evilEndpoint !== undefined) {
         await runCli(['webhook', 'remove', evilEndpoint], cliEnv);
         evilEndpoint = undefined;
@@ -459,27 +536,31 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       if (stops.length > 0) await sleep(1500);
       const cpu0 = cpuSeconds(server.child.pid);
       const t0 = performance.now();
+      const probing = new AbortController();
+      const probe = health(probing.signal);
       const [get, verify, update] = await shop(phase.key, phaseMs);
       const cpu = (cpuSeconds(server.child.pid) - cpu0) / ((performance.now() - t0) / 1000);
+      probing.abort();
+      const healthMax = await probe;
       const evil = await Promise.all(stops.map((s) => s()));
       // What the attack left running (hashes in their slot, long-polls closing) ends before the next
       // phase; the server's CPU meanwhile says whether abandoned work still runs.
       const cpu1 = cpuSeconds(server.child.pid);
       await sleep(2000);
       const cpuAfter = (cpuSeconds(server.child.pid) - cpu1) / 2;
-      figures.set(phase.key, { get, verify, update, hooks: hooks.get(phase.key)!, evil, cpu, cpuAfter });
+      figures.set(phase.key, { get, verify, update, hooks: hooks.get(phase.key)!, evil, cpu, cpuAfter, healthMax });
       const g = stats(get);
       const v = stats(verify);
       log(
         `    get p50 ${g.p50} p99 ${g.p99} ms ${g.success.toFixed(1)}%; verify p50 ${v.p50} p99 ${v.p99} ms ${v.success.toFixed(1)}%` +
-          `; server CPU ${cpu.toFixed(2)} cores, ${cpuAfter.toFixed(2)} in the 2 s after` +
+          `; /healthz max ${Math.round(healthMax)} ms; server CPU ${cpu.toFixed(2)} cores, ${cpuAfter.toFixed(2)} in the 2 s after` +
           `${evil.length > 0 ? `; ${evil.join('; ')}` : ''}`,
       );
     }
     // The last deliveries of shop's updates, however late.
     const sent = [...figures.values()].reduce((n, f) => n + f.update.filter((s) => s.ok).length, 0);
     const deadline = Date.now() + 20_000;
-    const delivered = () => PHASES.reduce((n, p) => n + hooks.get(p.key)!.length, 0);
+    const delivered = () => phases.reduce((n, p) => n + hooks.get(p.key)!.length, 0);
     while (delivered() < sent && Date.now() < deadline) await sleep(100);
   } finally {
     await server.stop();
@@ -512,11 +593,12 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       verifyP99: v.p99,
       hookP50: h.p50,
       hookP99: h.p99,
+      healthMax: Math.round(f.healthMax),
       success: Math.round(success(f) * 10) / 10,
     };
   };
   type Measure = ReturnType<typeof measure>;
-  const quietPhases = PHASES.filter((p) => p.attacks.length === 0);
+  const quietPhases = phases.filter((p) => p.attacks.length === 0);
   const quiets = quietPhases.map((p) => measure(figures.get(p.key)!));
   /** Each figure: the median of the quiet phases'. */
   const q = Object.fromEntries(
@@ -524,7 +606,7 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
   ) as Measure;
   const quietOf = (k: keyof Measure) => quiets.map((m) => m[k]);
   const rows: Row[] = [];
-  for (const phase of PHASES.filter((p) => p.attacks.length > 0)) {
+  for (const phase of phases.filter((p) => p.attacks.length > 0)) {
     const f = figures.get(phase.key)!;
     const m = measure(f);
     const h = hookStats(f);
@@ -548,15 +630,16 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
         ok: m.hookP99 <= 5000 && h.missing === 0,
       }),
       row('requests answered 200 (get, verify, update)', 'success', { target: '100%', ok: m.success === 100 }),
+      row('/healthz max (asked every 50 ms)', 'healthMax', { target: '< 100 ms', ok: m.healthMax < 100 }),
     );
   }
 
   // A compact table of every phase, with the ratios to the quiet median in parentheses.
   const r = (x: number, base: number) => (base > 0 ? ` (${(x / base).toFixed(2)}×)` : '');
   const table = [
-    '| Phase | get p50 | get p99 | verify p50 | verify p99 | webhook p50 | webhook p99 | shop 200s (get / verify / update) | server CPU, cores: during / 2 s after | what evil got |',
-    '|---|---:|---:|---:|---:|---:|---:|---|---|---|',
-    ...PHASES.map((phase) => {
+    '| Phase | get p50 | get p99 | verify p50 | verify p99 | webhook p50 | webhook p99 | /healthz max | shop 200s (get / verify / update) | server CPU, cores: during / 2 s after | what evil got |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|',
+    ...phases.map((phase) => {
       const f = figures.get(phase.key)!;
       const m = measure(f);
       const [g, v, u] = [stats(f.get), stats(f.verify), stats(f.update)];
@@ -564,17 +647,19 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       return (
         `| ${phase.label} | ${m.getP50} ms${r(m.getP50, q.getP50)} | ${m.getP99} ms${r(m.getP99, q.getP99)} | ` +
         `${m.verifyP50} ms${r(m.verifyP50, q.verifyP50)} | ${m.verifyP99} ms${r(m.verifyP99, q.verifyP99)} | ` +
-        `${m.hookP50} ms${r(m.hookP50, q.hookP50)} | ${m.hookP99} ms${r(m.hookP99, q.hookP99)}${h.missing > 0 ? `, ${h.missing} not delivered` : ''} | ` +
+        `${m.hookP50} ms${r(m.hookP50, q.hookP50)} | ${m.hookP99} ms${r(m.hookP99, q.hookP99)}${h.missing > 0 ? `, ${h.missing} not delivered` : ''} | ${m.healthMax} ms | ` +
         `${g.success.toFixed(1)}% / ${v.success.toFixed(1)}% / ${u.success.toFixed(1)}% (${f.get.length + f.verify.length + f.update.length} requests) | ${f.cpu.toFixed(2)} / ${f.cpuAfter.toFixed(2)} | ${f.evil.join('; ') || '—'} |`
       );
     }),
-    `| **quiet, median of the ${quietPhases.length} (the baseline)** | ${q.getP50} ms | ${q.getP99} ms | ${q.verifyP50} ms | ${q.verifyP99} ms | ${q.hookP50} ms | ${q.hookP99} ms | ${q.success}% | | |`,
+    `| **quiet, median of the ${quietPhases.length} (the baseline)** | ${q.getP50} ms | ${q.getP99} ms | ${q.verifyP50} ms | ${q.verifyP99} ms | ${q.hookP50} ms | ${q.hookP99} ms | ${q.healthMax} ms | ${q.success}% | | |`,
   ].join('\n');
   const notes = [
-    '## Noisy neighbours (issue 26)',
-    `\`./pnpmw bench --only neighbours\`. One server (the built one, its default limits: RATE_LIMIT and RATE_LIMIT_HASH 6000/60s ` +
+    b.only === 'heavy-reads'
+      ? '## Noisy neighbours: heavy reads (issue 41, F2)'
+      : '## Noisy neighbours (issues 26 and 41)',
+    `\`./pnpmw bench --only ${b.only ?? 'neighbours'}\`${b.only === 'heavy-reads' ? ' (the quiet phases and (e) alone)' : ''}. One server (the built one, its default limits: RATE_LIMIT and RATE_LIMIT_HASH 6000/60s ` +
       'per token, HASH_CONCURRENCY = cores, HASH_COSTLY_CONCURRENCY 1, LONG_POLLS_PER_TOKEN 8, LONG_POLLS_PER_SITE 32, ' +
-      'WEBHOOK_ENDPOINT_CONCURRENCY 4; WEBHOOK_ALLOW_PRIVATE for the local receivers) on the local PostgreSQL; two sites with ' +
+      'WEBHOOK_ENDPOINT_CONCURRENCY 4, HEAVY_READS_PER_SITE 2; WEBHOOK_ALLOW_PRIVATE for the local receivers) on the local PostgreSQL; two sites with ' +
       `tokens of their own. Shop (${SHOP_ACCOUNTS.toLocaleString('en')} accounts, argon2id) sends an open loop of ` +
       `${GETS_PER_S} gets by id, ${VERIFIES_PER_S} verifies (right password) and ${UPDATES_PER_S} updates a second for ` +
       `${phaseMs / 1000} s per phase; its webhook endpoint, a receiver on 127.0.0.1, answers 204 at once. Latencies are ` +
@@ -586,9 +671,15 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
       "a delivery each. (d) sets its metadata schema (`^(a+)+$` and twenty patterns that defeat RE2's DFA) and sends " +
       `${SCHEMA_LOOPS} loops of creates and 1 of dry-run imports of ${SCHEMA_IMPORT_ROWS} rows, each with metadata those patterns ` +
       'check over 60 KB (cleared after its phase). ' +
+      `(e) heavy reads, each in ${HEAVY_LOOPS} loops in a thread of the bench's own, every answer read to its end, with a token ` +
+      `of scopes read and export: \`GET /api/1/user/list?limit=1000\` over ${BIG_ACCOUNTS} accounts of ${BIG_KIB} KiB of ` +
+      `metadata (written before the first phase), \`GET /api/1/user/export\`, and \`GET /api/1/user/data\` of an account ` +
+      `created with 62 KiB of metadata and updated ${HOARDER_UPDATES} times with 62 KiB more (~6 MB of events); what evil got ` +
+      'counts its answers by status (200, or 429 from the per-site bound). ' +
+      `\`/healthz\` is asked every ${HEALTH_EVERY_MS} ms while shop is measured; its column is the longest answer. ` +
       'Each attack starts 1.5 s before the measurement and is stopped after it (2 s pause between phases); ' +
       "the endpoint's backlog stays until the endpoint is removed before the last quiet phase. Three quiet phases lie " +
-      "between the attacks; each figure's baseline is their median (the table above lists the three in the baseline column), " +
+      "between the attacks (in every run); each figure's baseline is their median (the table above lists the three in the baseline column), " +
       'and the ratios are to it: on a shared machine one quiet phase alone can be the slowest of the run. ' +
       'Load generator and attacker run in the bench process, on the same cores as the server and PostgreSQL.',
     table,

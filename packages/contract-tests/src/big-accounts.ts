@@ -3,9 +3,10 @@ import type { Target } from './targets.ts';
 
 /**
  * `n` accounts of `site` made through the API as far as the database is concerned, created a
- * second apart in the order of their number, each with `kib` KiB of metadata (hex text).
+ * second apart in the order of their number, each with `kib` KiB of metadata (hex text). `target`:
+ * anything that runs a statement with parameters (the bench passes its own connection).
  */
-export async function bigAccounts(target: Target, site: string, n: number, kib: number, prefix = 'big') {
+export async function bigAccounts(target: Pick<Target, 'sql'>, site: string, n: number, kib: number, prefix = 'big') {
   await target.sql(
     `insert into users (site, email, name, origin, password_hash, metadata, created_at, updated_at)
      select $1, $2 || '.' || i || '@example.com', 'Big ' || i, 'api', null,
