@@ -121,4 +121,21 @@ describe('createPasswordHasher', () => {
     expect(await twoAtOnce(testProfile)).toEqual(['fulfilled', 'fulfilled']);
     expect(await testProfile.hash('a passphrase', 'x')).toMatch(/^\$argon2id\$v=19\$m=1024,t=1,p=1\$/);
   });
+
+  // Found by review (issue 42's test profile): needsRehash was "not made as new hashes are now",
+  // so a server with a cheaper setting (the test profile pointed at a real database, by mistake)
+  // rewrote every production hash it verified down to its own cost.
+  it('never rehashes down: an argon2id hash costing at least its own is kept, a cheaper one replaced', async () => {
+    const cheap = createPasswordHasher({ params: { memoryCost: 1024, timeCost: 1, parallelism: 1 } });
+    const production = createPasswordHasher({});
+    const strong = await production.hash('a passphrase', 'x');
+    const weak = await cheap.hash('a passphrase', 'x');
+    expect(cheap.needsRehash(strong)).toBe(false);
+    expect(cheap.needsRehash(weak)).toBe(false);
+    expect(production.needsRehash(weak)).toBe(true);
+    expect(production.needsRehash(strong)).toBe(false);
+    // More memory but fewer passes is not "at least": replaced.
+    expect(production.needsRehash(strong.replace('m=19456,t=2', 'm=65536,t=1'))).toBe(true);
+    expect(production.needsRehash('$2b$10$abcdefghijklmnopqrstuuFJ9Vf8MSzNVQPuTkz2NSrKMhBFaM5YO')).toBe(true);
+  });
 });

@@ -9,6 +9,9 @@ import { inSpan } from '../tracing.ts';
 import { createCostlyChecker } from './costly-check.ts';
 import { argon2Cost, checkPassword, type HashCost, hashCost } from './foreign.ts';
 
+/** An argon2id hash's memory (KiB) and passes. */
+const ARGON2ID_COST = /^\$argon2id\$v=19\$m=(\d+),t=(\d+),p=\d+\$/;
+
 /** argon2id's cost: memory in KiB, passes, lanes. */
 export interface Argon2Params {
   memoryCost: number;
@@ -240,7 +243,13 @@ export function createPasswordHasher(options: HasherOptions = {}): PasswordHashe
       return inTurn('verify', costlyLane, site, cost.cpuMs, () => costlyChecks.check(stored, password, signal), signal);
     },
     isCostly,
-    needsRehash: (stored) => !stored.startsWith(prefix),
+    // Never down: an argon2id hash costing at least as much in memory and in passes stays, so a
+    // server set cheaper (the test profile pointed at a real database) cannot weaken real hashes.
+    needsRehash: (stored) => {
+      if (stored.startsWith(prefix)) return false;
+      const m = ARGON2ID_COST.exec(stored);
+      return m === null || Number(m[1]) < argon2id.memoryCost || Number(m[2]) < argon2id.timeCost;
+    },
     close: () => costlyChecks.close(),
   };
 }
