@@ -1,5 +1,6 @@
 // A site's schema checks in the schema worker (issue 41, F1): past the deadline a check is
 // stopped and its metadata refused, the worker starts anew for the next, and sites take turns.
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { checkSiteSchema, SCHEMA_CHECK_MS } from './schema-checks.ts';
 
@@ -66,4 +67,21 @@ describe('site schema checks', () => {
     expect(await checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata')).toEqual([]);
     await running;
   }, 60_000);
+
+  // Found by review: each check left its abort listener on the request's signal until it aborted,
+  // so an import's rows piled listeners (and their metadata) up on one signal.
+  it("leave no listener on the request's signal once each check has settled", async () => {
+    const request = new AbortController();
+    const plans = { properties: { plan: { enum: ['free', 'pro'] } } };
+    for (let i = 0; i < 20; i++) {
+      await checkSiteSchema(
+        'importer',
+        plans,
+        { plan: i % 2 ? 'pro' : 'gold' },
+        `/users/${i}/metadata`,
+        request.signal,
+      );
+    }
+    expect(getEventListeners(request.signal, 'abort')).toHaveLength(0);
+  });
 });

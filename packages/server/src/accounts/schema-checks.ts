@@ -44,23 +44,34 @@ export function checkSiteSchema(
 ): Promise<SchemaFault[]> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
+    // The abort listener goes once the check settles: an import's rows share one signal, and a
+    // listener each would pile up (holding each row's metadata) until the request ended.
+    const onAbort = () => {
+      const line = waiting.get(site);
+      const at = line?.indexOf(check) ?? -1;
+      if (at < 0) return; // running or done: it ends as it will
+      line!.splice(at, 1);
+      if (line!.length === 0) waiting.delete(site);
+      reject(signal!.reason);
+      next();
+    };
+    const check = {
+      schema,
+      metadata,
+      pointer,
+      resolve: (faults: SchemaFault[]) => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(faults);
+      },
+      reject: (error: unknown) => {
+        signal?.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    };
     const queue = waiting.get(site);
-    const check = { schema, metadata, pointer, resolve, reject };
     if (queue === undefined) waiting.set(site, [check]);
     else queue.push(check);
-    signal?.addEventListener(
-      'abort',
-      () => {
-        const line = waiting.get(site);
-        const at = line?.indexOf(check) ?? -1;
-        if (at < 0) return; // running or done: it ends as it will
-        line!.splice(at, 1);
-        if (line!.length === 0) waiting.delete(site);
-        reject(signal.reason);
-        next();
-      },
-      { once: true },
-    );
+    signal?.addEventListener('abort', onAbort, { once: true });
     next();
   });
 }

@@ -42,7 +42,18 @@ export function createCostlyChecker(options: {
       stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
     });
     alive++;
+    let counted = false;
+    // A fork that failed (EMFILE, EAGAIN) or a send on a closed channel is an 'error' event: with
+    // no listener it would end the server. A process that never started has no exit to count.
+    child.on('error', () => {
+      if (child.pid === undefined && !counted) {
+        counted = true;
+        alive--;
+      }
+    });
     child.once('exit', () => {
+      if (counted) return;
+      counted = true;
       alive--;
       const at = idle.indexOf(child);
       if (at >= 0) idle.splice(at, 1);
@@ -69,6 +80,7 @@ export function createCostlyChecker(options: {
         const settle = () => {
           child.off('message', answered);
           child.off('exit', ended);
+          child.off('error', broke);
           signal?.removeEventListener('abort', aborted);
         };
         const answered = (message: { right?: unknown }) => {
@@ -80,6 +92,11 @@ export function createCostlyChecker(options: {
           settle();
           reject(options.failed());
         };
+        const broke = () => {
+          settle();
+          child.kill('SIGKILL');
+          reject(options.failed());
+        };
         const aborted = () => {
           settle();
           child.kill('SIGKILL');
@@ -87,8 +104,11 @@ export function createCostlyChecker(options: {
         };
         child.on('message', answered);
         child.once('exit', ended);
+        child.once('error', broke);
         signal?.addEventListener('abort', aborted, { once: true });
-        child.send({ stored, password });
+        child.send({ stored, password }, (error) => {
+          if (error !== null && error !== undefined) broke();
+        });
       });
     },
     close() {
