@@ -34,6 +34,8 @@ describe('client types', () => {
       // Still a Problem wherever one is expected (code written before the narrowing compiles).
       expectTypeOf(error).toMatchTypeOf<Problem>();
       expectTypeOf<'email_taken'>().toMatchTypeOf<typeof error.code>();
+      // A write that still collided with concurrent writes after the server's retries.
+      expectTypeOf<'conflict'>().toMatchTypeOf<typeof error.code>();
     }
     if (data !== undefined) expectTypeOf(data.result._userId).toBeString();
   });
@@ -53,11 +55,13 @@ describe('client types', () => {
       | 'unsupported_media_type'
       | 'invalid_credentials'
       | 'too_many_attempts'
+      | 'conflict'
       | 'rate_limited'
       | 'headers_too_large'
       | 'internal_error'
       | 'service_unavailable'
     >();
+    // A read that writes nothing has no 409 `conflict`.
     expectTypeOf<ErrorCodeOf<'listUsers'>>().toEqualTypeOf<
       | 'invalid_request'
       | 'invalid_cursor'

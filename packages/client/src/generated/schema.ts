@@ -2497,18 +2497,24 @@ export interface components {
                 };
             };
         };
-        /** @description `change_email`: another account in reach holds `newEmail` (`email_taken`); `verify_phone`: the account has no phone (`no_phone`). */
+        /**
+         * @description `change_email`: another account in reach holds `newEmail` (`email_taken`); `verify_phone`: the account has no phone (`no_phone`).
+         *     `conflict`: the write collided with concurrent writes of the same accounts (a database
+         *     deadlock or serialization failure) and still did after the server ran it again (see the
+         *     rules at the top); nothing was written. Retry the request after `Retry-After`.
+         */
         TicketConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
                 [name: string]: unknown;
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "email_taken" | "no_phone";
+                    code: "email_taken" | "no_phone" | "conflict";
                 };
             };
         };
@@ -2621,19 +2627,26 @@ export interface components {
                 };
             };
         };
-        /** @description An account of this site already holds this email, in any letter case; or a request with the same `Idempotency-Key` is still running. */
+        /**
+         * @description `email_taken`: an account of this site already holds this email, in any letter case.
+         *     `idempotency_key_in_use`: a request with the same `Idempotency-Key` is still running.
+         *     `conflict`: the write collided with concurrent writes of the same accounts (a database
+         *     deadlock or serialization failure) and still did after the server ran it again (see the
+         *     rules at the top); nothing was written. Retry the request after `Retry-After`.
+         */
         CreateConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
                 "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
                 [name: string]: unknown;
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "email_taken" | "idempotency_key_in_use";
+                    code: "email_taken" | "idempotency_key_in_use" | "conflict";
                 };
             };
         };
@@ -2918,6 +2931,48 @@ export interface components {
                 };
             };
         };
+        /**
+         * @description `conflict`: the write collided with concurrent writes of the same accounts (a database
+         *     deadlock or serialization failure) and still did after the server ran it again (see the
+         *     rules at the top); nothing was written. Retry the request after `Retry-After`.
+         */
+        WriteConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "conflict";
+                };
+            };
+        };
+        /**
+         * @description `passkeys_not_configured`: the token's site has no WebAuthn relying party: its operator
+         *     must run `cli site set --site NAME --rp-id ID --origins URL[,URL…]` (and may give `--rp-name`).
+         *     `conflict`: the write collided with concurrent writes of the same accounts (a database
+         *     deadlock or serialization failure) and still did after the server ran it again (see the
+         *     rules at the top); nothing was written. Retry the request after `Retry-After`.
+         */
+        PasskeyWriteConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "passkeys_not_configured" | "conflict";
+                };
+            };
+        };
         /** @description `If-Match` lists no tag that is the account's current one; nothing was changed. Read the account again. */
         PreconditionFailed: {
             headers: {
@@ -3005,18 +3060,24 @@ export interface components {
                 };
             };
         };
-        /** @description The site has 1,000 webhook deliveries pending or more; replay once they are sent. */
+        /**
+         * @description `too_many_deliveries_pending`: the site has 1,000 webhook deliveries pending or more; replay once they are sent.
+         *     `conflict`: the replay's write collided with concurrent writes (a database deadlock or
+         *     serialization failure) and still did after the server ran it again (see the rules at the
+         *     top); nothing was queued. Retry the request after `Retry-After`.
+         */
         TooManyDeliveriesPending: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
                 [name: string]: unknown;
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "too_many_deliveries_pending";
+                    code: "too_many_deliveries_pending" | "conflict";
                 };
             };
         };
@@ -3170,6 +3231,8 @@ export interface components {
         "Cache-Control": "no-store";
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
+        /** @description Seconds to wait before trying again (`1`), sent with the codes that ask for a retry (`conflict`, `idempotency_key_in_use`) and not with the others. */
+        "Retry-After-On-Conflict": number;
         /**
          * @description What the export's lines do not carry, as a comma-separated list (an RFC 8941 List of
          *     Tokens); today `second-factors, disabled, password-breached, user-ids, timestamps`, each
@@ -3423,6 +3486,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3462,6 +3526,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -3508,6 +3573,7 @@ export interface operations {
             400: components["responses"]["VerifyBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["VerifyForbidden"];
+            409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidCredentials"];
@@ -3555,6 +3621,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3602,6 +3669,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
             412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -3939,6 +4007,7 @@ export interface operations {
             400: components["responses"]["CountBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["WriteConflict"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -4206,6 +4275,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -4242,6 +4312,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4280,6 +4351,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["FactorNotFound"];
+            409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidCode"];
@@ -4354,6 +4426,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["FactorNotFound"];
+            409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -4391,7 +4464,7 @@ export interface operations {
             400: components["responses"]["DeleteBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["PasskeysNotConfigured"];
+            409: components["responses"]["PasskeyWriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["SecondFactorRefused"];
@@ -4470,7 +4543,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["UserNotFound"];
-            409: components["responses"]["PasskeysNotConfigured"];
+            409: components["responses"]["PasskeyWriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["PasskeyRefused"];
@@ -4548,7 +4621,7 @@ export interface operations {
             400: components["responses"]["DeleteBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["PasskeyForbidden"];
-            409: components["responses"]["PasskeysNotConfigured"];
+            409: components["responses"]["PasskeyWriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["PasskeyLoginRefused"];

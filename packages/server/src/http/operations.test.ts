@@ -1,5 +1,7 @@
 // The table and the contract must list the same operations: a row missing from either, or a
-// path, method, scope, body schema or idempotency that differs, fails here.
+// path, method, scope, body schema or idempotency that differs, fails here. And every operation
+// that writes documents the 409 `conflict` the error handler answers when its write still
+// collides with concurrent writes after the unit of work's retries (app.ts, errors.ts).
 import { describe, expect, it } from 'vitest';
 import { loadSpec } from '../contract/spec.ts';
 import { operations } from './operations.ts';
@@ -28,6 +30,47 @@ function specOperations() {
   return out;
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: the spec's JSON, walked by $ref
+type Json = Record<string, any>;
+
+/** The node a `$ref` points at (followed to the end), or the node itself. */
+const resolve = (node: Json): Json =>
+  typeof node.$ref === 'string'
+    ? resolve(
+        node.$ref
+          .slice(2)
+          .split('/')
+          .reduce((n: Json, k: string) => n[k], spec),
+      )
+    : node;
+
+/**
+ * Writes that are no audited `writes:` row but still run a transaction that can deadlock:
+ * a replay queues its delivery under the site's advisory lock (events/webhooks/deliveries.ts).
+ */
+const ALSO_WRITES = ['replayWebhookDelivery'];
+
+/** What an operation's 409 documents of `conflict`: its code, an example of it, its Retry-After. */
+function conflictOf(name: string) {
+  const found = Object.values(spec.paths)
+    .flatMap((methods) => Object.values(methods))
+    .find((op) => op.operationId === name) as Json | undefined;
+  const documented = found?.responses?.['409'] as Json | undefined;
+  if (documented === undefined) return { documented: false };
+  const response = resolve(documented);
+  const media = response.content?.['application/problem+json'] ?? {};
+  const codes = ((resolve(media.schema ?? {}).allOf ?? []) as Json[]).flatMap(
+    (part) => (resolve(part).properties?.code?.enum ?? []) as string[],
+  );
+  const examples = Object.values((media.examples ?? {}) as Json).map((e) => resolve(e).value?.code);
+  return {
+    documented: true,
+    code: codes.includes('conflict'),
+    example: examples.includes('conflict'),
+    retryAfter: response.headers?.['Retry-After'] !== undefined,
+  };
+}
+
 describe('operations.ts', () => {
   it('lists exactly the operations of spec/openapi.yaml that take the API token, with their scope', () => {
     const table = operations.map((op) => ({
@@ -47,5 +90,13 @@ describe('operations.ts', () => {
     const keys = operations.map((op) => `${op.method} ${op.path}`);
     expect(new Set(keys).size).toBe(keys.length);
     for (const op of operations) expect('query' in op.request || 'body' in op.request).toBe(true);
+  });
+
+  it('documents 409 conflict (code, example, Retry-After) on every operation that writes', () => {
+    const writers = operations.filter((op) => op.writes !== undefined || ALSO_WRITES.includes(op.name));
+    expect(writers.length).toBeGreaterThan(ALSO_WRITES.length);
+    const expected = { documented: true, code: true, example: true, retryAfter: true };
+    const found = Object.fromEntries(writers.map((op) => [op.name, conflictOf(op.name)]));
+    expect(found).toEqual(Object.fromEntries(writers.map((op) => [op.name, expected])));
   });
 });
