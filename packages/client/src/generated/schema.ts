@@ -406,7 +406,8 @@ export interface paths {
          *       hash against the password normalized to NFC and, when that differs, as it was sent:
          *       the other system may not have normalized it.
          *     - A `password` is checked as on `create` and hashed in the same bounded, fair queue as
-         *       every hash; a `passwordHash` is checked at the account's verifies until its rehash. The
+         *       every hash; a `passwordHash` is checked at the account's verifies until its rehash (never
+         *       down: an argon2id hash costing at least the server's own, in memory and passes, is kept). The
          *       call counts once against `"all"`, and against `"hash"` once as it arrives and once more
          *       for each further row it is about to write, with a password or a hash alike (after the
          *       checks, before the first hash); each row it is about to write also counts against the
