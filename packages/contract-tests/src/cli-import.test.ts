@@ -10,11 +10,12 @@ import { join } from 'node:path';
 import { finished } from 'node:stream/promises';
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
+import { copyMigratedPglite } from '@user-accounts/server/testing/templates';
 import { mintToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FIREBASE_SAMPLE, FOREIGN_HASHES } from './import-suite.ts';
-import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
+import { migratedPostgresDatabase, postgresUnavailable, TEST_HASHES } from './targets.ts';
 
 const procs = processes();
 const cleanups: (() => Promise<void>)[] = [];
@@ -26,6 +27,23 @@ afterAll(() => procs.cleanup());
 const argon2 = FOREIGN_HASHES.find((f) => f.format === 'argon2id')!;
 const bcrypt = FOREIGN_HASHES.find((f) => f.format === 'bcrypt')!;
 const firebase = FIREBASE_SAMPLE;
+
+// What these tests check is the import's work and its checks, not the cost of the hashes it makes:
+// every server and CLI they start hashes new passwords at the test profile's cost (the foreign
+// hashes imported keep theirs, and verify still checks them at it), and finds its database
+// migrated (a copy of this run's template) rather than migrating it itself.
+
+/**
+ * Makes the embedded database in `dir` that a CLI import needs: a copy of this run's migrated
+ * template, or (in a run without templates) a server started once there, as an operator would.
+ */
+async function embeddedDatabase(env: { DATA_DIR: string } & Record<string, string>): Promise<void> {
+  if (await copyMigratedPglite(env.DATA_DIR)) return;
+  const server = procs.server(env);
+  await server.ready;
+  server.child.kill('SIGTERM');
+  await server.exited;
+}
 
 function ndjson(dir: string, lines: string[]): string {
   const file = join(dir, 'accounts.ndjson');
@@ -39,9 +57,9 @@ describe('cli import on PostgreSQL', async () => {
   it.skipIf(skip !== undefined)(
     'imports 100,000 lines, tells each refused line and the count by code, shows progress, and the accounts sign in',
     async () => {
-      const database = await freshPostgresDatabase();
+      const database = await migratedPostgresDatabase();
       cleanups.push(() => database.drop());
-      const env = { DATABASE_URL: database.url };
+      const env = { DATABASE_URL: database.url, ...TEST_HASHES };
       expect((await procs.cli(['migrate'], env)).code).toBe(0);
       const lines = Array.from({ length: 100_000 }, (_, i) =>
         JSON.stringify({ email: `user${i}@example.org`, name: `User ${i}`, passwordHash: argon2.hash }),
@@ -97,9 +115,9 @@ describe('export on PostgreSQL', async () => {
   it.skipIf(skip !== undefined)(
     'streams 200,000 accounts no further ahead of a client that stops reading than a page, and cli export gives a file cli import takes into another site, passwords and all',
     async () => {
-      const database = await freshPostgresDatabase();
+      const database = await migratedPostgresDatabase();
       cleanups.push(() => database.drop());
-      const env = { DATABASE_URL: database.url };
+      const env = { DATABASE_URL: database.url, ...TEST_HASHES };
       const server = procs.server({ ...env, API_TOKENS: mintToken() });
       await server.ready;
       const token = async (scopes: string) =>
@@ -186,7 +204,8 @@ describe('export on PostgreSQL', async () => {
 describe('cli import on the embedded database', () => {
   it('is refused while a server runs on it, then imports passwords and hashes once the server is stopped', async () => {
     const dir = procs.dataDir();
-    const env = { DATA_DIR: dir };
+    const env = { DATA_DIR: dir, ...TEST_HASHES };
+    await copyMigratedPglite(dir);
     const file = ndjson(procs.dataDir(), [
       JSON.stringify({ email: 'ada@example.com', name: 'Ada', password: 'a long and unusual passphrase' }),
       JSON.stringify({ email: 'bob@example.com', name: 'Bob', passwordHash: bcrypt.hash, phone: '+44 20 7946 0018' }),
@@ -262,16 +281,14 @@ describe('cli import with breached-password screening, on the embedded database'
     cleanups.push(async () => void range.close());
     const env = {
       DATA_DIR: procs.dataDir(),
+      ...TEST_HASHES,
       BREACHED_PASSWORDS_URL: `http://127.0.0.1:${(range.address() as AddressInfo).port}`,
     };
     const file = ndjson(procs.dataDir(), [
       JSON.stringify({ email: 'leaked@example.com', name: 'Leaked', password: breached }),
       JSON.stringify({ email: 'fine@example.com', name: 'Fine', password: 'a long and unusual passphrase' }),
     ]);
-    const server = procs.server(env); // makes the embedded database
-    await server.ready;
-    server.child.kill('SIGTERM');
-    await server.exited;
+    await embeddedDatabase(env);
     const run = await procs.cli(['import', '--site', 'default', file], env);
     expect(run.code, run.stderr).toBe(1);
     expect(run.stdout).toMatch(/^1 of 2 accounts imported into site default/m);
@@ -287,13 +304,10 @@ const RAW_CONTROLS =
   /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/;
 
 describe('cli import of a hostile file, on the embedded database', () => {
-  let env: Record<string, string>;
+  let env: { DATA_DIR: string } & Record<string, string>;
   beforeAll(async () => {
-    env = { DATA_DIR: procs.dataDir() };
-    const server = procs.server(env); // makes the embedded database
-    await server.ready;
-    server.child.kill('SIGTERM');
-    await server.exited;
+    env = { DATA_DIR: procs.dataDir(), ...TEST_HASHES };
+    await embeddedDatabase(env);
   }, 60_000);
   const account = (email: string, extra: Record<string, unknown> = {}) =>
     JSON.stringify({ email, name: 'Ok', password: 'a long and unusual passphrase', ...extra });

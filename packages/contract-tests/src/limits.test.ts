@@ -4,13 +4,14 @@ import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { processes } from '@user-accounts/server/testing/processes';
+import { copyMigratedPglite } from '@user-accounts/server/testing/templates';
 import { hashToken, mintToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { checkedClient, GHOST } from './harness.ts';
 import {
   embeddedServer,
-  freshPostgresDatabase,
+  migratedPostgresDatabase,
   PRODUCTION_HASHES,
   postgresUnavailable,
   type ServerOptions,
@@ -152,9 +153,12 @@ describe('one budget shared by two and three server processes', async () => {
     return response.status;
   };
 
-  /** `count` servers on one fresh database (and Redis), sharing the budget `limit` of each of `tokens`. */
+  /**
+   * `count` servers on one new database (and Redis), sharing the budget `limit` of each of `tokens`.
+   * The database is a copy of this run's migrated template: nothing to migrate, so all start together.
+   */
   async function servers(store: string, count: number, limit: number, tokens: string[]) {
-    const database = await freshPostgresDatabase();
+    const database = await migratedPostgresDatabase();
     cleanups.push(() => database.drop());
     const env = {
       DATABASE_URL: database.url,
@@ -162,10 +166,7 @@ describe('one budget shared by two and three server processes', async () => {
       RATE_LIMIT: `${limit}/60s`,
       ...(store === 'in Redis' ? { REDIS_URL: redisUrl! } : {}),
     };
-    // One starts first and migrates; the others start together.
-    const first = procs.server(env);
-    await first.ready;
-    const running = [first, ...Array.from({ length: count - 1 }, () => procs.server(env))];
+    const running = Array.from({ length: count }, () => procs.server(env));
     await Promise.all(running.map((s) => s.ready));
     return {
       clients: (token: string) => running.map((s) => checkedClient(s.baseUrl, token)),
@@ -298,7 +299,9 @@ async function redisGet(url: string, key: string): Promise<string | null> {
 
 describe('bounded password hashing', () => {
   it('answers 200 parallel creates with only 201 or 503 when hashing is capped low, keeping memory steady', async () => {
+    // Production's hashes (the default): their 19 MiB buffers are what the memory bound is about.
     const dir = procs.dataDir();
+    await copyMigratedPglite(dir); // a migrated database: the server neither runs initdb nor migrates
     const server = procs.server({
       DATA_DIR: dir,
       HASH_CONCURRENCY: '1',
