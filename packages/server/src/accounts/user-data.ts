@@ -3,12 +3,15 @@
 // take elsewhere (Art. 20). Read in one snapshot (REPEATABLE READ), so that the parts agree with
 // each other. Never a secret: no password hash, factor secret, recovery code hash or ticket secret
 // is selected at all, so none can slip into the answer. docs/user-data.md says what is left out.
+
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
-import { and, asc, desc, eq, lt, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import {
   auditLog,
   eventQueue,
+  eventSequences,
   events,
   passkeyChallenges,
   recoveryCodes,
@@ -34,8 +37,8 @@ export const AUDIT_LIMIT = 1000;
 export const EVENTS_LIMIT = 100;
 /** Fewer when their data passes this many characters together (issue 41, F2): about 1 MB. */
 export const EVENTS_BYTES = 1024 * 1024;
-/** Events read at a time. */
-const EVENTS_READ = 10;
+/** Events read at a time: up to 192 KiB of data, a short statement on the one connection of the embedded database. */
+const EVENTS_READ = 3;
 
 interface EventRow {
   id: string;
@@ -94,6 +97,52 @@ export async function gatherUserData(
   userId: string,
 ): Promise<UserData | undefined> {
   if (!isUuid(userId)) return undefined;
+  // A few tries: an event of the snapshot may be pruned (or its account erased) before its data
+  // is read; the last try leaves out what is gone.
+  for (let attempt = 1; ; attempt++) {
+    const snapshot = await readSnapshot(deps, site, userId);
+    if (snapshot === undefined) return undefined;
+    const read = await readEvents(deps.db, site, userId, snapshot);
+    if (read.missing && attempt < 3) continue;
+    return {
+      ...snapshot.answer,
+      events: {
+        entries: read.rows.map((e) => ({
+          id: e.id,
+          type: e.type as Schemas['UserDataEvent']['type'],
+          time: e.time.toISOString(),
+          sequence: e.seq === null ? null : formatSequence(e.seq),
+          ...(e.changed === null ? {} : { changedfields: e.changed }),
+          data: (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Schemas['UserDataEvent']['data'],
+        })),
+        truncated: read.truncated,
+      },
+    } satisfies UserData;
+  }
+}
+
+/** Where each of the answer's events was in the snapshot: queued (`seq` null) or numbered. */
+interface EventPlace {
+  id: string;
+  seq: number | null;
+  pos: number;
+}
+
+interface Snapshot {
+  answer: Omit<UserData, 'events'>;
+  /** Newest first, EVENTS_LIMIT + 1 at most (one more says there are more). */
+  events: EventPlace[];
+  /** The site's last sequence number then: an event queued then and numbered since is above it. */
+  lastSeq: number;
+}
+
+/**
+ * Everything but the events' data, in one snapshot (REPEATABLE READ), so that the parts agree: a
+ * few short reads. The events' data, up to 100 × 64 KiB, is read after it (readEvents), in pieces
+ * that let other queries in between: on the embedded database one connection serves every site,
+ * and a snapshot that read it all held that connection for every read (issue 41, F2).
+ */
+function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, userId: string) {
   return deps.db.transaction(
     async (tx) => {
       const [row] = await tx
@@ -151,63 +200,31 @@ export async function gatherUserData(
       const auditTruncated = auditRows.length > AUDIT_LIMIT;
 
       // Newest first: those still waiting for their number (a moment after their write), then
-      // the numbered ones. One snapshot: an event is in one table or the other, never both.
-      const fieldsOf = (t: typeof events | typeof eventQueue) => ({
-        id: sql<string>`${t.id}::text`,
-        type: t.type,
-        time: t.time,
-        changed: t.changed,
-        data: t.data,
-      });
-      // Read a few at a time and kept to EVENTS_BYTES of data: 100 events of 63 KiB made an
-      // answer of 6 MB read in one piece (issue 41, F2).
-      const eventRows: EventRow[] = [];
-      let eventBytes = 0;
-      let eventsLeft = false;
-      const take = (rows: EventRow[], batch: number): boolean => {
-        for (const row of rows.slice(0, batch)) {
-          const size = JSON.stringify(row.data).length;
-          if (eventRows.length >= EVENTS_LIMIT || (eventRows.length > 0 && eventBytes + size > EVENTS_BYTES)) {
-            eventsLeft = true;
-            return false;
-          }
-          eventRows.push(row);
-          eventBytes += size;
-        }
-        return rows.length > batch;
-      };
-      for (let before: number | undefined, more = true; more; ) {
-        const rows = await tx
-          .select({ ...fieldsOf(eventQueue), seq: sql<number | null>`null`, pos: eventQueue.pos })
-          .from(eventQueue)
-          .where(
-            and(
-              eq(eventQueue.site, site),
-              eq(eventQueue.subject, id),
-              before === undefined ? undefined : lt(eventQueue.pos, before),
-            ),
-          )
-          .orderBy(desc(eventQueue.pos))
-          .limit(EVENTS_READ + 1);
-        more = take(rows, EVENTS_READ);
-        before = rows.at(Math.min(rows.length, EVENTS_READ) - 1)?.pos;
-      }
-      for (let before: number | undefined, more = !eventsLeft; more; ) {
-        const rows = await tx
-          .select({ ...fieldsOf(events), seq: events.seq, pos: events.seq })
-          .from(events)
-          .where(
-            and(
-              eq(events.site, site),
-              eq(events.subject, id),
-              before === undefined ? undefined : lt(events.seq, before),
-            ),
-          )
-          .orderBy(desc(events.seq))
-          .limit(EVENTS_READ + 1);
-        more = take(rows, EVENTS_READ);
-        before = rows.at(Math.min(rows.length, EVENTS_READ) - 1)?.pos;
-      }
+      // the numbered ones. Only where each is, in the snapshot: an event is in one table or the
+      // other, never both. Their data (up to 64 KiB each) is read after it, see readEventData.
+      const queued = await tx
+        .select({ id: sql<string>`${eventQueue.id}::text`, pos: eventQueue.pos })
+        .from(eventQueue)
+        .where(and(eq(eventQueue.site, site), eq(eventQueue.subject, id)))
+        .orderBy(desc(eventQueue.pos))
+        .limit(EVENTS_LIMIT + 1);
+      const numbered =
+        queued.length > EVENTS_LIMIT
+          ? []
+          : await tx
+              .select({ id: sql<string>`${events.id}::text`, seq: events.seq })
+              .from(events)
+              .where(and(eq(events.site, site), eq(events.subject, id)))
+              .orderBy(desc(events.seq))
+              .limit(EVENTS_LIMIT + 1 - queued.length);
+      const eventPlaces: EventPlace[] = [
+        ...queued.map((q) => ({ id: q.id, seq: null, pos: q.pos })),
+        ...numbered.map((e) => ({ id: e.id, seq: e.seq, pos: e.seq })),
+      ];
+      const [sequence] = await tx
+        .select({ last: eventSequences.last })
+        .from(eventSequences)
+        .where(eq(eventSequences.site, site));
 
       const lockout = deps.lockout.inTransaction?.(tx) ?? deps.lockout;
       const [password, passwordByEmail, secondFactor] = await Promise.all([
@@ -216,7 +233,7 @@ export async function gatherUserData(
         lockout.read(secondFactorLockoutKey(site, id)),
       ]);
 
-      return {
+      const answer = {
         format: USER_DATA_FORMAT,
         generatedAt: new Date().toISOString(),
         account: toUser(row),
@@ -258,19 +275,97 @@ export async function gatherUserData(
           truncated: auditTruncated,
           next: auditTruncated ? String(auditShown[auditShown.length - 1]!.id) : null,
         },
-        events: {
-          entries: eventRows.map((e) => ({
-            id: e.id,
-            type: e.type as Schemas['UserDataEvent']['type'],
-            time: e.time.toISOString(),
-            sequence: e.seq === null ? null : formatSequence(e.seq),
-            ...(e.changed === null ? {} : { changedfields: e.changed }),
-            data: (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Schemas['UserDataEvent']['data'],
-          })),
-          truncated: eventsLeft,
-        },
-      } satisfies UserData;
+      } satisfies Omit<UserData, 'events'>;
+      return { answer, events: eventPlaces, lastSeq: sequence?.last ?? 0 } satisfies Snapshot;
     },
     { isolationLevel: 'repeatable read', accessMode: 'read only' },
   );
+}
+
+/**
+ * The data of the snapshot's events, newest first, EVENTS_READ at a time, each piece one
+ * statement (so the piece agrees with itself), the event loop's other work let in before the
+ * next. An event queued in the snapshot may have been numbered since: it is looked for in both
+ * tables, in the same statement, so it is found once, and answered as the snapshot saw it
+ * (unnumbered), like every other part. Kept to EVENTS_BYTES of data: 100 events of 63 KiB made
+ * an answer of 6 MB read in one piece (issue 41, F2). `missing`: an event of the snapshot is gone.
+ */
+async function readEvents(
+  db: Db,
+  site: string,
+  subject: string,
+  snapshot: Snapshot,
+): Promise<{ rows: EventRow[]; truncated: boolean; missing: boolean }> {
+  const places = snapshot.events.slice(0, EVENTS_LIMIT);
+  const eventRows: EventRow[] = [];
+  let eventBytes = 0;
+  let missing = false;
+  const fieldsOf = (t: typeof events | typeof eventQueue) => ({
+    id: sql<string>`${t.id}::text`,
+    type: t.type,
+    time: t.time,
+    changed: t.changed,
+    data: t.data,
+  });
+  const any = <T>(values: T[], match: (values: T[]) => SQL) => (values.length === 0 ? sql`false` : match(values));
+  for (let from = 0; from < places.length; from += EVENTS_READ) {
+    if (from > 0) await yieldToLoop();
+    const piece = places.slice(from, from + EVENTS_READ);
+    const numbered = piece.flatMap((p) => (p.seq === null ? [] : [p.seq]));
+    const queued = piece.filter((p) => p.seq === null);
+    const read = await db
+      .select(fieldsOf(events))
+      .from(events)
+      .where(
+        and(
+          eq(events.site, site),
+          eq(events.subject, subject),
+          any(numbered, (v) => inArray(events.seq, v)),
+        ),
+      )
+      .unionAll(
+        db
+          .select(fieldsOf(eventQueue))
+          .from(eventQueue)
+          .where(
+            and(
+              eq(eventQueue.site, site),
+              any(
+                queued.map((p) => p.pos),
+                (v) => inArray(eventQueue.pos, v),
+              ),
+            ),
+          ),
+      )
+      .unionAll(
+        db
+          .select(fieldsOf(events))
+          .from(events)
+          .where(
+            and(
+              eq(events.site, site),
+              eq(events.subject, subject),
+              gt(events.seq, snapshot.lastSeq),
+              any(
+                queued.map((p) => p.id),
+                (v) => inArray(events.id, v),
+              ),
+            ),
+          ),
+      );
+    const byId = new Map(read.map((r) => [r.id, r]));
+    for (const place of piece) {
+      const row = byId.get(place.id);
+      if (row === undefined) {
+        missing = true;
+        continue;
+      }
+      const size = JSON.stringify(row.data).length;
+      if (eventRows.length > 0 && eventBytes + size > EVENTS_BYTES)
+        return { rows: eventRows, truncated: true, missing };
+      eventRows.push({ ...row, seq: place.seq, pos: place.pos });
+      eventBytes += size;
+    }
+  }
+  return { rows: eventRows, truncated: snapshot.events.length > EVENTS_LIMIT, missing };
 }
