@@ -98,7 +98,7 @@ describe("a person's data read while events move", () => {
       id,
     );
     const entries = answer!.events.entries;
-    expect(entries.map((e) => (e.data as { n: number }).n)).toEqual([11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
+    expect(entries.map((e) => (e.data as unknown as { n: number }).n)).toEqual([11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]);
     expect(entries.map((e) => e.sequence === null)).toEqual([...Array(7).fill(true), ...Array(5).fill(false)]);
     expect(new Set(entries.map((e) => e.id)).size).toBe(12);
     expect(answer!.events.truncated).toBe(false);
@@ -115,6 +115,6 @@ describe("a person's data read while events move", () => {
       'pruned',
       id,
     );
-    expect(answer!.events.entries.map((e) => (e.data as { n: number }).n)).toEqual([3, 2, 1]);
+    expect(answer!.events.entries.map((e) => (e.data as unknown as { n: number }).n)).toEqual([3, 2, 1]);
   });
 });
