@@ -7,7 +7,7 @@
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
 import { and, asc, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import { type Db, rows } from '../db/client.ts';
 import {
   auditLog,
   eventQueue,
@@ -201,30 +201,30 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
 
       // Newest first: those still waiting for their number (a moment after their write), then
       // the numbered ones. Only where each is, in the snapshot: an event is in one table or the
-      // other, never both. Their data (up to 64 KiB each) is read after it, see readEventData.
-      const queued = await tx
-        .select({ id: sql<string>`${eventQueue.id}::text`, pos: eventQueue.pos })
-        .from(eventQueue)
-        .where(and(eq(eventQueue.site, site), eq(eventQueue.subject, id)))
-        .orderBy(desc(eventQueue.pos))
-        .limit(EVENTS_LIMIT + 1);
-      const numbered =
-        queued.length > EVENTS_LIMIT
-          ? []
-          : await tx
-              .select({ id: sql<string>`${events.id}::text`, seq: events.seq })
-              .from(events)
-              .where(and(eq(events.site, site), eq(events.subject, id)))
-              .orderBy(desc(events.seq))
-              .limit(EVENTS_LIMIT + 1 - queued.length);
-      const eventPlaces: EventPlace[] = [
-        ...queued.map((q) => ({ id: q.id, seq: null, pos: q.pos })),
-        ...numbered.map((e) => ({ id: e.id, seq: e.seq, pos: e.seq })),
-      ];
-      const [sequence] = await tx
-        .select({ last: eventSequences.last })
-        .from(eventSequences)
-        .where(eq(eventSequences.site, site));
+      // other, never both. Their data (up to 64 KiB each) is read after it (readEvents).
+      // One statement (each read of the snapshot holds the embedded database's one connection):
+      // the newest queued, the newest numbered, and the site's last number (the row without id).
+      const placed = await rows<{ id: string | null; seq: string | null; pos: string }>(
+        tx,
+        sql`select id, null as seq, pos::text as pos from (select ${eventQueue.id}::text as id, ${eventQueue.pos} as pos
+            from ${eventQueue} where ${eventQueue.site} = ${site} and ${eventQueue.subject} = ${id}
+            order by ${eventQueue.pos} desc limit ${EVENTS_LIMIT + 1}) queued
+          union all
+          select id, seq::text, seq::text from (select ${events.id}::text as id, ${events.seq} as seq
+            from ${events} where ${events.site} = ${site} and ${events.subject} = ${id}
+            order by ${events.seq} desc limit ${EVENTS_LIMIT + 1}) numbered
+          union all
+          select null, null, ${eventSequences.last}::text from ${eventSequences} where ${eventSequences.site} = ${site}`,
+      );
+      const newest = (a: EventPlace, b: EventPlace) =>
+        a.seq === null && b.seq !== null ? -1 : a.seq !== null && b.seq === null ? 1 : b.pos - a.pos;
+      const eventPlaces: EventPlace[] = placed
+        .flatMap((p) =>
+          p.id === null ? [] : [{ id: p.id, seq: p.seq === null ? null : Number(p.seq), pos: Number(p.pos) }],
+        )
+        .sort(newest)
+        .slice(0, EVENTS_LIMIT + 1);
+      const lastSeq = Number(placed.find((p) => p.id === null)?.pos ?? 0);
 
       const lockout = deps.lockout.inTransaction?.(tx) ?? deps.lockout;
       const [password, passwordByEmail, secondFactor] = await Promise.all([
@@ -276,7 +276,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
           next: auditTruncated ? String(auditShown[auditShown.length - 1]!.id) : null,
         },
       } satisfies Omit<UserData, 'events'>;
-      return { answer, events: eventPlaces, lastSeq: sequence?.last ?? 0 } satisfies Snapshot;
+      return { answer, events: eventPlaces, lastSeq } satisfies Snapshot;
     },
     { isolationLevel: 'repeatable read', accessMode: 'read only' },
   );
