@@ -104,8 +104,22 @@ export async function gatherUserData(
     if (snapshot === undefined) return undefined;
     const read = await readEvents(deps.db, site, userId, snapshot);
     if (read.missing && attempt < 3) continue;
+    // After the snapshot, as from Redis (LOCKOUT_STORE) always: three reads fewer that hold the
+    // embedded database's connection; a counter says how an attempt went, not a part of the rest.
+    const [password, passwordByEmail, secondFactor] = await Promise.all([
+      deps.lockout.read(lockoutKey(site, 'id', snapshot.id.toLowerCase())),
+      deps.lockout.read(lockoutKey(site, 'email', snapshot.email.toLowerCase())),
+      deps.lockout.read(secondFactorLockoutKey(site, snapshot.id)),
+    ]);
+    const { audit, ...before } = snapshot.answer;
     return {
-      ...snapshot.answer,
+      ...before,
+      lockout: {
+        password: counter(password),
+        passwordByEmail: counter(passwordByEmail),
+        secondFactor: counter(secondFactor),
+      },
+      audit,
       events: {
         entries: read.rows.map((e) => ({
           id: e.id,
@@ -129,7 +143,10 @@ interface EventPlace {
 }
 
 interface Snapshot {
-  answer: Omit<UserData, 'events'>;
+  answer: Omit<UserData, 'events' | 'lockout'>;
+  /** The account's id as stored, and its email: the keys of its lockout counters. */
+  id: string;
+  email: string;
   /** Newest first, EVENTS_LIMIT + 1 at most (one more says there are more). */
   events: EventPlace[];
   /** The site's last sequence number then: an event queued then and numbered since is above it. */
@@ -226,13 +243,6 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
         .slice(0, EVENTS_LIMIT + 1);
       const lastSeq = Number(placed.find((p) => p.id === null)?.pos ?? 0);
 
-      const lockout = deps.lockout.inTransaction?.(tx) ?? deps.lockout;
-      const [password, passwordByEmail, secondFactor] = await Promise.all([
-        lockout.read(lockoutKey(site, 'id', id.toLowerCase())),
-        lockout.read(lockoutKey(site, 'email', row.email.toLowerCase())),
-        lockout.read(secondFactorLockoutKey(site, id)),
-      ]);
-
       const answer = {
         format: USER_DATA_FORMAT,
         generatedAt: new Date().toISOString(),
@@ -258,11 +268,6 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
           purpose: ch.purpose as 'register' | 'login',
           expiresAt: ch.expiresAt.toISOString(),
         })),
-        lockout: {
-          password: counter(password),
-          passwordByEmail: counter(passwordByEmail),
-          secondFactor: counter(secondFactor),
-        },
         audit: {
           entries: auditShown.map((a) => ({
             at: a.at.toISOString(),
@@ -275,8 +280,8 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
           truncated: auditTruncated,
           next: auditTruncated ? String(auditShown[auditShown.length - 1]!.id) : null,
         },
-      } satisfies Omit<UserData, 'events'>;
-      return { answer, events: eventPlaces, lastSeq } satisfies Snapshot;
+      } satisfies Omit<UserData, 'events' | 'lockout'>;
+      return { answer, id, email: row.email, events: eventPlaces, lastSeq } satisfies Snapshot;
     },
     { isolationLevel: 'repeatable read', accessMode: 'read only' },
   );
