@@ -106,6 +106,50 @@ describe("a person's data read while events move", () => {
     expect((await gather(database.db, 'moving', id))!.events.entries.every((e) => e.sequence !== null)).toBe(true);
   });
 
+  it('answers the small parts (factors, recovery codes, tickets, challenges) with their times to the millisecond', async () => {
+    const id = await account('small', 0, 0);
+    const db = database.db;
+    await db.execute(sql`insert into user_factors (id, user_id, type, label, created_at, enabled_at, last_used_at, secret, credential_id, public_key)
+      values (gen_random_uuid(), ${id}, 'totp', 'phone', '2026-01-02T03:04:05.678Z', '2026-01-02T03:05:00.001Z', null, 's', null, null),
+        (gen_random_uuid(), ${id}, 'passkey', null, '2026-01-03T00:00:00.000Z', null, null, null, 'c', 'k')`);
+    await db.execute(sql`insert into recovery_codes (user_id, code_hash, used_at)
+      values (${id}, 'a', '2026-02-03T04:05:06.789Z'), (${id}, 'b', null)`);
+    await db.execute(sql`insert into tickets (site, user_id, purpose, secret_hash, new_email, tries, created_at, expires_at)
+      values ('small', ${id}, 'change_email', 'h', 'new@example.com', 2, '2026-03-01T00:00:00.123Z', '2126-03-01T00:00:00.999Z')`);
+    await db.execute(sql`insert into passkey_challenges (challenge_hash, site, purpose, user_id, expires_at)
+      values ('c', 'small', 'register', ${id}, '2126-01-01T00:00:00.010Z')`);
+    const answer = (await gather(db, 'small', id))!;
+    expect(answer.factors.map(({ factorId: _, ...f }) => f)).toEqual([
+      {
+        type: 'totp',
+        label: 'phone',
+        status: 'enabled',
+        createdAt: '2026-01-02T03:04:05.678Z',
+        enabledAt: '2026-01-02T03:05:00.001Z',
+        lastUsedAt: null,
+      },
+      {
+        type: 'passkey',
+        label: null,
+        status: 'pending',
+        createdAt: '2026-01-03T00:00:00.000Z',
+        enabledAt: null,
+        lastUsedAt: null,
+      },
+    ]);
+    expect(answer.recoveryCodes).toEqual([{ usedAt: '2026-02-03T04:05:06.789Z' }, { usedAt: null }]);
+    expect(answer.tickets).toEqual([
+      {
+        purpose: 'change_email',
+        newEmail: 'new@example.com',
+        failedTries: 2,
+        createdAt: '2026-03-01T00:00:00.123Z',
+        expiresAt: '2126-03-01T00:00:00.999Z',
+      },
+    ]);
+    expect(answer.passkeyChallenges).toEqual([{ purpose: 'register', expiresAt: '2126-01-01T00:00:00.010Z' }]);
+  });
+
   it('leaves out an event of the snapshot gone (pruned) before its data is read, and answers the rest', async () => {
     const id = await account('pruned', 4, 0);
     const answer = await gather(

@@ -6,7 +6,7 @@
 
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
-import { and, asc, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
 import {
   auditLog,
@@ -171,41 +171,52 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
       const id = row.id;
 
       // The columns named one by one: a secret (user_factors.secret, recovery_codes.code_hash,
-      // tickets.secret_hash, passkey_challenges.challenge_hash) is never read.
-      const factors = await tx
-        .select({
-          id: userFactors.id,
-          type: userFactors.type,
-          label: userFactors.label,
-          createdAt: userFactors.createdAt,
-          enabledAt: userFactors.enabledAt,
-          lastUsedAt: userFactors.lastUsedAt,
-        })
-        .from(userFactors)
-        .where(eq(userFactors.userId, id))
-        .orderBy(asc(userFactors.createdAt), asc(userFactors.id));
-      const codes = await tx
-        .select({ usedAt: recoveryCodes.usedAt })
-        .from(recoveryCodes)
-        .where(eq(recoveryCodes.userId, id))
-        .orderBy(asc(recoveryCodes.usedAt));
-      const held = await tx
-        .select({
-          purpose: tickets.purpose,
-          newEmail: tickets.newEmail,
-          tries: tickets.tries,
-          createdAt: tickets.createdAt,
-          expiresAt: tickets.expiresAt,
-        })
-        .from(tickets)
-        .where(and(eq(tickets.site, site), eq(tickets.userId, id)))
-        .orderBy(asc(tickets.createdAt), asc(tickets.id));
-
-      const challenges = await tx
-        .select({ purpose: passkeyChallenges.purpose, expiresAt: passkeyChallenges.expiresAt })
-        .from(passkeyChallenges)
-        .where(and(eq(passkeyChallenges.site, site), eq(passkeyChallenges.userId, id)))
-        .orderBy(asc(passkeyChallenges.expiresAt));
+      // tickets.secret_hash, passkey_challenges.challenge_hash) is never read. The four small
+      // parts in one statement: each statement of the snapshot holds the embedded database's one
+      // connection. Times as milliseconds (stored to the millisecond).
+      const ms = (column: SQL) => sql`(extract(epoch from ${column}) * 1000)::float8`;
+      const [small] = await rows<{
+        factors: {
+          id: string;
+          type: string;
+          label: string | null;
+          createdAt: number;
+          enabledAt: number | null;
+          lastUsedAt: number | null;
+        }[];
+        codes: { usedAt: number | null }[];
+        held: { purpose: string; newEmail: string | null; tries: number; createdAt: number; expiresAt: number }[];
+        challenges: { purpose: string; expiresAt: number }[];
+      }>(
+        tx,
+        sql`select
+          (select coalesce(json_agg(json_build_object('id', f.id, 'type', f.type, 'label', f.label,
+              'createdAt', ${ms(sql`f.created_at`)}, 'enabledAt', ${ms(sql`f.enabled_at`)}, 'lastUsedAt', ${ms(sql`f.last_used_at`)})
+              order by f.created_at, f.id), '[]'::json)
+            from ${userFactors} f where f.user_id = ${id}) as factors,
+          (select coalesce(json_agg(json_build_object('usedAt', ${ms(sql`c.used_at`)}) order by c.used_at), '[]'::json)
+            from ${recoveryCodes} c where c.user_id = ${id}) as codes,
+          (select coalesce(json_agg(json_build_object('purpose', t.purpose, 'newEmail', t.new_email, 'tries', t.tries,
+              'createdAt', ${ms(sql`t.created_at`)}, 'expiresAt', ${ms(sql`t.expires_at`)}) order by t.created_at, t.id), '[]'::json)
+            from ${tickets} t where t.site = ${site} and t.user_id = ${id}) as held,
+          (select coalesce(json_agg(json_build_object('purpose', p.purpose, 'expiresAt', ${ms(sql`p.expires_at`)})
+              order by p.expires_at), '[]'::json)
+            from ${passkeyChallenges} p where p.site = ${site} and p.user_id = ${id}) as challenges`,
+      );
+      const date = (at: number | null) => (at === null ? null : new Date(at));
+      const factors = small!.factors.map((f) => ({
+        ...f,
+        createdAt: new Date(f.createdAt),
+        enabledAt: date(f.enabledAt),
+        lastUsedAt: date(f.lastUsedAt),
+      }));
+      const codes = small!.codes.map((c) => ({ usedAt: date(c.usedAt) }));
+      const held = small!.held.map((t) => ({
+        ...t,
+        createdAt: new Date(t.createdAt),
+        expiresAt: new Date(t.expiresAt),
+      }));
+      const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
 
       const auditRows = await tx
         .select()
