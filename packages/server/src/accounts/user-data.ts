@@ -1,7 +1,7 @@
 // Everything held about one account, in one answer (issue 30, point 3; GET /api/1/user/data):
 // what a site gives a person who asks what it holds about them (GDPR Art. 15) or wants it to
-// take elsewhere (Art. 20). Read in one snapshot (REPEATABLE READ), so that the parts agree with
-// each other. Never a secret: no password hash, factor secret, recovery code hash or ticket secret
+// take elsewhere (Art. 20). Read as of one snapshot (a short REPEATABLE READ), so that the parts
+// agree with each other; the events' bulky data after it, in pieces (readEvents, issue 41, F2). Never a secret: no password hash, factor secret, recovery code hash or ticket secret
 // is selected at all, so none can slip into the answer. docs/user-data.md says what is left out.
 
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
