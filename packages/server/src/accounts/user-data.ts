@@ -324,9 +324,13 @@ async function readEvents(
     data: t.data,
   });
   const any = <T>(values: T[], match: (values: T[]) => SQL) => (values.length === 0 ? sql`false` : match(values));
-  for (let from = 0; from < places.length; from += EVENTS_READ) {
-    if (from > 0) await yieldToLoop();
-    const piece = places.slice(from, from + EVENTS_READ);
+  for (let from = 0; from < places.length; ) {
+    await yieldToLoop();
+    // No more than the bytes left take at the weight so far (and one to see that the next is too many).
+    const fit =
+      eventRows.length === 0 ? EVENTS_READ : Math.ceil((EVENTS_BYTES - eventBytes) / (eventBytes / eventRows.length));
+    const piece = places.slice(from, from + Math.max(1, Math.min(EVENTS_READ, fit)));
+    from += piece.length;
     const numbered = piece.flatMap((p) => (p.seq === null ? [] : [p.seq]));
     const queued = piece.filter((p) => p.seq === null);
     const read = await db
