@@ -801,7 +801,8 @@ export interface paths {
          *     events when their `data` passes 1 MB together (at least one is always there when any is
          *     kept); `truncated` says that older ones are kept. Older audit rows: `GET /api/1/audit` with `before` set to
          *     `audit.next`; older events: the site's feed (`GET /api/1/events`), whose events name the
-         *     account in `subject`. Everything is read in one snapshot of the database.
+         *     account in `subject`. Everything is read as of one snapshot of the database (the lockout
+         *     counters a moment after it, and an event pruned meanwhile is left out).
          *
          *     A heavy read (each event may carry 64 KiB of metadata): a site's person's-data reads
          *     and lists run at most `HEAVY_READS_PER_SITE` at once on a server (default 2); up to

@@ -1,14 +1,17 @@
 // Everything held about one account, in one answer (issue 30, point 3; GET /api/1/user/data):
 // what a site gives a person who asks what it holds about them (GDPR Art. 15) or wants it to
-// take elsewhere (Art. 20). Read in one snapshot (REPEATABLE READ), so that the parts agree with
-// each other. Never a secret: no password hash, factor secret, recovery code hash or ticket secret
+// take elsewhere (Art. 20). Read as of one snapshot (a short REPEATABLE READ), so that the parts
+// agree with each other; the events' bulky data after it, in pieces (readEvents, issue 41, F2). Never a secret: no password hash, factor secret, recovery code hash or ticket secret
 // is selected at all, so none can slip into the answer. docs/user-data.md says what is left out.
+
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
-import { and, asc, desc, eq, lt, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import { and, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
+import { type Db, rows } from '../db/client.ts';
 import {
   auditLog,
   eventQueue,
+  eventSequences,
   events,
   passkeyChallenges,
   recoveryCodes,
@@ -34,8 +37,8 @@ export const AUDIT_LIMIT = 1000;
 export const EVENTS_LIMIT = 100;
 /** Fewer when their data passes this many characters together (issue 41, F2): about 1 MB. */
 export const EVENTS_BYTES = 1024 * 1024;
-/** Events read at a time. */
-const EVENTS_READ = 10;
+/** Events read at a time: up to 192 KiB of data, a short statement on the one connection of the embedded database. */
+const EVENTS_READ = 3;
 
 interface EventRow {
   id: string;
@@ -94,6 +97,69 @@ export async function gatherUserData(
   userId: string,
 ): Promise<UserData | undefined> {
   if (!isUuid(userId)) return undefined;
+  // A few tries: an event of the snapshot may be pruned (or its account erased) before its data
+  // is read; the last try leaves out what is gone.
+  for (let attempt = 1; ; attempt++) {
+    const snapshot = await readSnapshot(deps, site, userId);
+    if (snapshot === undefined) return undefined;
+    const read = await readEvents(deps.db, site, userId, snapshot);
+    if (read.missing && attempt < 3) continue;
+    // After the snapshot, as from Redis (LOCKOUT_STORE) always: three reads fewer that hold the
+    // embedded database's connection; a counter says how an attempt went, not a part of the rest.
+    const [password, passwordByEmail, secondFactor] = await Promise.all([
+      deps.lockout.read(lockoutKey(site, 'id', snapshot.id.toLowerCase())),
+      deps.lockout.read(lockoutKey(site, 'email', snapshot.email.toLowerCase())),
+      deps.lockout.read(secondFactorLockoutKey(site, snapshot.id)),
+    ]);
+    const { audit, ...before } = snapshot.answer;
+    return {
+      ...before,
+      lockout: {
+        password: counter(password),
+        passwordByEmail: counter(passwordByEmail),
+        secondFactor: counter(secondFactor),
+      },
+      audit,
+      events: {
+        entries: read.rows.map((e) => ({
+          id: e.id,
+          type: e.type as Schemas['UserDataEvent']['type'],
+          time: e.time.toISOString(),
+          sequence: e.seq === null ? null : formatSequence(e.seq),
+          ...(e.changed === null ? {} : { changedfields: e.changed }),
+          data: (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Schemas['UserDataEvent']['data'],
+        })),
+        truncated: read.truncated,
+      },
+    } satisfies UserData;
+  }
+}
+
+/** Where each of the answer's events was in the snapshot: queued (`seq` null) or numbered. */
+interface EventPlace {
+  id: string;
+  seq: number | null;
+  pos: number;
+}
+
+interface Snapshot {
+  answer: Omit<UserData, 'events' | 'lockout'>;
+  /** The account's id as stored, and its email: the keys of its lockout counters. */
+  id: string;
+  email: string;
+  /** Newest first, EVENTS_LIMIT + 1 at most (one more says there are more). */
+  events: EventPlace[];
+  /** The site's last sequence number then: an event queued then and numbered since is above it. */
+  lastSeq: number;
+}
+
+/**
+ * Everything but the events' data, in one snapshot (REPEATABLE READ), so that the parts agree: a
+ * few short reads. The events' data, up to 100 × 64 KiB, is read after it (readEvents), in pieces
+ * that let other queries in between: on the embedded database one connection serves every site,
+ * and a snapshot that read it all held that connection for every read (issue 41, F2).
+ */
+function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, userId: string) {
   return deps.db.transaction(
     async (tx) => {
       const [row] = await tx
@@ -105,41 +171,52 @@ export async function gatherUserData(
       const id = row.id;
 
       // The columns named one by one: a secret (user_factors.secret, recovery_codes.code_hash,
-      // tickets.secret_hash, passkey_challenges.challenge_hash) is never read.
-      const factors = await tx
-        .select({
-          id: userFactors.id,
-          type: userFactors.type,
-          label: userFactors.label,
-          createdAt: userFactors.createdAt,
-          enabledAt: userFactors.enabledAt,
-          lastUsedAt: userFactors.lastUsedAt,
-        })
-        .from(userFactors)
-        .where(eq(userFactors.userId, id))
-        .orderBy(asc(userFactors.createdAt), asc(userFactors.id));
-      const codes = await tx
-        .select({ usedAt: recoveryCodes.usedAt })
-        .from(recoveryCodes)
-        .where(eq(recoveryCodes.userId, id))
-        .orderBy(asc(recoveryCodes.usedAt));
-      const held = await tx
-        .select({
-          purpose: tickets.purpose,
-          newEmail: tickets.newEmail,
-          tries: tickets.tries,
-          createdAt: tickets.createdAt,
-          expiresAt: tickets.expiresAt,
-        })
-        .from(tickets)
-        .where(and(eq(tickets.site, site), eq(tickets.userId, id)))
-        .orderBy(asc(tickets.createdAt), asc(tickets.id));
-
-      const challenges = await tx
-        .select({ purpose: passkeyChallenges.purpose, expiresAt: passkeyChallenges.expiresAt })
-        .from(passkeyChallenges)
-        .where(and(eq(passkeyChallenges.site, site), eq(passkeyChallenges.userId, id)))
-        .orderBy(asc(passkeyChallenges.expiresAt));
+      // tickets.secret_hash, passkey_challenges.challenge_hash) is never read. The four small
+      // parts in one statement: each statement of the snapshot holds the embedded database's one
+      // connection. Times as milliseconds (stored to the millisecond).
+      const ms = (column: SQL) => sql`(extract(epoch from ${column}) * 1000)::float8`;
+      const [small] = await rows<{
+        factors: {
+          id: string;
+          type: string;
+          label: string | null;
+          createdAt: number;
+          enabledAt: number | null;
+          lastUsedAt: number | null;
+        }[];
+        codes: { usedAt: number | null }[];
+        held: { purpose: string; newEmail: string | null; tries: number; createdAt: number; expiresAt: number }[];
+        challenges: { purpose: string; expiresAt: number }[];
+      }>(
+        tx,
+        sql`select
+          (select coalesce(json_agg(json_build_object('id', f.id, 'type', f.type, 'label', f.label,
+              'createdAt', ${ms(sql`f.created_at`)}, 'enabledAt', ${ms(sql`f.enabled_at`)}, 'lastUsedAt', ${ms(sql`f.last_used_at`)})
+              order by f.created_at, f.id), '[]'::json)
+            from ${userFactors} f where f.user_id = ${id}) as factors,
+          (select coalesce(json_agg(json_build_object('usedAt', ${ms(sql`c.used_at`)}) order by c.used_at), '[]'::json)
+            from ${recoveryCodes} c where c.user_id = ${id}) as codes,
+          (select coalesce(json_agg(json_build_object('purpose', t.purpose, 'newEmail', t.new_email, 'tries', t.tries,
+              'createdAt', ${ms(sql`t.created_at`)}, 'expiresAt', ${ms(sql`t.expires_at`)}) order by t.created_at, t.id), '[]'::json)
+            from ${tickets} t where t.site = ${site} and t.user_id = ${id}) as held,
+          (select coalesce(json_agg(json_build_object('purpose', p.purpose, 'expiresAt', ${ms(sql`p.expires_at`)})
+              order by p.expires_at), '[]'::json)
+            from ${passkeyChallenges} p where p.site = ${site} and p.user_id = ${id}) as challenges`,
+      );
+      const date = (at: number | null) => (at === null ? null : new Date(at));
+      const factors = small!.factors.map((f) => ({
+        ...f,
+        createdAt: new Date(f.createdAt),
+        enabledAt: date(f.enabledAt),
+        lastUsedAt: date(f.lastUsedAt),
+      }));
+      const codes = small!.codes.map((c) => ({ usedAt: date(c.usedAt) }));
+      const held = small!.held.map((t) => ({
+        ...t,
+        createdAt: new Date(t.createdAt),
+        expiresAt: new Date(t.expiresAt),
+      }));
+      const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
 
       const auditRows = await tx
         .select()
@@ -151,72 +228,33 @@ export async function gatherUserData(
       const auditTruncated = auditRows.length > AUDIT_LIMIT;
 
       // Newest first: those still waiting for their number (a moment after their write), then
-      // the numbered ones. One snapshot: an event is in one table or the other, never both.
-      const fieldsOf = (t: typeof events | typeof eventQueue) => ({
-        id: sql<string>`${t.id}::text`,
-        type: t.type,
-        time: t.time,
-        changed: t.changed,
-        data: t.data,
-      });
-      // Read a few at a time and kept to EVENTS_BYTES of data: 100 events of 63 KiB made an
-      // answer of 6 MB read in one piece (issue 41, F2).
-      const eventRows: EventRow[] = [];
-      let eventBytes = 0;
-      let eventsLeft = false;
-      const take = (rows: EventRow[], batch: number): boolean => {
-        for (const row of rows.slice(0, batch)) {
-          const size = JSON.stringify(row.data).length;
-          if (eventRows.length >= EVENTS_LIMIT || (eventRows.length > 0 && eventBytes + size > EVENTS_BYTES)) {
-            eventsLeft = true;
-            return false;
-          }
-          eventRows.push(row);
-          eventBytes += size;
-        }
-        return rows.length > batch;
-      };
-      for (let before: number | undefined, more = true; more; ) {
-        const rows = await tx
-          .select({ ...fieldsOf(eventQueue), seq: sql<number | null>`null`, pos: eventQueue.pos })
-          .from(eventQueue)
-          .where(
-            and(
-              eq(eventQueue.site, site),
-              eq(eventQueue.subject, id),
-              before === undefined ? undefined : lt(eventQueue.pos, before),
-            ),
-          )
-          .orderBy(desc(eventQueue.pos))
-          .limit(EVENTS_READ + 1);
-        more = take(rows, EVENTS_READ);
-        before = rows.at(Math.min(rows.length, EVENTS_READ) - 1)?.pos;
-      }
-      for (let before: number | undefined, more = !eventsLeft; more; ) {
-        const rows = await tx
-          .select({ ...fieldsOf(events), seq: events.seq, pos: events.seq })
-          .from(events)
-          .where(
-            and(
-              eq(events.site, site),
-              eq(events.subject, id),
-              before === undefined ? undefined : lt(events.seq, before),
-            ),
-          )
-          .orderBy(desc(events.seq))
-          .limit(EVENTS_READ + 1);
-        more = take(rows, EVENTS_READ);
-        before = rows.at(Math.min(rows.length, EVENTS_READ) - 1)?.pos;
-      }
+      // the numbered ones. Only where each is, in the snapshot: an event is in one table or the
+      // other, never both. Their data (up to 64 KiB each) is read after it (readEvents).
+      // One statement (each read of the snapshot holds the embedded database's one connection):
+      // the newest queued, the newest numbered, and the site's last number (the row without id).
+      const placed = await rows<{ id: string | null; seq: string | null; pos: string }>(
+        tx,
+        sql`select id, null as seq, pos::text as pos from (select ${eventQueue.id}::text as id, ${eventQueue.pos} as pos
+            from ${eventQueue} where ${eventQueue.site} = ${site} and ${eventQueue.subject} = ${id}
+            order by ${eventQueue.pos} desc limit ${EVENTS_LIMIT + 1}) queued
+          union all
+          select id, seq::text, seq::text from (select ${events.id}::text as id, ${events.seq} as seq
+            from ${events} where ${events.site} = ${site} and ${events.subject} = ${id}
+            order by ${events.seq} desc limit ${EVENTS_LIMIT + 1}) numbered
+          union all
+          select null, null, ${eventSequences.last}::text from ${eventSequences} where ${eventSequences.site} = ${site}`,
+      );
+      const newest = (a: EventPlace, b: EventPlace) =>
+        a.seq === null && b.seq !== null ? -1 : a.seq !== null && b.seq === null ? 1 : b.pos - a.pos;
+      const eventPlaces: EventPlace[] = placed
+        .flatMap((p) =>
+          p.id === null ? [] : [{ id: p.id, seq: p.seq === null ? null : Number(p.seq), pos: Number(p.pos) }],
+        )
+        .sort(newest)
+        .slice(0, EVENTS_LIMIT + 1);
+      const lastSeq = Number(placed.find((p) => p.id === null)?.pos ?? 0);
 
-      const lockout = deps.lockout.inTransaction?.(tx) ?? deps.lockout;
-      const [password, passwordByEmail, secondFactor] = await Promise.all([
-        lockout.read(lockoutKey(site, 'id', id.toLowerCase())),
-        lockout.read(lockoutKey(site, 'email', row.email.toLowerCase())),
-        lockout.read(secondFactorLockoutKey(site, id)),
-      ]);
-
-      return {
+      const answer = {
         format: USER_DATA_FORMAT,
         generatedAt: new Date().toISOString(),
         account: toUser(row),
@@ -241,11 +279,6 @@ export async function gatherUserData(
           purpose: ch.purpose as 'register' | 'login',
           expiresAt: ch.expiresAt.toISOString(),
         })),
-        lockout: {
-          password: counter(password),
-          passwordByEmail: counter(passwordByEmail),
-          secondFactor: counter(secondFactor),
-        },
         audit: {
           entries: auditShown.map((a) => ({
             at: a.at.toISOString(),
@@ -258,19 +291,101 @@ export async function gatherUserData(
           truncated: auditTruncated,
           next: auditTruncated ? String(auditShown[auditShown.length - 1]!.id) : null,
         },
-        events: {
-          entries: eventRows.map((e) => ({
-            id: e.id,
-            type: e.type as Schemas['UserDataEvent']['type'],
-            time: e.time.toISOString(),
-            sequence: e.seq === null ? null : formatSequence(e.seq),
-            ...(e.changed === null ? {} : { changedfields: e.changed }),
-            data: (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Schemas['UserDataEvent']['data'],
-          })),
-          truncated: eventsLeft,
-        },
-      } satisfies UserData;
+      } satisfies Omit<UserData, 'events' | 'lockout'>;
+      return { answer, id, email: row.email, events: eventPlaces, lastSeq } satisfies Snapshot;
     },
     { isolationLevel: 'repeatable read', accessMode: 'read only' },
   );
+}
+
+/**
+ * The data of the snapshot's events, newest first, EVENTS_READ at a time, each piece one
+ * statement (so the piece agrees with itself), the event loop's other work let in before the
+ * next. An event queued in the snapshot may have been numbered since: it is looked for in both
+ * tables, in the same statement, so it is found once, and answered as the snapshot saw it
+ * (unnumbered), like every other part. Kept to EVENTS_BYTES of data: 100 events of 63 KiB made
+ * an answer of 6 MB read in one piece (issue 41, F2). `missing`: an event of the snapshot is gone.
+ */
+async function readEvents(
+  db: Db,
+  site: string,
+  subject: string,
+  snapshot: Snapshot,
+): Promise<{ rows: EventRow[]; truncated: boolean; missing: boolean }> {
+  const places = snapshot.events.slice(0, EVENTS_LIMIT);
+  const eventRows: EventRow[] = [];
+  let eventBytes = 0;
+  let missing = false;
+  const fieldsOf = (t: typeof events | typeof eventQueue) => ({
+    id: sql<string>`${t.id}::text`,
+    type: t.type,
+    time: t.time,
+    changed: t.changed,
+    data: t.data,
+  });
+  const any = <T>(values: T[], match: (values: T[]) => SQL) => (values.length === 0 ? sql`false` : match(values));
+  for (let from = 0; from < places.length; ) {
+    await yieldToLoop();
+    // No more than the bytes left take at the weight so far (and one to see that the next is too many).
+    const fit =
+      eventRows.length === 0 ? EVENTS_READ : Math.ceil((EVENTS_BYTES - eventBytes) / (eventBytes / eventRows.length));
+    const piece = places.slice(from, from + Math.max(1, Math.min(EVENTS_READ, fit)));
+    from += piece.length;
+    const numbered = piece.flatMap((p) => (p.seq === null ? [] : [p.seq]));
+    const queued = piece.filter((p) => p.seq === null);
+    const read = await db
+      .select(fieldsOf(events))
+      .from(events)
+      .where(
+        and(
+          eq(events.site, site),
+          eq(events.subject, subject),
+          any(numbered, (v) => inArray(events.seq, v)),
+        ),
+      )
+      .unionAll(
+        db
+          .select(fieldsOf(eventQueue))
+          .from(eventQueue)
+          .where(
+            and(
+              eq(eventQueue.site, site),
+              any(
+                queued.map((p) => p.pos),
+                (v) => inArray(eventQueue.pos, v),
+              ),
+            ),
+          ),
+      )
+      .unionAll(
+        db
+          .select(fieldsOf(events))
+          .from(events)
+          .where(
+            and(
+              eq(events.site, site),
+              eq(events.subject, subject),
+              gt(events.seq, snapshot.lastSeq),
+              any(
+                queued.map((p) => p.id),
+                (v) => inArray(events.id, v),
+              ),
+            ),
+          ),
+      );
+    const byId = new Map(read.map((r) => [r.id, r]));
+    for (const place of piece) {
+      const row = byId.get(place.id);
+      if (row === undefined) {
+        missing = true;
+        continue;
+      }
+      const size = JSON.stringify(row.data).length;
+      if (eventRows.length > 0 && eventBytes + size > EVENTS_BYTES)
+        return { rows: eventRows, truncated: true, missing };
+      eventRows.push({ ...row, seq: place.seq, pos: place.pos });
+      eventBytes += size;
+    }
+  }
+  return { rows: eventRows, truncated: snapshot.events.length > EVENTS_LIMIT, missing };
 }
