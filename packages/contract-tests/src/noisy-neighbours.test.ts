@@ -297,10 +297,18 @@ async function onPostgres(options: ServerOptions): Promise<Target> {
 }
 const postgresSkip = await postgresUnavailable();
 
+/**
+ * The victim tests' bounds are absolute times (the issue's: 3× a quiet p50 + 20 ms, /healthz under
+ * 100 ms), measured on the machine that runs the suite: a burst of other work there (a neighbour
+ * process, the OS) can spoil one measurement. Each runs once more, on a fresh server, before it
+ * counts as failed; a server that breaks the bound fails every time.
+ */
+const VICTIM = { retry: 1 };
+
 describe.each([
   { database: 'the embedded database', start: embedded, skip: undefined },
   { database: 'PostgreSQL', start: onPostgres, skip: postgresSkip },
-])('heavy reads on $database', ({ start, skip }) => {
+])('heavy reads on $database', VICTIM, ({ start, skip }) => {
   /**
    * Shop's login (production hash parameters) quiet, then while evil's heavy reads of `url` run
    * in 8 loops; /healthz timed every 50 ms through the attack. Asserts the issue's bounds: the
@@ -411,7 +419,7 @@ describe.each([
   );
 });
 
-describe("a site's own metadata schema", () => {
+describe("a site's own metadata schema", VICTIM, () => {
   // Issue 41, F1: a site's schema is checked on the event loop every site shares. Found by
   // attack: a pattern of `^(a+)+$` over 31 characters stalled the server 27 s (/healthz too);
   // `uniqueItems` over a 64 KiB array of small objects cost 0.9–1.5 s a check; a dry-run import
@@ -455,7 +463,9 @@ describe("a site's own metadata schema", () => {
       seed = (seed ^ (seed << 5)) >>> 0;
       return seed & 1;
     };
-    const costlyText = { x: `${Array.from({ length: 60_000 }, () => (bit() ? 'a' : 'b')).join('')}${'a'.repeat(41)}` };
+    const costlyText = {
+      x: `${Array.from({ length: 60_000 }, () => (bit() ? 'a' : 'b')).join('')}${'a'.repeat(41)}`,
+    };
     const costlyTags = { tags: Array.from({ length: 7000 }, () => ({ a: 1 })) }; // 56 KB of equal objects
     const email = 'shopper@example.com';
     const password = 'the shop customer passphrase';
