@@ -19,6 +19,7 @@ const integration = server([
   'accounts/listing',
   'accounts/tickets',
   'accounts/unit-of-work',
+  'accounts/user-data',
   'accounts/verify',
   'assemble',
   'auth/tokens',
