@@ -22,15 +22,7 @@ export function sendRaw(baseUrl: string, head: string): Promise<RawAnswer> {
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
     socket.on('error', reject);
     socket.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      const split = text.indexOf('\r\n\r\n');
-      const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-      }
-      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
+      resolve(parseAnswer(chunks));
     });
   });
 }
@@ -74,16 +66,21 @@ export function sendRawChunked(
       reject(error);
     });
     socket.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      const split = text.indexOf('\r\n\r\n');
-      const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const colon = line.indexOf(':');
-        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-      }
       socket.destroy();
-      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) });
+      resolve(parseAnswer(chunks));
     });
   });
+}
+
+/** An HTTP/1.1 answer read whole off a socket: its status, headers (names in lower case) and body. */
+function parseAnswer(chunks: Buffer[]) {
+  const text = Buffer.concat(chunks).toString('utf8');
+  const split = text.indexOf('\r\n\r\n');
+  const [statusLine = '', ...lines] = text.slice(0, split).split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return { status: Number(statusLine.split(' ')[1]), headers, body: text.slice(split + 4) };
 }
