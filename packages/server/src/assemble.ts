@@ -1,5 +1,6 @@
 // The composition root: from a Config to a ready app, with everything it needs. main.ts and the
 // test targets both assemble the service here, so the suite runs what production runs.
+
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
@@ -27,6 +28,7 @@ import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } fr
 import { createMetrics } from './ops/metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
+import { placeholderSigner } from './sessions/access-tokens.ts';
 import { startTracing } from './tracing.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -211,6 +213,7 @@ export async function assembleOn(
     corsOrigins: config.corsOrigins,
     verifyLimits: config.verifyLimits,
     lockout,
+    accessTokens: placeholderSigner,
     wake,
     sequencer,
     outbox: options.outbox ?? true,

@@ -145,6 +145,9 @@ export const siteSettings = pgTable('site_settings', {
   rpId: text('rp_id'),
   rpName: text('rp_name'),
   rpOrigins: jsonb('rp_origins').$type<string[]>(),
+  /** Session lifetimes (cli site set; issue 43): absolute and idle, in seconds; null: the defaults. */
+  sessionLifetimeSeconds: integer('session_lifetime_seconds'),
+  sessionIdleSeconds: integer('session_idle_seconds'),
 });
 
 /** A site's JSON Schema for its accounts' metadata (cli metadata-schema; accounts/metadata.ts). */
@@ -462,3 +465,62 @@ export const schema = {
   webhookEndpoints,
   webhookDeliveries,
 };
+
+/**
+ * Sessions (issue 43): issued by a completed login (verify, factor/verify, passkey/verify) or an
+ * impersonation. The token is 256 random bits with a prefix; only its SHA-256 (`tokenHash`) is
+ * kept. A refresh replaces it: the replaced token's hash moves to `previousTokenHash` with
+ * `rotatedAt`, so a replaced token presented within the grace window gets the same successor,
+ * and one presented later revokes the session (sessions/). `lastSeenAt` is written at most once a
+ * minute; the idle expiry is `lastSeenAt + idleSeconds`, capped by `expiresAt`.
+ */
+export const sessions = pgTable(
+  'sessions',
+  {
+    id: uuid('id').primaryKey(),
+    site: text('site').notNull(),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    tokenHash: text('token_hash').notNull(),
+    previousTokenHash: text('previous_token_hash'),
+    rotatedAt: at('rotated_at'),
+    createdAt: at('created_at').notNull().defaultNow(),
+    lastSeenAt: at('last_seen_at').notNull().defaultNow(),
+    expiresAt: at('expires_at').notNull(),
+    idleSeconds: integer('idle_seconds').notNull(),
+    /** NIST 800-63B assurance level (1 or 2) and the RFC 8176 methods of the login. */
+    aal: smallint('aal').notNull(),
+    amr: jsonb('amr').$type<string[]>().notNull(),
+    userAgent: text('user_agent'),
+    ip: text('ip'),
+    /** An impersonation: who (`actor`) and why (`reason`); null for the person's own login. */
+    impersonator: jsonb('impersonator').$type<{ actor: string; reason: string }>(),
+    revokedAt: at('revoked_at'),
+    revokeReason: text('revoke_reason'),
+  },
+  (t) => [
+    uniqueIndex('sessions_token_idx').on(t.tokenHash),
+    index('sessions_previous_token_idx').on(t.previousTokenHash),
+    index('sessions_user_idx').on(t.userId, t.createdAt),
+    index('sessions_site_expiry_idx').on(t.site, t.expiresAt),
+    check('sessions_aal_check', sql`${t.aal} in (1, 2, 3)`),
+  ],
+);
+
+/**
+ * The keys that sign access tokens (issue 43): ES256, made by the service, the private key sealed
+ * under FACTOR_ENCRYPTION_KEY (factors/secret-box.ts, the kid as context). A key is published from
+ * `createdAt`, signs from `activatesAt` (after the JWKS cache's lifetime, so verifiers have it
+ * before any token), stops signing at `retiredAt`, and stays published until every token it signed
+ * has expired (`retiredAt` + the longest access-token lifetime).
+ */
+export const signingKeys = pgTable('signing_keys', {
+  kid: text('kid').primaryKey(),
+  algorithm: text('algorithm').notNull().default('ES256'),
+  publicJwk: jsonb('public_jwk').$type<Record<string, string>>().notNull(),
+  privateSealed: text('private_sealed').notNull(),
+  createdAt: at('created_at').notNull().defaultNow(),
+  activatesAt: at('activates_at').notNull(),
+  retiredAt: at('retired_at'),
+});

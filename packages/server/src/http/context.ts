@@ -16,6 +16,7 @@ import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
+import type { AccessTokenSigner } from '../sessions/access-tokens.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
 import type { RequestLog } from './middleware/request-id.ts';
@@ -62,6 +63,8 @@ export interface AppDeps {
   factorKeys?: KeyRing;
   /** Breached-password screening (BREACHED_PASSWORDS_URL); absent: off. */
   breachedPasswords?: BreachedPasswords;
+  /** Signs sessions' access tokens (sessions/signing-keys.ts). */
+  accessTokens: AccessTokenSigner;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

@@ -1,0 +1,37 @@
+// The seam between sessions (sessions/store) and the keys that sign their access tokens
+// (sessions/signing-keys.ts): a session asks for a JWT with these claims and gets it with its expiry.
+
+/** What an access token says (issue 43, point 4): `aud` is the site, `sub` the account, `sid` the session. */
+export interface AccessTokenRequest {
+  site: string;
+  userId: string;
+  sessionId: string;
+  /** RFC 8176 methods: pwd, otp, hwk, mfa, … */
+  amr: string[];
+  /** NIST 800-63B: 1 for a password, 2 with a second factor or a passkey. */
+  aal: number;
+  /** An impersonation's actor (the JWT's `act: { sub }`). */
+  actor?: string;
+}
+
+export interface SignedAccessToken {
+  accessToken: string;
+  accessTokenExpiresAt: Date;
+}
+
+export interface AccessTokenSigner {
+  sign(request: AccessTokenRequest): Promise<SignedAccessToken>;
+}
+
+/**
+ * Until the signing keys are wired (sessions/signing-keys.ts replaces it in assemble.ts): an
+ * unsigned token, so that the session rules can be built and tested on their own.
+ */
+export const placeholderSigner: AccessTokenSigner = {
+  async sign(request) {
+    const exp = new Date(Date.now() + 300_000);
+    const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+    const token = `${part({ alg: 'none' })}.${part({ sub: request.userId, sid: request.sessionId, aud: request.site })}.`;
+    return { accessToken: token, accessTokenExpiresAt: exp };
+  },
+};
