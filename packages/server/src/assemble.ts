@@ -28,7 +28,7 @@ import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } fr
 import { createMetrics } from './ops/metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
-import { placeholderSigner } from './sessions/access-tokens.ts';
+import { createSigningKeys } from './sessions/signing-keys.ts';
 import { startTracing } from './tracing.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -201,6 +201,15 @@ export async function assembleOn(
     ...(tracer === undefined ? {} : { tracer }),
   });
   const factorKeys = factorKeysOf(config, database, logger);
+  // Read (and on a new deployment made) at the first token or JWKS request, then kept in memory.
+  const accessTokens = createSigningKeys({
+    db: database.db,
+    ring: factorKeys,
+    issuer: config.accessTokens.issuer,
+    lifetimeSeconds: config.accessTokens.lifetimeSeconds,
+    onRefreshError: (error) =>
+      logger.warn({ err: describeError(error) }, 'reading the access-token signing keys failed; using those in memory'),
+  });
   const deps: AppDeps = {
     database,
     tokens,
@@ -213,7 +222,7 @@ export async function assembleOn(
     corsOrigins: config.corsOrigins,
     verifyLimits: config.verifyLimits,
     lockout,
-    accessTokens: placeholderSigner,
+    accessTokens,
     wake,
     sequencer,
     outbox: options.outbox ?? true,

@@ -19,8 +19,29 @@ export interface SignedAccessToken {
   accessTokenExpiresAt: Date;
 }
 
+/** A public key as `GET /.well-known/jwks.json` publishes it (RFC 7517, 7518: P-256 for ES256). */
+export interface PublicJwk {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  kid: string;
+  alg: 'ES256';
+  use: 'sig';
+}
+
+/** The keys a verifier needs, newest first, and an entity tag of exactly this set. */
+export interface PublishedKeys {
+  keys: PublicJwk[];
+  etag: string;
+}
+
 export interface AccessTokenSigner {
   sign(request: AccessTokenRequest): Promise<SignedAccessToken>;
+  /** The public keys to publish (sessions/signing-keys.ts); a stand-in without it publishes none. */
+  publishedKeys?(): Promise<PublishedKeys>;
+  /** Reads the keys again now rather than at the next periodic refresh (a rotation on this server). */
+  refresh?(): Promise<void>;
 }
 
 /**
