@@ -77,16 +77,18 @@ export function stateOf(row: SigningKeyRow, now: number): KeyState {
 
 /** The key that signs at `now`: the latest activated of those not retired (the kid breaks a tie, the same on every server). */
 export function signingKeyOf(rows: SigningKeyRow[], now: number): SigningKeyRow | undefined {
-  return rows
-    .filter((row) => stateOf(row, now) === 'signing')
-    .sort((a, b) => ms(b.activatesAt) - ms(a.activatesAt) || (a.kid < b.kid ? 1 : -1))[0];
+  return rows.filter((row) => stateOf(row, now) === 'signing').sort(newestFirst)[0];
 }
+
+/** The key that signs (or will sign) last first; the kid breaks a tie, the same on every server. */
+const newestFirst = (a: SigningKeyRow, b: SigningKeyRow) =>
+  ms(b.activatesAt) - ms(a.activatesAt) || ms(b.createdAt) - ms(a.createdAt) || (a.kid < b.kid ? 1 : -1);
 
 /** The published keys, newest first, as JWKS members, and an entity tag of exactly that list. */
 export function publish(rows: SigningKeyRow[], now: number): PublishedKeys {
   const keys: PublicJwk[] = rows
     .filter((row) => stateOf(row, now) !== 'unpublished')
-    .sort((a, b) => ms(b.createdAt) - ms(a.createdAt) || (a.kid < b.kid ? 1 : -1))
+    .sort(newestFirst)
     .map((row) => ({
       kty: 'EC',
       crv: 'P-256',
@@ -198,18 +200,16 @@ export async function rotateSigningKey(
 /** Every key, newest first, with its state at `now` and the key id of its seal (never the key). */
 export async function listSigningKeys(db: Db, now = Date.now()) {
   const rows = await db.select().from(signingKeys);
-  return rows
-    .sort((a, b) => ms(b.createdAt) - ms(a.createdAt))
-    .map((row) => ({
-      kid: row.kid,
-      algorithm: row.algorithm,
-      state: stateOf(row, now),
-      createdAt: row.createdAt,
-      activatesAt: row.activatesAt,
-      retiredAt: row.retiredAt,
-      publishedUntil: publishedUntil(row),
-      sealedWith: row.privateSealed.split('.')[1] ?? '?',
-    }));
+  return rows.sort(newestFirst).map((row) => ({
+    kid: row.kid,
+    algorithm: row.algorithm,
+    state: stateOf(row, now),
+    createdAt: row.createdAt,
+    activatesAt: row.activatesAt,
+    retiredAt: row.retiredAt,
+    publishedUntil: publishedUntil(row),
+    sealedWith: row.privateSealed.split('.')[1] ?? '?',
+  }));
 }
 
 export interface SigningKeysOptions {
