@@ -28,7 +28,7 @@
 // either way; a key sealed so (id `@db`) still opens once the variable is set, and the next
 // rotation seals its new key with the ring.
 import { createHash, hkdfSync } from 'node:crypto';
-import { and, gt, isNull, lte, or, sql } from 'drizzle-orm';
+import { gt, isNull, or, sql } from 'drizzle-orm';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import type { Db } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
@@ -75,10 +75,20 @@ export function stateOf(row: SigningKeyRow, now: number): KeyState {
   return ms(row.activatesAt) <= now ? 'signing' : 'pending';
 }
 
-/** The key that signs at `now`: the latest activated of those not retired (the kid breaks a tie, the same on every server). */
+/**
+ * The key that signs at `now`: the latest activated of those not retired (the kid breaks a tie,
+ * the same on every server). When none is activated yet on this server's clock (a clock behind
+ * the one of the server that made the first key), the one that activates first: it is published
+ * already, and a server must not stop signing over a second of skew.
+ */
 export function signingKeyOf(rows: SigningKeyRow[], now: number): SigningKeyRow | undefined {
-  return rows.filter((row) => stateOf(row, now) === 'signing').sort(newestFirst)[0];
+  return (
+    rows.filter((row) => stateOf(row, now) === 'signing').sort(newestFirst)[0] ??
+    rows.filter((row) => unretired(row, now)).sort((a, b) => ms(a.activatesAt) - ms(b.activatesAt))[0]
+  );
 }
+
+const unretired = (row: SigningKeyRow, now: number) => row.retiredAt === null || ms(row.retiredAt) > now;
 
 /** The key that signs (or will sign) last first; the kid breaks a tie, the same on every server. */
 const newestFirst = (a: SigningKeyRow, b: SigningKeyRow) =>
@@ -141,18 +151,18 @@ export async function newSigningKey(ring: KeyRing, activatesAt: Date, now: Date)
 const lockKeys = sql`select pg_advisory_xact_lock(hashtextextended('signing_keys', 0))`;
 
 /**
- * A key that signs at `now`, made if there is none (the first server that needs one; the advisory
+ * A key not retired at `now`, made if there is none (the first server that needs one; the advisory
  * lock makes it one key whichever servers ask at once). True when this call made it.
  */
 export async function ensureSigningKey(db: Db, ring: KeyRing, now = new Date()): Promise<boolean> {
   return db.transaction(async (tx) => {
     await tx.execute(lockKeys);
-    const signing = await tx
+    const live = await tx
       .select({ kid: signingKeys.kid })
       .from(signingKeys)
-      .where(and(lte(signingKeys.activatesAt, now), or(isNull(signingKeys.retiredAt), gt(signingKeys.retiredAt, now))))
+      .where(or(isNull(signingKeys.retiredAt), gt(signingKeys.retiredAt, now)))
       .limit(1);
-    if (signing.length > 0) return false;
+    if (live.length > 0) return false;
     await tx.insert(signingKeys).values(await newSigningKey(ring, now, now));
     return true;
   });
