@@ -201,7 +201,8 @@ export async function assembleOn(
     ...(tracer === undefined ? {} : { tracer }),
   });
   const factorKeys = factorKeysOf(config, database, logger);
-  // Read (and on a new deployment made) at the first token or JWKS request, then kept in memory.
+  // Read now (and on a new deployment made), then kept in memory and read again every 30 s: no
+  // token ever waits on the database for its key (sessions/signing-keys.ts).
   const accessTokens = createSigningKeys({
     db: database.db,
     ring: factorKeys,
@@ -210,6 +211,14 @@ export async function assembleOn(
     onRefreshError: (error) =>
       logger.warn({ err: describeError(error) }, 'reading the access-token signing keys failed; using those in memory'),
   });
+  await accessTokens
+    .refresh()
+    .catch((error) =>
+      logger.warn(
+        { err: describeError(error) },
+        'reading the access-token signing keys failed; reading them at the first token',
+      ),
+    );
   const deps: AppDeps = {
     database,
     tokens,
@@ -242,6 +251,7 @@ export async function assembleOn(
     await tokenChanges.close();
     await eventsHeard.close();
     await sequencer.stop();
+    accessTokens.close();
     redis?.disconnect();
     await limiter.close();
     hasher!.close();

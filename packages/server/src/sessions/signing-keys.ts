@@ -13,12 +13,13 @@
 //                 the next rotation deletes the row.
 //
 // Each server keeps the table in memory (a handful of rows) and signs from that: no database
-// round trip per token. It reads the table again in the background once its view is older than
-// REFRESH_MS, and before it signs or publishes once its view is older than STALE_MS: so a key made
-// by another server or the CLI is signed with and published by every server within STALE_MS
-// (60 s) of its row's commit, well inside the activation delay. A `--now` rotation (tests, an
-// emergency) takes effect on the other servers only within those 60 s; the old key stays published
-// meanwhile, so their tokens still verify.
+// round trip per token, and none awaited once the first read is done. It reads the table again in
+// the background every REFRESH_MS (30 s): so a key made by another server or the CLI is signed
+// with and published by every server within STALE_MS (60 s, the bound the timings below allow
+// for) of its row's commit, well inside the activation delay. A server that runs the CLI's
+// command (the embedded database's socket) reads it at once. A `--now` rotation (tests, an
+// emergency) takes effect on the other servers only within that bound; the old key stays
+// published meanwhile, so their tokens still verify.
 //
 // The seal (factors/secret-box.ts, the kid as context, so a sealed key copied onto another row does
 // not open): FACTOR_ENCRYPTION_KEY's ring, as second-factor secrets. Without a ring (PostgreSQL
@@ -49,9 +50,9 @@ export const DEFAULT_ACCESS_TOKEN_LIFETIME_SECONDS = 300;
 export const MAX_ACCESS_TOKEN_LIFETIME_SECONDS = 3600;
 /** Cache-Control max-age of GET /.well-known/jwks.json. */
 export const JWKS_MAX_AGE_SECONDS = 300;
-/** A server reads the keys again in the background once its view is this old… */
+/** A server reads the keys again in the background this often… */
 export const REFRESH_MS = 30_000;
-/** …and before it signs or publishes once it is this old. */
+/** …so its view is never older than this while the database answers (twice the period: a slow read, a busy loop). */
 export const STALE_MS = 60_000;
 /** A rotated-in key signs this long after it is published: every server and every verifier's cache has it by then. */
 export const ACTIVATION_DELAY_SECONDS = JWKS_MAX_AGE_SECONDS + STALE_MS / 1000;
@@ -239,6 +240,8 @@ export interface SigningKeysOptions {
 export interface SigningKeys extends AccessTokenSigner {
   publishedKeys(): Promise<PublishedKeys>;
   refresh(): Promise<void>;
+  /** Stops the periodic refresh (the service's close). */
+  close(): void;
 }
 
 /** The signer of a server: the keys in memory, read as the header says. */
@@ -267,27 +270,32 @@ export function createSigningKeys(options: SigningKeysOptions): SigningKeys {
     }
     view = { rows, readAt: clock() };
   }
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
   const reread = () => {
     reading ??= read().finally(() => {
       reading = undefined;
     });
+    // Every REFRESH_MS from the first read on, whether or not requests come: an idle server's keys
+    // are as fresh as a busy one's. Unref'd: it keeps no process alive.
+    if (timer === undefined && !closed) {
+      timer = setInterval(() => {
+        if (view !== undefined && clock() - view.readAt < REFRESH_MS / 2) return;
+        reread().catch((error) => options.onRefreshError?.(error));
+      }, REFRESH_MS);
+      timer.unref();
+    }
     return reading;
   };
 
-  /** The view to use now: read first when there is none or it is stale; refreshed behind when old. */
+  /**
+   * The view to use now: read first when there is none; else the one in memory, never awaiting the
+   * database (a caller may hold the embedded database's one connection in a transaction), read
+   * again behind when older than REFRESH_MS (the timer keeps it so while the database answers).
+   */
   async function current(): Promise<SigningKeyRow[]> {
-    const age = view === undefined ? Number.POSITIVE_INFINITY : clock() - view.readAt;
-    if (age > STALE_MS) {
-      try {
-        await reread();
-      } catch (error) {
-        // The database away: a view we have still signs (its keys' times are known), none cannot.
-        if (view === undefined) throw error;
-        options.onRefreshError?.(error);
-      }
-    } else if (age > REFRESH_MS) {
-      reread().catch((error) => options.onRefreshError?.(error));
-    }
+    if (view === undefined) await reread();
+    else if (clock() - view.readAt > REFRESH_MS) reread().catch((error) => options.onRefreshError?.(error));
     return view!.rows;
   }
 
@@ -352,6 +360,10 @@ export function createSigningKeys(options: SigningKeysOptions): SigningKeys {
     },
     async refresh() {
       await reread();
+    },
+    close() {
+      closed = true;
+      clearInterval(timer);
     },
   };
 }
