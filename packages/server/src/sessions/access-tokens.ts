@@ -45,8 +45,8 @@ export interface AccessTokenSigner {
 }
 
 /**
- * Until the signing keys are wired (sessions/signing-keys.ts replaces it in assemble.ts): an
- * unsigned token, so that the session rules can be built and tested on their own.
+ * A stand-in for tests of the session rules on their own: an unsigned token (`alg: none`, which
+ * no verifier accepts). The service signs with sessions/signing-keys.ts (wired in assemble.ts).
  */
 export const placeholderSigner: AccessTokenSigner = {
   async sign(request) {

@@ -269,6 +269,12 @@ export function createSigningKeys(options: SigningKeysOptions): SigningKeys {
       rows = await db.select().from(signingKeys);
     }
     view = { rows, readAt: clock() };
+    // Opened here, so that a token never waits on the database for its seal either: the key that
+    // signs, and those that will (a failure is the sign's to report, as a 503).
+    const now = clock();
+    const signer = signingKeyOf(rows, now);
+    const next = rows.filter((row) => stateOf(row, now) === 'pending');
+    await Promise.all([signer, ...next].map((row) => row && privateKeyOf(row).catch(() => {})));
   }
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
