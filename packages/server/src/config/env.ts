@@ -300,7 +300,7 @@ const VARIABLES = {
         ? raw.replace(/\/+$/, '')
         : problem('must be an http:// or https:// URL'),
     {
-      shown: '`http://HOST:PORT`',
+      shown: 'http://HOST:PORT',
       meaning:
         'the address clients and verifiers reach this service at (`https://accounts.example.com`, behind your load balancer): the default `iss` of access tokens, whose keys it publishes at `PUBLIC_URL/.well-known/jwks.json`; unset, `http://HOST:PORT` (`127.0.0.1` for a wildcard `HOST`), which a production deployment should not rely on (it warns at start)',
     },
@@ -309,7 +309,7 @@ const VARIABLES = {
     (raw) =>
       /^[\x21-\x7e]{1,200}$/.test(raw) ? raw : problem('must be 1 to 200 printable characters without spaces (a URL)'),
     {
-      shown: '`PUBLIC_URL`',
+      shown: "PUBLIC_URL's",
       meaning:
         "sessions' access tokens' `iss` claim, what a verifier checks it against (`verifyAccessToken`'s `issuer`)",
     },
