@@ -13,7 +13,7 @@ import {
   sealingRing,
 } from '@user-accounts/server/sessions/signing-keys';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { checkedClient } from './harness.ts';
 import {
   embeddedServer,
@@ -215,6 +215,42 @@ for (const [name, start] of targets) {
       expect(
         (await verifyAccessToken(after.accessToken, { jwksUrl: lateVerifier, issuer: ISSUER, site: 'shop' })).sid,
       ).toBeDefined();
+    });
+
+    it('verifyAccessToken fetches the key set once, then again only for a kid it lacks (after its 30 s cooldown)', async () => {
+      const jwksUrl = freshJwksUrl(target);
+      // The server's access log: one line per request, by route.
+      const fetchesOf = () =>
+        target.logs.filter((line) => line.includes('"route":"/.well-known/jwks.json"') && line.includes('"status":200'))
+          .length;
+      const before = fetchesOf();
+      const known = await signer.sign(session());
+      for (let i = 0; i < 5; i++) await verifyAccessToken(known.accessToken, { jwksUrl, issuer: ISSUER, site: 'shop' });
+      expect(fetchesOf() - before).toBe(1);
+      // A key signing at once (`--now`, as after a theft): its first token names a kid the verifier lacks.
+      const deps = target.deps!();
+      const rotation = await rotateSigningKey(deps.database.db, await sealingRing(deps.database.db, deps.factorKeys), {
+        immediately: true,
+      });
+      await signer.refresh!();
+      const fresh = await signer.sign(session());
+      expect(kidOf(fresh.accessToken)).toBe(rotation.kid);
+      // Within the cooldown since its fetch, no refetch: the token is refused for now, naming why.
+      await expect(
+        verifyAccessToken(fresh.accessToken, { jwksUrl, issuer: ISSUER, site: 'shop' }),
+      ).rejects.toMatchObject({
+        reason: 'unknown_key',
+      });
+      expect(fetchesOf() - before).toBe(1);
+      // 31 s later (the clock moved, not waited for): fetched again, and verified.
+      vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 31_000 });
+      try {
+        const claims = await verifyAccessToken(fresh.accessToken, { jwksUrl, issuer: ISSUER, site: 'shop' });
+        expect(claims.sid).toBeDefined();
+      } finally {
+        vi.useRealTimers();
+      }
+      expect(fetchesOf() - before).toBe(2);
     });
 
     it('keeps no private key readable in the database or the key set', async () => {
