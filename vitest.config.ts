@@ -40,6 +40,8 @@ const integration = server([
   'ops/import-file',
   'ops/metadata-schema',
   'ops/relying-party',
+  'ops/signing-keys',
+  'sessions/signing-keys',
 ]);
 
 /**

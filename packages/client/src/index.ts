@@ -1,3 +1,4 @@
+import { createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import createFetchClient, {
   type Client,
   type ClientPathsWithMethod,
@@ -328,4 +329,130 @@ export function createClient(options: ClientOptions): UserAccountsClient {
     }
   }
   return Object.assign(typed, { listAll, followEvents });
+}
+
+// A session's access token checked where it is used, without calling the service: the JWT's
+// ES256 signature against the service's published keys (GET /.well-known/jwks.json), its issuer,
+// its audience (the site) and its expiry. Built on jose: the key set is fetched once and kept,
+// and fetched again (at most every 30 s) when a token names a key it lacks, as after a rotation.
+
+/** What an access token says (the spec's `getJwks` describes each claim). */
+export interface AccessTokenClaims {
+  /** The issuer: the service's ACCESS_TOKEN_ISSUER (by default its PUBLIC_URL). */
+  iss: string;
+  /** The site the session belongs to. */
+  aud: string;
+  /** The account's `_userId`. */
+  sub: string;
+  /** The session's `sessionId` (what `session/revoke` takes). */
+  sid: string;
+  /** Issued and expires at, in seconds since the epoch. */
+  iat: number;
+  exp: number;
+  /** RFC 8176 methods of the login: `pwd`, `otp`, `hwk`, `mfa`, … */
+  amr: string[];
+  /** NIST 800-63B assurance level: 1 for a password, 2 with a second factor or a passkey. */
+  aal: number;
+  /** Present when a support agent impersonates the account: who. */
+  act?: { sub: string };
+}
+
+export interface VerifyAccessTokenOptions {
+  /** The service's key set: `<PUBLIC_URL>/.well-known/jwks.json`. */
+  jwksUrl: string | URL;
+  /** The `iss` the service signs with (its ACCESS_TOKEN_ISSUER, by default its PUBLIC_URL). */
+  issuer: string;
+  /** Your site's name: tokens of other sites are refused. */
+  site: string;
+  /** Seconds of clock difference forgiven on `exp` and `iat` (default 0). */
+  clockToleranceSeconds?: number;
+}
+
+/** Why a token was refused. */
+export type AccessTokenProblem =
+  | 'expired'
+  | 'wrong_issuer'
+  | 'wrong_site'
+  | 'bad_signature'
+  | 'unknown_key'
+  | 'malformed'
+  | 'keys_unavailable';
+
+/** A refused access token: `reason` says why; `cause` is jose's error. */
+export class AccessTokenError extends Error {
+  readonly reason: AccessTokenProblem;
+  constructor(reason: AccessTokenProblem, message: string, cause?: unknown) {
+    super(message, { cause });
+    this.name = 'AccessTokenError';
+    this.reason = reason;
+  }
+}
+
+// One cached key set per URL, for the life of the process: every call shares its fetches.
+const keySets = new Map<string, ReturnType<typeof createRemoteJWKSet>>();
+
+function keySetOf(url: URL): ReturnType<typeof createRemoteJWKSet> {
+  let set = keySets.get(url.href);
+  if (set === undefined) {
+    // Kept 5 minutes, as the service's Cache-Control says; an unknown kid fetches at most every 30 s.
+    set = createRemoteJWKSet(url, { cacheMaxAge: 300_000, cooldownDuration: 30_000, timeoutDuration: 5_000 });
+    keySets.set(url.href, set);
+  }
+  return set;
+}
+
+function refusal(error: unknown): AccessTokenError {
+  if (error instanceof errors.JWTExpired)
+    return new AccessTokenError('expired', 'The access token has expired.', error);
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    if (error.claim === 'iss')
+      return new AccessTokenError('wrong_issuer', 'The access token was issued by another issuer.', error);
+    if (error.claim === 'aud')
+      return new AccessTokenError('wrong_site', 'The access token belongs to another site.', error);
+    return new AccessTokenError('malformed', `The access token's ${error.claim} is not valid: ${error.message}`, error);
+  }
+  if (error instanceof errors.JWSSignatureVerificationFailed)
+    return new AccessTokenError('bad_signature', 'The access token does not carry a valid signature.', error);
+  if (error instanceof errors.JWKSNoMatchingKey)
+    return new AccessTokenError('unknown_key', 'The access token names a key the service does not publish.', error);
+  if (
+    error instanceof errors.JWKSTimeout ||
+    error instanceof errors.JWKSInvalid ||
+    !(error instanceof errors.JOSEError)
+  )
+    return new AccessTokenError('keys_unavailable', "The service's key set could not be fetched.", error);
+  return new AccessTokenError('malformed', `The access token is not one of the service's: ${error.message}`, error);
+}
+
+/**
+ * The claims of a valid access token: signed ES256 by a key the service publishes at `jwksUrl`,
+ * issued by `issuer` for `site`, not expired. Throws an {@link AccessTokenError} otherwise.
+ * A token stays valid until it expires even if its session is revoked meanwhile: where that
+ * matters, ask `POST /api/1/session/verify` instead.
+ */
+export async function verifyAccessToken(jwt: string, options: VerifyAccessTokenOptions): Promise<AccessTokenClaims> {
+  let payload: Record<string, unknown>;
+  try {
+    ({ payload } = await jwtVerify(jwt, keySetOf(new URL(options.jwksUrl)), {
+      issuer: options.issuer,
+      audience: options.site,
+      algorithms: ['ES256'],
+      typ: 'at+jwt',
+      requiredClaims: ['iss', 'aud', 'sub', 'iat', 'exp'],
+      clockTolerance: options.clockToleranceSeconds ?? 0,
+    }));
+  } catch (error) {
+    throw refusal(error);
+  }
+  const act = payload.act as { sub?: unknown } | undefined;
+  if (
+    typeof payload.sid !== 'string' ||
+    typeof payload.aud !== 'string' ||
+    typeof payload.aal !== 'number' ||
+    !Array.isArray(payload.amr) ||
+    !payload.amr.every((m) => typeof m === 'string') ||
+    (act !== undefined && typeof act?.sub !== 'string')
+  )
+    throw new AccessTokenError('malformed', 'The access token lacks sid, amr or aal, or has them of the wrong type.');
+  return payload as unknown as AccessTokenClaims;
 }

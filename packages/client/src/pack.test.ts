@@ -29,7 +29,7 @@ const filesUnder = (dir: string): string[] =>
     .map((entry) => relative(dir, join(entry.parentPath, entry.name)));
 
 const consumer = `
-import { createClient, type Problem, type User } from '@user-accounts/client';
+import { type AccessTokenClaims, AccessTokenError, createClient, type Problem, type User, verifyAccessToken } from '@user-accounts/client';
 
 const seen: string[] = [];
 const api = createClient({
@@ -48,7 +48,10 @@ const problem: Problem | undefined = error;
 void api.POST('/api/1/user/update', { body: { _userId: 'u1', disabled: true } });
 // @ts-expect-error: and exactly one of _userId and email on get
 void api.GET('/api/1/user/get', { params: { query: {} } });
-console.log(JSON.stringify({ name: user?.name, problem: problem ?? null, seen: seen[0] }));
+// verifyAccessToken refuses what is no JWT before fetching any key, with the reason typed.
+const refused = await verifyAccessToken('not a token', { jwksUrl: 'http://127.0.0.1:1/.well-known/jwks.json', issuer: 'i', site: 's' })
+  .then((claims: AccessTokenClaims) => claims.sub, (error: unknown) => (error instanceof AccessTokenError ? error.reason : String(error)));
+console.log(JSON.stringify({ name: user?.name, problem: problem ?? null, seen: seen[0], refused }));
 `;
 const tsconfig = (moduleResolution: string, module: string) => ({
   compilerOptions: {
@@ -75,6 +78,8 @@ describe.skipIf(missing.length > 0)('the packed client (pnpm pack)', () => {
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
     const openapiFetch = dirname(require.resolve('openapi-fetch/package.json'));
     const helpers = dirname(createRequire(openapiFetch).resolve('openapi-typescript-helpers/package.json'));
+    // jose's exports map hides its package.json: its folder is the one above dist/.
+    const jose = require.resolve('jose').replace(/[/\\]dist[/\\].*$/, '');
     const installed = run(
       'npm',
       [
@@ -86,6 +91,7 @@ describe.skipIf(missing.length > 0)('the packed client (pnpm pack)', () => {
         join(work, tarball!),
         openapiFetch,
         helpers,
+        jose,
       ],
       app,
     );
@@ -116,7 +122,7 @@ describe.skipIf(missing.length > 0)('the packed client (pnpm pack)', () => {
     const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'));
     expect(manifest.exports).toEqual({ '.': { types: './dist/index.d.ts', default: './dist/index.js' } });
     expect(manifest.types).toBe('./dist/index.d.ts');
-    expect(Object.keys(manifest.dependencies)).toEqual(['openapi-fetch']);
+    expect(Object.keys(manifest.dependencies)).toEqual(['jose', 'openapi-fetch']);
 
     writeFileSync(join(app, 'consumer.ts'), consumer);
     const tsc = require.resolve('typescript/bin/tsc');
@@ -134,6 +140,7 @@ describe.skipIf(missing.length > 0)('the packed client (pnpm pack)', () => {
       name: 'Ada',
       problem: null,
       seen: 'GET /api/1/user/get?email=a%40example.com Bearer ua_x',
+      refused: 'malformed',
     });
   }, 120_000);
 });

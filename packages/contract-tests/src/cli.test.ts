@@ -353,3 +353,34 @@ describe('cli migrate', async () => {
     expect(run.stdout).toMatch(/^The database is up to date: \d+ migrations already applied, none new\.\n$/);
   });
 });
+
+describe('cli signing-keys (issue 43)', () => {
+  const kids = async (baseUrl: string) =>
+    ((await (await fetch(`${baseUrl}/.well-known/jwks.json`)).json()) as { keys: { kid: string }[] }).keys.map(
+      (k) => k.kid,
+    );
+
+  it('on the embedded database, while a server runs: rotates through it, sealed with its key, published at once', async () => {
+    const dir = procs.dataDir();
+    await copyMigratedPglite(dir);
+    const env = { DATA_DIR: dir, ...TEST_HASHES };
+    const server = procs.server(env);
+    await server.ready;
+    // The first request that needs a key makes one.
+    const [first] = await kids(server.baseUrl);
+    expect(first).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    const rotated = await procs.cli(['signing-keys', 'rotate'], env);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const kid = /^Published signing key ([A-Za-z0-9_-]{43}) /.exec(rotated.stdout)?.[1];
+    expect(kid).toBeDefined();
+    // The server that ran it read its keys again: the new key is served now, before it signs.
+    expect(await kids(server.baseUrl)).toEqual([kid, first]);
+    const listed = await procs.cli(['signing-keys', 'list', '--json'], env);
+    const keys = JSON.parse(listed.stdout) as { kid: string; state: string; sealedWith: string }[];
+    // Both sealed with DATA_DIR/factor-key's key (`dev`), the server's and the CLI's alike.
+    expect(keys.map((k) => [k.kid, k.state, k.sealedWith])).toEqual([
+      [kid, 'pending', 'dev'],
+      [first, 'signing', 'dev'],
+    ]);
+  });
+});

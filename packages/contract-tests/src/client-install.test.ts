@@ -1,7 +1,7 @@
 // The client as the README installs it into someone's app: `pnpm pack` here, `npm install` of the
 // tarball there, then the README's client example, taken from the README itself, type-checked
 // by the app's TypeScript and run by Node against a real server. npm runs offline: openapi-fetch
-// (the tarball's one dependency, with its own) and @types/node (for the example's process.env)
+// and jose (the tarball's dependencies, with theirs) and @types/node (for the example's process.env)
 // are linked from the workspace, so a registry outage cannot fail this test.
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -61,6 +61,8 @@ describe.skipIf(skip !== undefined)('the packed client, installed into an app', 
     const clientRequire = createRequire(join(CLIENT, 'package.json'));
     const openapiFetch = dirname(clientRequire.resolve('openapi-fetch/package.json'));
     const helpers = dirname(createRequire(openapiFetch).resolve('openapi-typescript-helpers/package.json'));
+    // jose (verifyAccessToken's): its exports map hides its package.json, its folder is the one above dist/.
+    const jose = clientRequire.resolve('jose').replace(/[/\\]dist[/\\].*$/, '');
     const nodeTypes = dirname(require.resolve('@types/node/package.json'));
     const undiciTypes = dirname(createRequire(nodeTypes).resolve('undici-types/package.json'));
     const installed = run(
@@ -74,6 +76,7 @@ describe.skipIf(skip !== undefined)('the packed client, installed into an app', 
         join(work, tarball!),
         openapiFetch,
         helpers,
+        jose,
         nodeTypes,
         undiciTypes,
       ],

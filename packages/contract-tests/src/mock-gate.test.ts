@@ -82,6 +82,10 @@ describe('the mock gate', () => {
   it('forwards the spec operations, health and docs without a token, and metrics only with one', async () => {
     expect((await fetch(`${mock.baseUrl}/healthz`)).status).toBe(200);
     expect((await fetch(`${mock.baseUrl}/openapi.json`)).status).toBe(200);
+    // The key set of access tokens, as a verifier fetches it: no token, the spec's example keys.
+    const jwks = await fetch(`${mock.baseUrl}/.well-known/jwks.json`);
+    expect(jwks.status).toBe(200);
+    expect(((await jwks.json()) as { keys: { alg: string }[] }).keys.map((k) => k.alg)).toEqual(['ES256', 'ES256']);
     const metrics = await fetch(`${mock.baseUrl}/metrics`);
     expect(metrics.status).toBe(401);
     expect(metrics.headers.get('content-type')).toBe('application/problem+json');
@@ -137,7 +141,15 @@ describe('the mock gate', () => {
   });
 
   it('answers another method on the spec paths that are no operation 405 with Allow, as the server does', async () => {
-    for (const path of ['/healthz', '/readyz', '/docs', '/openapi.yaml', '/openapi.json', '/metrics']) {
+    for (const path of [
+      '/healthz',
+      '/readyz',
+      '/.well-known/jwks.json',
+      '/docs',
+      '/openapi.yaml',
+      '/openapi.json',
+      '/metrics',
+    ]) {
       const response = await fetch(`${mock.baseUrl}${path}`, {
         method: 'POST',
         headers: { Authorization: MOCK_TOKEN },

@@ -9,6 +9,7 @@ import { MOCK_TOKEN, startMock, startPrism } from '@user-accounts/mock';
 import { assemble, assembleOn, createLogger, type Service } from '@user-accounts/server/assemble';
 import type { Database } from '@user-accounts/server/db';
 import { loadConfig } from '@user-accounts/server/env';
+import type { AppDeps } from '@user-accounts/server/http/context';
 import { serveApp } from '@user-accounts/server/serve';
 import { copyMigratedPglite, createMigratedPostgres } from '@user-accounts/server/testing/templates';
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
@@ -37,6 +38,8 @@ export interface Target {
    * hashes waits there, at a known point, until `release()`; `reached` resolves once it waits.
    */
   holdNextHash(): HeldHash;
+  /** The running service's dependencies (server targets only): what a test reaches under HTTP (its signer). */
+  deps?(): AppDeps;
   close(): Promise<void>;
 }
 
@@ -170,6 +173,7 @@ export async function serverTarget(
       await revokeToken(db(), id);
     },
     flushLastUsed: () => running.service.deps.tokens.flushLastUsed(),
+    deps: () => running.service.deps,
     holdNextHash() {
       // Every request reads its hasher from the service's deps: a stand-in there sees the next
       // hash, puts the real hasher back (later hashes run as usual) and waits to be released.

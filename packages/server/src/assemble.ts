@@ -28,7 +28,7 @@ import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } fr
 import { createMetrics } from './ops/metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
-import { placeholderSigner } from './sessions/access-tokens.ts';
+import { createSigningKeys } from './sessions/signing-keys.ts';
 import { startTracing } from './tracing.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -201,6 +201,24 @@ export async function assembleOn(
     ...(tracer === undefined ? {} : { tracer }),
   });
   const factorKeys = factorKeysOf(config, database, logger);
+  // Read now (and on a new deployment made), then kept in memory and read again every 30 s: no
+  // token ever waits on the database for its key (sessions/signing-keys.ts).
+  const accessTokens = createSigningKeys({
+    db: database.db,
+    ring: factorKeys,
+    issuer: config.accessTokens.issuer,
+    lifetimeSeconds: config.accessTokens.lifetimeSeconds,
+    onRefreshError: (error) =>
+      logger.warn({ err: describeError(error) }, 'reading the access-token signing keys failed; using those in memory'),
+  });
+  await accessTokens
+    .refresh()
+    .catch((error) =>
+      logger.warn(
+        { err: describeError(error) },
+        'reading the access-token signing keys failed; reading them at the first token',
+      ),
+    );
   const deps: AppDeps = {
     database,
     tokens,
@@ -213,7 +231,7 @@ export async function assembleOn(
     corsOrigins: config.corsOrigins,
     verifyLimits: config.verifyLimits,
     lockout,
-    accessTokens: placeholderSigner,
+    accessTokens,
     wake,
     sequencer,
     outbox: options.outbox ?? true,
@@ -233,6 +251,7 @@ export async function assembleOn(
     await tokenChanges.close();
     await eventsHeard.close();
     await sequencer.stop();
+    accessTokens.close();
     redis?.disconnect();
     await limiter.close();
     hasher!.close();

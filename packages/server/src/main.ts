@@ -82,6 +82,8 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
     database.kind === 'pglite'
       ? serveAdminSocket(config.dataDir, database.db, logger, {
           webhookAllowPrivate: config.webhookAllowPrivate,
+          factorKeys: deps.factorKeys,
+          signingKeysChanged: async () => deps.accessTokens.refresh?.(),
         })
       : undefined;
   const lifecycle = deps.lifecycle!;

@@ -1142,6 +1142,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/.well-known/jwks.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The keys that sign access tokens (JWKS)
+         * @description The public keys (RFC 7517 JSON Web Key Set) that verify sessions' access tokens, so that a
+         *     site's backend (or any service it hands a token to) checks one without calling this
+         *     service: `verifyAccessToken(jwt, { jwksUrl, issuer, site })` of the client package, or
+         *     any JOSE library. Needs no token.
+         *
+         *     An access token is a JWT (RFC 7519) signed ES256 (ECDSA P-256 with SHA-256), its header
+         *     `{"alg": "ES256", "kid": …, "typ": "at+jwt"}`; its claims: `iss` (the operator's
+         *     `ACCESS_TOKEN_ISSUER`, by default the service's `PUBLIC_URL`), `aud` (the site's name),
+         *     `sub` (the account's `_userId`), `sid` (the session's `sessionId`), `iat` and `exp`
+         *     (seconds since the epoch; `ACCESS_TOKEN_LIFETIME`, 300 s unless configured, at most
+         *     3600), `amr` (RFC 8176 methods of the login: `pwd`, `otp`, `hwk`, `mfa`, …), `aal` (NIST
+         *     800-63B assurance level: 1 for a password, 2 with a second factor or a passkey), and
+         *     `act: {"sub": actor}` for a support agent's impersonation. Check `iss`, `aud`, `exp` and
+         *     the signature; a token stays valid until `exp` even if its session was revoked meanwhile
+         *     (`session/verify` refuses a revoked session at once).
+         *
+         *     The keys rotate (`cli signing-keys rotate`): a new key is published here 6 minutes before
+         *     it signs (longer than this answer may be cached), and a retired one stays published
+         *     until every token it signed has expired. A verifier that meets an unknown `kid` fetches
+         *     this again (at most every 30 s, as `verifyAccessToken` does). Newest key first.
+         */
+        get: operations["getJwks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -2224,6 +2263,27 @@ export interface components {
                 next: string;
             };
         };
+        /** @description RFC 7517's JWK Set, of the keys that verify access tokens. */
+        JsonWebKeySet: {
+            keys: components["schemas"]["JsonWebKey"][];
+        };
+        /** @description An ES256 public key (RFC 7518 §6.2, P-256). */
+        JsonWebKey: {
+            /** @constant */
+            kty: "EC";
+            /** @constant */
+            crv: "P-256";
+            /** @description The point's x coordinate (32 bytes, base64url). */
+            x: string;
+            /** @description The point's y coordinate (32 bytes, base64url). */
+            y: string;
+            /** @description The key's id, the JWT header's `kid`, which is its RFC 7638 thumbprint (SHA-256, base64url). */
+            kid: string;
+            /** @constant */
+            alg: "ES256";
+            /** @constant */
+            use: "sig";
+        };
         HealthStatus: {
             /** @constant */
             status: "ok";
@@ -3231,6 +3291,10 @@ export interface components {
         "X-Request-Id": string;
         /** @description Account data is never cached. */
         "Cache-Control": "no-store";
+        /** @description The key set may be cached for 5 minutes, by anyone. */
+        "Cache-Control-Jwks": "public, max-age=300";
+        /** @description An entity tag of the key set (strong); it changes when a key is published or unpublished. */
+        "ETag-Jwks": string;
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
         /** @description Seconds to wait before trying again (`1`), sent with the codes that ask for a retry (`conflict`, `idempotency_key_in_use`) and not with the others. */
@@ -4673,6 +4737,44 @@ export interface operations {
                     "application/json": components["schemas"]["HealthStatus"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getJwks: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `ETag` of a copy held; 304 while the keys are still those. */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The published keys. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Jwks"];
+                    ETag: components["headers"]["ETag-Jwks"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonWebKeySet"];
+                };
+            };
+            /** @description The keys are still those of the `ETag` sent in `If-None-Match`. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control-Jwks"];
+                    ETag: components["headers"]["ETag-Jwks"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            431: components["responses"]["HeadersTooLarge"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

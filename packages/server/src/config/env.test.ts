@@ -172,3 +172,34 @@ describe('PASSWORD_HASH_PROFILE', () => {
     );
   });
 });
+
+describe('access tokens (PUBLIC_URL, ACCESS_TOKEN_ISSUER, ACCESS_TOKEN_LIFETIME)', () => {
+  it('name the server its own address by default, PUBLIC_URL when set, ACCESS_TOKEN_ISSUER above both', () => {
+    expect(loadConfig({}).accessTokens).toEqual({ issuer: 'http://127.0.0.1:3000', lifetimeSeconds: 300 });
+    expect(loadConfig({ HOST: '0.0.0.0', PORT: '8080' }).accessTokens.issuer).toBe('http://127.0.0.1:8080');
+    expect(loadConfig({ HOST: '::1' }).publicUrl).toBe('http://[::1]:3000');
+    const behind = loadConfig({ PUBLIC_URL: 'https://accounts.example.com/' });
+    expect(behind.publicUrl).toBe('https://accounts.example.com');
+    expect(behind.accessTokens.issuer).toBe('https://accounts.example.com');
+    expect(
+      loadConfig({ PUBLIC_URL: 'https://accounts.example.com', ACCESS_TOKEN_ISSUER: 'urn:example:accounts' })
+        .accessTokens.issuer,
+    ).toBe('urn:example:accounts');
+  });
+
+  it('takes a lifetime from 10 s to an hour, and refuses the rest naming the variable', () => {
+    expect(loadConfig({ ACCESS_TOKEN_LIFETIME: '3600' }).accessTokens.lifetimeSeconds).toBe(3600);
+    for (const bad of ['3601', '9', '5m', '-1'])
+      expect(() => loadConfig({ ACCESS_TOKEN_LIFETIME: bad })).toThrow(
+        /ACCESS_TOKEN_LIFETIME must be a whole number from 10 to 3600/,
+      );
+    expect(() => loadConfig({ PUBLIC_URL: 'accounts.example.com' })).toThrow(/PUBLIC_URL must be an http/);
+    expect(() => loadConfig({ ACCESS_TOKEN_ISSUER: 'has space' })).toThrow(/ACCESS_TOKEN_ISSUER must be/);
+  });
+
+  it('warns a production start without PUBLIC_URL that tokens name the server’s own address', () => {
+    const production = { DEPLOYMENT: 'production', DATABASE_URL: 'postgres://db/accounts' };
+    expect(loadConfig(production).warnings).toEqual([expect.stringMatching(/^PUBLIC_URL is not set/)]);
+    expect(loadConfig({ ...production, PUBLIC_URL: 'https://a.example' }).warnings).toEqual([]);
+  });
+});

@@ -14,6 +14,7 @@ import {
   parsePasswordHash,
   TEST_PASSWORD_HASH,
 } from '../passwords/hasher.ts';
+import { DEFAULT_ACCESS_TOKEN_LIFETIME_SECONDS, MAX_ACCESS_TOKEN_LIFETIME_SECONDS } from '../sessions/signing-keys.ts';
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -293,6 +294,30 @@ const VARIABLES = {
     meaning:
       'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key. The same keys (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
   }),
+  PUBLIC_URL: variable(
+    (raw) =>
+      /^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(raw)
+        ? raw.replace(/\/+$/, '')
+        : problem('must be an http:// or https:// URL'),
+    {
+      shown: 'http://HOST:PORT',
+      meaning:
+        'the address clients and verifiers reach this service at (`https://accounts.example.com`, behind your load balancer): the default `iss` of access tokens, whose keys it publishes at `PUBLIC_URL/.well-known/jwks.json`; unset, `http://HOST:PORT` (`127.0.0.1` for a wildcard `HOST`), which a production deployment should not rely on (it warns at start)',
+    },
+  ),
+  ACCESS_TOKEN_ISSUER: variable(
+    (raw) =>
+      /^[\x21-\x7e]{1,200}$/.test(raw) ? raw : problem('must be 1 to 200 printable characters without spaces (a URL)'),
+    {
+      shown: "PUBLIC_URL's",
+      meaning:
+        "sessions' access tokens' `iss` claim, what a verifier checks it against (`verifyAccessToken`'s `issuer`)",
+    },
+  ),
+  ACCESS_TOKEN_LIFETIME: wholeNumber(10, MAX_ACCESS_TOKEN_LIFETIME_SECONDS, {
+    default: String(DEFAULT_ACCESS_TOKEN_LIFETIME_SECONDS),
+    meaning: `seconds a session's access token (JWT) is valid, 10 to ${MAX_ACCESS_TOKEN_LIFETIME_SECONDS}: a revoked session's access tokens stay valid until they expire (\`session/verify\` refuses it at once); its signing keys are rotated with \`cli signing-keys rotate\``,
+  }),
   REQUEST_TIMEOUT_MS: wholeNumber(100, 600_000, {
     default: '10000',
     meaning:
@@ -367,6 +392,10 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
       'RATE_LIMIT_CREATE is deprecated: it is now the budget of every password hash (creates and password ' +
         'changes); rename it RATE_LIMIT_HASH',
     );
+  if (v.DEPLOYMENT === 'production' && v.PUBLIC_URL === undefined && v.ACCESS_TOKEN_ISSUER === undefined)
+    warnings.push(
+      `PUBLIC_URL is not set: access tokens name their issuer ${defaultPublicUrl(v.HOST, v.PORT)}, this server's own address; set PUBLIC_URL to the address verifiers reach it at`,
+    );
   const verifyLimit = (policy: LockoutPolicy, set: { limit: number; windowSeconds: number } | null | undefined) => ({
     ...policy,
     ...set,
@@ -420,6 +449,13 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
           },
     /** Keys of second-factor secrets; undefined: unset (the embedded database mints its own). */
     factorKeys: v.FACTOR_ENCRYPTION_KEY,
+    /** The address clients reach the service at, without a trailing slash. */
+    publicUrl: v.PUBLIC_URL ?? defaultPublicUrl(v.HOST, v.PORT),
+    /** Sessions' access tokens: their `iss` and lifetime in seconds. */
+    accessTokens: {
+      issuer: v.ACCESS_TOKEN_ISSUER ?? v.PUBLIC_URL ?? defaultPublicUrl(v.HOST, v.PORT),
+      lifetimeSeconds: v.ACCESS_TOKEN_LIFETIME,
+    },
     requestTimeoutMs: v.REQUEST_TIMEOUT_MS,
     shutdownDrainMs: v.SHUTDOWN_DRAIN_MS,
     authFailureLimit: v.AUTH_FAILURE_LIMIT,
@@ -443,6 +479,12 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
   };
 });
 export type Config = z.output<typeof schema>;
+
+/** PUBLIC_URL's default: the address the server listens on, a wildcard HOST read as the loopback. */
+function defaultPublicUrl(host: string, port: number): string {
+  const shown = ['0.0.0.0', '::', ''].includes(host) ? '127.0.0.1' : host;
+  return `http://${shown.includes(':') ? `[${shown}]` : shown}:${port}`;
+}
 /** The variables in the README's order, each with its schema (whose docs are in `docs`). */
 export const variables = Object.entries(VARIABLES) as [string, z.ZodType][];
 

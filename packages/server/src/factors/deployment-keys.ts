@@ -95,15 +95,26 @@ export function deploymentKeysOf(db: Db, ring: KeyRing | undefined): Promise<Dep
   return keys;
 }
 
-async function load(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> {
-  if (ring === undefined) {
+/**
+ * The database's own key (service_keys `deployment`): made by the first server that needs it when
+ * `make` (there is no ring; insert-if-absent, so every server gets the same one), else the one
+ * made before, if any. Also the root of the seal of access-token signing keys without a ring
+ * (sessions/signing-keys.ts).
+ */
+export async function databaseKey(db: Db, make: boolean): Promise<Buffer | undefined> {
+  if (make) {
     await db
       .insert(serviceKeys)
       .values({ name: ROW, key: randomBytes(32).toString('base64url') })
       .onConflictDoNothing();
   }
   const [row] = await db.select({ key: serviceKeys.key }).from(serviceKeys).where(eq(serviceKeys.name, ROW));
-  const own: [string, Buffer][] = row === undefined ? [] : [[DATABASE_KEY_ID, Buffer.from(row.key, 'base64url')]];
+  return row === undefined ? undefined : Buffer.from(row.key, 'base64url');
+}
+
+async function load(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> {
+  const key = await databaseKey(db, ring === undefined);
+  const own: [string, Buffer][] = key === undefined ? [] : [[DATABASE_KEY_ID, key]];
   if (ring === undefined) return deploymentKeysFrom(own, false);
   const held = [...ring.keys.entries()].sort(([a], [b]) => (a === ring.current ? -1 : b === ring.current ? 1 : 0));
   return deploymentKeysFrom([...held, ...own], true);

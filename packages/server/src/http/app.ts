@@ -18,6 +18,7 @@ import { allowedMethods, operationPaths, operations } from './operations.ts';
 import { registerConsole } from './routes/console.ts';
 import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
+import { registerJwks } from './routes/jwks.ts';
 import { registerMetrics } from './routes/metrics.ts';
 
 export type { AppDeps } from './context.ts';
@@ -169,6 +170,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   );
 
   registerHealth(app);
+  registerJwks(app);
   registerMetrics(app);
   registerDocs(app);
   registerConsole(app);

@@ -31,6 +31,15 @@ import type { KeyRing } from '../factors/secret-box.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
+import {
+  ACTIVATION_DELAY_SECONDS,
+  listSigningKeys,
+  PUBLISHED_AFTER_RETIREMENT_SECONDS,
+  publishedUntil,
+  rotateSigningKey,
+  STALE_MS,
+  sealingRing,
+} from '../sessions/signing-keys.ts';
 import { exportFile } from './export-file.ts';
 import { importFile, MAX_LINE_BYTES } from './import-file.ts';
 import { escapeControls } from './terminal.ts';
@@ -146,6 +155,22 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     about: "Removes the site's metadata schema: metadata is any JSON object again.",
   },
   {
+    name: 'signing-keys rotate',
+    synopsis: 'signing-keys rotate [--now]',
+    about: `Makes a new key to sign sessions' access tokens: published at /.well-known/jwks.json at
+      once, it signs from ${ACTIVATION_DELAY_SECONDS / 60} minutes on (longer than a verifier caches the key set, and than a
+      server takes to read it), when the key signing now retires; a retired key stays published
+      until every token it signed has expired (${PUBLISHED_AFTER_RETIREMENT_SECONDS / 60} minutes). --now: it signs at once (tests, a
+      key thought stolen); other servers follow within ${STALE_MS / 1000} s, and a verifier holding an older key
+      set fetches it again when it meets the new kid. Keys no longer published are deleted.`,
+  },
+  {
+    name: 'signing-keys list',
+    synopsis: 'signing-keys list [--json]',
+    about: `Every key: kid, state (pending, signing, retired, unpublished), created, signs from, retired,
+      published until, and the FACTOR_ENCRYPTION_KEY key id that seals it (@db: the database's own key).`,
+  },
+  {
     name: 'migrate',
     synopsis: 'migrate',
     about: `Applies the migrations the database lacks, and only that: for deploy pipelines that
@@ -205,7 +230,7 @@ const TAKE_A_VALUE = [
 ];
 const OPTIONS = Object.fromEntries([
   ...TAKE_A_VALUE.map((n) => [n, { type: 'string' }]),
-  ...['json', 'dry-run', 'help'].map((n) => [n, { type: 'boolean' }]),
+  ...['json', 'dry-run', 'help', 'now'].map((n) => [n, { type: 'boolean' }]),
 ]) as Record<string, { type: 'string' | 'boolean' }>;
 
 /** `problem`: what is wrong with an option, said with the command's usage once the command is known. */
@@ -497,6 +522,10 @@ function exportCommand(words: string[], flags: Map<string, string | true>): Plan
 /** What a command needs to know of the deployment's configuration. */
 export interface CommandSettings {
   webhookAllowPrivate: boolean;
+  /** A server running the command (admin socket): its key ring, which seals a new signing key. */
+  factorKeys?: KeyRing | undefined;
+  /** A server running the command: told that the signing keys changed, so that it reads them now. */
+  signingKeysChanged?: () => Promise<void>;
 }
 
 const siteFlag = (flags: Map<string, string | true>) => {
@@ -771,6 +800,53 @@ function siteOf(flags: Map<string, string | true>): string {
   return site;
 }
 
+function signingKeysRotate(words: string[], flags: Map<string, string | true>, settings: CommandSettings): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const unknown = [...flags.keys()].filter((f) => f !== 'now');
+  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  const immediately = flags.has('now');
+  return async (db, _, services) => {
+    const ring = await sealingRing(db, services?.factorKeys ?? settings.factorKeys);
+    const { kid, activatesAt, retired, removed } = await rotateSigningKey(db, ring, { immediately });
+    await settings.signingKeysChanged?.();
+    const lines = [`Published signing key ${kid} at /.well-known/jwks.json.`];
+    const atOnce = activatesAt.getTime() <= Date.now();
+    lines.push(
+      atOnce
+        ? `It signs from now on (other servers follow within ${STALE_MS / 1000} s).`
+        : `It signs from ${when(activatesAt)}, once every server and verifier has it.`,
+    );
+    if (retired.length > 0) {
+      const until = when(publishedUntil({ retiredAt: activatesAt }));
+      lines.push(
+        `${retired.join(', ')} stop${retired.length === 1 ? 's' : ''} signing then, published until ${until}.`,
+      );
+    }
+    if (removed > 0) lines.push(`Deleted ${removed} key${removed === 1 ? '' : 's'} no longer published.`);
+    return `${lines.join('\n')}\n`;
+  };
+}
+
+function signingKeysList(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  return async (db) => {
+    const keys = await listSigningKeys(db);
+    if (flags.has('json')) return `${JSON.stringify(keys, null, 2)}\n`;
+    if (keys.length === 0) return 'No signing keys yet: the first server that signs an access token makes one.\n';
+    const header = ['KID', 'STATE', 'CREATED', 'SIGNS FROM', 'RETIRED', 'PUBLISHED UNTIL', 'SEALED WITH'];
+    const body = keys.map((k) => [
+      k.kid,
+      k.state,
+      when(k.createdAt),
+      when(k.activatesAt),
+      when(k.retiredAt),
+      when(k.publishedUntil),
+      k.sealedWith,
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
 const migrate: Planned = async (db, migrated) => {
   // Through the server's socket: the server migrated at its start, so nothing is new now.
@@ -807,6 +883,8 @@ export function planCommand(
     if (command === 'site set') return siteSet(flags);
     if (command === 'metadata-schema set') return metadataSchemaSet(words, flags);
     if (command === 'metadata-schema clear') return metadataSchemaClear(flags);
+    if (command === 'signing-keys rotate') return signingKeysRotate(words, flags, settings);
+    if (command === 'signing-keys list') return signingKeysList(words, flags);
     if (command === 'migrate') {
       if (words.length > 1) throw new UsageError('takes no arguments');
       return migrate;

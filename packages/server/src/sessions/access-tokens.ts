@@ -19,13 +19,34 @@ export interface SignedAccessToken {
   accessTokenExpiresAt: Date;
 }
 
+/** A public key as `GET /.well-known/jwks.json` publishes it (RFC 7517, 7518: P-256 for ES256). */
+export interface PublicJwk {
+  kty: 'EC';
+  crv: 'P-256';
+  x: string;
+  y: string;
+  kid: string;
+  alg: 'ES256';
+  use: 'sig';
+}
+
+/** The keys a verifier needs, newest first, and an entity tag of exactly this set. */
+export interface PublishedKeys {
+  keys: PublicJwk[];
+  etag: string;
+}
+
 export interface AccessTokenSigner {
   sign(request: AccessTokenRequest): Promise<SignedAccessToken>;
+  /** The public keys to publish (sessions/signing-keys.ts); a stand-in without it publishes none. */
+  publishedKeys?(): Promise<PublishedKeys>;
+  /** Reads the keys again now rather than at the next periodic refresh (a rotation on this server). */
+  refresh?(): Promise<void>;
 }
 
 /**
- * Until the signing keys are wired (sessions/signing-keys.ts replaces it in assemble.ts): an
- * unsigned token, so that the session rules can be built and tested on their own.
+ * A stand-in for tests of the session rules on their own: an unsigned token (`alg: none`, which
+ * no verifier accepts). The service signs with sessions/signing-keys.ts (wired in assemble.ts).
  */
 export const placeholderSigner: AccessTokenSigner = {
   async sign(request) {
