@@ -34,6 +34,19 @@ function namesWebhook(op: Op): boolean {
   return 'deliveryId' in (resolve(spec.components.schemas[op.request.body]).properties ?? {});
 }
 
+/** Whether the operation names a session, by its token or its id (session/verify, refresh, revoke). */
+function namesSession(op: Op): boolean {
+  if ('query' in op.request) return false;
+  const properties = resolve(spec.components.schemas[op.request.body]).properties ?? {};
+  return 'token' in properties || 'sessionId' in properties;
+}
+
+/** A session a request names: its token and its id. */
+interface SessionIds {
+  token: string;
+  sessionId: string;
+}
+
 /** The webhook endpoint and delivery a request names, when its operation names one. */
 interface WebhookIds {
   endpointId: string;
@@ -47,6 +60,7 @@ function exampleRequest(
   email: string,
   password?: string,
   hook?: WebhookIds,
+  session?: SessionIds,
 ): { path: string; init: RequestInit } {
   if ('query' in op.request) {
     const params = queryParams(op);
@@ -64,6 +78,8 @@ function exampleRequest(
   // refusal show that the account is out of reach, not that the password is wrong.
   if ('password' in body && password !== undefined && namesAccount(op)) body.password = password;
   if ('deliveryId' in body && hook !== undefined) body.deliveryId = hook.deliveryId;
+  if ('token' in body && session !== undefined) body.token = session.token;
+  if ('sessionId' in body && session !== undefined) body.sessionId = session.sessionId;
   return {
     path: op.path,
     init: { method: op.method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) },
@@ -125,6 +141,7 @@ export function defineSecuritySuite(target: TargetSpec): void {
       email = h.uniqueEmail('security'),
       password?: string,
       webhook = hook,
+      session?: SessionIds,
     ) => {
       const { path, init } = exampleRequest(
         op,
@@ -132,6 +149,7 @@ export function defineSecuritySuite(target: TargetSpec): void {
         namesAccount(op) ? email : h.uniqueEmail('security'),
         password,
         webhook,
+        session,
       );
       const headers = new Headers(init.headers);
       if (authorization !== undefined) headers.set('Authorization', authorization);
@@ -174,6 +192,27 @@ export function defineSecuritySuite(target: TargetSpec): void {
 
       it("treats another site's account exactly as a missing one, and changes nothing of this site", async () => {
         const victim = await h.createUser();
+        if (namesSession(op)) {
+          // This site's live session is, to another site, one that does not exist, and stays live.
+          const made = await h.client.POST('/api/1/user/verify', {
+            body: { email: victim.email, password: victim.password, session: {} },
+          });
+          const { token, sessionId } = made.data!.result.session!;
+          const sessions = () => h.target.sql('select * from sessions order by id');
+          const before = await sessions();
+          const other = await send(op, tokens.otherSite, victim.id, victim.email, undefined, hook, {
+            token,
+            sessionId,
+          });
+          const ghost = { token: `uas_${'A'.repeat(43)}`, sessionId: GHOST };
+          const missing = await send(op, tokens.otherSite, victim.id, victim.email, undefined, hook, ghost);
+          expect([404, 422]).toContain(missing.response.status);
+          expect(other.response.status).toBe(missing.response.status);
+          expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
+          expect(await sessions()).toEqual(before);
+          expect((await h.client.POST('/api/1/session/verify', { body: { token } })).response.status).toBe(200);
+          return;
+        }
         const before = await snapshot();
         const other = await send(op, tokens.otherSite, victim.id, victim.email, victim.password);
         if (namesAccount(op)) {

@@ -207,6 +207,10 @@ export interface paths {
          *     Every verify past authentication and the rate limits leaves an audit row (outcome
          *     `password verified`, or the problem's `code`),
          *     never with the email, password or address.
+         *
+         *     With `session` (see `SessionOptions`), a 200 also makes a session (`result.session`; aal 1,
+         *     amr `[pwd]`; its own audit row, operation `session_create`, and a `session.created`
+         *     event); a 403 `second_factor_required` makes none: send `session` with `factor/verify`.
          */
         post: operations["verifyUser"];
         delete?: never;
@@ -599,7 +603,10 @@ export interface paths {
          *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`, `{"_userId", "factorId", "factorType"}` for
          *     `user.factor_added` and `user.factor_removed`. `user.password_breached` (a right
          *     password at `verify` found in the breach corpus) carries the account, with
-         *     `passwordBreached: true`. A `user.updated` event
+         *     `passwordBreached: true`. `session.created` (a login made a session) and
+         *     `session.revoked` (with its `reason`) carry `SessionChange`: the account, the session, its
+         *     `aal` and `amr`, never a token; a write that ends sessions (a password change, `disable`,
+         *     `delete`) queues one `session.revoked` per session after its own event. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -954,6 +961,10 @@ export interface paths {
          *
          *     Every call past authentication and the rate limits leaves an audit row (operation
          *     `factor_verify`, outcome `second factor verified` or the problem's `code`).
+         *
+         *     With `session`, a 200 also makes a session (`result.session`), aal 2: amr
+         *     `[pwd, otp, mfa]` after a TOTP or a recovery code, `[pwd, hwk, mfa]` after a
+         *     passkey. Its address is `X-End-User-IP`'s, when given.
          */
         post: operations["verifySecondFactor"];
         delete?: never;
@@ -1094,8 +1105,140 @@ export interface paths {
          *     `invalid_credentials`, one answer for all. The right passkey of a disabled account: 403
          *     `account_disabled`. Without a relying party: 409 `passkeys_not_configured`. Audit row
          *     `passkey_verify` (outcome `passkey verified` or the problem's `code`).
+         *
+         *     With `session`, a 200 also makes a session (`result.session`): aal 2, amr
+         *     `[hwk, user, mfa]` (a key held in hardware, the person present, and verified by the
+         *     authenticator: two factors in one). Its address is `X-End-User-IP`'s, when given.
          */
         post: operations["verifyPasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/session/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Check a session token
+         * @description The site's backend asks whether a session token (the `token` a login or a refresh
+         *     answered, from the person's cookie) is good now, and whose it is. Needs the `verify` scope.
+         *
+         *     - A live session of the token's site: 200 with its account, its expiries and how the login
+         *       was made (`aal`, `amr`).
+         *     - Every miss is one answer, 422 `invalid_session`, the same body (`requestId` aside) and
+         *       about the same time: a token that is not one of ours, malformed, of another site,
+         *       expired (`expiresAt`), idle too long (`idleExpiresAt`), revoked (by `session/revoke`,
+         *       a password change, `disable`, `delete`, a refresh token's reuse, the account's session
+         *       limit), or replaced by a refresh (the replaced token is good only for `session/refresh`
+         *       for 10 seconds, never here).
+         *
+         *     A check is one read by an index; no server keeps a copy of the answer, so a session
+         *     revoked on one server is refused by every server sharing the database at once. A check
+         *     counts as activity: `lastSeenAt` (and with it `idleExpiresAt = lastSeenAt + the site's idle
+         *     lifetime`, never past `expiresAt`) moves forward, written at most once a minute per session,
+         *     so `lastSeenAt` may lag the last check by up to a minute. Not audited (a read).
+         */
+        post: operations["verifySession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/session/refresh": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace a session token (rotation)
+         * @description Replaces a live session's token with a new one (`session.token`) and signs a new access
+         *     token; the session, its `sessionId` and its `expiresAt` stay (a refresh never makes a
+         *     session live longer than its login allowed), and it counts as activity (`lastSeenAt`
+         *     now). Needs the `verify` scope.
+         *
+         *     - The session's current token: 200 with a new token. The old one is now replaced.
+         *     - A token replaced less than 10 seconds ago: 200 with **the same** new token as the refresh
+         *       that replaced it (and a new access token), so that two tabs or two servers refreshing
+         *       at once agree and nobody is logged out.
+         *     - A token replaced 10 seconds ago or more: taken as stolen. The whole session is revoked in
+         *       the same transaction (`session.revoked`, reason `refresh_reuse`) and the answer is 422
+         *       `invalid_session`. Only the token just before the current one is remembered: a token
+         *       two or more refreshes old is unknown (422, the session left alone).
+         *     - Every other miss (unknown, another site's, expired, idle, revoked): 422
+         *       `invalid_session`, the same body as `session/verify`'s.
+         *
+         *     Audited (operation `session_refresh`, outcome `session refreshed` or the problem's
+         *     `code`), never with a token.
+         */
+        post: operations["refreshSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/session/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An account's live sessions
+         * @description The account's live sessions (neither revoked nor expired nor idle too long), newest
+         *     first; an account has at most 100, so there is no paging. Never a token. No account in
+         *     reach with this `_userId`: 404 `user_not_found`.
+         */
+        get: operations["listSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/session/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * End one session, or every session of an account
+         * @description With `sessionId`: ends that session of the token's site (200 `session revoked`). A session
+         *     already revoked or expired is answered the same (nothing changes, no second event). A
+         *     session that is not the site's, or no session at all: 404 `session_not_found`.
+         *
+         *     With `_userId`: ends every live session of the account ("log out everywhere"): 200 with how
+         *     many were ended (`revoked`, 0 when none was live). No account in reach: 404
+         *     `user_not_found`.
+         *
+         *     Exactly one of the two, else 400 `invalid_request`. A revoked session is refused by
+         *     `session/verify` and `session/refresh` on every server at once (no server keeps a copy of
+         *     a session's validity); an access token already signed for it stays valid until its `exp`
+         *     (minutes): check `session/verify` where that matters. Each session ended has its
+         *     `session.revoked` event (reason `revoked`); the request has its audit row (operation
+         *     `session_revoke`).
+         */
+        post: operations["revokeSession"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1527,6 +1670,7 @@ export interface components {
             email?: components["schemas"]["Email"];
             _userId?: components["schemas"]["UserId"];
             password: components["schemas"]["VerifyPassword"];
+            session?: components["schemas"]["SessionOptions"];
         } & ({
             email: string;
         } | {
@@ -1535,6 +1679,8 @@ export interface components {
         VerifyUserResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
+                /** @description The session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
                 /** @constant */
                 status: "password verified";
             };
@@ -1824,7 +1970,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -1874,6 +2020,8 @@ export interface components {
                 purpose: "register" | "login";
                 expiresAt: components["schemas"]["Timestamp"];
             }[];
+            /** @description Every session held for the account, newest first, live or ended (until housekeeping removes it). Never a token. */
+            sessions: components["schemas"]["UserDataSession"][];
             /**
              * @description The `verify` failure counters that name the account, as stored (`null`: none): by
              *     its id (`password`), by its email as given to a `verify` while no account in reach
@@ -2024,6 +2172,7 @@ export interface components {
             recoveryCode?: string;
             /** @description The browser's answer to options from `passkey/options` for the account (its email or `_userId`). */
             passkey?: components["schemas"]["PasskeyAssertion"];
+            session?: components["schemas"]["SessionOptions"];
         } & ({
             code: string;
         } | {
@@ -2034,6 +2183,8 @@ export interface components {
         VerifySecondFactorResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
+                /** @description The session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
                 /** @enum {string} */
                 status: "second factor verified";
             };
@@ -2160,13 +2311,188 @@ export interface components {
         };
         VerifyPasskeyRequest: {
             response: components["schemas"]["PasskeyAssertion"];
+            session?: components["schemas"]["SessionOptions"];
         };
         VerifyPasskeyResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
+                /** @description The session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
                 /** @enum {string} */
                 status: "passkey verified";
             };
+        };
+        /**
+         * @description Asks for a session when this call completes the login (200): its `result` then carries
+         *     `session`. A call that answers 403 `second_factor_required` makes none (send `session`
+         *     again with `factor/verify`). `userAgent` is kept as given for `session/list` (the device);
+         *     the address is `X-End-User-IP`'s, when given. `lifetime` can only shorten the site's
+         *     absolute lifetime (30 days unless the operator set another with `cli site set
+         *     --session-lifetime`): a longer one is cut to it.
+         */
+        SessionOptions: {
+            /**
+             * @description The person's browser or app, as its `User-Agent` said.
+             * @example Mozilla/5.0 (X11; Linux x86_64) Firefox/133.0
+             */
+            userAgent?: string;
+            /**
+             * @description Seconds the session may live at most from now; cut to the site's lifetime.
+             * @example 86400
+             */
+            lifetime?: number;
+        };
+        /**
+         * @description A session token: `uas_` and 43 base64url characters (256 random bits). Stored by us only as
+         *     its SHA-256, shown only in the answer that issued it: keep it in an `HttpOnly`, `Secure`,
+         *     `SameSite=Lax` cookie.
+         * @example uas_Vb7zMpJc2kq0y5Q9wL1nRt8sXe4dHf6gAa3iBo0uCk2
+         */
+        SessionToken: string;
+        /**
+         * Format: uuid
+         * @description A session's identifier (not a secret).
+         * @example 0193a1e4-7d8e-7f90-a1b2-c3d4e5f6a7b8
+         */
+        SessionId: string;
+        /**
+         * @description NIST SP 800-63B's authenticator assurance level of the login: 1 for a password alone; 2 for a password and a second factor, or a passkey.
+         * @enum {integer}
+         */
+        Aal: 1 | 2;
+        /**
+         * @description How the login was made, as RFC 8176 authentication method references: `pwd` a password;
+         *     `otp` a one-time code (a TOTP code, or a recovery code: both are single-use secrets);
+         *     `hwk` a key held in hardware (a passkey); `user` a test of the person's presence (every
+         *     passkey assertion); `mfa` more than one factor (a password and a second factor, or a
+         *     passkey whose authenticator verified its user with a PIN or biometric).
+         * @example [
+         *       "pwd",
+         *       "otp",
+         *       "mfa"
+         *     ]
+         */
+        Amr: ("pwd" | "otp" | "hwk" | "user" | "mfa")[];
+        /** @description A support impersonation's actor and reason; absent for the person's own login. */
+        Impersonator: {
+            actor: string;
+            reason: string;
+        };
+        /**
+         * @description A session just made (or refreshed): `token` is the session token (the only time it is
+         *     shown), `accessToken` a short-lived JWT for services that check it without calling us.
+         */
+        IssuedSession: {
+            sessionId: components["schemas"]["SessionId"];
+            token: components["schemas"]["SessionToken"];
+            /** @description When the session ends at the latest, whatever its activity (its absolute lifetime). */
+            expiresAt: components["schemas"]["Timestamp"];
+            /** @description A JWT (`sub` the account, `sid` the session, `aud` the site, `amr`, `aal`). */
+            accessToken: string;
+            accessTokenExpiresAt: components["schemas"]["Timestamp"];
+        };
+        SessionTokenRequest: {
+            /** @description A session token (`uas_…`). Anything else is an unknown token (422 `invalid_session`), not a 400. */
+            token: string;
+        };
+        VerifySessionResponse: {
+            result: {
+                sessionId: components["schemas"]["SessionId"];
+                _userId: components["schemas"]["UserId"];
+                createdAt: components["schemas"]["Timestamp"];
+                expiresAt: components["schemas"]["Timestamp"];
+                /** @description When the session ends unless it is used again (`lastSeenAt` + the site's idle lifetime, never past `expiresAt`). */
+                idleExpiresAt: components["schemas"]["Timestamp"];
+                aal: components["schemas"]["Aal"];
+                amr: components["schemas"]["Amr"];
+                impersonator?: components["schemas"]["Impersonator"];
+                /** @constant */
+                status: "session valid";
+            };
+        };
+        RefreshSessionResponse: {
+            result: {
+                session: components["schemas"]["IssuedSession"];
+                /** @constant */
+                status: "session refreshed";
+            };
+        };
+        /** @description A session as `session/list` shows it. Never a token. */
+        Session: {
+            sessionId: components["schemas"]["SessionId"];
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description The last `session/verify` or `session/refresh` of it, to the minute. */
+            lastSeenAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+            idleExpiresAt: components["schemas"]["Timestamp"];
+            aal: components["schemas"]["Aal"];
+            amr: components["schemas"]["Amr"];
+            /** @description The login's `session.userAgent`; `null` when none was given. */
+            userAgent: string | null;
+            /** @description The login's `X-End-User-IP`, in its canonical form; `null` when none was given. */
+            ip: string | null;
+            impersonator?: components["schemas"]["Impersonator"];
+        };
+        ListSessionsResponse: {
+            result: {
+                sessions: components["schemas"]["Session"][];
+            };
+        };
+        /** @description Exactly one of `sessionId` (one session) or `_userId` (every session of the account). */
+        RevokeSessionRequest: {
+            sessionId?: components["schemas"]["SessionId"];
+            _userId?: components["schemas"]["UserId"];
+        } & ({
+            sessionId: string;
+        } | {
+            _userId: string;
+        });
+        RevokeSessionResponse: {
+            result: {
+                /** @constant */
+                status: "session revoked";
+            } | {
+                revoked: number;
+                /** @constant */
+                status: "sessions revoked";
+            };
+        };
+        /**
+         * @description Why a session ended: `revoked` (`session/revoke`), `password_changed` (`update` with a
+         *     password, or a `reset_password` ticket redeemed), `account_disabled` (`disable`, timed or
+         *     not), `account_deleted` (`delete`, with or without a grace period; `restore` brings no
+         *     session back), `refresh_reuse` (a replaced token presented 10 seconds or more after its
+         *     refresh: taken as stolen), `limit` (the account's 101st live session ended its oldest).
+         * @enum {string}
+         */
+        SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit";
+        /**
+         * @description The `data` of `session.created` (a login made a session) and `session.revoked` (with its
+         *     `reason`): the account, the session and how its login was made. Never a token.
+         */
+        SessionChange: {
+            _userId: components["schemas"]["UserId"];
+            sessionId: components["schemas"]["SessionId"];
+            aal: components["schemas"]["Aal"];
+            amr: components["schemas"]["Amr"];
+            /** @description `session.created`: when the session ends at the latest. */
+            expiresAt?: components["schemas"]["Timestamp"];
+            reason?: components["schemas"]["SessionRevokeReason"];
+        };
+        /** @description A session held for the account, live or ended (until housekeeping removes it). Never a token. */
+        UserDataSession: {
+            sessionId: components["schemas"]["SessionId"];
+            createdAt: components["schemas"]["Timestamp"];
+            lastSeenAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+            idleExpiresAt: components["schemas"]["Timestamp"];
+            aal: components["schemas"]["Aal"];
+            amr: components["schemas"]["Amr"];
+            userAgent: string | null;
+            ip: string | null;
+            impersonator?: components["schemas"]["Impersonator"];
+            revokedAt: components["schemas"]["Timestamp"] | null;
+            revokeReason: components["schemas"]["SessionRevokeReason"] | null;
         };
         CountUsersResponse: {
             result: {
@@ -2223,7 +2549,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked";
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
             /** @constant */
@@ -2237,7 +2563,7 @@ export interface components {
              * @example phone,password
              */
             changedfields?: string;
-            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"];
+            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"];
         };
         /**
          * @description The `data` of `user.factor_added` (a factor enabled: a TOTP factor by `factor/confirm`, a
@@ -2296,7 +2622,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2862,7 +3188,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export and data; `events` for the events feed and the webhooks). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `export` for export and data; `events` for the events feed and the webhooks). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3200,6 +3526,40 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "invalid_code" | "invalid_ticket";
+                };
+            };
+        };
+        /**
+         * @description The token is not a live session of this site: unknown, malformed, another site's,
+         *     expired, idle too long, revoked, or replaced by a refresh. One answer for all of these,
+         *     the same body (`requestId` aside) and about the same time. Sign the person in again.
+         */
+        InvalidSession: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_session";
+                };
+            };
+        };
+        /** @description No session of this site has this `sessionId` (`session_not_found`), or no account in reach has this `_userId` (`user_not_found`). */
+        SessionNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "session_not_found" | "user_not_found";
                 };
             };
         };
@@ -4504,7 +4864,16 @@ export interface operations {
     verifySecondFactor: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+                 *     given, failed checks are also limited per address and site, so one attacker trying many
+                 *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+                 *     that IPv4 address). Never stored in plain text.
+                 * @example 203.0.113.7
+                 */
+                "X-End-User-IP"?: components["parameters"]["EndUserIp"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4661,7 +5030,16 @@ export interface operations {
     verifyPasskey: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+                 *     given, failed checks are also limited per address and site, so one attacker trying many
+                 *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+                 *     that IPv4 address). Never stored in plain text.
+                 * @example 203.0.113.7
+                 */
+                "X-End-User-IP"?: components["parameters"]["EndUserIp"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4691,6 +5069,157 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["PasskeyLoginRefused"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifySession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description The session is live. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifySessionResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidSession"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    refreshSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description The new token; the old one is replaced. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RefreshSessionResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidSession"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listSessions: {
+        parameters: {
+            query: {
+                /** @description The account's identifier. */
+                _userId: components["schemas"]["UserId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sessions. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListSessionsResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeSessionRequest"];
+            };
+        };
+        responses: {
+            /** @description Ended. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevokeSessionResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["SessionNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -25,7 +25,10 @@ export type WriteOperation =
   | 'factor_remove'
   | 'factor_verify'
   | 'passkey_verify'
-  | 'password_breached';
+  | 'password_breached'
+  | 'session_create'
+  | 'session_refresh'
+  | 'session_revoke';
 
 export interface AuditEntry {
   operation: WriteOperation;

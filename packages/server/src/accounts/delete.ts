@@ -18,8 +18,10 @@ import {
   webhookDeliveries,
 } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
+import type { EventEntry } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from './ids.ts';
@@ -51,18 +53,31 @@ export async function deleteAccount(
   if (!isUuid(userId)) throw userNotFound();
   const grace = graceDays ?? (await siteDeletionGrace(deps.db, scope.site));
   const account = and(eq(users.id, userId), inReachOf(scope.site));
-  const done = { userId, status: 200, outcome: 'user removed' };
+  const done = (w: { ended: EventEntry[] }) => ({
+    userId,
+    status: 200,
+    outcome: 'user removed',
+    moreEvents: w.ended,
+  });
   const deleted = await inWrite(scope, deps, 'delete', done, async (tx) => {
     const target = matchingIfMatch(account, ifMatch);
-    const [row] =
-      grace === 0
-        ? await tx.delete(users).where(target).returning({ id: users.id })
-        : await tx
-            .update(users)
-            .set({ deletedAt: sql`now()`, purgeAt: sql`now() + make_interval(days => ${grace})` })
-            .where(target)
-            .returning({ id: users.id });
-    return row;
+    // Every session ends with the account, with or without a grace period (a restore brings none
+    // back). Deleted for good, its sessions go with its row: ended first, so that they have their
+    // events; only once the account is known to be the one to delete, locked until the commit.
+    if (grace === 0) {
+      const [locked] = await tx.select({ id: users.id }).from(users).where(target).for('update');
+      if (locked === undefined) return undefined;
+      const ended = await endSessionsOf(tx, userId, 'account_deleted');
+      const [row] = await tx.delete(users).where(target).returning({ id: users.id });
+      return row === undefined ? undefined : { ended };
+    }
+    const [row] = await tx
+      .update(users)
+      .set({ deletedAt: sql`now()`, purgeAt: sql`now() + make_interval(days => ${grace})` })
+      .where(target)
+      .returning({ id: users.id });
+    if (row === undefined) return undefined;
+    return { ended: await endSessionsOf(tx, userId, 'account_deleted') };
   });
   if (deleted === undefined) throw await notWritten(deps.db, account, ifMatch);
   return { graceDays: grace };

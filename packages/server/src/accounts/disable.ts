@@ -3,6 +3,8 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
+import type { EventEntry } from '../events/queue.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from './ids.ts';
@@ -37,7 +39,13 @@ export async function setDisabled(
   const outcome = disabled ? 'user disabled' : 'user enabled';
   const { until, reason } = disabled ? suspension : NO_SUSPENSION;
   // An account already in that state is not changed, and so has no event.
-  const done = (w: { changed: boolean }) => ({ userId, status: 200, outcome, emits: w.changed });
+  const done = (w: { changed: boolean; ended?: EventEntry[] }) => ({
+    userId,
+    status: 200,
+    outcome,
+    emits: w.changed,
+    moreEvents: w.ended ?? [],
+  });
   scope.report?.({ userId });
   const written = await inWrite(scope, deps, disabled ? 'disable' : 'enable', done, async (tx) => {
     const [changed] = await tx
@@ -51,7 +59,9 @@ export async function setDisabled(
         ),
       )
       .returning({ version: users.version });
-    if (changed !== undefined) return { ...changed, changed: true };
+    // A disable, timed or not, ends every session of the account (sessions/manage.ts).
+    if (changed !== undefined)
+      return { ...changed, changed: true, ended: disabled ? await endSessionsOf(tx, userId, 'account_disabled') : [] };
     const [unchanged] = await tx.select({ version: users.version }).from(users).where(current).limit(1);
     return unchanged === undefined ? undefined : { ...unchanged, changed: false };
   });

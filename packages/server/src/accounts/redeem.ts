@@ -4,8 +4,10 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
+import type { EventEntry } from '../events/queue.ts';
 import type { DeploymentKeys } from '../factors/deployment-keys.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
 import { emailTaken } from './create.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
@@ -82,7 +84,13 @@ export async function redeemTicket(
     scope,
     deps,
     'redeem',
-    { userId: found.userId, status: 200, outcome: STATUS[purpose], changed: CHANGED[purpose] },
+    (w: { version: number; ended: EventEntry[] }) => ({
+      userId: found.userId,
+      status: 200,
+      outcome: STATUS[purpose],
+      changed: CHANGED[purpose],
+      moreEvents: w.ended,
+    }),
     async (tx) => {
       // Used here, once: of many redeems at once, one deletes the row and the others find none.
       if (!(await useTicket(tx, found.id))) return undefined;
@@ -95,7 +103,9 @@ export async function redeemTicket(
       // What this change ends: a new password ends the other resets, a new email every ticket that stood on the old one.
       if (purpose === 'reset_password') await endTickets(tx, found.userId, ENDED_BY.password);
       if (purpose === 'change_email') await endTickets(tx, found.userId, ENDED_BY.email);
-      return row;
+      // A new password ends every session of the account (sessions/manage.ts).
+      const ended = purpose === 'reset_password' ? await endSessionsOf(tx, found.userId, 'password_changed') : [];
+      return { version: row.version, ended };
     },
   ).catch((error: unknown) => {
     // The new email was taken since the ticket was issued: nothing changed, the ticket stays.

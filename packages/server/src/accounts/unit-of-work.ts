@@ -92,6 +92,11 @@ export interface WriteDone {
   factorsAdded?: { userId: string; factor: { factorId: string; type: string } }[];
   /** false when the write found nothing to change (disable of a disabled account): no event. */
   emits?: boolean;
+  /**
+   * Events after the write's own, whatever its operation (the sessions a password change, a
+   * disable or a delete ended; a session made or ended: sessions/), in this order.
+   */
+  moreEvents?: EventEntry[];
   /** The answer the caller gives with `status`, kept for its Idempotency-Key (see WriteScope). */
   answer?: KeptAnswer;
 }
@@ -208,7 +213,7 @@ async function writeOnce<T>(
     };
     const result = await work(tx, tools);
     if (result === undefined) return undefined;
-    const { userIds, changed, emits, answer, factor, factorsAdded, ...entry } =
+    const { userIds, changed, emits, answer, factor, factorsAdded, moreEvents, ...entry } =
       typeof done === 'function' ? done(result) : done;
     const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId };
     const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
@@ -223,16 +228,21 @@ async function writeOnce<T>(
       audited.push({ operation: 'factor_add', status: entry.status, outcome: 'factor enabled', userId });
     const audit = auditInsert(tx, source, audited);
     const type = EVENT_OF[operation];
-    if (type !== undefined && emits !== false && deps.outbox !== false && ids.length > 0) {
+    const own = type !== undefined && emits !== false && ids.length > 0;
+    const more = moreEvents ?? [];
+    if ((own || more.length > 0) && deps.outbox !== false) {
       if (auditedInWork) throw new Error('auditIn is not for a write with events: they share one statement');
       // The audit rows and the events in one statement: a round trip less in every write.
-      const events: EventEntry[] = ids.map((userId) => ({
-        type,
-        userId,
-        ...(changed === undefined ? {} : { changed }),
-        ...(factor === undefined ? {} : { factor }),
-      }));
-      for (const { userId, factor } of added) events.push({ type: 'user.factor_added', userId, factor });
+      const events: EventEntry[] = own
+        ? ids.map((userId) => ({
+            type,
+            userId,
+            ...(changed === undefined ? {} : { changed }),
+            ...(factor === undefined ? {} : { factor }),
+          }))
+        : [];
+      if (own) for (const { userId, factor } of added) events.push({ type: 'user.factor_added', userId, factor });
+      events.push(...more);
       // Tracing on: the events keep the write's trace (their column's default reads this setting,
       // local to the transaction), and each webhook delivery of them joins it (webhooks/worker.ts).
       const traceparent = deps.tracing ? activeTraceparent() : undefined;

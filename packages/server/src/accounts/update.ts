@@ -4,7 +4,9 @@ import { and, eq, sql } from 'drizzle-orm';
 import { invalidRequest } from '../contract/validation.ts';
 import { users } from '../db/schema.ts';
 import { sqlState, userNotFound } from '../errors.ts';
+import type { EventEntry } from '../events/queue.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten, preconditionFailed } from './conditions.ts';
 import { contactChanges, phoneless } from './contacts.ts';
@@ -74,12 +76,13 @@ export async function updateAccount(
     scope,
     deps,
     'update',
-    (row: { version: number }) => ({
+    (row: { version: number; ended: EventEntry[] }) => ({
       userId: input._userId,
       status: 200,
       outcome: 'user updated',
       changed,
       ...(answer && { answer: answer(row.version) }),
+      moreEvents: row.ended,
     }),
     async (tx) => {
       // The tickets this change ends (a new email, password or phone), judged against the row as it is.
@@ -107,7 +110,11 @@ export async function updateAccount(
         if (tooLarge !== undefined) throw invalidRequest('The merged metadata would be too large.', [tooLarge]);
         await assertSiteSchema(scope.site, await siteSchemaOf(tx, scope.site), row.metadata, scope.deadline?.signal);
       }
-      return row;
+      if (row === undefined) return undefined;
+      // A new password ends every session of the account, in this write (sessions/manage.ts).
+      const ended =
+        changes.passwordHash === undefined ? [] : await endSessionsOf(tx, input._userId, 'password_changed');
+      return { version: row.version, ended };
     },
   ).catch((error: unknown) => {
     // Another account in reach has the new email (users_site_email_origin_key); or the account

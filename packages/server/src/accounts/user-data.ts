@@ -22,6 +22,7 @@ import {
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
+import { sessionsHeldFor } from '../sessions/manage.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
 import { toUser } from './to-user.ts';
@@ -62,6 +63,7 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
   recovery_codes: { member: 'recoveryCodes' },
   tickets: { member: 'tickets' },
   passkey_challenges: { member: 'passkeyChallenges' },
+  sessions: { member: 'sessions' },
   verify_failures: { member: 'lockout' },
   audit_log: { member: 'audit' },
   events: { member: 'events' },
@@ -217,6 +219,8 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
         expiresAt: new Date(t.expiresAt),
       }));
       const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
+      // Never token_hash nor previous_token_hash (sessions/manage.ts names its columns).
+      const sessionsHeld = await sessionsHeldFor(tx, id);
 
       const auditRows = await tx
         .select()
@@ -279,6 +283,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
           purpose: ch.purpose as 'register' | 'login',
           expiresAt: ch.expiresAt.toISOString(),
         })),
+        sessions: sessionsHeld,
         audit: {
           entries: auditShown.map((a) => ({
             at: a.at.toISOString(),

@@ -40,6 +40,8 @@ export const EVENT_TYPES = [
   'user.factor_added',
   'user.factor_removed',
   'user.password_breached',
+  'session.created',
+  'session.revoked',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -51,6 +53,11 @@ export interface EventEntry {
   changed?: string[];
   /** user.factor_added, user.factor_removed: which factor (never its secret). */
   factor?: { factorId: string; type: string };
+  /**
+   * The event's data as it is, when the write knows it whole (session.created, session.revoked:
+   * sessions/events.ts); never anything secret.
+   */
+  data?: Record<string, unknown>;
 }
 
 /** The order changedfields lists fields in, whatever order the request had them. */
@@ -81,6 +88,7 @@ const factorJson = (userId: SQL, factor: { factorId: string; type: string }) =>
 
 /** The data of one event. */
 function dataOf(entry: EventEntry, userId: SQL): SQL {
+  if (entry.data !== undefined) return sql`${JSON.stringify(entry.data)}::jsonb`;
   if (entry.factor !== undefined) return factorJson(userId, entry.factor);
   if (entry.type === 'user.deleted') return deletedJson(userId);
   return entry.type === 'user.purged' ? purgedJson(userId) : accountJson(userId);
@@ -115,15 +123,18 @@ export async function enqueueEvents(tx: Db, site: string, entries: EventEntry[],
   // An import's user.factor_added events ride with its user.created ones: which factor, no secret.
   const factorIds = entries.map((e) => e.factor?.factorId ?? null);
   const factorTypes = entries.map((e) => e.factor?.type ?? null);
+  const data = entries.map((e) => (e.data === undefined ? null : JSON.stringify(e.data)));
   await tx.execute(sql`${done}insert into event_queue (site, type, subject, changed, data)
     select ${site}, e.type, e.user_id, e.changed,
-      case when e.factor_id is not null
+      case when e.data is not null then e.data::jsonb
+        when e.factor_id is not null
           then jsonb_build_object('_userId', e.user_id, 'factorId', e.factor_id, 'factorType', e.factor_type)
         when e.type = 'user.deleted' then ${deletedJson(sql`e.user_id`)} when e.type = 'user.purged' then ${purgedJson(sql`e.user_id`)}
         else ${accountJson(sql`e.user_id`)} end
     from unnest(${sqlArray(types, 'text')}, ${sqlArray(subjects, 'uuid')},
-      ${sqlArray(changed, 'text')}, ${sqlArray(factorIds, 'text')}, ${sqlArray(factorTypes, 'text')})
-      with ordinality as e(type, user_id, changed, factor_id, factor_type, ord)
+      ${sqlArray(changed, 'text')}, ${sqlArray(factorIds, 'text')}, ${sqlArray(factorTypes, 'text')},
+      ${sqlArray(data, 'text')})
+      with ordinality as e(type, user_id, changed, factor_id, factor_type, data, ord)
     order by e.ord`);
 }
 

@@ -16,7 +16,7 @@ import type { Db } from '../db/client.ts';
 import { serviceKeys } from '../db/schema.ts';
 import type { KeyRing } from './secret-box.ts';
 
-export type MacPurpose = 'idempotency_fingerprint' | 'phone_code' | 'passkey_decoy';
+export type MacPurpose = 'idempotency_fingerprint' | 'phone_code' | 'passkey_decoy' | 'session_successor';
 
 export interface DeploymentKeys {
   /** The MAC of `message` as it is stored: `<key id>.<base64url>`, under the current key. */

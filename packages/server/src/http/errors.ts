@@ -47,6 +47,8 @@ const TITLES: Record<ErrorCode, string> = {
   breached: 'Breached password',
   breach_check_unavailable: 'Breach check unavailable',
   conflict: 'Conflict',
+  invalid_session: 'Invalid session',
+  session_not_found: 'Session not found',
   unknown_example: 'Unknown example',
 };
 

@@ -20,17 +20,21 @@ import { importUsers } from './routes/import-users.ts';
 import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listFactors } from './routes/list-factors.ts';
+import { listSessions } from './routes/list-sessions.ts';
 import { listUsers } from './routes/list-users.ts';
 import { listWebhookDeliveries } from './routes/list-webhook-deliveries.ts';
 import { listWebhookEndpoints } from './routes/list-webhook-endpoints.ts';
 import { passkeyLoginOptions } from './routes/passkey-login-options.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
+import { refreshSession } from './routes/refresh-session.ts';
 import { removeFactor } from './routes/remove-factor.ts';
 import { replayWebhookDelivery } from './routes/replay-webhook-delivery.ts';
 import { restoreUser } from './routes/restore-user.ts';
+import { revokeSession } from './routes/revoke-session.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyPasskey } from './routes/verify-passkey.ts';
 import { verifySecondFactor } from './routes/verify-second-factor.ts';
+import { verifySession } from './routes/verify-session.ts';
 import { verifyUser } from './routes/verify-user.ts';
 
 // Each row's parse and handle agree on their input type (checked in its file); here it is erased.
@@ -65,6 +69,10 @@ export const operations: readonly Operation<any>[] = [
   addPasskeyFactor,
   passkeyLoginOptions,
   verifyPasskey,
+  verifySession,
+  refreshSession,
+  listSessions,
+  revokeSession,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

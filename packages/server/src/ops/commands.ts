@@ -130,7 +130,8 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   },
   {
     name: 'site set',
-    synopsis: 'site set --site NAME [--deletion-grace 30d] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]]',
+    synopsis:
+      'site set --site NAME [--deletion-grace 30d] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]] [--session-lifetime 30d] [--session-idle 7d]',
     about: `Sets the site's default grace period of a delete (0d to 90d): a delete without
       graceDays keeps the account restorable that long before it is purged. 0d (the default of
       every site): removed at once. --rp-id and --origins make the site a WebAuthn relying party,
@@ -138,7 +139,9 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       localhost), each origin a page that may use them (https://example.com, or http:// on
       localhost), on the RP id or a subdomain of it; --rp-name is what the browser shows (default:
       the site's name). Setting them again replaces them: passkeys made for another RP id stop
-      working.`,
+      working. --session-lifetime (absolute, default 30d) and --session-idle (without use, default
+      7d) bound the site's sessions, as 3600s, 90m, 12h or 30d (5 minutes to 365 days); they hold
+      for sessions made from then on (a login's own lifetime can only be shorter).`,
   },
   {
     name: 'metadata-schema set',
@@ -223,6 +226,8 @@ const TAKE_A_VALUE = [
   'deletion-grace',
   'rp-id',
   'rp-name',
+  'session-lifetime',
+  'session-idle',
   'origins',
   // metadata-schema set: the file's text, put there by the CLI's own process (cli.ts), which
   // reads FILE; a server running the command through its socket reads no file of the caller's.
@@ -666,7 +671,10 @@ function webhookDeliveries(words: string[], flags: Map<string, string | true>): 
 function siteSet(flags: Map<string, string | true>): Planned {
   const site = siteFlag(flags);
   const rp = relyingPartyFlags(flags);
-  const raw = rp === undefined ? text(flags, 'deletion-grace', true) : text(flags, 'deletion-grace');
+  const lifetime = sessionSecondsFlag(flags, 'session-lifetime');
+  const idle = sessionSecondsFlag(flags, 'session-idle');
+  const other = rp !== undefined || lifetime !== undefined || idle !== undefined;
+  const raw = other ? text(flags, 'deletion-grace') : text(flags, 'deletion-grace', true);
   let days: number | undefined;
   if (raw !== undefined) {
     const match = /^(\d{1,2})d$/.exec(raw);
@@ -678,6 +686,8 @@ function siteSet(flags: Map<string, string | true>): Planned {
     const set = {
       ...(days === undefined ? {} : { deletionGraceDays: days }),
       ...(rp === undefined ? {} : { rpId: rp.id, rpName: rp.name ?? null, rpOrigins: rp.origins }),
+      ...(lifetime === undefined ? {} : { sessionLifetimeSeconds: lifetime }),
+      ...(idle === undefined ? {} : { sessionIdleSeconds: idle }),
     };
     await db
       .insert(siteSettings)
@@ -692,8 +702,24 @@ function siteSet(flags: Map<string, string | true>): Planned {
       );
     if (rp !== undefined)
       lines.push(`Site ${site}: passkeys for relying party ${rp.id}, from ${rp.origins.join(', ')}.`);
+    if (lifetime !== undefined) lines.push(`Site ${site}: new sessions live at most ${lifetime} s.`);
+    if (idle !== undefined) lines.push(`Site ${site}: new sessions end after ${idle} s without use.`);
     return `${lines.join('\n')}\n`;
   };
+}
+
+/** --session-lifetime, --session-idle: 3600s, 90m, 12h or 30d, from 5 minutes to 365 days, in seconds. */
+function sessionSecondsFlag(flags: Map<string, string | true>, name: string): number | undefined {
+  const raw = text(flags, name);
+  if (raw === undefined) return undefined;
+  const match = /^(\d{1,8})([smhd])$/.exec(raw);
+  const unit = { s: 1, m: 60, h: 3600, d: 86400 } as const;
+  const seconds = match === null ? Number.NaN : Number(match[1]) * unit[match[2] as keyof typeof unit];
+  if (!(seconds >= 300 && seconds <= 365 * 86400))
+    throw new UsageError(
+      `--${name} must be a duration from 5 minutes to 365 days, as 3600s, 90m, 12h or 30d (got "${raw}")`,
+    );
+  return seconds;
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Context } from 'hono';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { WriteDeps } from '../../accounts/unit-of-work.ts';
+import { canonicalAddress } from '../../auth/client-address.ts';
 import {
   type BodySchema,
   fromQueryText,
@@ -11,6 +12,7 @@ import {
   toFieldErrors,
 } from '../../contract/validation.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../factors/deployment-keys.ts';
+import type { SessionDeps } from '../../sessions/issue.ts';
 import type { AppEnv } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
@@ -101,4 +103,26 @@ export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & NewPasswordDe
 export function deploymentKeysOfRequest(c: Context<AppEnv>): Promise<DeploymentKeys> {
   const { database, factorKeys } = c.get('deps');
   return deploymentKeysOf(database.db, factorKeys);
+}
+
+/**
+ * The end user's address, when the caller gave one: an IPv4 or IPv6 address in its canonical form
+ * (every spelling of an IPv4 address as IPv6 is the IPv4 address, so none escapes its count), or 400.
+ */
+export function endUserAddress(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim();
+  // A zone id (`fe80::1%eth0`) names an interface of the caller's machine, not an end user.
+  const canonical = value.length > 45 || value.includes('%') ? undefined : canonicalAddress(value);
+  if (canonical === undefined) {
+    throw invalidRequest('The X-End-User-IP header is not an IP address.', [
+      { pointer: 'X-End-User-IP', code: 'invalid_format', message: 'must be an IPv4 or IPv6 address' },
+    ]);
+  }
+  return canonical;
+}
+
+/** What a session's writes use: the request's write deps and the signer of access tokens. */
+export function sessionDepsOf(c: Context<AppEnv>): SessionDeps {
+  return { ...writeDepsOf(c), accessTokens: c.get('deps').accessTokens };
 }

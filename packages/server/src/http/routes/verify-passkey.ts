@@ -1,9 +1,11 @@
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
 import { verifyPasskey as verify } from '../../factors/passkeys.ts';
+import { issueSession } from '../../sessions/issue.ts';
+import { PASSKEY_LOGIN } from '../../sessions/rules.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
-import { validBody } from './shared.ts';
+import { endUserAddress, sessionDepsOf, validBody } from './shared.ts';
 
 type VerifyPasskeyResponse = components['schemas']['VerifyPasskeyResponse'];
 
@@ -14,12 +16,31 @@ export const verifyPasskey = defineOperation({
   scope: 'verify',
   request: { body: 'VerifyPasskeyRequest' },
   writes: 'passkey_verify',
-  parse: (c) => validBody(c, 'VerifyPasskeyRequest'),
-  async handle(c, fields) {
+  parse: (c) => ({
+    fields: validBody(c, 'VerifyPasskeyRequest'),
+    address: endUserAddress(c.req.header('x-end-user-ip')),
+  }),
+  async handle(c, { fields, address }) {
     const userId = await verify(writeScopeOf(c), writeDepsOf(c), {
       // The spec's schema is WebAuthn's AuthenticationResponseJSON; the library checks the rest.
       response: fields.response as unknown as AuthenticationResponseJSON,
     });
-    return c.json({ result: { _userId: userId, status: 'passkey verified' } } satisfies VerifyPasskeyResponse, 200);
+    // The login is complete: the session its caller asked for (sessions/issue.ts).
+    const session =
+      fields.session === undefined
+        ? undefined
+        : await issueSession(writeScopeOf(c), sessionDepsOf(c), {
+            userId,
+            method: PASSKEY_LOGIN,
+            userAgent: fields.session.userAgent,
+            ip: address,
+            lifetime: fields.session.lifetime,
+          });
+    return c.json(
+      {
+        result: { _userId: userId, ...(session && { session }), status: 'passkey verified' },
+      } satisfies VerifyPasskeyResponse,
+      200,
+    );
   },
 });

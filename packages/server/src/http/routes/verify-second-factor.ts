@@ -2,9 +2,11 @@ import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../contract/validation.ts';
 import { verifySecondFactor as verify } from '../../factors/factors.ts';
+import { issueSession } from '../../sessions/issue.ts';
+import { PASSWORD_AND_CODE, PASSWORD_AND_PASSKEY } from '../../sessions/rules.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
-import { validBody } from './shared.ts';
+import { endUserAddress, sessionDepsOf, validBody } from './shared.ts';
 
 type VerifySecondFactorResponse = components['schemas']['VerifySecondFactorResponse'];
 
@@ -26,9 +28,12 @@ export const verifySecondFactor = defineOperation({
     ) {
       throw invalidRequest('Give exactly one of code, recoveryCode or passkey, with the ticket.', []);
     }
-    return validBody(c, 'VerifySecondFactorRequest');
+    return {
+      fields: validBody(c, 'VerifySecondFactorRequest'),
+      address: endUserAddress(c.req.header('x-end-user-ip')),
+    };
   },
-  async handle(c, fields) {
+  async handle(c, { fields, address }) {
     const { factorKeys, verifyLimits, lockout } = c.get('deps');
     const userId = await verify(
       writeScopeOf(c),
@@ -40,8 +45,21 @@ export const verifySecondFactor = defineOperation({
         passkey: fields.passkey as unknown as AuthenticationResponseJSON | undefined,
       },
     );
+    // The login is complete: the session its caller asked for (sessions/issue.ts).
+    const session =
+      fields.session === undefined
+        ? undefined
+        : await issueSession(writeScopeOf(c), sessionDepsOf(c), {
+            userId,
+            method: fields.passkey === undefined ? PASSWORD_AND_CODE : PASSWORD_AND_PASSKEY,
+            userAgent: fields.session.userAgent,
+            ip: address,
+            lifetime: fields.session.lifetime,
+          });
     return c.json(
-      { result: { _userId: userId, status: 'second factor verified' } } satisfies VerifySecondFactorResponse,
+      {
+        result: { _userId: userId, ...(session && { session }), status: 'second factor verified' },
+      } satisfies VerifySecondFactorResponse,
       200,
     );
   },

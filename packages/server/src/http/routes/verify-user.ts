@@ -1,31 +1,15 @@
 import type { components } from '@user-accounts/client';
 import { verifyPassword } from '../../accounts/verify.ts';
-import { canonicalAddress } from '../../auth/client-address.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { describeError } from '../../errors.ts';
 import { markIfBreached } from '../../passwords/screening.ts';
+import { issueSession } from '../../sessions/issue.ts';
+import { PASSWORD_LOGIN } from '../../sessions/rules.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
-import { validBody } from './shared.ts';
+import { endUserAddress, sessionDepsOf, validBody } from './shared.ts';
 
 type VerifyUserResponse = components['schemas']['VerifyUserResponse'];
-
-/**
- * The end user's address, when the caller gave one: an IPv4 or IPv6 address in its canonical form
- * (every spelling of an IPv4 address as IPv6 is the IPv4 address, so none escapes its count), or 400.
- */
-function endUserAddress(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const value = header.trim();
-  // A zone id (`fe80::1%eth0`) names an interface of the caller's machine, not an end user.
-  const canonical = value.length > 45 || value.includes('%') ? undefined : canonicalAddress(value);
-  if (canonical === undefined) {
-    throw invalidRequest('The X-End-User-IP header is not an IP address.', [
-      { pointer: 'X-End-User-IP', code: 'invalid_format', message: 'must be an IPv4 or IPv6 address' },
-    ]);
-  }
-  return canonical;
-}
 
 export const verifyUser = defineOperation({
   name: 'verifyUser',
@@ -70,6 +54,22 @@ export const verifyUser = defineOperation({
       },
       { email: fields.email, _userId: fields._userId, password: fields.password, sent, address },
     );
-    return c.json({ result: { _userId: userId, status: 'password verified' } } satisfies VerifyUserResponse, 200);
+    // The login is complete: the session its caller asked for (sessions/issue.ts).
+    const session =
+      fields.session === undefined
+        ? undefined
+        : await issueSession(writeScopeOf(c), sessionDepsOf(c), {
+            userId,
+            method: PASSWORD_LOGIN,
+            userAgent: fields.session.userAgent,
+            ip: address,
+            lifetime: fields.session.lifetime,
+          });
+    return c.json(
+      {
+        result: { _userId: userId, ...(session && { session }), status: 'password verified' },
+      } satisfies VerifyUserResponse,
+      200,
+    );
   },
 });

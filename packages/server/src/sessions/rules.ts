@@ -1,0 +1,105 @@
+// The rules every session operation shares (issue 43): the lifetimes, the live condition, the
+// one answer of every miss, the way a login's methods are named, and a session as answered.
+import type { components } from '@user-accounts/client';
+import { eq, sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { sessions, siteSettings } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import type { EventEntry } from '../events/queue.ts';
+
+/** The absolute lifetime unless the site says otherwise (`cli site set --session-lifetime`): 30 days. */
+export const DEFAULT_LIFETIME_SECONDS = 30 * 24 * 3600;
+/** The idle lifetime unless the site says otherwise (`cli site set --session-idle`): 7 days. */
+export const DEFAULT_IDLE_SECONDS = 7 * 24 * 3600;
+/** The live sessions an account may hold; a new one past it ends the oldest (reason `limit`). */
+export const MAX_LIVE_SESSIONS = 100;
+/** How long a replaced token still gets its successor from a refresh; after it, a reuse is theft. */
+export const REUSE_GRACE_SECONDS = 10;
+/** `lastSeenAt` is written at most this often per session. */
+export const LAST_SEEN_STEP_SECONDS = 60;
+
+export type SessionRevokeReason =
+  | 'revoked'
+  | 'password_changed'
+  | 'account_disabled'
+  | 'account_deleted'
+  | 'refresh_reuse'
+  | 'limit';
+
+/** RFC 8176's methods as the spec lists the ones we name (`Amr`). */
+export type Amr = components['schemas']['Amr'];
+
+/** How a login was made: NIST 800-63B's level and RFC 8176's methods. */
+export interface LoginMethod {
+  aal: 1 | 2;
+  amr: Amr;
+}
+
+/** A password alone. */
+export const PASSWORD_LOGIN: LoginMethod = { aal: 1, amr: ['pwd'] };
+/** A password and a TOTP code or a recovery code (both single-use secrets: `otp`). */
+export const PASSWORD_AND_CODE: LoginMethod = { aal: 2, amr: ['pwd', 'otp', 'mfa'] };
+/** A password and a passkey as its second factor (user verification not required there). */
+export const PASSWORD_AND_PASSKEY: LoginMethod = { aal: 2, amr: ['pwd', 'hwk', 'mfa'] };
+/** A passkey alone: a key in hardware, the person present and verified by the authenticator. */
+export const PASSKEY_LOGIN: LoginMethod = { aal: 2, amr: ['hwk', 'user', 'mfa'] };
+
+/** The one answer of every miss: unknown, malformed, another site's, expired, idle, revoked, replaced. */
+export const invalidSession = () =>
+  new ApiError(422, 'invalid_session', 'The token is not a live session; sign in again.');
+
+/** A session neither revoked nor past its absolute or idle expiry, at the database's `now()`. */
+export const liveSql = sql`(${sessions.revokedAt} is null and ${sessions.expiresAt} > now()
+  and ${sessions.lastSeenAt} + make_interval(secs => ${sessions.idleSeconds}) > now())`;
+
+/** When a session ends unless used again: `lastSeenAt` + its idle lifetime, never past `expiresAt`. */
+export const idleExpiresAt = (row: { lastSeenAt: Date; idleSeconds: number; expiresAt: Date }): Date =>
+  new Date(Math.min(row.lastSeenAt.getTime() + row.idleSeconds * 1000, row.expiresAt.getTime()));
+
+/** A site's lifetimes, in seconds: its own (`cli site set`) or the defaults. */
+export async function lifetimesOf(db: Db, site: string): Promise<{ lifetime: number; idle: number }> {
+  const [row] = await db
+    .select({ lifetime: siteSettings.sessionLifetimeSeconds, idle: siteSettings.sessionIdleSeconds })
+    .from(siteSettings)
+    .where(eq(siteSettings.site, site));
+  return { lifetime: row?.lifetime ?? DEFAULT_LIFETIME_SECONDS, idle: row?.idle ?? DEFAULT_IDLE_SECONDS };
+}
+
+/** The columns a session's events and answers need. */
+export const sessionColumns = {
+  id: sessions.id,
+  userId: sessions.userId,
+  createdAt: sessions.createdAt,
+  lastSeenAt: sessions.lastSeenAt,
+  expiresAt: sessions.expiresAt,
+  idleSeconds: sessions.idleSeconds,
+  aal: sessions.aal,
+  amr: sessions.amr,
+  userAgent: sessions.userAgent,
+  ip: sessions.ip,
+  impersonator: sessions.impersonator,
+  revokedAt: sessions.revokedAt,
+  revokeReason: sessions.revokeReason,
+};
+
+export interface SessionEventRow {
+  id: string;
+  userId: string;
+  aal: number;
+  amr: string[];
+  expiresAt: Date;
+}
+
+/** session.created: the account, the session, how its login was made and when it ends. Never a token. */
+export const createdEvent = (row: SessionEventRow): EventEntry => ({
+  type: 'session.created',
+  userId: row.userId,
+  data: { _userId: row.userId, sessionId: row.id, aal: row.aal, amr: row.amr, expiresAt: row.expiresAt.toISOString() },
+});
+
+/** session.revoked, with why. Never a token. */
+export const revokedEvent = (row: SessionEventRow, reason: SessionRevokeReason): EventEntry => ({
+  type: 'session.revoked',
+  userId: row.userId,
+  data: { _userId: row.userId, sessionId: row.id, aal: row.aal, amr: row.amr, reason },
+});
