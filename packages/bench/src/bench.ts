@@ -1,4 +1,4 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|neighbours|heavy-reads]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|sessions|neighbours|heavy-reads]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -22,6 +22,9 @@
 //   before (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts;
 // - `--only neighbours` (about 3 minutes): one site's latency while another attacks (neighbours.ts),
 //   to bench/results/<date>-neighbours.md. A full run measures it too;
+// - `--only sessions` (about 2 minutes; sessions.ts, issue 43): session/verify against get-by-id and against
+//   the peer's get-session, with the Hono floor beside them (so the noise check applies), then session/refresh,
+//   to bench/results/<date>-sessions.md. A full run measures it too (quick: fewer sessions to refresh);
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -49,13 +52,14 @@ import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { topFramesOf } from './profile.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
+import { SESSION_NOTES, sessionRows } from './sessions.ts';
 
 const { values } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|neighbours|heavy-reads`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|sessions|neighbours|heavy-reads`: those figures alone.
     only: { type: 'string' },
   },
 });
@@ -316,7 +320,7 @@ async function load(url: string, connections: number, seconds: number, make: Mak
 
 interface Side {
   name: string;
-  start(): Promise<Proc>;
+  start(): Promise<Pick<Proc, 'url' | 'stop'>>;
   make: Make;
 }
 
@@ -814,7 +818,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const floorVariation: FloorVariation[] = [];
   const cores = availableParallelism();
-  if (!values.only && !(Number.isInteger(ROUNDS) && ROUNDS >= 2)) {
+  if ((!values.only || values.only === 'sessions') && !(Number.isInteger(ROUNDS) && ROUNDS >= 2)) {
     log('bench: --rounds must be 2 or more: the floor varying between rounds is what tells a noisy run');
     process.exit(2);
   }
@@ -910,6 +914,31 @@ async function main(): Promise<void> {
       })),
     );
   };
+  // Issue 43: session/verify against get-by-id and the peer's get-session, and refresh. Before the
+  // metadata and the writes, which change and delete sampled accounts.
+  const sessions = async (db: BenchDb) => {
+    log('sessions: session/verify against get-by-id and Better Auth get-session, then session/refresh');
+    rows.push(
+      ...(await sessionRows({
+        db,
+        peerDb: () => peerDatabase(100_000, passwordHash),
+        ours: () => ours(db),
+        peer: (peerDb) => peer(peerDb as PeerDb),
+        floor: () => floor(db),
+        interleavedAll,
+        floorRounds: (rps) => floorVariation.push({ scenario: 'sessions: get-by-id @16 (Hono floor)', rps }),
+        load,
+        profiled: (make, connections) => profiled(db, make, connections),
+        log,
+        rounds: ROUNDS,
+        seconds: SECONDS,
+        token: TOKEN,
+        sessions: 20_000,
+        dueSessions: QUICK ? 20_000 : 40_000,
+        refreshable: QUICK ? 10_000 : 40_000,
+      })),
+    );
+  };
   const neighbourNotes: string[] = [];
   const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
     log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
@@ -936,6 +965,19 @@ async function main(): Promise<void> {
     'second-factor': secondFactor,
   };
   const only = values.only === undefined ? undefined : alone[values.only];
+  if (values.only === 'sessions') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await sessions(db);
+    } finally {
+      await db.drop();
+    }
+    const file = report([...SESSION_NOTES, ...PEER_NOTES.slice(0, 1)], 'sessions');
+    const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
+    log(`bench: report written to ${file}${bad.length > 0 ? ' (NOISY: not a result)' : ''}`);
+    if (bad.length > 0) process.exitCode = 1;
+    return;
+  }
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -948,7 +990,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor, neighbours or heavy-reads (got ${values.only})`,
+      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, neighbours or heavy-reads (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -976,6 +1018,8 @@ async function main(): Promise<void> {
 
     await peerRows(rows, db, passwordHash);
 
+    await sessions(db);
+
     log('metadata: get-by-id with 4 KiB of metadata against without');
     await metadata(db);
     log('two-step login');
@@ -1000,7 +1044,7 @@ async function main(): Promise<void> {
 
   if (!QUICK) await scaled(rows, passwordHash, false);
 
-  const file = report([...PEER_NOTES, ...neighbourNotes]);
+  const file = report([...PEER_NOTES, ...SESSION_NOTES, ...neighbourNotes]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
   log(`bench: ${((performance.now() - started) / 1000).toFixed(0)} s`);
   if (bad.length > 0) {
