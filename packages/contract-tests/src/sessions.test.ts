@@ -591,6 +591,33 @@ function defineSessionsSuite(spec: TargetSpec): void {
       const last = await login(user);
       expect(JSON.stringify(await h.target.sql('select token_hash from sessions'))).toContain(sha256(last.token));
     });
+
+    // Review (issue 43, point 3): a stolen token used by the thief, who keeps refreshing, must still
+    // be caught when the person's browser comes back with it: "a replaced token presented after
+    // [10 s] is theft: the whole session is revoked". Only the previous token is remembered, so a
+    // token two refreshes old is a plain miss: the person is logged out and the thief keeps the session.
+    it('review: a token replaced two refreshes ago, presented later, is theft too (the thief kept refreshing)', async () => {
+      const user = await h.createUser();
+      const stolen = await login(user);
+      const b = (await refresh(stolen.token)).data!.result.session; // the thief
+      const c = (await refresh(b.token)).data!.result.session; // the thief again, 5 minutes on
+      await h.target.sql(`update sessions set rotated_at = rotated_at - interval '11 seconds' where id = $1`, [
+        stolen.sessionId,
+      ]);
+      const victim = await refresh(stolen.token); // the person's browser, back with its cookie
+      expect(victim.response.status, "the victim's replay").toBe(422);
+      expect((await check(c.token)).response.status, "the thief's token after the replay").toBe(422);
+      expect(await revokedReasons(user.id)).toEqual(['refresh_reuse']);
+    });
+
+    // Review (issue 43, point 4): an access token outlives its session's absolute expiry.
+    it('review: an access token never outlives its session (lifetime 60 s, access token 300 s)', async () => {
+      const user = await h.createUser();
+      const session = await login(user, { lifetime: 60 });
+      expect(Date.parse(session.accessTokenExpiresAt)).toBeLessThanOrEqual(Date.parse(session.expiresAt));
+      const exp = JSON.parse(Buffer.from(session.accessToken.split('.')[1]!, 'base64url').toString()).exp as number;
+      expect(exp * 1000).toBeLessThanOrEqual(Date.parse(session.expiresAt));
+    });
   });
 }
 
