@@ -44,11 +44,11 @@ const integration = server([
 
 /**
  * Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL,
- * or load a database at scale (list-plans: 200,000 accounts), or measure another site's latency
- * under attack (noisy-neighbours: a file beside it on the other core spoiled its /healthz bound).
+ * or load a database at scale (list-plans: 200,000 accounts). They share nothing (each its own
+ * folders, databases and ports) and run two at a time, after the first three tiers.
  */
-const system = [
-  ...server(['build', 'main', 'ops/housekeeping-servers', 'passwords/costly-check']),
+const systemSideBySide = [
+  ...server(['build', 'main', 'ops/housekeeping-servers']),
   'packages/client/src/pack.test.ts',
   ...contractTests([
     'browser-client',
@@ -56,18 +56,14 @@ const system = [
     'client-install',
     'cli',
     'cloudevents',
-    'cluster',
     'console-browser',
     'container',
     'deploy',
     'docs-browser',
     'docs',
-    'faults',
     'generators',
-    'limits',
     'list-plans',
     'metrics',
-    'noisy-neighbours',
     'passkey-browser',
     'readme',
     'release',
@@ -77,13 +73,25 @@ const system = [
   ]),
 ];
 
+/**
+ * System tests whose subject is time or latency under load, run last and one at a time: another
+ * site's latency under attack (noisy-neighbours: a file beside it on the other core spoiled its
+ * /healthz bound), a cluster's failover and "refused within 1 s", outages of a private PostgreSQL,
+ * limits shared by servers, and the deadline of a costly hash check.
+ */
+const systemAlone = [
+  ...server(['passwords/costly-check']),
+  ...contractTests(['cluster', 'faults', 'limits', 'noisy-neighbours']),
+];
+const system = [...systemSideBySide, ...systemAlone];
+
 const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
 
 /**
  * Files side by side in the first three tiers: vitest's default on 2 cores is one worker (cores
  * − 1), and those files mostly wait (on a server's answer, a hash, a database), so two at a time
- * take less wall time with the same tests. The system tier runs after them, one file at a time:
- * its files start clusters, browsers and private PostgreSQL servers, and some measure time.
+ * take less wall time with the same tests. The system tier runs after them, two files at a time,
+ * then its files that measure time one at a time (systemAlone).
  * TEST_WORKERS changes the first figure (1: every file one at a time).
  */
 const WORKERS = Number(process.env.TEST_WORKERS || 2);
@@ -131,7 +139,11 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'system', include: system, maxWorkers: 1, sequence: { groupOrder: 1 } },
+        test: { name: 'system', include: systemSideBySide, maxWorkers: WORKERS, sequence: { groupOrder: 1 } },
+      },
+      {
+        extends: true,
+        test: { name: 'system-alone', include: systemAlone, maxWorkers: 1, sequence: { groupOrder: 2 } },
       },
     ],
   },

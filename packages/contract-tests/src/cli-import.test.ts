@@ -24,6 +24,15 @@ afterEach(async () => {
 });
 afterAll(() => procs.cleanup());
 
+// The scale of the two large tests: in the suite, 20,000 accounts each; `./pnpmw bench --only scale`
+// runs them at the full size they were written at (100,000 lines imported, 200,000 exported). The
+// export's accounts carry enough metadata that its lines weigh what 200,000 plain ones do (45 MB),
+// so the memory bound below still tells a streaming export from one that buffers.
+const IMPORT_LINES = Number(process.env.SCALE_IMPORT_LINES || 20_000);
+const EXPORT_ACCOUNTS = Number(process.env.SCALE_EXPORT_ACCOUNTS || 20_000);
+const EXPORT_PADDING = Math.max(0, Math.round(45_000_000 / EXPORT_ACCOUNTS) - 225);
+const n = (count: number) => count.toLocaleString('en');
+
 const argon2 = FOREIGN_HASHES.find((f) => f.format === 'argon2id')!;
 const bcrypt = FOREIGN_HASHES.find((f) => f.format === 'bcrypt')!;
 const firebase = FIREBASE_SAMPLE;
@@ -55,32 +64,41 @@ describe('cli import on PostgreSQL', async () => {
   const skip = await postgresUnavailable();
   if (skip) console.warn(`\n[contract-tests] cli import on PostgreSQL: SKIPPED, ${skip}\n`);
   it.skipIf(skip !== undefined)(
-    'imports 100,000 lines, tells each refused line and the count by code, shows progress, and the accounts sign in',
+    `imports ${n(IMPORT_LINES)} lines, tells each refused line and the count by code, shows progress, and the accounts sign in`,
     async () => {
       const database = await migratedPostgresDatabase();
       cleanups.push(() => database.drop());
       const env = { DATABASE_URL: database.url, ...TEST_HASHES };
       expect((await procs.cli(['migrate'], env)).code).toBe(0);
-      const lines = Array.from({ length: 100_000 }, (_, i) =>
+      const lines = Array.from({ length: IMPORT_LINES }, (_, i) =>
         JSON.stringify({ email: `user${i}@example.org`, name: `User ${i}`, passwordHash: argon2.hash }),
       );
       lines[41] = '{"email": "cut off';
       // Repeated in its own batch of 1,000, and in a later one.
       lines[500] = JSON.stringify({ email: 'USER7@example.org', name: 'Again', passwordHash: argon2.hash });
-      lines[99_999] = JSON.stringify({ email: 'user7@EXAMPLE.org', name: 'Later', passwordHash: argon2.hash });
+      lines[IMPORT_LINES - 1] = JSON.stringify({
+        email: 'user7@EXAMPLE.org',
+        name: 'Later',
+        passwordHash: argon2.hash,
+      });
       const file = ndjson(procs.dataDir(), lines);
 
       const run = await procs.cli(['import', '--site', 'acme', file], env);
       expect(run.code, run.stderr).toBe(1);
       expect(run.stdout).toMatch(
-        /^99997 of 100000 accounts imported into site acme in [\d.]+ s \(\d+ accounts\/s\)\.$/m,
+        new RegExp(
+          `^${IMPORT_LINES - 3} of ${IMPORT_LINES} accounts imported into site acme in [\\d.]+ s \\(\\d+ accounts/s\\)\\.$`,
+          'm',
+        ),
       );
       expect(run.stdout).toContain('3 refused: email_taken 2, invalid_json 1.');
       expect(run.stdout).toContain('line 42: invalid_json');
       expect(run.stdout).toContain('line 501: email_taken: email is the email of line 8');
-      expect(run.stdout).toContain('line 100000: email_taken: email is already in use');
+      expect(run.stdout).toContain(`line ${IMPORT_LINES}: email_taken: email is already in use`);
       // Not a terminal: plain progress lines, the last one at the end.
-      expect(run.stderr).toMatch(/^import: 100000\/100000 rows, \d+ rows\/s, ETA 0 s$/m);
+      expect(run.stderr).toMatch(
+        new RegExp(`^import: ${IMPORT_LINES}/${IMPORT_LINES} rows, \\d+ rows/s, ETA 0 s$`, 'm'),
+      );
 
       const server = procs.server({ ...env, API_TOKENS: mintToken() });
       await server.ready;
@@ -90,7 +108,9 @@ describe('cli import on PostgreSQL', async () => {
       );
       const token = /^ {2}(ua_\S+)$/m.exec(created.stdout)![1]!;
       const client = createClient({ baseUrl: server.baseUrl, token });
-      const count = await client.GET('/api/1/user/get', { params: { query: { email: 'user99998@example.org' } } });
+      const count = await client.GET('/api/1/user/get', {
+        params: { query: { email: `user${IMPORT_LINES - 2}@example.org` } },
+      });
       expect(count.response.status).toBe(200);
       const login = await client.POST('/api/1/user/verify', {
         body: { email: 'user7@example.org', password: argon2.password },
@@ -101,8 +121,8 @@ describe('cli import on PostgreSQL', async () => {
 
       // Again, as a dry run: every line is now taken, and nothing is written.
       const again = await procs.cli(['import', '--site', 'acme', '--dry-run', file], env);
-      expect(again.stdout).toMatch(/^0 of 100000 accounts would be imported/m);
-      expect(again.stdout).toContain('email_taken 99999');
+      expect(again.stdout).toMatch(new RegExp(`^0 of ${IMPORT_LINES} accounts would be imported`, 'm'));
+      expect(again.stdout).toContain(`email_taken ${IMPORT_LINES - 1}`);
       expect(again.code).toBe(1);
     },
     180_000,
@@ -113,7 +133,7 @@ describe('export on PostgreSQL', async () => {
   const skip = await postgresUnavailable();
   if (skip) console.warn(`\n[contract-tests] export on PostgreSQL: SKIPPED, ${skip}\n`);
   it.skipIf(skip !== undefined)(
-    'streams 200,000 accounts no further ahead of a client that stops reading than a page, and cli export gives a file cli import takes into another site, passwords and all',
+    `streams ${n(EXPORT_ACCOUNTS)} accounts (45 MB) no further ahead of a client that stops reading than a page, and cli export gives a file cli import takes into another site, passwords and all`,
     async () => {
       const database = await migratedPostgresDatabase();
       cleanups.push(() => database.drop());
@@ -129,9 +149,11 @@ describe('export on PostgreSQL', async () => {
         body: { email: 'ada@example.com', password: 'a long and unusual passphrase', name: 'Ada', phone: '+44 1' },
       });
       const sql = postgres(database.url, { max: 1, onnotice: () => {} });
-      await sql`insert into users (id, site, email, name, password_hash, origin)
-        select gen_random_uuid(), 'acme', 'bulk' || i || '@example.com', 'Bulk ' || i, ${argon2.hash}, 'api'
-        from generate_series(1, 199999) as i`;
+      await sql`insert into users (id, site, email, name, password_hash, origin, metadata)
+        select gen_random_uuid(), 'acme', 'bulk' || i || '@example.com', 'Bulk ' || i, ${argon2.hash}, 'api',
+          case when ${EXPORT_PADDING}::int > 0 then jsonb_build_object('note', repeat('x', ${EXPORT_PADDING}::int))
+            else '{}'::jsonb end
+        from generate_series(1, ${EXPORT_ACCOUNTS - 1}) as i`;
       await sql.end();
 
       // Over HTTP, to a client that stops reading after a first megabyte: the server reads a page
@@ -168,17 +190,21 @@ describe('export on PostgreSQL', async () => {
       const held = rss() - before;
       response.resume();
       if (!ended) await finished(response);
-      expect(lines).toBe(200_000);
+      expect(lines).toBe(EXPORT_ACCOUNTS);
       expect(held, `the server grew by ${held.toFixed(1)} MB while the export sat unread`).toBeLessThan(25);
       server.child.kill('SIGTERM');
       await server.exited;
 
       const exported = await procs.cli(['export', '--site', 'acme'], env);
       expect(exported.code, exported.stderr).toBe(0);
-      expect(exported.stderr).toMatch(/^Exported 200000 accounts of site acme in [\d.]+ s/m);
+      expect(exported.stderr).toMatch(
+        new RegExp(`^Exported ${EXPORT_ACCOUNTS} accounts of site acme in [\\d.]+ s`, 'm'),
+      );
       const file = ndjson(procs.dataDir(), exported.stdout.trimEnd().split('\n'));
       const imported = await procs.cli(['import', '--site', 'copy', file], env);
-      expect(imported.stdout).toMatch(/^200000 of 200000 accounts imported into site copy/m);
+      expect(imported.stdout).toMatch(
+        new RegExp(`^${EXPORT_ACCOUNTS} of ${EXPORT_ACCOUNTS} accounts imported into site copy`, 'm'),
+      );
 
       const again = procs.server({ ...env, API_TOKENS: mintToken() });
       await again.ready;

@@ -11,6 +11,7 @@ import { mintToken } from '@user-accounts/server/tokens';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { TEST_HASHES } from './targets.ts';
 
 const procs = processes();
 const cleanups: (() => Promise<void>)[] = [];
@@ -66,7 +67,7 @@ describe('change events, read with the CloudEvents SDK and Standard Webhooks', (
   it('delivers CloudEvents HTTP messages in structured mode, signed per Standard Webhooks, ordered by sequence as strings', async () => {
     const receiver = await recordingReceiver();
     const token = mintToken();
-    const env = { DATA_DIR: procs.dataDir(), API_TOKENS: token, WEBHOOK_ALLOW_PRIVATE: 'true' };
+    const env = { DATA_DIR: procs.dataDir(), ...TEST_HASHES, API_TOKENS: token, WEBHOOK_ALLOW_PRIVATE: 'true' };
     const server = procs.server(env);
     await server.ready;
     const added = await procs.cli(['webhook', 'add', '--site', 'default', '--url', receiver.url], env);

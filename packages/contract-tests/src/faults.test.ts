@@ -19,6 +19,7 @@ import {
   writeLoad,
 } from './faults/load.ts';
 import { type PrivatePostgres, privatePostgres, privatePostgresUnavailable } from './faults/private-postgres.ts';
+import { TEST_HASHES } from './targets.ts';
 
 const procs = processes();
 const clusters: PrivatePostgres[] = [];
@@ -31,6 +32,7 @@ afterAll(() => procs.cleanup());
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const REQUEST_TIMEOUT_MS = 3_000;
 const SERVER_ENV = {
+  ...TEST_HASHES,
   API_TOKENS: FAULT_TOKEN,
   RATE_LIMIT: '10000000/60s',
   RATE_LIMIT_HASH: 'off',

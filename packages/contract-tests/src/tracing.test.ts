@@ -8,7 +8,7 @@ import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API } from './harness.ts';
-import { embeddedServer, freshPostgresDatabase, postgresUnavailable, serverTarget } from './targets.ts';
+import { embeddedServer, freshPostgresDatabase, postgresUnavailable, serverTarget, TEST_HASHES } from './targets.ts';
 
 interface OtlpSpan {
   traceId: string;
@@ -198,6 +198,7 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
       const token = mintToken();
       const env = {
         DATA_DIR: procs.dataDir(),
+        ...TEST_HASHES,
         API_TOKENS: token,
         WEBHOOK_ALLOW_PRIVATE: 'true',
         OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
