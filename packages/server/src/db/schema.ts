@@ -175,7 +175,10 @@ export const apiTokens = pgTable(
   (t) => [
     uniqueIndex('api_tokens_token_hash_key').on(t.tokenHash),
     index('api_tokens_created_at_idx').on(t.createdAt),
-    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write', 'verify', 'export', 'events', 'impersonate']::text[]`),
+    check(
+      'api_tokens_scopes_check',
+      sql`${t.scopes} <@ array['read', 'write', 'verify', 'export', 'events', 'impersonate']::text[]`,
+    ),
   ],
 );
 
