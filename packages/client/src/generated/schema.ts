@@ -2475,11 +2475,10 @@ export interface components {
              */
             reason: string;
             /**
-             * @description Seconds the session may live at most from now (never past the site's lifetime).
-             * @default 1800
+             * @description Seconds the session may live at most from now (never past the site's lifetime); 1800 when not given.
              * @example 900
              */
-            lifetime: number;
+            lifetime?: number;
         };
         ImpersonateResponse: {
             result: {
