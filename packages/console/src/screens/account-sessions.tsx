@@ -192,7 +192,7 @@ export function Sessions(props: {
               />
             </div>
             <div class="field">
-              <label for="impersonate-reason">Reason</label>
+              <label for="impersonate-reason">Reason for the impersonation</label>
               <input
                 id="impersonate-reason"
                 class="wide"
@@ -221,7 +221,7 @@ export function Sessions(props: {
             </Action>
           </div>
           {started && (
-            <section class="ticket" aria-label="The impersonation's session token, shown once">
+            <section class="ticket" aria-label="The impersonation started, its token shown once">
               <p>
                 Session {started.sessionId}, until {formatTime(started.expiresAt)}. Its token is shown this once: give
                 it to your site as the person's session (its cookie), then hide it.
