@@ -152,6 +152,18 @@ const VALID: Record<string, () => Call> = {
     path: '/api/1/user/import',
     body: json({ users: [{ email: unique(), name: 'Parity', password: 'a parity passphrase 42' }] }),
   }),
+  verifySession: () => ({
+    method: 'POST',
+    path: '/api/1/session/verify',
+    body: json({ token: `uas_${'x'.repeat(43)}` }),
+  }),
+  refreshSession: () => ({
+    method: 'POST',
+    path: '/api/1/session/refresh',
+    body: json({ token: `uas_${'x'.repeat(43)}` }),
+  }),
+  listSessions: () => ({ method: 'GET', path: `/api/1/session/list?_userId=${GHOST}` }),
+  revokeSession: () => ({ method: 'POST', path: '/api/1/session/revoke', body: json({ sessionId: GHOST }) }),
 };
 
 it('has a valid call for every operation of the table (so that none is left out below)', () => {

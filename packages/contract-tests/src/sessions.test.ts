@@ -17,6 +17,7 @@ import {
   TEST_FACTOR_KEY,
   TEST_METRICS_TOKEN,
 } from './targets.ts';
+import { SoftAuthenticator } from './webauthn/soft-authenticator.ts';
 
 const TOKEN = /^uas_[A-Za-z0-9_-]{43}$/;
 const DAY = 86_400_000;
@@ -334,6 +335,54 @@ function defineSessionsSuite(spec: TargetSpec): void {
         body: { ticket: await step(), recoveryCode: codes[1]! },
       });
       expect(plain.data!.result).toEqual({ _userId: user.id, status: 'second factor verified' });
+    });
+
+    it('a passkey login makes a session at aal 2: alone [hwk, user, mfa], as the second factor [pwd, hwk, mfa]', async () => {
+      const origin = 'http://localhost:5173';
+      const site = `sessions-passkeys-${Date.now().toString(36)}`;
+      const { token } = await h.target.createToken({ site, scopes: ['read', 'write', 'verify'], label: 'passkeys' });
+      await h.target.sql(
+        `insert into site_settings (site, rp_id, rp_name, rp_origins) values ($1, 'localhost', 'Example', $2::jsonb)`,
+        [site, JSON.stringify([origin])],
+      );
+      const as = h.clientFor(token);
+      const user = await h.createUser({}, as);
+      const authenticator = new SoftAuthenticator(origin);
+      const options = (await as.POST('/api/1/user/factor/passkey/options', { body: { _userId: user.id } })).data!.result
+        .options;
+      const registered = await as.POST('/api/1/user/factor/passkey', {
+        body: { _userId: user.id, response: authenticator.register(options) },
+      });
+      expect(registered.response.status).toBe(201);
+      const assertion = async () =>
+        authenticator.assert(
+          (await as.POST('/api/1/user/passkey/options', { body: { _userId: user.id } })).data!.result.options,
+        );
+      const alone = await as.POST('/api/1/user/passkey/verify', {
+        body: { response: await assertion(), session: { userAgent: 'Phone' } },
+        headers: { 'X-End-User-IP': '2001:db8::1' },
+      });
+      expect(alone.response.status).toBe(200);
+      const one = keep(alone.data!.result.session)!;
+      expect((await check(one.token, as)).data!.result).toMatchObject({ aal: 2, amr: ['hwk', 'user', 'mfa'] });
+      expect(
+        (await as.GET('/api/1/session/list', { params: { query: { _userId: user.id } } })).data!.result.sessions[0],
+      ).toMatchObject({ userAgent: 'Phone', ip: '2001:db8::1' });
+      // The password first, then the passkey as its second factor.
+      const first = await as.POST('/api/1/user/verify', {
+        body: { email: user.email, password: user.password, session: {} },
+      });
+      expect(first.response.status).toBe(403);
+      const second = await as.POST('/api/1/user/factor/verify', {
+        body: {
+          ticket: (first.error as Problem & { ticket: string }).ticket,
+          passkey: await assertion(),
+          session: {},
+        } as never,
+      });
+      expect(second.response.status).toBe(200);
+      const two = keep(second.data!.result.session)!;
+      expect((await check(two.token, as)).data!.result).toMatchObject({ aal: 2, amr: ['pwd', 'hwk', 'mfa'] });
     });
 
     it('lists live sessions without a secret; 404 for an account not in reach', async () => {

@@ -58,9 +58,11 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       };
       // A recovery code used, then a wrong code: the second factor's counter.
       const used = await client.POST('/api/1/user/factor/verify', {
-        body: { ticket: await login(), recoveryCode: recoveryCodes[0]! },
+        body: { ticket: await login(), recoveryCode: recoveryCodes[0]!, session: { userAgent: 'Phone' } },
       });
       expect(used.response.status).toBe(200);
+      // The login made a session: the person's data lists it, never its token.
+      const sessionToken = used.data!.result.session!.token;
       const wrongCode = totpAt(added.secret, Date.now() / 1000) === '000000' ? '000001' : '000000';
       const refused = await client.POST('/api/1/user/factor/verify', {
         body: { ticket: await login(), code: wrongCode },
@@ -87,7 +89,10 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       await client.POST('/api/1/user/update', {
         body: { _userId: user.id, name: 'Ada King', metadata: { plan: 'pro' } },
       });
-      return { ...user, secrets: [password, added.secret, pending.secret, ...recoveryCodes, ...tickets] };
+      return {
+        ...user,
+        secrets: [password, added.secret, pending.secret, ...recoveryCodes, ...tickets, sessionToken],
+      };
     }
 
     /** Every table of the database whose rows, as text, hold one of `needles` (any case): one scan each. */
@@ -147,6 +152,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         recovery_codes: await count(`select count(*) as n from recovery_codes where user_id = $1`),
         tickets: await count(`select count(*) as n from tickets where user_id = $1`),
         passkey_challenges: await count(`select count(*) as n from passkey_challenges where user_id = $1`),
+        sessions: await count(`select count(*) as n from sessions where user_id = $1`),
         audit_log: await count(`select count(*) as n from audit_log where site = $2 and user_id = $1`, [user.id, site]),
         events: await count(
           `select (select count(*) from events where site = $2 and subject = $1)
@@ -161,6 +167,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         recovery_codes: result.recoveryCodes.length,
         tickets: result.tickets.length,
         passkey_challenges: result.passkeyChallenges.length,
+        sessions: result.sessions.length,
         audit_log: result.audit.entries.length + 1,
         events: result.events.entries.length,
       }).toEqual(held);
@@ -193,7 +200,15 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       });
       expect(result.audit.entries.at(-1)).toMatchObject({ operation: 'create', status: 201 });
       expect(result.audit).toMatchObject({ truncated: false, next: null });
-      expect(result.events.entries.map((e) => e.type)).toEqual(['user.updated', 'user.factor_added', 'user.created']);
+      expect(result.sessions).toEqual([
+        expect.objectContaining({ userAgent: 'Phone', aal: 2, amr: ['pwd', 'otp', 'mfa'], revokedAt: null }),
+      ]);
+      expect(result.events.entries.map((e) => e.type)).toEqual([
+        'user.updated',
+        'session.created',
+        'user.factor_added',
+        'user.created',
+      ]);
       expect(result.events.truncated).toBe(false);
 
       // The answer leaves its own audit row, which the next answer shows first.
@@ -209,13 +224,14 @@ export function defineUserDataSuite(spec: TargetSpec): void {
          union all select secret from user_factors where user_id = $1
          union all select code_hash from recovery_codes where user_id = $1
          union all select secret_hash from tickets where user_id = $1
-         union all select challenge_hash from passkey_challenges where user_id = $1`,
+         union all select challenge_hash from passkey_challenges where user_id = $1
+         union all select token_hash from sessions where user_id = $1`,
         [user.id],
       );
       const secrets = [...user.secrets, ...stored.map((r) => r.s as string)];
-      // Handed out: the password, two factor secrets, ten recovery codes, two tickets; stored: their
-      // hashes, and a passkey challenge's.
-      expect(secrets).toHaveLength(31);
+      // Handed out: the password, two factor secrets, ten recovery codes, two tickets, a session
+      // token; stored: their hashes, and a passkey challenge's.
+      expect(secrets).toHaveLength(33);
       const { response } = await data(client, user.id);
       const text = h.bodies.at(-1)!;
       expect(response.status).toBe(200);
@@ -229,7 +245,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         // A recovery code as stored is normalized: without its dashes.
         expect(text).not.toContain(secret.replace(/-/g, ''));
       }
-      expect(text).not.toMatch(/"(passwordHash|secret|secretHash|codeHash|ticket)":/);
+      expect(text).not.toMatch(/"(passwordHash|secret|secretHash|codeHash|ticket|token|tokenHash)":/);
     });
 
     it('answers 404 as get does: another site’s account, one not made through the API, one in its grace period, none', async () => {

@@ -290,6 +290,29 @@ describe('purging what has expired', () => {
     const left = await rows<{ purpose: string }>(database.db, sql`select purpose from tickets where site = ${site}`);
     expect(left).toEqual([{ purpose: 'reset_password' }]);
   });
+  it('removes sessions ended 30 days ago (revoked, expired, idle), and keeps live ones and those ended since', async () => {
+    const site = `sessions-${randomUUID().slice(0, 8)}`;
+    const [user] = await rows<{ id: string }>(
+      database.db,
+      sql`insert into users (site, email, name, origin) values (${site}, 'a@example.com', 'A', 'api') returning id::text as id`,
+    );
+    const made: Record<string, string> = {};
+    const rowsOf = {
+      live: sql`now() + interval '1 day', now(), null`,
+      revokedLately: sql`now() + interval '1 day', now(), now() - interval '29 days'`,
+      revokedLongAgo: sql`now() + interval '1 day', now(), now() - interval '31 days'`,
+      expiredLongAgo: sql`now() - interval '31 days', now() - interval '40 days', null`,
+      idleLongAgo: sql`now() + interval '1 day', now() - interval '38 days', null`,
+    };
+    for (const [name, values] of Object.entries(rowsOf)) {
+      made[name] = randomUUID();
+      await database.db.execute(sql`insert into sessions (id, site, user_id, token_hash, expires_at, last_seen_at, revoked_at, idle_seconds, aal, amr)
+        values (${made[name]}, ${site}, ${user!.id}, ${randomUUID()}, ${values}, 604800, 1, '["pwd"]')`);
+    }
+    await purgeExpired(database.db);
+    const left = await rows<{ id: string }>(database.db, sql`select id::text as id from sessions where site = ${site}`);
+    expect(left.map((r) => r.id).sort()).toEqual([made.live, made.revokedLately].sort());
+  });
 });
 
 // Deletion with a grace period (issue 30, point 1): the purge at its end leaves nothing that names

@@ -21,7 +21,7 @@ export const DELETED_EVERY_MS = 30_000;
 /**
  * Deletes idempotency keys past their 24 hours, rate-limit windows long over, stale verify counts,
  * expired tickets and expired passkey challenges (a site that stops asking for options would
- * otherwise keep its last ones, up to CHALLENGES_PER_SITE).
+ * otherwise keep its last ones, up to CHALLENGES_PER_SITE), and sessions ended a month ago.
  */
 export async function purgeExpired(db: Db): Promise<void> {
   await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
@@ -30,14 +30,29 @@ export async function purgeExpired(db: Db): Promise<void> {
   // Expired tickets are misses already (every lookup says expires_at > now()): their rows go.
   await db.delete(tickets).where(lt(tickets.expiresAt, sql`now()`));
   await db.delete(passkeyChallenges).where(lt(passkeyChallenges.expiresAt, sql`now()`));
+  // Sessions ended (revoked, expired, idle too long) 30 days ago and more: the person's data and
+  // support saw them for a month; a session's token is refused whether or not its row is kept.
+  await deleteInBatches(
+    db,
+    'sessions',
+    sql`least(coalesce(revoked_at, expires_at), expires_at, last_seen_at + make_interval(secs => idle_seconds))
+      < now() - interval '${sql.raw(String(ENDED_SESSIONS_KEPT_DAYS))} days'`,
+  );
 }
+
+/** How long an ended session's row is kept (user data shows it), in days. */
+export const ENDED_SESSIONS_KEPT_DAYS = 30;
 
 /**
  * Deletes the rows of `table` (keyed by `id`) that `where` picks, in statements of at most
  * PRUNE_BATCH rows: a week of deliveries, or a year of audit rows, at once would outlast
  * statement_timeout, and fail again at every run. Returns how many.
  */
-async function deleteInBatches(db: Db, table: 'webhook_deliveries' | 'audit_log', where: SQL): Promise<number> {
+async function deleteInBatches(
+  db: Db,
+  table: 'webhook_deliveries' | 'audit_log' | 'sessions',
+  where: SQL,
+): Promise<number> {
   let total = 0;
   for (;;) {
     const [gone] = await rows<{ n: number }>(

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { relyingPartyOf } from '../factors/passkeys.ts';
+import { lifetimesOf } from '../sessions/rules.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { runCommand } from './commands.ts';
 
@@ -81,5 +82,36 @@ describe('cli site set --rp-id --origins', () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain(message);
     await expect(relyingPartyOf(db, site)).rejects.toMatchObject({ code: 'passkeys_not_configured' });
+  });
+});
+
+describe('cli site set --session-lifetime --session-idle', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openMigratedPglite();
+  }, 60_000);
+  afterAll(() => database?.close());
+
+  it('stores the lifetimes the sessions read, keeps the other settings, and refuses one out of bounds', async () => {
+    const db = database.db;
+    const site = `sessions-${randomUUID().slice(0, 8)}`;
+    expect(await lifetimesOf(db, site)).toEqual({ lifetime: 30 * 86400, idle: 7 * 86400 });
+    await runCommand(['site', 'set', '--site', site, '--deletion-grace', '7d'], db);
+    const set = await runCommand(
+      ['site', 'set', '--site', site, '--session-lifetime', '12h', '--session-idle', '90m'],
+      db,
+    );
+    expect(set).toMatchObject({
+      code: 0,
+      stdout: `Site ${site}: new sessions live at most 43200 s.\nSite ${site}: new sessions end after 5400 s without use.\n`,
+    });
+    expect(await lifetimesOf(db, site)).toEqual({ lifetime: 43_200, idle: 5_400 });
+    await runCommand(['site', 'set', '--site', site, '--session-idle', '3600s'], db);
+    expect(await lifetimesOf(db, site)).toEqual({ lifetime: 43_200, idle: 3_600 });
+    for (const bad of ['4m', '366d', '12', 'forever']) {
+      const refused = await runCommand(['site', 'set', '--site', site, '--session-lifetime', bad], db);
+      expect(refused, bad).toMatchObject({ code: 2 });
+    }
+    expect(await lifetimesOf(db, site)).toEqual({ lifetime: 43_200, idle: 3_600 });
   });
 });
