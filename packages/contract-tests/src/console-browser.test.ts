@@ -519,6 +519,13 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         'by grace@support.example.com: “Ticket 4821: the invoice page shows no invoices”',
       );
       expect(await axeViolations(page), 'impersonation started').toEqual([]);
+      // The audit trail's row of it says who and why.
+      const trail = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
+      await expect
+        .poll(async () => (await trail.allTextContents()).find((row) => row.includes('session_impersonate')))
+        .toContain(
+          'impersonation started (by grace@support.example.com: “Ticket 4821: the invoice page shows no invoices”)',
+        );
       await page.getByRole('button', { name: 'Hide it' }).click();
       await expect.poll(() => page.getByLabel('Session token', { exact: true }).count()).toBe(0);
 
