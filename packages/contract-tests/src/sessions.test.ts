@@ -159,6 +159,25 @@ function defineSessionsSuite(spec: TargetSpec): void {
         expect(response.status, why).toBe(422);
         expect(withoutRequestId(error as Problem), why).toEqual(withoutRequestId(invalid));
       }
+      // About the same time: the same one read by the index for each. Measured in turns (each kind
+      // once a round), so that whatever else the server does falls on every kind alike; medians.
+      for (const token of Object.values(tokens)) for (let i = 0; i < 5; i++) await check(token);
+      const times: Record<string, number[]> = Object.fromEntries(Object.keys(tokens).map((k) => [k, []]));
+      for (let round = 0; round < 21; round++) {
+        for (const [why, token] of Object.entries(tokens)) {
+          const start = performance.now();
+          await check(token);
+          times[why]!.push(performance.now() - start);
+        }
+      }
+      const median = (list: number[]) => [...list].sort((a, b) => a - b)[10]!;
+      const base = median(times.unknown!);
+      for (const [why, list] of Object.entries(times)) {
+        const ms = median(list);
+        const said = `${why}: ${ms.toFixed(2)} ms against ${base.toFixed(2)} ms`;
+        expect(ms, said).toBeLessThan(base * 3 + 2);
+        expect(ms, said).toBeGreaterThan(base / 3 - 2);
+      }
       // The other site's token is good on its own site.
       expect((await check(tokens.otherSite!, otherClient)).response.status).toBe(200);
     });

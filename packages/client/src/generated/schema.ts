@@ -603,7 +603,10 @@ export interface paths {
          *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`, `{"_userId", "factorId", "factorType"}` for
          *     `user.factor_added` and `user.factor_removed`. `user.password_breached` (a right
          *     password at `verify` found in the breach corpus) carries the account, with
-         *     `passwordBreached: true`. A `user.updated` event
+         *     `passwordBreached: true`. `session.created` (a login made a session) and
+         *     `session.revoked` (with its `reason`) carry `SessionChange`: the account, the session, its
+         *     `aal` and `amr`, never a token; a write that ends sessions (a password change, `disable`,
+         *     `delete`) queues one `session.revoked` per session after its own event. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -3200,7 +3203,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count; `write` for create, update, delete, disable, enable and import; `verify` for verify; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for session/impersonate). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for `session/impersonate`). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
