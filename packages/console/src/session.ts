@@ -6,7 +6,7 @@ const TOKEN = 'user-accounts-console:token';
 const REFUSED = 'user-accounts-console:refused-scopes';
 
 /** The scopes the console's actions need (see the spec's `security` of each operation). */
-export type Scope = 'read' | 'write' | 'events';
+export type Scope = 'read' | 'write' | 'events' | 'impersonate';
 
 /**
  * `/console#token=…` (what `cli console` prints) signs in: the token moves to sessionStorage and
@@ -87,7 +87,7 @@ export function clientFor(token: string): UserAccountsClient {
         signOut(problem?.detail ?? 'The API refused this token.');
       } else {
         const scope = problem?.code === 'forbidden' ? /the (\w+) scope/.exec(problem.detail ?? '')?.[1] : undefined;
-        if (scope === 'read' || scope === 'write' || scope === 'events') refuse(scope);
+        if (scope === 'read' || scope === 'write' || scope === 'events' || scope === 'impersonate') refuse(scope);
       }
       return response;
     },

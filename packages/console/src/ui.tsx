@@ -26,6 +26,7 @@ const NEEDS: Record<Scope, string> = {
   read: 'Needs the read scope, which this token lacks.',
   write: 'Needs the write scope, which this token lacks.',
   events: 'Needs the events scope, which this token lacks.',
+  impersonate: 'Needs the impersonate scope, which only an operator grants (cli token create --scopes impersonate).',
 };
 
 /** A button that, when the token lacks its scope, is disabled and says so beside itself. */

@@ -1,8 +1,9 @@
 // The console (/console) as the people who look after a site's accounts use it, in Chromium,
 // against the real server on the embedded database and on PostgreSQL: sign in, search, open an
 // account, disable it (until a time, with a reason) and enable it, edit its metadata, issue a
-// password reset, delete it with a grace period and restore it, replay a webhook delivery (at
-// 360 px), follow the live events, sign in from a `cli console` address, and an action the
+// password reset, delete it with a grace period and restore it, see its sessions and revoke one
+// and all, start an impersonation, replay a webhook delivery (at 360 px), follow the live events,
+// sign in from a `cli console` address, and an action the
 // token's scopes do not allow. After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
@@ -430,6 +431,118 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(refused).toEqual([]);
       await page.close();
     }, 60_000);
+
+    it("shows an account's sessions (device, address, last seen, how), revokes one and then all, and starts an impersonation; the API agrees", async () => {
+      const email = `mary@${domain}`;
+      const userId = ids.get(email)!;
+      const password = 'a long and unusual passphrase';
+      const login = async (userAgent: string, ip: string) => {
+        const { data, error } = await api.POST('/api/1/user/verify', {
+          body: { email, password, session: { userAgent } },
+          headers: { 'X-End-User-IP': ip },
+        });
+        expect(error).toBeUndefined();
+        return data!.result.session!;
+      };
+      const laptop = await login('Firefox/133.0 (console test)', '203.0.113.7');
+      const phone = await login('Safari/18.1 (console test)', '198.51.100.23');
+      const live = async () =>
+        (await api.GET('/api/1/session/list', { params: { query: { _userId: userId } } })).data!.result.sessions;
+      const check = (token: string) => api.POST('/api/1/session/verify', { body: { token } });
+
+      // Without the impersonate scope, the form is refused once, then shown disabled with why.
+      const writer = await target.createToken({ site: 'default', scopes: ['read', 'write'], label: 'console writer' });
+      const plain = await open(`/console#token=${writer.token}`);
+      await plain.page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await plain.page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await plain.page.getByRole('heading', { name: email }).waitFor();
+      await plain.page.getByLabel('Who you are').fill('grace@support.example.com');
+      await plain.page.getByLabel('Reason for the impersonation').fill('Ticket 4821');
+      await plain.page.getByRole('button', { name: 'Start an impersonation' }).click();
+      await plain.page
+        .getByRole('alert')
+        .filter({ hasText: 'This token does not have the impersonate scope.' })
+        .waitFor();
+      const refusedStart = plain.page.getByRole('button', { name: 'Start an impersonation' });
+      await expect.poll(() => refusedStart.isDisabled()).toBe(true);
+      expect(
+        await plain.page.locator(`[id="${await refusedStart.getAttribute('aria-describedby')}"]`).textContent(),
+      ).toContain('Needs the impersonate scope');
+      expect(await live()).toHaveLength(2);
+      await plain.page.close();
+
+      // An operator's token with the impersonate scope (cli token create --scopes read,write,impersonate).
+      const support = await target.createToken({
+        site: 'default',
+        scopes: ['read', 'write', 'impersonate'],
+        label: 'console support',
+      });
+      const { page, refused, failed } = await open(`/console#token=${support.token}`);
+      const logged: string[] = [];
+      page.on('console', (m) => void logged.push(m.text()));
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await page.getByRole('heading', { name: email }).waitFor();
+      const table = page.getByRole('region', { name: 'Live sessions, newest first' });
+      const rows = table.getByRole('row');
+      await expect.poll(() => rows.count()).toBe(3); // the header and the two sessions, newest first
+      const laptopRow = rows.filter({ hasText: 'Firefox/133.0 (console test)' });
+      expect(await laptopRow.textContent()).toContain('203.0.113.7');
+      expect(await laptopRow.textContent()).toContain('Password (aal 1)');
+      expect(await rows.nth(1).textContent()).toContain('Safari/18.1 (console test)');
+      expect(await axeViolations(page), 'account screen with sessions').toEqual([]);
+
+      // Revoke one: the API refuses that session from then on, and keeps the other.
+      await laptopRow.getByRole('button', { name: 'Revoke' }).click();
+      await page.getByText('The API answered: session revoked.').waitFor();
+      await expect.poll(() => rows.count()).toBe(2);
+      expect((await check(laptop.token)).error?.code).toBe('invalid_session');
+      expect((await live()).map((s) => s.sessionId)).toEqual([phone.sessionId]);
+
+      // Start an impersonation: who and why, the token shown once on the page and in no log.
+      await page.getByLabel('Who you are').fill('grace@support.example.com');
+      await page.getByLabel('Reason for the impersonation').fill('Ticket 4821: the invoice page shows no invoices');
+      await page.getByLabel('Minutes it lasts').fill('15');
+      await page.getByRole('button', { name: 'Start an impersonation' }).click();
+      await page.getByText('The API answered: impersonation started.').waitFor();
+      const shownToken = await page.getByLabel('Session token', { exact: true }).inputValue();
+      expect(shownToken).toMatch(/^uas_[A-Za-z0-9_-]{43}$/);
+      const started = (await check(shownToken)).data!.result;
+      expect(started.impersonator).toEqual({
+        actor: 'grace@support.example.com',
+        reason: 'Ticket 4821: the invoice page shows no invoices',
+      });
+      expect(Math.abs(Date.parse(started.expiresAt) - Date.now() - 15 * 60_000)).toBeLessThan(60_000);
+      await expect.poll(() => rows.count()).toBe(3);
+      const impersonation = rows.filter({ hasText: 'Impersonation' });
+      expect(await impersonation.textContent()).toContain(
+        'by grace@support.example.com: “Ticket 4821: the invoice page shows no invoices”',
+      );
+      expect(await axeViolations(page), 'impersonation started').toEqual([]);
+      // The audit trail's row of it says who and why.
+      const trail = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
+      await expect
+        .poll(async () => (await trail.allTextContents()).find((row) => row.includes('session_impersonate')))
+        .toContain(
+          'impersonation started (by grace@support.example.com: “Ticket 4821: the invoice page shows no invoices”)',
+        );
+      await page.getByRole('button', { name: 'Hide it' }).click();
+      await expect.poll(() => page.getByLabel('Session token', { exact: true }).count()).toBe(0);
+
+      // Revoke all, after a confirmation: none left, the API agrees.
+      await page.getByRole('button', { name: 'Revoke all sessions' }).click();
+      await page.getByRole('dialog', { name: 'Revoke every session?' }).waitFor();
+      await page.getByRole('button', { name: 'Revoke them all' }).click();
+      await page.getByText('The API answered: sessions revoked.').waitFor();
+      await page.getByText('None: this account is signed in nowhere.').waitFor();
+      expect(await live()).toEqual([]);
+      for (const token of [phone.token, shownToken]) expect((await check(token)).error?.code).toBe('invalid_session');
+      expect(logged.filter((line) => line.includes(shownToken) || line.includes(phone.token))).toEqual([]);
+      expect(target.logs.join('\n')).not.toContain(shownToken);
+      expect(refused).toEqual([]);
+      expect(failed).toEqual([]);
+      await page.close();
+    }, 90_000);
 
     it("signs in from cli console's address, forgets the fragment, and shows an action the token's scopes refuse as disabled, saying why", async () => {
       const reader = await target.createToken({ site: 'default', scopes: ['read'], label: 'console reader' });

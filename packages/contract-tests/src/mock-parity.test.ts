@@ -164,6 +164,11 @@ const VALID: Record<string, () => Call> = {
   }),
   listSessions: () => ({ method: 'GET', path: `/api/1/session/list?_userId=${GHOST}` }),
   revokeSession: () => ({ method: 'POST', path: '/api/1/session/revoke', body: json({ sessionId: GHOST }) }),
+  impersonateUser: () => ({
+    method: 'POST',
+    path: '/api/1/session/impersonate',
+    body: json({ _userId: GHOST, actor: 'grace@support.example.com', reason: 'Ticket 4821' }),
+  }),
 };
 
 it('has a valid call for every operation of the table (so that none is left out below)', () => {

@@ -1245,6 +1245,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/session/impersonate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start an impersonation (support signs in as the person)
+         * @description Makes a session of the account for a member of the site's support staff, without the
+         *     person's password: `actor` says who (as the site names its staff, 1–200 characters),
+         *     `reason` why (1–500); both are trimmed, and one of spaces alone is 400 `invalid_request`
+         *     (`must not be blank`).
+         *     The answer is a session as a login's (`session.token`, shown this once, and
+         *     `session.accessToken`), 201 `impersonation started`. The session's `ip` is
+         *     `X-End-User-IP`'s when given (the support agent's address); it has no `userAgent`.
+         *     No `Idempotency-Key`: the answer kept for it would keep the token.
+         *
+         *     Needs the `impersonate` scope, which only an operator grants (`cli token create --scopes
+         *     impersonate,...`): `API_TOKENS` and the dev token do not have it.
+         *
+         *     - `lifetime`: seconds, at most 3600 (default 1800), and never past the site's own
+         *       absolute lifetime. The idle lifetime is the site's, as for any session.
+         *     - The session says it is an impersonation everywhere it is shown: `session/verify`
+         *       answers its `impersonator` (`actor`, `reason`), `session/list` and the person's data
+         *       show it, its access tokens carry `act: { "sub": actor }` (RFC 8693), and a refresh
+         *       keeps all of it.
+         *     - How the login was made: `aal` 1 and `amr` empty (no method of the person's was used); a
+         *       site that asks for aal 2 before a sensitive step refuses an impersonation there.
+         *     - Ended as any session: `session/revoke`, a password change, `disable`, `delete`.
+         *     - No account in reach with this `_userId` (unknown, another site's, deleted): 404
+         *       `user_not_found`. A disabled account: 403 `account_disabled` (it can hold no session).
+         *
+         *     Audited (operation `session_impersonate`, outcome `impersonation started`, with the
+         *     `impersonator`); the event is `session.created` with `impersonator`. Never a token.
+         */
+        post: operations["impersonateUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -1970,7 +2015,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -1982,6 +2027,8 @@ export interface components {
             status: number;
             /** @description The status text of a success (`user disabled`), or the problem `code` of a failure. */
             outcome: string;
+            /** @description `session_impersonate`: who impersonated the account, and why. */
+            impersonator?: components["schemas"]["Impersonator"];
         };
         UserDataResponse: {
             result: components["schemas"]["UserData"];
@@ -2457,6 +2504,31 @@ export interface components {
                 status: "sessions revoked";
             };
         };
+        ImpersonateRequest: {
+            _userId: components["schemas"]["UserId"];
+            /**
+             * @description Who impersonates, as the site names its support staff (an email, a name, an id). Trimmed.
+             * @example grace@support.example.com
+             */
+            actor: string;
+            /**
+             * @description Why, for the paper trail (a ticket number, a sentence). Trimmed.
+             * @example Ticket 4821: the invoice page shows no invoices
+             */
+            reason: string;
+            /**
+             * @description Seconds the session may live at most from now (never past the site's lifetime); 1800 when not given.
+             * @example 900
+             */
+            lifetime?: number;
+        };
+        ImpersonateResponse: {
+            result: {
+                session: components["schemas"]["IssuedSession"];
+                /** @constant */
+                status: "impersonation started";
+            };
+        };
         /**
          * @description Why a session ended: `revoked` (`session/revoke`), `password_changed` (`update` with a
          *     password, or a `reset_password` ticket redeemed), `account_disabled` (`disable`, timed or
@@ -2467,8 +2539,9 @@ export interface components {
          */
         SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit";
         /**
-         * @description The `data` of `session.created` (a login made a session) and `session.revoked` (with its
-         *     `reason`): the account, the session and how its login was made. Never a token.
+         * @description The `data` of `session.created` (a login or an impersonation made a session) and
+         *     `session.revoked` (with its `reason`): the account, the session and how its login was
+         *     made. Never a token.
          */
         SessionChange: {
             _userId: components["schemas"]["UserId"];
@@ -2478,6 +2551,8 @@ export interface components {
             /** @description `session.created`: when the session ends at the latest. */
             expiresAt?: components["schemas"]["Timestamp"];
             reason?: components["schemas"]["SessionRevokeReason"];
+            /** @description `session.created` of an impersonation (`session/impersonate`): who and why. */
+            impersonator?: components["schemas"]["Impersonator"];
         };
         /** @description A session held for the account, live or ended (until housekeeping removes it). Never a token. */
         UserDataSession: {
@@ -3188,7 +3263,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `export` for export and data; `events` for the events feed and the webhooks). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for `session/impersonate`). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3285,6 +3360,24 @@ export interface components {
         };
         /** @description The token lacks the `verify` scope (`forbidden`), or the passkey is right but the account is disabled (`account_disabled`). */
         PasskeyForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "account_disabled" | "forbidden";
+                };
+            };
+        };
+        /**
+         * @description The token lacks the `impersonate` scope (`forbidden`), or the account is disabled
+         *     (`account_disabled`: it can hold no session).
+         */
+        ImpersonateForbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -5217,6 +5310,45 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["SessionNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    impersonateUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ImpersonateRequest"];
+            };
+        };
+        responses: {
+            /** @description The impersonation's session, its token shown this once. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ImpersonateResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ImpersonateForbidden"];
+            404: components["responses"]["UserNotFound"];
             409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];

@@ -1,6 +1,7 @@
 // One account: every field the API gives, its verified flags, its metadata (edited as JSON), its
-// second factors, disable (until a time, with a reason) and enable, a password reset, delete with
-// a grace period and restore, its audit trail and its recent events. Destructive actions ask first.
+// second factors, disable (until a time, with a reason) and enable, a password reset, its sessions
+// (revoked one or all; an impersonation started), delete with a grace period and restore, its
+// audit trail and its recent events. Destructive actions ask first.
 import type { User } from '@user-accounts/client';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
@@ -9,6 +10,7 @@ import { AccountEvents } from './account-events.tsx';
 import { Factors } from './account-factors.tsx';
 import { MetadataEditor } from './account-metadata.tsx';
 import { PasswordReset } from './account-reset.tsx';
+import { Sessions } from './account-sessions.tsx';
 import { AuditTrail } from './audit-trail.tsx';
 
 /** The fields shown, in this order, with a person's label; the verified times go with their flags. */
@@ -210,6 +212,14 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
           />
           <Factors api={api} userId={userId} refused={refused} onChanged={answered} />
           <PasswordReset api={api} userId={userId} refused={refused} onIssued={answered} />
+          <Sessions
+            key={user.disabled ? 'disabled' : 'enabled'}
+            api={api}
+            userId={userId}
+            refused={refused}
+            canStart={!user.disabled}
+            onChanged={answered}
+          />
 
           <section aria-labelledby="delete-title">
             <h2 id="delete-title">Delete</h2>

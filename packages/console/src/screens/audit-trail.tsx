@@ -1,5 +1,5 @@
 // An account's audit trail (GET /api/1/audit): who did what to it, when, and how it ended,
-// newest first, a page at a time.
+// newest first, a page at a time; an impersonation's row says who and why.
 import type { components, UserAccountsClient } from '@user-accounts/client';
 import { useEffect, useState } from 'preact/hooks';
 import { Alert, describeFailure, formatTime } from '../ui.tsx';
@@ -50,7 +50,10 @@ export function AuditTrail({ api, userId, version }: { api: UserAccountsClient; 
                     <time dateTime={entry.at}>{formatTime(entry.at)}</time>
                   </td>
                   <td>{entry.operation}</td>
-                  <td>{entry.outcome}</td>
+                  <td>
+                    {entry.outcome}
+                    {entry.impersonator && ` (by ${entry.impersonator.actor}: “${entry.impersonator.reason}”)`}
+                  </td>
                   <td>{entry.status}</td>
                   <td class="mono">{entry.tokenId}</td>
                 </tr>

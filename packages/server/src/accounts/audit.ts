@@ -28,7 +28,8 @@ export type WriteOperation =
   | 'password_breached'
   | 'session_create'
   | 'session_refresh'
-  | 'session_revoke';
+  | 'session_revoke'
+  | 'session_impersonate';
 
 export interface AuditEntry {
   operation: WriteOperation;
@@ -36,6 +37,8 @@ export interface AuditEntry {
   status: number;
   /** The status text of a success (`user created`), the problem `code` of a failure. */
   outcome: string;
+  /** session_impersonate: who impersonated the account and why (never a token). */
+  impersonator?: { actor: string; reason: string } | undefined;
 }
 
 /** Who wrote: a token of a site in a request, or the operator's CLI (token id `cli`). */
@@ -55,6 +58,7 @@ export function auditInsert(db: Db, source: AuditSource, entries: AuditEntry[]) 
       userId: entry.userId !== undefined && isUuid(entry.userId) ? entry.userId : null,
       status: entry.status,
       outcome: entry.outcome,
+      impersonator: entry.impersonator ?? null,
     })),
   );
 }

@@ -81,6 +81,8 @@ export interface WriteDone {
   /** The status and status text the caller will answer with, for the audit row. */
   status: number;
   outcome: string;
+  /** session_impersonate: who impersonated the account and why, for its audit row. */
+  impersonator?: { actor: string; reason: string };
   /** update: the fields the request set, for its event's changedfields. */
   changed?: string[];
   /** factor_confirm, factor_remove: the factor, for the event's data. */

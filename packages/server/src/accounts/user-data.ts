@@ -292,6 +292,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
             requestId: a.requestId,
             status: a.status,
             outcome: a.outcome,
+            ...(a.impersonator !== null && { impersonator: a.impersonator }),
           })),
           truncated: auditTruncated,
           next: auditTruncated ? String(auditShown[auditShown.length - 1]!.id) : null,

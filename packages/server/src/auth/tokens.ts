@@ -6,9 +6,12 @@ import type { Db } from '../db/client.ts';
 import { apiTokens, DEFAULT_SITE } from '../db/schema.ts';
 
 export const TOKEN_PREFIX = 'ua_';
-export const SCOPES = ['read', 'write', 'verify', 'export', 'events'] as const;
+export const SCOPES = ['read', 'write', 'verify', 'export', 'events', 'impersonate'] as const;
 export type Scope = (typeof SCOPES)[number];
-/** The scopes of API_TOKENS and the dev token: all but export, which hands out password hashes. */
+/**
+ * The scopes of API_TOKENS and the dev token: all but export, which hands out password hashes, and
+ * impersonate, which signs in as anyone (session/impersonate): only an operator grants those two.
+ */
 export const DEFAULT_SCOPES: readonly Scope[] = ['read', 'write', 'verify', 'events'];
 
 /** Site names: lowercase, URL- and shell-safe, so they can be typed and grepped without quoting. */
@@ -246,7 +249,7 @@ export async function revokeToken(db: Db, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** The dev token has every scope but export; one kept from an older version has its scopes set to those. */
+/** The dev token has every scope but export and impersonate; one kept from an older version has its scopes set to those. */
 async function storeToken(db: Db, token: string, label: string): Promise<void> {
   await db
     .insert(apiTokens)

@@ -157,7 +157,7 @@ const VARIABLES = {
   }),
   API_TOKENS: list((token, i) => (secretIsBad(token) ? `entry ${i + 1} ${SECRET_RULE}` : undefined), {
     meaning:
-      'comma-separated accepted tokens (20–256 printable characters each), site `default`, the scopes `read`, `write`, `verify` and `events` (not `export`). Optional: on PostgreSQL the server also starts with tokens minted by `cli token create` (with neither, it refuses to start and says so); on the embedded database without it, a dev token is minted',
+      'comma-separated accepted tokens (20–256 printable characters each), site `default`, the scopes `read`, `write`, `verify` and `events` (not `export` nor `impersonate`). Optional: on PostgreSQL the server also starts with tokens minted by `cli token create` (with neither, it refuses to start and says so); on the embedded database without it, a dev token is minted',
   }),
   LOG_LEVEL: oneOf(LOG_LEVELS, {
     default: 'info',

@@ -175,7 +175,10 @@ export const apiTokens = pgTable(
   (t) => [
     uniqueIndex('api_tokens_token_hash_key').on(t.tokenHash),
     index('api_tokens_created_at_idx').on(t.createdAt),
-    check('api_tokens_scopes_check', sql`${t.scopes} <@ array['read', 'write', 'verify', 'export', 'events']::text[]`),
+    check(
+      'api_tokens_scopes_check',
+      sql`${t.scopes} <@ array['read', 'write', 'verify', 'export', 'events', 'impersonate']::text[]`,
+    ),
   ],
 );
 
@@ -223,6 +226,8 @@ export const auditLog = pgTable(
     requestId: text('request_id').notNull(),
     status: smallint('status').notNull(),
     outcome: text('outcome').notNull(),
+    /** session_impersonate: who impersonated the account and why (issue 43, point 7). */
+    impersonator: jsonb('impersonator').$type<{ actor: string; reason: string }>(),
   },
   (t) => [
     index('audit_log_at_idx').on(t.at),

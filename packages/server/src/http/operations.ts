@@ -16,6 +16,7 @@ import { exportUsers } from './routes/export-users.ts';
 import { getAuditTrail } from './routes/get-audit-trail.ts';
 import { getUser } from './routes/get-user.ts';
 import { getUserData } from './routes/get-user-data.ts';
+import { impersonateUser } from './routes/impersonate-user.ts';
 import { importUsers } from './routes/import-users.ts';
 import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { listEvents } from './routes/list-events.ts';
@@ -73,6 +74,7 @@ export const operations: readonly Operation<any>[] = [
   refreshSession,
   listSessions,
   revokeSession,
+  impersonateUser,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

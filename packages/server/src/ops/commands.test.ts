@@ -221,7 +221,7 @@ describe('usage errors', () => {
     const stderr = stderrOf(['token', 'create', '--site', 'shop', '--scopes', 'admin', '--label', 'x']);
     const [what, usage, ...rest] = stderr.trimEnd().split('\n');
     expect(what).toBe(
-      'cli token create: --scopes must be a comma-separated list of read, write, verify, export, events (got "admin")',
+      'cli token create: --scopes must be a comma-separated list of read, write, verify, export, events, impersonate (got "admin")',
     );
     expect(usage).toMatch(/^Usage: cli token create --site NAME /);
     expect(rest.join('\n')).toMatch(/^ {6}Prints a new token, once\./);

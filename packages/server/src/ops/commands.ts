@@ -53,7 +53,10 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       audit trail), write (every change: create, update, delete, restore, disable, enable, import,
       tickets, factors), verify (the login: verify, factor/verify, passkey login, nothing else),
       export (export, every account with its password hash, and a person's data; grant it to
-      operators' jobs only), events (the change feed and the site's webhook deliveries).`,
+      operators' jobs only), events (the change feed and the site's webhook deliveries),
+      impersonate (session/impersonate: support staff signing in as a person, with who and why;
+      grant it to support desks only). API_TOKENS and the dev token have neither export nor
+      impersonate.`,
   },
   {
     name: 'console',

@@ -12,6 +12,7 @@ import { ApiError } from '../errors.ts';
 import type { AccessTokenSigner } from './access-tokens.ts';
 import {
   createdEvent,
+  type Impersonator,
   type LoginMethod,
   lifetimesOf,
   liveSql,
@@ -34,6 +35,11 @@ export interface SessionRequest {
   ip?: string | undefined;
   /** Seconds; only shortens the site's lifetime. */
   lifetime?: number | undefined;
+  /**
+   * Support staff signing in as the person (sessions/impersonate.ts): kept with the session, in
+   * its event, its audit row (operation session_impersonate) and its access tokens (`act`).
+   */
+  impersonator?: Impersonator | undefined;
 }
 
 /** A session as the answer that made (or refreshed) it shows it: the only time its token is seen. */
@@ -56,13 +62,16 @@ export async function issueSession(
   const lifetime = Math.min(siteLifetime, request.lifetime ?? siteLifetime);
   const token = newSessionToken();
   const id = uuidv7();
+  const { impersonator } = request;
   const done = (w: { made: SessionEventRow; ended: SessionEventRow[] }) => ({
     userId: request.userId,
-    status: 200,
-    outcome: 'session created',
+    ...(impersonator === undefined
+      ? { status: 200, outcome: 'session created' }
+      : { status: 201, outcome: 'impersonation started', impersonator }),
     moreEvents: [createdEvent(w.made), ...w.ended.map((row) => revokedEvent(row, 'limit'))],
   });
-  const written = await inWrite(scope, deps, 'session_create', done, async (tx) => {
+  const operation = impersonator === undefined ? 'session_create' : 'session_impersonate';
+  const written = await inWrite(scope, deps, operation, done, async (tx) => {
     // Locked as an update would (not its key: inserts that reference it go on).
     const [account] = await tx
       .select({ disabled: users.disabled })
@@ -83,6 +92,7 @@ export async function issueSession(
         amr: request.method.amr,
         userAgent: request.userAgent ?? null,
         ip: request.ip ?? null,
+        impersonator: impersonator ?? null,
       })
       .returning({
         id: sessions.id,
@@ -90,6 +100,7 @@ export async function issueSession(
         aal: sessions.aal,
         amr: sessions.amr,
         expiresAt: sessions.expiresAt,
+        impersonator: sessions.impersonator,
       });
     // Past the limit, the oldest live ones end (this one is the newest).
     const beyond = tx
@@ -119,6 +130,7 @@ export async function issueSession(
     sessionId: id,
     amr: request.method.amr,
     aal: request.method.aal,
+    ...(impersonator !== undefined && { actor: impersonator.actor }),
   });
   return {
     sessionId: id,

@@ -88,13 +88,34 @@ export interface SessionEventRow {
   aal: number;
   amr: string[];
   expiresAt: Date;
+  /** An impersonation's actor and reason (session/impersonate): in its session.created. */
+  impersonator?: Impersonator | null;
 }
 
-/** session.created: the account, the session, how its login was made and when it ends. Never a token. */
+/** Who impersonates an account, and why (session/impersonate, issue 43 point 7). */
+export interface Impersonator {
+  actor: string;
+  reason: string;
+}
+
+/** An impersonation's login: no method of the person's was used; the lowest level (sessions/impersonate.ts). */
+export const IMPERSONATION: LoginMethod = { aal: 1, amr: [] };
+
+/**
+ * session.created: the account, the session, how its login was made, when it ends and, for an
+ * impersonation, who and why. Never a token.
+ */
 export const createdEvent = (row: SessionEventRow): EventEntry => ({
   type: 'session.created',
   userId: row.userId,
-  data: { _userId: row.userId, sessionId: row.id, aal: row.aal, amr: row.amr, expiresAt: row.expiresAt.toISOString() },
+  data: {
+    _userId: row.userId,
+    sessionId: row.id,
+    aal: row.aal,
+    amr: row.amr,
+    expiresAt: row.expiresAt.toISOString(),
+    ...(row.impersonator != null && { impersonator: row.impersonator }),
+  },
 });
 
 /** session.revoked, with why. Never a token. */

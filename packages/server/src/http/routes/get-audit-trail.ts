@@ -61,6 +61,7 @@ export const getAuditTrail = defineOperation({
         requestId: row.requestId,
         status: row.status,
         outcome: row.outcome,
+        ...(row.impersonator !== null && { impersonator: row.impersonator }),
       }),
     );
     const next = rows.length > limit ? String(page[page.length - 1]!.id) : null;
