@@ -950,7 +950,7 @@ export interface paths {
          *     a wrong code, `invalid_code`). Needs the `verify` scope.
          *
          *     - Right: 200, and the ticket is spent (any second-factor success of the account spends
-         *       every ticket made before it).
+         *       every ticket made before it, and so does a change of its password).
          *     - A wrong code, a TOTP code of a step already accepted (a replay), a used recovery code:
          *       422 `invalid_code`, the ticket still good until it expires.
          *     - A ticket that is not one of ours, of another site, older than 5 minutes, or spent:
@@ -2439,7 +2439,7 @@ export interface components {
             accessTokenExpiresAt: components["schemas"]["Timestamp"];
         };
         SessionTokenRequest: {
-            /** @description A session token (`uas_…`). Anything else is an unknown token (422 `invalid_session`), not a 400. */
+            /** @description A session token (`uas_…`). Any string of 1 to 512 characters that is not a live session's token is a miss (422 `invalid_session`); an empty or longer one, or no string, is 400 `invalid_request`. */
             token: string;
         };
         VerifySessionResponse: {
@@ -3360,6 +3360,25 @@ export interface components {
         };
         /** @description The token lacks the `verify` scope (`forbidden`), or the passkey is right but the account is disabled (`account_disabled`). */
         PasskeyForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "account_disabled" | "forbidden";
+                };
+            };
+        };
+        /**
+         * @description The token lacks the `verify` scope (`forbidden`), or the account was disabled after the
+         *     login's first step (`account_disabled`, before any code or passkey is judged: the ticket
+         *     completes no login of a disabled account).
+         */
+        SecondFactorForbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -4991,7 +5010,7 @@ export interface operations {
             };
             400: components["responses"]["DeleteBadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["SecondFactorForbidden"];
             409: components["responses"]["PasskeyWriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];

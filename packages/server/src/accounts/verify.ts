@@ -231,7 +231,9 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
         if (now === undefined || now.disabled === null || now.disabled) return undefined;
         await rehash(tx, true);
         if (now.factors.length === 0) return { userId: row.id };
-        return { userId: row.id, factors: [...now.factors].sort(), generation: now.generation };
+        // After a rehash, read again: the generation covers the password (factors/login-ticket.ts).
+        const generation = rehashed === undefined ? now.generation : await generationOf(tx, row.id);
+        return { userId: row.id, factors: [...now.factors].sort(), generation };
       }
       // Disabled since it was read: refused, as if it had been disabled before.
       const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');

@@ -73,7 +73,7 @@ export const nowSeconds = () => Date.now() / 1000;
 /** The account's row, locked for the rest of the transaction; undefined when not in reach. */
 async function lockAccount(tx: Db, site: string, userId: string) {
   const [row] = await tx
-    .select({ id: users.id, email: users.email })
+    .select({ id: users.id, email: users.email, disabled: users.disabled })
     .from(users)
     .where(and(eq(users.id, userId), inReachOf(site)))
     .for('update');
@@ -351,6 +351,12 @@ export async function verifySecondFactor(
         // Spent (a success since), or the account gone: the ticket is no more.
         if (account === undefined || (await generationOf(tx, userId)) !== read.generation) {
           refusal = invalidTicket();
+          return undefined;
+        }
+        // Disabled since its first step (issue 43's review): refused as verify refuses it, before
+        // any code is judged, so that a ticket never completes the login of a disabled account.
+        if (account.disabled) {
+          refusal = new ApiError(403, 'account_disabled', 'This account is disabled.');
           return undefined;
         }
         judged = true;

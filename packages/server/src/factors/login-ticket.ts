@@ -10,7 +10,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
-import { recoveryCodes, serviceKeys, userFactors } from '../db/schema.ts';
+import { recoveryCodes, serviceKeys, userFactors, users } from '../db/schema.ts';
 
 /** Five minutes: time to open an authenticator app, never a session. */
 export const LOGIN_TICKET_MS = 5 * 60_000;
@@ -48,7 +48,7 @@ export async function generationOf(db: Db, userId: string): Promise<string> {
 
 /**
  * The generation as an SQL text expression, for a caller's own statement (verify reads it with the
- * account's factors): `step:used:codes`, as generationOf answers it.
+ * account's factors): `step:used:codes:password`, as generationOf answers it.
  */
 export function generationSql(userId: string): SQL {
   const factors = sql`(select coalesce(max(${userFactors.lastStep}), 0)::text || ':' ||
@@ -56,7 +56,12 @@ export function generationSql(userId: string): SQL {
     from ${userFactors} where ${userFactors.userId} = ${userId})`;
   const codes = sql`(select count(*)::text from ${recoveryCodes}
     where ${and(eq(recoveryCodes.userId, userId), isNotNull(recoveryCodes.usedAt))})`;
-  return sql`(${factors} || ':' || ${codes})`;
+  // The password too (issue 43's review): a password changed between the two steps spends the
+  // ticket, so that a login begun with the old password makes no session after the change. 48
+  // bits of an MD5 of the stored hash tell a change; the ticket, which the site sees, shows no more.
+  const password = sql`(select left(md5(coalesce(${users.passwordHash}, '')), 12) from ${users}
+    where ${users.id} = ${userId})`;
+  return sql`(${factors} || ':' || ${codes} || ':' || coalesce(${password}, ''))`;
 }
 
 const mac = (key: Buffer, body: string) => createHmac('sha256', key).update(`second_factor\n${body}`).digest();

@@ -12,6 +12,8 @@ export interface AccessTokenRequest {
   aal: number;
   /** An impersonation's actor (the JWT's `act: { sub }`). */
   actor?: string;
+  /** The session's end: the token's `exp` is never later. */
+  notAfter?: Date;
 }
 
 export interface SignedAccessToken {

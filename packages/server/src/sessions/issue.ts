@@ -120,18 +120,22 @@ export async function issueSession(
         amr: sessions.amr,
         expiresAt: sessions.expiresAt,
       });
-    return { made: made!, ended };
+    // Signed before the commit (in memory, no query): a signer that cannot sign (503) leaves no
+    // session behind that nobody holds a token of, counted toward the limit, its event sent.
+    const signed = await deps.accessTokens.sign({
+      site: scope.site,
+      userId: request.userId,
+      sessionId: id,
+      amr: request.method.amr,
+      aal: request.method.aal,
+      notAfter: made!.expiresAt,
+      ...(impersonator !== undefined && { actor: impersonator.actor }),
+    });
+    return { made: made!, ended, signed };
   });
   // Disabled (or deleted) since the login was checked: refused as the login itself would be.
   if (written === undefined) throw accountDisabled();
-  const signed = await deps.accessTokens.sign({
-    site: scope.site,
-    userId: request.userId,
-    sessionId: id,
-    amr: request.method.amr,
-    aal: request.method.aal,
-    ...(impersonator !== undefined && { actor: impersonator.actor }),
-  });
+  const { signed } = written;
   return {
     sessionId: id,
     token,

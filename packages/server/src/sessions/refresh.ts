@@ -82,6 +82,7 @@ export async function refreshSession(scope: WriteScope, deps: RefreshDeps, token
     sessionId: row.id,
     amr: row.amr,
     aal: row.aal,
+    notAfter: row.expiresAt,
     ...(row.impersonator !== null && { actor: row.impersonator.actor }),
   });
   return {

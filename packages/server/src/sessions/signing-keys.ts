@@ -343,7 +343,11 @@ export function createSigningKeys(options: SigningKeysOptions): SigningKeys {
       }
       if (row === undefined) throw serviceUnavailable('No access-token signing key is active; try again shortly.');
       const iat = Math.floor(now / 1000);
-      const exp = iat + lifetime;
+      // Never past the session's own end: a token outliving its session would be good where the
+      // session is not (issue 43's review).
+      const end =
+        request.notAfter === undefined ? Number.POSITIVE_INFINITY : Math.floor(request.notAfter.getTime() / 1000);
+      const exp = Math.max(iat, Math.min(iat + lifetime, end));
       const claims = {
         sid: request.sessionId,
         amr: request.amr,
