@@ -1172,11 +1172,17 @@ export interface paths {
          *     - The session's current token: 200 with a new token. The old one is now replaced.
          *     - A token replaced less than 10 seconds ago: 200 with **the same** new token as the refresh
          *       that replaced it (and a new access token), so that two tabs or two servers refreshing
-         *       at once agree and nobody is logged out.
-         *     - A token replaced 10 seconds ago or more: taken as stolen. The whole session is revoked in
-         *       the same transaction (`session.revoked`, reason `refresh_reuse`) and the answer is 422
-         *       `invalid_session`. Only the token just before the current one is remembered: a token
-         *       two or more refreshes old is unknown (422, the session left alone).
+         *       at once agree and nobody is logged out — also while `FACTOR_ENCRYPTION_KEY` is being
+         *       rotated and the servers differ on its first key. If that new token has been replaced
+         *       in turn (the token is two or more refreshes old), 422 `invalid_session` and the session
+         *       is left alone: nothing presented within 10 seconds of its replacement revokes.
+         *     - A token replaced 10 seconds ago or more, however many refreshes ago (a thief who kept
+         *       refreshing a stolen token is caught when the person's browser comes back with it):
+         *       taken as stolen. The whole session is revoked in the same transaction
+         *       (`session.revoked`, reason `refresh_reuse`) and the answer is 422 `invalid_session`.
+         *       A session remembers its last 1,000 replaced tokens (by their SHA-256 only): a token
+         *       replaced more than 1,000 refreshes ago is unknown (422, the session left alone). At a
+         *       refresh every 5 minutes, that is about 3.5 days of continuous use.
          *     - Every other miss (unknown, another site's, expired, idle, revoked): 422
          *       `invalid_session`, the same body as `session/verify`'s.
          *

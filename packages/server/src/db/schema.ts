@@ -475,8 +475,9 @@ export const schema = {
  * Sessions (issue 43): issued by a completed login (verify, factor/verify, passkey/verify) or an
  * impersonation. The token is 256 random bits with a prefix; only its SHA-256 (`tokenHash`) is
  * kept. A refresh replaces it: the replaced token's hash moves to `previousTokenHash` with
- * `rotatedAt`, so a replaced token presented within the grace window gets the same successor,
- * and one presented later revokes the session (sessions/). `lastSeenAt` is written at most once a
+ * `rotatedAt`, and joins every replaced one in `session_replaced_tokens`, so a replaced token
+ * presented within the grace window gets the same successor, and one presented later revokes the
+ * session (sessions/refresh.ts). `lastSeenAt` is written at most once a
  * minute; the idle expiry is `lastSeenAt + idleSeconds`, capped by `expiresAt`.
  */
 export const sessions = pgTable(
@@ -510,6 +511,37 @@ export const sessions = pgTable(
     index('sessions_user_idx').on(t.userId, t.createdAt),
     index('sessions_site_expiry_idx').on(t.site, t.expiresAt),
     check('sessions_aal_check', sql`${t.aal} in (1, 2, 3)`),
+  ],
+);
+
+/**
+ * Every token a refresh replaced (issue 43, point 3), by its SHA-256, for the session's life: a
+ * replaced token presented within the grace window gets the successor, one presented after it
+ * revokes the session, however many refreshes ago it was replaced (a thief who kept refreshing).
+ * `seq` counts a session's refreshes (1, 2, …); a refresh deletes the rows REPLACED_TOKENS_KEPT
+ * refreshes older than its own, in its transaction (sessions/refresh.ts). Never a token.
+ */
+export const sessionReplacedTokens = pgTable(
+  'session_replaced_tokens',
+  {
+    tokenHash: text('token_hash').primaryKey(),
+    sessionId: uuid('session_id')
+      .notNull()
+      .references(() => sessions.id, { onDelete: 'cascade' }),
+    seq: integer('seq').notNull(),
+    replacedAt: at('replaced_at').notNull(),
+    /**
+     * For the grace window only: the successor XOR an HMAC of the replaced token under each
+     * deployment key the rotating server held (never the database's own key beside a ring), so a
+     * server that lacks the rotating server's current key (FACTOR_ENCRYPTION_KEY mid-rotation) and
+     * is shown the replaced token still answers the same successor. Useless without that token
+     * and a key; cleared by the session's next refresh, and by housekeeping after the window.
+     */
+    successorMasks: text('successor_masks'),
+  },
+  (t) => [
+    uniqueIndex('session_replaced_tokens_session_seq_idx').on(t.sessionId, t.seq),
+    index('session_replaced_tokens_masked_idx').on(t.replacedAt).where(sql`${t.successorMasks} is not null`),
   ],
 );
 

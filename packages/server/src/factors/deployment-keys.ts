@@ -16,13 +16,23 @@ import type { Db } from '../db/client.ts';
 import { serviceKeys } from '../db/schema.ts';
 import type { KeyRing } from './secret-box.ts';
 
-export type MacPurpose = 'idempotency_fingerprint' | 'phone_code' | 'passkey_decoy' | 'session_successor';
+export type MacPurpose =
+  | 'idempotency_fingerprint'
+  | 'phone_code'
+  | 'passkey_decoy'
+  | 'session_successor'
+  | 'session_successor_mask';
 
 export interface DeploymentKeys {
   /** The MAC of `message` as it is stored: `<key id>.<base64url>`, under the current key. */
   mac(purpose: MacPurpose, message: string): string;
   /** The MAC's bytes under the current key (for values derived from it, as the passkey decoys). */
   bytes(purpose: MacPurpose, message: string): Buffer;
+  /**
+   * The MAC's bytes under every key held, the current one first (what another server may have
+   * derived); `own` marks the database's own key (service_keys), which a copy of the database gives.
+   */
+  bytesAll(purpose: MacPurpose, message: string): { bytes: Buffer; own: boolean }[];
   /** Every stored form a MAC of `message` may have: one per key held, the current one first. */
   macs(purpose: MacPurpose, message: string): string[];
   /** Whether `stored` is a MAC of `message` under a key held (compared in constant time). */
@@ -59,6 +69,8 @@ export function deploymentKeysFrom(roots: [string, Buffer][], external: boolean)
   return {
     external,
     bytes: (purpose, message) => raw(current, purpose, message),
+    bytesAll: (purpose, message) =>
+      roots.map(([id]) => ({ bytes: raw(id, purpose, message), own: id === DATABASE_KEY_ID })),
     mac: (purpose, message) => `${current}.${raw(current, purpose, message).toString('base64url')}`,
     macs: (purpose, message) => roots.map(([id]) => `${id}.${raw(id, purpose, message).toString('base64url')}`),
     matches(purpose, message, stored) {

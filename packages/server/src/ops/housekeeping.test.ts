@@ -309,9 +309,26 @@ describe('purging what has expired', () => {
       await database.db.execute(sql`insert into sessions (id, site, user_id, token_hash, expires_at, last_seen_at, revoked_at, idle_seconds, aal, amr)
         values (${made[name]}, ${site}, ${user!.id}, ${randomUUID()}, ${values}, 604800, 1, '["pwd"]')`);
     }
+    // Replaced tokens: a fresh one's successor masks stay (its grace window), an older one's go;
+    // those of a removed session go with it.
+    const replaced = (session: string, hash: string, ago: string) =>
+      database.db.execute(sql`insert into session_replaced_tokens (token_hash, session_id, seq, replaced_at, successor_masks)
+        values (${hash}, ${session}, ${hash.length}, now() - ${ago}::interval, 'mask')`);
+    await replaced(made.live!, `fresh-${site}`, '1 second');
+    await replaced(made.live!, `older-${site}!`, '2 minutes');
+    await replaced(made.revokedLongAgo!, `gone-${site}`, '31 days');
     await purgeExpired(database.db);
     const left = await rows<{ id: string }>(database.db, sql`select id::text as id from sessions where site = ${site}`);
     expect(left.map((r) => r.id).sort()).toEqual([made.live, made.revokedLately].sort());
+    const tokens = await rows<{ token_hash: string; masked: boolean }>(
+      database.db,
+      sql`select token_hash, successor_masks is not null as masked from session_replaced_tokens
+        where token_hash like ${`%${site}%`} order by token_hash`,
+    );
+    expect(tokens).toEqual([
+      { token_hash: `fresh-${site}`, masked: true },
+      { token_hash: `older-${site}!`, masked: false },
+    ]);
   });
 });
 

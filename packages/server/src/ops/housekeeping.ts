@@ -1,12 +1,12 @@
 // Periodic chores of a running server. Each is idempotent, so every replica may run them.
-import { lt, type SQL, sql } from 'drizzle-orm';
+import { and, isNotNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { purgeDeleted } from '../accounts/delete.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
 import type { WriteDeps } from '../accounts/unit-of-work.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Db, rows } from '../db/client.ts';
-import { idempotencyKeys, passkeyChallenges, rateLimits, tickets } from '../db/schema.ts';
+import { idempotencyKeys, passkeyChallenges, rateLimits, sessionReplacedTokens, tickets } from '../db/schema.ts';
 import { describeError } from '../errors.ts';
 import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
@@ -21,7 +21,8 @@ export const DELETED_EVERY_MS = 30_000;
 /**
  * Deletes idempotency keys past their 24 hours, rate-limit windows long over, stale verify counts,
  * expired tickets and expired passkey challenges (a site that stops asking for options would
- * otherwise keep its last ones, up to CHALLENGES_PER_SITE), and sessions ended a month ago.
+ * otherwise keep its last ones, up to CHALLENGES_PER_SITE), refresh successor masks past their
+ * grace window, and sessions ended a month ago (their replaced tokens with them).
  */
 export async function purgeExpired(db: Db): Promise<void> {
   await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
@@ -30,6 +31,16 @@ export async function purgeExpired(db: Db): Promise<void> {
   // Expired tickets are misses already (every lookup says expires_at > now()): their rows go.
   await db.delete(tickets).where(lt(tickets.expiresAt, sql`now()`));
   await db.delete(passkeyChallenges).where(lt(passkeyChallenges.expiresAt, sql`now()`));
+  // A refresh's successor masks serve its grace window only (sessions/refresh.ts): cleared after.
+  await db
+    .update(sessionReplacedTokens)
+    .set({ successorMasks: null })
+    .where(
+      and(
+        isNotNull(sessionReplacedTokens.successorMasks),
+        lt(sessionReplacedTokens.replacedAt, sql`now() - interval '1 minute'`),
+      ),
+    );
   // Sessions ended (revoked, expired, idle too long) 30 days ago and more: the person's data and
   // support saw them for a month; a session's token is refused whether or not its row is kept.
   await deleteInBatches(

@@ -15,6 +15,11 @@ export const DEFAULT_IDLE_SECONDS = 7 * 24 * 3600;
 export const MAX_LIVE_SESSIONS = 100;
 /** How long a replaced token still gets its successor from a refresh; after it, a reuse is theft. */
 export const REUSE_GRACE_SECONDS = 10;
+/**
+ * How many replaced tokens a session remembers (session_replaced_tokens): its last this many. A
+ * token replaced longer ago than that many refreshes is a plain miss (the session is left alone).
+ */
+export const REPLACED_TOKENS_KEPT = 1000;
 /** `lastSeenAt` is written at most this often per session. */
 export const LAST_SEEN_STEP_SECONDS = 60;
 
