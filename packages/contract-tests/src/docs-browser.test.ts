@@ -88,10 +88,13 @@ describe.skipIf(unavailable !== undefined)("/docs: Scalar's Test Request on each
         // names no account here; never 400 (both of get's parameters filled) nor 422 (an
         // Idempotency-Key pre-filled alike for every write).
         // An operation that takes a secret the server issued (a ticket, a passkey's answer to its
-        // challenge) cannot succeed with an example's: its 422 invalid_ticket (invalid_credentials)
-        // is what the 404 is for an example id.
+        // challenge, a session's token) cannot succeed with an example's: its 422 invalid_ticket
+        // (invalid_credentials, invalid_session) is what the 404 is for an example id.
         const code = status === 422 ? (JSON.parse(body!) as { code?: string }).code : undefined;
-        const secretMiss = code === 'invalid_ticket' || (op.name === 'verifyPasskey' && code === 'invalid_credentials');
+        const secretMiss =
+          code === 'invalid_ticket' ||
+          code === 'invalid_session' ||
+          (op.name === 'verifyPasskey' && code === 'invalid_credentials');
         if (status !== 403)
           expect(status < 300 || status === 404 || secretMiss, `${where} answered ${status}`).toBe(true);
         // The page could read it: the client shows the status.
