@@ -2,7 +2,8 @@
 // unpacked into an empty folder outside the repository (so nothing resolves from its
 // node_modules), then the launcher runs the CLI and the server from there against PostgreSQL
 // with the shipped env file, as the systemd unit does.
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,8 @@ if (skip !== undefined) console.warn(`\n[contract-tests] release archive on Post
 
 const work = mkdtempSync(join(tmpdir(), 'ua-release-test-'));
 const drops: (() => Promise<void>)[] = [];
-const children: { kill(signal?: NodeJS.Signals): boolean }[] = [];
+const children: ChildProcess[] = [];
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 let home = '';
 /** The launcher, with the environment given and nothing else of ours (PATH finds this Node). */
 const launch = (args: string[], env: Record<string, string>) =>
@@ -41,7 +43,21 @@ describe.skipIf(skip !== undefined)('the release archive, unpacked into an empty
     home = join(work, archive!.replace(/\.tar\.gz$/, ''));
   }, 120_000);
   afterAll(async () => {
-    for (const child of children) child.kill('SIGTERM');
+    // Stopped before its database is dropped, and killed if it has not stopped within 10 s: a
+    // server left running after the run (two were found spinning at 7% of a core each, long
+    // after their runs ended) takes from every test after it.
+    await Promise.all(
+      children.map(async (child) => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        const exited = once(child, 'exit');
+        child.kill('SIGTERM');
+        const stopped = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+        if (!stopped) {
+          child.kill('SIGKILL');
+          await exited;
+        }
+      }),
+    );
     rmSync(work, { recursive: true, force: true });
     await Promise.all(drops.map((drop) => drop()));
   });
