@@ -499,7 +499,7 @@ export interface paths {
          *
          *     **Heavy reads are bounded per site**: a site's lists, exports and person's-data reads
          *     (`GET /api/1/user/data`) run at most `HEAVY_READS_PER_SITE` at once on a server (default
-         *     2; exports count apart from the other two); up to four times as many more wait for
+         *     1; exports count apart from the other two); up to eight times as many more wait for
          *     their turn, each for 2 s at most. Beyond that, or after that wait, the answer is 429
          *     `rate_limited` with `Retry-After: 1`: try again then. Other sites never wait for them.
          */
@@ -566,8 +566,8 @@ export interface paths {
          *     accounts at most, and about 256 KB: fewer accounts per page when they carry much
          *     metadata), reads the next page only as the client takes the lines, and stops when the
          *     client stops reading. A site runs at most `HEAVY_READS_PER_SITE` exports at once on a
-         *     server (default 2), each holding its place until its last line is sent or its client
-         *     goes away; up to four times as many more wait for their turn, each for 2 s at most, and
+         *     server (default 1), each holding its place until its last line is sent or its client
+         *     goes away; up to eight times as many more wait for their turn, each for 2 s at most, and
          *     beyond that the answer is 429 `rate_limited` with `Retry-After: 1`. Accounts created while the export runs may or may not be in it;
          *     none is in it twice. The 200 and its status line are sent before the first page: a
          *     failure after it ends the body early, without a last newline. Every export leaves an
@@ -812,8 +812,8 @@ export interface paths {
          *     counters a moment after it, and an event pruned meanwhile is left out).
          *
          *     A heavy read (each event may carry 64 KiB of metadata): a site's person's-data reads
-         *     and lists run at most `HEAVY_READS_PER_SITE` at once on a server (default 2); up to
-         *     four times as many more wait for their turn, each for 2 s at most, and beyond that the
+         *     and lists run at most `HEAVY_READS_PER_SITE` at once on a server (default 1); up to
+         *     eight times as many more wait for their turn, each for 2 s at most, and beyond that the
          *     answer is 429 `rate_limited` with `Retry-After: 1`.
          *
          *     Needs the `export` scope (it discloses as much as `export` does about one person, though

@@ -219,9 +219,9 @@ const VARIABLES = {
   }),
   LONG_POLLS_PER_SITE: wholeNumber(1, 100_000, { default: '32', meaning: 'the same, every token of a site together' }),
   HEAVY_READS_PER_SITE: wholeNumber(1, 1_000, {
-    default: '2',
+    default: '1',
     meaning:
-      "a site's list pages and person's-data reads running at once on one server (its exports the same number, apart); four times as many more wait up to 2 s, then 429 `rate_limited`",
+      "a site's list pages and person's-data reads running at once on one server (its exports the same number, apart); eight times as many more wait up to 2 s, then 429 `rate_limited`. 1 by default: on 2 cores, two of one site's 2 MB list pages at once took another site's login p50 past 3× its quiet one (issue 43's stop), while waiting is cheap",
   }),
   MAX_ACCOUNTS_PER_SITE: wholeNumber(0, 2_000_000_000, {
     default: '0',

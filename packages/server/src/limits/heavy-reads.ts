@@ -15,9 +15,9 @@ export interface HeavyReadLimits {
 
 /** How long a heavy read waits for its site's turn at most, and how many may wait per place. */
 export const HEAVY_READ_WAIT_MS = 2_000;
-export const WAITING_PER_PLACE = 4;
+export const WAITING_PER_PLACE = 8;
 
-/** The bounds from HEAVY_READS_PER_SITE: four times as many may wait as run, each 2 s at most. */
+/** The bounds from HEAVY_READS_PER_SITE: eight times as many may wait as run, each 2 s at most. */
 export const heavyReadLimits = (perSite: number): HeavyReadLimits => ({
   perSite,
   waitingPerSite: WAITING_PER_PLACE * perSite,
