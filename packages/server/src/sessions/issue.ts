@@ -12,6 +12,7 @@ import { ApiError } from '../errors.ts';
 import type { AccessTokenSigner } from './access-tokens.ts';
 import {
   createdEvent,
+  eventColumns,
   type Impersonator,
   type LoginMethod,
   lifetimesOf,
@@ -113,13 +114,7 @@ export async function issueSession(
       .update(sessions)
       .set({ revokedAt: sql`now()`, revokeReason: 'limit' })
       .where(inArray(sessions.id, beyond))
-      .returning({
-        id: sessions.id,
-        userId: sessions.userId,
-        aal: sessions.aal,
-        amr: sessions.amr,
-        expiresAt: sessions.expiresAt,
-      });
+      .returning(eventColumns);
     // Signed before the commit (in memory, no query): a signer that cannot sign (503) leaves no
     // session behind that nobody holds a token of, counted toward the limit, its event sent.
     const signed = await deps.accessTokens.sign({

@@ -11,6 +11,7 @@ import { ApiError, userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
 import {
   type Amr,
+  eventColumns,
   idleExpiresAt,
   liveSql,
   MAX_LIVE_SESSIONS,
@@ -122,13 +123,7 @@ export async function revokeSession(scope: WriteScope, deps: WriteDeps, sessionI
       .update(sessions)
       .set({ revokedAt: sql`now()`, revokeReason: 'revoked' })
       .where(eq(sessions.id, sessionId))
-      .returning({
-        id: sessions.id,
-        userId: sessions.userId,
-        aal: sessions.aal,
-        amr: sessions.amr,
-        expiresAt: sessions.expiresAt,
-      });
+      .returning(eventColumns);
     return { userId: row.userId, events: [revokedEvent(ended!, 'revoked')] };
   });
   if (written === undefined) throw sessionNotFound();

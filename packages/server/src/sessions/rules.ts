@@ -87,6 +87,15 @@ export const sessionColumns = {
   revokeReason: sessions.revokeReason,
 };
 
+/** The columns a session's event is made of (SessionEventRow), for a write's `returning`. */
+export const eventColumns = {
+  id: sessions.id,
+  userId: sessions.userId,
+  aal: sessions.aal,
+  amr: sessions.amr,
+  expiresAt: sessions.expiresAt,
+};
+
 export interface SessionEventRow {
   id: string;
   userId: string;
