@@ -1,3 +1,4 @@
+import { IncomingMessage } from 'node:http';
 import type { MiddlewareHandler } from 'hono';
 import { ApiError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
@@ -56,7 +57,14 @@ export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
     const declared = c.req.header('content-length');
     if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
 
-    const bytes = await readLimited(c.req.raw.body, limit);
+    // With a Content-Length and no Transfer-Encoding, Node's parser itself ends the body at that
+    // length, checked against the limit above (a Request made in-process, as tests make, has no
+    // such parser and keeps the counted read): the adapter's direct read (no web stream) is safe
+    // and about 0.2 ms cheaper a request. Otherwise (chunked) the stream is counted as it comes.
+    const bytes =
+      declared !== undefined && c.req.header('transfer-encoding') === undefined && fromNodeParser(c.env)
+        ? await readDeclared(c.req.raw)
+        : await readLimited(c.req.raw.body, limit);
     let text: string;
     try {
       text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
@@ -100,6 +108,19 @@ export function nestingDepth(text: string): number {
     }
   }
   return max;
+}
+
+/** Whether the request came through @hono/node-server, whose bindings carry Node's request. */
+function fromNodeParser(env: unknown): boolean {
+  return typeof env === 'object' && env !== null && 'incoming' in env && env.incoming instanceof IncomingMessage;
+}
+
+async function readDeclared(request: Request): Promise<Uint8Array> {
+  try {
+    return new Uint8Array(await request.arrayBuffer());
+  } catch (error) {
+    throw bodyNotRead(error);
+  }
 }
 
 async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
