@@ -78,3 +78,28 @@ describe('per-operation error codes in the spec', () => {
     },
   );
 });
+
+describe('one problem schema per code', () => {
+  // Problem is a oneOf of shapes, each `code` narrowed by an enum: the client's types narrow a
+  // problem to its own members by its code (second_factor_required → ticket, factors) only if
+  // every code is in exactly one shape.
+  const shapes = (spec.components.schemas.Problem.oneOf as Json[]).map((ref) => ({
+    name: ref.$ref as string,
+    codes: (resolve(ref).properties.code.enum ?? []) as string[],
+  }));
+
+  it('puts each code of ErrorCode in exactly one shape', () => {
+    const all = shapes.flatMap(({ codes }) => codes);
+    expect(new Set(all).size, 'a code in two shapes').toBe(all.length);
+    expect([...all].sort()).toEqual([...allCodes].sort());
+  });
+
+  it('gives second_factor_required its ticket and factors, and no other shape either', () => {
+    for (const { name, codes } of shapes) {
+      const required = resolve({ $ref: name }).required as string[];
+      const own = codes.includes('second_factor_required');
+      expect(required.includes('ticket'), name).toBe(own);
+      expect(required.includes('factors'), name).toBe(own);
+    }
+  });
+});

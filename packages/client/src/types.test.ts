@@ -77,6 +77,28 @@ describe('client types', () => {
     if (error?.code === 'email_taken') return;
   });
 
+  it('narrows a problem to its own members by its code (second_factor_required: ticket and factors)', async () => {
+    const { error } = await client.POST('/api/1/user/verify', { body: { email, password } });
+    if (error?.code === 'second_factor_required') {
+      expectTypeOf(error.ticket).toEqualTypeOf<string>();
+      expectTypeOf(error.factors).toEqualTypeOf<('totp' | 'passkey')[]>();
+      expectTypeOf(error.status).toBeNumber();
+    } else if (error !== undefined) {
+      expectTypeOf(error.code).toEqualTypeOf<Exclude<ErrorCodeOf<'verifyUser'>, 'second_factor_required'>>();
+      // @ts-expect-error: another code has no ticket
+      void error.ticket;
+    }
+    // The same on a Problem held anywhere (a ProblemError's, a log's).
+    const problem = {} as Problem;
+    if (problem.code === 'second_factor_required') expectTypeOf(problem.ticket).toEqualTypeOf<string>();
+    else {
+      // @ts-expect-error: nor factors
+      void problem.factors;
+    }
+    // An operation that never answers second_factor_required has no problem with a ticket at all.
+    expectTypeOf<Extract<ProblemOf<'listUsers'>, { ticket: string }>>().toEqualTypeOf<never>();
+  });
+
   it('narrows every operation: none answers the whole ErrorCode union', () => {
     // An operation whose problem response names no codes (a plain Problem schema) falls back to
     // all of ErrorCode, and is listed here; the list must stay empty.

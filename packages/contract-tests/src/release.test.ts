@@ -1,12 +1,23 @@
 // The release archive as an operator uses it (docs/deploy.md): built by `./pnpmw release`,
 // unpacked into an empty folder outside the repository (so nothing resolves from its
 // node_modules), then the launcher runs the CLI and the server from there against PostgreSQL
-// with the shipped env file, as the systemd unit does.
+// with the shipped env file, as the systemd unit does, on the Node.js the archive carries: PATH
+// names an empty folder, so no `node` (nor anything else) is found there, as on a bare Debian.
+// Its README and docs/ are checked link by link, inside the archive.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient } from '@user-accounts/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,33 +26,40 @@ import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
 const REPO = fileURLToPath(new URL('../../../', import.meta.url));
 const VERSION = (JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
 const skip = await postgresUnavailable();
-if (skip !== undefined) console.warn(`\n[contract-tests] release archive on PostgreSQL: SKIPPED, ${skip}\n`);
+if (skip !== undefined)
+  console.warn(`\n[contract-tests] release archive, migrate and serve on PostgreSQL: SKIPPED, ${skip}\n`);
+const tarMissing = spawnSync('tar', ['--version']).status !== 0 ? 'tar not found on PATH' : undefined;
+if (tarMissing !== undefined) console.warn(`\n[contract-tests] release archive: SKIPPED, ${tarMissing}\n`);
 
 const work = mkdtempSync(join(tmpdir(), 'ua-release-test-'));
 const drops: (() => Promise<void>)[] = [];
 const children: ChildProcess[] = [];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 let home = '';
-/** The launcher, with the environment given and nothing else of ours (PATH finds this Node). */
+/** A PATH with nothing on it: no `node`, no `dirname`, as bare as a machine gets. */
+const BARE_PATH = join(work, 'empty-bin');
+mkdirSync(BARE_PATH);
+/** The launcher, with the environment given and nothing else of ours. */
 const launch = (args: string[], env: Record<string, string>) =>
   spawnSync(join(home, 'bin', 'user-accounts'), args, {
-    env: { PATH: `${join(process.execPath, '..')}:/usr/bin:/bin`, ...env },
+    env: { PATH: BARE_PATH, ...env },
     cwd: home,
     encoding: 'utf8',
   });
 
-describe.skipIf(skip !== undefined)('the release archive, unpacked into an empty folder', () => {
+describe.skipIf(tarMissing !== undefined)('the release archive, unpacked into an empty folder', () => {
   beforeAll(() => {
     const built = spawnSync(process.execPath, [join(REPO, 'packages/server/release.ts'), join(work, 'out')], {
       encoding: 'utf8',
     });
     expect(built.status, built.stderr).toBe(0);
-    const [archive] = readdirSync(join(work, 'out'));
-    expect(archive).toBe(`user-accounts-${VERSION}-${process.platform}-${process.arch}.tar.gz`);
-    const unpacked = spawnSync('tar', ['-xzf', join(work, 'out', archive!), '-C', work], { encoding: 'utf8' });
+    const archive = `user-accounts-${VERSION}-${process.platform}-${process.arch}.tar.gz`;
+    // The client's npm tarball beside it (client-install.test.ts publishes and installs one).
+    expect(readdirSync(join(work, 'out')).sort()).toEqual([archive, `user-accounts-client-${VERSION}.tgz`].sort());
+    const unpacked = spawnSync('tar', ['-xzf', join(work, 'out', archive), '-C', work], { encoding: 'utf8' });
     expect(unpacked.status, unpacked.stderr).toBe(0);
-    home = join(work, archive!.replace(/\.tar\.gz$/, ''));
-  }, 120_000);
+    home = join(work, archive.replace(/\.tar\.gz$/, ''));
+  }, 240_000);
   afterAll(async () => {
     // Stopped before its database is dropped, and killed if it has not stopped within 10 s: a
     // server left running after the run (two were found spinning at 7% of a core each, long
@@ -62,9 +80,20 @@ describe.skipIf(skip !== undefined)('the release archive, unpacked into an empty
     await Promise.all(drops.map((drop) => drop()));
   });
 
-  it('holds the bundle, exactly the packages it imports, the launcher, deploy/ and the README', () => {
+  it('holds the bundle, exactly the packages it imports, the runtime, the launcher, deploy/, docs/ and the README', () => {
     expect(readdirSync(home).sort()).toEqual(
-      ['CHANGELOG.md', 'LICENSE', 'README.md', 'bin', 'deploy', 'dist', 'node_modules', 'package.json'].sort(),
+      [
+        'CHANGELOG.md',
+        'LICENSE',
+        'README.md',
+        'bin',
+        'deploy',
+        'dist',
+        'docs',
+        'node_modules',
+        'package.json',
+        'runtime',
+      ].sort(),
     );
     // The native addons with this platform's build, and the embedded database: nothing else.
     const modules = readdirSync(join(home, 'node_modules')).flatMap((scope) =>
@@ -88,6 +117,48 @@ describe.skipIf(skip !== undefined)('the release archive, unpacked into an empty
     expect(launch(['--version'], {}).stdout).toBe(`${VERSION}\n`);
   });
 
+  it('carries the Node.js it was tested with, which runs with nothing on PATH', () => {
+    const which = spawnSync('/bin/sh', ['-c', 'command -v node'], { env: { PATH: BARE_PATH }, encoding: 'utf8' });
+    expect(which.status, `node on ${BARE_PATH}: ${which.stdout}`).not.toBe(0);
+    const runtime = spawnSync(join(home, 'runtime', 'node'), ['-p', 'process.version'], {
+      env: { PATH: BARE_PATH },
+      encoding: 'utf8',
+    });
+    expect(runtime.stdout).toBe(`${process.version}\n`);
+    expect(statSync(join(home, 'runtime', 'node')).mode & 0o111).toBe(0o111);
+    // The CLI runs on it: its help, with no node anywhere on PATH.
+    const help = launch(['cli', '--help'], {});
+    expect(help.status, help.stderr).toBe(0);
+  });
+
+  it('resolves every relative link of its README and docs/ inside the archive', () => {
+    const pages = [
+      'README.md',
+      ...readdirSync(join(home, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
+    expect(pages.length).toBeGreaterThan(10);
+    const broken: string[] = [];
+    for (const page of pages) {
+      const text = readFileSync(join(home, page), 'utf8').replace(/^```[\s\S]*?^```$/gm, '');
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z][a-z0-9+.-]*:/i.test(target!) || target!.startsWith('#')) continue;
+        const [path = '', anchor] = target!.split('#', 2);
+        const file = join(home, dirname(page), path);
+        if (relative(home, file).startsWith('..') || !existsSync(file)) {
+          broken.push(`${page}: ${target} (no such file in the archive)`);
+          continue;
+        }
+        if (anchor !== undefined && file.endsWith('.md') && !anchors(readFileSync(file, 'utf8')).has(anchor))
+          broken.push(`${page}: ${target} (no such heading)`);
+      }
+    }
+    expect(broken).toEqual([]);
+    // The pointer the README had to a section nowhere in the archive ("Several replicas").
+    expect(readFileSync(join(home, 'README.md'), 'utf8')).not.toContain("the repository's README");
+  });
+
   it('says which Node it needs when the one it finds is older', () => {
     const old = launch(['serve'], { NODE: join(work, 'node-20') });
     writeFileSync(join(work, 'node-20'), '#!/bin/sh\necho 20.20.2\n', { mode: 0o755 });
@@ -104,63 +175,84 @@ describe.skipIf(skip !== undefined)('the release archive, unpacked into an empty
     expect(refused.stderr).toMatch(/DEPLOYMENT is production, which needs DATABASE_URL/);
   });
 
-  it('migrates, mints a token and serves from there on PostgreSQL', async () => {
-    const database = await freshPostgresDatabase();
-    drops.push(database.drop);
-    const envFile = join(work, 'user-accounts.env');
-    writeFileSync(
-      envFile,
-      `${readFileSync(join(home, 'deploy', 'user-accounts.env'), 'utf8')}\nDATABASE_URL=${database.url}\n`,
-    );
-    const migrated = launch(['cli', '--env-file', envFile, 'migrate'], {});
-    expect(migrated.status, migrated.stderr).toBe(0);
-    const minted = launch(
-      [
-        'cli',
-        '--env-file',
+  it.skipIf(skip !== undefined)(
+    'migrates, mints a token and serves from there on PostgreSQL, with no node on PATH',
+    async () => {
+      const database = await freshPostgresDatabase();
+      drops.push(database.drop);
+      const envFile = join(work, 'user-accounts.env');
+      writeFileSync(
         envFile,
-        'token',
-        'create',
-        '--site',
-        'shop',
-        '--scopes',
-        'read,write,verify',
-        '--label',
-        'release',
-      ],
-      {},
-    );
-    expect(minted.status, minted.stderr).toBe(0);
-    const token = /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(minted.stdout)?.[1];
-    expect(token).toBeDefined();
+        `${readFileSync(join(home, 'deploy', 'user-accounts.env'), 'utf8')}\nDATABASE_URL=${database.url}\n`,
+      );
+      const migrated = launch(['migrate', '--env-file', envFile], {});
+      expect(migrated.status, migrated.stderr).toBe(0);
+      const minted = launch(
+        [
+          'cli',
+          '--env-file',
+          envFile,
+          'token',
+          'create',
+          '--site',
+          'shop',
+          '--scopes',
+          'read,write,verify',
+          '--label',
+          'release',
+        ],
+        {},
+      );
+      expect(minted.status, minted.stderr).toBe(0);
+      const token = /^ {2}(ua_[A-Za-z0-9_-]{43})$/m.exec(minted.stdout)?.[1];
+      expect(token).toBeDefined();
 
-    const child = spawn(join(home, 'bin', 'user-accounts'), ['serve', '--env-file', envFile], {
-      env: { PATH: `${join(process.execPath, '..')}:/usr/bin:/bin`, PORT: '0' },
-      cwd: home,
-    });
-    children.push(child);
-    let output = '';
-    const baseUrl = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output);
-        if (match) resolve(match[1]!);
+      const child = spawn(join(home, 'bin', 'user-accounts'), ['serve', '--env-file', envFile], {
+        env: { PATH: BARE_PATH, PORT: '0' },
+        cwd: home,
       });
-      child.stderr.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
+      children.push(child);
+      let output = '';
+      const baseUrl = await new Promise<string>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          output += chunk.toString();
+          const match = /listening on (http:\/\/[\d.]+:\d+)/.exec(output);
+          if (match) resolve(match[1]!);
+        });
+        child.stderr.on('data', (chunk: Buffer) => {
+          output += chunk.toString();
+        });
+        child.on('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
       });
-      child.on('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
-    });
-    expect(output).toContain(`"version":"${VERSION}"`);
-    const client = createClient({ baseUrl, token: token! });
-    const made = await client.POST('/api/1/user/create', {
-      body: { email: 'released@example.com', password: 'a released passphrase', name: 'Released' },
-    });
-    expect(made.response.status).toBe(201);
-    // A password is hashed by the native addon shipped in node_modules.
-    const verified = await client.POST('/api/1/user/verify', {
-      body: { email: 'released@example.com', password: 'a released passphrase' },
-    });
-    expect(verified.response.status).toBe(200);
-  }, 60_000);
+      expect(output).toContain(`"version":"${VERSION}"`);
+      const client = createClient({ baseUrl, token: token! });
+      const made = await client.POST('/api/1/user/create', {
+        body: { email: 'released@example.com', password: 'a released passphrase', name: 'Released' },
+      });
+      expect(made.response.status).toBe(201);
+      // A password is hashed by the native addon shipped in node_modules.
+      const verified = await client.POST('/api/1/user/verify', {
+        body: { email: 'released@example.com', password: 'a released passphrase' },
+      });
+      expect(verified.response.status).toBe(200);
+    },
+    60_000,
+  );
 });
+
+/** The anchors GitHub makes of a Markdown page's headings: lower case, punctuation dropped, spaces as hyphens. */
+function anchors(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const out = new Set<string>();
+  for (const [, heading] of markdown.replace(/^```[\s\S]*?^```$/gm, '').matchAll(/^#{1,6}\s+(.+?)\s*#*$/gm)) {
+    const slug = heading!
+      .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
+    const n = seen.get(slug) ?? 0;
+    seen.set(slug, n + 1);
+    out.add(n === 0 ? slug : `${slug}-${n}`);
+  }
+  return out;
+}

@@ -2729,8 +2729,16 @@ export interface components {
              */
             message: string;
         };
-        /** @description An RFC 9457 problem detail. */
-        Problem: {
+        /**
+         * @description An RFC 9457 problem detail: one shape per `code`, so that switching on `code` narrows the
+         *     problem to its own members. `second_factor_required` carries its `ticket` and `factors`
+         *     (`SecondFactorRequiredProblem`); every other code has the standard members only
+         *     (`StandardProblem`). A code with members of its own gets a schema of its own here, and leaves
+         *     `StandardProblem`'s list.
+         */
+        Problem: components["schemas"]["StandardProblem"] | components["schemas"]["SecondFactorRequiredProblem"];
+        /** @description A problem of any code without members of its own, with the standard members only. */
+        StandardProblem: {
             /**
              * Format: uri-reference
              * @description Identifies the kind of problem; stable for each `code`.
@@ -2746,7 +2754,11 @@ export interface components {
             status: number;
             /** @description What went wrong in this occurrence, for a human. */
             detail: string;
-            code: components["schemas"]["ErrorCode"];
+            /**
+             * @description Every code of `ErrorCode` but those with a problem schema of their own.
+             * @enum {string}
+             */
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -2754,10 +2766,40 @@ export interface components {
              *     wrong type before any other), at most 20 (the first 20 found).
              */
             errors?: components["schemas"]["FieldError"][];
-            /** @description `second_factor_required` only: the ticket for `POST /api/1/user/factor/verify` (single use, 5 minutes). */
-            ticket?: string;
-            /** @description `second_factor_required` only: the kinds of second factor the account has. */
-            factors?: ("totp" | "passkey")[];
+        };
+        /**
+         * @description `verify` answered 403 `second_factor_required`: the password was right and the
+         *     account has a second factor. `ticket` goes to `POST /api/1/user/factor/verify` with the code.
+         */
+        SecondFactorRequiredProblem: {
+            /**
+             * Format: uri-reference
+             * @description Identifies the kind of problem; stable for each `code`.
+             * @example https://user-accounts.dev/problems/second_factor_required
+             */
+            type: string;
+            /**
+             * @description Short summary of the kind of problem.
+             * @example Second factor required
+             */
+            title: string;
+            /** @description The HTTP status code of this response. */
+            status: number;
+            /** @description What went wrong in this occurrence, for a human. */
+            detail: string;
+            /** @enum {string} */
+            code: "second_factor_required";
+            /** @description Equals the `X-Request-Id` response header. */
+            requestId: string;
+            /**
+             * @description The problems with individual fields, when there are any: one per field (the most telling, a
+             *     wrong type before any other), at most 20 (the first 20 found).
+             */
+            errors?: components["schemas"]["FieldError"][];
+            /** @description The ticket for `POST /api/1/user/factor/verify` (single use, 5 minutes). */
+            ticket: string;
+            /** @description The kinds of second factor the account has. */
+            factors: ("totp" | "passkey")[];
         };
     };
     responses: {
