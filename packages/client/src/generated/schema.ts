@@ -363,8 +363,8 @@ export interface paths {
          *       `account_disabled`, and the ticket stays. An account with an enabled second factor: the
          *       ticket is used and the answer is 403 `second_factor_required` with the problem members
          *       `ticket` and `factors`, exactly as `verify`'s (a second factor is never skipped): send
-         *       that ticket, with `session`, to `factor/verify` (its session then has amr `[otp, otp,
-         *       mfa]` or `[otp, hwk, mfa]` as the second factor was, aal 2). A `login` ticket is
+         *       that ticket, with `session`, to `factor/verify` (its session then has amr `[otp, mfa]` or
+         *       `[otp, hwk, mfa]` as the second factor was, aal 2). A `login` ticket is
          *       redeemed by a POST from the site's page when the person presses its button, never by a
          *       GET of the link itself: mail scanners open links.
          *     - `_userId` with a `login` link must be the ticket's account (else 422); with a 6-digit
@@ -974,8 +974,9 @@ export interface paths {
         put?: never;
         /**
          * The login's second step
-         * @description After `verify` answered 403 `second_factor_required`, checks the account's second factor
-         *     with the problem's `ticket` and exactly one of `code` (6 digits of an enabled TOTP factor,
+         * @description After `verify` (or a `login` ticket's `ticket/redeem`) answered 403
+         *     `second_factor_required`, checks the account's second factor with the problem's `ticket`
+         *     and exactly one of `code` (6 digits of an enabled TOTP factor,
          *     now or one 30-second step before or after), `recoveryCode` (one of the account's unused
          *     recovery codes, in any case, with or without its dashes; used up here) or `passkey` (the
          *     browser's answer to options from `POST /api/1/user/passkey/options` asked with the
@@ -997,7 +998,8 @@ export interface paths {
          *
          *     With `session`, a 200 also makes a session (`result.session`), aal 2: amr
          *     `[pwd, otp, mfa]` after a TOTP or a recovery code, `[pwd, hwk, mfa]` after a
-         *     passkey. Its address is `X-End-User-IP`'s, when given.
+         *     passkey; when the first step was a `login` ticket (a link or code, not a password),
+         *     `[otp, mfa]` and `[otp, hwk, mfa]`. Its address is `X-End-User-IP`'s, when given.
          */
         post: operations["verifySecondFactor"];
         delete?: never;
