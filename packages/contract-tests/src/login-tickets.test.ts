@@ -128,6 +128,16 @@ function defineLoginTicketsSuite(spec: TargetSpec): void {
       expect(withoutRequestId(again.error as Problem)).toEqual(withoutRequestId(invalid));
     });
 
+    it('of 10 redeems of one link at once, exactly one signs in and makes a session', async () => {
+      const user = await h.createUser();
+      const ticket = await ticketOf({ _userId: user.id, purpose: 'login' });
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, () => redeem({ ticket, purpose: 'login', session: {} })),
+      );
+      expect(answers.map((a) => a.response.status).sort()).toEqual([200, ...Array(9).fill(422)]);
+      expect(await h.target.sql('select 1 from sessions where user_id = $1', [user.id])).toHaveLength(1);
+    });
+
     it('a link without `session` signs in without one; a verified email stays as it was (no event)', async () => {
       const user = await h.createUser();
       await redeem({ ticket: await ticketOf({ _userId: user.id, purpose: 'login' }), purpose: 'login' });

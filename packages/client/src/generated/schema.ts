@@ -294,7 +294,9 @@ export interface paths {
          *     it with `ticket/redeem` when the user comes back.
          *
          *     - Scope: `write` for every purpose; a token with the `verify` scope alone may issue
-         *       `login` tickets (and only those: another purpose is 403 `forbidden`).
+         *       `login` tickets (and only those: another purpose is 403 `forbidden`). A token that can
+         *       issue and redeem `login` tickets can sign in as any account of its site, as one with
+         *       `write` can through `reset_password`: it stays on the site's backend.
          *     - `login` (sign-in without a password): `delivery` says what is sent, `link` (the
          *       default: a 43-character ticket for a link to the site's own page, 15 minutes by default,
          *       at most 1 hour) or `code` (6 digits to be typed, 10 minutes, at most 10 minutes, redeemed
