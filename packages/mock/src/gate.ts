@@ -12,7 +12,7 @@ import { CORS, provideDeps, registerMethodNotAllowed } from '@user-accounts/serv
 import type { AppDeps, AppEnv } from '@user-accounts/server/http/context';
 import type { Operation } from '@user-accounts/server/http/define-operation';
 import { renderProblem } from '@user-accounts/server/http/errors';
-import { requireScope, requireToken } from '@user-accounts/server/http/middleware/auth';
+import { requireScope, requireScopeForBody, requireToken } from '@user-accounts/server/http/middleware/auth';
 import { listedOriginsCors } from '@user-accounts/server/http/middleware/cors';
 import { idempotencyKeyOf } from '@user-accounts/server/http/middleware/idempotency';
 import { jsonBody } from '@user-accounts/server/http/middleware/json-body';
@@ -124,8 +124,13 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
 
   // Each operation of the table, checked as the server checks it, in the server's order.
   for (const op of operations) {
-    const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), limits(op.budget), requireScope(op.scope)];
+    const chain: MiddlewareHandler<AppEnv>[] = [
+      requireToken(),
+      limits(op.budget),
+      requireScope(op.scope, op.alsoScope?.scope),
+    ];
     if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
+    if (op.alsoScope !== undefined) chain.push(requireScopeForBody(op.scope, op.alsoScope));
     if (op.idempotent) chain.push(keyChecked);
     const answers = documentedAnswers(loadSpec(), op.path, op.method);
     app.on(op.method, [op.path], ...chain, async function gate(c) {

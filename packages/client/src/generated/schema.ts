@@ -288,32 +288,47 @@ export interface paths {
          * Issue a single-use ticket
          * @description Issues a single-use, expiring secret bound to one account and one purpose, for the flows a
          *     site runs with its users: "verify your email" (`verify_email`), "verify your phone"
-         *     (`verify_phone`), "forgot your password" (`reset_password`) and "change your email"
-         *     (`change_email`, with `newEmail`). The site's backend mails or texts the ticket itself
-         *     (as a link to its own page), then redeems it with `ticket/redeem` when the user comes back.
+         *     (`verify_phone`), "forgot your password" (`reset_password`), "change your email"
+         *     (`change_email`, with `newEmail`) and "email me a sign-in link or code" (`login`). The
+         *     site's backend mails or texts the ticket itself (as a link to its own page), then redeems
+         *     it with `ticket/redeem` when the user comes back.
+         *
+         *     - Scope: `write` for every purpose; a token with the `verify` scope alone may issue
+         *       `login` tickets (and only those: another purpose is 403 `forbidden`). A token that can
+         *       issue and redeem `login` tickets can sign in as any account of its site, as one with
+         *       `write` can through `reset_password`: it stays on the site's backend.
+         *     - `login` (sign-in without a password): `delivery` says what is sent, `link` (the
+         *       default: a 43-character ticket for a link to the site's own page, 15 minutes by default,
+         *       at most 1 hour) or `code` (6 digits to be typed, 10 minutes, at most 10 minutes, redeemed
+         *       with the account's `_userId` and burned after 5 wrong tries, as a `verify_phone` code;
+         *       issuing one ends the account's earlier login code). `delivery` is refused for the other
+         *       purposes. The link must open a page of the site whose button sends a POST that redeems:
+         *       never redeem on a GET, or the mail scanners that follow links will spend it first (see
+         *       the docs' "Sign in with a link or a code").
          *
          *     - The account is named by exactly one of `_userId` or `email`; one not in reach is 404
          *       `user_not_found` (the caller is the site's backend, not the user).
          *     - `ticket` is 256 random bits as 43 URL-safe characters (base64url), except for
-         *       `verify_phone`: a 6-digit code, to be typed, redeemed with the account's `_userId`, and
-         *       burned after 5 wrong tries (each try is counted before it is compared, so of any number
-         *       sent at once only 5 are compared). Issuing a `verify_phone` code ends the account's
-         *       earlier one.
+         *       `verify_phone` and a `login` code: a 6-digit code, to be typed, redeemed with the
+         *       account's `_userId`, and burned after 5 wrong tries (each try is counted before it is
+         *       compared, so of any number sent at once only 5 are compared). Issuing a `verify_phone`
+         *       code ends the account's earlier one; a `login` code, the account's earlier login code.
          *     - `expiresIn` (seconds, at least 60): `verify_email` and `change_email` 24 hours by default,
          *       at most 7 days; `reset_password` 1 hour, at most 24 hours; `verify_phone` 10 minutes, at
-         *       most 1 hour. Beyond a purpose's maximum: 400 at `/expiresIn`.
+         *       most 1 hour; a `login` link 15 minutes, at most 1 hour; a `login` code 10 minutes, at
+         *       most 10 minutes. Beyond a purpose's maximum: 400 at `/expiresIn`.
          *     - `change_email`: `newEmail` is required (and refused for the other purposes); 409
          *       `email_taken` when another account in reach of the site holds it. `verify_phone`: 409
          *       `no_phone` when the account has no phone.
          *     - The ticket is stored only as a SHA-256 hash (a `verify_phone` code, which a hash would
          *       not hide, as an HMAC under a key of the deployment that the database does not hold: see
-         *       `FACTOR_ENCRYPTION_KEY`) and shown only in this answer: it is never
+         *       `FACTOR_ENCRYPTION_KEY`; a `login` code alike) and shown only in this answer: it is never
          *       in logs, audit rows, events, exports or metrics, and this operation takes no
          *       `Idempotency-Key` (a kept answer would keep the secret): a retry issues another ticket,
          *       and every ticket issued stays valid until used or expired.
          *     - A ticket dies unused when what it stands on changes: the email (an update that changes it,
-         *       or a `change_email` redeemed) ends the account's `verify_email`, `reset_password` and
-         *       `change_email` tickets; a new password (an update, or a `reset_password` redeemed) ends
+         *       or a `change_email` redeemed) ends the account's `verify_email`, `reset_password`,
+         *       `change_email` and `login` tickets (links and codes); a new password (an update, or a `reset_password` redeemed) ends
          *       its `reset_password` tickets; a changed or cleared phone ends its `verify_phone` code; a
          *       deleted account, all of them.
          */
@@ -338,12 +353,30 @@ export interface paths {
          * @description Uses a ticket once, for the purpose it was issued for: `verify_email` marks the email
          *     verified, `verify_phone` the phone (with the account's `_userId` and the code),
          *     `reset_password` sets `password` (hashed as every password, counted against the token's
-         *     `hash` budget), `change_email` makes the ticket's new email the account's, verified.
+         *     `hash` budget), `change_email` makes the ticket's new email the account's, verified,
+         *     `login` signs the person in (a link's ticket, or a code with the account's `_userId`).
+         *
+         *     - Scope: `write` for every purpose; a token with the `verify` scope alone may redeem
+         *       `login` tickets (and only those: another purpose is 403 `forbidden`).
+         *     - `login`: a login as `verify` is one, and it ends as `verify` ends. The account's email is
+         *       marked verified (the person proved the inbox; a `user.updated` event when it was not
+         *       yet). With `session` (see `SessionOptions`; the address from `X-End-User-IP`) the 200
+         *       also carries `result.session` (aal 1, amr `[otp]`). A disabled account: 403
+         *       `account_disabled`, and the ticket stays. An account with an enabled second factor: the
+         *       ticket is used and the answer is 403 `second_factor_required` with the problem members
+         *       `ticket` and `factors`, exactly as `verify`'s (a second factor is never skipped): send
+         *       that ticket, with `session`, to `factor/verify` (its session then has amr `[otp, mfa]` or
+         *       `[otp, hwk, mfa]` as the second factor was, aal 2). A `login` ticket is
+         *       redeemed by a POST from the site's page when the person presses its button, never by a
+         *       GET of the link itself: mail scanners open links.
+         *     - `_userId` with a `login` link must be the ticket's account (else 422); with a 6-digit
+         *       `login` code it is required to find the code (without it the code is a miss).
          *
          *     - Every miss is one answer, 422 `invalid_ticket`, the same body (`requestId` aside) and
          *       about the same time: an unknown ticket, one already used, expired, of another purpose or
          *       another site, a code for another account, one that died of a later change (see
-         *       `ticket`), a `verify_phone` code after 5 wrong tries.
+         *       `ticket`), a `verify_phone` or `login` code after 5 wrong tries (the right code on the
+         *       sixth try is a miss too).
          *     - Exactly one of many concurrent redeems of a ticket succeeds; the others are misses.
          *     - A `reset_password` with a password the rules refuse is the usual 400 (`weak_password`,
          *       `invalid_request`), and the ticket stays usable. `password` is required for
@@ -351,7 +384,9 @@ export interface paths {
          *       `verify_phone`.
          *     - `change_email` to an email that another account in reach took since the ticket was
          *       issued: 409 `email_taken`, and the ticket stays usable (nothing changed).
-         *     - A success is a change of the account: a `user.updated` event, a new `ETag`.
+         *     - A success is a change of the account: a `user.updated` event, a new `ETag` (a `login`
+         *       of an account whose email was verified already changes nothing: no event, the same
+         *       `ETag`). `session` goes with `login` only (400 otherwise).
          */
         post: operations["redeemTicket"];
         delete?: never;
@@ -941,8 +976,9 @@ export interface paths {
         put?: never;
         /**
          * The login's second step
-         * @description After `verify` answered 403 `second_factor_required`, checks the account's second factor
-         *     with the problem's `ticket` and exactly one of `code` (6 digits of an enabled TOTP factor,
+         * @description After `verify` (or a `login` ticket's `ticket/redeem`) answered 403
+         *     `second_factor_required`, checks the account's second factor with the problem's `ticket`
+         *     and exactly one of `code` (6 digits of an enabled TOTP factor,
          *     now or one 30-second step before or after), `recoveryCode` (one of the account's unused
          *     recovery codes, in any case, with or without its dashes; used up here) or `passkey` (the
          *     browser's answer to options from `POST /api/1/user/passkey/options` asked with the
@@ -964,7 +1000,8 @@ export interface paths {
          *
          *     With `session`, a 200 also makes a session (`result.session`), aal 2: amr
          *     `[pwd, otp, mfa]` after a TOTP or a recovery code, `[pwd, hwk, mfa]` after a
-         *     passkey. Its address is `X-End-User-IP`'s, when given.
+         *     passkey; when the first step was a `login` ticket (a link or code, not a password),
+         *     `[otp, mfa]` and `[otp, hwk, mfa]`. Its address is `X-End-User-IP`'s, when given.
          */
         post: operations["verifySecondFactor"];
         delete?: never;
@@ -1862,9 +1899,18 @@ export interface components {
             };
         };
         /** @enum {string} */
-        TicketPurpose: "verify_email" | "verify_phone" | "reset_password" | "change_email";
-        /** @description `purpose` and exactly one of `_userId` or `email`; `newEmail` with `change_email` only. */
+        TicketPurpose: "verify_email" | "verify_phone" | "reset_password" | "change_email" | "login";
+        /**
+         * @description `purpose` and exactly one of `_userId` or `email`; `newEmail` with `change_email` only;
+         *     `delivery` with `login` only.
+         */
         IssueTicketRequest: {
+            /**
+             * @description `login` only: `link` (the default), a 43-character ticket for a link to the site's
+             *     page; `code`, 6 digits to be typed, redeemed with the account's `_userId`.
+             * @enum {string}
+             */
+            delivery?: "link" | "code";
             _userId?: components["schemas"]["UserId"];
             email?: components["schemas"]["Email"];
             purpose: components["schemas"]["TicketPurpose"];
@@ -1879,7 +1925,10 @@ export interface components {
         IssueTicketResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
-                /** @description The secret, shown once. 43 base64url characters, or 6 digits for `verify_phone`. */
+                /**
+                 * @description The secret, shown once. 43 base64url characters, or 6 digits for `verify_phone` and
+                 *     a `login` code.
+                 */
                 ticket: string;
                 purpose: components["schemas"]["TicketPurpose"];
                 expiresAt: components["schemas"]["Timestamp"];
@@ -1888,21 +1937,25 @@ export interface components {
             };
         };
         /**
-         * @description `password` with `reset_password`, and only with it; `_userId` with `verify_phone`. Each
-         *     rule is in the schema (`allOf` of `if`/`then`, as draft-07 reads it); a body breaking one is
-         *     400 `invalid_request`, `required` or `not_allowed` at the field's pointer.
+         * @description `password` with `reset_password`, and only with it; `_userId` with `verify_phone` (and
+         *     with a `login` code); `session` with `login` only. Each rule is in the schema (`allOf` of
+         *     `if`/`then`, as draft-07 reads it); a body breaking one is 400 `invalid_request`,
+         *     `required` or `not_allowed` at the field's pointer.
          */
         RedeemTicketRequest: {
             ticket: string;
             purpose: components["schemas"]["TicketPurpose"];
             _userId?: components["schemas"]["UserId"];
             password?: components["schemas"]["Password"];
-        } & (unknown & unknown);
+            session?: components["schemas"]["SessionOptions"];
+        } & (unknown & unknown & unknown);
         RedeemTicketResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
+                /** @description `login` only: the session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
                 /** @enum {string} */
-                status: "email verified" | "phone verified" | "password reset" | "email changed";
+                status: "email verified" | "phone verified" | "password reset" | "email changed" | "login verified";
             };
         };
         ListUsersResponse: {
@@ -2971,6 +3024,27 @@ export interface components {
             };
         };
         /**
+         * @description The token lacks the scope (`forbidden`: `write`, or for a `login` ticket `verify`). A
+         *     `login` ticket only: the account is disabled (`account_disabled`, the ticket stays), or it
+         *     has an enabled second factor (`second_factor_required`, the ticket used), with the problem
+         *     members `ticket` (for `POST /api/1/user/factor/verify`, single use, 5 minutes) and
+         *     `factors`, exactly as `verify` answers.
+         */
+        RedeemForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "account_disabled" | "forbidden" | "second_factor_required";
+                };
+            };
+        };
+        /**
          * @description The token lacks the `verify` scope (`forbidden`), or the password is right but the account
          *     is disabled (`account_disabled`).
          *     Or the password is right and the account has an enabled second factor
@@ -2993,7 +3067,7 @@ export interface components {
                 };
             };
         };
-        /** @description The body is not valid JSON or breaks the schema, names the account by neither or both of `_userId` and `email`, gives `newEmail` without `change_email` (or not with it), or an `expiresIn` over the purpose's maximum. */
+        /** @description The body is not valid JSON or breaks the schema, names the account by neither or both of `_userId` and `email`, gives `newEmail` without `change_email` (or not with it), `delivery` without `login`, or an `expiresIn` over the purpose's maximum. */
         TicketBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3311,7 +3385,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for `session/impersonate`). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `write` for `ticket` and `ticket/redeem`, or `verify` for a `login` ticket; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for `session/impersonate`). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -4307,7 +4381,16 @@ export interface operations {
     redeemTicket: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+                 *     given, failed checks are also limited per address and site, so one attacker trying many
+                 *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+                 *     that IPv4 address). Never stored in plain text.
+                 * @example 203.0.113.7
+                 */
+                "X-End-User-IP"?: components["parameters"]["EndUserIp"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -4333,7 +4416,7 @@ export interface operations {
             };
             400: components["responses"]["RedeemBadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["RedeemForbidden"];
             409: components["responses"]["CreateConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];

@@ -21,7 +21,10 @@ export type RedeemStatus = components['schemas']['RedeemTicketResponse']['result
 /** Every miss, whatever it was: one body. */
 const invalidTicket = () => new ApiError(422, 'invalid_ticket', 'This ticket cannot be used; ask for a new one.');
 
-const STATUS: Record<Purpose, RedeemStatus> = {
+/** The purposes redeemed here; a login ticket is redeemed by login-tickets.ts. */
+type ChangePurpose = Exclude<Purpose, 'login' | 'login_code'>;
+
+const STATUS: Record<ChangePurpose, RedeemStatus> = {
   verify_email: 'email verified',
   verify_phone: 'phone verified',
   reset_password: 'password reset',
@@ -29,7 +32,7 @@ const STATUS: Record<Purpose, RedeemStatus> = {
 };
 
 /** What a redeem changes, as update's changedfields name it. */
-const CHANGED: Record<Purpose, string[]> = {
+const CHANGED: Record<ChangePurpose, string[]> = {
   verify_email: ['emailVerified'],
   verify_phone: ['phoneVerified'],
   reset_password: ['password'],
@@ -55,7 +58,8 @@ export async function redeemTicket(
   input: RedeemTicketRequest,
 ): Promise<Redeemed> {
   const { site } = scope;
-  const purpose: Purpose = input.purpose;
+  if (input.purpose === 'login') throw new Error('a login ticket is redeemed by redeemLoginTicket');
+  const purpose: ChangePurpose = input.purpose;
   const userId = input._userId !== undefined && isUuid(input._userId) ? input._userId : undefined;
   if (input._userId !== undefined && userId === undefined) throw invalidTicket();
   const found = await findTicket(deps.db, site, purpose, input.ticket, userId, deps.keys);
@@ -73,7 +77,7 @@ export async function redeemTicket(
     passwordHash = await hashNewPassword(scope, deps, input.password);
   }
 
-  const set: Record<Purpose, () => Partial<Record<keyof typeof users.$inferInsert, unknown>>> = {
+  const set: Record<ChangePurpose, () => Partial<Record<keyof typeof users.$inferInsert, unknown>>> = {
     verify_email: () => ({ emailVerifiedAt: sql`coalesce(${users.emailVerifiedAt}, now())` }),
     verify_phone: () => ({ phoneVerifiedAt: sql`coalesce(${users.phoneVerifiedAt}, now())` }),
     // A new password is not the one a verify found breached.

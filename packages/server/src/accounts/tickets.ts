@@ -1,15 +1,23 @@
 // Tickets (issue 28, point 3): single-use, expiring secrets bound to one account and one purpose,
 // for a site's "verify your email", "verify your phone", "forgot your password" and "change your
-// email". Only a SHA-256 of each is stored (a phone code, six digits a SHA-256 would give away at
-// once, as an HMAC under the deployment's key); a use deletes the row in the statement that finds
+// email", and (issue 44, point 6) "email me a sign-in link or code". Only a SHA-256 of each is
+// stored (a phone or login code, six digits a SHA-256 would give away at once, as an HMAC under
+// the deployment's key); a use deletes the row in the statement that finds
 // it, so of many concurrent redeems exactly one gets it. A change the ticket stands on deletes it.
 import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { and, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { tickets, users } from '../db/schema.ts';
-import type { DeploymentKeys } from '../factors/deployment-keys.ts';
+import type { DeploymentKeys, MacPurpose } from '../factors/deployment-keys.ts';
 
-export type Purpose = 'verify_email' | 'verify_phone' | 'reset_password' | 'change_email';
+/** The purposes of the API (TicketPurpose): a `login` ticket is a link's, or with delivery `code` a `login_code`. */
+export type Purpose = 'verify_email' | 'verify_phone' | 'reset_password' | 'change_email' | 'login' | 'login_code';
+
+/** The purposes whose secret is a 6-digit code: redeemed with its account's id, burned after CODE_TRIES wrong ones. */
+const CODES = { verify_phone: 'phone_code', login_code: 'login_code' } as const satisfies Partial<
+  Record<Purpose, MacPurpose>
+>;
+const isCode = (purpose: Purpose): purpose is keyof typeof CODES => purpose in CODES;
 
 const HOUR = 3600;
 /** Seconds: [default, maximum]. A reset is short-lived (it grants the account); a link to verify waits for the user's mail. */
@@ -18,6 +26,9 @@ export const LIFETIMES: Record<Purpose, [number, number]> = {
   change_email: [24 * HOUR, 7 * 24 * HOUR],
   reset_password: [HOUR, 24 * HOUR],
   verify_phone: [10 * 60, HOUR],
+  // A sign-in: minutes, as a second factor's ticket is; a code's tries, not its time, bound its guessing.
+  login: [15 * 60, HOUR],
+  login_code: [10 * 60, 10 * 60],
 };
 
 /** A phone code's wrong tries before it is burned. */
@@ -25,7 +36,7 @@ export const CODE_TRIES = 5;
 
 /** What each purpose's ticket dies of: the account's email, its password, its phone changed. */
 export const ENDED_BY = {
-  email: ['verify_email', 'reset_password', 'change_email'],
+  email: ['verify_email', 'reset_password', 'change_email', 'login', 'login_code'],
   password: ['reset_password'],
   phone: ['verify_phone'],
 } as const satisfies Record<string, Purpose[]>;
@@ -36,12 +47,19 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('base6
  * A code's MAC under the deployment's key (issue 41, F10), with its ticket's id: the same six
  * digits never give the same value twice, and a reader of the database cannot try the million.
  */
-const codeMac = (keys: DeploymentKeys, ticketId: string, code: string) => keys.mac('phone_code', `${ticketId}:${code}`);
+const codeMac = (keys: DeploymentKeys, purpose: keyof typeof CODES, ticketId: string, code: string) =>
+  keys.mac(CODES[purpose], `${ticketId}:${code}`);
 
-/** Whether `code` is the stored one: a MAC, or a code issued before them (a SHA-256, until it expires, an hour at most). */
-function codeMatches(keys: DeploymentKeys, ticketId: string, code: string, stored: string): boolean {
-  if (!stored.includes('.')) return stored === sha256(`${ticketId}:${code}`);
-  return keys.matches('phone_code', `${ticketId}:${code}`, stored);
+/** Whether `code` is the stored one: a MAC, or a phone code issued before them (a SHA-256, until it expires, an hour at most). */
+function codeMatches(
+  keys: DeploymentKeys,
+  purpose: keyof typeof CODES,
+  ticketId: string,
+  code: string,
+  stored: string,
+): boolean {
+  if (!stored.includes('.')) return purpose === 'verify_phone' && stored === sha256(`${ticketId}:${code}`);
+  return keys.matches(CODES[purpose], `${ticketId}:${code}`, stored);
 }
 
 export interface Issued {
@@ -59,12 +77,13 @@ export async function issueTicket(
   purpose: Purpose,
   expiresIn: number,
   newEmail: string | undefined,
-  /** The deployment's keys: a phone code is stored as an HMAC under them. */
+  /** The deployment's keys: a phone or login code is stored as an HMAC under them. */
   keys: DeploymentKeys,
 ): Promise<Issued> {
   const expiresAt = new Date(Date.now() + expiresIn * 1000);
-  if (purpose === 'verify_phone') {
-    await tx.delete(tickets).where(and(eq(tickets.userId, account.id), eq(tickets.purpose, 'verify_phone')));
+  if (isCode(purpose)) {
+    // One live code of a purpose an account: five wrong tries are five, not five a code issued.
+    await tx.delete(tickets).where(and(eq(tickets.userId, account.id), eq(tickets.purpose, purpose)));
     const code = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const [row] = await tx
       .insert(tickets)
@@ -72,7 +91,7 @@ export async function issueTicket(
       .returning({ id: tickets.id });
     await tx
       .update(tickets)
-      .set({ secretHash: codeMac(keys, row!.id, code) })
+      .set({ secretHash: codeMac(keys, purpose, row!.id, code) })
       .where(eq(tickets.id, row!.id));
     return { ticket: code, expiresAt };
   }
@@ -110,7 +129,7 @@ export async function findTicket(
 ): Promise<Found | undefined> {
   const live = and(eq(tickets.site, site), eq(tickets.purpose, purpose), gt(tickets.expiresAt, sql`now()`));
   const columns = { id: tickets.id, userId: tickets.userId, newEmail: tickets.newEmail };
-  if (purpose !== 'verify_phone') {
+  if (!isCode(purpose)) {
     const [row] = await db
       .select(columns)
       .from(tickets)
@@ -126,7 +145,7 @@ export async function findTicket(
     .where(and(live, eq(tickets.userId, userId), lt(tickets.tries, CODE_TRIES)))
     .returning({ ...columns, secretHash: tickets.secretHash, tries: tickets.tries });
   if (row === undefined) return undefined;
-  if (codeMatches(keys, row.id, secret, row.secretHash))
+  if (codeMatches(keys, purpose, row.id, secret, row.secretHash))
     return { id: row.id, userId: row.userId, newEmail: row.newEmail };
   if (row.tries >= CODE_TRIES) await db.delete(tickets).where(eq(tickets.id, row.id));
   return undefined;

@@ -273,7 +273,8 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
         })),
         recoveryCodes: codes.map((c) => ({ usedAt: iso(c.usedAt) })),
         tickets: held.map((t) => ({
-          purpose: t.purpose as Schemas['TicketPurpose'],
+          // A login code is stored as a purpose of its own (accounts/tickets.ts); the API's is `login`.
+          purpose: (t.purpose === 'login_code' ? 'login' : t.purpose) as Schemas['TicketPurpose'],
           newEmail: t.newEmail,
           failedTries: t.tries,
           createdAt: t.createdAt.toISOString(),

@@ -112,11 +112,12 @@ export const tickets = pgTable(
     userId: uuid('user_id')
       .notNull()
       .references(() => users.id, { onDelete: 'cascade' }),
+    /** The API's purposes; a login ticket is `login` (a link's) or `login_code` (6 digits, as verify_phone's). */
     purpose: text('purpose').notNull(),
     secretHash: text('secret_hash').notNull(),
     /** change_email: the email the account will have. */
     newEmail: text('new_email'),
-    /** verify_phone: wrong codes so far (the fifth burns it). */
+    /** verify_phone, login_code: wrong codes so far (the fifth burns it). */
     tries: smallint('tries').notNull().default(0),
     expiresAt: at('expires_at').notNull(),
     createdAt: at('created_at').notNull().defaultNow(),
@@ -128,7 +129,7 @@ export const tickets = pgTable(
     index('tickets_expires_at_idx').on(t.expiresAt),
     check(
       'tickets_purpose_check',
-      sql`${t.purpose} in ('verify_email', 'verify_phone', 'reset_password', 'change_email')`,
+      sql`${t.purpose} in ('verify_email', 'verify_phone', 'reset_password', 'change_email', 'login', 'login_code')`,
     ),
   ],
 );

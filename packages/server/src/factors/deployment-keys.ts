@@ -19,6 +19,7 @@ import type { KeyRing } from './secret-box.ts';
 export type MacPurpose =
   | 'idempotency_fingerprint'
   | 'phone_code'
+  | 'login_code'
   | 'passkey_decoy'
   | 'session_successor'
   | 'session_successor_mask';

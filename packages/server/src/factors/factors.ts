@@ -11,7 +11,7 @@ import type { Db } from '../db/client.ts';
 import { recoveryCodes, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
-import { generationOf, readLoginTicket } from './login-ticket.ts';
+import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
@@ -326,7 +326,7 @@ export async function verifySecondFactor(
     recoveryCode?: string | undefined;
     passkey?: AuthenticationResponseJSON | undefined;
   },
-): Promise<string> {
+): Promise<{ userId: string; first: FirstStep }> {
   const read = await readLoginTicket(deps.db, scope.site, request.ticket);
   if (read === undefined) throw invalidTicket();
   const { userId } = read;
@@ -405,7 +405,7 @@ export async function verifySecondFactor(
     );
     if (verified === undefined) throw refusal;
     await deps.lockout.clear(key).catch(() => {});
-    return verified;
+    return { userId: verified, first: read.first };
   } catch (error) {
     // Only a code that was judged wrong counts: a spent ticket or a failure of ours is no guess.
     if (!judged || !(error instanceof ApiError && error.code === 'invalid_code'))

@@ -15,11 +15,19 @@ import { recoveryCodes, serviceKeys, userFactors, users } from '../db/schema.ts'
 /** Five minutes: time to open an authenticator app, never a session. */
 export const LOGIN_TICKET_MS = 5 * 60_000;
 
+/**
+ * What the login's first step was: a password (`verify`), or a login link or code (`ticket/redeem`,
+ * issue 44, point 6), for the session's amr once the second step completes it.
+ */
+export type FirstStep = 'pwd' | 'otp';
+
 interface Claims {
   u: string;
   s: string;
   e: number;
   g: string;
+  /** The first step when it was not a password (absent in every ticket made before it existed). */
+  f?: FirstStep;
 }
 
 const keys = new WeakMap<Db, Promise<Buffer>>();
@@ -66,18 +74,30 @@ export function generationSql(userId: string): SQL {
 
 const mac = (key: Buffer, body: string) => createHmac('sha256', key).update(`second_factor\n${body}`).digest();
 
-export async function makeLoginTicket(db: Db, site: string, userId: string, generation: string): Promise<string> {
-  const claims: Claims = { u: userId, s: site, e: Date.now() + LOGIN_TICKET_MS, g: generation };
+export async function makeLoginTicket(
+  db: Db,
+  site: string,
+  userId: string,
+  generation: string,
+  first: FirstStep = 'pwd',
+): Promise<string> {
+  const claims: Claims = {
+    u: userId,
+    s: site,
+    e: Date.now() + LOGIN_TICKET_MS,
+    g: generation,
+    ...(first !== 'pwd' && { f: first }),
+  };
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
   return `${body}.${mac(await keyOf(db), body).toString('base64url')}`;
 }
 
-/** The ticket's account and generation when it is ours, of this site and not expired; else undefined. */
+/** The ticket's account, generation and first step when it is ours, of this site and not expired; else undefined. */
 export async function readLoginTicket(
   db: Db,
   site: string,
   ticket: string,
-): Promise<{ userId: string; generation: string } | undefined> {
+): Promise<{ userId: string; generation: string; first: FirstStep } | undefined> {
   const [body, signature, ...rest] = ticket.split('.');
   if (body === undefined || signature === undefined || rest.length > 0) return undefined;
   const given = Buffer.from(signature, 'base64url');
@@ -85,5 +105,5 @@ export async function readLoginTicket(
   if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
   const claims = JSON.parse(Buffer.from(body, 'base64url').toString()) as Claims;
   if (claims.s !== site || claims.e <= Date.now()) return undefined;
-  return { userId: claims.u, generation: claims.g };
+  return { userId: claims.u, generation: claims.g, first: claims.f ?? 'pwd' };
 }

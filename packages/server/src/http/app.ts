@@ -7,7 +7,7 @@ import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
 import { renderProblem } from './errors.ts';
 import { auditWrites } from './middleware/audit.ts';
-import { authenticate, checkScope, requireScope, requireToken } from './middleware/auth.ts';
+import { authenticate, checkScope, requireScope, requireScopeForBody, requireToken } from './middleware/auth.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
 import { front } from './middleware/front.ts';
 import { idempotencyKey, idempotent } from './middleware/idempotency.ts';
@@ -90,8 +90,9 @@ function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>, renderErro
   }
   const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
   if (op.writes !== undefined) chain.push(auditWrites(op.writes));
-  chain.push(requireScope(op.scope));
+  chain.push(requireScope(op.scope, op.alsoScope?.scope));
   if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
+  if (op.alsoScope !== undefined) chain.push(requireScopeForBody(op.scope, op.alsoScope));
   if (op.idempotent) chain.push(idempotencyKey());
   chain.push(async function parse(c, next) {
     c.set('input', op.parse(c));

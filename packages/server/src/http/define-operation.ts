@@ -16,6 +16,13 @@ export interface Operation<Input = unknown> {
   path: string;
   /** The scope a token needs. */
   scope: Scope;
+  /**
+   * Another scope that admits some bodies (the spec's second security requirement, its
+   * description saying which): a token without `scope` but with `alsoScope.scope` passes when
+   * `admits(body)` (the body as parsed, before the schema: a `login` ticket's issue and redeem
+   * take the verify scope). Checked after the body is read; a token with neither, before it.
+   */
+  alsoScope?: { scope: Scope; admits(body: unknown): boolean };
   /** Where the input comes from: the query (checked by the spec's parameters) or a JSON body of this schema. */
   request: { query: true } | { body: BodySchema };
   /** A budget counted on top of "all" (see rate-limit.ts). */

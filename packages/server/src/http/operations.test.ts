@@ -77,7 +77,8 @@ describe('operations.ts', () => {
       name: op.name,
       method: op.method,
       path: op.path,
-      scope: op.scope,
+      // A second security requirement is the scope that admits some bodies (alsoScope).
+      scope: op.alsoScope === undefined ? op.scope : [op.scope, op.alsoScope.scope],
       body: 'body' in op.request ? op.request.body : undefined,
       idempotent: op.idempotent === true,
     }));

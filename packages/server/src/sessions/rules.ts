@@ -48,6 +48,12 @@ export const PASSWORD_AND_CODE: LoginMethod = { aal: 2, amr: ['pwd', 'otp', 'mfa
 export const PASSWORD_AND_PASSKEY: LoginMethod = { aal: 2, amr: ['pwd', 'hwk', 'mfa'] };
 /** A passkey alone: a key in hardware, the person present and verified by the authenticator. */
 export const PASSKEY_LOGIN: LoginMethod = { aal: 2, amr: ['hwk', 'user', 'mfa'] };
+/** A login link or code (ticket/redeem, issue 44, point 6): a single-use secret sent to the inbox. */
+export const LOGIN_TICKET_LOGIN: LoginMethod = { aal: 1, amr: ['otp'] };
+/** A login link or code, then a TOTP or recovery code. */
+export const LOGIN_TICKET_AND_CODE: LoginMethod = { aal: 2, amr: ['otp', 'mfa'] };
+/** A login link or code, then a passkey as its second factor. */
+export const LOGIN_TICKET_AND_PASSKEY: LoginMethod = { aal: 2, amr: ['otp', 'hwk', 'mfa'] };
 
 /** The one answer of every miss: unknown, malformed, another site's, expired, idle, revoked, replaced. */
 export const invalidSession = () =>

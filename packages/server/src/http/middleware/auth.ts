@@ -89,10 +89,28 @@ export async function authenticate(c: Context<AppEnv>): Promise<void> {
   c.set('token', info);
 }
 
-/** 403 for a valid token without the scope; runs after the rate limit, so refusals count too. */
-export function requireScope(scope: Scope): MiddlewareHandler<AppEnv> {
+/**
+ * 403 for a valid token without the scope; runs after the rate limit, so refusals count too. With
+ * `also` (an operation some of whose bodies another scope admits: see Operation.alsoScope), a token
+ * with either passes here, and requireScopeForBody decides once the body is read.
+ */
+export function requireScope(scope: Scope, also?: Scope): MiddlewareHandler<AppEnv> {
   return async function requireScopeMiddleware(c, next) {
-    checkScope(c, scope);
+    if (also === undefined || !c.get('token').scopes.includes(also)) checkScope(c, scope);
+    await next();
+  };
+}
+
+/**
+ * After the body is read: a token without `scope` passes only for a body `also` admits (a
+ * `login` ticket, for a token with the verify scope alone); else the 403 of `scope`.
+ */
+export function requireScopeForBody(
+  scope: Scope,
+  also: { scope: Scope; admits(body: unknown): boolean },
+): MiddlewareHandler<AppEnv> {
+  return async function requireScopeForBodyMiddleware(c, next) {
+    if (!c.get('token').scopes.includes(scope) && !also.admits(c.get('body'))) checkScope(c, scope);
     await next();
   };
 }

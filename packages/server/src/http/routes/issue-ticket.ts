@@ -8,7 +8,7 @@ import { users } from '../../db/schema.ts';
 import { ApiError, userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
-import { deploymentKeysOfRequest, inReach, validBody } from './shared.ts';
+import { deploymentKeysOfRequest, inReach, isLoginTicket, validBody } from './shared.ts';
 
 type IssueTicketRequest = components['schemas']['IssueTicketRequest'];
 type IssueTicketResponse = components['schemas']['IssueTicketResponse'];
@@ -20,6 +20,8 @@ export const issueTicketOperation = defineOperation({
   method: 'POST',
   path: '/api/1/user/ticket',
   scope: 'write',
+  // A login ticket is part of a login: the verify scope issues it (and no other purpose).
+  alsoScope: { scope: 'verify', admits: isLoginTicket },
   request: { body: 'IssueTicketRequest' },
   // No Idempotency-Key: the answer kept for it would keep the secret.
   writes: 'ticket',
@@ -41,18 +43,26 @@ export const issueTicketOperation = defineOperation({
         },
       ]);
     }
-    const max = LIFETIMES[input.purpose][1];
-    if (input.expiresIn !== undefined && input.expiresIn > max) {
-      throw invalidRequest('The ticket would live longer than its purpose allows.', [
-        { pointer: '/expiresIn', code: 'not_allowed', message: `must be at most ${max} for ${input.purpose}` },
+    if (input.delivery !== undefined && input.purpose !== 'login') {
+      throw invalidRequest('delivery goes with login, and only with it.', [
+        { pointer: '/delivery', code: 'not_allowed', message: 'is for login only' },
       ]);
     }
-    return input;
+    // A login code is a purpose of its own where it is stored (accounts/tickets.ts).
+    const purpose: Purpose = input.purpose === 'login' && input.delivery === 'code' ? 'login_code' : input.purpose;
+    const max = LIFETIMES[purpose][1];
+    if (input.expiresIn !== undefined && input.expiresIn > max) {
+      const what = purpose === 'login_code' ? 'a login code' : input.purpose;
+      throw invalidRequest('The ticket would live longer than its purpose allows.', [
+        { pointer: '/expiresIn', code: 'not_allowed', message: `must be at most ${max} for ${what}` },
+      ]);
+    }
+    return { ...input, stored: purpose };
   },
   async handle(c, input) {
     const { database } = c.get('deps');
     const site = c.get('token').site;
-    const purpose: Purpose = input.purpose;
+    const purpose = input.stored;
     if (input._userId !== undefined && !isUuid(input._userId)) throw userNotFound();
     const named =
       input._userId !== undefined ? eq(users.id, input._userId) : sql`lower(${users.email}) = lower(${input.email!})`;
@@ -82,7 +92,7 @@ export const issueTicketOperation = defineOperation({
     const result = {
       _userId: account.id,
       ticket: issued!.ticket,
-      purpose,
+      purpose: input.purpose,
       expiresAt: issued!.expiresAt.toISOString(),
       status: 'ticket issued' as const,
     };

@@ -126,3 +126,14 @@ export function endUserAddress(header: string | undefined): string | undefined {
 export function sessionDepsOf(c: Context<AppEnv>): SessionDeps {
   return { ...writeDepsOf(c), accessTokens: c.get('deps').accessTokens };
 }
+
+/**
+ * Whether a body (as parsed, before the schema) asks for a `login` ticket: the one purpose of
+ * `ticket` and `ticket/redeem` that the verify scope admits (Operation.alsoScope). Anything else,
+ * a body that is no object included, is left to the write scope.
+ */
+export function isLoginTicket(body: unknown): boolean {
+  return (
+    body !== null && typeof body === 'object' && !Array.isArray(body) && 'purpose' in body && body.purpose === 'login'
+  );
+}

@@ -3,12 +3,24 @@ import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../contract/validation.ts';
 import { verifySecondFactor as verify } from '../../factors/factors.ts';
 import { issueSession } from '../../sessions/issue.ts';
-import { PASSWORD_AND_CODE, PASSWORD_AND_PASSKEY } from '../../sessions/rules.ts';
+import {
+  LOGIN_TICKET_AND_CODE,
+  LOGIN_TICKET_AND_PASSKEY,
+  type LoginMethod,
+  PASSWORD_AND_CODE,
+  PASSWORD_AND_PASSKEY,
+} from '../../sessions/rules.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
 import { endUserAddress, sessionDepsOf, validBody } from './shared.ts';
 
 type VerifySecondFactorResponse = components['schemas']['VerifySecondFactorResponse'];
+
+/** The session's method by the login's first step (a password, or a login link or code) and the second. */
+const METHODS: Record<'pwd' | 'otp', Record<'code' | 'passkey', LoginMethod>> = {
+  pwd: { code: PASSWORD_AND_CODE, passkey: PASSWORD_AND_PASSKEY },
+  otp: { code: LOGIN_TICKET_AND_CODE, passkey: LOGIN_TICKET_AND_PASSKEY },
+};
 
 export const verifySecondFactor = defineOperation({
   name: 'verifySecondFactor',
@@ -35,7 +47,7 @@ export const verifySecondFactor = defineOperation({
   },
   async handle(c, { fields, address }) {
     const { factorKeys, verifyLimits, lockout } = c.get('deps');
-    const userId = await verify(
+    const { userId, first } = await verify(
       writeScopeOf(c),
       { ...writeDepsOf(c), factorKeys, verifyLimits, lockout },
       {
@@ -51,7 +63,7 @@ export const verifySecondFactor = defineOperation({
         ? undefined
         : await issueSession(writeScopeOf(c), sessionDepsOf(c), {
             userId,
-            method: fields.passkey === undefined ? PASSWORD_AND_CODE : PASSWORD_AND_PASSKEY,
+            method: METHODS[first][fields.passkey === undefined ? 'code' : 'passkey'],
             userAgent: fields.session.userAgent,
             ip: address,
             lifetime: fields.session.lifetime,

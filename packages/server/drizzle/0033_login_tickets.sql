@@ -1,0 +1,2 @@
+ALTER TABLE "tickets" DROP CONSTRAINT "tickets_purpose_check";--> statement-breakpoint
+ALTER TABLE "tickets" ADD CONSTRAINT "tickets_purpose_check" CHECK ("tickets"."purpose" in ('verify_email', 'verify_phone', 'reset_password', 'change_email', 'login', 'login_code'));

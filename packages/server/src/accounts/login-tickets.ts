@@ -1,0 +1,125 @@
+// A login ticket redeemed (issue 44, point 6): a sign-in by a link or a 6-digit code the site
+// mailed, ending as `verify` ends. The ticket is found as every ticket is (accounts/tickets.ts: a
+// link's SHA-256, a code's HMAC with its tries counted first), then, in one transaction with the
+// account locked: refused for a disabled account (the ticket stays), used, the email marked
+// verified (the person proved the inbox), and the account's enabled second factors read. With
+// any, the answer is verify's 403 second_factor_required and its ticket for factor/verify: a
+// second factor is never skipped because the first step was not a password.
+import { and, eq, sql } from 'drizzle-orm';
+import { users } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import type { DeploymentKeys } from '../factors/deployment-keys.ts';
+import { enabledFactorTypes } from '../factors/factors.ts';
+import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
+import { isUuid } from './ids.ts';
+import { inReachOf } from './in-reach.ts';
+import { findTicket, useTicket } from './tickets.ts';
+import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+
+/** Every miss, whatever it was: one body (the one of accounts/redeem.ts). */
+export const invalidTicket = () =>
+  new ApiError(422, 'invalid_ticket', 'This ticket cannot be used; ask for a new one.');
+const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
+const secondFactorRequired = (ticket: string, factors: string[]) =>
+  new ApiError(403, 'second_factor_required', 'The login ticket is right; this account also needs its second factor.', {
+    members: { ticket, factors },
+  });
+
+/** A code is six digits; a link's ticket is 43 base64url characters, never that. */
+const CODE = /^\d{6}$/;
+
+export interface LoginRedeemed {
+  userId: string;
+  /** The account's version after the redeem, for its ETag. */
+  version: number;
+}
+
+interface Written {
+  version: number;
+  /** The email was not verified before: a change (user.updated). */
+  verified: boolean;
+  /** The account's enabled second factors' kinds, when it has any, and their generation. */
+  factors?: string[];
+  generation?: string;
+}
+
+/**
+ * Redeems a `login` ticket in the scope's site: the account's id, or 422 invalid_ticket for every
+ * miss (unknown, used, expired, another site's or purpose's, a code for another account or after
+ * its fifth wrong try, a link named with another `_userId`), 403 account_disabled, 403
+ * second_factor_required (the ticket used, the email verified: only the second step is left).
+ */
+export async function redeemLoginTicket(
+  scope: WriteScope,
+  deps: WriteDeps & { keys: DeploymentKeys },
+  input: { ticket: string; _userId?: string | undefined },
+): Promise<LoginRedeemed> {
+  const { site } = scope;
+  const named = input._userId;
+  if (named !== undefined && !isUuid(named)) throw invalidTicket();
+  // A code goes with the account it was sent for; a link finds its account by itself.
+  const code = named !== undefined && CODE.test(input.ticket);
+  const found = await findTicket(
+    deps.db,
+    site,
+    code ? 'login_code' : 'login',
+    input.ticket,
+    code ? named : undefined,
+    deps.keys,
+  );
+  if (found === undefined || (named !== undefined && found.userId !== named)) throw invalidTicket();
+  const userId = found.userId;
+  scope.report?.({ userId });
+
+  let refusal: ApiError = invalidTicket();
+  const written = await inWrite(
+    scope,
+    deps,
+    'redeem',
+    (w: Written) =>
+      w.factors === undefined
+        ? { userId, status: 200, outcome: 'login verified', changed: ['emailVerified'], emits: w.verified }
+        : {
+            userId,
+            status: 403,
+            outcome: 'second_factor_required',
+            changed: ['emailVerified'],
+            emits: w.verified,
+          },
+    async (tx): Promise<Written | undefined> => {
+      // Locked as an update would: a disable at the same moment either sees this login or refuses it.
+      const [account] = await tx
+        .select({ disabled: users.disabled, verifiedAt: users.emailVerifiedAt, version: users.version })
+        .from(users)
+        .where(and(eq(users.id, userId), inReachOf(site)))
+        .for('update');
+      if (account === undefined) return undefined;
+      if (account.disabled) {
+        // As verify refuses the right password of a disabled account; the ticket stays.
+        refusal = accountDisabled();
+        return undefined;
+      }
+      // Used here, once: of many redeems at once, one deletes the row and the others find none.
+      if (!(await useTicket(tx, found.id))) return undefined;
+      let version = account.version;
+      if (account.verifiedAt === null) {
+        const [row] = await tx
+          .update(users)
+          .set({ emailVerifiedAt: sql`now()`, updatedAt: sql`now()` })
+          .where(eq(users.id, userId))
+          .returning({ version: users.version });
+        version = row!.version;
+      }
+      const verified = account.verifiedAt === null;
+      const factors = await enabledFactorTypes(tx, userId);
+      if (factors.length === 0) return { version, verified };
+      return { version, verified, factors, generation: await generationOf(tx, userId) };
+    },
+  );
+  if (written === undefined) throw refusal;
+  if (written.factors !== undefined) {
+    const ticket = await makeLoginTicket(deps.db, site, userId, written.generation!, 'otp');
+    throw secondFactorRequired(ticket, written.factors);
+  }
+  return { userId, version: written.version };
+}
