@@ -1529,7 +1529,7 @@ export interface components {
         /**
          * Format: date-time
          * @description ISO 8601, UTC, millisecond precision.
-         * @example 2026-11-21T09:30:00.000Z
+         * @example 2099-11-21T09:30:00.000Z
          */
         Timestamp: string;
         User: {
@@ -1742,7 +1742,7 @@ export interface components {
              * Format: date-time
              * @description When the suspension ends by itself: an RFC 3339 time with its offset, later than
              *     now (else 400 `invalid_request` at `/until`). Omitted: until an `enable`.
-             * @example 2026-12-01T09:30:00Z
+             * @example 2099-12-01T09:30:00Z
              */
             until?: string;
             /**
@@ -3052,7 +3052,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
-                "Retry-After": components["headers"]["Retry-After"];
+                "Retry-After": components["headers"]["Retry-After-Lockout"];
                 [name: string]: unknown;
             };
             content: {
@@ -3705,13 +3705,13 @@ export interface components {
         /**
          * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
          *     on, without a leap second (400 otherwise).
-         * @example 2026-11-01T00:00:00Z
+         * @example 2099-11-01T00:00:00Z
          */
         CreatedAfter: string;
         /**
          * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
          *     on, without a leap second (400 otherwise).
-         * @example 2026-12-01T00:00:00Z
+         * @example 2099-12-01T00:00:00Z
          */
         CreatedBefore: string;
         /**
@@ -3775,6 +3775,13 @@ export interface components {
         "ETag-Jwks": string;
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
+        /**
+         * @description Seconds to wait before trying again: until the failure window that locked ends
+         *     (`too_many_attempts`, the same number as the `detail`'s "try again in N s"; `VERIFY_LIMIT`),
+         *     or until the token's window starts again (`rate_limited`).
+         * @example 60
+         */
+        "Retry-After-Lockout": number;
         /** @description Seconds to wait before trying again (`1`), sent with the codes that ask for a retry (`conflict`, `idempotency_key_in_use`) and not with the others. */
         "Retry-After-On-Conflict": number;
         /**
@@ -4381,13 +4388,13 @@ export interface operations {
                 /**
                  * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-11-01T00:00:00Z
+                 * @example 2099-11-01T00:00:00Z
                  */
                 createdAfter?: components["parameters"]["CreatedAfter"];
                 /**
                  * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-12-01T00:00:00Z
+                 * @example 2099-12-01T00:00:00Z
                  */
                 createdBefore?: components["parameters"]["CreatedBefore"];
                 /**
@@ -4470,13 +4477,13 @@ export interface operations {
                 /**
                  * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-11-01T00:00:00Z
+                 * @example 2099-11-01T00:00:00Z
                  */
                 createdAfter?: components["parameters"]["CreatedAfter"];
                 /**
                  * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-12-01T00:00:00Z
+                 * @example 2099-12-01T00:00:00Z
                  */
                 createdBefore?: components["parameters"]["CreatedBefore"];
                 /**

@@ -49,6 +49,8 @@ export const issueTicketOperation = defineOperation({
     }
     return input;
   },
+  // The spec documents one example of the answer per purpose, each named after it.
+  mockExample: (input) => input.purpose,
   async handle(c, input) {
     const { database } = c.get('deps');
     const site = c.get('token').site;

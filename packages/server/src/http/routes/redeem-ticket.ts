@@ -40,6 +40,8 @@ export const redeemTicket = defineOperation({
     }
     return input;
   },
+  // The spec documents one example of the answer per purpose, each named after it.
+  mockExample: (input) => input.purpose,
   async handle(c, input) {
     const { userId, status, version } = await redeem(
       writeScopeOf(c),
