@@ -147,7 +147,7 @@ const VARIABLES = {
   DATABASE_LISTEN_URL: postgresUrl({
     shown: "`DATABASE_URL`'s",
     meaning:
-      'where the two LISTEN connections go (revoked tokens, change events): behind PgBouncer in transaction mode, which drops a LISTEN, point this at PostgreSQL itself or a session-mode pool (see [docs/scaling.md](docs/scaling.md))',
+      'where the two LISTEN connections go (revoked tokens, change events): behind PgBouncer in transaction mode, which drops a LISTEN, point this at PostgreSQL itself or a session-mode pool (see [docs/scaling.md](scaling.md))',
   }),
   DATA_DIR: text({ default: './data', meaning: 'the embedded database and `dev-token`; one server per folder' }),
   DEPLOYMENT: oneOf(['production', 'development'], {
