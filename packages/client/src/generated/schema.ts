@@ -2027,6 +2027,13 @@ export interface components {
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
              */
             tokenId: string;
+            /**
+             * @description Who sent it: the label of the token (`token create --label`), which names the person
+             *     for a console token (`cli console --as "Ann Example"` labels it `Ann Example (console)`).
+             *     `CLI` for the operator's CLI, `housekeeping` for the server's own jobs, `API_TOKENS` for
+             *     a token of that variable.
+             */
+            tokenLabel: string;
             /** @description The request's `X-Request-Id`. */
             requestId: string;
             /** @description The HTTP status it was answered with. */
