@@ -64,6 +64,7 @@ const systemSideBySide = [
     'docs-browser',
     'docs',
     'generators',
+    'haproxy',
     'list-plans',
     'metrics',
     'passkey-browser',

@@ -31,6 +31,7 @@ Send requests to ${state.url} (HAProxy, deploy/haproxy.cfg), with this token:
     -d '{"email":"ada@example.com","password":"a long passphrase","name":"Ada"}'
   curl -s "$API/get?email=ada@example.com" -H "Authorization: $TOKEN"
 
+Console, /metrics, /docs: http://127.0.0.1:${state.haproxy.internalPort} (HAProxy's internal frontend)
 Database: ${state.databaseUrl}
 Redis:    ${state.redisUrl}
           (both refuse a connection without their password, kept in ${join(state.dir, 'state.json')}, mode 0600)

@@ -65,7 +65,8 @@ export interface ClusterState {
   redisPassword: string;
   postgres: PostgresNode[];
   redis: { port: number; pid: number };
-  haproxy: { port: number; pid: number; admin: string };
+  /** internalPort: haproxy.cfg's UA_INTERNAL_BIND (/metrics, /console, /docs). */
+  haproxy: { port: number; internalPort: number; pid: number; admin: string };
   replicas: { name: string; port: number; pid: number }[];
   /** Variables given to every replica on top of deploy/user-accounts.env. */
   serverEnv: Record<string, string>;
@@ -188,7 +189,8 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
   chmodSync(dir, 0o700);
   const own = owner();
   if (own.uid !== undefined) chownSync(dir, own.uid, own.gid!);
-  const [pg1, pg2, redisPort, haproxyPort, ...appPorts] = await Promise.all([
+  const [pg1, pg2, redisPort, internalPort, haproxyPort, ...appPorts] = await Promise.all([
+    freePort(),
     freePort(),
     freePort(),
     freePort(),
@@ -212,7 +214,7 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
       { name: 'pg2', data: join(dir, 'pg2'), port: pg2!, pid: 0, role: 'standby' },
     ],
     redis: { port: redisPort!, pid: 0 },
-    haproxy: { port: haproxyPort!, pid: 0, admin: join(dir, 'haproxy.sock') },
+    haproxy: { port: haproxyPort!, internalPort: internalPort!, pid: 0, admin: join(dir, 'haproxy.sock') },
     replicas: appPorts.map((port, i) => ({ name: `app${i + 1}`, port, pid: 0 })),
     serverEnv: options.serverEnv ?? {},
     balancerEnv: options.balancerEnv ?? {},
@@ -322,6 +324,7 @@ function startBalancer(state: ClusterState): void {
     ...state.balancerEnv,
     PATH: process.env.PATH,
     UA_BIND: `127.0.0.1:${state.haproxy.port}`,
+    UA_INTERNAL_BIND: `127.0.0.1:${state.haproxy.internalPort}`,
     UA_ADMIN_SOCKET: state.haproxy.admin,
   };
   state.replicas.forEach((r, i) => {

@@ -93,6 +93,48 @@ describe('cli on the embedded database, while the server runs', () => {
     expect(audit.stdout).not.toContain('cli@example.com');
   }, 60_000);
 
+  // Issue 46, point 5: who acted is a person, and the link is the running server's.
+  it('console --as NAME: a token labelled with the person, named in the audit trail; the link is the server’s own address', async () => {
+    const dir = procs.dataDir();
+    await copyMigratedPglite(dir);
+    const env = { DATA_DIR: dir, ...TEST_HASHES };
+    const server = procs.server(env);
+    await server.ready;
+    const minted = await procs.cli(['console', '--site', 'shop', '--as', 'Ann Example'], env);
+    expect(minted.code, minted.stderr).toBe(0);
+    expect(minted.stdout).toContain('"Ann Example (console)"');
+    // The server's port (a free one, not 3000 nor the CLI's PORT): the command ran in that server.
+    const link = /^ {2}(http:\/\/\S+)$/m.exec(minted.stdout)?.[1];
+    expect(link?.startsWith(`${server.baseUrl}/console#token=ua_`), minted.stdout).toBe(true);
+    const token = new URL(link!).hash.slice('#token='.length);
+
+    const client = createClient({ baseUrl: server.baseUrl, token });
+    const { data } = await client.POST('/api/1/user/create', {
+      body: { email: 'ann@example.com', password: 'a long passphrase', name: 'Customer' },
+    });
+    const trail = await client.GET('/api/1/audit', { params: { query: { _userId: data!.result._userId } } });
+    expect(trail.data!.result.entries[0]).toMatchObject({ operation: 'create', tokenLabel: 'Ann Example (console)' });
+    const list = JSON.parse((await procs.cli(['token', 'list', '--site', 'shop', '--json'], env)).stdout) as {
+      label: string;
+    }[];
+    expect(list.map((t) => t.label)).toEqual(['Ann Example (console)']);
+
+    // Without --as: "console", and the CLI says how to name the person.
+    const anonymous = await procs.cli(['console', '--site', 'shop'], env);
+    expect(anonymous.stdout).toContain('--as "FULL NAME" names who acts');
+    const refused = await procs.cli(['console', '--site', 'shop', '--as', ''], env);
+    expect(refused.code).toBe(2);
+
+    // The site's display name is the issuer authenticator apps show, not its internal name.
+    const named = await procs.cli(['site', 'set', '--site', 'shop', '--display-name', 'Example Shop'], env);
+    expect(named.code, named.stderr).toBe(0);
+    const totp = await client.POST('/api/1/user/factor/totp', { body: { _userId: data!.result._userId } });
+    const uri = new URL(totp.data!.result.uri);
+    expect(uri.searchParams.get('issuer')).toBe('Example Shop');
+    expect(decodeURIComponent(uri.pathname)).toContain('Example Shop:ann@example.com');
+    expect((await procs.cli(['site', 'set', '--site', 'shop', '--display-name', 'A: B'], env)).code).toBe(2);
+  }, 180_000);
+
   // Issue 28: a site's metadata schema, set and cleared by the CLI through the running server's
   // admin socket (the CLI's own process reads the file), held by the next write at once.
   it('sets a site’s metadata schema from a file and clears it, and the running server holds writes to it at once', async () => {

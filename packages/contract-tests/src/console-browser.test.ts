@@ -3,7 +3,8 @@
 // account, disable it (until a time, with a reason) and enable it, edit its metadata, issue a
 // password reset, delete it with a grace period and restore it, see its sessions and revoke one
 // and all, start an impersonation, replay a webhook delivery (at 360 px), follow the live events,
-// sign in from a `cli console` address, and an action the
+// sign in from a `cli console` address, name who acted (a token labelled by `cli console --as`),
+// disable for a week, and an action the
 // token's scopes do not allow. After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
@@ -205,8 +206,30 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(await page.getByText(userId, { exact: true }).count()).toBe(1);
       expect(await axeViolations(page), 'account screen').toEqual([]);
 
+      // How long: until enabled again by default; 1 day, 1 week, 30 days, or until a date.
+      const period = page.getByLabel('For how long');
+      expect(await period.inputValue()).toBe('');
+      expect(await period.locator('option').allTextContents()).toEqual([
+        'Until enabled again',
+        '1 day',
+        '1 week',
+        '30 days',
+        'Until a date…',
+      ]);
+      // A week from now: the API keeps its end.
+      await period.selectOption({ label: '1 week' });
+      const before = Date.now();
+      await page.getByRole('button', { name: 'Disable account' }).click();
+      await page.getByText('The API answered: user disabled.').waitFor();
+      const week = (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result;
+      const weekEnds = Date.parse(week.disabledUntil!) - before;
+      expect(weekEnds).toBeGreaterThan(7 * 86_400_000 - 60_000);
+      expect(weekEnds).toBeLessThan(7 * 86_400_000 + 60_000);
+      await page.getByRole('button', { name: 'Enable account' }).click();
+      await page.getByText('The API answered: user enabled.').waitFor();
       // Disabled until a time, with a reason: the API keeps both, and says so in get.
-      await page.getByLabel('Disable until (optional)').fill('2030-01-02T03:04');
+      await page.getByLabel('For how long').selectOption({ label: 'Until a date…' });
+      await page.getByLabel('Disabled until').fill('2030-01-02T03:04');
       await page.getByLabel('Reason (optional, for operators)').fill('Chargeback under review');
       await page.getByRole('button', { name: 'Disable account' }).click();
       await page.getByText('The API answered: user disabled.').waitFor();
@@ -222,7 +245,13 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       // Its recent events, newest first as the trail: what the feed answers for this account alone
       // (the other accounts' user.created are not among them).
       const own = (await api.GET('/api/1/events', { params: { query: { subject: userId } } })).data!.result.events;
-      expect(own.map((e) => e.type)).toEqual(['user.created', 'user.disabled', 'user.enabled']);
+      expect(own.map((e) => e.type)).toEqual([
+        'user.created',
+        'user.disabled',
+        'user.enabled',
+        'user.disabled',
+        'user.enabled',
+      ]);
       const shown = page
         .getByRole('list', { name: /^This account’s latest \d+ events, newest first$/ })
         .getByRole('listitem');
@@ -235,15 +264,23 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await screenshot(page, 'account', name);
       // The audit trail shows what the API says, newest first: enable, disable, create.
       const trail = (await api.GET('/api/1/audit', { params: { query: { _userId: userId } } })).data!.result.entries;
-      expect(trail.map((e) => e.outcome)).toEqual(['user enabled', 'user disabled', 'user created']);
+      expect(trail.map((e) => e.outcome)).toEqual([
+        'user enabled',
+        'user disabled',
+        'user enabled',
+        'user disabled',
+        'user created',
+      ]);
       const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
-      await expect.poll(() => audit.count()).toBe(4);
+      await expect.poll(() => audit.count()).toBe(6);
+      // Who acted: the token's label, not its id.
+      expect(await audit.first().getByRole('columnheader').allTextContents()).toContain('By');
       for (const [index, entry] of trail.entries()) {
         const cells = await audit
           .nth(index + 1)
           .getByRole('cell')
           .allTextContents();
-        expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenId]);
+        expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenLabel]);
       }
 
       // Metadata: checked in the page before anything is sent...
@@ -302,7 +339,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByText('None: this account signs in with its password alone.').waitFor();
 
       // A password reset: the ticket shown once in the site's link, and the API redeems it.
-      await page.getByRole('button', { name: 'Send a password reset' }).click();
+      await page.getByRole('button', { name: 'Create a password-reset link' }).click();
       const link = await page.getByLabel('Reset link', { exact: true }).inputValue();
       const ticket = new URL(link).searchParams.get('ticket')!;
       expect(new URL(link).searchParams.get('user')).toBe(userId);
@@ -320,7 +357,11 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       // Keeping it sends nothing: the account is still there.
       await confirm.getByRole('button', { name: 'Keep it' }).click();
       expect(await isDisabled()).toBe(false);
-      await page.getByLabel('Days it stays restorable').fill('7');
+      // Empty by default: the site's own grace period, as the hint says.
+      const grace = page.getByLabel('Days it stays restorable');
+      expect(await grace.inputValue()).toBe('');
+      expect(await page.locator('#grace-hint').textContent()).toMatch(/Empty: the site's setting/);
+      await grace.fill('7');
       await page.getByRole('button', { name: 'Delete account' }).click();
       await confirm.getByRole('button', { name: 'Delete it' }).click();
       await page.getByText('The API answered: user removed.').waitFor();
@@ -544,6 +585,33 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.close();
     }, 90_000);
 
+    it('names who acted: a console token of `cli console --as` shows its person in the audit trail', async () => {
+      const ann = await target.createToken({
+        site: 'default',
+        scopes: ['read', 'write', 'events'],
+        label: 'Ann Example (console)',
+      });
+      const { page, refused } = await open(`/console#token=${ann.token}`);
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      const email = `mary@${domain}`;
+      await page.getByLabel('Search accounts').fill(email);
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await page.getByRole('link', { name: email }).click();
+      await page.getByRole('heading', { name: email }).waitFor();
+      await page.getByRole('button', { name: 'Disable account' }).click();
+      await page.getByText('The API answered: user disabled.').waitFor();
+      const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
+      await expect.poll(() => audit.nth(1).getByRole('cell').nth(4).textContent()).toBe('Ann Example (console)');
+      // Her token's id is there for an operator who looks for it (token list), not in the way.
+      expect(await audit.nth(1).getByRole('cell').nth(4).getAttribute('title')).toBe(`token ${ann.id}`);
+      const trail = await api.GET('/api/1/audit', { params: { query: { _userId: ids.get(email)! } } });
+      expect(trail.data!.result.entries[0]).toMatchObject({ tokenId: ann.id, tokenLabel: 'Ann Example (console)' });
+      await api.POST('/api/1/user/enable', { body: { _userId: ids.get(email)! } });
+      expect(await axeViolations(page), 'audit trail with a person').toEqual([]);
+      expect(refused).toEqual([]);
+      await page.close();
+    }, 60_000);
+
     it("signs in from cli console's address, forgets the fragment, and shows an action the token's scopes refuse as disabled, saying why", async () => {
       const reader = await target.createToken({ site: 'default', scopes: ['read'], label: 'console reader' });
       const { page, refused } = await open(`/console#token=${reader.token}`, { width: 360, height: 740 });
@@ -564,7 +632,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Disable account' }).click();
       await page.getByRole('alert').filter({ hasText: 'This token does not have the write scope.' }).waitFor();
       // ...and from then on each write is disabled, with the reason as its description.
-      for (const name of ['Disable account', 'Delete account', 'Save metadata', 'Send a password reset']) {
+      for (const name of ['Disable account', 'Delete account', 'Save metadata', 'Create a password-reset link']) {
         const button = page.getByRole('button', { name });
         expect(await button.isDisabled(), name).toBe(true);
         const describedBy = await button.getAttribute('aria-describedby');

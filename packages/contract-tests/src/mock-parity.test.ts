@@ -490,3 +490,126 @@ describe('Prefer asking for an answer the operation does not document', () => {
     );
   });
 });
+
+/**
+ * What an integrator reads in the spec's examples (the mock's answers) is what the server answers
+ * to the same request (issue 46, point 4): the status, the `status` text, and no member the
+ * server sends that the example lacks or gives another type. Each request is sent to both, the
+ * mock with no `Prefer`, on an account of the server's made here.
+ */
+describe("the mock's answer (the spec's example) and the server's, for the same request", () => {
+  /** Each member's JSON type, by path (an array's members under `[]`); null matches any type. */
+  const shape = (value: unknown, path = '', out = new Map<string, string>()): Map<string, string> => {
+    if (Array.isArray(value)) {
+      out.set(path, 'array');
+      for (const item of value) shape(item, `${path}[]`, out);
+    } else if (value !== null && typeof value === 'object') {
+      out.set(path, 'object');
+      for (const [key, member] of Object.entries(value)) shape(member, `${path}.${key}`, out);
+    } else if (value !== null && !out.has(path)) out.set(path, typeof value);
+    return out;
+  };
+  const both = async (call: Call) => {
+    const [fromServer, fromMock] = [await send(server, call), await send(mock, call)];
+    return {
+      status: [fromServer.status, fromMock.status],
+      server: (await fromServer.json()) as any,
+      mock: (await fromMock.json()) as any,
+    };
+  };
+  const agree = async (label: string, call: Call) => {
+    const { status, server: s, mock: m } = await both(call);
+    expect(status[1], `${label}: the mock's status`).toBe(status[0]);
+    expect(m.result?.status, `${label}: the status text`).toBe(s.result?.status);
+    const example = shape(m);
+    const missing = [...shape(s)].filter(([path, type]) => example.has(path) && example.get(path) !== type);
+    expect(missing, `${label}: members typed otherwise in the example`).toEqual([]);
+    const absent = [...shape(s).keys()].filter((path) => !example.has(path) && !path.includes('[]'));
+    expect(absent, `${label}: members the server sends that the example lacks`).toEqual([]);
+    return s;
+  };
+  const post = (path: string, body: unknown): Call => ({ method: 'POST', path, body: json(body) });
+
+  it('an account created, read, listed, changed, verified, suspended, deleted and restored', async () => {
+    const email = unique();
+    const created = await agree(
+      'create',
+      post('/api/1/user/create', {
+        email,
+        password: 'a parity passphrase 42',
+        name: 'Ada Parity',
+        phone: '+44 20 7946 0018',
+      }),
+    );
+    const id = created.result._userId as string;
+    await agree('get', { method: 'GET', path: `/api/1/user/get?_userId=${id}` });
+    await agree('update', post('/api/1/user/update', { _userId: id, name: 'Ada P.' }));
+    await agree('verify', post('/api/1/user/verify', { email, password: 'a parity passphrase 42' }));
+    await agree('count', { method: 'GET', path: '/api/1/user/count' });
+    await agree('factor list', { method: 'GET', path: `/api/1/user/factor/list?_userId=${id}` });
+    await agree('disable', post('/api/1/user/disable', { _userId: id }));
+    await agree('enable', post('/api/1/user/enable', { _userId: id }));
+    await agree('delete', { method: 'DELETE', path: '/api/1/user/delete', body: json({ _userId: id, graceDays: 30 }) });
+    await agree('restore', post('/api/1/user/restore', { _userId: id }));
+  });
+
+  it.each([
+    ['verify_email', {}],
+    ['reset_password', { password: 'a new parity passphrase 43' }],
+    ['change_email', {}],
+    ['verify_phone', {}],
+  ] as const)('a %s ticket issued and redeemed: its purpose and status text', async (purpose, extra) => {
+    const made = (await (
+      await send(
+        server,
+        post('/api/1/user/create', {
+          email: unique(),
+          name: 'Tess',
+          password: 'a parity passphrase 42',
+          phone: '+44 20 7946 0019',
+        }),
+      )
+    ).json()) as { result: { _userId: string } };
+    const id = made.result._userId;
+    const issued = await agree(
+      `issue ${purpose}`,
+      post('/api/1/user/ticket', {
+        _userId: id,
+        purpose,
+        ...(purpose === 'change_email' ? { newEmail: unique() } : {}),
+      }),
+    );
+    // The mock alone: a second ticket of the server's would replace the first (verify_phone).
+    const fromMock = (await (
+      await send(
+        mock,
+        post('/api/1/user/ticket', {
+          _userId: id,
+          purpose,
+          ...(purpose === 'change_email' ? { newEmail: unique() } : {}),
+        }),
+      )
+    ).json()) as any;
+    expect(fromMock.result.purpose).toBe(purpose);
+    // An example's ticket has not expired, for years: a client that checks expiresAt keeps it.
+    expect(Date.parse(fromMock.result.expiresAt)).toBeGreaterThan(Date.parse('2090-01-01'));
+    await agree(
+      `redeem ${purpose}`,
+      post('/api/1/user/ticket/redeem', {
+        ticket: issued.result.ticket,
+        purpose,
+        ...(purpose === 'verify_phone' ? { _userId: id } : {}),
+        ...extra,
+      }),
+    );
+  });
+
+  it("a lockout's 429: Retry-After is the number its text says", async () => {
+    const response = await send(mock, {
+      ...VALID.verifyUser!(),
+      headers: { Prefer: 'code=429, example=too_many_attempts' },
+    });
+    const problem = (await response.json()) as { detail: string };
+    expect(problem.detail).toContain(`try again in ${response.headers.get('retry-after')} s`);
+  });
+});

@@ -23,7 +23,7 @@ import { type Policy, parseRateLimit } from '@user-accounts/server/limits/rate-l
 import { SCOPES, type TokenInfo } from '@user-accounts/server/tokens';
 import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { pino } from 'pino';
-import { checkedPrefer, documentedAnswers } from './prefer.ts';
+import { checkedPrefer, documentedAnswers, parsePrefer } from './prefer.ts';
 
 /** The spec's paths the gate serves itself, as the server does (registerDocs). */
 const SERVED = new Set(['/openapi.yaml', '/openapi.json', '/docs']);
@@ -136,7 +136,15 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
     app.on(op.method, [op.path], ...chain, async function gate(c) {
       const input = op.parse(c);
       // After the server's own checks: a request the server refuses is refused alike, whatever it prefers.
-      const prefer = checkedPrefer(op.name, answers, c.req.header('prefer'));
+      const asked = c.req.header('prefer');
+      const wanted = parsePrefer(asked);
+      // The example that fits the request (a ticket's purpose), unless the caller chose an answer.
+      const fitting = wanted.has('code') || wanted.has('example') ? undefined : op.mockExample?.(input);
+      const prefer = checkedPrefer(
+        op.name,
+        answers,
+        fitting === undefined ? asked : [asked, `example=${fitting}`].filter((p) => p !== undefined).join(', '),
+      );
       // Forwarded as the server reads it: the query or the body normalized by parse (trimmed).
       if ('query' in op.request) {
         // Only the parameters given: a parameter left out is not sent as the text "undefined".

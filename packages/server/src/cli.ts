@@ -19,12 +19,14 @@ async function run(argv: string[]): Promise<CommandResult> {
     return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
   if (argv[0] === '--version') return { code: 0, stdout: `${VERSION}\n`, stderr: '' };
   const config = loadConfig();
-  // The console's address is this configuration's, known here even when a running server runs the command.
+  argv = inlineSchemaFile(argv);
+  // A server that runs the command (below, the embedded database) adds its own address; here, this
+  // configuration's HOST and PORT, where no server answers for it.
+  const handed = argv;
   if (argv[0] === 'console' && !argv.some((a) => a === '--url' || a.startsWith('--url='))) {
     const host = ['0.0.0.0', '::', ''].includes(config.host) ? '127.0.0.1' : config.host;
     argv = [...argv, '--url', `http://${host.includes(':') ? `[${host}]` : host}:${config.port}`];
   }
-  argv = inlineSchemaFile(argv);
   const planned = planCommand(argv, { webhookAllowPrivate: config.webhookAllowPrivate });
   if (typeof planned !== 'function') return planned;
   sizeThreadPool(config);
@@ -49,7 +51,7 @@ async function run(argv: string[]): Promise<CommandResult> {
       unlock = lockDataDir(config.dataDir);
     } catch {
       // A server runs on this folder and owns the database: let it run the command.
-      return callAdminSocket(config.dataDir, argv).catch(() => ({
+      return callAdminSocket(config.dataDir, handed).catch(() => ({
         code: 1,
         stdout: '',
         stderr: `A server runs on ${config.dataDir} but does not answer on its CLI socket; stop it and try again.\n`,

@@ -77,6 +77,7 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
     metrics: deps.metrics?.collector,
     tracer: deps.tracer,
   });
+  let listening: string | undefined;
   // The CLI cannot open the embedded database while we hold it: it sends its commands to us.
   const adminSocket =
     database.kind === 'pglite'
@@ -84,6 +85,8 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
           webhookAllowPrivate: config.webhookAllowPrivate,
           factorKeys: deps.factorKeys,
           signingKeysChanged: async () => deps.accessTokens.refresh?.(),
+          // `cli console`'s link: the address this server listens on (its PORT, not the CLI's).
+          consoleUrl: () => listening,
         })
       : undefined;
   const lifecycle = deps.lifecycle!;
@@ -91,6 +94,8 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
     app,
     { port: config.port, hostname: config.host, draining: () => lifecycle.draining },
     (info: AddressInfo) => {
+      const host = ['0.0.0.0', '::', ''].includes(info.address) ? '127.0.0.1' : info.address;
+      listening = `http://${host.includes(':') ? `[${host}]` : host}:${info.port}`;
       logger.info(
         {
           address: info.address,

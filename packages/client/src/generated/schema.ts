@@ -1566,7 +1566,7 @@ export interface components {
         /**
          * Format: date-time
          * @description ISO 8601, UTC, millisecond precision.
-         * @example 2026-11-21T09:30:00.000Z
+         * @example 2099-11-21T09:30:00.000Z
          */
         Timestamp: string;
         User: {
@@ -1779,7 +1779,7 @@ export interface components {
              * Format: date-time
              * @description When the suspension ends by itself: an RFC 3339 time with its offset, later than
              *     now (else 400 `invalid_request` at `/until`). Omitted: until an `enable`.
-             * @example 2026-12-01T09:30:00Z
+             * @example 2099-12-01T09:30:00Z
              */
             until?: string;
             /**
@@ -2080,6 +2080,13 @@ export interface components {
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
              */
             tokenId: string;
+            /**
+             * @description Who sent it: the label of the token (`token create --label`), which names the person
+             *     for a console token (`cli console --as "Ann Example"` labels it `Ann Example (console)`).
+             *     `CLI` for the operator's CLI, `housekeeping` for the server's own jobs, `API_TOKENS` for
+             *     a token of that variable.
+             */
+            tokenLabel: string;
             /** @description The request's `X-Request-Id`. */
             requestId: string;
             /** @description The HTTP status it was answered with. */
@@ -3168,7 +3175,7 @@ export interface components {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                 RateLimit: components["headers"]["RateLimit"];
-                "Retry-After": components["headers"]["Retry-After"];
+                "Retry-After": components["headers"]["Retry-After-Lockout"];
                 [name: string]: unknown;
             };
             content: {
@@ -3821,13 +3828,13 @@ export interface components {
         /**
          * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
          *     on, without a leap second (400 otherwise).
-         * @example 2026-11-01T00:00:00Z
+         * @example 2099-11-01T00:00:00Z
          */
         CreatedAfter: string;
         /**
          * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
          *     on, without a leap second (400 otherwise).
-         * @example 2026-12-01T00:00:00Z
+         * @example 2099-12-01T00:00:00Z
          */
         CreatedBefore: string;
         /**
@@ -3891,6 +3898,13 @@ export interface components {
         "ETag-Jwks": string;
         /** @description Seconds to wait before trying again. */
         "Retry-After": number;
+        /**
+         * @description Seconds to wait before trying again: until the failure window that locked ends
+         *     (`too_many_attempts`, the same number as the `detail`'s "try again in N s"; `VERIFY_LIMIT`),
+         *     or until the token's window starts again (`rate_limited`).
+         * @example 60
+         */
+        "Retry-After-Lockout": number;
         /** @description Seconds to wait before trying again (`1`), sent with the codes that ask for a retry (`conflict`, `idempotency_key_in_use`) and not with the others. */
         "Retry-After-On-Conflict": number;
         /**
@@ -4506,13 +4520,13 @@ export interface operations {
                 /**
                  * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-11-01T00:00:00Z
+                 * @example 2099-11-01T00:00:00Z
                  */
                 createdAfter?: components["parameters"]["CreatedAfter"];
                 /**
                  * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-12-01T00:00:00Z
+                 * @example 2099-12-01T00:00:00Z
                  */
                 createdBefore?: components["parameters"]["CreatedBefore"];
                 /**
@@ -4595,13 +4609,13 @@ export interface operations {
                 /**
                  * @description Accounts created after this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-11-01T00:00:00Z
+                 * @example 2099-11-01T00:00:00Z
                  */
                 createdAfter?: components["parameters"]["CreatedAfter"];
                 /**
                  * @description Accounts created before this instant (RFC 3339, with its offset), not at it; from year 1
                  *     on, without a leap second (400 otherwise).
-                 * @example 2026-12-01T00:00:00Z
+                 * @example 2099-12-01T00:00:00Z
                  */
                 createdBefore?: components["parameters"]["CreatedBefore"];
                 /**

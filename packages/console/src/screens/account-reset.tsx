@@ -1,4 +1,4 @@
-// "Send a password reset": issues a reset_password ticket (POST /api/1/user/ticket) and shows it
+// "Create a password-reset link": issues a reset_password ticket (POST /api/1/user/ticket) and shows it
 // once, in the link the site mails (a template of the site's own page, kept for this tab), with a
 // button that copies it. The console sends no mail: the site's page and its mail are the site's.
 import type { components, UserAccountsClient } from '@user-accounts/client';
@@ -79,7 +79,7 @@ export function PasswordReset(props: {
       </div>
       <div class="actions">
         <Action scope="write" refused={props.refused} busy={busy} onClick={issue}>
-          Send a password reset
+          Create a password-reset link
         </Action>
       </div>
       <Alert message={failure} />

@@ -47,6 +47,20 @@ function show(user: User, key: string): string | undefined {
 
 type Deleted = { graceDays: number | undefined };
 
+/** How long a disable lasts: until enabled again (''), a period from now, or until a chosen date. */
+type Period = '' | '1d' | '7d' | '30d' | 'date';
+const PERIODS: [Period, string][] = [
+  ['', 'Until enabled again'],
+  ['1d', '1 day'],
+  ['7d', '1 week'],
+  ['30d', '30 days'],
+  ['date', 'Until a date…'],
+];
+const periodEnd = (period: Period): Date | undefined => {
+  const days = { '1d': 1, '7d': 7, '30d': 30 }[period as '1d'];
+  return days === undefined ? undefined : new Date(Date.now() + days * 86_400_000);
+};
+
 export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: string }) {
   const [user, setUser] = useState<User>();
   const [failure, setFailure] = useState<string>();
@@ -54,7 +68,9 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
   const [busy, setBusy] = useState(false);
   const [deleted, setDeleted] = useState<Deleted>();
   const [confirming, setConfirming] = useState(false);
-  const [graceDays, setGraceDays] = useState('30');
+  // Empty: the site's own grace period (cli site set --deletion-grace), as the API's default.
+  const [graceDays, setGraceDays] = useState('');
+  const [period, setPeriod] = useState<Period>('');
   const [until, setUntil] = useState('');
   const [reason, setReason] = useState('');
   // Bumped after each action, so that the audit trail shows it.
@@ -95,12 +111,14 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
   }
 
   const disable = async () => {
+    const end = period === 'date' ? (until === '' ? undefined : new Date(until)) : periodEnd(period);
     const body = {
       _userId: userId,
-      ...(until !== '' && { until: new Date(until).toISOString() }),
+      ...(end !== undefined && { until: end.toISOString() }),
       ...(reason.trim() !== '' && { reason: reason.trim() }),
     };
     if (await act(() => api.POST('/api/1/user/disable', { body }))) {
+      setPeriod('');
       setUntil('');
       setReason('');
       await load();
@@ -140,8 +158,10 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
             <>
               <p>
                 It can be restored{' '}
-                {deleted.graceDays === undefined ? "for the site's grace period" : `for ${deleted.graceDays} days`}, as
-                it was.
+                {deleted.graceDays === undefined
+                  ? "for the site's grace period, if the site has one"
+                  : `for ${deleted.graceDays} days`}
+                , as it was.
               </p>
               <Action scope="write" refused={refused} busy={busy} onClick={restore}>
                 Restore account
@@ -175,14 +195,30 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
             ) : (
               <div class="inline-form">
                 <div class="field">
-                  <label for="disable-until">Disable until (optional)</label>
-                  <input
-                    id="disable-until"
-                    type="datetime-local"
-                    value={until}
-                    onInput={(event) => setUntil(event.currentTarget.value)}
-                  />
+                  <label for="disable-for">For how long</label>
+                  <select
+                    id="disable-for"
+                    value={period}
+                    onChange={(event) => setPeriod(event.currentTarget.value as Period)}
+                  >
+                    {PERIODS.map(([value, label]) => (
+                      <option key={value} value={value}>
+                        {label}
+                      </option>
+                    ))}
+                  </select>
                 </div>
+                {period === 'date' && (
+                  <div class="field">
+                    <label for="disable-until">Disabled until</label>
+                    <input
+                      id="disable-until"
+                      type="datetime-local"
+                      value={until}
+                      onInput={(event) => setUntil(event.currentTarget.value)}
+                    />
+                  </div>
+                )}
                 <div class="field">
                   <label for="disable-reason">Reason (optional, for operators)</label>
                   <input
@@ -236,7 +272,8 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
                   onInput={(event) => setGraceDays(event.currentTarget.value)}
                 />
                 <span id="grace-hint" class="hint">
-                  0 to 90; 0 removes it at once, empty takes the site's default.
+                  0 to 90; 0 removes it at once. Empty: the site's setting (cli site set --deletion-grace), which
+                  removes it at once unless set.
                 </span>
               </div>
               <Action scope="write" refused={refused} busy={busy} danger onClick={() => setConfirming(true)}>
@@ -256,7 +293,9 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
               {graceDays.trim() === '0'
                 ? `${user.email} will be removed for good: its owner can no longer sign in, and it cannot be brought back.`
                 : `${user.email} can no longer sign in, and is out of every search; it can be restored ${
-                    graceDays.trim() === '' ? "within the site's grace period" : `within ${graceDays} days`
+                    graceDays.trim() === ''
+                      ? "within the site's grace period, if the site has one (without one, it is removed at once)"
+                      : `within ${graceDays} days`
                   }, then it is removed for good.`}
             </p>
           </Confirm>

@@ -40,7 +40,7 @@ export function AuditTrail({ api, userId, version }: { api: UserAccountsClient; 
                 <th scope="col">Operation</th>
                 <th scope="col">Outcome</th>
                 <th scope="col">Status</th>
-                <th scope="col">Token</th>
+                <th scope="col">By</th>
               </tr>
             </thead>
             <tbody>
@@ -55,7 +55,7 @@ export function AuditTrail({ api, userId, version }: { api: UserAccountsClient; 
                     {entry.impersonator && ` (by ${entry.impersonator.actor}: “${entry.impersonator.reason}”)`}
                   </td>
                   <td>{entry.status}</td>
-                  <td class="mono">{entry.tokenId}</td>
+                  <td title={`token ${entry.tokenId}`}>{entry.tokenLabel}</td>
                 </tr>
               ))}
             </tbody>

@@ -2,9 +2,9 @@
 // It says who (site, token id), what (operation, account id), when, which request, and how it
 // ended; never an email, a password, a hash or a token.
 
-import { desc, eq } from 'drizzle-orm';
+import { desc, eq, inArray } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { auditLog } from '../db/schema.ts';
+import { apiTokens, auditLog } from '../db/schema.ts';
 import { isUuid } from './ids.ts';
 
 export type WriteOperation =
@@ -70,4 +70,25 @@ export async function latestAuditRows(db: Db, options: { limit: number; site?: s
     .where(options.site === undefined ? undefined : eq(auditLog.site, options.site))
     .orderBy(desc(auditLog.id))
     .limit(options.limit);
+}
+
+/** What an audit row's token id names when it is no stored token's. */
+const OWN_LABELS: Record<string, string> = { cli: 'CLI', job: 'housekeeping' };
+
+/**
+ * Who acted, for audit rows read back: each token id's label (`Ann Example (console)`), read in
+ * one query for the ids of a page (the stored tokens are never deleted, and a label never changes).
+ */
+export async function tokenLabels(db: Db, tokenIds: string[]): Promise<(tokenId: string) => string> {
+  const stored = [...new Set(tokenIds.filter(isUuid))];
+  const rows =
+    stored.length === 0
+      ? []
+      : await db
+          .select({ id: apiTokens.id, label: apiTokens.label })
+          .from(apiTokens)
+          .where(inArray(apiTokens.id, stored));
+  const labels = new Map(rows.map((row) => [row.id, row.label]));
+  return (tokenId) =>
+    labels.get(tokenId) ?? OWN_LABELS[tokenId] ?? (tokenId.startsWith('env:') ? 'API_TOKENS' : tokenId);
 }

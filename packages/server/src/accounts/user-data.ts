@@ -23,6 +23,7 @@ import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 import { sessionsHeldFor } from '../sessions/manage.ts';
+import { tokenLabels } from './audit.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
 import { toUser } from './to-user.ts';
@@ -230,6 +231,10 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
         .limit(AUDIT_LIMIT + 1);
       const auditShown = auditRows.slice(0, AUDIT_LIMIT);
       const auditTruncated = auditRows.length > AUDIT_LIMIT;
+      const labelOf = await tokenLabels(
+        tx,
+        auditShown.map((a) => a.tokenId),
+      );
 
       // Newest first: those still waiting for their number (a moment after their write), then
       // the numbered ones. Only where each is, in the snapshot: an event is in one table or the
@@ -290,6 +295,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
             at: a.at.toISOString(),
             operation: a.operation as Schemas['AuditEntry']['operation'],
             tokenId: a.tokenId,
+            tokenLabel: labelOf(a.tokenId),
             requestId: a.requestId,
             status: a.status,
             outcome: a.outcome,

@@ -149,6 +149,8 @@ export const siteSettings = pgTable('site_settings', {
   /** Session lifetimes (cli site set; issue 43): absolute and idle, in seconds; null: the defaults. */
   sessionLifetimeSeconds: integer('session_lifetime_seconds'),
   sessionIdleSeconds: integer('session_idle_seconds'),
+  /** What people see for the site (cli site set --display-name; issue 46): authenticator apps' issuer. */
+  displayName: text('display_name'),
 });
 
 /** A site's JSON Schema for its accounts' metadata (cli metadata-schema; accounts/metadata.ts). */

@@ -8,7 +8,7 @@ import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
-import { recoveryCodes, userFactors, users } from '../db/schema.ts';
+import { recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
@@ -118,7 +118,13 @@ export async function addTotp(
         label: request.label ?? null,
         secret: seal(keys, secret, factorId),
       });
-      return { factorId, secret, uri: totpUri(secret, scope.site, account.email) };
+      // The issuer an authenticator app shows: the site's display name, else its name.
+      const [settings] = await tx
+        .select({ displayName: siteSettings.displayName })
+        .from(siteSettings)
+        .where(eq(siteSettings.site, scope.site))
+        .limit(1);
+      return { factorId, secret, uri: totpUri(secret, settings?.displayName ?? scope.site, account.email) };
     },
   );
   if (added === undefined) throw userNotFound();

@@ -49,6 +49,11 @@ export interface Operation<Input = unknown> {
    * one by one); undefined leaves the answer to Prism.
    */
   mockAnswer?(c: Context<AppEnv>, input: Input): Response | undefined;
+  /**
+   * The name of the documented example of the success that fits this request, when the caller's
+   * `Prefer` names none (a ticket's purpose: a verify_email redeem is not answered "password reset").
+   */
+  mockExample?(input: Input): string | undefined;
   /** Does the work and answers. */
   handle(c: Context<AppEnv>, input: Input): Promise<Response>;
 }

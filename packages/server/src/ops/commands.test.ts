@@ -268,13 +268,36 @@ describe('console', () => {
     expect(result.code).toBe(0);
     const token = /^ {2}http:\/\/127\.0\.0\.1:3917\/console#token=(ua_[\w-]+)$/m.exec(result.stdout)?.[1];
     expect(token, result.stdout).toBeDefined();
-    expect(result.stdout).toMatch(/^Created token [\da-f-]+ for site shop \(read,write,events\), expires \S+Z\.$/m);
+    expect(result.stdout).toMatch(
+      /^Created token [\da-f-]+ "console" for site shop \(read,write,events\), expires \S+Z\.$/m,
+    );
     const info = await createTokenVerifier(database.db, []).verify(token!);
     expect(info).toMatchObject({ site: 'shop', scopes: ['read', 'write', 'events'] });
     const stored = (await listTokens(database.db)).find((t) => t.id === info!.id)!;
     expect(stored.label).toBe('console');
     expect(stored.expiresAt!.getTime()).toBeGreaterThanOrEqual(before + 8 * HOUR);
     expect(stored.expiresAt!.getTime()).toBeLessThanOrEqual(Date.now() + 8 * HOUR);
+  });
+
+  it('--as names the person: the label "NAME (console)"; a running server gives its own address', async () => {
+    const result = await runCommand(
+      ['console', '--site', 'shop', '--as', ' Ann Example '],
+      database.db,
+      undefined,
+      undefined,
+      {
+        webhookAllowPrivate: false,
+        consoleUrl: () => 'http://127.0.0.1:4711',
+      },
+    );
+    expect(result.code, result.stderr).toBe(0);
+    const token = /^ {2}http:\/\/127\.0\.0\.1:4711\/console#token=(ua_[\w-]+)$/m.exec(result.stdout)?.[1];
+    const info = await createTokenVerifier(database.db, []).verify(token!);
+    const stored = (await listTokens(database.db)).find((t) => t.id === info!.id)!;
+    expect(stored.label).toBe('Ann Example (console)');
+    for (const bad of ['', 'a\u0007b', 'x'.repeat(101)]) {
+      expect((await runCommand(['console', '--site', 'shop', '--as', bad], database.db)).code, bad).toBe(2);
+    }
   });
 
   it('takes the scopes and a shorter expiry given', async () => {

@@ -60,11 +60,14 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   },
   {
     name: 'console',
-    synopsis: 'console --site NAME [--scopes read,write,events] [--expires 8h] [--url BASE]',
+    synopsis: 'console --site NAME --as "FULL NAME" [--scopes read,write,events] [--expires 8h] [--url BASE]',
     about: `Mints a short-lived token (at most 24h; 8h by default) for the accounts console and
       prints the address that signs in with it: BASE/console#token=…, the token in the fragment,
-      which a browser never sends, so it reaches no server's log. BASE: this configuration's
-      HOST and PORT.`,
+      which a browser never sends, so it reaches no server's log. --as names the person it is
+      for: the token's label is "NAME (console)", which the audit trail shows for each of their
+      actions (without it, "console": no one in particular). BASE: the running server's own
+      address when the CLI hands the command to it (the embedded database), else this
+      configuration's HOST and PORT; behind HAProxy, its internal frontend's (--url).`,
   },
   {
     name: 'token list',
@@ -134,7 +137,7 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   {
     name: 'site set',
     synopsis:
-      'site set --site NAME [--deletion-grace 30d] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]] [--session-lifetime 30d] [--session-idle 7d]',
+      'site set --site NAME [--deletion-grace 30d] [--display-name "Example Shop"] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]] [--session-lifetime 30d] [--session-idle 7d]',
     about: `Sets the site's default grace period of a delete (0d to 90d): a delete without
       graceDays keeps the account restorable that long before it is purged. 0d (the default of
       every site): removed at once. --rp-id and --origins make the site a WebAuthn relying party,
@@ -144,7 +147,9 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       the site's name). Setting them again replaces them: passkeys made for another RP id stop
       working. --session-lifetime (absolute, default 30d) and --session-idle (without use, default
       7d) bound the site's sessions, as 3600s, 90m, 12h or 30d (5 minutes to 365 days); they hold
-      for sessions made from then on (a login's own lifetime can only be shorter).`,
+      for sessions made from then on (a login's own lifetime can only be shorter).
+      --display-name: what people see for the site, not its internal name: the issuer that
+      authenticator apps show for a TOTP factor added from then on (no colon).`,
   },
   {
     name: 'metadata-schema set',
@@ -220,6 +225,8 @@ const TAKE_A_VALUE = [
   'site',
   'scopes',
   'label',
+  'as',
+  'display-name',
   'expires',
   'limit',
   'url',
@@ -358,7 +365,7 @@ function tokenCreate(flags: Map<string, string | true>): Planned {
 const CONSOLE_SCOPES: readonly Scope[] = ['read', 'write', 'events'];
 const CONSOLE_LONGEST_MS = 24 * 3_600_000;
 
-function consoleCommand(flags: Map<string, string | true>): Planned {
+function consoleCommand(flags: Map<string, string | true>, settings: CommandSettings): Planned {
   const site = text(flags, 'site', true);
   if (!SITE_NAME.test(site))
     throw new UsageError('--site must be 1 to 63 of a-z 0-9 _ -, starting with a letter or digit');
@@ -372,14 +379,22 @@ function consoleCommand(flags: Map<string, string | true>): Planned {
     throw new UsageError('--expires must be at most 24h for a console token (token create makes longer ones)');
   let base: URL;
   try {
-    base = new URL(text(flags, 'url') ?? 'http://127.0.0.1:3000');
+    base = new URL(text(flags, 'url') ?? settings.consoleUrl?.() ?? 'http://127.0.0.1:3000');
   } catch {
     throw new UsageError("--url must be the server's address, like http://127.0.0.1:3000");
   }
+  const person = text(flags, 'as');
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a name is printed in a terminal; control characters are refused
+  if (person !== undefined && (person.trim() === '' || person.length > 100 || /[\u0000-\u001f\u007f]/.test(person)))
+    throw new UsageError("--as must be the person's name, 1 to 100 characters, without control characters");
+  const label = person === undefined ? 'console' : `${person.trim()} (console)`;
   return async (db) => {
-    const created = await createToken(db, { site, scopes: scopes as Scope[], label: 'console', expiresAt });
+    const created = await createToken(db, { site, scopes: scopes as Scope[], label, expiresAt });
     return [
-      `Created token ${created.id} for site ${site} (${scopes.join(',')}), expires ${when(expiresAt)}.`,
+      `Created token ${created.id} "${label}" for site ${site} (${scopes.join(',')}), expires ${when(expiresAt)}.`,
+      ...(person === undefined
+        ? ['Its actions are audited as "console", no one in particular: --as "FULL NAME" names who acts.']
+        : []),
       'Open this address to sign in to the console (it holds the token, shown once):',
       '',
       `  ${new URL(`/console#token=${created.token}`, base).href}`,
@@ -534,6 +549,8 @@ export interface CommandSettings {
   factorKeys?: KeyRing | undefined;
   /** A server running the command: told that the signing keys changed, so that it reads them now. */
   signingKeysChanged?: () => Promise<void>;
+  /** A server running the command: the address it listens on, for `console`'s link. */
+  consoleUrl?: () => string | undefined;
 }
 
 const siteFlag = (flags: Map<string, string | true>) => {
@@ -676,7 +693,13 @@ function siteSet(flags: Map<string, string | true>): Planned {
   const rp = relyingPartyFlags(flags);
   const lifetime = sessionSecondsFlag(flags, 'session-lifetime');
   const idle = sessionSecondsFlag(flags, 'session-idle');
-  const other = rp !== undefined || lifetime !== undefined || idle !== undefined;
+  const displayName = text(flags, 'display-name')?.trim();
+  // An otpauth:// URI's label is "issuer:account": a colon in the issuer would split it elsewhere.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a name is shown in apps and terminals; control characters are refused
+  const unfit = /[:\u0000-\u001f\u007f]/;
+  if (displayName !== undefined && (displayName === '' || displayName.length > 100 || unfit.test(displayName)))
+    throw new UsageError('--display-name must be 1 to 100 characters, without a colon or control characters');
+  const other = rp !== undefined || lifetime !== undefined || idle !== undefined || displayName !== undefined;
   const raw = other ? text(flags, 'deletion-grace') : text(flags, 'deletion-grace', true);
   let days: number | undefined;
   if (raw !== undefined) {
@@ -691,6 +714,7 @@ function siteSet(flags: Map<string, string | true>): Planned {
       ...(rp === undefined ? {} : { rpId: rp.id, rpName: rp.name ?? null, rpOrigins: rp.origins }),
       ...(lifetime === undefined ? {} : { sessionLifetimeSeconds: lifetime }),
       ...(idle === undefined ? {} : { sessionIdleSeconds: idle }),
+      ...(displayName === undefined ? {} : { displayName }),
     };
     await db
       .insert(siteSettings)
@@ -707,6 +731,8 @@ function siteSet(flags: Map<string, string | true>): Planned {
       lines.push(`Site ${site}: passkeys for relying party ${rp.id}, from ${rp.origins.join(', ')}.`);
     if (lifetime !== undefined) lines.push(`Site ${site}: new sessions live at most ${lifetime} s.`);
     if (idle !== undefined) lines.push(`Site ${site}: new sessions end after ${idle} s without use.`);
+    if (displayName !== undefined)
+      lines.push(`Site ${site}: shown as "${displayName}" (authenticator apps name new TOTP factors so).`);
     return `${lines.join('\n')}\n`;
   };
 }
@@ -899,7 +925,7 @@ export function planCommand(
     if (problem !== undefined && command !== undefined) throw new UsageError(problem);
     if (command === 'token create') return tokenCreate(flags);
     if (command === 'token list') return tokenList(flags);
-    if (command === 'console') return consoleCommand(flags);
+    if (command === 'console') return consoleCommand(flags, settings);
     if (command === 'token revoke') return tokenRevoke(words[2]);
     if (command === 'audit tail') return auditTail(flags);
     if (command === 'import') return importCommand(words, flags);

@@ -4,6 +4,7 @@
 // (who deleted it, and when) is what one then asks for.
 import type { components } from '@user-accounts/client';
 import { and, desc, eq, lt } from 'drizzle-orm';
+import { tokenLabels } from '../../accounts/audit.ts';
 import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import { auditLog, users } from '../../db/schema.ts';
@@ -53,11 +54,16 @@ export const getAuditTrail = defineOperation({
       .orderBy(desc(auditLog.id))
       .limit(limit + 1);
     const page = rows.slice(0, limit);
+    const labelOf = await tokenLabels(
+      db,
+      page.map((row) => row.tokenId),
+    );
     const entries = page.map(
       (row): AuditEntry => ({
         at: row.at.toISOString(),
         operation: row.operation as AuditEntry['operation'],
         tokenId: row.tokenId,
+        tokenLabel: labelOf(row.tokenId),
         requestId: row.requestId,
         status: row.status,
         outcome: row.outcome,

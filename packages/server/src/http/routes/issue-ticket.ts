@@ -59,6 +59,8 @@ export const issueTicketOperation = defineOperation({
     }
     return { ...input, stored: purpose };
   },
+  // The spec documents one example of the answer per purpose, each named after it.
+  mockExample: (input) => input.purpose,
   async handle(c, input) {
     const { database } = c.get('deps');
     const site = c.get('token').site;

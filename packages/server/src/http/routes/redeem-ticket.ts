@@ -59,6 +59,8 @@ export const redeemTicket = defineOperation({
     }
     return { input, address };
   },
+  // The spec documents one example of the answer per purpose, each named after it.
+  mockExample: ({ input }) => input.purpose,
   async handle(c, { input, address }) {
     if (input.purpose === 'login') {
       const { userId, version } = await redeemLoginTicket(

@@ -1,0 +1,1 @@
+ALTER TABLE "site_settings" ADD COLUMN "display_name" text;
