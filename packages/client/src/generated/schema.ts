@@ -1741,7 +1741,9 @@ export interface components {
          */
         IdentityProvider: string;
         /**
-         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters; never an email.
+         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters, no
+         *     control characters; kept exactly as given (compared as is, letter case included). Never
+         *     an email: an email can change hands.
          * @example 110169484474386276334
          */
         IdentitySubject: string;
