@@ -68,7 +68,9 @@ const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-
  * `users` (get, the events' account): a JSON array, `[]` when none. At most MAX_IDENTITIES rows,
  * read through user_identities_user_idx.
  */
-export const identitiesJson = (userId: SQL | typeof users.id = users.id) =>
+// The column qualified by hand: drizzle names a lone table's columns bare, and a bare "id" in the
+// subquery would be the identity's own.
+export const identitiesJson = (userId: SQL = sql`"users"."id"`) =>
   sql`coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
       'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', ${iso(sql`i.linked_at`)})
       order by i.linked_at, i.id)
@@ -360,8 +362,8 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
     .where(and(identityIs(site, key), inReachOf(site)))
     .limit(1);
   if (found === undefined) throw invalidCredentials();
-  if (found.disabled) throw accountDisabled();
   scope.report?.({ userId: found.id });
+  if (found.disabled) throw accountDisabled();
   const verified = await inWrite(
     scope,
     deps,
