@@ -156,7 +156,7 @@ function defineIdentitiesSuite(spec: TargetSpec): void {
     it('never links or creates on its own: identity email verified or not × account email verified or not', async () => {
       for (const identityVerified of [true, false]) {
         for (const accountVerified of [true, false]) {
-          const account = await h.createUser({ emailVerified: accountVerified } as {});
+          const account = await h.createUser({ emailVerified: accountVerified } as never);
           const identity = { provider: 'google', subject: subjectOf('matrix') };
           const label = `identity ${identityVerified}, account ${accountVerified}`;
           // Signing in with an identity no account has: the one 422, whatever the emails.

@@ -1821,8 +1821,9 @@ export interface components {
             };
         };
         /**
-         * @description The `data` of `user.identity_linked` (`identity/create`, `link`, `import`) and
-         *     `user.identity_unlinked`: the account and which identity.
+         * @description The `data` of `user.identity_linked` (`identity/create`, `link`) and
+         *     `user.identity_unlinked`: the account and which identity. An import's accounts carry
+         *     their identities in their `user.created`.
          */
         IdentityChange: {
             _userId: components["schemas"]["UserId"];
