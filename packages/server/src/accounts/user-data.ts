@@ -60,6 +60,8 @@ interface EventRow {
  */
 export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftOut: string }> = {
   users: { member: 'account' },
+  // The account's linked identities (issue 44): in the account, as get shows them.
+  user_identities: { member: 'account' },
   user_factors: { member: 'factors' },
   recovery_codes: { member: 'recoveryCodes' },
   tickets: { member: 'tickets' },
