@@ -213,6 +213,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         'user.updated',
         'session.created',
         'user.factor_added',
+        'user.identity_linked',
         'user.created',
       ]);
       expect(result.events.truncated).toBe(false);
