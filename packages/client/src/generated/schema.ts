@@ -744,7 +744,9 @@ export interface paths {
          *     `passwordBreached: true`. `session.created` (a login made a session) and
          *     `session.revoked` (with its `reason`) carry `SessionChange`: the account, the session, its
          *     `aal` and `amr`, never a token; a write that ends sessions (a password change, `disable`,
-         *     `delete`) queues one `session.revoked` per session after its own event. A `user.updated` event
+         *     `delete`) queues one `session.revoked` per session after its own event.
+         *     `user.identity_linked` (`identity/create`, after its `user.created`, and `link`) and
+         *     `user.identity_unlinked` carry `IdentityChange`: the account, `provider` and `subject`. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
