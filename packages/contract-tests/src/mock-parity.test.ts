@@ -169,6 +169,26 @@ const VALID: Record<string, () => Call> = {
     path: '/api/1/session/impersonate',
     body: json({ _userId: GHOST, actor: 'grace@support.example.com', reason: 'Ticket 4821' }),
   }),
+  createUserFromIdentity: () => ({
+    method: 'POST',
+    path: '/api/1/user/identity/create',
+    body: json({ provider: 'google', subject: unique(), email: unique(), name: 'Parity', emailVerified: true }),
+  }),
+  linkIdentity: () => ({
+    method: 'POST',
+    path: '/api/1/user/identity/link',
+    body: json({ _userId: GHOST, provider: 'github', subject: '583231' }),
+  }),
+  unlinkIdentity: () => ({
+    method: 'POST',
+    path: '/api/1/user/identity/unlink',
+    body: json({ _userId: GHOST, provider: 'github', subject: '583231' }),
+  }),
+  verifyIdentity: () => ({
+    method: 'POST',
+    path: '/api/1/user/identity/verify',
+    body: json({ provider: 'google', subject: unique() }),
+  }),
 };
 
 it('has a valid call for every operation of the table (so that none is left out below)', () => {

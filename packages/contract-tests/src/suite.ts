@@ -350,6 +350,7 @@ export function defineContractSuite(spec: TargetSpec): void {
           'email',
           'emailVerified',
           'emailVerifiedAt',
+          'identities',
           'metadata',
           'name',
           'passwordBreached',
@@ -369,6 +370,7 @@ export function defineContractSuite(spec: TargetSpec): void {
             phoneVerified: false,
             phoneVerifiedAt: null,
             metadata: {},
+            identities: [],
           });
           expect(new Date(data!.result.createdAt).toISOString()).toBe(data!.result.createdAt);
         }

@@ -41,6 +41,10 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       });
       expect(created.response.status).toBe(201);
       const user = { id: created.data!.result._userId, email, password };
+      const linked = await client.POST('/api/1/user/identity/link', {
+        body: { _userId: user.id, provider: 'github', subject: `data-${user.id}`, email: 'ada@example.org' },
+      });
+      expect(linked.response.status).toBe(200);
       const added = (await client.POST('/api/1/user/factor/totp', { body: { _userId: user.id, label: 'Phone' } })).data!
         .result;
       // A code of this step: the server takes it a step either way, so no wait for a step's start.
@@ -148,6 +152,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         Number((await h.target.sql(query, params))[0]!.n);
       const held = {
         users: await count(`select count(*) as n from users where id = $1`),
+        user_identities: await count(`select count(*) as n from user_identities where user_id = $1`),
         user_factors: await count(`select count(*) as n from user_factors where user_id = $1`),
         recovery_codes: await count(`select count(*) as n from recovery_codes where user_id = $1`),
         tickets: await count(`select count(*) as n from tickets where user_id = $1`),
@@ -163,6 +168,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       // The answer is read before its own audit row is written.
       expect({
         users: result.account._userId === user.id ? 1 : 0,
+        user_identities: result.account.identities.length,
         user_factors: result.factors.length,
         recovery_codes: result.recoveryCodes.length,
         tickets: result.tickets.length,
@@ -207,6 +213,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         'user.updated',
         'session.created',
         'user.factor_added',
+        'user.identity_linked',
         'user.created',
       ]);
       expect(result.events.truncated).toBe(false);

@@ -294,6 +294,39 @@ describe('verify', () => {
     expect(ratio).toBeLessThan(1.1);
   }, 60_000);
 
+  it('answers an account without a password (made from an identity) as a wrong password: the same 422, the same time (issue 44)', async () => {
+    const { client } = await server({ env: { VERIFY_LIMIT: '100000/15m' } });
+    const who = email('timed');
+    const passwordless = email('fed');
+    await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Timed' } });
+    const made = await client.POST('/api/1/user/identity/create', {
+      body: { provider: 'google', subject: `timed-${seq++}`, email: passwordless, name: 'Federated' },
+    });
+    expect(made.response.status).toBe(201);
+    const time = async (body: { email: string; password: string }) => {
+      const started = performance.now();
+      const { response, error } = await client.POST('/api/1/user/verify', { body });
+      expect(response.status).toBe(422);
+      return { ms: performance.now() - started, body: { ...error, requestId: undefined } };
+    };
+    const none: number[] = [];
+    const wrong: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const a = await time({ email: passwordless, password: PASSWORD });
+      const b = await time({ email: who, password: `wrong ${i}` });
+      expect(a.body).toEqual(b.body);
+      none.push(a.ms);
+      wrong.push(b.ms);
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const ratio = median(none.map((u, i) => u / wrong[i]!));
+    console.log(
+      `verify timing: no password ${median(none).toFixed(1)} ms, wrong ${median(wrong).toFixed(1)} ms, median pair ratio ${ratio.toFixed(3)}`,
+    );
+    expect(ratio).toBeGreaterThan(0.85);
+    expect(ratio).toBeLessThan(1.15);
+  }, 60_000);
+
   it('rehashes with the current parameters on a successful verify, keeping updatedAt and the ETag', async () => {
     const first = await server();
     const who = email('rehash');

@@ -13,7 +13,9 @@ export interface paths {
         };
         /**
          * Get one account
-         * @description Looks an account up by `_userId` or by `email` (exactly one of them).
+         * @description Looks an account up by `_userId`, by `email`, or by a linked identity (`provider` and
+         *     `subject` together, see `identity/create`): exactly one of the three, else 400
+         *     `invalid_request`. An identity no account of the site has is 404 `user_not_found`.
          */
         get: operations["getUser"];
         put?: never;
@@ -213,6 +215,142 @@ export interface paths {
          *     event); a 403 `second_factor_required` makes none: send `session` with `factor/verify`.
          */
         post: operations["verifyUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/identity/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an account from a provider's identity
+         * @description Creates an account with no password, signed in through the identity the site's own OAuth
+         *     or OpenID Connect code got from a provider ("Sign in with Google"): `provider` is the
+         *     site's own name for it, `subject` the provider's stable id of the person (OpenID Connect's
+         *     `sub`, never an email). The account has that identity linked (`identities` in `get`), and
+         *     signs in with `identity/verify`; the original `create`, which needs a password, is
+         *     unchanged.
+         *
+         *     - 201 `user created`, with `Location`, as `create`.
+         *     - 409 `identity_taken`: an account of this site already has this identity (a database
+         *       constraint: of 20 such requests at once, one creates the account and the others get this).
+         *       Sign the person in with `identity/verify` instead.
+         *     - 409 `email_taken`: another account of the site has this email. **Nothing is merged and
+         *       nothing is linked**, whether or not either email is verified: the site asks the person
+         *       to prove that account is theirs (its password, a login link) and then calls `link`.
+         *     - `emailVerified` (omitted: `false`) is the site's word, usually the provider's
+         *       `email_verified`; it is the account's and the identity's. `phone`, `address`,
+         *       `metadata` as in `create`.
+         *
+         *     Audit operation `identity_create`; events `user.created` and `user.identity_linked`.
+         */
+        post: operations["createUserFromIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/identity/link": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Link a provider's identity to an account
+         * @description Links an identity (see `identity/create`) to the account `_userId`, so that it can sign in
+         *     with `identity/verify`. Call it only once the person proved that account is theirs (they
+         *     are signed in to it, or just entered its password or redeemed a login link): the service
+         *     never links on its own because two emails match, verified or not.
+         *
+         *     - 200 `identity linked`. Linking an identity the account already has is the same 200 and
+         *       takes `email` and `emailVerified` as given (no event then).
+         *     - 409 `identity_taken`: another account of the site has it (unlink it there first).
+         *     - 409 `identity_limit_reached`: the account has 20 identities already.
+         *     - 404 `user_not_found`: no account in reach has this `_userId`.
+         *
+         *     `email` and `emailVerified` are what the provider said of the identity; they change
+         *     nothing of the account's own email. Audit operation `identity_link`; event
+         *     `user.identity_linked`.
+         */
+        post: operations["linkIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/identity/unlink": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unlink a provider's identity from an account
+         * @description Removes the identity from the account `_userId`: it no longer signs in with it, and
+         *     another account may link it.
+         *
+         *     - 200 `identity unlinked`.
+         *     - 404 `identity_not_found`: the account does not have this identity; `user_not_found`:
+         *       no account in reach has this `_userId`.
+         *     - 409 `last_sign_in_method`: the account would be left with no password, no passkey and
+         *       no identity, and nobody could sign in to it. Give it a password first (`update`, or a
+         *       `reset_password` ticket), or link another identity.
+         *
+         *     Audit operation `identity_unlink`; event `user.identity_unlinked`.
+         */
+        post: operations["unlinkIdentity"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/identity/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in with a provider's identity
+         * @description For the site's OAuth callback, once its own code has checked the provider's answer: which
+         *     account has this identity. Needs the `verify` scope.
+         *
+         *     - 200 `identity verified` with the account's `_userId`, and with `session` a session
+         *       (`result.session`; aal 1, amr `[fed]`; audit operation `session_create`, a
+         *       `session.created` event), as `verify`.
+         *     - 422 `invalid_credentials`: no account of this site has the identity (another site's
+         *       identity, an account out of reach): one answer. The site then offers to create an
+         *       account (`identity/create`) or, once the person proves an account is theirs, `link`.
+         *     - 403 `account_disabled`: the account is disabled.
+         *     - 403 `second_factor_required` with `ticket` and `factors`, exactly as `verify`: a second
+         *       factor is not skipped because the first came from elsewhere. Send `session` with
+         *       `factor/verify`.
+         *
+         *     Audit operation `identity_verify` (outcome `identity verified` or the problem's code),
+         *     never with the subject.
+         */
+        post: operations["verifyIdentity"];
         delete?: never;
         options?: never;
         head?: never;
@@ -641,7 +779,9 @@ export interface paths {
          *     `passwordBreached: true`. `session.created` (a login made a session) and
          *     `session.revoked` (with its `reason`) carry `SessionChange`: the account, the session, its
          *     `aal` and `amr`, never a token; a write that ends sessions (a password change, `disable`,
-         *     `delete`) queues one `session.revoked` per session after its own event. A `user.updated` event
+         *     `delete`) queues one `session.revoked` per session after its own event.
+         *     `user.identity_linked` (`identity/create`, after its `user.created`, and `link`) and
+         *     `user.identity_unlinked` carry `IdentityChange`: the account, `provider` and `subject`. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -1629,8 +1769,105 @@ export interface components {
              */
             passwordBreached: boolean;
             metadata: components["schemas"]["Metadata"];
+            identities: components["schemas"]["Identities"];
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+        };
+        /**
+         * @description The site's own name for the provider (`google`, `github`, `oidc:acme`): lower-case
+         *     letters, digits and `. _ : -`, 1 to 64 characters, starting with a letter or digit.
+         * @example google
+         */
+        IdentityProvider: string;
+        /**
+         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters, no
+         *     control characters; kept exactly as given (compared as is, letter case included). Never
+         *     an email: an email can change hands.
+         * @example 110169484474386276334
+         */
+        IdentitySubject: string;
+        /**
+         * @description An identity at another provider linked to the account (`identity/create`, `link`,
+         *     `import`). `email` and `emailVerified` are what the provider said, as the site passed
+         *     them on; `email` is `null` when it gave none.
+         */
+        Identity: {
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
+            /** @example ada@example.org */
+            email: string | null;
+            emailVerified: boolean;
+            linkedAt: components["schemas"]["Timestamp"];
+        };
+        /** @description The account's linked identities, oldest first; at most 20. */
+        Identities: components["schemas"]["Identity"][];
+        /** @description An identity to link to the imported account (see `Identity`); linked at the import's time. */
+        ImportIdentity: {
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
+            email?: components["schemas"]["Email"];
+            /** @description Omitted, `false`. */
+            emailVerified?: boolean;
+        };
+        CreateUserFromIdentityRequest: {
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
+            email: components["schemas"]["Email"];
+            name: components["schemas"]["Name"];
+            /** @description `true`: the provider said the email is verified (the site's word). Omitted: `false`. */
+            emailVerified?: boolean;
+            phone?: components["schemas"]["Phone"];
+            address?: components["schemas"]["Address"];
+            metadata?: components["schemas"]["Metadata"];
+        };
+        LinkIdentityRequest: {
+            _userId: components["schemas"]["UserId"];
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
+            email?: components["schemas"]["Email"];
+            /** @description Whether the provider said the identity's email is verified. Omitted, `false`. */
+            emailVerified?: boolean;
+        };
+        LinkIdentityResponse: {
+            result: {
+                /** @constant */
+                status: "identity linked";
+            };
+        };
+        UnlinkIdentityRequest: {
+            _userId: components["schemas"]["UserId"];
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
+        };
+        UnlinkIdentityResponse: {
+            result: {
+                /** @constant */
+                status: "identity unlinked";
+            };
+        };
+        VerifyIdentityRequest: {
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
+            session?: components["schemas"]["SessionOptions"];
+        };
+        VerifyIdentityResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                /** @description The session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
+                /** @constant */
+                status: "identity verified";
+            };
+        };
+        /**
+         * @description The `data` of `user.identity_linked` (`identity/create`, `link`) and
+         *     `user.identity_unlinked`: the account and which identity. An import's accounts carry
+         *     their identities in their `user.created`.
+         */
+        IdentityChange: {
+            _userId: components["schemas"]["UserId"];
+            provider: components["schemas"]["IdentityProvider"];
+            subject: components["schemas"]["IdentitySubject"];
         };
         CreateUserRequest: {
             email: components["schemas"]["Email"];
@@ -1811,7 +2048,10 @@ export interface components {
          * @example $2b$10$eG5CnE4IGRIUQIDmVswfluK2WF1sWzmH9lenl4TgAj9VgtmxQ7Nl2
          */
         PasswordHash: string;
-        /** @description The fields of `create`, with exactly one of `password` or `passwordHash`. */
+        /**
+         * @description The fields of `create`, with exactly one of `password` or `passwordHash`; or neither, for
+         *     an account that signs in only through its `identities` (at least one then).
+         */
         ImportUser: {
             email: components["schemas"]["Email"];
             name: components["schemas"]["Name"];
@@ -1826,6 +2066,13 @@ export interface components {
             metadata?: components["schemas"]["Metadata"];
             totp?: components["schemas"]["ImportTotp"];
             /**
+             * @description Identities to link to the account (see `identity/create`), at most 20, each
+             *     (`provider`, `subject`) once; one that an account of the site already has, or that an
+             *     earlier row of the request has, refuses the row (`identity_taken` at
+             *     `/identities/N`).
+             */
+            identities?: components["schemas"]["ImportIdentity"][];
+            /**
              * @description Firebase's salt of this account (base64), with a Firebase `passwordHash` and the
              *     request's `firebaseScrypt`.
              */
@@ -1834,6 +2081,8 @@ export interface components {
             password: string;
         } | {
             passwordHash: string;
+        } | {
+            identities: components["schemas"]["ImportIdentity"][];
         });
         /**
          * @description A Firebase project's password hash parameters (Authentication → Users → Password hash
@@ -2074,7 +2323,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -2478,14 +2727,16 @@ export interface components {
          *     `otp` a one-time code (a TOTP code, or a recovery code: both are single-use secrets);
          *     `hwk` a key held in hardware (a passkey); `user` a test of the person's presence (every
          *     passkey assertion); `mfa` more than one factor (a password and a second factor, or a
-         *     passkey whose authenticator verified its user with a PIN or biometric).
+         *     passkey whose authenticator verified its user with a PIN or biometric); `fed` a sign-in
+         *     through another provider (`identity/verify`; not one of RFC 8176's, but the value other
+         *     identity services use for a federated login).
          * @example [
          *       "pwd",
          *       "otp",
          *       "mfa"
          *     ]
          */
-        Amr: ("pwd" | "otp" | "hwk" | "user" | "mfa")[];
+        Amr: ("pwd" | "otp" | "hwk" | "user" | "mfa" | "fed")[];
         /** @description A support impersonation's actor and reason; absent for the person's own login. */
         Impersonator: {
             actor: string;
@@ -2690,7 +2941,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked";
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
             /** @constant */
@@ -2704,7 +2955,7 @@ export interface components {
              * @example phone,password
              */
             changedfields?: string;
-            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"];
+            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"] | components["schemas"]["IdentityChange"];
         };
         /**
          * @description The `data` of `user.factor_added` (a factor enabled: a TOTP factor by `factor/confirm`, a
@@ -2763,7 +3014,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -2863,7 +3114,130 @@ export interface components {
         };
     };
     responses: {
-        /** @description The query is not valid (neither or both of `_userId` and `email`, an unknown parameter, a malformed email). */
+        /** @description The body is not valid (a missing or unknown field, a `provider` or `subject` of the wrong form). */
+        IdentityBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_json" | "invalid_request" | "invalid_metadata";
+                };
+            };
+        };
+        /**
+         * @description `identity_taken`: an account of this site already has this identity. `email_taken`:
+         *     another account of the site has this email; nothing is merged (see `link`).
+         *     `idempotency_key_in_use`, `conflict`: as for `create`.
+         */
+        IdentityCreateConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "identity_taken" | "email_taken" | "idempotency_key_in_use" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description `identity_taken`: another account of this site has this identity.
+         *     `identity_limit_reached`: the account has 20 identities. `conflict`: as for `update`.
+         */
+        IdentityLinkConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "identity_taken" | "identity_limit_reached" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description `last_sign_in_method`: the account would be left with no password, no passkey and no
+         *     identity. `conflict`: as for `update`.
+         */
+        IdentityUnlinkConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "last_sign_in_method" | "conflict";
+                };
+            };
+        };
+        /** @description The account does not have this identity (`identity_not_found`), or no account in reach has this `_userId` (`user_not_found`). */
+        IdentityNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "identity_not_found" | "user_not_found";
+                };
+            };
+        };
+        /**
+         * @description The token lacks the `verify` scope (`forbidden`), the account is disabled
+         *     (`account_disabled`), or it has an enabled second factor (`second_factor_required`, with
+         *     `ticket` and `factors` as for `verify`).
+         */
+        IdentityVerifyForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "account_disabled" | "forbidden" | "second_factor_required";
+                };
+            };
+        };
+        /** @description No account of this site has this identity (another site's, an account out of reach); one answer for all. */
+        IdentityInvalidCredentials: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_credentials";
+                };
+            };
+        };
+        /** @description The query is not valid (not exactly one of `_userId`, `email`, or `provider` with `subject`; an unknown parameter, a malformed email). */
         GetBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3813,6 +4187,10 @@ export interface components {
         UserIdQuery: components["schemas"]["UserId"];
         /** @description The account's email, in any letter case. Give this or `_userId`, not both. */
         EmailQuery: string;
+        /** @description With `subject`, the account that has this linked identity. Give these two, or `_userId`, or `email`. */
+        ProviderQuery: components["schemas"]["IdentityProvider"];
+        /** @description With `provider`, the account that has this linked identity. */
+        SubjectQuery: components["schemas"]["IdentitySubject"];
         /**
          * @description Accounts whose email starts with this, ignoring letter case (`ada`, `ada.lovelace@`); a
          *     value starting with `@` matches the domain whole instead (`@example.org`: every address at
@@ -3965,6 +4343,10 @@ export interface operations {
                 _userId?: components["parameters"]["UserIdQuery"];
                 /** @description The account's email, in any letter case. Give this or `_userId`, not both. */
                 email?: components["parameters"]["EmailQuery"];
+                /** @description With `subject`, the account that has this linked identity. Give these two, or `_userId`, or `email`. */
+                provider?: components["parameters"]["ProviderQuery"];
+                /** @description With `provider`, the account that has this linked identity. */
+                subject?: components["parameters"]["SubjectQuery"];
             };
             header?: never;
             path?: never;
@@ -4252,6 +4634,192 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidCredentials"];
             429: components["responses"]["VerifyTooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createUserFromIdentity: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+                 *     printable ASCII characters. A retry with the same key and body replays the first answer.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
+                 *
+                 *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+                 *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+                 *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+                 *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+                 *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+                 *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+                 *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+                 *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateUserFromIdentityRequest"];
+            };
+        };
+        responses: {
+            /** @description The account was created with the identity linked. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    /** @description Where the new account can be read. */
+                    Location: string;
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateUserResponse"];
+                };
+            };
+            400: components["responses"]["IdentityBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["WriteForbidden"];
+            409: components["responses"]["IdentityCreateConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    linkIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LinkIdentityRequest"];
+            };
+        };
+        responses: {
+            /** @description The identity is the account's. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkIdentityResponse"];
+                };
+            };
+            400: components["responses"]["IdentityBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["IdentityLinkConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unlinkIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UnlinkIdentityRequest"];
+            };
+        };
+        responses: {
+            /** @description The identity is no longer the account's. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnlinkIdentityResponse"];
+                };
+            };
+            400: components["responses"]["IdentityBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["IdentityNotFound"];
+            409: components["responses"]["IdentityUnlinkConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyIdentity: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+                 *     given, failed checks are also limited per address and site, so one attacker trying many
+                 *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+                 *     that IPv4 address). Never stored in plain text.
+                 * @example 203.0.113.7
+                 */
+                "X-End-User-IP"?: components["parameters"]["EndUserIp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VerifyIdentityRequest"];
+            };
+        };
+        responses: {
+            /** @description The identity is this account's, and it may sign in. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyIdentityResponse"];
+                };
+            };
+            400: components["responses"]["IdentityBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["IdentityVerifyForbidden"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdentityInvalidCredentials"];
+            429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -28,8 +28,15 @@ const BODY_LIMIT = 64 * 1024;
  * operation shares (the spec's info.description). An operation without words of its own has none.
  */
 const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | undefined> = {
-  getUser: (query) => ('_userId' in query === 'email' in query ? 'not exactly one of _userId, email' : undefined),
+  // get's words: exactly one of _userId, email, or provider with subject (issue 44).
+  getUser: (query) => {
+    const ways = ['_userId' in query, 'email' in query, 'provider' in query || 'subject' in query].filter(Boolean);
+    return ways.length !== 1 || 'provider' in query !== 'subject' in query
+      ? 'not exactly one of _userId, email, provider with subject'
+      : undefined;
+  },
   createUser: (body) => metadataBroken(body) ?? phonelessVerified(body, true),
+  createUserFromIdentity: (body) => metadataBroken(body) ?? phonelessVerified(body, true),
   updateUser: (body) => metadataBroken(body) ?? phonelessVerified(body, false),
   // ticket's words: exactly one of _userId or email; newEmail with change_email only; expiresIn
   // within the purpose's maximum (7 days, 24 hours for reset_password, 1 hour for verify_phone).

@@ -29,7 +29,11 @@ export type WriteOperation =
   | 'session_create'
   | 'session_refresh'
   | 'session_revoke'
-  | 'session_impersonate';
+  | 'session_impersonate'
+  | 'identity_create'
+  | 'identity_link'
+  | 'identity_unlink'
+  | 'identity_verify';
 
 export interface AuditEntry {
   operation: WriteOperation;

@@ -3,10 +3,10 @@
 // pass every check are written, in one transaction per call (or CLI batch).
 
 import type { components } from '@user-accounts/client';
-import { and, inArray, sql } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import { assertWellFormedStrings, normalizeFields, toFieldErrors, type Validators } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
-import { userFactors, users } from '../db/schema.ts';
+import { userFactors, userIdentities, users } from '../db/schema.ts';
 import type { ApiError, FieldError } from '../errors.ts';
 import { keysOf } from '../factors/factors.ts';
 import { type KeyRing, seal } from '../factors/secret-box.ts';
@@ -80,12 +80,28 @@ export function checkRows(
   const items: (ImportItem | undefined)[] = [];
   const accepted: Accepted[] = [];
   const seen = new Map<string, number>();
+  const seenIdentities = new Map<string, number>();
   for (const [index, raw] of rows.entries()) {
     const checked = checkRow(raw, validators, firebase);
     if ('code' in checked) {
       items[index] = rowError(index, checked.code, checked.message, at(index, checked.errors));
       continue;
     }
+    // Each identity once in the request: in this row, or an earlier one.
+    const inRow = new Set<string>();
+    const repeated = (checked.identities ?? []).findIndex((identity) => {
+      const key = identityKeyOf(identity);
+      const again = seenIdentities.has(key) || inRow.has(key);
+      inRow.add(key);
+      return again;
+    });
+    if (repeated >= 0) {
+      items[index] = rowError(index, 'identity_taken', 'This identity is given more than once in this import.', [
+        { pointer: `/users/${index}/identities/${repeated}`, code: 'conflict', message: 'is given more than once' },
+      ]);
+      continue;
+    }
+    for (const identity of checked.identities ?? []) seenIdentities.set(identityKeyOf(identity), index);
     const email = checked.email.toLowerCase();
     const first = seen.get(email);
     if (first !== undefined) {
@@ -126,8 +142,12 @@ function checkRow(raw: unknown, validators: Validators, firebase?: FirebaseScryp
   } catch (error) {
     return refused('invalid_request', 'The row contains malformed text.', (error as ApiError).errors ?? []);
   }
-  if (Object.hasOwn(fields, 'password') === Object.hasOwn(fields, 'passwordHash')) {
-    return refused('invalid_request', 'Give exactly one of password or passwordHash.', [
+  // Exactly one of password or passwordHash; neither for an account that signs in only through
+  // its identities (issue 44).
+  const both = Object.hasOwn(fields, 'password') && Object.hasOwn(fields, 'passwordHash');
+  const neither = !Object.hasOwn(fields, 'password') && !Object.hasOwn(fields, 'passwordHash');
+  if (both || (neither && !Object.hasOwn(fields, 'identities'))) {
+    return refused('invalid_request', 'Give exactly one of password or passwordHash, or neither with identities.', [
       { pointer: '/password', code: 'required', message: 'or passwordHash is required, not both' },
     ]);
   }
@@ -195,6 +215,40 @@ export function totpSecretOf(given: string): string | undefined {
   return secret;
 }
 
+/** An identity's key within one site: provider and subject, told apart whatever their characters. */
+const identityKeyOf = (identity: { provider: string; subject: string }) =>
+  JSON.stringify([identity.provider, identity.subject]);
+
+const identityTaken = (index: number, j: number): ImportItem =>
+  rowError(index, 'identity_taken', 'An account of this site already has this identity.', [
+    { pointer: `/users/${index}/identities/${j}`, code: 'conflict', message: 'is already linked to an account' },
+  ]);
+
+/** The accepted rows with an identity an account of the site already has: the row's index and the identity's. */
+async function identitiesTaken(db: Db, site: string, accepted: Accepted[]): Promise<Map<number, number>> {
+  const wanted = accepted.flatMap((a) => a.row.identities ?? []);
+  if (wanted.length === 0) return new Map();
+  const held = await db
+    .select({ provider: userIdentities.provider, subject: userIdentities.subject })
+    .from(userIdentities)
+    .where(
+      and(
+        eq(userIdentities.site, site),
+        inArray(
+          userIdentities.subject,
+          wanted.map((i) => i.subject),
+        ),
+      ),
+    );
+  const heldKeys = new Set(held.map(identityKeyOf));
+  const taken = new Map<number, number>();
+  for (const a of accepted) {
+    const j = (a.row.identities ?? []).findIndex((i) => heldKeys.has(identityKeyOf(i)));
+    if (j >= 0) taken.set(a.index, j);
+  }
+  return taken;
+}
+
 const emailTaken = (index: number): ImportItem =>
   rowError(index, 'email_taken', 'An account with this email already exists.', [
     { pointer: `/users/${index}/email`, code: 'conflict', message: 'is already in use' },
@@ -248,7 +302,7 @@ async function hashPasswords(
   rows: Accepted[],
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const queue = rows.filter((a) => a.passwordHash === undefined);
+  const queue = rows.filter((a) => a.passwordHash === undefined && a.row.password !== undefined);
   // Once one hash fails (the queue full: 503), the call fails: the others stop taking work.
   let failed = false;
   const worker = async () => {
@@ -277,6 +331,7 @@ export async function insertRows(
   site: string,
   given: Accepted[],
   factorKeys?: KeyRing,
+  lost?: Set<number>,
 ): Promise<Map<number, string>> {
   if (given.length === 0) return new Map();
   const key = (a: Accepted) => a.row.email.toLowerCase();
@@ -294,7 +349,7 @@ export async function insertRows(
         address: a.row.address ?? null,
         ...verifiedAtCreate(a.row),
         metadata: a.row.metadata ?? {},
-        passwordHash: a.passwordHash!,
+        passwordHash: a.passwordHash ?? null,
         origin: 'api',
       })),
     )
@@ -318,6 +373,40 @@ export async function insertRows(
         ],
   );
   if (factors.length > 0) await tx.insert(userFactors).values(factors);
+  // The identities of the accounts written. One a concurrent write linked since the check is
+  // refused by the unique index (DO NOTHING): its account is taken back, and its row said
+  // identity_taken (`lost`), so that no account arrives without a way in it was meant to have.
+  const identities = rows.flatMap((a, i) =>
+    written.has(ids[i]!)
+      ? (a.row.identities ?? []).map((identity) => ({
+          id: uuidv7(),
+          site,
+          userId: ids[i]!,
+          provider: identity.provider,
+          subject: identity.subject,
+          email: identity.email ?? null,
+          emailVerified: identity.emailVerified ?? false,
+        }))
+      : [],
+  );
+  if (identities.length > 0) {
+    const linked = await tx
+      .insert(userIdentities)
+      .values(identities)
+      .onConflictDoNothing()
+      .returning({ id: userIdentities.id });
+    const linkedIds = new Set(linked.map((r) => r.id));
+    const short = new Set(identities.filter((i) => !linkedIds.has(i.id)).map((i) => i.userId));
+    if (short.size > 0) {
+      await tx.delete(users).where(inArray(users.id, [...short]));
+      for (const [i, a] of rows.entries()) {
+        if (short.has(ids[i]!)) {
+          written.delete(ids[i]!);
+          lost?.add(a.index);
+        }
+      }
+    }
+  }
   return new Map(rows.flatMap((a, i) => (written.has(ids[i]!) ? [[a.index, ids[i]!] as const] : [])));
 }
 
@@ -388,6 +477,12 @@ export async function importRows(
   }
   const taken = await alreadyTaken(target.db, target.site, accepted);
   for (const index of taken) items[index] = emailTaken(index);
+  // An identity an account of the site has already (issue 44): the row is refused, never merged.
+  for (const [index, j] of await identitiesTaken(target.db, target.site, accepted)) {
+    if (taken.has(index)) continue;
+    items[index] = identityTaken(index, j);
+    taken.add(index);
+  }
   // Plain passwords the breach corpus knows (BREACHED_PASSWORDS_URL) fail their row, as a weak one does.
   const unclaimed = accepted.filter((a) => !taken.has(a.index));
   const breached = await breachedRows(target, unclaimed);
@@ -397,6 +492,7 @@ export async function importRows(
   const fresh = accepted.filter((a) => !taken.has(a.index) && !breached.has(a.index));
   // The answer, once the written rows are known: the caller may keep it with the write (an
   // Idempotency-Key's answer is kept in the write's transaction, see accounts/unit-of-work.ts).
+  const lost = new Set<number>();
   const resultOf = (created: Map<number, string> | undefined): ImportResult => {
     const all = [...items] as ImportItem[];
     for (const a of fresh) {
@@ -405,7 +501,9 @@ export async function importRows(
         created === undefined
           ? { index: a.index, status: 'user would be created' }
           : id === undefined
-            ? emailTaken(a.index)
+            ? lost.has(a.index)
+              ? identityTaken(a.index, 0)
+              : emailTaken(a.index)
             : { index: a.index, _userId: id, status: 'user created' };
     }
     const failed = all.filter((item) => 'error' in item).length;
@@ -421,7 +519,7 @@ export async function importRows(
   await hashPasswords(target.hasher, target.site, fresh, target.signal);
   return resultOf(
     await options.write(
-      (tx) => insertRows(tx, target.site, fresh, factorKeys),
+      (tx) => insertRows(tx, target.site, fresh, factorKeys, lost),
       resultOf,
       (created) => factorsOf(fresh, created),
     ),

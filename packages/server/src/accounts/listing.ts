@@ -7,6 +7,7 @@ import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { serviceKeys, userFactors, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { type Identity, identitiesOf } from '../identities/identities.ts';
 import { inReachOf } from './in-reach.ts';
 import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
 
@@ -371,12 +372,31 @@ export function exportPage(db: Db, site: string, position: { c: number; i: strin
 
 type ExportRow = Awaited<ReturnType<typeof exportPage>>[number];
 
-/** A row as import takes it: the fields of create (unset ones left out) and the stored hash. */
-export function exportLine(row: ExportRow): string {
+/**
+ * A row as import takes it: the fields of create (unset ones left out), the stored hash (left out
+ * for an account without a password) and the linked identities (left out when none).
+ */
+export function exportLine(row: ExportRow, identities: Identity[] = []): string {
   const { email, name, phone, address, metadata, passwordHash } = row;
   const emailVerified = row.emailVerifiedAt !== null;
   const phoneVerified = row.phoneVerifiedAt !== null;
-  return `${JSON.stringify({ email, name, ...(phone !== null && { phone }), ...(address !== null && { address }), emailVerified, phoneVerified, metadata, passwordHash })}\n`;
+  const linked = identities.map((i) => ({
+    provider: i.provider,
+    subject: i.subject,
+    ...(i.email !== null && { email: i.email }),
+    emailVerified: i.emailVerified,
+  }));
+  return `${JSON.stringify({
+    email,
+    name,
+    ...(phone !== null && { phone }),
+    ...(address !== null && { address }),
+    emailVerified,
+    phoneVerified,
+    metadata,
+    ...((passwordHash !== null || linked.length === 0) && { passwordHash }),
+    ...(linked.length > 0 && { identities: linked }),
+  })}\n`;
 }
 
 /**
@@ -389,7 +409,11 @@ export async function* exportPages(db: Db, site: string): AsyncGenerator<{ lines
   for (;;) {
     const rows = await exportPage(db, site, position, size);
     if (rows.length > 0) {
-      const lines = rows.map(exportLine).join('');
+      const identities = await identitiesOf(
+        db,
+        rows.map((r) => r.id),
+      );
+      const lines = rows.map((r) => exportLine(r, identities.get(r.id))).join('');
       yield { lines, count: rows.length };
       const perRow = Math.max(1, lines.length / rows.length);
       const last = rows.at(-1)!;

@@ -21,6 +21,7 @@ export function toUser(
     | 'createdAt'
     | 'updatedAt'
   >,
+  identities: components['schemas']['Identity'][],
 ): components['schemas']['User'] {
   return {
     _userId: row.id,
@@ -37,6 +38,7 @@ export function toUser(
     phoneVerifiedAt: row.phoneVerifiedAt?.toISOString() ?? null,
     passwordBreached: row.passwordBreached,
     metadata: row.metadata,
+    identities,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };

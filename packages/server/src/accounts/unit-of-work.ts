@@ -62,6 +62,8 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   restore: 'user.restored',
   purge: 'user.purged',
   import: 'user.created',
+  // An account made from an identity (identities/): its user.identity_linked follows (moreEvents).
+  identity_create: 'user.created',
   // A factor counts once enabled: a pending one is no factor yet (factors/factors.ts); a TOTP
   // factor's add is pending (no event), a passkey's is enabled at once (factors/passkeys.ts).
   factor_add: 'user.factor_added',

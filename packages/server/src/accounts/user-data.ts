@@ -21,6 +21,7 @@ import {
 } from '../db/schema.ts';
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
+import { identitiesOf } from '../identities/identities.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 import { sessionsHeldFor } from '../sessions/manage.ts';
 import { tokenLabels } from './audit.ts';
@@ -60,6 +61,8 @@ interface EventRow {
  */
 export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftOut: string }> = {
   users: { member: 'account' },
+  // The account's linked identities (issue 44): in the account, as get shows them.
+  user_identities: { member: 'account' },
   user_factors: { member: 'factors' },
   recovery_codes: { member: 'recoveryCodes' },
   tickets: { member: 'tickets' },
@@ -222,6 +225,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
       const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
       // Never token_hash nor previous_token_hash (sessions/manage.ts names its columns).
       const sessionsHeld = await sessionsHeldFor(tx, id);
+      const identities = (await identitiesOf(tx, [id])).get(id) ?? [];
 
       const auditRows = await tx
         .select()
@@ -266,7 +270,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
       const answer = {
         format: USER_DATA_FORMAT,
         generatedAt: new Date().toISOString(),
-        account: toUser(row),
+        account: toUser(row, identities),
         factors: factors.map((f) => ({
           factorId: f.id,
           type: f.type as 'totp' | 'passkey',

@@ -564,3 +564,30 @@ export const signingKeys = pgTable('signing_keys', {
   activatesAt: at('activates_at').notNull(),
   retiredAt: at('retired_at'),
 });
+
+/**
+ * Identities from other providers linked to an account (issue 44): the site's own name for the
+ * provider ("google", "github", "oidc:acme") and the provider's stable id of the person. One
+ * (provider, subject) belongs to at most one account of a site: the unique index settles it,
+ * races included (identities/). Another site may hold the same one. `email` and `emailVerified`
+ * are what the provider said, as the site passed them on; they never verify the account's email.
+ */
+export const userIdentities = pgTable(
+  'user_identities',
+  {
+    id: uuid('id').primaryKey(),
+    site: text('site').notNull(),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    provider: text('provider').notNull(),
+    subject: text('subject').notNull(),
+    email: text('email'),
+    emailVerified: boolean('email_verified').notNull().default(false),
+    linkedAt: at('linked_at').notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('user_identities_site_provider_subject_key').on(t.site, t.provider, t.subject),
+    index('user_identities_user_idx').on(t.userId, t.linkedAt),
+  ],
+);

@@ -42,6 +42,8 @@ export const EVENT_TYPES = [
   'user.password_breached',
   'session.created',
   'session.revoked',
+  'user.identity_linked',
+  'user.identity_unlinked',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
@@ -65,6 +67,11 @@ const FIELD_ORDER = ['email', 'emailVerified', 'name', 'phone', 'phoneVerified',
 
 const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
+/** The account's linked identities as get answers them (identities/identities.ts says the same), oldest first. */
+const identitiesJson = (userId: SQL) => sql`coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider,
+    'subject', i.subject, 'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', ${iso(sql`i.linked_at`)})
+    order by i.linked_at, i.id) from user_identities i where i.user_id = ${userId}), '[]'::jsonb)`;
+
 /** The account as get answers it, read in the write's transaction (after the change). */
 const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address,
@@ -72,7 +79,7 @@ const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     'emailVerified', u.email_verified_at is not null, 'emailVerifiedAt', ${iso(sql`u.email_verified_at`)},
     'phoneVerified', u.phone_verified_at is not null, 'phoneVerifiedAt', ${iso(sql`u.phone_verified_at`)},
     'passwordBreached', u.password_breached,
-    'metadata', u.metadata, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
+    'metadata', u.metadata, 'identities', ${identitiesJson(sql`u.id`)}, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
   from users u where u.id = ${userId})`;
 
 /**

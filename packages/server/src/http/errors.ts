@@ -49,6 +49,10 @@ const TITLES: Record<ErrorCode, string> = {
   conflict: 'Conflict',
   invalid_session: 'Invalid session',
   session_not_found: 'Session not found',
+  identity_taken: 'Identity taken',
+  identity_not_found: 'Identity not found',
+  identity_limit_reached: 'Identity limit reached',
+  last_sign_in_method: 'Last sign-in method',
   unknown_example: 'Unknown example',
 };
 

@@ -9,6 +9,7 @@ import { addTotpFactor } from './routes/add-totp-factor.ts';
 import { confirmFactor } from './routes/confirm-factor.ts';
 import { countUsers } from './routes/count-users.ts';
 import { createUser } from './routes/create-user.ts';
+import { createUserFromIdentity } from './routes/create-user-from-identity.ts';
 import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
@@ -19,6 +20,7 @@ import { getUserData } from './routes/get-user-data.ts';
 import { impersonateUser } from './routes/impersonate-user.ts';
 import { importUsers } from './routes/import-users.ts';
 import { issueTicketOperation } from './routes/issue-ticket.ts';
+import { linkIdentity } from './routes/link-identity.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listFactors } from './routes/list-factors.ts';
 import { listSessions } from './routes/list-sessions.ts';
@@ -32,7 +34,9 @@ import { removeFactor } from './routes/remove-factor.ts';
 import { replayWebhookDelivery } from './routes/replay-webhook-delivery.ts';
 import { restoreUser } from './routes/restore-user.ts';
 import { revokeSession } from './routes/revoke-session.ts';
+import { unlinkIdentity } from './routes/unlink-identity.ts';
 import { updateUser } from './routes/update-user.ts';
+import { verifyIdentity } from './routes/verify-identity.ts';
 import { verifyPasskey } from './routes/verify-passkey.ts';
 import { verifySecondFactor } from './routes/verify-second-factor.ts';
 import { verifySession } from './routes/verify-session.ts';
@@ -75,6 +79,10 @@ export const operations: readonly Operation<any>[] = [
   listSessions,
   revokeSession,
   impersonateUser,
+  createUserFromIdentity,
+  linkIdentity,
+  unlinkIdentity,
+  verifyIdentity,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, getTableColumns, sql } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import { toUser } from '../../accounts/to-user.ts';
@@ -7,6 +7,7 @@ import { invalidRequest } from '../../contract/validation.ts';
 import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
 import { userNotFound } from '../../errors.ts';
+import { accountWithIdentity, identitiesJson, parsedIdentities } from '../../identities/identities.ts';
 import { defineOperation } from '../define-operation.ts';
 import { etagOf } from '../etag.ts';
 import { validQuery } from './shared.ts';
@@ -14,12 +15,15 @@ import { validQuery } from './shared.ts';
 export const GET_USER_PATH = '/api/1/user/get';
 
 type GetUserResponse = components['schemas']['GetUserResponse'];
+type Query = { _userId?: string; email?: string; provider?: string; subject?: string };
 
-// The two reads every site makes most, prepared once (see preparedOn).
+// The two reads every site makes most, prepared once (see preparedOn), the account's identities
+// read in the same statement (at most 20, by user_identities_user_idx).
 const inReachOfPlaceholder = () => inReachOf(sql.placeholder('site'));
+const SELECTED = { ...getTableColumns(users), identities: identitiesJson() };
 const byId = preparedOn((db) =>
   db
-    .select()
+    .select(SELECTED)
     .from(users)
     .where(and(eq(users.id, sql.placeholder('id')), inReachOfPlaceholder()))
     .limit(1)
@@ -27,7 +31,7 @@ const byId = preparedOn((db) =>
 );
 const byEmail = preparedOn((db) =>
   db
-    .select()
+    .select(SELECTED)
     .from(users)
     .where(and(sql`lower(${users.email}) = lower(${sql.placeholder('email')})`, inReachOfPlaceholder()))
     .limit(1)
@@ -40,17 +44,27 @@ export const getUser = defineOperation({
   path: GET_USER_PATH,
   scope: 'read',
   request: { query: true },
-  parse(c): { _userId?: string; email?: string } {
-    const query = validQuery<{ _userId?: string; email?: string }>(c, GET_USER_PATH);
-    if ((query._userId === undefined) === (query.email === undefined)) {
-      throw invalidRequest('Give exactly one of the query parameters _userId or email.', []);
+  parse(c): Query {
+    const query = validQuery<Query>(c, GET_USER_PATH);
+    // Exactly one way to name the account: _userId, email, or provider with subject.
+    const ways = [query._userId, query.email, query.provider ?? query.subject].filter((w) => w !== undefined);
+    if (ways.length !== 1 || (query.provider === undefined) !== (query.subject === undefined)) {
+      throw invalidRequest(
+        'Give exactly one of the query parameters _userId or email, or both provider and subject.',
+        [],
+      );
     }
     return query;
   },
-  async handle(c, { _userId: id, email }) {
+  async handle(c, { _userId, email, provider, subject }) {
     const { db } = c.get('deps').database;
     const site = c.get('token').site;
-    let row: typeof users.$inferSelect | undefined;
+    let id = _userId;
+    if (provider !== undefined && subject !== undefined) {
+      id = await accountWithIdentity(db, site, { provider, subject });
+      if (id === undefined) throw userNotFound();
+    }
+    let row: Awaited<ReturnType<ReturnType<typeof byId>['execute']>>[number] | undefined;
     if (id !== undefined) {
       if (!isUuid(id)) throw userNotFound();
       [row] = await byId(db).execute({ id, site });
@@ -59,6 +73,6 @@ export const getUser = defineOperation({
     }
     if (row === undefined) throw userNotFound();
     c.header('ETag', etagOf(row.version));
-    return c.json({ result: toUser(row) } satisfies GetUserResponse, 200);
+    return c.json({ result: toUser(row, parsedIdentities(row.identities)) } satisfies GetUserResponse, 200);
   },
 });

@@ -15,6 +15,7 @@ import {
 } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
+import { identitiesOf } from '../../identities/identities.ts';
 import { defineOperation } from '../define-operation.ts';
 import { inHeavyRead } from '../heavy-read.ts';
 import { validQuery } from './shared.ts';
@@ -78,8 +79,13 @@ async function boundedPage(
   for (;;) {
     // One row more than the batch: whether any are left after it, without a count.
     const rows = await pageOf(db, site, filters, walk, batch);
+    // The page's identities in one statement (at most 20 an account).
+    const identities = await identitiesOf(
+      db,
+      rows.slice(0, batch).map((r) => r.id),
+    );
     for (const row of rows.slice(0, batch)) {
-      const text = JSON.stringify(toUser(row) satisfies User);
+      const text = JSON.stringify(toUser(row, identities.get(row.id) ?? []) satisfies User);
       const size = Buffer.byteLength(text) + (users.length > 0 ? 1 : 0);
       // The first account always goes in (one is at most about 66 KB): a walk always ends.
       if (users.length > 0 && bytes + size > PAGE_BYTES) return { users, last, more: true };

@@ -1,0 +1,44 @@
+import type { components } from '@user-accounts/client';
+import { IDENTITY_LOGIN, verifyIdentity as verify } from '../../identities/identities.ts';
+import { issueSession } from '../../sessions/issue.ts';
+import { defineOperation } from '../define-operation.ts';
+import { writeDepsOf, writeScopeOf } from '../run-write.ts';
+import { endUserAddress, sessionDepsOf, validBody } from './shared.ts';
+
+type VerifyIdentityResponse = components['schemas']['VerifyIdentityResponse'];
+
+export const verifyIdentity = defineOperation({
+  name: 'verifyIdentity',
+  method: 'POST',
+  path: '/api/1/user/identity/verify',
+  scope: 'verify',
+  request: { body: 'VerifyIdentityRequest' },
+  writes: 'identity_verify',
+  parse: (c) => ({
+    fields: validBody(c, 'VerifyIdentityRequest'),
+    address: endUserAddress(c.req.header('x-end-user-ip')),
+  }),
+  async handle(c, { fields, address }) {
+    const userId = await verify(writeScopeOf(c), writeDepsOf(c), {
+      provider: fields.provider,
+      subject: fields.subject,
+    });
+    // The login is complete: the session its caller asked for (sessions/issue.ts).
+    const session =
+      fields.session === undefined
+        ? undefined
+        : await issueSession(writeScopeOf(c), sessionDepsOf(c), {
+            userId,
+            method: IDENTITY_LOGIN,
+            userAgent: fields.session.userAgent,
+            ip: address,
+            lifetime: fields.session.lifetime,
+          });
+    return c.json(
+      {
+        result: { _userId: userId, ...(session && { session }), status: 'identity verified' },
+      } satisfies VerifyIdentityResponse,
+      200,
+    );
+  },
+});
