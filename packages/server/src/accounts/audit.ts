@@ -29,7 +29,17 @@ export type WriteOperation =
   | 'session_create'
   | 'session_refresh'
   | 'session_revoke'
-  | 'session_impersonate';
+  | 'session_impersonate'
+  | 'org_create'
+  | 'org_update'
+  | 'org_delete'
+  | 'org_roles'
+  | 'org_member_add'
+  | 'org_member_update'
+  | 'org_member_remove'
+  | 'org_invitation_create'
+  | 'org_invitation_accept'
+  | 'org_invitation_revoke';
 
 export interface AuditEntry {
   operation: WriteOperation;

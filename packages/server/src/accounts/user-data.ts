@@ -22,6 +22,7 @@ import {
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
+import { membershipsOf } from '../orgs/members.ts';
 import { sessionsHeldFor } from '../sessions/manage.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
@@ -64,6 +65,7 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
   tickets: { member: 'tickets' },
   passkey_challenges: { member: 'passkeyChallenges' },
   sessions: { member: 'sessions' },
+  org_memberships: { member: 'organizations' },
   verify_failures: { member: 'lockout' },
   audit_log: { member: 'audit' },
   events: { member: 'events' },
@@ -221,6 +223,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
       const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
       // Never token_hash nor previous_token_hash (sessions/manage.ts names its columns).
       const sessionsHeld = await sessionsHeldFor(tx, id);
+      const memberships = await membershipsOf(tx, id);
 
       const auditRows = await tx
         .select()
@@ -284,6 +287,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
           expiresAt: ch.expiresAt.toISOString(),
         })),
         sessions: sessionsHeld,
+        organizations: memberships,
         audit: {
           entries: auditShown.map((a) => ({
             at: a.at.toISOString(),
