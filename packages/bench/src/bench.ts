@@ -50,11 +50,11 @@ import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
 import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
+import { ORG_NOTES, orgRows } from './orgs.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { topFramesOf } from './profile.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
-import { ORG_NOTES, orgRows } from './orgs.ts';
 import { SESSION_NOTES, sessionRows } from './sessions.ts';
 
 const { values } = parseArgs({

@@ -38,7 +38,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
         const { response } = await c.POST('/api/1/org/roles', { body: { roles } });
         expect(response.status).toBe(200);
       }
-      const org = async (body: { name: string; slug?: string; metadata?: Record<string, unknown> } = { name: 'Acme' }) => {
+      const org = async (
+        body: { name: string; slug?: string; metadata?: Record<string, unknown> } = { name: 'Acme' },
+      ) => {
         const { data, error, response } = await c.POST('/api/1/org/create', { body });
         expect(error, JSON.stringify(error)).toBeUndefined();
         expect(response.status).toBe(201);
@@ -92,14 +94,22 @@ function defineOrgsSuite(spec: TargetSpec): void {
       const bySlug = await s.c.GET('/api/1/org/get', { params: { query: { slug: 'acme' } } });
       expect(bySlug.data!.result.orgId).toBe(orgId);
       problemOf(await s.c.GET('/api/1/org/get', { params: { query: {} } }), 400, 'invalid_request');
-      problemOf(await s.c.GET('/api/1/org/get', { params: { query: { orgId, slug: 'acme' } } }), 400, 'invalid_request');
+      problemOf(
+        await s.c.GET('/api/1/org/get', { params: { query: { orgId, slug: 'acme' } } }),
+        400,
+        'invalid_request',
+      );
       problemOf(await s.c.GET('/api/1/org/get', { params: { query: { slug: 'none' } } }), 404, 'org_not_found');
       problemOf(await s.get(GHOST), 404, 'org_not_found');
       problemOf(await s.get('not-a-uuid'), 404, 'org_not_found');
 
       // Slugs: unique per site, refused at their pattern, removable.
       problemOf(await s.c.POST('/api/1/org/create', { body: { name: 'Other', slug: 'acme' } }), 409, 'slug_taken');
-      const bad = problemOf(await s.c.POST('/api/1/org/create', { body: { name: 'Bad', slug: '-acme' } }), 400, 'invalid_request');
+      const bad = problemOf(
+        await s.c.POST('/api/1/org/create', { body: { name: 'Bad', slug: '-acme' } }),
+        400,
+        'invalid_request',
+      );
       expect(bad.errors?.[0]?.pointer).toBe('/slug');
       const other = await s.org({ name: 'Other', slug: 'other' });
       problemOf(await s.c.POST('/api/1/org/update', { body: { orgId: other, slug: 'acme' } }), 409, 'slug_taken');
@@ -160,7 +170,11 @@ function defineOrgsSuite(spec: TargetSpec): void {
       // A cursor of another q, or of another site, is refused.
       const first = await s.c.GET('/api/1/org/list', { params: { query: { limit: 1 } } });
       const cursor = first.data!.result.next!;
-      problemOf(await s.c.GET('/api/1/org/list', { params: { query: { q: 'co', after: cursor } } }), 400, 'invalid_cursor');
+      problemOf(
+        await s.c.GET('/api/1/org/list', { params: { query: { q: 'co', after: cursor } } }),
+        400,
+        'invalid_cursor',
+      );
       const other = await site([]);
       problemOf(await other.c.GET('/api/1/org/list', { params: { query: { after: cursor } } }), 400, 'invalid_cursor');
       expect((await other.c.GET('/api/1/org/list')).data!.result.orgs).toEqual([]);
@@ -173,7 +187,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
       expect((await s.c.GET('/api/1/org/roles')).data!.result.roles).toEqual(ROLES);
 
       const twice = problemOf(
-        await s.c.POST('/api/1/org/roles', { body: { roles: [ROLES[0]!, ROLES[1]!, { ...ROLES[0]!, permissions: [] }] } }),
+        await s.c.POST('/api/1/org/roles', {
+          body: { roles: [ROLES[0]!, ROLES[1]!, { ...ROLES[0]!, permissions: [] }] },
+        }),
         400,
         'invalid_request',
       );
@@ -193,7 +209,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
         'invalid_request',
       );
       const fifty = Array.from({ length: 50 }, (_, i) => ({ role: `r${i}`, permissions: perms.slice(0, 100) }));
-      expect((await s.c.POST('/api/1/org/roles', { body: { roles: [...ROLES, ...fifty.slice(3)] } })).response.status).toBe(200);
+      expect(
+        (await s.c.POST('/api/1/org/roles', { body: { roles: [...ROLES, ...fifty.slice(3)] } })).response.status,
+      ).toBe(200);
       await s.c.POST('/api/1/org/roles', { body: { roles: ROLES } });
 
       // A role held by a member, or given by a pending invitation, is not dropped.
@@ -211,7 +229,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
       const invitation = await s.invite(orgId, h.uniqueEmail('invitee'), ['billing']);
       problemOf(await s.c.POST('/api/1/org/roles', { body: { roles: [ROLES[0]!, ROLES[1]!] } }), 409, 'role_in_use');
       await s.c.POST('/api/1/org/invitation/revoke', { body: { invitationId: invitation.invitationId } });
-      expect((await s.c.POST('/api/1/org/roles', { body: { roles: [ROLES[0]!, ROLES[1]!] } })).response.status).toBe(200);
+      expect((await s.c.POST('/api/1/org/roles', { body: { roles: [ROLES[0]!, ROLES[1]!] } })).response.status).toBe(
+        200,
+      );
 
       // A role's permissions change: the check answers by the new ones at once.
       expect((await s.check(orgId, u.id, 'projects:write')).allowed).toBe(false);
@@ -246,7 +266,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
         'invalid_request',
       );
       expect(pointers(invited)).toEqual(['/roles/0']);
-      expect((await s.c.GET('/api/1/org/invitation/list', { params: { query: { orgId } } })).data!.result.invitations).toEqual([]);
+      expect(
+        (await s.c.GET('/api/1/org/invitation/list', { params: { query: { orgId } } })).data!.result.invitations,
+      ).toEqual([]);
       const badPattern = problemOf(await s.add(orgId, u.id, ['Not A Role']), 400, 'invalid_request');
       expect(pointers(badPattern)).toEqual(['/roles/0']);
       // A site with no roles at all assumes none.
@@ -262,7 +284,7 @@ function defineOrgsSuite(spec: TargetSpec): void {
     it('members: add, already_member, update, remove, list by key, user/orgs, memberCount, the check', async () => {
       const s = await site();
       const orgId = await s.org({ name: 'Acme', slug: 'acme' });
-      const users = [];
+      const users: { id: string; email: string }[] = [];
       for (let i = 0; i < 5; i++) users.push(await s.user());
       for (const u of users) expect((await s.add(orgId, u.id, ['member'])).data!.result.status).toBe('member added');
       problemOf(await s.add(orgId, users[0]!.id, ['admin']), 409, 'already_member');
@@ -286,6 +308,22 @@ function defineOrgsSuite(spec: TargetSpec): void {
       });
       expect(await s.check(orgId, users[0]!.id)).toEqual({ member: true, roles: ['member'], allowed: false });
       expect(await s.check(orgId, users[0]!.id, 'nobody:has')).toMatchObject({ allowed: false });
+      // A verify-only token may ask too (read or verify); one with neither may not.
+      const verifier = h.clientFor(
+        (await h.target.createToken({ site: s.name, scopes: ['verify'], label: 'verify' })).token,
+      );
+      const asked = await verifier.GET('/api/1/org/member/check', {
+        params: { query: { orgId, _userId: users[1]!.id, permission: 'billing:manage' } },
+      });
+      expect(asked.data!.result.allowed).toBe(true);
+      const writer = h.clientFor(
+        (await h.target.createToken({ site: s.name, scopes: ['write'], label: 'write' })).token,
+      );
+      problemOf(
+        await writer.GET('/api/1/org/member/check', { params: { query: { orgId, _userId: users[1]!.id } } }),
+        403,
+        'forbidden',
+      );
       const stranger = await s.user();
       expect(await s.check(orgId, stranger.id, 'projects:read')).toEqual({ member: false, roles: [], allowed: false });
       expect(await s.check(orgId, GHOST)).toEqual({ member: false, roles: [], allowed: false });
@@ -304,7 +342,11 @@ function defineOrgsSuite(spec: TargetSpec): void {
 
       const removed = await s.c.POST('/api/1/org/member/remove', { body: { orgId, _userId: users[4]!.id } });
       expect(removed.data!.result.status).toBe('member removed');
-      problemOf(await s.c.POST('/api/1/org/member/remove', { body: { orgId, _userId: users[4]!.id } }), 404, 'member_not_found');
+      problemOf(
+        await s.c.POST('/api/1/org/member/remove', { body: { orgId, _userId: users[4]!.id } }),
+        404,
+        'member_not_found',
+      );
       problemOf(
         await s.c.POST('/api/1/org/member/update', { body: { orgId, _userId: users[4]!.id, roles: [] } }),
         404,
@@ -325,7 +367,12 @@ function defineOrgsSuite(spec: TargetSpec): void {
         if (data!.result.next === null) break;
         after = data!.result.next;
       }
-      expect(listed.map((m) => m._userId)).toEqual(users.slice(0, 4).map((u) => u.id).sort());
+      expect(listed.map((m) => m._userId)).toEqual(
+        users
+          .slice(0, 4)
+          .map((u) => u.id)
+          .sort(),
+      );
       expect(listed.find((m) => m._userId === users[1]!.id)).toMatchObject({
         email: users[1]!.email,
         name: 'Ada Lovelace',
@@ -334,7 +381,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
       const otherOrg = await s.org({ name: 'Other' });
       const page = await s.c.GET('/api/1/org/member/list', { params: { query: { orgId, limit: 1 } } });
       problemOf(
-        await s.c.GET('/api/1/org/member/list', { params: { query: { orgId: otherOrg, after: page.data!.result.next! } } }),
+        await s.c.GET('/api/1/org/member/list', {
+          params: { query: { orgId: otherOrg, after: page.data!.result.next! } },
+        }),
         400,
         'invalid_cursor',
       );
@@ -420,7 +469,11 @@ function defineOrgsSuite(spec: TargetSpec): void {
 
       const ok = await accept(made.ticket, invitee.id);
       expect(ok.data!.result).toEqual({ orgId, status: 'invitation accepted' });
-      expect(await s.check(orgId, invitee.id, 'billing:manage')).toEqual({ member: true, roles: ['admin'], allowed: true });
+      expect(await s.check(orgId, invitee.id, 'billing:manage')).toEqual({
+        member: true,
+        roles: ['admin'],
+        allowed: true,
+      });
       problemOf(await accept(made.ticket, invitee.id), 422, 'invalid_ticket');
       // Already a member: the other ticket stays.
       const second = await s.invite(orgId, invitee.email, ['member']);
@@ -488,7 +541,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
         [s.name, orgId],
       );
       problemOf(
-        await s.c.POST('/api/1/org/invitation/create', { body: { orgId, email: 'one@example.com', roles: ['member'] } }),
+        await s.c.POST('/api/1/org/invitation/create', {
+          body: { orgId, email: 'one@example.com', roles: ['member'] },
+        }),
         409,
         'too_many_invitations',
       );
@@ -528,7 +583,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
       problemOf(await e.POST('/api/1/org/member/remove', { body: { orgId, _userId: u.id } }), 404, 'org_not_found');
       problemOf(await e.GET('/api/1/org/member/list', { params: { query: { orgId } } }), 404, 'org_not_found');
       problemOf(
-        await e.GET('/api/1/org/member/check', { params: { query: { orgId, _userId: u.id, permission: 'billing:manage' } } }),
+        await e.GET('/api/1/org/member/check', {
+          params: { query: { orgId, _userId: u.id, permission: 'billing:manage' } },
+        }),
         404,
         'org_not_found',
       );

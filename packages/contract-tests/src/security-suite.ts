@@ -132,6 +132,14 @@ export function defineSecuritySuite(target: TargetSpec): void {
         const others = SCOPES.filter((s) => s !== scope);
         tokens.without[scope] = (await h.target.createToken({ scopes: others, label: `without ${scope}` })).token;
       }
+      // An operation that takes one of several scopes (org/member/check: read or verify): a token with none of them.
+      for (const op of operations.filter((o) => typeof o.scope !== 'string')) {
+        const wanted = [op.scope].flat();
+        const others = SCOPES.filter((s) => !wanted.includes(s));
+        tokens.without[wanted.join('+')] = (
+          await h.target.createToken({ scopes: others, label: `without ${wanted.join(' or ')}` })
+        ).token;
+      }
       const unknown = await h.checkedFetch(
         new Request(`${h.target.baseUrl}${API}/get?_userId=${GHOST}`, {
           headers: { Authorization: 'ua_never_issued_0000000000000000000000' },
@@ -215,10 +223,11 @@ export function defineSecuritySuite(target: TargetSpec): void {
         },
       );
 
-      it(`answers a token without the ${op.scope} scope with 403 forbidden, and changes nothing`, async () => {
+      const scopeName = [op.scope].flat().join('+');
+      it(`answers a token without the ${scopeName} scope with 403 forbidden, and changes nothing`, async () => {
         const victim = await h.createUser();
         const before = await snapshot();
-        const { response, problem } = await send(op, tokens.without[op.scope], victim.id);
+        const { response, problem } = await send(op, tokens.without[scopeName], victim.id);
         expect(response.status).toBe(403);
         expect(problem?.code).toBe('forbidden');
         expect(await snapshot()).toEqual(before);
@@ -271,7 +280,16 @@ export function defineSecuritySuite(target: TargetSpec): void {
             ticket,
           });
           const ghost = { orgId: GHOST, invitationId: GHOST, ticket: 'x'.repeat(43) };
-          const missing = await send(op, tokens.otherSite, GHOST, h.uniqueEmail('missing'), undefined, hook, undefined, ghost);
+          const missing = await send(
+            op,
+            tokens.otherSite,
+            GHOST,
+            h.uniqueEmail('missing'),
+            undefined,
+            hook,
+            undefined,
+            ghost,
+          );
           expect([404, 422]).toContain(missing.response.status);
           expect(other.response.status).toBe(missing.response.status);
           expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));

@@ -1553,7 +1553,8 @@ export interface paths {
          *     when not a member); `allowed`: whether one of them grants `permission` (false without
          *     `permission`, or when not a member). A permission that no role has is simply not allowed (200).
          *     Another site's organization, or none: 404 `org_not_found`; an `_userId` that names no account of
-         *     the site is answered `member: false`.
+         *     the site is answered `member: false`. A token with the `read` scope or the `verify` scope
+         *     may ask (a site's request path often holds a verify-only token, as for `session/verify`).
          */
         get: operations["checkOrgMember"];
         put?: never;

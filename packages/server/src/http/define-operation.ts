@@ -14,8 +14,8 @@ export interface Operation<Input = unknown> {
   name: string;
   method: Method;
   path: string;
-  /** The scope a token needs. */
-  scope: Scope;
+  /** The scope a token needs; several: any one of them (the spec's security requirements, in their order). */
+  scope: Scope | readonly Scope[];
   /** Where the input comes from: the query (checked by the spec's parameters) or a JSON body of this schema. */
   request: { query: true } | { body: BodySchema };
   /** A budget counted on top of "all" (see rate-limit.ts). */

@@ -89,17 +89,23 @@ export async function authenticate(c: Context<AppEnv>): Promise<void> {
   c.set('token', info);
 }
 
-/** 403 for a valid token without the scope; runs after the rate limit, so refusals count too. */
-export function requireScope(scope: Scope): MiddlewareHandler<AppEnv> {
+/**
+ * 403 for a valid token without the scope (or without any of the scopes, where an operation takes
+ * one of several: org/member/check takes read or verify); runs after the rate limit, so refusals
+ * count too.
+ */
+export function requireScope(scope: Scope | readonly Scope[]): MiddlewareHandler<AppEnv> {
   return async function requireScopeMiddleware(c, next) {
     checkScope(c, scope);
     await next();
   };
 }
 
-/** requireScope() as a function: throws 403 when the request's token lacks `scope`. */
-export function checkScope(c: Context<AppEnv>, scope: Scope): void {
-  if (!c.get('token').scopes.includes(scope)) {
-    throw new ApiError(403, 'forbidden', `This token does not have the ${scope} scope.`);
+/** requireScope() as a function: throws 403 when the request's token lacks `scope` (every one of them). */
+export function checkScope(c: Context<AppEnv>, scope: Scope | readonly Scope[]): void {
+  const wanted: readonly Scope[] = typeof scope === 'string' ? [scope] : scope;
+  const held = c.get('token').scopes;
+  if (!wanted.some((s) => held.includes(s))) {
+    throw new ApiError(403, 'forbidden', `This token does not have the ${wanted.join(' or ')} scope.`);
   }
 }

@@ -11,7 +11,8 @@ export const checkOrgMember = defineOperation({
   name: 'checkOrgMember',
   method: 'GET',
   path: PATH,
-  scope: 'read',
+  // A site's request path may hold a verify-only token (as for session/verify): either will do.
+  scope: ['read', 'verify'],
   request: { query: true },
   parse: (c) => validQuery<{ orgId: string; _userId: string; permission?: string }>(c, PATH),
   async handle(c, { orgId, _userId, permission }) {
