@@ -6289,7 +6289,7 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description A prefix of the name or of the slug, letter case ignored (1 to 200 characters).
+                 * @description A prefix of the name or of the slug, letter case ignored (1 to 200 characters, no control characters).
                  * @example acm
                  */
                 q?: string;
