@@ -606,7 +606,12 @@ export interface paths {
          *     `passwordBreached: true`. `session.created` (a login made a session) and
          *     `session.revoked` (with its `reason`) carry `SessionChange`: the account, the session, its
          *     `aal` and `amr`, never a token; a write that ends sessions (a password change, `disable`,
-         *     `delete`) queues one `session.revoked` per session after its own event. A `user.updated` event
+         *     `delete`) queues one `session.revoked` per session after its own event. The `org.*` events
+         *     (`org.created`, `org.updated`, `org.deleted`, `org.member_added`, `org.member_updated`,
+         *     `org.member_removed`, `org.invitation_created`, `org.invitation_accepted`) carry `OrgChange`,
+         *     with the organization's `orgId` as their `subject` (`?subject=orgId` follows one
+         *     organization); an account deleted for good or purged queues one `org.member_removed` per
+         *     membership it had. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
