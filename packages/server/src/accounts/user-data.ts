@@ -75,6 +75,11 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
       'the delivery state of the events above to the site’s own endpoints (attempts, HTTP status): ' +
       'the site’s operations, nothing about the person that the events do not already say',
   },
+  org_invitations: {
+    leftOut:
+      'an invitation an organization sent to an email address: not the account’s until accepted (then a membership, ' +
+      'listed), and gone once accepted, revoked or expired',
+  },
   idempotency_keys: {
     leftOut: 'a copy of an answer the site already received (a create’s id), kept 24 hours so that a retry replays it',
   },
