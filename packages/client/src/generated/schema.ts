@@ -1337,7 +1337,9 @@ export interface paths {
          * Get one organization
          * @description Looks an organization of the token's site up by `orgId` or by `slug` (exactly one of them,
          *     else 400 `invalid_request`). Another site's organization, or none: 404 `org_not_found`.
-         *     `memberCount` is kept with every membership's change, never counted at the read.
+         *     `memberCount` is kept with every membership's change, never counted at the read; it counts
+         *     a member whose account is in its deletion grace period (not listed by `org/member/list`)
+         *     until the account's purge or restore.
          */
         get: operations["getOrg"];
         put?: never;
