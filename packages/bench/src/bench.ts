@@ -25,6 +25,8 @@
 // - `--only sessions` (about 2 minutes; sessions.ts, issue 43): session/verify against get-by-id and against
 //   the peer's get-session, with the Hono floor beside them (so the noise check applies), then session/refresh,
 //   to bench/results/<date>-sessions.md. A full run measures it too (quick: fewer sessions to refresh);
+// - `--only orgs [--memberships N]` (orgs.ts, issue 45): org/member/check against get-by-id at 1,000,000
+//   memberships (N), with the Hono floor beside them, to bench/results/<date>-orgs.md. A full run measures it too;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -48,6 +50,7 @@ import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
 import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
+import { ORG_NOTES, orgRows } from './orgs.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { topFramesOf } from './profile.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
@@ -59,8 +62,10 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|sessions|neighbours|heavy-reads`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|neighbours|heavy-reads`: those figures alone.
     only: { type: 'string' },
+    // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said).
+    memberships: { type: 'string' },
   },
 });
 const QUICK = values.quick;
@@ -818,7 +823,10 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const floorVariation: FloorVariation[] = [];
   const cores = availableParallelism();
-  if ((!values.only || values.only === 'sessions') && !(Number.isInteger(ROUNDS) && ROUNDS >= 2)) {
+  if (
+    (!values.only || values.only === 'sessions' || values.only === 'orgs') &&
+    !(Number.isInteger(ROUNDS) && ROUNDS >= 2)
+  ) {
     log('bench: --rounds must be 2 or more: the floor varying between rounds is what tells a noisy run');
     process.exit(2);
   }
@@ -939,6 +947,24 @@ async function main(): Promise<void> {
       })),
     );
   };
+  // Issue 45: org/member/check against get-by-id, at 1,000,000 memberships (`--memberships N`).
+  const MEMBERSHIPS = Number(values.memberships ?? 1_000_000);
+  const orgs = async (db: BenchDb) => {
+    log(`organizations: org/member/check against get-by-id at ${MEMBERSHIPS.toLocaleString('en')} memberships`);
+    rows.push(
+      ...(await orgRows({
+        db,
+        ours: () => ours(db),
+        floor: () => floor(db),
+        interleavedAll,
+        floorRounds: (rps) => floorVariation.push({ scenario: 'organizations: get-by-id @16 (Hono floor)', rps }),
+        profiled: (make, connections) => profiled(db, make, connections),
+        log,
+        token: TOKEN,
+        memberships: MEMBERSHIPS,
+      })),
+    );
+  };
   const neighbourNotes: string[] = [];
   const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
     log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
@@ -978,6 +1004,20 @@ async function main(): Promise<void> {
     if (bad.length > 0) process.exitCode = 1;
     return;
   }
+  if (values.only === 'orgs') {
+    // Accounts enough for 10 memberships each, at least 1,000 and at most 100,000.
+    const db = await seededDatabase(Math.min(100_000, Math.max(1_000, Math.ceil(MEMBERSHIPS / 10))), passwordHash);
+    try {
+      await orgs(db);
+    } finally {
+      await db.drop();
+    }
+    const file = report(ORG_NOTES, 'orgs');
+    const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
+    log(`bench: report written to ${file}${bad.length > 0 ? ' (NOISY: not a result)' : ''}`);
+    if (bad.length > 0) process.exitCode = 1;
+    return;
+  }
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -990,7 +1030,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, neighbours or heavy-reads (got ${values.only})`,
+      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, neighbours or heavy-reads (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -1019,6 +1059,7 @@ async function main(): Promise<void> {
     await peerRows(rows, db, passwordHash);
 
     await sessions(db);
+    await orgs(db);
 
     log('metadata: get-by-id with 4 KiB of metadata against without');
     await metadata(db);
@@ -1044,7 +1085,7 @@ async function main(): Promise<void> {
 
   if (!QUICK) await scaled(rows, passwordHash, false);
 
-  const file = report([...PEER_NOTES, ...SESSION_NOTES, ...neighbourNotes]);
+  const file = report([...PEER_NOTES, ...SESSION_NOTES, ...ORG_NOTES, ...neighbourNotes]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
   log(`bench: ${((performance.now() - started) / 1000).toFixed(0)} s`);
   if (bad.length > 0) {

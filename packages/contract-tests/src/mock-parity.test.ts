@@ -189,6 +189,54 @@ const VALID: Record<string, () => Call> = {
     path: '/api/1/user/identity/verify',
     body: json({ provider: 'google', subject: unique() }),
   }),
+  createOrg: () => ({ method: 'POST', path: '/api/1/org/create', body: json({ name: 'Parity', slug: 'parity' }) }),
+  getOrg: () => ({ method: 'GET', path: `/api/1/org/get?orgId=${GHOST}` }),
+  updateOrg: () => ({ method: 'POST', path: '/api/1/org/update', body: json({ orgId: GHOST, name: 'Parity' }) }),
+  deleteOrg: () => ({ method: 'DELETE', path: '/api/1/org/delete', body: json({ orgId: GHOST }) }),
+  listOrgs: () => ({ method: 'GET', path: '/api/1/org/list?q=par' }),
+  setOrgRoles: () => ({
+    method: 'POST',
+    path: '/api/1/org/roles',
+    body: json({ roles: [{ role: 'admin', permissions: ['billing:manage'] }] }),
+  }),
+  getOrgRoles: () => ({ method: 'GET', path: '/api/1/org/roles' }),
+  addOrgMember: () => ({
+    method: 'POST',
+    path: '/api/1/org/member/add',
+    body: json({ orgId: GHOST, _userId: GHOST, roles: [] }),
+  }),
+  updateOrgMember: () => ({
+    method: 'POST',
+    path: '/api/1/org/member/update',
+    body: json({ orgId: GHOST, _userId: GHOST, roles: [] }),
+  }),
+  removeOrgMember: () => ({
+    method: 'POST',
+    path: '/api/1/org/member/remove',
+    body: json({ orgId: GHOST, _userId: GHOST }),
+  }),
+  listOrgMembers: () => ({ method: 'GET', path: `/api/1/org/member/list?orgId=${GHOST}` }),
+  checkOrgMember: () => ({
+    method: 'GET',
+    path: `/api/1/org/member/check?orgId=${GHOST}&_userId=${GHOST}&permission=billing:manage`,
+  }),
+  listUserOrgs: () => ({ method: 'GET', path: `/api/1/user/orgs?_userId=${GHOST}` }),
+  createOrgInvitation: () => ({
+    method: 'POST',
+    path: '/api/1/org/invitation/create',
+    body: json({ orgId: GHOST, email: unique(), roles: [] }),
+  }),
+  acceptOrgInvitation: () => ({
+    method: 'POST',
+    path: '/api/1/org/invitation/accept',
+    body: json({ ticket: 'x'.repeat(43), _userId: GHOST }),
+  }),
+  revokeOrgInvitation: () => ({
+    method: 'POST',
+    path: '/api/1/org/invitation/revoke',
+    body: json({ invitationId: GHOST }),
+  }),
+  listOrgInvitations: () => ({ method: 'GET', path: `/api/1/org/invitation/list?orgId=${GHOST}` }),
 };
 
 it('has a valid call for every operation of the table (so that none is left out below)', () => {

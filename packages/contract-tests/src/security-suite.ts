@@ -41,6 +41,20 @@ function namesSession(op: Op): boolean {
   return 'token' in properties || 'sessionId' in properties;
 }
 
+/** Whether the operation names an organization of the site, or its invitation (org/…). */
+function namesOrg(op: Op): boolean {
+  if ('query' in op.request) return queryParams(op).some((p) => p.name === 'orgId');
+  const properties = resolve(spec.components.schemas[op.request.body]).properties ?? {};
+  return 'orgId' in properties || 'invitationId' in properties || op.path === '/api/1/org/invitation/accept';
+}
+
+/** An organization a request names, its pending invitation (for the account's email) and that invitation's ticket. */
+interface OrgIds {
+  orgId: string;
+  invitationId: string;
+  ticket: string;
+}
+
 /** A session a request names: its token and its id. */
 interface SessionIds {
   token: string;
@@ -61,13 +75,15 @@ function exampleRequest(
   password?: string,
   hook?: WebhookIds,
   session?: SessionIds,
+  org?: OrgIds,
 ): { path: string; init: RequestInit } {
   if ('query' in op.request) {
     const params = queryParams(op);
-    const query = params.some((p) => p.name === '_userId')
+    const query: Record<string, string> = params.some((p) => p.name === '_userId')
       ? { _userId: id }
       : Object.fromEntries(params.slice(0, 1).map((p) => [p.name, String(p.example)]));
     if ('endpointId' in query && hook !== undefined) query.endpointId = hook.endpointId;
+    if (org !== undefined && params.some((p) => p.name === 'orgId')) query.orgId = org.orgId;
     return { path: `${op.path}?${new URLSearchParams(query)}`, init: { method: op.method } };
   }
   const examples = specOf(op).requestBody.content['application/json'].examples as Json;
@@ -80,6 +96,11 @@ function exampleRequest(
   if ('deliveryId' in body && hook !== undefined) body.deliveryId = hook.deliveryId;
   if ('token' in body && session !== undefined) body.token = session.token;
   if ('sessionId' in body && session !== undefined) body.sessionId = session.sessionId;
+  if (org !== undefined) {
+    if ('orgId' in body) body.orgId = org.orgId;
+    if ('invitationId' in body) body.invitationId = org.invitationId;
+    if ('ticket' in body) body.ticket = org.ticket;
+  }
   return {
     path: op.path,
     init: { method: op.method, headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) },
@@ -111,6 +132,14 @@ export function defineSecuritySuite(target: TargetSpec): void {
         const others = SCOPES.filter((s) => s !== scope);
         tokens.without[scope] = (await h.target.createToken({ scopes: others, label: `without ${scope}` })).token;
       }
+      // An operation that takes one of several scopes (org/member/check: read or verify): a token with none of them.
+      for (const op of operations.filter((o) => typeof o.scope !== 'string')) {
+        const wanted = [op.scope].flat();
+        const others = SCOPES.filter((s) => !wanted.includes(s));
+        tokens.without[wanted.join('+')] = (
+          await h.target.createToken({ scopes: others, label: `without ${wanted.join(' or ')}` })
+        ).token;
+      }
       const unknown = await h.checkedFetch(
         new Request(`${h.target.baseUrl}${API}/get?_userId=${GHOST}`, {
           headers: { Authorization: 'ua_never_issued_0000000000000000000000' },
@@ -125,6 +154,17 @@ export function defineSecuritySuite(target: TargetSpec): void {
            on conflict (site) do update set rp_id = excluded.rp_id, rp_origins = excluded.rp_origins`,
           [site],
         );
+      // The roles the organization operations' examples name, on both sites.
+      for (const token of [h.target.token, tokens.otherSite]) {
+        await h.clientFor(token).POST('/api/1/org/roles', {
+          body: {
+            roles: [
+              { role: 'admin', permissions: ['billing:manage', 'members:invite', 'members:remove'] },
+              { role: 'member', permissions: ['projects:read'] },
+            ],
+          },
+        });
+      }
       const account = await h.createUser();
       const seeded = await seedWebhook(h.target.sql, 'default', account.id, { count: 1 });
       hook = { endpointId: seeded.endpointId, deliveryId: seeded.deliveryIds[0]! };
@@ -142,6 +182,7 @@ export function defineSecuritySuite(target: TargetSpec): void {
       password?: string,
       webhook = hook,
       session?: SessionIds,
+      org?: OrgIds,
     ) => {
       const { path, init } = exampleRequest(
         op,
@@ -150,6 +191,7 @@ export function defineSecuritySuite(target: TargetSpec): void {
         password,
         webhook,
         session,
+        org,
       );
       const headers = new Headers(init.headers);
       if (authorization !== undefined) headers.set('Authorization', authorization);
@@ -181,10 +223,11 @@ export function defineSecuritySuite(target: TargetSpec): void {
         },
       );
 
-      it(`answers a token without the ${op.scope} scope with 403 forbidden, and changes nothing`, async () => {
+      const scopeName = [op.scope].flat().join('+');
+      it(`answers a token without the ${scopeName} scope with 403 forbidden, and changes nothing`, async () => {
         const victim = await h.createUser();
         const before = await snapshot();
-        const { response, problem } = await send(op, tokens.without[op.scope], victim.id);
+        const { response, problem } = await send(op, tokens.without[scopeName], victim.id);
         expect(response.status).toBe(403);
         expect(problem?.code).toBe('forbidden');
         expect(await snapshot()).toEqual(before);
@@ -211,6 +254,47 @@ export function defineSecuritySuite(target: TargetSpec): void {
           expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
           expect(await sessions()).toEqual(before);
           expect((await h.client.POST('/api/1/session/verify', { body: { token } })).response.status).toBe(200);
+          return;
+        }
+        if (namesOrg(op)) {
+          // This site's organization (the account a member, invited too) is, to another site, one
+          // that does not exist; its invitation's ticket one it does not know.
+          const made = await h.client.POST('/api/1/org/create', { body: { name: 'Victim' } });
+          const orgId = made.data!.result.orgId;
+          await h.client.POST('/api/1/org/member/add', { body: { orgId, _userId: victim.id, roles: ['admin'] } });
+          const invited = await h.client.POST('/api/1/org/invitation/create', {
+            body: { orgId, email: victim.email, roles: ['admin'] },
+          });
+          const { invitationId, ticket } = invited.data!.result;
+          const orgRows = () =>
+            h.target.sql(
+              `select o.*, (select json_agg(m order by user_id) from org_memberships m where m.org_id = o.id) as members,
+                (select json_agg(i order by id) from org_invitations i where i.org_id = o.id) as invitations
+               from orgs o where o.site = 'default' order by o.id`,
+            );
+          const before = await orgRows();
+          const usersBefore = await snapshot();
+          const other = await send(op, tokens.otherSite, victim.id, victim.email, undefined, hook, undefined, {
+            orgId,
+            invitationId,
+            ticket,
+          });
+          const ghost = { orgId: GHOST, invitationId: GHOST, ticket: 'x'.repeat(43) };
+          const missing = await send(
+            op,
+            tokens.otherSite,
+            GHOST,
+            h.uniqueEmail('missing'),
+            undefined,
+            hook,
+            undefined,
+            ghost,
+          );
+          expect([404, 422]).toContain(missing.response.status);
+          expect(other.response.status).toBe(missing.response.status);
+          expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
+          expect(await orgRows()).toEqual(before);
+          expect(await snapshot()).toEqual(usersBefore);
           return;
         }
         const before = await snapshot();

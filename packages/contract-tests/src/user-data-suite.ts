@@ -93,6 +93,13 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       await client.POST('/api/1/user/update', {
         body: { _userId: user.id, name: 'Ada King', metadata: { plan: 'pro' } },
       });
+      // A member of an organization (issue 45): the person's data lists the membership.
+      await client.POST('/api/1/org/roles', { body: { roles: [{ role: 'admin', permissions: ['billing:manage'] }] } });
+      const org = await client.POST('/api/1/org/create', { body: { name: 'Acme' } });
+      const member = await client.POST('/api/1/org/member/add', {
+        body: { orgId: org.data!.result.orgId, _userId: user.id, roles: ['admin'] },
+      });
+      expect(member.response.status).toBe(200);
       return {
         ...user,
         secrets: [password, added.secret, pending.secret, ...recoveryCodes, ...tickets, sessionToken],
@@ -158,6 +165,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         tickets: await count(`select count(*) as n from tickets where user_id = $1`),
         passkey_challenges: await count(`select count(*) as n from passkey_challenges where user_id = $1`),
         sessions: await count(`select count(*) as n from sessions where user_id = $1`),
+        org_memberships: await count(`select count(*) as n from org_memberships where user_id = $1`),
         audit_log: await count(`select count(*) as n from audit_log where site = $2 and user_id = $1`, [user.id, site]),
         events: await count(
           `select (select count(*) from events where site = $2 and subject = $1)
@@ -174,6 +182,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         tickets: result.tickets.length,
         passkey_challenges: result.passkeyChallenges.length,
         sessions: result.sessions.length,
+        org_memberships: result.organizations.length,
         audit_log: result.audit.entries.length + 1,
         events: result.events.entries.length,
       }).toEqual(held);

@@ -781,7 +781,12 @@ export interface paths {
          *     `aal` and `amr`, never a token; a write that ends sessions (a password change, `disable`,
          *     `delete`) queues one `session.revoked` per session after its own event.
          *     `user.identity_linked` (`identity/create`, after its `user.created`, and `link`) and
-         *     `user.identity_unlinked` carry `IdentityChange`: the account, `provider` and `subject`. A `user.updated` event
+         *     `user.identity_unlinked` carry `IdentityChange`: the account, `provider` and `subject`. The `org.*` events
+         *     (`org.created`, `org.updated`, `org.deleted`, `org.member_added`, `org.member_updated`,
+         *     `org.member_removed`, `org.invitation_created`, `org.invitation_accepted`) carry `OrgChange`,
+         *     with the organization's `orgId` as their `subject` (`?subject=orgId` follows one
+         *     organization); an account deleted for good or purged queues one `org.member_removed` per
+         *     membership it had. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -1467,6 +1472,396 @@ export interface paths {
          *     `impersonator`); the event is `session.created` with `impersonator`. Never a token.
          */
         post: operations["impersonateUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an organization
+         * @description A new organization of the token's site: a customer of a B2B site, whose members are the
+         *     site's accounts, each with roles the site defined (`org/roles`). `slug`, when given, is
+         *     unique among the site's organizations (409 `slug_taken`), and names it in `org/get?slug=`.
+         *     `metadata` is the site's own, bounded as an account's (64 KiB, depth 8). The organization
+         *     starts with no member: add them (`org/member/add`) or invite them (`org/invitation/create`).
+         *     Event `org.created`; audit row `org_create`.
+         */
+        post: operations["createOrg"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get one organization
+         * @description Looks an organization of the token's site up by `orgId` or by `slug` (exactly one of them,
+         *     else 400 `invalid_request`). Another site's organization, or none: 404 `org_not_found`.
+         *     `memberCount` is kept with every membership's change, never counted at the read; it counts
+         *     a member whose account is in its deletion grace period (not listed by `org/member/list`)
+         *     until the account's purge or restore.
+         */
+        get: operations["getOrg"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change an organization
+         * @description Sets `name` and `slug` (`null` removes the slug), and merges `metadata` as a JSON Merge
+         *     Patch (RFC 7396), as `user/update` does an account's. At least one of them, else 400
+         *     `invalid_request`. A slug another organization of the site has: 409 `slug_taken`. Another
+         *     site's organization, or none: 404 `org_not_found`. Event `org.updated`; audit row `org_update`.
+         */
+        post: operations["updateOrg"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete an organization
+         * @description Deletes the organization for good, with its memberships and its invitations (a pending
+         *     invitation's ticket is refused from then on). The members' accounts stay. Another site's
+         *     organization, or none: 404 `org_not_found`. Event `org.deleted`; audit row `org_delete`.
+         */
+        delete: operations["deleteOrg"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List organizations, a page at a time
+         * @description The site's organizations in order of creation (`order=desc`: newest first), `limit` at a
+         *     time; with `q`, only those whose name or slug starts with it (letter case ignored).
+         *     Paging is by key as in `user/list`: `next` is the cursor of the following page, or `null`
+         *     on the last one; pass it back as `after` with the same `q` and `order`. A cursor edited,
+         *     of another `q`, `order` or site, or older than 24 hours: 400 `invalid_cursor`.
+         */
+        get: operations["listOrgs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/roles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the site's roles
+         * @description The site's role set as `org/roles` last set it, in that order; empty before.
+         */
+        get: operations["getOrgRoles"];
+        put?: never;
+        /**
+         * Set the site's roles
+         * @description Replaces the site's role set, which every organization of the site shares: at most 50 roles,
+         *     each with at most 100 permissions; names of roles and permissions match
+         *     `^[a-z][a-z0-9_:.-]{0,63}$`. The same role twice: 400 `invalid_request` at the second's
+         *     `/roles/N/role`. Nothing is assumed: there is no default role, and a role named anywhere
+         *     (a membership, an invitation) must be in the set. A role left out of the new set that a
+         *     member holds, or a pending invitation gives: 409 `role_in_use` (the set is unchanged); change
+         *     those memberships or revoke those invitations first. A role's permissions may change at any
+         *     time: `org/member/check` answers by the new ones at once, on every server. Audit row
+         *     `org_roles`.
+         */
+        post: operations["setOrgRoles"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/member/add": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a member
+         * @description Makes the account a member of the organization with `roles` (each one of the site's, else
+         *     400 `invalid_request` at `/roles/N`; none is allowed: a member with no role). Already a
+         *     member: 409 `already_member` (change roles with `org/member/update`). An account belongs to
+         *     at most 1,000 organizations (409 `org_limit_reached`); an organization holds any number of
+         *     members (100,000 and more). No account in reach: 404 `user_not_found`; another site's
+         *     organization, or none: 404 `org_not_found`. Event `org.member_added`; audit row `org_member_add`.
+         */
+        post: operations["addOrgMember"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/member/update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change a member's roles
+         * @description Replaces the member's roles with `roles` (each one of the site's, else 400 at `/roles/N`).
+         *     Not a member: 404 `member_not_found`; another site's organization: 404 `org_not_found`.
+         *     Event `org.member_updated`; audit row `org_member_update`.
+         */
+        post: operations["updateOrgMember"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/member/remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove a member
+         * @description Ends the account's membership of the organization. Not a member: 404 `member_not_found`;
+         *     another site's organization: 404 `org_not_found`. Event `org.member_removed`; audit row
+         *     `org_member_remove`.
+         */
+        post: operations["removeOrgMember"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/member/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's members, a page at a time
+         * @description The organization's members with their roles, in order of `_userId` (time-ordered: about the
+         *     order their accounts were made), `limit` at a time, keyset-paged as `user/list` (`next`,
+         *     `after`; a cursor of another organization or site: 400 `invalid_cursor`). Another site's
+         *     organization, or none: 404 `org_not_found`. An account deleted with a grace period is not
+         *     listed (its membership goes at its purge).
+         */
+        get: operations["listOrgMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/member/check": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * May this person do this in this organization?
+         * @description The question a site asks on every request, answered by one indexed lookup (the organization,
+         *     the membership and the site's roles, read by primary key in one prepared statement; nothing
+         *     cached, so a change is seen at once on every server). `member`: whether the account is a
+         *     member (an account deleted, even in its grace period, is not); `roles`: its roles there (empty
+         *     when not a member); `allowed`: whether one of them grants `permission` (false without
+         *     `permission`, or when not a member). A permission that no role has is simply not allowed (200).
+         *     Another site's organization, or none: 404 `org_not_found`; an `_userId` that names no account of
+         *     the site is answered `member: false`. A token with the `read` scope or the `verify` scope
+         *     may ask (a site's request path often holds a verify-only token, as for `session/verify`).
+         */
+        get: operations["checkOrgMember"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/user/orgs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An account's organizations
+         * @description The organizations the account belongs to, with its roles in each, in order of joining; at
+         *     most 1,000 (an account's bound), so there is no paging. No account in reach: 404
+         *     `user_not_found`.
+         */
+        get: operations["listUserOrgs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/invitation/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Invite someone by email
+         * @description An invitation to join the organization with `roles` (each one of the site's, else 400 at
+         *     `/roles/N`), for whoever proves `email`: a single-use `ticket` (256 random bits, of which
+         *     only a SHA-256 is kept: this answer is its only copy), to send in the site's own email. It
+         *     expires after `expiresIn` seconds (default 7 days, at most 30 days, at least 60 seconds).
+         *     An organization has at most 1,000 pending invitations: 409 `too_many_invitations`. Another
+         *     site's organization, or none: 404 `org_not_found`. Event `org.invitation_created` (never
+         *     the ticket); audit row `org_invitation_create`.
+         */
+        post: operations["createOrgInvitation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/invitation/accept": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Accept an invitation
+         * @description The account (`_userId`, signed in on the site) takes the invitation the ticket is of: it
+         *     becomes a member with the invitation's roles, and the ticket is used up. Of concurrent
+         *     accepts of one ticket exactly one succeeds. The account's email must be the invitation's
+         *     (letter case ignored; else 409 `email_mismatch`) and verified (else 409 `email_unverified`);
+         *     neither uses the ticket up. Already a member: 409 `already_member` (the ticket stays). Every
+         *     other miss (unknown, used, revoked, expired, of another site, its organization deleted, the
+         *     account not in reach) is one answer: 422 `invalid_ticket`. Event `org.invitation_accepted`
+         *     (then `org.member_added`); audit row `org_invitation_accept`.
+         */
+        post: operations["acceptOrgInvitation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/invitation/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an invitation
+         * @description Ends a pending invitation: its ticket is refused from then on. One already accepted, revoked
+         *     or expired, another site's, or none: 404 `invitation_not_found`. Audit row
+         *     `org_invitation_revoke`.
+         */
+        post: operations["revokeOrgInvitation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/invitation/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's pending invitations
+         * @description The organization's pending invitations (neither accepted, revoked nor expired), oldest first;
+         *     at most 1,000 (an organization's bound), so there is no paging. Never a ticket. Another site's
+         *     organization, or none: 404 `org_not_found`.
+         */
+        get: operations["listOrgInvitations"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2323,7 +2718,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -2384,6 +2779,8 @@ export interface components {
             }[];
             /** @description Every session held for the account, newest first, live or ended (until housekeeping removes it). Never a token. */
             sessions: components["schemas"]["UserDataSession"][];
+            /** @description The account's memberships of organizations, in order of joining (at most 1,000). */
+            organizations: components["schemas"]["UserDataMembership"][];
             /**
              * @description The `verify` failure counters that name the account, as stored (`null`: none): by
              *     its id (`password`), by its email as given to a `verify` while no account in reach
@@ -2886,6 +3283,255 @@ export interface components {
             revokedAt: components["schemas"]["Timestamp"] | null;
             revokeReason: components["schemas"]["SessionRevokeReason"] | null;
         };
+        /**
+         * @description Opaque identifier of an organization, assigned by the service (a time-ordered UUIDv7). A
+         *     well-formed value that names no organization of the site is 404, never 400.
+         * @example 0193a1e4-6c5d-7e4f-8a9b-1c2d3e4f5a6b
+         */
+        OrgId: string;
+        /**
+         * @description The organization's name, 1 to 200 characters after trimming, without control characters.
+         * @example Acme Corporation
+         */
+        OrgName: string;
+        /**
+         * @description A short name for URLs, unique among the site's organizations.
+         * @example acme
+         */
+        OrgSlug: string;
+        /**
+         * @description A role's name, as the site defined it (`org/roles`).
+         * @example admin
+         */
+        OrgRoleName: string;
+        /**
+         * @description A permission's name, as the site defined it in its roles; what it means is the site's.
+         * @example billing:manage
+         */
+        OrgPermission: string;
+        /**
+         * @description Roles, each one of the site's (`org/roles`); at most 50, none twice.
+         * @example [
+         *       "admin"
+         *     ]
+         */
+        OrgRoles: components["schemas"]["OrgRoleName"][];
+        /**
+         * @description An invitation's identifier (a UUIDv7).
+         * @example 0193a1e4-8d7c-7b6a-9e8f-2d3c4b5a6f7e
+         */
+        InvitationId: string;
+        Org: {
+            orgId: components["schemas"]["OrgId"];
+            name: components["schemas"]["OrgName"];
+            /** @description The slug; `null` when it has none. */
+            slug: components["schemas"]["OrgSlug"] | null;
+            metadata: components["schemas"]["Metadata"];
+            memberCount: number;
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        CreateOrgRequest: {
+            name: components["schemas"]["OrgName"];
+            slug?: components["schemas"]["OrgSlug"];
+            metadata?: components["schemas"]["Metadata"];
+        };
+        CreateOrgResponse: {
+            result: {
+                orgId: components["schemas"]["OrgId"];
+                /** @constant */
+                status: "organization created";
+            };
+        };
+        GetOrgResponse: {
+            result: components["schemas"]["Org"];
+        };
+        /** @description `orgId` and at least one of `name`, `slug` (`null`: none), `metadata` (a merge patch). */
+        UpdateOrgRequest: {
+            orgId: components["schemas"]["OrgId"];
+            name?: components["schemas"]["OrgName"];
+            slug?: components["schemas"]["OrgSlug"] | null;
+            metadata?: components["schemas"]["MetadataPatch"];
+        };
+        DeleteOrgRequest: {
+            orgId: components["schemas"]["OrgId"];
+        };
+        ListOrgsResponse: {
+            result: {
+                orgs: components["schemas"]["Org"][];
+                /** @description The cursor of the next page, or `null` on the last one. */
+                next: string | null;
+            };
+        };
+        OrgRole: {
+            role: components["schemas"]["OrgRoleName"];
+            permissions: components["schemas"]["OrgPermission"][];
+        };
+        SetOrgRolesRequest: {
+            /** @description The site's whole role set, at most 50 roles; each role's name once. */
+            roles: components["schemas"]["OrgRole"][];
+        };
+        GetOrgRolesResponse: {
+            result: {
+                roles: components["schemas"]["OrgRole"][];
+            };
+        };
+        OrgMemberRequest: {
+            orgId: components["schemas"]["OrgId"];
+            _userId: components["schemas"]["UserId"];
+            roles: components["schemas"]["OrgRoles"];
+        };
+        AddOrgMemberRequest: components["schemas"]["OrgMemberRequest"];
+        UpdateOrgMemberRequest: components["schemas"]["OrgMemberRequest"];
+        RemoveOrgMemberRequest: {
+            orgId: components["schemas"]["OrgId"];
+            _userId: components["schemas"]["UserId"];
+        };
+        OrgMember: {
+            _userId: components["schemas"]["UserId"];
+            email: components["schemas"]["Email"];
+            name: components["schemas"]["Name"];
+            roles: components["schemas"]["OrgRoles"];
+            joinedAt: components["schemas"]["Timestamp"];
+        };
+        ListOrgMembersResponse: {
+            result: {
+                members: components["schemas"]["OrgMember"][];
+                /** @description The cursor of the next page, or `null` on the last one. */
+                next: string | null;
+            };
+        };
+        UserOrg: {
+            orgId: components["schemas"]["OrgId"];
+            name: components["schemas"]["OrgName"];
+            slug: components["schemas"]["OrgSlug"] | null;
+            roles: components["schemas"]["OrgRoles"];
+            joinedAt: components["schemas"]["Timestamp"];
+        };
+        ListUserOrgsResponse: {
+            result: {
+                orgs: components["schemas"]["UserOrg"][];
+            };
+        };
+        CheckOrgMemberResponse: {
+            result: {
+                member: boolean;
+                roles: components["schemas"]["OrgRoles"];
+                /** @description Whether one of `roles` grants `permission`; false without `permission`. */
+                allowed: boolean;
+            };
+        };
+        CreateOrgInvitationRequest: {
+            orgId: components["schemas"]["OrgId"];
+            email: components["schemas"]["Email"];
+            roles: components["schemas"]["OrgRoles"];
+            /**
+             * @description Seconds until the ticket expires, 60 to 2,592,000 (30 days); 604,800 (7 days) when not given.
+             * @example 604800
+             */
+            expiresIn?: number;
+        };
+        CreateOrgInvitationResponse: {
+            result: {
+                invitationId: components["schemas"]["InvitationId"];
+                /** @description The single-use secret (256 random bits, base64url); its only copy. */
+                ticket: string;
+                expiresAt: components["schemas"]["Timestamp"];
+                /** @constant */
+                status: "invitation created";
+            };
+        };
+        AcceptOrgInvitationRequest: {
+            ticket: string;
+            _userId: components["schemas"]["UserId"];
+        };
+        AcceptOrgInvitationResponse: {
+            result: {
+                orgId: components["schemas"]["OrgId"];
+                /** @constant */
+                status: "invitation accepted";
+            };
+        };
+        RevokeOrgInvitationRequest: {
+            invitationId: components["schemas"]["InvitationId"];
+        };
+        /** @description A pending invitation; never its ticket. */
+        OrgInvitation: {
+            invitationId: components["schemas"]["InvitationId"];
+            email: components["schemas"]["Email"];
+            roles: components["schemas"]["OrgRoles"];
+            createdAt: components["schemas"]["Timestamp"];
+            expiresAt: components["schemas"]["Timestamp"];
+        };
+        ListOrgInvitationsResponse: {
+            result: {
+                invitations: components["schemas"]["OrgInvitation"][];
+            };
+        };
+        /**
+         * @description The `data` of the `org.*` events: the organization (`orgId`, and `name`, `slug` on
+         *     `org.created`, `org.updated`, `org.deleted`); the account and its roles on the member
+         *     events; the invitation on the invitation events (never its ticket nor its email). The
+         *     event's `subject` is the organization's `orgId`.
+         */
+        OrgChange: {
+            orgId: components["schemas"]["OrgId"];
+            name?: components["schemas"]["OrgName"];
+            slug?: components["schemas"]["OrgSlug"] | null;
+            _userId?: components["schemas"]["UserId"];
+            roles?: components["schemas"]["OrgRoles"];
+            invitationId?: components["schemas"]["InvitationId"];
+        };
+        /** @description A membership of the account, as `user/orgs` shows it. */
+        UserDataMembership: {
+            orgId: components["schemas"]["OrgId"];
+            name: components["schemas"]["OrgName"];
+            slug: components["schemas"]["OrgSlug"] | null;
+            roles: components["schemas"]["OrgRoles"];
+            joinedAt: components["schemas"]["Timestamp"];
+        };
+        UpdateOrgResponse: {
+            result: {
+                /** @constant */
+                status: "organization updated";
+            };
+        };
+        DeleteOrgResponse: {
+            result: {
+                /** @constant */
+                status: "organization deleted";
+            };
+        };
+        SetOrgRolesResponse: {
+            result: {
+                /** @constant */
+                status: "roles set";
+            };
+        };
+        AddOrgMemberResponse: {
+            result: {
+                /** @constant */
+                status: "member added";
+            };
+        };
+        UpdateOrgMemberResponse: {
+            result: {
+                /** @constant */
+                status: "member updated";
+            };
+        };
+        RemoveOrgMemberResponse: {
+            result: {
+                /** @constant */
+                status: "member removed";
+            };
+        };
+        RevokeOrgInvitationResponse: {
+            result: {
+                /** @constant */
+                status: "invitation revoked";
+            };
+        };
         CountUsersResponse: {
             result: {
                 count: number;
@@ -2941,7 +3587,8 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted";
+            /** @description The account's `_userId`; for the `org.*` events, the organization's `orgId`. */
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
             /** @constant */
@@ -2955,7 +3602,7 @@ export interface components {
              * @example phone,password
              */
             changedfields?: string;
-            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"] | components["schemas"]["IdentityChange"];
+            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"] | components["schemas"]["IdentityChange"] | components["schemas"]["OrgChange"];
         };
         /**
          * @description The `data` of `user.factor_added` (a factor enabled: a TOTP factor by `factor/confirm`, a
@@ -3014,7 +3661,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -4175,6 +4822,115 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "session_not_found" | "user_not_found";
+                };
+            };
+        };
+        /**
+         * @description The body is not valid JSON or breaks the schema (a role that is not one of the site's is
+         *     `invalid_request` at its pointer, `/roles/N`), or its `metadata` breaks the bounds.
+         */
+        OrgBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_request" | "invalid_json" | "invalid_metadata";
+                };
+            };
+        };
+        /**
+         * @description `slug_taken`: another organization of the site has the slug; `already_member`: the account
+         *     is a member already; `org_limit_reached`: the account belongs to 1,000 organizations;
+         *     `too_many_invitations`: the organization has 1,000 pending invitations; `email_mismatch`,
+         *     `email_unverified`: the accepting account's email is not the invitation's, or not verified.
+         *     `conflict`: the write collided with concurrent writes (a database deadlock or serialization
+         *     failure) and still did after the server ran it again; nothing was written. Retry after `Retry-After`.
+         */
+        OrgConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "email_mismatch" | "email_unverified" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description `role_in_use`: a role left out of the new set is held by a member or given by a pending
+         *     invitation; nothing changed. `conflict`: the write collided with concurrent writes (a database deadlock or serialization
+         *     failure) and still did after the server ran it again; nothing was written. Retry after `Retry-After`.
+         */
+        RoleInUse: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "role_in_use" | "conflict";
+                };
+            };
+        };
+        /** @description No organization of the token's site has this `orgId` (or `slug`): another site's is the same. */
+        OrgNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "org_not_found";
+                };
+            };
+        };
+        /**
+         * @description No organization of the site has this `orgId` (`org_not_found`), no account in reach has this
+         *     `_userId` (`user_not_found`), or the account is not a member (`member_not_found`).
+         */
+        OrgMemberNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "org_not_found" | "user_not_found" | "member_not_found";
+                };
+            };
+        };
+        /** @description No pending invitation of the token's site has this `invitationId`. */
+        InvitationNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invitation_not_found";
                 };
             };
         };
@@ -6084,6 +6840,662 @@ export interface operations {
             409: components["responses"]["WriteConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createOrg: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOrgRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateOrgResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["OrgConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrg: {
+        parameters: {
+            query?: {
+                /** @description The organization's identifier (or `slug`). */
+                orgId?: components["schemas"]["OrgId"];
+                /** @description The organization's slug (or `orgId`). */
+                slug?: components["schemas"]["OrgSlug"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organization. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GetOrgResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateOrg: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateOrgRequest"];
+            };
+        };
+        responses: {
+            /** @description Changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpdateOrgResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            409: components["responses"]["OrgConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteOrg: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteOrgRequest"];
+            };
+        };
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeleteOrgResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgs: {
+        parameters: {
+            query?: {
+                /**
+                 * @description A prefix of the name or of the slug, letter case ignored (1 to 200 characters, no control characters).
+                 * @example acm
+                 */
+                q?: string;
+                /**
+                 * @description `asc` (oldest first, the default) or `desc` (newest first).
+                 * @example desc
+                 */
+                order?: "asc" | "desc";
+                /**
+                 * @description Items per page at most, 1 to 1,000 (default 100), in decimal digits.
+                 * @example 100
+                 */
+                limit?: number;
+                /** @description The `next` of the previous page. */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of organizations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOrgsResponse"];
+                };
+            };
+            400: components["responses"]["ListBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrgRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The roles. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GetOrgRolesResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    setOrgRoles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetOrgRolesRequest"];
+            };
+        };
+        responses: {
+            /** @description Set. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SetOrgRolesResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["RoleInUse"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addOrgMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddOrgMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description Added. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddOrgMemberResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgMemberNotFound"];
+            409: components["responses"]["OrgConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateOrgMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateOrgMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description Changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UpdateOrgMemberResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgMemberNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    removeOrgMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RemoveOrgMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description Removed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemoveOrgMemberResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgMemberNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgMembers: {
+        parameters: {
+            query: {
+                /** @description The organization's identifier. */
+                orgId: components["schemas"]["OrgId"];
+                /**
+                 * @description Items per page at most, 1 to 1,000 (default 100), in decimal digits.
+                 * @example 100
+                 */
+                limit?: number;
+                /** @description The `next` of the previous page. */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of members. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOrgMembersResponse"];
+                };
+            };
+            400: components["responses"]["ListBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    checkOrgMember: {
+        parameters: {
+            query: {
+                /** @description The organization's identifier. */
+                orgId: components["schemas"]["OrgId"];
+                /** @description The account's identifier. */
+                _userId: components["schemas"]["UserId"];
+                /** @description The permission asked about. */
+                permission?: components["schemas"]["OrgPermission"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The answer. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckOrgMemberResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listUserOrgs: {
+        parameters: {
+            query: {
+                /** @description The account's identifier. */
+                _userId: components["schemas"]["UserId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The organizations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListUserOrgsResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createOrgInvitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOrgInvitationRequest"];
+            };
+        };
+        responses: {
+            /** @description Created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreateOrgInvitationResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            409: components["responses"]["OrgConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    acceptOrgInvitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AcceptOrgInvitationRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AcceptOrgInvitationResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["OrgConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["InvalidTicket"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeOrgInvitation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RevokeOrgInvitationRequest"];
+            };
+        };
+        responses: {
+            /** @description Revoked. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RevokeOrgInvitationResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["InvitationNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgInvitations: {
+        parameters: {
+            query: {
+                /** @description The organization's identifier. */
+                orgId: components["schemas"]["OrgId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The invitations. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOrgInvitationsResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

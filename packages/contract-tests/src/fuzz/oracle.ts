@@ -59,6 +59,16 @@ const WORD_RULES: Record<string, (fields: Record<string, unknown>) => string | u
   disableUser: (body) =>
     typeof body.until === 'string' && !(Date.parse(body.until) > Date.now()) ? 'until not later than now' : undefined,
   listUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
+  // Organizations' words (issue 45): get by exactly one of orgId or slug; metadata as an account's;
+  // a role set names each role once.
+  getOrg: (query) => ('orgId' in query === 'slug' in query ? 'not exactly one of orgId, slug' : undefined),
+  createOrg: (body) => metadataBroken(body),
+  updateOrg: (body) => metadataBroken(body),
+  setOrgRoles: (body) => {
+    if (!Array.isArray(body.roles)) return undefined;
+    const names = body.roles.map((r) => (r as { role?: unknown } | null)?.role);
+    return new Set(names).size < names.length ? 'a role named twice' : undefined;
+  },
   countUsers: (query) => instantsExist(query) ?? metadataFilterBroken(query),
 };
 

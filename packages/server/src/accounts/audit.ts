@@ -33,7 +33,17 @@ export type WriteOperation =
   | 'identity_create'
   | 'identity_link'
   | 'identity_unlink'
-  | 'identity_verify';
+  | 'identity_verify'
+  | 'org_create'
+  | 'org_update'
+  | 'org_delete'
+  | 'org_roles'
+  | 'org_member_add'
+  | 'org_member_update'
+  | 'org_member_remove'
+  | 'org_invitation_create'
+  | 'org_invitation_accept'
+  | 'org_invitation_revoke';
 
 export interface AuditEntry {
   operation: WriteOperation;

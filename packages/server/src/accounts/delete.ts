@@ -21,6 +21,7 @@ import { userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
+import { removeMembershipsOf } from '../orgs/members.ts';
 import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
@@ -68,6 +69,8 @@ export async function deleteAccount(
       const [locked] = await tx.select({ id: users.id }).from(users).where(target).for('update');
       if (locked === undefined) return undefined;
       const ended = await endSessionsOf(tx, userId, 'account_deleted');
+      // Its memberships go with it, each organization's count with them (orgs/members.ts).
+      ended.push(...(await removeMembershipsOf(tx, [userId])));
       const [row] = await tx.delete(users).where(target).returning({ id: users.id });
       return row === undefined ? undefined : { ended };
     }
@@ -124,7 +127,14 @@ export async function purgeDeleted(
     batch,
     async (site) => {
       const scope = { site, actor: 'job', requestId: randomUUID() };
-      const done = (ids: string[]) => ({ userId: undefined, userIds: ids, status: 200, outcome: 'user purged' });
+      type Purged = { ids: string[]; removed: EventEntry[] };
+      const done = ({ ids, removed }: Purged) => ({
+        userId: undefined,
+        userIds: ids,
+        status: 200,
+        outcome: 'user purged',
+        moreEvents: removed,
+      });
       const purged = await inWrite(scope, deps, 'purge', done, async (tx) => {
         const claimed = await tx
           .select({ id: users.id, email: users.email })
@@ -136,12 +146,14 @@ export async function purgeDeleted(
         if (claimed.length === 0) return undefined;
         const ids = claimed.map((r) => r.id);
         await forgetAccounts(tx, site, claimed);
+        // Their memberships go, each organization's count with them (orgs/members.ts).
+        const removed = await removeMembershipsOf(tx, ids);
         await tx.delete(users).where(inArray(users.id, ids));
         // Tests only: holds this replica here, its claim open, while another runs.
         await options.afterClaim?.(ids);
-        return ids;
+        return { ids, removed };
       });
-      return purged?.length ?? 0;
+      return purged?.ids.length ?? 0;
     },
   );
 }

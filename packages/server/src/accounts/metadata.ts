@@ -116,8 +116,12 @@ export const metadataContains = (wanted: Metadata): SQL => sql`${users.metadata}
 export const siteMetadataContains = (site: string, wanted: Metadata): SQL =>
   sql`jsonb_set('{}'::jsonb, array[${users.site}], ${users.metadata}) @> ${jsonbOf({ [site]: wanted })}`;
 
-/** The account's metadata with `patch` merged into it (RFC 7396), in the UPDATE's own statement. */
-export const mergedMetadata = (patch: Metadata): SQL => sql`jsonb_merge_patch(${users.metadata}, ${jsonbOf(patch)})`;
+/**
+ * The account's metadata (or another row's metadata column: an organization's) with `patch`
+ * merged into it (RFC 7396), in the UPDATE's own statement.
+ */
+export const mergedMetadata = (patch: Metadata, column: SQL | typeof users.metadata = users.metadata): SQL =>
+  sql`jsonb_merge_patch(${column}, ${jsonbOf(patch)})`;
 
 // ── The site's metadata schema ─────────────────────────────────────────────────────────────────
 

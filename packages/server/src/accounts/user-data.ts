@@ -23,6 +23,7 @@ import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { identitiesOf } from '../identities/identities.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
+import { membershipsOf } from '../orgs/members.ts';
 import { sessionsHeldFor } from '../sessions/manage.ts';
 import { tokenLabels } from './audit.ts';
 import { isUuid } from './ids.ts';
@@ -68,6 +69,7 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
   tickets: { member: 'tickets' },
   passkey_challenges: { member: 'passkeyChallenges' },
   sessions: { member: 'sessions' },
+  org_memberships: { member: 'organizations' },
   verify_failures: { member: 'lockout' },
   audit_log: { member: 'audit' },
   events: { member: 'events' },
@@ -76,6 +78,11 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
     leftOut:
       'the delivery state of the events above to the site’s own endpoints (attempts, HTTP status): ' +
       'the site’s operations, nothing about the person that the events do not already say',
+  },
+  org_invitations: {
+    leftOut:
+      'an invitation an organization sent to an email address: not the account’s until accepted (then a membership, ' +
+      'listed), and gone once accepted, revoked or expired',
   },
   idempotency_keys: {
     leftOut: 'a copy of an answer the site already received (a create’s id), kept 24 hours so that a retry replays it',
@@ -226,6 +233,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
       // Never token_hash nor previous_token_hash (sessions/manage.ts names its columns).
       const sessionsHeld = await sessionsHeldFor(tx, id);
       const identities = (await identitiesOf(tx, [id])).get(id) ?? [];
+      const memberships = await membershipsOf(tx, id);
 
       const auditRows = await tx
         .select()
@@ -294,6 +302,7 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
           expiresAt: ch.expiresAt.toISOString(),
         })),
         sessions: sessionsHeld,
+        organizations: memberships,
         audit: {
           entries: auditShown.map((a) => ({
             at: a.at.toISOString(),

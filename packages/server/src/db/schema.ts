@@ -591,3 +591,103 @@ export const userIdentities = pgTable(
     index('user_identities_user_idx').on(t.userId, t.linkedAt),
   ],
 );
+
+/**
+ * Organizations (issue 45): a B2B site's customers. `memberCount` is kept by every membership's
+ * change in its transaction (never counted at a read: an organization may have 100,000 members).
+ * `slug` is unique per site. Another site's organization is 404 everywhere (every lookup names
+ * the site).
+ */
+export const orgs = pgTable(
+  'orgs',
+  {
+    id: uuid('id').primaryKey(),
+    site: text('site').notNull(),
+    name: text('name').notNull(),
+    slug: text('slug'),
+    metadata: jsonb('metadata').$type<Record<string, unknown>>().notNull().default({}),
+    memberCount: integer('member_count').notNull().default(0),
+    createdAt: at('created_at').notNull().defaultNow(),
+    updatedAt: at('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    // org/get?slug= and org/list?q= (a prefix: LIKE reads this opclass whatever the collation).
+    uniqueIndex('orgs_site_slug_idx').on(t.site, t.slug.op('text_pattern_ops')),
+    // org/list: the site's organizations in order of creation, a page at a time.
+    index('orgs_site_created_idx').on(t.site, t.createdAt, t.id),
+    // org/list?q=: a prefix of the name, letter case ignored.
+    index('orgs_site_name_idx').on(t.site, sql`lower(${t.name}) text_pattern_ops`),
+  ],
+);
+
+/**
+ * The site's role set (issue 45, point 2): each role with its permissions, replaced whole by
+ * org/roles. `position` keeps the order the site gave. org/member/check reads a member's roles
+ * here by primary key, in the statement that reads the membership (orgs/check.ts).
+ */
+export const orgRoles = pgTable(
+  'org_roles',
+  {
+    site: text('site').notNull(),
+    role: text('role').notNull(),
+    permissions: text('permissions').array().notNull(),
+    position: smallint('position').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.site, t.role] })],
+);
+
+/**
+ * Memberships (issue 45, point 3): the primary key (org, user) is org/member/check's lookup and
+ * org/member/list's order; `user_id`'s index is user/orgs' and the account cap's (1,000). They go
+ * with their organization and with their account's row (its purge, or a delete without grace);
+ * a delete with grace removes them in its transaction (accounts/delete.ts).
+ */
+export const orgMemberships = pgTable(
+  'org_memberships',
+  {
+    orgId: uuid('org_id')
+      .notNull()
+      .references(() => orgs.id, { onDelete: 'cascade' }),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    site: text('site').notNull(),
+    roles: text('roles').array().notNull(),
+    joinedAt: at('joined_at').notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.orgId, t.userId] }),
+    index('org_memberships_user_idx').on(t.userId, t.joinedAt),
+    // org/roles: whether a role left out is still held, reading the site's memberships only.
+    index('org_memberships_site_idx').on(t.site),
+  ],
+);
+
+/**
+ * Invitations (issue 45, point 5): pending ones only. The ticket is 256 random bits, kept as its
+ * SHA-256 only. An accept or a revoke deletes the row (an accept in the transaction that locked
+ * it: of concurrent accepts exactly one finds it); expired ones go at the organization's next
+ * invitation/create, and with the organization.
+ */
+export const orgInvitations = pgTable(
+  'org_invitations',
+  {
+    id: uuid('id').primaryKey(),
+    site: text('site').notNull(),
+    orgId: uuid('org_id')
+      .notNull()
+      .references(() => orgs.id, { onDelete: 'cascade' }),
+    email: text('email').notNull(),
+    roles: text('roles').array().notNull(),
+    ticketHash: text('ticket_hash').notNull(),
+    createdAt: at('created_at').notNull().defaultNow(),
+    expiresAt: at('expires_at').notNull(),
+  },
+  (t) => [
+    uniqueIndex('org_invitations_ticket_idx').on(t.ticketHash),
+    // invitation/list and the 1,000 pending an organization.
+    index('org_invitations_org_idx').on(t.orgId, t.createdAt),
+    // org/roles: whether an invitation of the site still gives a role left out.
+    index('org_invitations_site_idx').on(t.site),
+  ],
+);

@@ -44,12 +44,21 @@ export const EVENT_TYPES = [
   'session.revoked',
   'user.identity_linked',
   'user.identity_unlinked',
+  'org.created',
+  'org.updated',
+  'org.deleted',
+  'org.member_added',
+  'org.member_updated',
+  'org.member_removed',
+  'org.invitation_created',
+  'org.invitation_accepted',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
 
 export interface EventEntry {
   type: EventType;
+  /** The event's subject: the account, or the organization for the org.* events. */
   userId: string;
   /** user.updated: the fields the request set. */
   changed?: string[];

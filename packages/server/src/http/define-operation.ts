@@ -14,8 +14,8 @@ export interface Operation<Input = unknown> {
   name: string;
   method: Method;
   path: string;
-  /** The scope a token needs. */
-  scope: Scope;
+  /** The scope a token needs; several: any one of them (the spec's security requirements, in their order). */
+  scope: Scope | readonly Scope[];
   /**
    * Another scope that admits some bodies (the spec's second security requirement, its
    * description saying which): a token without `scope` but with `alsoScope.scope` passes when

@@ -53,6 +53,16 @@ const TITLES: Record<ErrorCode, string> = {
   identity_not_found: 'Identity not found',
   identity_limit_reached: 'Identity limit reached',
   last_sign_in_method: 'Last sign-in method',
+  org_not_found: 'Organization not found',
+  member_not_found: 'Member not found',
+  invitation_not_found: 'Invitation not found',
+  slug_taken: 'Slug taken',
+  already_member: 'Already a member',
+  org_limit_reached: 'Organization limit reached',
+  too_many_invitations: 'Too many invitations',
+  role_in_use: 'Role in use',
+  email_mismatch: 'Email mismatch',
+  email_unverified: 'Email unverified',
   unknown_example: 'Unknown example',
 };
 

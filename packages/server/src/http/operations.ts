@@ -3,18 +3,26 @@
 // and the security suite take their operations from it. A test holds it to spec/openapi.yaml
 // (path, method, scope). Adding an operation: the spec, one handler file, one row here.
 import type { Operation } from './define-operation.ts';
+import { acceptOrgInvitation } from './routes/accept-org-invitation.ts';
+import { addOrgMember } from './routes/add-org-member.ts';
 import { addPasskeyFactor } from './routes/add-passkey-factor.ts';
 import { addPasskeyOptions } from './routes/add-passkey-options.ts';
 import { addTotpFactor } from './routes/add-totp-factor.ts';
+import { checkOrgMember } from './routes/check-org-member.ts';
 import { confirmFactor } from './routes/confirm-factor.ts';
 import { countUsers } from './routes/count-users.ts';
+import { createOrg } from './routes/create-org.ts';
+import { createOrgInvitation } from './routes/create-org-invitation.ts';
 import { createUser } from './routes/create-user.ts';
 import { createUserFromIdentity } from './routes/create-user-from-identity.ts';
+import { deleteOrg } from './routes/delete-org.ts';
 import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
 import { exportUsers } from './routes/export-users.ts';
 import { getAuditTrail } from './routes/get-audit-trail.ts';
+import { getOrg } from './routes/get-org.ts';
+import { getOrgRoles } from './routes/get-org-roles.ts';
 import { getUser } from './routes/get-user.ts';
 import { getUserData } from './routes/get-user-data.ts';
 import { impersonateUser } from './routes/impersonate-user.ts';
@@ -23,7 +31,11 @@ import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { linkIdentity } from './routes/link-identity.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listFactors } from './routes/list-factors.ts';
+import { listOrgInvitations } from './routes/list-org-invitations.ts';
+import { listOrgMembers } from './routes/list-org-members.ts';
+import { listOrgs } from './routes/list-orgs.ts';
 import { listSessions } from './routes/list-sessions.ts';
+import { listUserOrgs } from './routes/list-user-orgs.ts';
 import { listUsers } from './routes/list-users.ts';
 import { listWebhookDeliveries } from './routes/list-webhook-deliveries.ts';
 import { listWebhookEndpoints } from './routes/list-webhook-endpoints.ts';
@@ -31,10 +43,15 @@ import { passkeyLoginOptions } from './routes/passkey-login-options.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
 import { refreshSession } from './routes/refresh-session.ts';
 import { removeFactor } from './routes/remove-factor.ts';
+import { removeOrgMember } from './routes/remove-org-member.ts';
 import { replayWebhookDelivery } from './routes/replay-webhook-delivery.ts';
 import { restoreUser } from './routes/restore-user.ts';
+import { revokeOrgInvitation } from './routes/revoke-org-invitation.ts';
 import { revokeSession } from './routes/revoke-session.ts';
+import { setOrgRoles } from './routes/set-org-roles.ts';
 import { unlinkIdentity } from './routes/unlink-identity.ts';
+import { updateOrg } from './routes/update-org.ts';
+import { updateOrgMember } from './routes/update-org-member.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyIdentity } from './routes/verify-identity.ts';
 import { verifyPasskey } from './routes/verify-passkey.ts';
@@ -83,6 +100,23 @@ export const operations: readonly Operation<any>[] = [
   linkIdentity,
   unlinkIdentity,
   verifyIdentity,
+  createOrg,
+  getOrg,
+  updateOrg,
+  deleteOrg,
+  listOrgs,
+  setOrgRoles,
+  getOrgRoles,
+  addOrgMember,
+  updateOrgMember,
+  removeOrgMember,
+  listOrgMembers,
+  checkOrgMember,
+  listUserOrgs,
+  createOrgInvitation,
+  acceptOrgInvitation,
+  revokeOrgInvitation,
+  listOrgInvitations,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

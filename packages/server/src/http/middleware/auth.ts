@@ -90,11 +90,13 @@ export async function authenticate(c: Context<AppEnv>): Promise<void> {
 }
 
 /**
- * 403 for a valid token without the scope; runs after the rate limit, so refusals count too. With
- * `also` (an operation some of whose bodies another scope admits: see Operation.alsoScope), a token
- * with either passes here, and requireScopeForBody decides once the body is read.
+ * 403 for a valid token without the scope (or without any of the scopes, where an operation takes
+ * one of several: org/member/check takes read or verify); runs after the rate limit, so refusals
+ * count too. With `also` (an operation some of whose bodies another scope admits: see
+ * Operation.alsoScope), a token with either passes here, and requireScopeForBody decides once the
+ * body is read.
  */
-export function requireScope(scope: Scope, also?: Scope): MiddlewareHandler<AppEnv> {
+export function requireScope(scope: Scope | readonly Scope[], also?: Scope): MiddlewareHandler<AppEnv> {
   return async function requireScopeMiddleware(c, next) {
     if (also === undefined || !c.get('token').scopes.includes(also)) checkScope(c, scope);
     await next();
@@ -106,18 +108,25 @@ export function requireScope(scope: Scope, also?: Scope): MiddlewareHandler<AppE
  * `login` ticket, for a token with the verify scope alone); else the 403 of `scope`.
  */
 export function requireScopeForBody(
-  scope: Scope,
+  scope: Scope | readonly Scope[],
   also: { scope: Scope; admits(body: unknown): boolean },
 ): MiddlewareHandler<AppEnv> {
   return async function requireScopeForBodyMiddleware(c, next) {
-    if (!c.get('token').scopes.includes(scope) && !also.admits(c.get('body'))) checkScope(c, scope);
+    if (!holdsAny(c, scope) && !also.admits(c.get('body'))) checkScope(c, scope);
     await next();
   };
 }
 
-/** requireScope() as a function: throws 403 when the request's token lacks `scope`. */
-export function checkScope(c: Context<AppEnv>, scope: Scope): void {
-  if (!c.get('token').scopes.includes(scope)) {
-    throw new ApiError(403, 'forbidden', `This token does not have the ${scope} scope.`);
+const holdsAny = (c: Context<AppEnv>, scope: Scope | readonly Scope[]) =>
+  typeof scope === 'string'
+    ? c.get('token').scopes.includes(scope)
+    : scope.some((s) => c.get('token').scopes.includes(s));
+
+/** requireScope() as a function: throws 403 when the request's token lacks `scope` (every one of them). */
+export function checkScope(c: Context<AppEnv>, scope: Scope | readonly Scope[]): void {
+  const wanted: readonly Scope[] = typeof scope === 'string' ? [scope] : scope;
+  const held = c.get('token').scopes;
+  if (!wanted.some((s) => held.includes(s))) {
+    throw new ApiError(403, 'forbidden', `This token does not have the ${wanted.join(' or ')} scope.`);
   }
 }

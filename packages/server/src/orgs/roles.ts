@@ -1,0 +1,108 @@
+// The site's roles (issue 45, point 2): one set for all its organizations, replaced whole. A role
+// is never assumed: every role a membership or an invitation names is checked against the set, and
+// held (FOR KEY SHARE) until the write commits, so that a concurrent org/roles cannot take it
+// away between the check and the commit; org/roles refuses to drop a role still held or given.
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { invalidRequest } from '../contract/validation.ts';
+import { type Db, rows } from '../db/client.ts';
+import { orgRoles } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
+import { unknownRoles } from './rules.ts';
+
+export interface Role {
+  role: string;
+  permissions: string[];
+}
+
+/** The site's roles in the order org/roles gave them. */
+export async function rolesOf(db: Db, site: string): Promise<Role[]> {
+  const found = await db
+    .select({ role: orgRoles.role, permissions: orgRoles.permissions })
+    .from(orgRoles)
+    .where(eq(orgRoles.site, site))
+    .orderBy(asc(orgRoles.position));
+  return found;
+}
+
+/**
+ * 400 at `pointer/N` for each role of `roles` the site has not defined; the others are held
+ * (FOR KEY SHARE) until the caller's transaction ends, so that org/roles waits for it.
+ */
+export async function holdRoles(tx: Db, site: string, roles: readonly string[], pointer = '/roles'): Promise<void> {
+  if (roles.length === 0) return;
+  const found = await tx
+    .select({ role: orgRoles.role })
+    .from(orgRoles)
+    .where(and(eq(orgRoles.site, site), inArray(orgRoles.role, [...roles])))
+    .for('key share');
+  const known = new Set(found.map((r) => r.role));
+  const missing = roles.flatMap((role, i) => (known.has(role) ? [] : [i]));
+  if (missing.length > 0) throw unknownRoles(pointer, missing);
+}
+
+/** 400 at the second of two roles of one name (the schema cannot say it of objects' members). */
+export function checkRoleSet(roles: readonly Role[]): void {
+  const seen = new Set<string>();
+  roles.forEach(({ role }, i) => {
+    if (seen.has(role)) {
+      throw invalidRequest('A role is named twice.', [
+        { pointer: `/roles/${i}/role`, code: 'not_allowed', message: 'is named twice' },
+      ]);
+    }
+    seen.add(role);
+  });
+}
+
+const roleInUse = (held: string[]) =>
+  new ApiError(409, 'role_in_use', 'A role left out of the new set is still held or given; nothing changed.', {
+    errors: [
+      {
+        pointer: '/roles',
+        code: 'conflict',
+        message: `leaves out ${held.join(', ')}, which members hold or pending invitations give`.slice(0, 200),
+      },
+    ],
+  });
+
+/**
+ * Replaces the site's role set (org/roles): one set at a time per site (an advisory lock of the
+ * transaction); a role left out that a membership holds or a pending invitation gives: 409
+ * role_in_use and nothing changes.
+ */
+export async function setRoles(scope: WriteScope, deps: WriteDeps, roles: Role[]): Promise<void> {
+  const done = { userId: undefined, status: 200, outcome: 'roles set' };
+  await inWrite(scope, deps, 'org_roles', done, async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`org_roles:${scope.site}`}, 0))`);
+    const before = await tx.select({ role: orgRoles.role }).from(orgRoles).where(eq(orgRoles.site, scope.site));
+    const kept = new Set(roles.map((r) => r.role));
+    const removed = before.map((r) => r.role).filter((role) => !kept.has(role));
+    if (removed.length > 0) {
+      // Deleted first: a write holding one of them (holdRoles) is waited for, and seen after.
+      await tx.delete(orgRoles).where(and(eq(orgRoles.site, scope.site), inArray(orgRoles.role, removed)));
+      const list = sql`array[${sql.join(
+        removed.map((r) => sql`${r}`),
+        sql`, `,
+      )}]::text[]`;
+      const held = await rows<{ role: string }>(
+        tx,
+        sql`select distinct r as role from (
+            select unnest(roles) as r from org_memberships where site = ${scope.site} and roles && ${list}
+            union all
+            select unnest(roles) as r from org_invitations where site = ${scope.site} and roles && ${list}
+          ) used where r = any(${list}) order by 1`,
+      );
+      if (held.length > 0) throw roleInUse(held.map((h) => h.role));
+    }
+    if (roles.length > 0) {
+      await tx
+        .insert(orgRoles)
+        .values(roles.map(({ role, permissions }, position) => ({ site: scope.site, role, permissions, position })))
+        .onConflictDoUpdate({
+          target: [orgRoles.site, orgRoles.role],
+          set: { permissions: sql`excluded.permissions`, position: sql`excluded.position` },
+        });
+    }
+    return true;
+  });
+}
