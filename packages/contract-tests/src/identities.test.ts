@@ -372,6 +372,11 @@ function defineIdentitiesSuite(spec: TargetSpec): void {
       });
       expect(second.response.status, JSON.stringify(second.error)).toBe(200);
       expect(second.data!.result.session?.token).toMatch(/^uas_/);
+      // The session says how: the provider, then the code (not a password it never had).
+      const checked = await h.client.POST('/api/1/session/verify', {
+        body: { token: second.data!.result.session!.token },
+      });
+      expect(checked.data!.result).toMatchObject({ aal: 2, amr: ['fed', 'otp', 'mfa'] });
     });
 
     it("another site's token: its identity is 404 on get, 422 on verify, 404 on link and unlink; the other site may hold the same identity", async () => {

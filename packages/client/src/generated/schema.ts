@@ -1146,7 +1146,8 @@ export interface paths {
          *     With `session`, a 200 also makes a session (`result.session`), aal 2: amr
          *     `[pwd, otp, mfa]` after a TOTP or a recovery code, `[pwd, hwk, mfa]` after a
          *     passkey; when the first step was a `login` ticket (a link or code, not a password),
-         *     `[otp, mfa]` and `[otp, hwk, mfa]`. Its address is `X-End-User-IP`'s, when given.
+         *     `[otp, mfa]` and `[otp, hwk, mfa]`; when it was another provider (`identity/verify`),
+         *     `[fed, otp, mfa]` and `[fed, hwk, mfa]`. Its address is `X-End-User-IP`'s, when given.
          */
         post: operations["verifySecondFactor"];
         delete?: never;
@@ -3716,7 +3717,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -3763,6 +3764,21 @@ export interface components {
     responses: {
         /** @description The body is not valid (a missing or unknown field, a `provider` or `subject` of the wrong form). */
         IdentityBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_json" | "invalid_request";
+                };
+            };
+        };
+        /** @description The body is not valid (a missing or unknown field, a `provider` or `subject` of the wrong form), or its `metadata` is not what the site's schema accepts. */
+        IdentityCreateBadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -5442,7 +5458,7 @@ export interface operations {
                     "application/json": components["schemas"]["CreateUserResponse"];
                 };
             };
-            400: components["responses"]["IdentityBadRequest"];
+            400: components["responses"]["IdentityCreateBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["WriteForbidden"];
             409: components["responses"]["IdentityCreateConflict"];
