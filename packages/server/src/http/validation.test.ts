@@ -128,7 +128,7 @@ describe('a value outside what the schema allows is told what is allowed', () =>
       {
         pointer: '/purpose',
         code: 'not_allowed',
-        message: 'must be one of "verify_email", "verify_phone", "reset_password" or "change_email"',
+        message: 'must be one of "verify_email", "verify_phone", "reset_password", "change_email" or "login"',
       },
     ]);
   });
