@@ -4,6 +4,8 @@ import { useRoute } from './route.ts';
 import { AccountScreen } from './screens/account.tsx';
 import { AccountsScreen } from './screens/accounts.tsx';
 import { EventsScreen } from './screens/events.tsx';
+import { OrgScreen } from './screens/org.tsx';
+import { OrgsScreen } from './screens/orgs.tsx';
 import { SignIn } from './screens/sign-in.tsx';
 import { WebhooksScreen } from './screens/webhooks.tsx';
 import { clientFor, currentToken, onSessionChange, refusedScopes, type Scope, signIn, signOut } from './session.ts';
@@ -60,6 +62,9 @@ export function App() {
           >
             Accounts
           </a>
+          <a href="#/orgs" aria-current={route.screen === 'orgs' || route.screen === 'org' ? 'page' : undefined}>
+            Organizations
+          </a>
           <a href="#/events" aria-current={route.screen === 'events' ? 'page' : undefined}>
             Live events
           </a>
@@ -76,6 +81,8 @@ export function App() {
         {route.screen === 'account' && (
           <AccountScreen key={route.userId} api={api} refused={refused} userId={route.userId} />
         )}
+        {route.screen === 'orgs' && <OrgsScreen api={api} refused={refused} />}
+        {route.screen === 'org' && <OrgScreen key={route.orgId} api={api} refused={refused} orgId={route.orgId} />}
         {route.screen === 'events' && <EventsScreen api={api} refused={refused} />}
         {route.screen === 'webhooks' && <WebhooksScreen api={api} refused={refused} />}
       </main>

@@ -4,8 +4,9 @@
 // password reset, delete it with a grace period and restore it, see its sessions and revoke one
 // and all, start an impersonation, replay a webhook delivery (at 360 px), follow the live events,
 // sign in from a `cli console` address, name who acted (a token labelled by `cli console --as`),
-// disable for a week, and an action the
-// token's scopes do not allow. After each action the test asks the API itself
+// disable for a week, an action the token's scopes do not allow, an account's identities (one
+// unlinked, the last refused) and organizations, and an organization's members and invitations (a
+// member removed, an invitation revoked). After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -646,6 +647,216 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(refused).toEqual([]);
       await page.close();
     }, 60_000);
+
+    it("shows an account's identities, unlinks one after a confirmation, and shows the API's refusal to unlink the last way to sign in; the API agrees", async () => {
+      // An account made from a provider's identity (no password), with a second identity linked.
+      const email = 'charles@example.net';
+      const created = await api.POST('/api/1/user/identity/create', {
+        body: {
+          provider: 'google',
+          subject: '110169484474386276334',
+          email,
+          name: 'Charles Babbage',
+          emailVerified: true,
+        },
+      });
+      expect(created.error).toBeUndefined();
+      const userId = created.data!.result._userId;
+      const linked = await api.POST('/api/1/user/identity/link', {
+        body: { _userId: userId, provider: 'github', subject: '583231' },
+      });
+      expect(linked.error).toBeUndefined();
+      const identities = async () =>
+        (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result.identities;
+      const before = await identities();
+      expect(before.map((i) => i.provider)).toEqual(['google', 'github']);
+
+      const { page, refused, failed } = await open(`/console#token=${target.token}`);
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await page.getByRole('heading', { name: email }).waitFor();
+      const rows = page.getByRole('region', { name: 'Linked identities, oldest first' }).getByRole('row');
+      await expect.poll(() => rows.count()).toBe(3); // the header and the two identities, oldest first
+      expect(await rows.first().getByRole('columnheader').allTextContents()).toEqual([
+        'Provider',
+        'Subject',
+        'Email',
+        'Verified',
+        'Linked',
+        'Actions',
+      ]);
+      for (const [index, identity] of before.entries()) {
+        const row = rows.nth(index + 1);
+        expect((await row.getByRole('cell').allTextContents()).slice(0, 4)).toEqual([
+          identity.provider,
+          identity.subject,
+          identity.email ?? '—',
+          identity.emailVerified ? 'Yes' : 'No',
+        ]);
+        expect(await row.locator('time').getAttribute('datetime')).toBe(identity.linkedAt);
+      }
+      expect(await axeViolations(page), 'account screen with identities').toEqual([]);
+
+      // Unlink GitHub, after a confirmation that says what happens.
+      await page.getByRole('button', { name: 'Unlink github 583231' }).click();
+      const dialog = page.getByRole('dialog', { name: 'Unlink this identity?' });
+      await dialog.waitFor();
+      expect(await dialog.textContent()).toContain('can no longer sign in with github');
+      expect(await axeViolations(page), 'identity unlink').toEqual([]);
+      await dialog.getByRole('button', { name: 'Unlink it' }).click();
+      await page.getByText('The API answered: identity unlinked.').waitFor();
+      await expect.poll(() => rows.count()).toBe(2);
+      expect((await identities()).map((i) => i.provider)).toEqual(['google']);
+      const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
+      await expect
+        .poll(async () => (await audit.nth(1).getByRole('cell').allTextContents())[1])
+        .toBe('identity_unlink');
+
+      // Google is now its only way to sign in: the API refuses (409), and the page says what it said.
+      await page.getByRole('button', { name: 'Unlink google 110169484474386276334' }).click();
+      await dialog.getByRole('button', { name: 'Unlink it' }).click();
+      const last = await api.POST('/api/1/user/identity/unlink', {
+        body: { _userId: userId, provider: 'google', subject: '110169484474386276334' },
+      });
+      expect(last.response.status).toBe(409);
+      expect(last.error?.code).toBe('last_sign_in_method');
+      await page.getByRole('alert').filter({ hasText: last.error!.detail! }).waitFor();
+      expect((await identities()).map((i) => i.provider)).toEqual(['google']);
+      expect(await rows.count()).toBe(2);
+      expect(await axeViolations(page), 'unlink refused').toEqual([]);
+      expect(refused).toEqual([]);
+      expect(failed).toEqual([]);
+      await page.close();
+    }, 60_000);
+
+    it("lists the site's organizations, opens one (its members and pending invitations), shows an account's organizations, removes a member and revokes an invitation after confirmations; the API agrees", async () => {
+      const roleSet = await api.POST('/api/1/org/roles', {
+        body: {
+          roles: [
+            { role: 'admin', permissions: ['members:manage', 'billing:manage'] },
+            { role: 'member', permissions: [] },
+          ],
+        },
+      });
+      expect(roleSet.error).toBeUndefined();
+      const org = async (body: { name: string; slug: string; metadata?: Record<string, unknown> }) => {
+        const { data, error } = await api.POST('/api/1/org/create', { body });
+        expect(error).toBeUndefined();
+        return data!.result.orgId;
+      };
+      const engines = await org({ name: 'Analytical Engines Ltd', slug: 'engines', metadata: { plan: 'enterprise' } });
+      const works = await org({ name: 'Difference Works', slug: 'difference' });
+      const ada = ids.get(`ada@${domain}`)!;
+      const mary = ids.get(`mary@${domain}`)!;
+      for (const [orgId, _userId, roles] of [
+        [engines, ada, ['admin', 'member']],
+        [engines, mary, ['member']],
+        [works, ada, ['member']],
+      ] as const) {
+        const added = await api.POST('/api/1/org/member/add', { body: { orgId, _userId, roles: [...roles] } });
+        expect(added.error).toBeUndefined();
+      }
+      const invited = await api.POST('/api/1/org/invitation/create', {
+        body: { orgId: engines, email: 'augusta@example.net', roles: ['member'] },
+      });
+      expect(invited.error).toBeUndefined();
+
+      const { page, refused, failed } = await open(`/console#token=${target.token}`);
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await page.getByRole('navigation', { name: 'Console' }).getByRole('link', { name: 'Organizations' }).click();
+      await page.getByRole('heading', { name: 'Organizations' }).waitFor();
+      const orgs = page.getByRole('region', { name: 'Matching organizations' }).getByRole('row');
+      await expect.poll(() => orgs.count()).toBe(3); // the header and two organizations, newest first
+      expect((await orgs.nth(1).getByRole('cell').allTextContents()).slice(0, 3)).toEqual([
+        'Difference Works',
+        'difference',
+        '1',
+      ]);
+      expect((await orgs.nth(2).getByRole('cell').allTextContents()).slice(0, 3)).toEqual([
+        'Analytical Engines Ltd',
+        'engines',
+        '2',
+      ]);
+      expect(await axeViolations(page), 'organizations screen').toEqual([]);
+      // q: the start of a name or a slug, in any letter case (here the slug's).
+      await page.getByLabel('Search organizations').fill('ENG');
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await expect.poll(() => orgs.count()).toBe(2);
+      await page.getByRole('link', { name: 'Analytical Engines Ltd' }).click();
+      await page.getByRole('heading', { name: 'Analytical Engines Ltd' }).waitFor();
+
+      const field = (label: string) => page.locator(`.fields > div:has(> dt:text-is("${label}")) > dd`);
+      expect(await field('Id').textContent()).toBe(engines);
+      expect(await field('Slug').textContent()).toBe('engines');
+      expect(await field('Members').textContent()).toBe('2');
+      expect(JSON.parse((await field('Metadata').textContent())!)).toEqual({ plan: 'enterprise' });
+      const members = page.getByRole('region', { name: 'Its members' }).getByRole('row');
+      await expect.poll(() => members.count()).toBe(3);
+      const listed = (await api.GET('/api/1/org/member/list', { params: { query: { orgId: engines } } })).data!.result
+        .members;
+      for (const [index, member] of listed.entries()) {
+        const row = members.nth(index + 1);
+        expect((await row.getByRole('cell').allTextContents()).slice(0, 3)).toEqual([
+          member.email,
+          member.name,
+          member.roles.join(', '),
+        ]);
+        expect(await row.locator('time').getAttribute('datetime')).toBe(member.joinedAt);
+      }
+      const invitations = page.getByRole('region', { name: 'Pending invitations, oldest first' }).getByRole('row');
+      await expect.poll(() => invitations.count()).toBe(2);
+      const invitationCells = await invitations.nth(1).getByRole('cell').allTextContents();
+      expect(invitationCells.slice(0, 2)).toEqual(['augusta@example.net', 'member']);
+      expect(await invitations.nth(1).locator('time').nth(1).getAttribute('datetime')).toBe(
+        invited.data!.result.expiresAt,
+      );
+      expect(await axeViolations(page), 'organization screen').toEqual([]);
+
+      // A member's account lists its organizations with its roles there, each a link back.
+      await page.getByRole('link', { name: `ada@${domain}` }).click();
+      await page.getByRole('heading', { name: `ada@${domain}` }).waitFor();
+      const its = page.getByRole('region', { name: 'Its organizations, in order of joining' }).getByRole('row');
+      await expect.poll(() => its.count()).toBe(3);
+      expect((await its.nth(1).getByRole('cell').allTextContents()).slice(0, 3)).toEqual([
+        'Analytical Engines Ltd',
+        'engines',
+        'admin, member',
+      ]);
+      expect((await its.nth(2).getByRole('cell').allTextContents()).slice(0, 3)).toEqual([
+        'Difference Works',
+        'difference',
+        'member',
+      ]);
+      expect(await axeViolations(page), 'account screen with organizations').toEqual([]);
+      await its.nth(1).getByRole('link', { name: 'Analytical Engines Ltd' }).click();
+      await page.getByRole('heading', { name: 'Analytical Engines Ltd' }).waitFor();
+
+      // Remove a member, after a confirmation: the count and the list follow, and the API agrees.
+      await page.getByRole('button', { name: `Remove mary@${domain}` }).click();
+      const removal = page.getByRole('dialog', { name: 'Remove this member?' });
+      await removal.waitFor();
+      expect(await axeViolations(page), 'member removal').toEqual([]);
+      await removal.getByRole('button', { name: 'Remove them' }).click();
+      await page.getByText('The API answered: member removed.').waitFor();
+      await expect.poll(() => members.count()).toBe(2);
+      await expect.poll(() => field('Members').textContent()).toBe('1');
+      const check = await api.GET('/api/1/org/member/check', { params: { query: { orgId: engines, _userId: mary } } });
+      expect(check.data!.result.member).toBe(false);
+
+      // Revoke the invitation, after a confirmation: none pending, and the API agrees.
+      await page.getByRole('button', { name: 'Revoke the invitation of augusta@example.net' }).click();
+      const revocation = page.getByRole('dialog', { name: 'Revoke this invitation?' });
+      await revocation.waitFor();
+      await revocation.getByRole('button', { name: 'Revoke it' }).click();
+      await page.getByText('The API answered: invitation revoked.').waitFor();
+      await page.getByText('None: no invitation is waiting for an answer.').waitFor();
+      const pending = await api.GET('/api/1/org/invitation/list', { params: { query: { orgId: engines } } });
+      expect(pending.data!.result.invitations).toEqual([]);
+      expect(await axeViolations(page), 'organization after its changes').toEqual([]);
+      expect(refused).toEqual([]);
+      expect(failed).toEqual([]);
+      await page.close();
+    }, 90_000);
   },
 );
 

@@ -1,14 +1,17 @@
 // One account: every field the API gives, its verified flags, its metadata (edited as JSON), its
-// second factors, disable (until a time, with a reason) and enable, a password reset, its sessions
-// (revoked one or all; an impersonation started), delete with a grace period and restore, its
-// audit trail and its recent events. Destructive actions ask first.
+// second factors, its identities at other providers (unlinked one by one), disable (until a time,
+// with a reason) and enable, a password reset, its sessions (revoked one or all; an impersonation
+// started), its organizations, delete with a grace period and restore, its audit trail and its
+// recent events. Destructive actions ask first.
 import type { User } from '@user-accounts/client';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
 import { Action, Alert, Confirm, describeFailure, formatTime, Lacking } from '../ui.tsx';
 import { AccountEvents } from './account-events.tsx';
 import { Factors } from './account-factors.tsx';
+import { Identities } from './account-identities.tsx';
 import { MetadataEditor } from './account-metadata.tsx';
+import { AccountOrgs } from './account-orgs.tsx';
 import { PasswordReset } from './account-reset.tsx';
 import { Sessions } from './account-sessions.tsx';
 import { AuditTrail } from './audit-trail.tsx';
@@ -247,6 +250,16 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
             }}
           />
           <Factors api={api} userId={userId} refused={refused} onChanged={answered} />
+          <Identities
+            api={api}
+            userId={userId}
+            identities={user.identities}
+            refused={refused}
+            onChanged={async (status) => {
+              answered(status);
+              await load();
+            }}
+          />
           <PasswordReset api={api} userId={userId} refused={refused} onIssued={answered} />
           <Sessions
             key={user.disabled ? 'disabled' : 'enabled'}
@@ -256,6 +269,7 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
             canStart={!user.disabled}
             onChanged={answered}
           />
+          <AccountOrgs api={api} userId={userId} />
 
           <section aria-labelledby="delete-title">
             <h2 id="delete-title">Delete</h2>
