@@ -24,6 +24,8 @@ import { serverTarget, type Target } from './targets.ts';
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const CLIENT = join(ROOT, 'packages/client');
 const README = join(ROOT, 'README.md');
+/** The newcomer's walk (issue 46, point 6): its one client block, run as a reader saves it. */
+const WALK = join(ROOT, 'docs/getting-started.md');
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 /** The README's runnable client block opens with this line; it says what the reader needs. */
 const MARKER = '// with ./pnpmw start running';
@@ -234,6 +236,10 @@ describe.skipIf(skip !== undefined)('the client, published to a registry and ins
       if (where !== '') expect(entry.resolved, where).toMatch(new RegExp(`^${registryUrl}/`));
 
     writeFileSync(join(app, 'example.ts'), blocks[0]!.replaceAll(README_BASE, target!.baseUrl));
+    const walk = clientBlocks(readFileSync(WALK, 'utf8'));
+    expect(walk, `one getting-started block opening with "${MARKER}"`).toHaveLength(1);
+    expect(walk[0]).toContain(README_BASE);
+    writeFileSync(join(app, 'walk.ts'), walk[0]!.replaceAll(README_BASE, target!.baseUrl));
     // A problem narrowed by its code to its own members, in the published types.
     writeFileSync(
       join(app, 'narrowing.ts'),
@@ -264,7 +270,7 @@ export async function login(email: string, password: string): Promise<string | u
           skipLibCheck: false,
           outDir: 'out',
         },
-        files: ['example.ts', 'narrowing.ts'],
+        files: ['example.ts', 'narrowing.ts', 'walk.ts'],
       }),
     );
     const checked = run(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', '.'], app);
@@ -296,6 +302,19 @@ export async function login(email: string, password: string): Promise<string | u
       headers: { authorization: `Bearer ${target!.token}` },
     });
     expect(after.status).toBe(404);
+
+    // The newcomer's walk: sign-up, login with a session, session/verify, logout.
+    const walked = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+      execFile(
+        process.execPath,
+        ['out/walk.js'],
+        { cwd: app, env: { ...process.env, USER_ACCOUNTS_TOKEN: target!.token }, timeout: 90_000 },
+        (error, stdout, stderr) =>
+          resolve({ code: typeof error?.code === 'number' ? error.code : error ? -1 : 0, stdout, stderr }),
+      ),
+    );
+    expect(walked.code, walked.stderr).toBe(0);
+    expect(walked.stdout.trim().split('\n')).toEqual(['true 1', 'invalid_session']);
   }, 300_000);
 });
 
