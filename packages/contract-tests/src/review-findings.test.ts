@@ -1,0 +1,51 @@
+// Review of issues 44-46 (identities, login links and codes, organizations): each test holds one
+// defect found in review, through the client, on PGlite and PostgreSQL.
+import type { Problem } from '@user-accounts/client';
+import { describe, expect, it } from 'vitest';
+import { nowSeconds, totpAt } from './factors-suite.ts';
+import { useTarget } from './harness.ts';
+import { pgliteTarget, postgresTarget, type TargetSpec } from './targets.ts';
+
+let seq = 0;
+const subjectOf = (tag = 's') => `${tag}-${Date.now()}-${seq++}`;
+
+function defineReviewSuite(spec: TargetSpec): void {
+  if (spec.skip || !spec.stateful) {
+    describe.skip(`${spec.name}: review findings (${spec.skip ?? 'stateless'})`, () => {
+      it('skipped', () => {});
+    });
+    return;
+  }
+
+  describe(`${spec.name}: review findings`, () => {
+    const h = useTarget(spec);
+
+    it('identity/verify then factor/verify: the session says fed, never pwd (no password was used)', async () => {
+      const identity = { provider: 'google', subject: subjectOf('g') };
+      const created = await h.client.POST('/api/1/user/identity/create', {
+        body: { ...identity, email: h.uniqueEmail('fed2fa'), name: 'Ada' },
+      });
+      const userId = created.data!.result._userId;
+      const added = (await h.client.POST('/api/1/user/factor/totp', { body: { _userId: userId } })).data!.result;
+      await h.client.POST('/api/1/user/factor/confirm', {
+        body: { _userId: userId, factorId: added.factorId, code: totpAt(added.secret, nowSeconds()) },
+      });
+      const first = await h.client.POST('/api/1/user/identity/verify', { body: { ...identity, session: {} } });
+      expect(first.response.status).toBe(403);
+      const { ticket } = first.error as Problem & { ticket: string };
+      const second = await h.client.POST('/api/1/user/factor/verify', {
+        body: { ticket, code: totpAt(added.secret, nowSeconds() + 30), session: {} },
+      });
+      expect(second.response.status, JSON.stringify(second.error)).toBe(200);
+      const checked = await h.client.POST('/api/1/session/verify', {
+        body: { token: second.data!.result.session!.token },
+      });
+      expect(checked.data!.result).toMatchObject({ _userId: userId, aal: 2 });
+      expect(checked.data!.result.amr).not.toContain('pwd');
+      expect(checked.data!.result.amr).toContain('fed');
+    });
+  });
+}
+
+defineReviewSuite(pgliteTarget);
+defineReviewSuite(await postgresTarget());
