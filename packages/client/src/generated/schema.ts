@@ -1146,7 +1146,8 @@ export interface paths {
          *     With `session`, a 200 also makes a session (`result.session`), aal 2: amr
          *     `[pwd, otp, mfa]` after a TOTP or a recovery code, `[pwd, hwk, mfa]` after a
          *     passkey; when the first step was a `login` ticket (a link or code, not a password),
-         *     `[otp, mfa]` and `[otp, hwk, mfa]`. Its address is `X-End-User-IP`'s, when given.
+         *     `[otp, mfa]` and `[otp, hwk, mfa]`; when it was an identity (`identity/verify`),
+         *     `[fed, otp, mfa]` and `[fed, hwk, mfa]`. Its address is `X-End-User-IP`'s, when given.
          */
         post: operations["verifySecondFactor"];
         delete?: never;

@@ -16,10 +16,11 @@ import { recoveryCodes, serviceKeys, userFactors, users } from '../db/schema.ts'
 export const LOGIN_TICKET_MS = 5 * 60_000;
 
 /**
- * What the login's first step was: a password (`verify`), or a login link or code (`ticket/redeem`,
- * issue 44, point 6), for the session's amr once the second step completes it.
+ * What the login's first step was: a password (`verify`), a login link or code (`ticket/redeem`,
+ * issue 44, point 6), or another provider's identity (`identity/verify`), for the session's amr
+ * once the second step completes it.
  */
-export type FirstStep = 'pwd' | 'otp';
+export type FirstStep = 'pwd' | 'otp' | 'fed';
 
 interface Claims {
   u: string;

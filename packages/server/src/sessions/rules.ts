@@ -54,6 +54,10 @@ export const LOGIN_TICKET_LOGIN: LoginMethod = { aal: 1, amr: ['otp'] };
 export const LOGIN_TICKET_AND_CODE: LoginMethod = { aal: 2, amr: ['otp', 'mfa'] };
 /** A login link or code, then a passkey as its second factor. */
 export const LOGIN_TICKET_AND_PASSKEY: LoginMethod = { aal: 2, amr: ['otp', 'hwk', 'mfa'] };
+/** Another provider's identity (identity/verify), then a TOTP or recovery code: no password was used. */
+export const IDENTITY_AND_CODE: LoginMethod = { aal: 2, amr: ['fed', 'otp', 'mfa'] };
+/** Another provider's identity, then a passkey as its second factor. */
+export const IDENTITY_AND_PASSKEY: LoginMethod = { aal: 2, amr: ['fed', 'hwk', 'mfa'] };
 
 /** The one answer of every miss: unknown, malformed, another site's, expired, idle, revoked, replaced. */
 export const invalidSession = () =>

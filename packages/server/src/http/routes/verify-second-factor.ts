@@ -2,8 +2,11 @@ import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../contract/validation.ts';
 import { verifySecondFactor as verify } from '../../factors/factors.ts';
+import type { FirstStep } from '../../factors/login-ticket.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import {
+  IDENTITY_AND_CODE,
+  IDENTITY_AND_PASSKEY,
   LOGIN_TICKET_AND_CODE,
   LOGIN_TICKET_AND_PASSKEY,
   type LoginMethod,
@@ -16,10 +19,11 @@ import { endUserAddress, sessionDepsOf, validBody } from './shared.ts';
 
 type VerifySecondFactorResponse = components['schemas']['VerifySecondFactorResponse'];
 
-/** The session's method by the login's first step (a password, or a login link or code) and the second. */
-const METHODS: Record<'pwd' | 'otp', Record<'code' | 'passkey', LoginMethod>> = {
+/** The session's method by the login's first step (a password, a login link or code, an identity) and the second. */
+const METHODS: Record<FirstStep, Record<'code' | 'passkey', LoginMethod>> = {
   pwd: { code: PASSWORD_AND_CODE, passkey: PASSWORD_AND_PASSKEY },
   otp: { code: LOGIN_TICKET_AND_CODE, passkey: LOGIN_TICKET_AND_PASSKEY },
+  fed: { code: IDENTITY_AND_CODE, passkey: IDENTITY_AND_PASSKEY },
 };
 
 export const verifySecondFactor = defineOperation({
