@@ -44,6 +44,19 @@ function defineReviewSuite(spec: TargetSpec): void {
       expect(checked.data!.result.amr).not.toContain('pwd');
       expect(checked.data!.result.amr).toContain('fed');
     });
+
+    it('a login code redeemed with its _userId in capitals (the same UUID): signed in, as every other operation reads it', async () => {
+      const user = await h.createUser();
+      const issued = await h.client.POST('/api/1/user/ticket', {
+        body: { _userId: user.id, purpose: 'login', delivery: 'code' } as never,
+      });
+      const code = issued.data!.result.ticket;
+      const redeemed = await h.client.POST('/api/1/user/ticket/redeem', {
+        body: { ticket: code, purpose: 'login', _userId: user.id.toUpperCase() } as never,
+      });
+      expect(redeemed.response.status, JSON.stringify(redeemed.error)).toBe(200);
+      expect(redeemed.data!.result).toMatchObject({ _userId: user.id, status: 'login verified' });
+    });
   });
 }
 
