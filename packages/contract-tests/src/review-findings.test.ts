@@ -57,6 +57,35 @@ function defineReviewSuite(spec: TargetSpec): void {
       expect(redeemed.response.status, JSON.stringify(redeemed.error)).toBe(200);
       expect(redeemed.data!.result).toMatchObject({ _userId: user.id, status: 'login verified' });
     });
+
+    it('org/roles: an expired invitation (not listed, not revocable, not acceptable) does not hold a role in use', async () => {
+      const { token } = await h.target.createToken({
+        site: `review-${Date.now().toString(36)}-${seq++}`,
+        scopes: ['read', 'write'],
+        label: 'review orgs',
+      });
+      const c = h.clientFor(token);
+      const roles = [
+        { role: 'admin', permissions: ['billing:manage'] },
+        { role: 'guest', permissions: [] },
+      ];
+      expect((await c.POST('/api/1/org/roles', { body: { roles } })).response.status).toBe(200);
+      const orgId = (await c.POST('/api/1/org/create', { body: { name: 'Acme' } })).data!.result.orgId;
+      const invited = await c.POST('/api/1/org/invitation/create', {
+        body: { orgId, email: h.uniqueEmail('guest'), roles: ['guest'], expiresIn: 60 },
+      });
+      const { invitationId } = invited.data!.result;
+      // Its time passed.
+      await h.target.sql(`update org_invitations set expires_at = now() - interval '1 minute' where id = $1`, [
+        invitationId,
+      ]);
+      const listed = await c.GET('/api/1/org/invitation/list', { params: { query: { orgId } } });
+      expect(listed.data!.result.invitations).toEqual([]);
+      expect((await c.POST('/api/1/org/invitation/revoke', { body: { invitationId } })).response.status).toBe(404);
+      // So nothing the site can see or do gives the role: it may drop it.
+      const dropped = await c.POST('/api/1/org/roles', { body: { roles: [roles[0]!] } });
+      expect(dropped.response.status, JSON.stringify(dropped.error)).toBe(200);
+    });
   });
 }
 
