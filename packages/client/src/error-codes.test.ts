@@ -103,4 +103,3 @@ describe('one problem schema per code', () => {
     }
   });
 });
-
