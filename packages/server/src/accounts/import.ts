@@ -232,8 +232,11 @@ async function identitiesTaken(db: Db, site: string, accepted: Accepted[]): Prom
     .select({ provider: userIdentities.provider, subject: userIdentities.subject })
     .from(userIdentities)
     .where(
+      // The providers named too: the lookup walks user_identities_site_provider_subject_key, not
+      // every identity of the site.
       and(
         eq(userIdentities.site, site),
+        inArray(userIdentities.provider, [...new Set(wanted.map((i) => i.provider))]),
         inArray(
           userIdentities.subject,
           wanted.map((i) => i.subject),

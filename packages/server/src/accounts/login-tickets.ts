@@ -55,7 +55,8 @@ export async function redeemLoginTicket(
   input: { ticket: string; _userId?: string | undefined },
 ): Promise<LoginRedeemed> {
   const { site } = scope;
-  const named = input._userId;
+  // A UUID in any letter case (as the database compares it): the ticket's account is compared below as text.
+  const named = input._userId?.toLowerCase();
   if (named !== undefined && !isUuid(named)) throw invalidTicket();
   // A code goes with the account it was sent for; a link finds its account by itself.
   const code = named !== undefined && CODE.test(input.ticket);

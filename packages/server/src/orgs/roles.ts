@@ -84,6 +84,11 @@ export async function setRoles(scope: WriteScope, deps: WriteDeps, roles: Role[]
         removed.map((r) => sql`${r}`),
         sql`, `,
       )}]::text[]`;
+      // An expired invitation is no longer given (not listed, not revocable, not acceptable):
+      // one that names a role left out goes now, rather than hold the role for ever.
+      await tx.execute(
+        sql`delete from org_invitations where site = ${scope.site} and expires_at <= now() and roles && ${list}`,
+      );
       const held = await rows<{ role: string }>(
         tx,
         sql`select distinct r as role from (

@@ -1,0 +1,93 @@
+// Review of issues 44-46 (identities, login links and codes, organizations): each test holds one
+// defect found in review, through the client, on PGlite and PostgreSQL.
+import type { Problem } from '@user-accounts/client';
+import { describe, expect, it } from 'vitest';
+import { nowSeconds, totpAt } from './factors-suite.ts';
+import { useTarget } from './harness.ts';
+import { pgliteTarget, postgresTarget, type TargetSpec } from './targets.ts';
+
+let seq = 0;
+const subjectOf = (tag = 's') => `${tag}-${Date.now()}-${seq++}`;
+
+function defineReviewSuite(spec: TargetSpec): void {
+  if (spec.skip || !spec.stateful) {
+    describe.skip(`${spec.name}: review findings (${spec.skip ?? 'stateless'})`, () => {
+      it('skipped', () => {});
+    });
+    return;
+  }
+
+  describe(`${spec.name}: review findings`, () => {
+    const h = useTarget(spec);
+
+    it('identity/verify then factor/verify: the session says fed, never pwd (no password was used)', async () => {
+      const identity = { provider: 'google', subject: subjectOf('g') };
+      const created = await h.client.POST('/api/1/user/identity/create', {
+        body: { ...identity, email: h.uniqueEmail('fed2fa'), name: 'Ada' },
+      });
+      const userId = created.data!.result._userId;
+      const added = (await h.client.POST('/api/1/user/factor/totp', { body: { _userId: userId } })).data!.result;
+      await h.client.POST('/api/1/user/factor/confirm', {
+        body: { _userId: userId, factorId: added.factorId, code: totpAt(added.secret, nowSeconds()) },
+      });
+      const first = await h.client.POST('/api/1/user/identity/verify', { body: { ...identity, session: {} } });
+      expect(first.response.status).toBe(403);
+      const { ticket } = first.error as Problem & { ticket: string };
+      const second = await h.client.POST('/api/1/user/factor/verify', {
+        body: { ticket, code: totpAt(added.secret, nowSeconds() + 30), session: {} },
+      });
+      expect(second.response.status, JSON.stringify(second.error)).toBe(200);
+      const checked = await h.client.POST('/api/1/session/verify', {
+        body: { token: second.data!.result.session!.token },
+      });
+      expect(checked.data!.result).toMatchObject({ _userId: userId, aal: 2 });
+      expect(checked.data!.result.amr).not.toContain('pwd');
+      expect(checked.data!.result.amr).toContain('fed');
+    });
+
+    it('a login code redeemed with its _userId in capitals (the same UUID): signed in, as every other operation reads it', async () => {
+      const user = await h.createUser();
+      const issued = await h.client.POST('/api/1/user/ticket', {
+        body: { _userId: user.id, purpose: 'login', delivery: 'code' } as never,
+      });
+      const code = issued.data!.result.ticket;
+      const redeemed = await h.client.POST('/api/1/user/ticket/redeem', {
+        body: { ticket: code, purpose: 'login', _userId: user.id.toUpperCase() } as never,
+      });
+      expect(redeemed.response.status, JSON.stringify(redeemed.error)).toBe(200);
+      expect(redeemed.data!.result).toMatchObject({ _userId: user.id, status: 'login verified' });
+    });
+
+    it('org/roles: an expired invitation (not listed, not revocable, not acceptable) does not hold a role in use', async () => {
+      const { token } = await h.target.createToken({
+        site: `review-${Date.now().toString(36)}-${seq++}`,
+        scopes: ['read', 'write'],
+        label: 'review orgs',
+      });
+      const c = h.clientFor(token);
+      const roles = [
+        { role: 'admin', permissions: ['billing:manage'] },
+        { role: 'guest', permissions: [] },
+      ];
+      expect((await c.POST('/api/1/org/roles', { body: { roles } })).response.status).toBe(200);
+      const orgId = (await c.POST('/api/1/org/create', { body: { name: 'Acme' } })).data!.result.orgId;
+      const invited = await c.POST('/api/1/org/invitation/create', {
+        body: { orgId, email: h.uniqueEmail('guest'), roles: ['guest'], expiresIn: 60 },
+      });
+      const { invitationId } = invited.data!.result;
+      // Its time passed.
+      await h.target.sql(`update org_invitations set expires_at = now() - interval '1 minute' where id = $1`, [
+        invitationId,
+      ]);
+      const listed = await c.GET('/api/1/org/invitation/list', { params: { query: { orgId } } });
+      expect(listed.data!.result.invitations).toEqual([]);
+      expect((await c.POST('/api/1/org/invitation/revoke', { body: { invitationId } })).response.status).toBe(404);
+      // So nothing the site can see or do gives the role: it may drop it.
+      const dropped = await c.POST('/api/1/org/roles', { body: { roles: [roles[0]!] } });
+      expect(dropped.response.status, JSON.stringify(dropped.error)).toBe(200);
+    });
+  });
+}
+
+defineReviewSuite(pgliteTarget);
+defineReviewSuite(await postgresTarget());
