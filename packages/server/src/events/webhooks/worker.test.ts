@@ -444,7 +444,11 @@ describe('the webhook sender', () => {
     const w = startWebhookWorker({ db: counting, logger: silentLogger(), allowPrivate: true, wake, pollMs: 600_000 });
     workers.push(w);
     await until(() => statements >= 3); // its first cycle: the endpoints, a fan-out, a claim
-    await sleep(100);
+    // Until its first cycle is over (under load it outlasts a fixed pause): no statement for 300 ms.
+    for (let seen = -1; seen !== statements; ) {
+      seen = statements;
+      await sleep(300);
+    }
     const before = statements;
     for (let i = 0; i < 5; i++) wake.notify(quiet.name);
     await sleep(100);
