@@ -22,6 +22,9 @@ const procs = processes();
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   await Promise.all(cleanups.splice(0).map((c) => c()));
+  // Each test's servers end with it: left running, they went on delivering and logging into this
+  // process, and a later test on PostgreSQL ran out of time behind them (clean-clone CI, 2 cores).
+  procs.cleanup();
 });
 afterAll(() => procs.cleanup());
 
