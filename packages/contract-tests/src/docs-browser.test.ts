@@ -107,5 +107,5 @@ describe.skipIf(unavailable !== undefined)("/docs: Scalar's Test Request on each
     } finally {
       await browser.close();
     }
-  }, 120_000);
+  }, 300_000);
 });

@@ -4960,9 +4960,9 @@ export interface components {
         /** @description The account's email, in any letter case. Give this or `_userId`, not both. */
         EmailQuery: string;
         /** @description With `subject`, the account that has this linked identity. Give these two, or `_userId`, or `email`. */
-        ProviderQuery: components["schemas"]["IdentityProvider"];
+        ProviderQuery: string;
         /** @description With `provider`, the account that has this linked identity. */
-        SubjectQuery: components["schemas"]["IdentitySubject"];
+        SubjectQuery: string;
         /**
          * @description Accounts whose email starts with this, ignoring letter case (`ada`, `ada.lovelace@`); a
          *     value starting with `@` matches the domain whole instead (`@example.org`: every address at
