@@ -6906,7 +6906,7 @@ export interface operations {
                 /** @description The organization's identifier (or `slug`). */
                 orgId?: components["schemas"]["OrgId"];
                 /** @description The organization's slug (or `orgId`). */
-                slug?: components["schemas"]["OrgSlug"];
+                slug?: string;
             };
             header?: never;
             path?: never;
