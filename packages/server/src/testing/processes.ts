@@ -63,14 +63,25 @@ export function processes() {
       running.ready.catch(() => {}); // awaited only by the tests that expect a start
       return running;
     },
-    /** `node src/cli.ts ARGS`; resolves with its exit code and output. */
+    /**
+     * `node src/cli.ts ARGS`; resolves with its exit code and output. A CLI still running after
+     * `timeoutMs` is killed (code null, and stderr says so): one left waiting on a database that
+     * went away outlived a clean-clone CI run by 23 minutes. cleanup() kills any still running.
+     */
     cli(
       args: string[],
       vars: Record<string, string>,
+      timeoutMs = 300_000,
     ): Promise<{ code: number | null; stdout: string; stderr: string }> {
       const child = spawn(process.execPath, [CLI, ...args], { env: env(vars) });
+      children.push(child);
       let stdout = '';
       let stderr = '';
+      const timer = setTimeout(() => {
+        stderr += `\n[testing] cli ${args.slice(0, 2).join(' ')} killed after ${timeoutMs} ms\n`;
+        child.kill('SIGKILL');
+      }, timeoutMs);
+      child.on('exit', () => clearTimeout(timer));
       child.stdout.on('data', (chunk: Buffer) => {
         stdout += chunk.toString();
       });
