@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { builtEntry } from './build.ts';
 
 const MAIN = fileURLToPath(new URL('../main.ts', import.meta.url));
 const CLI = fileURLToPath(new URL('../cli.ts', import.meta.url));
@@ -32,9 +33,12 @@ export function processes() {
   });
 
   return {
-    /** `node src/main.ts` (or another entry point, such as a build) with these environment variables (and nothing else of ours). */
-    server(vars: Record<string, string>, script = MAIN): Running {
-      const child = spawn(process.execPath, [script], { env: env(vars) });
+    /**
+     * The server with these environment variables (and nothing else of ours): the run's build of
+     * src/main.ts (testing/build.ts), src/main.ts itself when the run has none, or `script`.
+     */
+    server(vars: Record<string, string>, script?: string): Running {
+      const child = spawn(process.execPath, [script ?? builtEntry('main.js') ?? MAIN], { env: env(vars) });
       children.push(child);
       let stdout = '';
       let stderr = '';
@@ -64,7 +68,7 @@ export function processes() {
       return running;
     },
     /**
-     * `node src/cli.ts ARGS`; resolves with its exit code and output. A CLI still running after
+     * `node src/cli.ts ARGS` (the run's build of it, as server() starts); resolves with its exit code and output. A CLI still running after
      * `timeoutMs` is killed (code null, and stderr says so): one left waiting on a database that
      * went away outlived a clean-clone CI run by 23 minutes. cleanup() kills any still running.
      */
@@ -73,7 +77,7 @@ export function processes() {
       vars: Record<string, string>,
       timeoutMs = 300_000,
     ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-      const child = spawn(process.execPath, [CLI, ...args], { env: env(vars) });
+      const child = spawn(process.execPath, [builtEntry('cli.js') ?? CLI, ...args], { env: env(vars) });
       children.push(child);
       let stdout = '';
       let stderr = '';
