@@ -304,6 +304,48 @@ function defineSessionsSuite(spec: TargetSpec): void {
       expect((await list(user.id)).data!.result.sessions).toEqual([]);
     });
 
+    // Review (point 1 of the small fixes): a userAgent was kept as given, control characters and
+    // all, for the console and any tool that prints session/list. Every login taking one refuses them.
+    it('a userAgent with control characters, line separators or bidi formatting is refused by every login taking one', async () => {
+      const user = await h.createUser();
+      const hostile = [
+        'Firefox\u001b]0;pwned\u0007',
+        'Firefox\r\nforged: line',
+        'Firefox\u009b2J',
+        'Firefox\u0000',
+        'Firefox\tTab',
+        'Firefox\u007f',
+        'Firefox\u202eevil',
+        'Firefox\u2028next',
+      ];
+      const logins = (userAgent: string): [string, Record<string, unknown>][] => [
+        ['/api/1/user/verify', { email: user.email, password: user.password, session: { userAgent } }],
+        ['/api/1/user/factor/verify', { ticket: 'a'.repeat(43), code: '123456', session: { userAgent } }],
+        ['/api/1/user/passkey/verify', { response: {}, session: { userAgent } }],
+        ['/api/1/user/identity/verify', { provider: 'google', subject: '1', session: { userAgent } }],
+        ['/api/1/user/ticket/redeem', { ticket: 'a'.repeat(43), purpose: 'login', session: { userAgent } }],
+      ];
+      for (const userAgent of hostile)
+        for (const [path, body] of logins(userAgent)) {
+          const { response, error } = await h.client.POST(path as '/api/1/user/verify', { body: body as never });
+          const what = `${path} ${JSON.stringify(userAgent)}`;
+          expect(response.status, what).toBe(400);
+          expect((error as Problem).code, what).toBe('invalid_request');
+          const at = (error as Problem).errors?.find((e) => e.pointer === '/session/userAgent');
+          expect(at?.message, what).toMatch(
+            /^must not contain (control characters \(U\+0000–U\+001F, U\+007F–U\+009F\)|U\+2028 or U\+2029|bidirectional formatting characters)$/,
+          );
+        }
+      expect(await h.target.sql('select count(*)::int as n from sessions where user_id = $1', [user.id])).toEqual([
+        { n: 0 },
+      ]);
+      // What a browser sends stays good, whatever its script.
+      const agent = 'Mozilla/5.0 (X11; Linux x86_64) Firefox/133.0 Zoë/李';
+      const made = await login(user, { userAgent: agent });
+      expect((await list(user.id)).data!.result.sessions.map((s) => s.userAgent)).toEqual([agent]);
+      expect(made.sessionId).toBeDefined();
+    });
+
     it.runIf(spec.name.includes('PGlite'))(
       'a real 10 s wait: a replaced token is then theft, where at 9 s it still got its successor',
       async () => {

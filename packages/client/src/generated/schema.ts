@@ -3092,7 +3092,10 @@ export interface components {
          */
         SessionOptions: {
             /**
-             * @description The person's browser or app, as its `User-Agent` said.
+             * @description The person's browser or app, as its `User-Agent` said: at most 512 characters, without
+             *     control characters (C0, DEL, C1), U+2028/U+2029 or bidirectional formatting characters,
+             *     which a console or a terminal showing it would obey (400 `invalid_request` at
+             *     `/session/userAgent`). A real `User-Agent` header has none of them.
              * @example Mozilla/5.0 (X11; Linux x86_64) Firefox/133.0
              */
             userAgent?: string;
@@ -3222,12 +3225,16 @@ export interface components {
         ImpersonateRequest: {
             _userId: components["schemas"]["UserId"];
             /**
-             * @description Who impersonates, as the site names its support staff (an email, a name, an id). Trimmed.
+             * @description Who impersonates, as the site names its support staff (an email, a name, an id): a
+             *     visible character at least, no control characters, U+2028/U+2029 or bidirectional
+             *     formatting characters (the console and the audit trail show it). Kept trimmed.
              * @example grace@support.example.com
              */
             actor: string;
             /**
-             * @description Why, for the paper trail (a ticket number, a sentence). Trimmed.
+             * @description Why, for the paper trail (a ticket number, a sentence): a visible character at least,
+             *     on one line, no control characters, U+2028/U+2029 or bidirectional formatting
+             *     characters. Kept trimmed.
              * @example Ticket 4821: the invoice page shows no invoices
              */
             reason: string;
