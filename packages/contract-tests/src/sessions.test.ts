@@ -1,7 +1,7 @@
 // Sessions (issue 43, points 1, 2, 3, 5, 6) through the client, on PGlite and PostgreSQL: made by a
 // completed login, checked, refreshed with rotation, listed, revoked, ended by what should end
 // them; and three servers sharing one PostgreSQL that all refuse a revoked session within 1 s.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
@@ -302,6 +302,54 @@ function defineSessionsSuite(spec: TargetSpec): void {
       expect((await refresh(next.token)).response.status).toBe(422);
       expect(await revokedReasons(user.id)).toEqual(['refresh_reuse']);
       expect((await list(user.id)).data!.result.sessions).toEqual([]);
+    });
+
+    // Review (point 2 of the small fixes): each refresh miss wrote an audit row, so made-up tokens
+    // turned into database writes at the caller's will. A miss now writes nothing; a theft keeps its row.
+    it('a refresh miss writes nothing: unknown, malformed, expired and revoked tokens leave the audit trail as it was', async () => {
+      const user = await h.createUser();
+      const { id, token } = await h.target.createToken({ scopes: ['read', 'verify'], label: 'refresh misses' });
+      const as = h.clientFor(token);
+      const expired = await login(user, {}, as);
+      await h.target.sql(`update sessions set expires_at = now() - interval '1 second' where id = $1`, [
+        expired.sessionId,
+      ]);
+      const revoked = await login(user, {}, as);
+      expect((await revoke({ sessionId: revoked.sessionId })).response.status).toBe(200);
+      const rowsOf = () =>
+        h.target.sql(
+          `select operation, user_id, status, outcome from audit_log
+           where token_id = $1 and operation = 'session_refresh' order by id`,
+          [id],
+        );
+      const trail = async () =>
+        (await h.client.GET('/api/1/audit', { params: { query: { _userId: user.id, limit: 100 } } })).data!.result
+          .entries;
+      const before = await trail();
+      const misses = [
+        ...Array.from({ length: 25 }, () => `uas_${randomBytes(32).toString('base64url')}`),
+        'not a session token at all',
+        expired.token,
+        revoked.token,
+      ];
+      for (const miss of misses) {
+        const { response, error } = await as.POST('/api/1/session/refresh', { body: { token: miss } });
+        expect(response.status).toBe(422);
+        expect(withoutRequestId(error as Problem)).toEqual(withoutRequestId(invalid));
+      }
+      expect(await rowsOf()).toEqual([]);
+      expect(await trail()).toEqual(before);
+
+      // A replayed token (theft) keeps its audit row and its event, as a refresh keeps its own.
+      const session = await login(user, {}, as);
+      expect((await refresh(session.token, as)).response.status).toBe(200);
+      await age(session.sessionId);
+      expect((await refresh(session.token, as)).response.status).toBe(422);
+      expect(await rowsOf()).toEqual([
+        { operation: 'session_refresh', user_id: user.id, status: 200, outcome: 'session refreshed' },
+        { operation: 'session_refresh', user_id: user.id, status: 422, outcome: 'invalid_session' },
+      ]);
+      expect(await revokedReasons(user.id)).toEqual(['revoked', 'refresh_reuse']);
     });
 
     // Review (point 1 of the small fixes): a userAgent was kept as given, control characters and

@@ -1369,8 +1369,10 @@ export interface paths {
          *     - Every other miss (unknown, another site's, expired, idle, revoked): 422
          *       `invalid_session`, the same body as `session/verify`'s.
          *
-         *     Audited (operation `session_refresh`, outcome `session refreshed` or the problem's
-         *     `code`), never with a token.
+         *     Audited (operation `session_refresh`), never with a token: a refresh (`session refreshed`),
+         *     a replayed token's revocation (`invalid_session`, with the account), a refusal of the
+         *     request itself (its problem's `code`). A plain miss writes nothing, not even an audit row:
+         *     it names no account, and made-up tokens must not turn into database writes.
          */
         post: operations["refreshSession"];
         delete?: never;
