@@ -621,6 +621,40 @@ function defineOrgsSuite(spec: TargetSpec): void {
       expect(after).toEqual(before);
     });
 
+    // Review (point 3 of the small fixes): org/create took no Idempotency-Key, where every other create does.
+    it('org/create takes an Idempotency-Key: a retry replays the 201 and makes one organization; another body under it is 422', async () => {
+      const s = await site();
+      const header = { 'Idempotency-Key': randomUUID() };
+      const body = { name: 'Once Ltd', slug: `once-${randomUUID().slice(0, 8)}`, metadata: { plan: 'pro' } };
+      const first = await s.c.POST('/api/1/org/create', { body, params: { header } });
+      expect(first.response.status, JSON.stringify(first.error)).toBe(201);
+      expect(first.response.headers.get('idempotent-replayed')).toBeNull();
+      const again = await s.c.POST('/api/1/org/create', { body, params: { header } });
+      expect(again.response.status, JSON.stringify(again.error)).toBe(201);
+      expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.data).toEqual(first.data);
+      const listed = async () =>
+        (await s.c.GET('/api/1/org/list', { params: { query: {} } })).data!.result.orgs.map((o) => o.orgId);
+      expect(await listed()).toEqual([first.data!.result.orgId]);
+      const events = await s.c.GET('/api/1/events', {
+        params: { query: { subject: first.data!.result.orgId, limit: 100 } },
+      });
+      expect(events.data!.result.events.filter((e) => e.type === 'org.created')).toHaveLength(1);
+      // Another body under the same key: refused as user/create refuses it, nothing made.
+      const other = await s.c.POST('/api/1/org/create', { body: { name: 'Other Ltd' }, params: { header } });
+      problemOf(other, 422, 'idempotency_key_reused');
+      expect(await listed()).toEqual([first.data!.result.orgId]);
+      // A malformed key is the 400 user/create answers, at the header's pointer.
+      const bad = await s.c.POST('/api/1/org/create', {
+        body: { name: 'Bad Key Ltd' },
+        params: { header: { 'Idempotency-Key': 'two words' } },
+      });
+      expect(problemOf(bad, 400, 'invalid_request').errors).toEqual([
+        expect.objectContaining({ pointer: 'Idempotency-Key', code: 'invalid_format' }),
+      ]);
+      expect(await listed()).toEqual([first.data!.result.orgId]);
+    });
+
     it('deleting an account (for good) or an organization leaves no membership behind; the person’s data lists them', async () => {
       const s = await site();
       const a = await s.org({ name: 'A' });

@@ -1497,7 +1497,10 @@ export interface paths {
          *     unique among the site's organizations (409 `slug_taken`), and names it in `org/get?slug=`.
          *     `metadata` is the site's own, bounded as an account's (64 KiB, depth 8). The organization
          *     starts with no member: add them (`org/member/add`) or invite them (`org/invitation/create`).
-         *     Event `org.created`; audit row `org_create`.
+         *     Event `org.created`; audit row `org_create`. With an `Idempotency-Key`, a retry with the same
+         *     key and body replays the first answer (`Idempotent-Replayed: true`, the same `orgId`) and
+         *     creates no second organization; the same key with another body is 422
+         *     `idempotency_key_reused`.
          */
         post: operations["createOrg"];
         delete?: never;
@@ -6874,7 +6877,25 @@ export interface operations {
     createOrg: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+                 *     printable ASCII characters. A retry with the same key and body replays the first answer.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
+                 *
+                 *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+                 *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+                 *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+                 *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+                 *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+                 *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+                 *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+                 *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6891,6 +6912,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6903,6 +6925,7 @@ export interface operations {
             409: components["responses"]["OrgConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
