@@ -3,6 +3,7 @@
 // test works on a site of its own (a token made for it), so that the role sets never meet.
 import { createHash, randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
+import { purgeDeleted } from '@user-accounts/server/accounts/delete';
 import { describe, expect, it } from 'vitest';
 import { GHOST, useTarget } from './harness.ts';
 import { pgliteTarget, postgresTarget, type TargetSpec } from './targets.ts';
@@ -653,6 +654,52 @@ function defineOrgsSuite(spec: TargetSpec): void {
         expect.objectContaining({ pointer: 'Idempotency-Key', code: 'invalid_format' }),
       ]);
       expect(await listed()).toEqual([first.data!.result.orgId]);
+    });
+
+    // Review (point 4 of the small fixes): the purge's removal of memberships was covered by review only.
+    it('the purge of an account deleted with a grace period removes its memberships; the organization stays', async () => {
+      const s = await site();
+      const a = await s.org({ name: 'Stays', slug: `stays-${randomUUID().slice(0, 8)}` });
+      const b = await s.org({ name: 'Stays too' });
+      const u = await s.user(true);
+      const v = await s.user(true);
+      await s.add(a, u.id, ['admin']);
+      await s.add(a, v.id, ['member']);
+      await s.add(b, v.id, ['billing']);
+      const members = async (orgId: string) =>
+        (await s.c.GET('/api/1/org/member/list', { params: { query: { orgId } } })).data!.result.members.map(
+          (m) => m._userId,
+        );
+      const deleted = await s.c.DELETE('/api/1/user/delete', { body: { _userId: v.id, graceDays: 30 } });
+      expect(deleted.response.status).toBe(200);
+      // In its grace period the account is out of reach, its memberships kept for a restore.
+      expect((await s.get(a)).data!.result.memberCount).toBe(2);
+
+      // The grace period over, the housekeeping job's purge (run here at once, not within its 30 s).
+      await h.target.sql(`update users set purge_at = now() - interval '1 second' where id = $1`, [v.id]);
+      const deps = h.target.deps!();
+      await purgeDeleted({ db: deps.database.db, outbox: deps.outbox, sequencer: deps.sequencer });
+      expect((await s.c.GET('/api/1/user/get', { params: { query: { _userId: v.id } } })).response.status).toBe(404);
+
+      expect(await members(a)).toEqual([u.id]);
+      expect(await members(b)).toEqual([]);
+      expect((await s.get(a)).data!.result).toMatchObject({ orgId: a, name: 'Stays', memberCount: 1 });
+      expect((await s.get(b)).data!.result).toMatchObject({ orgId: b, name: 'Stays too', memberCount: 0 });
+      expect((await s.check(a, v.id)).member).toBe(false);
+      expect((await s.check(a, u.id)).roles).toEqual(['admin']);
+      for (const [orgId, roles] of [
+        [a, ['member']],
+        [b, ['billing']],
+      ] as const) {
+        const events = await s.c.GET('/api/1/events', { params: { query: { subject: orgId, limit: 100 } } });
+        expect(events.data!.result.events.filter((e) => e.type === 'org.member_removed')).toEqual([
+          expect.objectContaining({ data: { orgId, _userId: v.id, roles } }),
+        ]);
+      }
+      // The restore finds nothing to bring back.
+      const restored = await s.c.POST('/api/1/user/restore', { body: { _userId: v.id } });
+      expect(restored.response.status).toBe(404);
+      expect(await members(a)).toEqual([u.id]);
     });
 
     it('deleting an account (for good) or an organization leaves no membership behind; the person’s data lists them', async () => {
