@@ -185,6 +185,13 @@ describe('cli on the embedded database, while the server runs', () => {
       ['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', 'x', '--expires', 'soon'],
       /--expires must be/,
     ],
+    // C1 controls (U+0080–U+009F) too: a terminal obeys U+009B as it obeys ESC [.
+    [
+      ['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', 'web\u009b2J app'],
+      /--label must be at most 200 characters, without control characters/,
+    ],
+    [['console', '--site', 'shop', '--as', 'Ann\u0085Example'], /--as must be the person's name/],
+    [['site', 'set', '--site', 'shop', '--display-name', 'Shop\u009d0;x'], /--display-name must be/],
     [['token', 'revoke'], /^cli token revoke: needs the id or the prefix of a token/],
     [['frobnicate'], /^cli: unknown command: frobnicate\n/],
   ])(

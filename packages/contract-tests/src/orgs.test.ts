@@ -3,6 +3,7 @@
 // test works on a site of its own (a token made for it), so that the role sets never meet.
 import { createHash, randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
+import { purgeDeleted } from '@user-accounts/server/accounts/delete';
 import { describe, expect, it } from 'vitest';
 import { GHOST, useTarget } from './harness.ts';
 import { pgliteTarget, postgresTarget, type TargetSpec } from './targets.ts';
@@ -619,6 +620,86 @@ function defineOrgsSuite(spec: TargetSpec): void {
         [orgId],
       );
       expect(after).toEqual(before);
+    });
+
+    // Review (point 3 of the small fixes): org/create took no Idempotency-Key, where every other create does.
+    it('org/create takes an Idempotency-Key: a retry replays the 201 and makes one organization; another body under it is 422', async () => {
+      const s = await site();
+      const header = { 'Idempotency-Key': randomUUID() };
+      const body = { name: 'Once Ltd', slug: `once-${randomUUID().slice(0, 8)}`, metadata: { plan: 'pro' } };
+      const first = await s.c.POST('/api/1/org/create', { body, params: { header } });
+      expect(first.response.status, JSON.stringify(first.error)).toBe(201);
+      expect(first.response.headers.get('idempotent-replayed')).toBeNull();
+      const again = await s.c.POST('/api/1/org/create', { body, params: { header } });
+      expect(again.response.status, JSON.stringify(again.error)).toBe(201);
+      expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.data).toEqual(first.data);
+      const listed = async () =>
+        (await s.c.GET('/api/1/org/list', { params: { query: {} } })).data!.result.orgs.map((o) => o.orgId);
+      expect(await listed()).toEqual([first.data!.result.orgId]);
+      const events = await s.c.GET('/api/1/events', {
+        params: { query: { subject: first.data!.result.orgId, limit: 100 } },
+      });
+      expect(events.data!.result.events.filter((e) => e.type === 'org.created')).toHaveLength(1);
+      // Another body under the same key: refused as user/create refuses it, nothing made.
+      const other = await s.c.POST('/api/1/org/create', { body: { name: 'Other Ltd' }, params: { header } });
+      problemOf(other, 422, 'idempotency_key_reused');
+      expect(await listed()).toEqual([first.data!.result.orgId]);
+      // A malformed key is the 400 user/create answers, at the header's pointer.
+      const bad = await s.c.POST('/api/1/org/create', {
+        body: { name: 'Bad Key Ltd' },
+        params: { header: { 'Idempotency-Key': 'two words' } },
+      });
+      expect(problemOf(bad, 400, 'invalid_request').errors).toEqual([
+        expect.objectContaining({ pointer: 'Idempotency-Key', code: 'invalid_format' }),
+      ]);
+      expect(await listed()).toEqual([first.data!.result.orgId]);
+    });
+
+    // Review (point 4 of the small fixes): the purge's removal of memberships was covered by review only.
+    it('the purge of an account deleted with a grace period removes its memberships; the organization stays', async () => {
+      const s = await site();
+      const a = await s.org({ name: 'Stays', slug: `stays-${randomUUID().slice(0, 8)}` });
+      const b = await s.org({ name: 'Stays too' });
+      const u = await s.user(true);
+      const v = await s.user(true);
+      await s.add(a, u.id, ['admin']);
+      await s.add(a, v.id, ['member']);
+      await s.add(b, v.id, ['billing']);
+      const members = async (orgId: string) =>
+        (await s.c.GET('/api/1/org/member/list', { params: { query: { orgId } } })).data!.result.members.map(
+          (m) => m._userId,
+        );
+      const deleted = await s.c.DELETE('/api/1/user/delete', { body: { _userId: v.id, graceDays: 30 } });
+      expect(deleted.response.status).toBe(200);
+      // In its grace period the account is out of reach, its memberships kept for a restore.
+      expect((await s.get(a)).data!.result.memberCount).toBe(2);
+
+      // The grace period over, the housekeeping job's purge (run here at once, not within its 30 s).
+      await h.target.sql(`update users set purge_at = now() - interval '1 second' where id = $1`, [v.id]);
+      const deps = h.target.deps!();
+      await purgeDeleted({ db: deps.database.db, outbox: deps.outbox, sequencer: deps.sequencer });
+      expect((await s.c.GET('/api/1/user/get', { params: { query: { _userId: v.id } } })).response.status).toBe(404);
+
+      expect(await members(a)).toEqual([u.id]);
+      expect(await members(b)).toEqual([]);
+      expect((await s.get(a)).data!.result).toMatchObject({ orgId: a, name: 'Stays', memberCount: 1 });
+      expect((await s.get(b)).data!.result).toMatchObject({ orgId: b, name: 'Stays too', memberCount: 0 });
+      expect((await s.check(a, v.id)).member).toBe(false);
+      expect((await s.check(a, u.id)).roles).toEqual(['admin']);
+      for (const [orgId, roles] of [
+        [a, ['member']],
+        [b, ['billing']],
+      ] as const) {
+        const events = await s.c.GET('/api/1/events', { params: { query: { subject: orgId, limit: 100 } } });
+        expect(events.data!.result.events.filter((e) => e.type === 'org.member_removed')).toEqual([
+          expect.objectContaining({ data: { orgId, _userId: v.id, roles } }),
+        ]);
+      }
+      // The restore finds nothing to bring back.
+      const restored = await s.c.POST('/api/1/user/restore', { body: { _userId: v.id } });
+      expect(restored.response.status).toBe(404);
+      expect(await members(a)).toEqual([u.id]);
     });
 
     it('deleting an account (for good) or an organization leaves no membership behind; the person’s data lists them', async () => {

@@ -169,6 +169,13 @@ function defineImpersonationSuite(spec: TargetSpec): void {
         ['a blank reason', { _userId: user.id, actor, reason: ' \t ' }],
         ['an actor of 201 characters', { _userId: user.id, actor: 'a'.repeat(201), reason }],
         ['a reason of 501 characters', { _userId: user.id, actor, reason: 'r'.repeat(501) }],
+        // The console and the audit trail show both: no control characters, line breaks included.
+        ['an actor with ESC', { _userId: user.id, actor: `${actor}\u001b]0;x\u0007`, reason }],
+        ['an actor with a line break', { _userId: user.id, actor: `  ${actor}\n`, reason }],
+        ['a reason with a C1 control', { _userId: user.id, actor, reason: `${reason}\u009b2J` }],
+        ['a reason on two lines', { _userId: user.id, actor, reason: `${reason}\r\nforged` }],
+        ['a reason with bidi formatting', { _userId: user.id, actor, reason: `\u202e${reason}` }],
+        ['an actor of zero-width characters', { _userId: user.id, actor: '\u200b\u200b', reason }],
         ['a lifetime over an hour', { _userId: user.id, actor, reason, lifetime: 3601 }],
         ['a lifetime under a minute', { _userId: user.id, actor, reason, lifetime: 59 }],
         ['an unknown field', { _userId: user.id, actor, reason, password: 'x' }],
@@ -177,6 +184,8 @@ function defineImpersonationSuite(spec: TargetSpec): void {
         const { error, response } = await start(body as never);
         expect(response.status, what).toBe(400);
         expect((error as Problem).code, what).toBe('invalid_request');
+        if (what.includes(' with ') || what.includes(' on two lines'))
+          expect((error as Problem).errors?.[0]?.message, what).toMatch(/^must (not contain|contain a visible)/);
       }
       expect(await sessionCount(user.id)).toBe(0);
       // The bounds themselves are good.
@@ -187,7 +196,7 @@ function defineImpersonationSuite(spec: TargetSpec): void {
       ]);
       expect(row!.impersonator).toEqual({ actor: 'a'.repeat(200), reason: 'r'.repeat(500) });
       // The paper trail is kept trimmed.
-      const spaced = await start({ _userId: user.id, actor: `  ${actor}\n`, reason: ` ${reason} ` });
+      const spaced = await start({ _userId: user.id, actor: `  ${actor} `, reason: ` ${reason} ` });
       expect(spaced.response.status).toBe(201);
       const checked = await h.client.POST('/api/1/session/verify', {
         body: { token: spaced.data!.result.session.token },

@@ -1,7 +1,7 @@
 // Sessions (issue 43, points 1, 2, 3, 5, 6) through the client, on PGlite and PostgreSQL: made by a
 // completed login, checked, refreshed with rotation, listed, revoked, ended by what should end
 // them; and three servers sharing one PostgreSQL that all refuse a revoked session within 1 s.
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
@@ -302,6 +302,96 @@ function defineSessionsSuite(spec: TargetSpec): void {
       expect((await refresh(next.token)).response.status).toBe(422);
       expect(await revokedReasons(user.id)).toEqual(['refresh_reuse']);
       expect((await list(user.id)).data!.result.sessions).toEqual([]);
+    });
+
+    // Review (point 2 of the small fixes): each refresh miss wrote an audit row, so made-up tokens
+    // turned into database writes at the caller's will. A miss now writes nothing; a theft keeps its row.
+    it('a refresh miss writes nothing: unknown, malformed, expired and revoked tokens leave the audit trail as it was', async () => {
+      const user = await h.createUser();
+      const { id, token } = await h.target.createToken({ scopes: ['read', 'verify'], label: 'refresh misses' });
+      const as = h.clientFor(token);
+      const expired = await login(user, {}, as);
+      await h.target.sql(`update sessions set expires_at = now() - interval '1 second' where id = $1`, [
+        expired.sessionId,
+      ]);
+      const revoked = await login(user, {}, as);
+      expect((await revoke({ sessionId: revoked.sessionId })).response.status).toBe(200);
+      const rowsOf = () =>
+        h.target.sql(
+          `select operation, user_id, status, outcome from audit_log
+           where token_id = $1 and operation = 'session_refresh' order by id`,
+          [id],
+        );
+      const trail = async () =>
+        (await h.client.GET('/api/1/audit', { params: { query: { _userId: user.id, limit: 100 } } })).data!.result
+          .entries;
+      const before = await trail();
+      const misses = [
+        ...Array.from({ length: 25 }, () => `uas_${randomBytes(32).toString('base64url')}`),
+        'not a session token at all',
+        expired.token,
+        revoked.token,
+      ];
+      for (const miss of misses) {
+        const { response, error } = await as.POST('/api/1/session/refresh', { body: { token: miss } });
+        expect(response.status).toBe(422);
+        expect(withoutRequestId(error as Problem)).toEqual(withoutRequestId(invalid));
+      }
+      expect(await rowsOf()).toEqual([]);
+      expect(await trail()).toEqual(before);
+
+      // A replayed token (theft) keeps its audit row and its event, as a refresh keeps its own.
+      const session = await login(user, {}, as);
+      expect((await refresh(session.token, as)).response.status).toBe(200);
+      await age(session.sessionId);
+      expect((await refresh(session.token, as)).response.status).toBe(422);
+      expect(await rowsOf()).toEqual([
+        { operation: 'session_refresh', user_id: user.id, status: 200, outcome: 'session refreshed' },
+        { operation: 'session_refresh', user_id: user.id, status: 422, outcome: 'invalid_session' },
+      ]);
+      expect(await revokedReasons(user.id)).toEqual(['revoked', 'refresh_reuse']);
+    });
+
+    // Review (point 1 of the small fixes): a userAgent was kept as given, control characters and
+    // all, for the console and any tool that prints session/list. Every login taking one refuses them.
+    it('a userAgent with control characters, line separators or bidi formatting is refused by every login taking one', async () => {
+      const user = await h.createUser();
+      const hostile = [
+        'Firefox\u001b]0;pwned\u0007',
+        'Firefox\r\nforged: line',
+        'Firefox\u009b2J',
+        'Firefox\u0000',
+        'Firefox\tTab',
+        'Firefox\u007f',
+        'Firefox\u202eevil',
+        'Firefox\u2028next',
+      ];
+      const logins = (userAgent: string): [string, Record<string, unknown>][] => [
+        ['/api/1/user/verify', { email: user.email, password: user.password, session: { userAgent } }],
+        ['/api/1/user/factor/verify', { ticket: 'a'.repeat(43), code: '123456', session: { userAgent } }],
+        ['/api/1/user/passkey/verify', { response: {}, session: { userAgent } }],
+        ['/api/1/user/identity/verify', { provider: 'google', subject: '1', session: { userAgent } }],
+        ['/api/1/user/ticket/redeem', { ticket: 'a'.repeat(43), purpose: 'login', session: { userAgent } }],
+      ];
+      for (const userAgent of hostile)
+        for (const [path, body] of logins(userAgent)) {
+          const { response, error } = await h.client.POST(path as '/api/1/user/verify', { body: body as never });
+          const what = `${path} ${JSON.stringify(userAgent)}`;
+          expect(response.status, what).toBe(400);
+          expect((error as Problem).code, what).toBe('invalid_request');
+          const at = (error as Problem).errors?.find((e) => e.pointer === '/session/userAgent');
+          expect(at?.message, what).toMatch(
+            /^must not contain (control characters \(U\+0000–U\+001F, U\+007F–U\+009F\)|U\+2028 or U\+2029|bidirectional formatting characters)$/,
+          );
+        }
+      expect(await h.target.sql('select count(*)::int as n from sessions where user_id = $1', [user.id])).toEqual([
+        { n: 0 },
+      ]);
+      // What a browser sends stays good, whatever its script.
+      const agent = 'Mozilla/5.0 (X11; Linux x86_64) Firefox/133.0 Zoë/李';
+      const made = await login(user, { userAgent: agent });
+      expect((await list(user.id)).data!.result.sessions.map((s) => s.userAgent)).toEqual([agent]);
+      expect(made.sessionId).toBeDefined();
     });
 
     it.runIf(spec.name.includes('PGlite'))(

@@ -1369,8 +1369,10 @@ export interface paths {
          *     - Every other miss (unknown, another site's, expired, idle, revoked): 422
          *       `invalid_session`, the same body as `session/verify`'s.
          *
-         *     Audited (operation `session_refresh`, outcome `session refreshed` or the problem's
-         *     `code`), never with a token.
+         *     Audited (operation `session_refresh`), never with a token: a refresh (`session refreshed`),
+         *     a replayed token's revocation (`invalid_session`, with the account), a refusal of the
+         *     request itself (its problem's `code`). A plain miss writes nothing, not even an audit row:
+         *     it names no account, and made-up tokens must not turn into database writes.
          */
         post: operations["refreshSession"];
         delete?: never;
@@ -1495,7 +1497,10 @@ export interface paths {
          *     unique among the site's organizations (409 `slug_taken`), and names it in `org/get?slug=`.
          *     `metadata` is the site's own, bounded as an account's (64 KiB, depth 8). The organization
          *     starts with no member: add them (`org/member/add`) or invite them (`org/invitation/create`).
-         *     Event `org.created`; audit row `org_create`.
+         *     Event `org.created`; audit row `org_create`. With an `Idempotency-Key`, a retry with the same
+         *     key and body replays the first answer (`Idempotent-Replayed: true`, the same `orgId`) and
+         *     creates no second organization; the same key with another body is 422
+         *     `idempotency_key_reused`.
          */
         post: operations["createOrg"];
         delete?: never;
@@ -3092,7 +3097,10 @@ export interface components {
          */
         SessionOptions: {
             /**
-             * @description The person's browser or app, as its `User-Agent` said.
+             * @description The person's browser or app, as its `User-Agent` said: at most 512 characters, without
+             *     control characters (C0, DEL, C1), U+2028/U+2029 or bidirectional formatting characters,
+             *     which a console or a terminal showing it would obey (400 `invalid_request` at
+             *     `/session/userAgent`). A real `User-Agent` header has none of them.
              * @example Mozilla/5.0 (X11; Linux x86_64) Firefox/133.0
              */
             userAgent?: string;
@@ -3222,12 +3230,16 @@ export interface components {
         ImpersonateRequest: {
             _userId: components["schemas"]["UserId"];
             /**
-             * @description Who impersonates, as the site names its support staff (an email, a name, an id). Trimmed.
+             * @description Who impersonates, as the site names its support staff (an email, a name, an id): a
+             *     visible character at least, no control characters, U+2028/U+2029 or bidirectional
+             *     formatting characters (the console and the audit trail show it). Kept trimmed.
              * @example grace@support.example.com
              */
             actor: string;
             /**
-             * @description Why, for the paper trail (a ticket number, a sentence). Trimmed.
+             * @description Why, for the paper trail (a ticket number, a sentence): a visible character at least,
+             *     on one line, no control characters, U+2028/U+2029 or bidirectional formatting
+             *     characters. Kept trimmed.
              * @example Ticket 4821: the invoice page shows no invoices
              */
             reason: string;
@@ -6865,7 +6877,25 @@ export interface operations {
     createOrg: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description A key of your choosing, unique per intended write (a UUID is a good choice): 1 to 255
+                 *     printable ASCII characters. A retry with the same key and body replays the first answer.
+                 *     Kept 24 hours per token, with an HMAC of the request (method, path, body) under a key of
+                 *     the deployment that the database does not hold, never the body or a plain hash of it (a
+                 *     body may hold a password).
+                 *
+                 *     As the IETF Idempotency-Key draft has it, the field is a Structured Field String
+                 *     (RFC 8941 §3.3.3): `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`, read with a
+                 *     complete structured-field parser, so the key may hold spaces (`"order 42"`) and `\"` and
+                 *     `\\` stand for `"` and `\`; parameters after it (`"k";x=1`) are ignored. A value that
+                 *     does not start with `"` is a bare key, taken as it is (printable ASCII, no spaces): `abc`
+                 *     and `"abc"` are the same key. A malformed string (an unknown escape, no closing quote, a
+                 *     character outside printable ASCII) or a key outside 1 to 255 characters is 400
+                 *     `invalid_request` (`invalid_format` at `Idempotency-Key`).
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6882,6 +6912,7 @@ export interface operations {
                     "Cache-Control": components["headers"]["Cache-Control"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     RateLimit: components["headers"]["RateLimit"];
+                    "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6894,6 +6925,7 @@ export interface operations {
             409: components["responses"]["OrgConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdempotencyKeyReused"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -89,7 +89,7 @@ function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>, renderErro
     return;
   }
   const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
-  if (op.writes !== undefined) chain.push(auditWrites(op.writes));
+  if (op.writes !== undefined) chain.push(auditWrites(op.writes, op.unaudited));
   chain.push(requireScope(op.scope, op.alsoScope?.scope));
   if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
   if (op.alsoScope !== undefined) chain.push(requireScopeForBody(op.scope, op.alsoScope));

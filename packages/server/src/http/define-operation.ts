@@ -39,6 +39,13 @@ export interface Operation<Input = unknown> {
   /** The audited write it is, when it writes (its success goes through runWrite). */
   writes?: WriteOperation;
   /**
+   * Refusals of the write, by problem code, that write no audit row: a miss anyone with the
+   * scope can provoke at will with made-up input (session/refresh's unknown token), whose row
+   * would let a caller turn garbage into database writes, and which names no account. A refusal
+   * the write itself records in its transaction (a replayed session token's revocation) keeps it.
+   */
+  unaudited?: readonly string[];
+  /**
    * Reads and checks the request as the spec says, with no data: the schema and the rules the
    * spec states in words. The mock's gate runs it too, so both refuse the same requests alike.
    * It may normalize the parsed query or body in place (trimming); the mock forwards them so.

@@ -3,7 +3,7 @@
 import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { type Metadata, mergedMetadata, sizeFault } from '../accounts/metadata.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { orgs } from '../db/schema.ts';
@@ -41,6 +41,7 @@ export async function createOrg(
   scope: WriteScope,
   deps: WriteDeps,
   input: { name: string; slug?: string | undefined; metadata?: Metadata | undefined },
+  answer?: (id: string) => KeptAnswer,
 ): Promise<string> {
   const id = uuidv7();
   const row = { id, name: input.name, slug: input.slug ?? null };
@@ -49,6 +50,8 @@ export async function createOrg(
     status: 201,
     outcome: 'organization created',
     moreEvents: [orgEvent('org.created', row)],
+    // Kept for the caller's Idempotency-Key in the write's own transaction (a retry replays it).
+    ...(answer && { answer: answer(id) }),
   };
   await inWrite(scope, deps, 'org_create', done, async (tx) => {
     await tx

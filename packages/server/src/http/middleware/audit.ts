@@ -1,4 +1,5 @@
-// The audit trail (accounts/audit.ts) of every outcome of a write request but its success.
+// The audit trail (accounts/audit.ts) of every outcome of a write request but its success, and
+// but the refusals an operation names as unaudited (a miss anyone can provoke at will).
 import type { MiddlewareHandler } from 'hono';
 import { auditInsert, type WriteOperation } from '../../accounts/audit.ts';
 import { describeError } from '../../errors.ts';
@@ -10,9 +11,10 @@ import type { WriteRecord } from '../run-write.ts';
  * The audit middleware of a write operation. A success is recorded by runWrite, in the write's
  * own transaction; this records every other outcome (refusals, failures, idempotent replays),
  * best effort: when the database is down the row is lost, and logged. A success that did not
- * come through runWrite is a bug of ours, refused here so that tests find it.
+ * come through runWrite is a bug of ours, refused here so that tests find it. A refusal whose
+ * code is in `unaudited` writes no row (see Operation.unaudited).
  */
-export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv> {
+export function auditWrites(operation: WriteOperation, unaudited: readonly string[] = []): MiddlewareHandler<AppEnv> {
   return async function auditWritesMiddleware(c, next) {
     const record: WriteRecord = { operation, userId: undefined, committed: false };
     c.set('write', record);
@@ -23,6 +25,8 @@ export function auditWrites(operation: WriteOperation): MiddlewareHandler<AppEnv
       throw new Error(`${operation} answered ${c.res.status} without runWrite: no audit row, no deadline check`);
     }
     const outcome = replayed ? 'replayed' : ((await problemCode(c)) ?? String(c.res.status));
+    // A miss anyone can provoke with made-up input (see Operation.unaudited): no row, no write.
+    if (!replayed && unaudited.includes(outcome)) return;
     try {
       const token = c.get('token');
       const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };

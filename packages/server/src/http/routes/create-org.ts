@@ -2,7 +2,7 @@ import type { components } from '@user-accounts/client';
 import { checkMetadata } from '../../accounts/metadata.ts';
 import { createOrg as create } from '../../orgs/orgs.ts';
 import { defineOperation } from '../define-operation.ts';
-import { writeDepsOf, writeScopeOf } from '../run-write.ts';
+import { answerWith, jsonAnswer, writeDepsOf, writeScopeOf } from '../run-write.ts';
 import { validBody } from './shared.ts';
 
 type CreateOrgResponse = components['schemas']['CreateOrgResponse'];
@@ -13,6 +13,7 @@ export const createOrg = defineOperation({
   path: '/api/1/org/create',
   scope: 'write',
   request: { body: 'CreateOrgRequest' },
+  idempotent: true,
   writes: 'org_create',
   parse(c) {
     const input = validBody(c, 'CreateOrgRequest');
@@ -20,7 +21,9 @@ export const createOrg = defineOperation({
     return input;
   },
   async handle(c, input) {
-    const orgId = await create(writeScopeOf(c), writeDepsOf(c), input);
-    return c.json({ result: { orgId, status: 'organization created' } } satisfies CreateOrgResponse, 201);
+    const answer = (orgId: string) =>
+      jsonAnswer({ result: { orgId, status: 'organization created' } } satisfies CreateOrgResponse);
+    const orgId = await create(writeScopeOf(c), writeDepsOf(c), input, answer);
+    return answerWith(c, 201, answer(orgId));
   },
 });

@@ -13,6 +13,9 @@ export const refreshSession = defineOperation({
   scope: 'verify',
   request: { body: 'SessionTokenRequest' },
   writes: 'session_refresh',
+  // A miss (unknown, expired, revoked, another site's token) writes nothing: made-up tokens must
+  // not turn into audit rows. A replayed token's revocation (theft) is audited in its transaction.
+  unaudited: ['invalid_session'],
   parse: (c) => validBody(c, 'SessionTokenRequest'),
   async handle(c, { token }) {
     const keys = await deploymentKeysOfRequest(c);
