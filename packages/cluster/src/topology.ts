@@ -72,6 +72,8 @@ export interface ClusterState {
   serverEnv: Record<string, string>;
   /** Variables haproxy.cfg reads (UA_SOURCE_*), over its defaults. */
   balancerEnv?: Record<string, string>;
+  /** What the replicas run (ClusterOptions.serverMain); absent: src/main.ts. */
+  serverMain?: string;
 }
 
 export interface ClusterOptions {
@@ -87,6 +89,8 @@ export interface ClusterOptions {
    * UA_SOURCE_REQUESTS) for this cluster: a load generator on one address is no attacker.
    */
   balancerEnv?: Record<string, string>;
+  /** The server's entry point the replicas run: src/main.ts by default, or a build's main.js. */
+  serverMain?: string;
 }
 
 /** Why the topology cannot be started on this machine, or undefined when it can. */
@@ -218,6 +222,7 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
     replicas: appPorts.map((port, i) => ({ name: `app${i + 1}`, port, pid: 0 })),
     serverEnv: options.serverEnv ?? {},
     balancerEnv: options.balancerEnv ?? {},
+    ...(options.serverMain === undefined ? {} : { serverMain: options.serverMain }),
   };
   const cluster = control(state);
   try {
@@ -405,7 +410,7 @@ function control(state: ClusterState): Cluster {
     },
     async startReplica(i) {
       const replica = state.replicas[i]!;
-      replica.pid = launch([process.execPath, '--max-semi-space-size=16', SERVER_MAIN], {
+      replica.pid = launch([process.execPath, '--max-semi-space-size=16', state.serverMain ?? SERVER_MAIN], {
         log: join(state.dir, 'logs', `${replica.name}.log`),
         env: replicaEnv(replica.port),
         cwd: state.dir,
@@ -472,7 +477,7 @@ function control(state: ClusterState): Cluster {
       // Only processes that are still what we started: after a reboot, a kept pid may be anyone's.
       const started: [number, string][] = [
         [state.haproxy.pid, 'haproxy.cfg'],
-        ...state.replicas.map((r): [number, string] => [r.pid, SERVER_MAIN]),
+        ...state.replicas.map((r): [number, string] => [r.pid, state.serverMain ?? SERVER_MAIN]),
         [state.redis.pid, 'redis-server'],
         ...state.postgres.map((n): [number, string] => [n.pid, n.data]),
       ];

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { alive, type Cluster, type ClusterState, clusterUnavailable, freePort, up } from '@user-accounts/cluster';
+import { builtEntry } from '@user-accounts/server/testing/build';
 import { processes } from '@user-accounts/server/testing/processes';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -52,6 +53,11 @@ const SERVER_ENV = {
   HASH_CONCURRENCY: '1',
 };
 
+/** The replicas run the run's build of the server, as the other system tests' servers do (testing/build.ts). */
+const replicasRun = () => {
+  const serverMain = builtEntry('main.js');
+  return serverMain === undefined ? {} : { serverMain };
+};
 const failed = (o: Outcome) => o.status === 0 || o.status >= 500;
 
 /** Writers (writeLoad) and two readers, through HAProxy. */
@@ -155,6 +161,7 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
   beforeAll(async () => {
     cluster = await up({
       dir: mkdtempSync(join(tmpdir(), 'ua-cluster-')),
+      ...replicasRun(),
       serverEnv: SERVER_ENV,
       balancerEnv: LOAD_FROM_ONE_ADDRESS,
     });
@@ -391,6 +398,7 @@ withCluster('the same failover with an asynchronous standby', () => {
   beforeAll(async () => {
     cluster = await up({
       dir: mkdtempSync(join(tmpdir(), 'ua-cluster-')),
+      ...replicasRun(),
       serverEnv: SERVER_ENV,
       balancerEnv: LOAD_FROM_ONE_ADDRESS,
       synchronous: false,
@@ -415,6 +423,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
   beforeAll(async () => {
     cluster = await up({
       dir: mkdtempSync(join(tmpdir(), 'ua-cluster-')),
+      ...replicasRun(),
       serverEnv: { ...SERVER_ENV, RATE_LIMIT: `${RATE}/60s`, WEBHOOK_ALLOW_PRIVATE: 'true', METRICS_TOKEN },
       balancerEnv: LOAD_FROM_ONE_ADDRESS,
     });
@@ -555,6 +564,7 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
   beforeAll(async () => {
     cluster = await up({
       dir: mkdtempSync(join(tmpdir(), 'ua-cluster-')),
+      ...replicasRun(),
       serverEnv: {
         ...SERVER_ENV,
         // The servers' own bound on waiting long-polls is another wall; lifted here, so that
