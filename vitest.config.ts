@@ -50,7 +50,7 @@ const integration = server([
  * folders, databases and ports) and run two at a time, after the first three tiers.
  */
 const systemSideBySide = [
-  ...server(['build', 'main', 'ops/housekeeping-servers']),
+  ...server(['build', 'main', 'ops/housekeeping-servers', 'testing/build']),
   'packages/client/src/pack.test.ts',
   ...contractTests([
     'browser-client',

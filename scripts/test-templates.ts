@@ -5,7 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startTestBuild, TEST_BUILDS } from '../packages/server/src/testing/build.ts';
+import { startTestBuild, stopTestBuild, TEST_BUILDS } from '../packages/server/src/testing/build.ts';
 import { dropPostgresTemplate } from '../packages/server/src/testing/templates.ts';
 
 export default function setup() {
@@ -29,7 +29,8 @@ export default function setup() {
     process.env.TEST_SERVER_BUILD = buildDir;
   }
   return async () => {
-    if (build !== undefined && build.exitCode === null) build.kill('SIGKILL');
+    // A run that ended before its build (one quick file): stopped, esbuild with it, before its folder goes.
+    if (build !== undefined) await stopTestBuild(build);
     if (buildDir !== undefined) {
       rmSync(buildDir, { recursive: true, force: true });
       delete process.env.TEST_SERVER_BUILD;

@@ -1500,7 +1500,8 @@ export interface paths {
          *     Event `org.created`; audit row `org_create`. With an `Idempotency-Key`, a retry with the same
          *     key and body replays the first answer (`Idempotent-Replayed: true`, the same `orgId`) and
          *     creates no second organization; the same key with another body is 422
-         *     `idempotency_key_reused`.
+         *     `idempotency_key_reused`, and while the first request with the key runs, 409
+         *     `idempotency_key_in_use`.
          */
         post: operations["createOrg"];
         delete?: never;
@@ -4895,6 +4896,29 @@ export interface components {
             };
         };
         /**
+         * @description `slug_taken`: another organization of the site has the slug (replayed, with
+         *     `Idempotent-Replayed: true`, to a retry with the same `Idempotency-Key` and body).
+         *     `idempotency_key_in_use`: a request with the same `Idempotency-Key` is still running.
+         *     `conflict`: the write collided with concurrent writes (a database deadlock or serialization
+         *     failure) and still did after the server ran it again; nothing was written. Retry after `Retry-After`.
+         */
+        CreateOrgConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "slug_taken" | "idempotency_key_in_use" | "conflict";
+                };
+            };
+        };
+        /**
          * @description `role_in_use`: a role left out of the new set is held by a member or given by a pending
          *     invitation; nothing changed. `conflict`: the write collided with concurrent writes (a database deadlock or serialization
          *     failure) and still did after the server ran it again; nothing was written. Retry after `Retry-After`.
@@ -6922,7 +6946,7 @@ export interface operations {
             400: components["responses"]["OrgBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
-            409: components["responses"]["OrgConflict"];
+            409: components["responses"]["CreateOrgConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["IdempotencyKeyReused"];

@@ -93,6 +93,40 @@ describe('operations.ts', () => {
     for (const op of operations) expect('query' in op.request || 'body' in op.request).toBe(true);
   });
 
+  // Review (issue 45, small fixes point 3): org/create took an Idempotency-Key without its 409
+  // idempotency_key_in_use (a second request while the first runs) or the replayed 409's header.
+  it('documents, on every operation taking an Idempotency-Key, its 409 idempotency_key_in_use and 422 idempotency_key_reused, and Idempotent-Replayed on the success and a 409 it may replay', () => {
+    const idempotent = operations.filter((op) => op.idempotent === true);
+    expect(idempotent.length).toBeGreaterThan(1);
+    const documented = (name: string) => {
+      const found = Object.values(spec.paths)
+        .flatMap((methods) => Object.values(methods))
+        .find((op) => op.operationId === name) as Json;
+      const codesOf = (status: string) => {
+        const response = resolve(found.responses?.[status] ?? {});
+        const schema = resolve(response.content?.['application/problem+json']?.schema ?? {});
+        return ((schema.allOf ?? []) as Json[]).flatMap(
+          (part) => (resolve(part).properties?.code?.enum ?? []) as string[],
+        );
+      };
+      const replayed = (status: string) =>
+        resolve(found.responses?.[status] ?? {}).headers?.['Idempotent-Replayed'] !== undefined;
+      const success = Object.keys(found.responses).find((status) => status.startsWith('2'))!;
+      return {
+        inUse: codesOf('409').includes('idempotency_key_in_use'),
+        reused: codesOf('422').includes('idempotency_key_reused'),
+        successReplayed: replayed(success),
+        // A 409 other than these two is kept with the key and replayed (middleware/idempotency.ts).
+        conflictReplayed:
+          replayed('409') || codesOf('409').every((code) => code === 'idempotency_key_in_use' || code === 'conflict'),
+      };
+    };
+    const expected = { inUse: true, reused: true, successReplayed: true, conflictReplayed: true };
+    expect(Object.fromEntries(idempotent.map((op) => [op.name, documented(op.name)]))).toEqual(
+      Object.fromEntries(idempotent.map((op) => [op.name, expected])),
+    );
+  });
+
   it('documents 409 conflict (code, example, Retry-After) on every operation that writes', () => {
     const writers = operations.filter((op) => op.writes !== undefined || ALSO_WRITES.includes(op.name));
     expect(writers.length).toBeGreaterThan(ALSO_WRITES.length);

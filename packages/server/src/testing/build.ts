@@ -13,13 +13,36 @@ const BUILD_SCRIPT = fileURLToPath(new URL('../../build.ts', import.meta.url));
 /** Inside packages/server, so that the bundle's external packages (argon2, PGlite) resolve from its node_modules. */
 export const TEST_BUILDS = fileURLToPath(new URL('../../.test-build/', import.meta.url));
 
-/** Starts building into `dir` (the global setup, once per run); `dir/status` holds the exit code when done. */
+/**
+ * Starts building into `dir` (the global setup, once per run); `dir/status` holds the exit code
+ * when done. In a process group of its own, so that stopTestBuild() ends esbuild's service too.
+ */
 export function startTestBuild(dir: string): ChildProcess {
   mkdirSync(dir, { recursive: true });
   const log = openSync(join(dir, 'build.log'), 'w');
-  const child = spawn(process.execPath, [BUILD_SCRIPT, join(dir, 'dist')], { stdio: ['ignore', log, log] });
+  const child = spawn(process.execPath, [BUILD_SCRIPT, join(dir, 'dist')], {
+    stdio: ['ignore', log, log],
+    detached: true,
+  });
   child.on('exit', (code) => writeFileSync(join(dir, 'status'), String(code)));
   return child;
+}
+
+/**
+ * Stops a build still running (a run that ended first, as one quick file's does), and resolves
+ * once it has exited (its `status` written), so that its folder can go. The whole group is
+ * killed: esbuild bundles in a process of its own (its service), which otherwise finished the
+ * bundle after its parent's death and wrote it into the removed folder.
+ */
+export async function stopTestBuild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    child.kill('SIGKILL');
+  }
+  await exited;
 }
 
 const pause = new Int32Array(new SharedArrayBuffer(4));
