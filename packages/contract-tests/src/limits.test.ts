@@ -347,7 +347,6 @@ describe('bounded password hashing', () => {
       expect(Number(r.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     }
     // One hash at a time holds one 19 MiB argon2 buffer: the peak barely moves.
-    console.log(`[limits] peak before ${peakBefore} MiB, growth ${rss() - peakBefore} MiB`);
     expect(rss() - peakBefore).toBeLessThan(64);
     expect(server.child.exitCode).toBeNull();
 
