@@ -89,8 +89,16 @@ describe('cli on the embedded database, while the server runs', () => {
       tokenId: row.id,
       site: 'shop',
       outcome: 'user created',
+      tokenLabel: 'web app',
     });
     expect(audit.stdout).not.toContain('cli@example.com');
+    // As an operator reads it: who acted by the token's label, not its id (issue 46, point 5).
+    const tail = await procs.cli(['audit', 'tail', '--site', 'shop'], env);
+    expect(tail.code, tail.stderr).toBe(0);
+    const [header, ...lines] = tail.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^AT\s+SITE\s+BY\s+OPERATION\s/);
+    expect(lines.at(-1)).toMatch(/\sshop\s+web app\s+create\s/);
+    expect(tail.stdout).not.toContain(row.id);
   }, 60_000);
 
   // Issue 46, point 5: who acted is a person, and the link is the running server's.

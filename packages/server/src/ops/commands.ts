@@ -2,7 +2,7 @@
 // the database is: in the CLI's own process, or inside the running server (see admin-socket.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { latestAuditRows } from '../accounts/audit.ts';
+import { latestAuditRows, tokenLabels } from '../accounts/audit.ts';
 import { isUuid } from '../accounts/ids.ts';
 import { SCHEMA_FILE_BYTES, schemaProblem, setMetadataSchema } from '../accounts/metadata.ts';
 import {
@@ -461,14 +461,20 @@ function auditTail(flags: Map<string, string | true>): Planned {
     throw new UsageError('--limit must be a whole number from 1 to 99999');
   const site = text(flags, 'site');
   return async (db) => {
-    const rows = (await latestAuditRows(db, { limit: Number(rawLimit), site })).reverse();
+    const stored = (await latestAuditRows(db, { limit: Number(rawLimit), site })).reverse();
+    // Who acted, by the token's label (`Ann Example (console)`), as the console's audit trail says it.
+    const labelOf = await tokenLabels(
+      db,
+      stored.map((r) => r.tokenId),
+    );
+    const rows = stored.map((r) => ({ ...r, tokenLabel: labelOf(r.tokenId) }));
     if (flags.has('json')) return `${JSON.stringify(rows, null, 2)}\n`;
     if (rows.length === 0) return 'No writes recorded yet.\n';
-    const header = ['AT', 'SITE', 'TOKEN', 'OPERATION', 'ACCOUNT', 'STATUS', 'OUTCOME', 'REQUEST ID'];
+    const header = ['AT', 'SITE', 'BY', 'OPERATION', 'ACCOUNT', 'STATUS', 'OUTCOME', 'REQUEST ID'];
     const body = rows.map((r) => [
       when(r.at),
       r.site,
-      r.tokenId,
+      r.tokenLabel,
       r.operation,
       r.userId ?? '-',
       String(r.status),
