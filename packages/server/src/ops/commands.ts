@@ -707,9 +707,9 @@ function siteSet(flags: Map<string, string | true>): Planned {
   const idle = sessionSecondsFlag(flags, 'session-idle');
   const displayName = text(flags, 'display-name')?.trim();
   // An otpauth:// URI's label is "issuer:account": a colon in the issuer would split it elsewhere.
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: a name is shown in apps and terminals; control characters are refused
-  const unfit = /[:\u0000-\u001f\u007f-\u009f]/;
-  if (displayName !== undefined && (displayName === '' || displayName.length > 100 || unfit.test(displayName)))
+  // A name is shown in apps and terminals: control characters are refused too.
+  const unfit = (name: string) => name.includes(':') || CONTROL.test(name);
+  if (displayName !== undefined && (displayName === '' || displayName.length > 100 || unfit(displayName)))
     throw new UsageError(
       '--display-name must be 1 to 100 characters, without a colon or control characters (C0, DEL, C1)',
     );
