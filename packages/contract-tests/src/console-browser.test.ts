@@ -498,13 +498,21 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await plain.page.getByRole('heading', { name: 'Accounts' }).waitFor();
       await plain.page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
       await plain.page.getByRole('heading', { name: email }).waitFor();
+      const plainRows = plain.page.getByRole('region', { name: 'Live sessions, newest first' }).getByRole('row');
+      await expect.poll(() => plainRows.count()).toBe(3); // the list's first load is done
       await plain.page.getByLabel('Who you are').fill('grace@support.example.com');
       await plain.page.getByLabel('Reason for the impersonation').fill('Ticket 4821');
+      // The list reloads after every write; the refusal stays shown after it (it once flashed and vanished).
+      const reloaded = plain.page.waitForResponse((r) => r.url().includes('/api/1/session/list'));
       await plain.page.getByRole('button', { name: 'Start an impersonation' }).click();
-      await plain.page
-        .getByRole('alert')
-        .filter({ hasText: 'This token does not have the impersonate scope.' })
-        .waitFor();
+      await reloaded;
+      await plain.page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 300)));
+      expect(
+        await plain.page
+          .getByRole('alert')
+          .filter({ hasText: 'This token does not have the impersonate scope.' })
+          .isVisible(),
+      ).toBe(true);
       const refusedStart = plain.page.getByRole('button', { name: 'Start an impersonation' });
       await expect.poll(() => refusedStart.isDisabled()).toBe(true);
       expect(

@@ -14,7 +14,9 @@ export function Factors(props: {
   onChanged: (status: string) => void;
 }) {
   const [factors, setFactors] = useState<{ factors: Factor[]; recoveryCodesLeft: number }>();
+  // A refused removal stays shown after the list reloads; the list's own failure is apart.
   const [failure, setFailure] = useState<string>();
+  const [loadFailure, setLoadFailure] = useState<string>();
   const [removing, setRemoving] = useState<Factor>();
   const [version, setVersion] = useState(0);
 
@@ -22,14 +24,15 @@ export function Factors(props: {
     props.api
       .GET('/api/1/user/factor/list', { params: { query: { _userId: props.userId } } })
       .then(({ data, error }) => {
-        setFailure(error ? describeFailure(error) : undefined);
+        setLoadFailure(error ? describeFailure(error) : undefined);
         setFactors(data?.result);
       })
-      .catch((error: unknown) => setFailure(describeFailure(error)));
+      .catch((error: unknown) => setLoadFailure(describeFailure(error)));
   }, [props.api, props.userId, version]);
 
   async function remove(factor: Factor) {
     setRemoving(undefined);
+    setFailure(undefined);
     const { data, error } = await props.api.POST('/api/1/user/factor/remove', {
       body: { _userId: props.userId, factorId: factor.factorId },
     });
@@ -42,6 +45,7 @@ export function Factors(props: {
     <section aria-labelledby="factors-title">
       <h2 id="factors-title">Second factors</h2>
       <Alert message={failure} />
+      <Alert message={loadFailure} />
       {factors && factors.factors.length === 0 && <p>None: this account signs in with its password alone.</p>}
       {factors && factors.factors.length > 0 && (
         <>

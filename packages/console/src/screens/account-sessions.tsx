@@ -36,7 +36,10 @@ export function Sessions(props: {
   onChanged: (status: string) => void;
 }) {
   const [sessions, setSessions] = useState<Session[]>();
+  // A refusal of this section's own write, kept until the next write: reloading the list after it
+  // (which succeeds) must not wipe it. The list's own failure is apart.
   const [failure, setFailure] = useState<string>();
+  const [loadFailure, setLoadFailure] = useState<string>();
   const [problem, setProblem] = useState<unknown>();
   const [busy, setBusy] = useState(false);
   const [confirming, setConfirming] = useState(false);
@@ -50,10 +53,10 @@ export function Sessions(props: {
     props.api
       .GET('/api/1/session/list', { params: { query: { _userId: props.userId } } })
       .then(({ data, error }) => {
-        setFailure(error ? describeFailure(error) : undefined);
+        setLoadFailure(error ? describeFailure(error) : undefined);
         setSessions(data?.result.sessions);
       })
-      .catch((error: unknown) => setFailure(describeFailure(error)));
+      .catch((error: unknown) => setLoadFailure(describeFailure(error)));
   }, [props.api, props.userId, version]);
 
   /** Runs a write of this section and shows the list as it now is. */
@@ -101,6 +104,7 @@ export function Sessions(props: {
     <section aria-labelledby="sessions-title">
       <h2 id="sessions-title">Sessions</h2>
       <Alert message={failure} />
+      <Alert message={loadFailure} />
       <FieldErrors error={problem} />
       {sessions && sessions.length === 0 && <p>None: this account is signed in nowhere.</p>}
       {sessions && sessions.length > 0 && (
