@@ -3095,6 +3095,15 @@ export interface components {
          *     the address is `X-End-User-IP`'s, when given. `lifetime` can only shorten the site's
          *     absolute lifetime (30 days unless the operator set another with `cli site set
          *     --session-lifetime`): a longer one is cut to it.
+         *
+         *     Once a password change (`update` with a password, a `reset_password` ticket redeemed), a
+         *     `disable` or a `delete` has answered, no session is live from a login that checked the
+         *     account before it, on any server: a login whose password (or, for `factor/verify`, whose
+         *     ticket) was checked before the change but whose session was not yet made is refused with
+         *     the answer it would get after the change: 422 `invalid_credentials` for the old password
+         *     or a deleted account (`invalid_ticket` from `factor/verify` and a login ticket), 403
+         *     `account_disabled` for a disabled one. A passkey or another provider alone checked no
+         *     password: a password change does not refuse them.
          */
         SessionOptions: {
             /**
