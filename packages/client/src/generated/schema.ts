@@ -3105,9 +3105,10 @@ export interface components {
          *     login whose account is disabled when its session is made is refused with 403
          *     `account_disabled`, one whose account is deleted with the login's own answer for an account
          *     that is not there (422 `invalid_credentials` from `verify`, `invalid_ticket` from
-         *     `factor/verify`); an account enabled or restored again by then is not refused. `session/revoke` with `_userId` does not stop a
-         *     login already past its check: its session is as if made just after the revoke (revoke
-         *     again once such logins have answered, if they must end too).
+         *     `factor/verify`); an account enabled or restored again by then is not refused.
+         *     `session/revoke` with `_userId` does not stop a login already past its check: its session
+         *     is as if made just after the revoke (revoke again once such logins have answered, if they
+         *     must end too).
          */
         SessionOptions: {
             /**

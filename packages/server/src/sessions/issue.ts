@@ -115,6 +115,8 @@ export async function issueSession(
   // Why the locked read refused (its transaction writes nothing then): the account as it was read.
   let refused: { why: 'gone' | 'disabled' | 'moved'; passwordHash?: string | null } | undefined;
   const write = async (tx: Db) => {
+    // Each run (inWrite may run it again after a serialization failure) judges afresh.
+    refused = undefined;
     // Locked as an update would (not its key: inserts that reference it go on), so that a write
     // ending the account's sessions waits for this one to commit, or this waits for it and
     // reads the account as it left it. One read by the primary key.
@@ -177,7 +179,6 @@ export async function issueSession(
     return { made: made!, ended, signed };
   };
   for (let judged = 0; ; judged++) {
-    refused = undefined;
     const written = await inWrite(scope, deps, operation, done, write);
     if (written !== undefined) {
       const { signed } = written;
