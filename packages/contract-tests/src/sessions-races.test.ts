@@ -4,7 +4,8 @@
 // delete that commits in between must not leave it a session made from what it checked. Each test
 // holds the login at a known point (its password just checked; its second factor just accepted),
 // makes the change, releases it, and looks at what the site sees: the login's answer, and the
-// account's sessions.
+// account's sessions. The two disable cases are guards, not tests of this fix: a disable was
+// refused at the session's insert before it too (each says where it is refused).
 import type { Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
@@ -118,7 +119,23 @@ function defineRacesSuite(spec: TargetSpec): void {
       expect(data!.result._userId).toBe(user.id);
     });
 
-    it('a login whose password was checked before a disable makes no session: 403 account_disabled', async () => {
+    it('a hash moved meanwhile to one of another password makes no session: 422 invalid_credentials', async () => {
+      const user = await h.createUser();
+      const late = await loginAcross(user, async () => {
+        // Written as no endpoint would (no session ended): only the hash's move refuses the login.
+        const other = await h.target.deps!().hasher.hash(newPassword, 'default');
+        await h.target.sql('update users set password_hash = $2 where id = $1', [user.id, other]);
+      });
+      expect(late.response.status).toBe(422);
+      expect(late.error?.code).toBe('invalid_credentials');
+      expect(late.data).toBeUndefined();
+      expect(await liveSessions(user.id)).toBe(0);
+      expect(await sessionsMade(user.id)).toBe(0);
+    });
+
+    // A guard: held here, before verifyPassword's own locked read, the disable is refused there (as
+    // it was before this fix). No seam of these targets holds a password login after that read.
+    it('a guard: a login whose password was checked before a disable makes no session: 403 account_disabled', async () => {
       const user = await h.createUser();
       const late = await loginAcross(user, async () => {
         const { response } = await h.client.POST('/api/1/user/disable', { body: { _userId: user.id } });
@@ -202,7 +219,9 @@ function defineRacesSuite(spec: TargetSpec): void {
       expect(await sessionsMade(user.id)).toBe(0);
     });
 
-    it('factor/verify whose code was accepted before a disable, or a delete, makes no session', async () => {
+    // A guard: held after verifySecondFactor's write, the disable is refused by issueSession's
+    // locked read, as it was before this fix.
+    it('a guard: factor/verify whose code was accepted before a disable makes no session: 403 account_disabled', async () => {
       const disabled = await twoStep();
       const refused = await secondStepAcross(disabled.ticket, disabled.secret, async () => {
         await h.client.POST('/api/1/user/disable', { body: { _userId: disabled.user.id } });
@@ -210,7 +229,9 @@ function defineRacesSuite(spec: TargetSpec): void {
       expect(refused.response.status).toBe(403);
       expect(refused.error?.code).toBe('account_disabled');
       expect(await liveSessions(disabled.user.id)).toBe(0);
+    });
 
+    it('factor/verify whose code was accepted before a delete makes no session: 422 invalid_ticket', async () => {
       const deleted = await twoStep();
       const gone = await secondStepAcross(deleted.ticket, deleted.secret, async () => {
         await h.client.DELETE('/api/1/user/delete', { body: { _userId: deleted.user.id, graceDays: 7 } });
