@@ -38,10 +38,20 @@ export interface Target {
    * hashes waits there, at a known point, until `release()`; `reached` resolves once it waits.
    */
   holdNextHash(): HeldHash;
+  /**
+   * Holds the request that next calls this method of the service's dependencies (server targets
+   * only), once that call has answered: a login whose password was just checked
+   * (`'hasher', 'verify'`), a second factor just accepted (`'lockout', 'clear'`). It waits there
+   * with the answer until `release()`; `reached` resolves once it waits. Later calls run as usual.
+   */
+  holdAfterNext<D extends HeldDependency>(dependency: D, method: keyof AppDeps[D] & string): HeldHash;
   /** The running service's dependencies (server targets only): what a test reaches under HTTP (its signer). */
   deps?(): AppDeps;
   close(): Promise<void>;
 }
+
+/** The dependencies holdAfterNext can hold a request at. */
+export type HeldDependency = 'hasher' | 'lockout';
 
 export interface HeldHash {
   reached: Promise<void>;
@@ -192,6 +202,28 @@ export async function serverTarget(
       });
       return { reached: reached.promise, release: () => released.resolve() };
     },
+    holdAfterNext(dependency, method) {
+      // As holdNextHash: a stand-in in the service's deps (which each request reads) sees the next
+      // call, puts the real one back, answers it and waits to be released with that answer.
+      const deps = running.service.deps;
+      const real = deps[dependency];
+      const reached = Promise.withResolvers<void>();
+      const released = Promise.withResolvers<void>();
+      const original = (real as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[method]!;
+      let held = false;
+      deps[dependency] = Object.assign(Object.create(real) as typeof real, {
+        async [method](...args: unknown[]) {
+          const answer = await original.apply(real, args);
+          if (held) return answer;
+          held = true;
+          deps[dependency] = real as never;
+          reached.resolve();
+          await released.promise;
+          return answer;
+        },
+      });
+      return { reached: reached.promise, release: () => released.resolve() };
+    },
     async close() {
       running.server.closeAllConnections();
       await stop(running.server);
@@ -325,6 +357,9 @@ export function mockTarget(options: { corsOrigins?: string[] } = {}): TargetSpec
         holdNextHash: () => {
           throw new Error('the mock hashes nothing');
         },
+        holdAfterNext: () => {
+          throw new Error('the mock has no dependencies to hold');
+        },
         close: () => mock.close(),
       };
     },
@@ -367,6 +402,7 @@ export const proxiedTarget: TargetSpec = {
       revokeToken: (id) => inner.revokeToken(id),
       flushLastUsed: () => inner.flushLastUsed(),
       holdNextHash: () => inner.holdNextHash(),
+      holdAfterNext: (dependency, method) => inner.holdAfterNext(dependency, method),
       get logs() {
         return inner.logs;
       },

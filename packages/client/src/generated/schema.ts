@@ -3095,6 +3095,20 @@ export interface components {
          *     the address is `X-End-User-IP`'s, when given. `lifetime` can only shorten the site's
          *     absolute lifetime (30 days unless the operator set another with `cli site set
          *     --session-lifetime`): a longer one is cut to it.
+         *
+         *     Once a password change (`update` with a password, a `reset_password` ticket redeemed) has
+         *     answered, no session is made from a login that checked the old password, on any server: a
+         *     login whose password (or, for `factor/verify`, whose ticket) was checked before the change
+         *     but whose session was not yet made is refused as it would be after the change, 422
+         *     `invalid_credentials` (`invalid_ticket` from `factor/verify` and a login ticket). A passkey
+         *     or another provider alone checked no password: a password change does not refuse them. A
+         *     login whose account is disabled when its session is made is refused with 403
+         *     `account_disabled`, one whose account is deleted with the login's own answer for an account
+         *     that is not there (422 `invalid_credentials` from `verify`, `invalid_ticket` from
+         *     `factor/verify`); an account enabled or restored again by then is not refused.
+         *     `session/revoke` with `_userId` does not stop a login already past its check: its session
+         *     is as if made just after the revoke (revoke again once such logins have answered, if they
+         *     must end too).
          */
         SessionOptions: {
             /**

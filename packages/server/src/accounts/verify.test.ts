@@ -56,7 +56,7 @@ describe('verifyPassword', () => {
   it('answers the account of a right password, and audits the success under the scope', async () => {
     const { id, email } = await account();
     const request = { email, password: PASSWORD, sent: PASSWORD };
-    expect(await verifyPassword(scope('v-ok'), deps, request)).toBe(id);
+    expect((await verifyPassword(scope('v-ok'), deps, request)).userId).toBe(id);
     const rows = await database.db.select().from(auditLog).where(eq(auditLog.requestId, 'v-ok'));
     expect(rows).toEqual([
       expect.objectContaining({
@@ -100,7 +100,7 @@ describe('verifyPassword', () => {
     expect(await deps.lockout.read(lockoutKey('default', 'email', email))).toBeUndefined();
     expect((await deps.lockout.read(fromAddress))?.failures).toBe(1);
     const right = { _userId: id, password: PASSWORD, sent: PASSWORD, address };
-    expect(await verifyPassword(scope('v-count-ok'), deps, right)).toBe(id);
+    expect((await verifyPassword(scope('v-count-ok'), deps, right)).userId).toBe(id);
     expect(await deps.lockout.read(byId)).toBeUndefined();
     expect((await deps.lockout.read(fromAddress))?.failures).toBe(1);
     // An unknown email counts as given.
@@ -181,9 +181,12 @@ describe('verifyPassword against a costly imported hash', () => {
     );
     expect(late).toMatchObject({ name: 'TimeoutError' });
     const attackEnded = performance.now();
-    expect(await verifyPassword(scope('v-stop-victim'), deps, { email: victim.email, password, sent: password })).toBe(
-      victim.id,
-    );
+    const verified = await verifyPassword(scope('v-stop-victim'), deps, {
+      email: victim.email,
+      password,
+      sent: password,
+    });
+    expect(verified.userId).toBe(victim.id);
     const victimMs = performance.now() - attackEnded;
     console.log(
       `[verify.test] costly check stopped: the late verify answered in ${Math.round(attackEnded - started)} ms, then the victim's costly verify in ${Math.round(victimMs)} ms`,

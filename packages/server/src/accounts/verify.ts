@@ -21,7 +21,7 @@ import { inReachOf } from './in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
 // One answer for a wrong password and for every account that is not there to be checked.
-const invalidCredentials = () =>
+export const invalidCredentials = () =>
   new ApiError(422, 'invalid_credentials', 'The email or id and password do not match an account.');
 /**
  * The right password of an account with a second factor: never a 200, so that a site that forgets
@@ -72,13 +72,24 @@ export interface VerifyRequest {
   address?: string | undefined;
 }
 
+/** A right password's account, and the hash its password was checked against (or the login's rehash of it). */
+export interface VerifiedPassword {
+  userId: string;
+  /** What a session made of this login checks is still the account's (sessions/issue.ts). */
+  passwordHash: string;
+}
+
 /**
  * The account whose password `request` gives, in the scope's site: its id, or 422
  * invalid_credentials (no such account in reach, or a wrong password: one answer, in the same
  * time), 403 account_disabled, 429 too_many_attempts when its identifier or the end user's
  * address is locked. The success is a write: audited, with the deadline's commit point.
  */
-export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, request: VerifyRequest): Promise<string> {
+export async function verifyPassword(
+  scope: WriteScope,
+  deps: VerifyDeps,
+  request: VerifyRequest,
+): Promise<VerifiedPassword> {
   const { db, hasher, verifyLimits, lockout } = deps;
   const { site } = scope;
   const signal = scope.deadline?.signal;
@@ -198,6 +209,8 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       ? { userId: row.id, status: 200, outcome: 'password verified' }
       : { userId: row.id, status: 403, outcome: 'second_factor_required' };
   scope.report?.({ userId: row.id });
+  // Deleted for good since it was read, rather than disabled: answered as if it had been before.
+  let gone = false;
   const verified = await unjudged(() =>
     inWrite(scope, deps, 'verify', done, async (tx, tools): Promise<Verified | undefined> => {
       if (inDatabase) {
@@ -228,7 +241,10 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
               ${generationSql(row.id)} as generation
               ${rehashed === undefined ? sql`` : sql`, ${rehashSetting} as rehash`}`,
         );
-        if (now === undefined || now.disabled === null || now.disabled) return undefined;
+        if (now === undefined || now.disabled === null || now.disabled) {
+          gone = now?.disabled !== true;
+          return undefined;
+        }
         await rehash(tx, true);
         if (now.factors.length === 0) return { userId: row.id };
         // After a rehash, read again: the generation covers the password (factors/login-ticket.ts).
@@ -237,7 +253,10 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
       }
       // Disabled since it was read: refused, as if it had been disabled before.
       const [now] = await tx.select({ disabled: users.disabled }).from(users).where(eq(users.id, row.id)).for('update');
-      if (now === undefined || now.disabled) return undefined;
+      if (now === undefined || now.disabled) {
+        gone = now === undefined;
+        return undefined;
+      }
       // Counts in this database are cleared with the success, atomically; others after it commits.
       const inTransaction = lockout.inTransaction?.(tx);
       if (inTransaction !== undefined) await succeeded(inTransaction);
@@ -249,7 +268,7 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
   );
   if (verified === undefined) {
     await notAFailure();
-    throw accountDisabled();
+    throw gone ? invalidCredentials() : accountDisabled();
   }
   if (lockout.inTransaction === undefined) {
     // The login stands: a count left behind only makes a later lock come sooner.
@@ -262,7 +281,7 @@ export async function verifyPassword(scope: WriteScope, deps: VerifyDeps, reques
     const ticket = await makeLoginTicket(deps.db, site, row.id, verified.generation!);
     throw secondFactorRequired(ticket, verified.factors);
   }
-  return row.id;
+  return { userId: row.id, passwordHash: rehashed ?? stored };
 }
 
 interface Account {

@@ -73,7 +73,7 @@ export const nowSeconds = () => Date.now() / 1000;
 /** The account's row, locked for the rest of the transaction; undefined when not in reach. */
 async function lockAccount(tx: Db, site: string, userId: string) {
   const [row] = await tx
-    .select({ id: users.id, email: users.email, disabled: users.disabled })
+    .select({ id: users.id, email: users.email, disabled: users.disabled, passwordHash: users.passwordHash })
     .from(users)
     .where(and(eq(users.id, userId), inReachOf(site)))
     .for('update');
@@ -332,7 +332,7 @@ export async function verifySecondFactor(
     recoveryCode?: string | undefined;
     passkey?: AuthenticationResponseJSON | undefined;
   },
-): Promise<{ userId: string; first: FirstStep }> {
+): Promise<{ userId: string; first: FirstStep; passwordHash: string | null }> {
   const read = await readLoginTicket(deps.db, scope.site, request.ticket);
   if (read === undefined) throw invalidTicket();
   const { userId } = read;
@@ -346,6 +346,8 @@ export async function verifySecondFactor(
   if (wait > 0) throw tooManyAttempts(wait, 'failed_second_factor', policy);
   let refusal: ApiError = invalidCode();
   let judged = false;
+  // The password as the ticket stands on it (its generation covers it), read under the lock.
+  let passwordHash: string | null = null;
   try {
     const verified = await inWrite(
       scope,
@@ -366,6 +368,7 @@ export async function verifySecondFactor(
           return undefined;
         }
         judged = true;
+        passwordHash = account.passwordHash;
         if (request.passkey !== undefined) {
           // A passkey of this account: its challenge taken, its counter moved on (so the ticket is spent).
           const checked = await checkAssertion(tx, scope.site, rp!, request.passkey, userId);
@@ -411,7 +414,7 @@ export async function verifySecondFactor(
     );
     if (verified === undefined) throw refusal;
     await deps.lockout.clear(key).catch(() => {});
-    return { userId: verified, first: read.first };
+    return { userId: verified, first: read.first, passwordHash };
   } catch (error) {
     // Only a code that was judged wrong counts: a spent ticket or a failure of ours is no guess.
     if (!judged || !(error instanceof ApiError && error.code === 'invalid_code'))

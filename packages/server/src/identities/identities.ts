@@ -48,7 +48,8 @@ export const lastSignInMethod = () =>
     'This identity is the account’s only way to sign in; give it a password or another identity first.',
   );
 /** Every miss of identity/verify: one answer. */
-const invalidCredentials = () => new ApiError(422, 'invalid_credentials', 'No account of this site has this identity.');
+export const invalidCredentials = () =>
+  new ApiError(422, 'invalid_credentials', 'No account of this site has this identity.');
 const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 const secondFactorRequired = (ticket: string, factors: string[]) =>
   new ApiError(403, 'second_factor_required', 'The identity is right; this account also needs its second factor.', {

@@ -49,5 +49,7 @@ export async function impersonate(
     ip: request.ip,
     lifetime: Math.min(request.lifetime ?? DEFAULT_IMPERSONATION_SECONDS, MAX_IMPERSONATION_SECONDS),
     impersonator: { actor: request.actor, reason: request.reason },
+    // Deleted since it was read: as if before.
+    seen: { stale: userNotFound },
   });
 }

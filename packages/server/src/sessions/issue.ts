@@ -1,12 +1,19 @@
 // A session made by a completed login (issue 43, point 1): verify, factor/verify and passkey/verify
-// call issueSession once the login answered 200. One transaction: the account locked (a disable or
-// delete at the same moment either sees this session and ends it, or ends first and refuses it),
-// the session inserted, the account's oldest live sessions past the limit ended, the audit row and
-// the events. The token is shown once, in the answer; only its hash is kept.
+// call issueSession once the login answered 200. One transaction: the account locked (a disable,
+// delete or password change at the same moment either sees this session and ends it, or ends
+// first and refuses it), the session inserted, the account's oldest live sessions past the limit
+// ended, the audit row and the events. The token is shown once, in the answer; only its hash is kept.
+//
+// The login checked its credential before this transaction (a password's hash takes a while), so
+// an ending that commits between that check and this lock ended every session but this one. The
+// locked read therefore checks again what the login saw: the account still in reach, enabled and,
+// for a login that checked a password, with that password's hash. Otherwise the login is refused
+// with the answer it would get now (LoginSeen.stale), and no session is made.
 import { and, desc, eq, inArray, sql } from 'drizzle-orm';
 import { uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { AccessTokenSigner } from './access-tokens.ts';
@@ -41,6 +48,34 @@ export interface SessionRequest {
    * its event, its audit row (operation session_impersonate) and its access tokens (`act`).
    */
   impersonator?: Impersonator | undefined;
+  /** What the login saw of the account, and what it answers once that no longer holds. */
+  seen: LoginSeen;
+}
+
+/**
+ * What a login checked of the account, checked again under its lock when the session is inserted.
+ * Disabled since: 403 account_disabled, as every login answers a disabled account.
+ */
+export interface LoginSeen {
+  /**
+   * The login's answer now that its account is out of reach (deleted since) or its password is no
+   * longer the one it checked: the answer the same login gets once the change is made (verify's
+   * and passkey/verify's 422 invalid_credentials, factor/verify's 422 invalid_ticket…).
+   */
+  stale: () => ApiError;
+  /**
+   * The account's password hash as the login checked it (after the login's own rehash, when it
+   * made one; null for none): a login that checked a password, or whose ticket a password change
+   * spends (factor/verify). Absent: the login did not stand on the password (a passkey alone).
+   */
+  passwordHash?: string | null;
+  /**
+   * Whether the login's password is right for the account's hash now (null: it has none): asked
+   * when the hash moved, which another login's rehash of the same password does too. Right, the
+   * session is made with the hash as it now is; wrong (the password changed), the login is stale.
+   * Absent: any move is a change.
+   */
+  rightFor?: (passwordHash: string | null) => Promise<boolean>;
 }
 
 /** A session as the answer that made (or refreshed) it shows it: the only time its token is seen. */
@@ -53,6 +88,9 @@ export interface IssuedSession {
 }
 
 const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
+
+/** How many times a moved hash is judged again before the login is refused (each move is a write racing it). */
+const MOVES_JUDGED = 3;
 
 export async function issueSession(
   scope: WriteScope,
@@ -72,14 +110,26 @@ export async function issueSession(
     moreEvents: [createdEvent(w.made), ...w.ended.map((row) => revokedEvent(row, 'limit'))],
   });
   const operation = impersonator === undefined ? 'session_create' : 'session_impersonate';
-  const written = await inWrite(scope, deps, operation, done, async (tx) => {
-    // Locked as an update would (not its key: inserts that reference it go on).
+  const { seen } = request;
+  let passwordHash = seen.passwordHash;
+  // Why the locked read refused (its transaction writes nothing then): the account as it was read.
+  let refused: { why: 'gone' | 'disabled' | 'moved'; passwordHash?: string | null } | undefined;
+  const write = async (tx: Db) => {
+    // Each run (inWrite may run it again after a serialization failure) judges afresh.
+    refused = undefined;
+    // Locked as an update would (not its key: inserts that reference it go on), so that a write
+    // ending the account's sessions waits for this one to commit, or this waits for it and
+    // reads the account as it left it. One read by the primary key.
     const [account] = await tx
-      .select({ disabled: users.disabled })
+      .select({ disabled: users.disabled, passwordHash: users.passwordHash })
       .from(users)
       .where(and(eq(users.id, request.userId), inReachOf(scope.site)))
       .for('no key update');
-    if (account === undefined || account.disabled) return undefined;
+    if (account === undefined) refused = { why: 'gone' };
+    else if (account.disabled) refused = { why: 'disabled' };
+    else if (passwordHash !== undefined && account.passwordHash !== passwordHash)
+      refused = { why: 'moved', passwordHash: account.passwordHash };
+    if (refused !== undefined) return undefined;
     const [made] = await tx
       .insert(sessions)
       .values({
@@ -127,15 +177,26 @@ export async function issueSession(
       ...(impersonator !== undefined && { actor: impersonator.actor }),
     });
     return { made: made!, ended, signed };
-  });
-  // Disabled (or deleted) since the login was checked: refused as the login itself would be.
-  if (written === undefined) throw accountDisabled();
-  const { signed } = written;
-  return {
-    sessionId: id,
-    token,
-    expiresAt: written.made.expiresAt.toISOString(),
-    accessToken: signed.accessToken,
-    accessTokenExpiresAt: signed.accessTokenExpiresAt.toISOString(),
   };
+  for (let judged = 0; ; judged++) {
+    const written = await inWrite(scope, deps, operation, done, write);
+    if (written !== undefined) {
+      const { signed } = written;
+      return {
+        sessionId: id,
+        token,
+        expiresAt: written.made.expiresAt.toISOString(),
+        accessToken: signed.accessToken,
+        accessTokenExpiresAt: signed.accessTokenExpiresAt.toISOString(),
+      };
+    }
+    // Changed since the login was checked: refused as the login itself would be now. A moved hash
+    // of the same password (another login's rehash) is no change: the login goes on with the hash
+    // as it now is.
+    const { why, passwordHash: now = null } = refused!;
+    if (why === 'disabled') throw accountDisabled();
+    if (why === 'gone' || seen.rightFor === undefined || judged >= MOVES_JUDGED) throw seen.stale();
+    if (!(await seen.rightFor(now))) throw seen.stale();
+    passwordHash = now;
+  }
 }

@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { redeemLoginTicket } from '../../accounts/login-tickets.ts';
+import { invalidTicket, redeemLoginTicket } from '../../accounts/login-tickets.ts';
 import { weakPassword } from '../../accounts/new-password.ts';
 import { redeemTicket as redeem } from '../../accounts/redeem.ts';
 import { invalidRequest } from '../../contract/validation.ts';
@@ -78,6 +78,8 @@ export const redeemTicket = defineOperation({
               userAgent: input.session.userAgent,
               ip: address,
               lifetime: input.session.lifetime,
+              // Deleted since: refused as a ticket of no account is.
+              seen: { stale: invalidTicket },
             });
       c.header('ETag', etagOf(version));
       c.header('Cache-Control', 'no-store');

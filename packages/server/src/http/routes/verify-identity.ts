@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { IDENTITY_LOGIN, verifyIdentity as verify } from '../../identities/identities.ts';
+import { IDENTITY_LOGIN, invalidCredentials, verifyIdentity as verify } from '../../identities/identities.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
@@ -33,6 +33,8 @@ export const verifyIdentity = defineOperation({
             userAgent: fields.session.userAgent,
             ip: address,
             lifetime: fields.session.lifetime,
+            // Deleted since: refused as an identity of no account is.
+            seen: { stale: invalidCredentials },
           });
     return c.json(
       {

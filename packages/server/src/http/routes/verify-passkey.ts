@@ -1,6 +1,6 @@
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
-import { verifyPasskey as verify } from '../../factors/passkeys.ts';
+import { passkeyRefused, verifyPasskey as verify } from '../../factors/passkeys.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import { PASSKEY_LOGIN } from '../../sessions/rules.ts';
 import { defineOperation } from '../define-operation.ts';
@@ -35,6 +35,8 @@ export const verifyPasskey = defineOperation({
             userAgent: fields.session.userAgent,
             ip: address,
             lifetime: fields.session.lifetime,
+            // Deleted since: refused as a passkey of no account is. No password was checked.
+            seen: { stale: passkeyRefused },
           });
     return c.json(
       {

@@ -1,7 +1,7 @@
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../contract/validation.ts';
-import { verifySecondFactor as verify } from '../../factors/factors.ts';
+import { invalidTicket, verifySecondFactor as verify } from '../../factors/factors.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import {
   IDENTITY_AND_CODE,
@@ -50,7 +50,7 @@ export const verifySecondFactor = defineOperation({
   },
   async handle(c, { fields, address }) {
     const { factorKeys, verifyLimits, lockout } = c.get('deps');
-    const { userId, first } = await verify(
+    const { userId, first, passwordHash } = await verify(
       writeScopeOf(c),
       { ...writeDepsOf(c), factorKeys, verifyLimits, lockout },
       {
@@ -70,6 +70,9 @@ export const verifySecondFactor = defineOperation({
             userAgent: fields.session.userAgent,
             ip: address,
             lifetime: fields.session.lifetime,
+            // A password change spends the ticket (factors/login-ticket.ts): one made since the
+            // second step was accepted makes no session either, as the ticket would answer now.
+            seen: { stale: invalidTicket, passwordHash },
           });
     return c.json(
       {

@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { verifyPassword } from '../../accounts/verify.ts';
+import { invalidCredentials, verifyPassword } from '../../accounts/verify.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { describeError } from '../../errors.ts';
 import { markIfBreached } from '../../passwords/screening.ts';
@@ -38,7 +38,7 @@ export const verifyUser = defineOperation({
     const { hasher, verifyLimits, lockout, breachedPasswords } = c.get('deps');
     const warn = (error: unknown, message: string) => c.get('log').warn({ err: describeError(error) }, message);
     const who = { site: c.get('token').site, actor: c.get('token').id, requestId: c.get('requestId') };
-    const userId = await verifyPassword(
+    const { userId, passwordHash } = await verifyPassword(
       writeScopeOf(c),
       {
         ...writeDepsOf(c),
@@ -64,6 +64,14 @@ export const verifyUser = defineOperation({
             userAgent: fields.session.userAgent,
             ip: address,
             lifetime: fields.session.lifetime,
+            // A password changed since it was checked makes no session: the login is refused as
+            // it would be now (a rehash of the same password by another login is no change).
+            seen: {
+              stale: invalidCredentials,
+              passwordHash,
+              rightFor: (now) =>
+                hasher.verify(now ?? undefined, sent, c.get('token').site, writeScopeOf(c).deadline?.signal),
+            },
           });
     return c.json(
       {
