@@ -656,6 +656,30 @@ function defineOrgsSuite(spec: TargetSpec): void {
       expect(await listed()).toEqual([first.data!.result.orgId]);
     });
 
+    it('org/create with one Idempotency-Key twice at once: the second is 409 idempotency_key_in_use while the first runs; one organization', async () => {
+      const s = await site();
+      const header = { 'Idempotency-Key': randomUUID() };
+      const body = { name: 'Twice Ltd', slug: `twice-${randomUUID().slice(0, 8)}` };
+      // The first is held at the start of its write, past the key's claim, until the second is
+      // answered: which of two sent at once claims the key first is the machine's to decide.
+      const held = h.target.holdNextWrite();
+      const first = s.c.POST('/api/1/org/create', { body, params: { header } });
+      await held.reached;
+      const second = await s.c.POST('/api/1/org/create', { body, params: { header } }).finally(held.release);
+      problemOf(second, 409, 'idempotency_key_in_use');
+      expect(Number(second.response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      const made = await first;
+      expect(made.response.status, JSON.stringify(made.error)).toBe(201);
+      expect(made.response.headers.get('idempotent-replayed')).toBeNull();
+      // The first answered, a third with the key replays its 201.
+      const third = await s.c.POST('/api/1/org/create', { body, params: { header } });
+      expect(third.response.status, JSON.stringify(third.error)).toBe(201);
+      expect(third.response.headers.get('idempotent-replayed')).toBe('true');
+      expect(third.data).toEqual(made.data);
+      const listed = await s.c.GET('/api/1/org/list', { params: { query: {} } });
+      expect(listed.data!.result.orgs.map((o) => o.orgId)).toEqual([made.data!.result.orgId]);
+    });
+
     // Review (point 4 of the small fixes): the purge's removal of memberships was covered by review only.
     it('the purge of an account deleted with a grace period removes its memberships; the organization stays', async () => {
       const s = await site();

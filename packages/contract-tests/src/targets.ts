@@ -45,6 +45,12 @@ export interface Target {
    * with the answer until `release()`; `reached` resolves once it waits. Later calls run as usual.
    */
   holdAfterNext<D extends HeldDependency>(dependency: D, method: keyof AppDeps[D] & string): HeldHash;
+   * Holds the next write transaction a request starts (server targets only): the request waits
+   * before its transaction begins, so past its Idempotency-Key's claim and holding no connection
+   * (PGlite has one), until `release()`; `reached` resolves once it waits. For a write that hashes
+   * no password (org/create); holdNextHash is the point of those that do.
+   */
+  holdNextWrite(): HeldHash;
   /** The running service's dependencies (server targets only): what a test reaches under HTTP (its signer). */
   deps?(): AppDeps;
   close(): Promise<void>;
@@ -224,6 +230,33 @@ export async function serverTarget(
       });
       return { reached: reached.promise, release: () => released.resolve() };
     },
+    holdNextWrite() {
+      // A request reads its database from the service's deps: a stand-in there whose db holds the
+      // next transaction puts the real database back, waits to be released, then runs it.
+      const deps = running.service.deps;
+      const database = deps.database;
+      const { db } = database;
+      const reached = Promise.withResolvers<void>();
+      const released = Promise.withResolvers<void>();
+      const forward = <T extends object>(real: T, own: Record<string, unknown>) =>
+        new Proxy(real, {
+          get(inner, name) {
+            if (typeof name === 'string' && Object.hasOwn(own, name)) return own[name];
+            const value = Reflect.get(inner, name);
+            return typeof value === 'function' ? value.bind(inner) : value;
+          },
+        });
+      const heldDb = forward(db, {
+        async transaction(...args: Parameters<typeof db.transaction>) {
+          deps.database = database;
+          reached.resolve();
+          await released.promise;
+          return db.transaction(...args);
+        },
+      });
+      deps.database = forward(database, { db: heldDb });
+      return { reached: reached.promise, release: () => released.resolve() };
+    },
     async close() {
       running.server.closeAllConnections();
       await stop(running.server);
@@ -360,6 +393,9 @@ export function mockTarget(options: { corsOrigins?: string[] } = {}): TargetSpec
         holdAfterNext: () => {
           throw new Error('the mock has no dependencies to hold');
         },
+        holdNextWrite: () => {
+          throw new Error('the mock writes nothing');
+        },
         close: () => mock.close(),
       };
     },
@@ -403,6 +439,7 @@ export const proxiedTarget: TargetSpec = {
       flushLastUsed: () => inner.flushLastUsed(),
       holdNextHash: () => inner.holdNextHash(),
       holdAfterNext: (dependency, method) => inner.holdAfterNext(dependency, method),
+      holdNextWrite: () => inner.holdNextWrite(),
       get logs() {
         return inner.logs;
       },
