@@ -45,6 +45,7 @@ export interface Target {
    * with the answer until `release()`; `reached` resolves once it waits. Later calls run as usual.
    */
   holdAfterNext<D extends HeldDependency>(dependency: D, method: keyof AppDeps[D] & string): HeldHash;
+  /**
    * Holds the next write transaction a request starts (server targets only): the request waits
    * before its transaction begins, so past its Idempotency-Key's claim and holding no connection
    * (PGlite has one), until `release()`; `reached` resolves once it waits. For a write that hashes
