@@ -236,7 +236,7 @@ const backends: Backend[] = [
 /** A server process allowed to send to 127.0.0.1, a token, and an endpoint at the receiver. */
 const METRICS_TOKEN = 'metrics_token_for_the_webhook_tests_0123';
 
-async function setUp(backend: Backend, receiver: Receiver, servers = 1) {
+async function setUp(backend: Backend, receiver: Receiver, servers = 1, more: Record<string, string> = {}) {
   const token = mintToken();
   const env = {
     ...(await backend.env()),
@@ -244,6 +244,7 @@ async function setUp(backend: Backend, receiver: Receiver, servers = 1) {
     API_TOKENS: token,
     WEBHOOK_ALLOW_PRIVATE: 'true',
     METRICS_TOKEN,
+    ...more,
   };
   const running: Running[] = [];
   for (let i = 0; i < servers; i++) {
@@ -310,7 +311,9 @@ describe.each(backends)('webhooks on the $name', (backend) => {
 
   it('loses nothing when the server is SIGKILLed during writes and deliveries and started again', async () => {
     const receiver = await startReceiver();
-    const setup = await setUp(backend, receiver);
+    // The killed server's deliveries in flight are sent again once their leases run out: the
+    // attempt's time limit plus 5 s (15 s by default, 8 s here).
+    const setup = await setUp(backend, receiver, 1, { WEBHOOK_TIMEOUT: '3' });
     let server = setup.running[0]!;
     const acks: Ack[] = [];
     const writing = Promise.all([6, 7].map((seed) => writeMix(() => setup.client(server), 60, seed, acks, 'kill')));

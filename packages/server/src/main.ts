@@ -74,6 +74,7 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
     wake: deps.wake,
     allowPrivate: config.webhookAllowPrivate,
     perEndpoint: config.webhookEndpointConcurrency,
+    timeoutMs: config.webhookTimeoutMs,
     metrics: deps.metrics?.collector,
     tracer: deps.tracer,
   });

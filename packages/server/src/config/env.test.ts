@@ -133,6 +133,14 @@ describe('WEBHOOK_ENDPOINT_CONCURRENCY and AUDIT_RETENTION', () => {
     }
   });
 
+  it('gives a webhook endpoint 10 s to answer unless told, a whole number of seconds from 1 to 30', () => {
+    expect(loadConfig({}).webhookTimeoutMs).toBe(10_000);
+    expect(loadConfig({ WEBHOOK_TIMEOUT: '2' }).webhookTimeoutMs).toBe(2_000);
+    for (const bad of ['0', '31', '2.5', '10s']) {
+      expect(() => loadConfig({ WEBHOOK_TIMEOUT: bad })).toThrow(/WEBHOOK_TIMEOUT must be a whole number from 1 to 30/);
+    }
+  });
+
   it('keeps audit rows 365 days unless told: Nd or Nh from a day to 100 years, or off for ever', () => {
     expect(loadConfig({}).auditRetentionMs).toBe(365 * 86_400_000);
     expect(loadConfig({ AUDIT_RETENTION: '24h' }).auditRetentionMs).toBe(86_400_000);

@@ -350,6 +350,11 @@ const VARIABLES = {
     meaning:
       "deliveries to one webhook endpoint in flight at once, all servers together (1–256); sites and their endpoints are served in turn, so an endpoint that hangs holds at most this many of a server's 16 sending slots",
   }),
+  WEBHOOK_TIMEOUT: wholeNumber(1, 30, {
+    default: '10',
+    meaning:
+      'seconds a webhook endpoint has to answer an attempt (1–30); a delivery a stopped or killed server had in flight is sent again this long plus 5 s after it began',
+  }),
 };
 /** Names the docs leave out: RATE_LIMIT_CREATE is a deprecated alias, said under RATE_LIMIT_HASH. */
 export const UNDOCUMENTED = new Set(['RATE_LIMIT_CREATE']);
@@ -476,6 +481,7 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     auditRetentionMs: v.AUDIT_RETENTION,
     webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE,
     webhookEndpointConcurrency: v.WEBHOOK_ENDPOINT_CONCURRENCY,
+    webhookTimeoutMs: v.WEBHOOK_TIMEOUT * 1000,
   };
 });
 export type Config = z.output<typeof schema>;
