@@ -33,19 +33,25 @@ export function Factors(props: {
   async function remove(factor: Factor) {
     setRemoving(undefined);
     setFailure(undefined);
-    const { data, error } = await props.api.POST('/api/1/user/factor/remove', {
-      body: { _userId: props.userId, factorId: factor.factorId },
-    });
-    if (error) setFailure(describeFailure(error));
-    else props.onChanged(data.result.status);
-    setVersion((v) => v + 1);
+    try {
+      const { data, error } = await props.api.POST('/api/1/user/factor/remove', {
+        body: { _userId: props.userId, factorId: factor.factorId },
+      });
+      if (error) setFailure(describeFailure(error));
+      else props.onChanged(data.result.status);
+    } catch (error) {
+      setFailure(describeFailure(error));
+    } finally {
+      setVersion((v) => v + 1);
+    }
   }
 
   return (
     <section aria-labelledby="factors-title">
       <h2 id="factors-title">Second factors</h2>
       <Alert message={failure} />
-      <Alert message={loadFailure} />
+      {/* The same reason (a revoked token, no server) refuses the write and its reload: said once. */}
+      <Alert message={loadFailure === failure ? undefined : loadFailure} />
       {factors && factors.factors.length === 0 && <p>None: this account signs in with its password alone.</p>}
       {factors && factors.factors.length > 0 && (
         <>

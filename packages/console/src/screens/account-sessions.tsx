@@ -104,7 +104,8 @@ export function Sessions(props: {
     <section aria-labelledby="sessions-title">
       <h2 id="sessions-title">Sessions</h2>
       <Alert message={failure} />
-      <Alert message={loadFailure} />
+      {/* The same reason (a revoked token, no server) refuses the write and its reload: said once. */}
+      <Alert message={loadFailure === failure ? undefined : loadFailure} />
       <FieldErrors error={problem} />
       {sessions && sessions.length === 0 && <p>None: this account is signed in nowhere.</p>}
       {sessions && sessions.length > 0 && (

@@ -353,7 +353,7 @@ const VARIABLES = {
   WEBHOOK_TIMEOUT: wholeNumber(1, 30, {
     default: '10',
     meaning:
-      'seconds a webhook endpoint has to answer an attempt (1–30); a delivery a stopped or killed server had in flight is sent again this long plus 5 s after it began',
+      'seconds a webhook endpoint has to answer an attempt (1–30); a stopping server waits up to this long for its attempts in flight (after SHUTDOWN_DRAIN_MS and up to 10 s for requests: keep a supervisor’s stop timeout above the sum), and an attempt of a killed server is sent again once this long plus 5 s has passed since it began',
   }),
 };
 /** Names the docs leave out: RATE_LIMIT_CREATE is a deprecated alias, said under RATE_LIMIT_HASH. */
