@@ -40,6 +40,19 @@ function defineRacesSuite(spec: TargetSpec): void {
           [userId],
         )
       )[0]!.n;
+    /** The login was refused with `status` and `code`, and no session of the account is live or was made. */
+    const expectNoSession = async (
+      late: { response: Response; error?: { code?: string } | undefined; data?: unknown },
+      status: number,
+      code: string,
+      userId: string,
+    ) => {
+      expect(late.response.status).toBe(status);
+      expect(late.error?.code).toBe(code);
+      expect(late.data).toBeUndefined();
+      expect(await liveSessions(userId)).toBe(0);
+      expect(await sessionsMade(userId)).toBe(0);
+    };
     const login = (user: User, password = user.password) =>
       h.client.POST('/api/1/user/verify', { body: { email: user.email, password, session: {} } });
 
@@ -126,11 +139,7 @@ function defineRacesSuite(spec: TargetSpec): void {
         const other = await h.target.deps!().hasher.hash(newPassword, 'default');
         await h.target.sql('update users set password_hash = $2 where id = $1', [user.id, other]);
       });
-      expect(late.response.status).toBe(422);
-      expect(late.error?.code).toBe('invalid_credentials');
-      expect(late.data).toBeUndefined();
-      expect(await liveSessions(user.id)).toBe(0);
-      expect(await sessionsMade(user.id)).toBe(0);
+      await expectNoSession(late, 422, 'invalid_credentials', user.id);
     });
 
     // A guard: held here, before verifyPassword's own locked read, the disable is refused there (as
@@ -160,11 +169,7 @@ function defineRacesSuite(spec: TargetSpec): void {
           expect(response.status).toBe(200);
         });
         // As a login of a deleted account answers: it is not there to be checked.
-        expect(late.response.status).toBe(422);
-        expect(late.error?.code).toBe('invalid_credentials');
-        expect(late.data).toBeUndefined();
-        expect(await liveSessions(user.id)).toBe(0);
-        expect(await sessionsMade(user.id)).toBe(0);
+        await expectNoSession(late, 422, 'invalid_credentials', user.id);
         if (graceDays > 0) {
           // Restored, the account has no session from that login either.
           expect((await h.client.POST('/api/1/user/restore', { body: { _userId: user.id } })).response.status).toBe(
@@ -212,11 +217,7 @@ function defineRacesSuite(spec: TargetSpec): void {
         expect(response.status).toBe(200);
       });
       // As the same ticket answers once the password is changed.
-      expect(late.response.status).toBe(422);
-      expect(late.error?.code).toBe('invalid_ticket');
-      expect(late.data).toBeUndefined();
-      expect(await liveSessions(user.id)).toBe(0);
-      expect(await sessionsMade(user.id)).toBe(0);
+      await expectNoSession(late, 422, 'invalid_ticket', user.id);
     });
 
     // A guard: held after verifySecondFactor's write, the disable is refused by issueSession's
