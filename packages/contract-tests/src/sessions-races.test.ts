@@ -53,13 +53,9 @@ function defineRacesSuite(spec: TargetSpec): void {
       expect(await liveSessions(userId)).toBe(0);
       expect(await sessionsMade(userId)).toBe(0);
     };
-    const login = (user: User, password = user.password) =>
-      h.client.POST('/api/1/user/verify', { body: { email: user.email, password, session: {} } });
-
-    /** Runs `change` while a login of `user` waits with its password checked right; the login's answer. */
-    const loginAcross = async (user: User, change: () => Promise<void>) => {
-      const held = h.target.holdAfterNext('hasher', 'verify');
-      const answer = login(user);
+    /** Sends `request`, runs `change` while it waits at `held`, releases it; the request's answer. */
+    const across = async <T>(held: HeldHash, request: () => Promise<T>, change: () => Promise<void>): Promise<T> => {
+      const answer = request();
       await held.reached;
       try {
         await change();
@@ -68,6 +64,12 @@ function defineRacesSuite(spec: TargetSpec): void {
       }
       return answer;
     };
+    const login = (user: User, password = user.password) =>
+      h.client.POST('/api/1/user/verify', { body: { email: user.email, password, session: {} } });
+
+    /** Runs `change` while a login of `user` waits with its password checked right; the login's answer. */
+    const loginAcross = (user: User, change: () => Promise<void>) =>
+      across(h.target.holdAfterNext('hasher', 'verify'), () => login(user), change);
 
     const newPassword = 'an entirely new passphrase, changed mid-login';
     const changes: [string, (user: User) => Promise<void>][] = [
@@ -194,19 +196,15 @@ function defineRacesSuite(spec: TargetSpec): void {
       return { user, secret: added.secret, ticket: (first.error as Problem & { ticket: string }).ticket };
     };
     /** factor/verify with a right code, held once the code is accepted (its failures being cleared) while `change` runs. */
-    const secondStepAcross = async (ticket: string, secret: string, change: () => Promise<void>) => {
-      const held: HeldHash = h.target.holdAfterNext('lockout', 'clear');
-      const answer = h.client.POST('/api/1/user/factor/verify', {
-        body: { ticket, code: totpAt(secret, nowSeconds() + 30), session: {} },
-      });
-      await held.reached;
-      try {
-        await change();
-      } finally {
-        held.release();
-      }
-      return answer;
-    };
+    const secondStepAcross = (ticket: string, secret: string, change: () => Promise<void>) =>
+      across(
+        h.target.holdAfterNext('lockout', 'clear'),
+        () =>
+          h.client.POST('/api/1/user/factor/verify', {
+            body: { ticket, code: totpAt(secret, nowSeconds() + 30), session: {} },
+          }),
+        change,
+      );
 
     it('factor/verify whose code was accepted before a password change makes no session: 422 invalid_ticket', async () => {
       const { user, secret, ticket } = await twoStep();
