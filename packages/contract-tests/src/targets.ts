@@ -65,6 +65,34 @@ export interface HeldHash {
   release(): void;
 }
 
+/**
+ * Holds the next call of `method` of one of the service's deps (which each request reads), before
+ * it runs or once it has answered, until `release()`: a stand-in there takes the call, puts the
+ * real one back (later calls run as usual) and waits. The rest of the stand-in (a hasher's live
+ * `load` too) is the real one's, through the prototype.
+ */
+function holdCall(deps: AppDeps, dependency: HeldDependency, method: string, when: 'before' | 'after'): HeldHash {
+  const real = deps[dependency];
+  const original = (real as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[method]!;
+  const reached = Promise.withResolvers<void>();
+  const released = Promise.withResolvers<void>();
+  let taken = false;
+  const standIn = Object.assign(Object.create(real) as object, {
+    async [method](...args: unknown[]) {
+      // A caller that took the stand-in before it was put back runs as usual.
+      if (taken) return original.apply(real, args);
+      taken = true;
+      deps[dependency] = real as never;
+      const answer = when === 'after' ? await original.apply(real, args) : undefined;
+      reached.resolve();
+      await released.promise;
+      return when === 'after' ? answer : original.apply(real, args);
+    },
+  });
+  deps[dependency] = standIn as never;
+  return { reached: reached.promise, release: () => released.resolve() };
+}
+
 export interface TargetSpec {
   name: string;
   /** A real server with a database: state, SQL access, logs. Prism is stateless. */
@@ -191,46 +219,8 @@ export async function serverTarget(
     },
     flushLastUsed: () => running.service.deps.tokens.flushLastUsed(),
     deps: () => running.service.deps,
-    holdNextHash() {
-      // Every request reads its hasher from the service's deps: a stand-in there sees the next
-      // hash, puts the real hasher back (later hashes run as usual) and waits to be released.
-      const deps = running.service.deps;
-      const hasher = deps.hasher;
-      const reached = Promise.withResolvers<void>();
-      const released = Promise.withResolvers<void>();
-      // The rest (its live `load` too) is the real hasher's, through the prototype.
-      deps.hasher = Object.assign(Object.create(hasher) as typeof hasher, {
-        async hash(...args: Parameters<typeof hasher.hash>) {
-          deps.hasher = hasher;
-          reached.resolve();
-          await released.promise;
-          return hasher.hash(...args);
-        },
-      });
-      return { reached: reached.promise, release: () => released.resolve() };
-    },
-    holdAfterNext(dependency, method) {
-      // As holdNextHash: a stand-in in the service's deps (which each request reads) sees the next
-      // call, puts the real one back, answers it and waits to be released with that answer.
-      const deps = running.service.deps;
-      const real = deps[dependency];
-      const reached = Promise.withResolvers<void>();
-      const released = Promise.withResolvers<void>();
-      const original = (real as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>)[method]!;
-      let held = false;
-      deps[dependency] = Object.assign(Object.create(real) as typeof real, {
-        async [method](...args: unknown[]) {
-          const answer = await original.apply(real, args);
-          if (held) return answer;
-          held = true;
-          deps[dependency] = real as never;
-          reached.resolve();
-          await released.promise;
-          return answer;
-        },
-      });
-      return { reached: reached.promise, release: () => released.resolve() };
-    },
+    holdNextHash: () => holdCall(running.service.deps, 'hasher', 'hash', 'before'),
+    holdAfterNext: (dependency, method) => holdCall(running.service.deps, dependency, method, 'after'),
     holdNextWrite() {
       // A request reads its database from the service's deps: a stand-in there whose db holds the
       // next transaction puts the real database back, waits to be released, then runs it.
