@@ -3,6 +3,7 @@ import { isWriteCollision } from '../accounts/unit-of-work.ts';
 import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
 import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';
+import { type CompiledRoutes, compileOperations } from './compiled.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
 import { renderProblem } from './errors.ts';
@@ -144,8 +145,14 @@ export function provideDeps(deps: AppDeps, validators: Validators): MiddlewareHa
   };
 }
 
+/**
+ * The application, and its compiled operations (compiled.ts) that serveApp answers with before
+ * the app: none while tracing or CORS is on (their middleware runs on every API request).
+ */
+export type ServiceApp = Hono<AppEnv> & { readonly compiled?: CompiledRoutes };
+
 /** Builds the HTTP application. Importing this module, or calling it, opens and starts nothing. */
-export function createApp(deps: AppDeps): Hono<AppEnv> {
+export function createApp(deps: AppDeps): ServiceApp {
   const validators = compileValidators();
   const app = new Hono<AppEnv>();
 
@@ -182,7 +189,15 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));
   });
   app.onError(renderError);
-  return app;
+  if (deps.tracer !== undefined || (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0)) return app;
+  const compiled = compileOperations(operations, {
+    deps,
+    validators,
+    ...(deps.metrics ? { metrics: deps.metrics.collector } : {}),
+    timeoutFor: (path) => timeouts.get(path) ?? timeoutMs,
+    renderError,
+  });
+  return Object.assign(app, { compiled });
 }
 
 /** How the service answers an error: an ApiError as its problem; the database gone, 503; anything else, 500. */

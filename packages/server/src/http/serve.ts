@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
 import { uuidv7 } from '../accounts/ids.ts';
 import { ApiError } from '../errors.ts';
+import type { CompiledRoutes } from './compiled.ts';
 import { problemBody } from './errors.ts';
 import { requestIdFrom } from './middleware/request-id.ts';
 
@@ -164,7 +165,7 @@ function sendProblem(outgoing: ServerResponse, problem: ApiError, requestId: str
 }
 
 export function serveApp(
-  app: { fetch: (request: Request) => Response | Promise<Response> },
+  app: { fetch: (request: Request) => Response | Promise<Response>; compiled?: CompiledRoutes },
   options: { port: number; hostname: string; draining?: () => boolean },
   onListening: (info: AddressInfo) => void,
 ): Server {
@@ -194,7 +195,11 @@ export function serveApp(
         lingerOnClose(incoming);
       }
       const refused = refusal(incoming);
-      if (refused === undefined) return void listener(incoming, outgoing);
+      if (refused === undefined) {
+        // An operation compiled to one function (compiled.ts) answers here, without the app.
+        if (app.compiled?.(incoming, outgoing)) return;
+        return void listener(incoming, outgoing);
+      }
       const id = incoming.headers['x-request-id'];
       const requestId = requestIdFrom(typeof id === 'string' ? id : undefined);
       sendProblem(outgoing, new ApiError(400, 'invalid_request', refused), requestId);

@@ -31,10 +31,25 @@ export async function logAccess(
   // Set by the token check, which runs after the front step: absent when the request never got that far.
   const token = c.get('token') as TokenInfo | undefined;
   const code = status >= 400 ? await problemCode(c) : undefined;
+  writeAccessLine(logger, level, fields, c.req.method, route, status, durationMs, token, code);
+}
+
+/** The access line itself (logAccess's, and the compiled operations' in compiled.ts): the fields in this order. */
+export function writeAccessLine(
+  logger: Logger,
+  level: 'info' | 'debug',
+  fields: RequestFields,
+  method: string,
+  route: string,
+  status: number,
+  durationMs: number,
+  token: TokenInfo | undefined,
+  code: string | undefined,
+): void {
   logger[level](
     {
       ...fields,
-      method: c.req.method,
+      method,
       route,
       status,
       durationMs,

@@ -43,20 +43,8 @@ function isJsonMediaType(contentType: string | undefined): boolean {
 export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
   return async function jsonBodyMiddleware(c, next) {
     const contentType = c.req.header('content-type');
-    if (!isJsonMediaType(contentType)) {
-      // The usual mistake: the input in the query string, as get takes it.
-      const inQuery = contentType === undefined && new URL(c.req.url).search !== '';
-      throw new ApiError(
-        415,
-        'unsupported_media_type',
-        inQuery
-          ? 'This operation takes its input as a JSON body (Content-Type application/json), not in the query string.'
-          : 'The request body must be sent with Content-Type application/json.',
-      );
-    }
     const declared = c.req.header('content-length');
-    if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
-
+    checkJsonRequest(contentType, declared, limit, () => new URL(c.req.url).search !== '');
     // With a Content-Length and no Transfer-Encoding, Node's parser itself ends the body at that
     // length, checked against the limit above (a Request made in-process, as tests make, has no
     // such parser and keeps the counted read): the adapter's direct read (no web stream) is safe
@@ -65,27 +53,95 @@ export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
       declared !== undefined && c.req.header('transfer-encoding') === undefined && fromNodeParser(c.env)
         ? await readDeclared(c.req.raw)
         : await readLimited(c.req.raw.body, limit);
-    let text: string;
-    try {
-      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
-    } catch {
-      throw invalidJson('The request body is not valid UTF-8.');
-    }
-    if (text.trim() === '') throw invalidJson('A JSON request body is required.');
-    if (nestingDepth(text) > MAX_DEPTH) {
-      throw new ApiError(400, 'invalid_request', `The request body is nested more than ${MAX_DEPTH} levels deep.`, {
-        errors: [
-          { pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` },
-        ],
-      });
-    }
-    try {
-      c.set('body', JSON.parse(text));
-    } catch {
-      throw invalidJson();
-    }
+    c.set('body', parseJsonBytes(bytes));
     await next();
   };
+}
+
+/**
+ * What can be judged of a JSON body before it is read: 415 unless it is application/json (saying
+ * so when the input came in the query string, the usual mistake), 413 when its declared length is
+ * over `limit`. Shared with the compiled operations (compiled.ts), which read the body themselves.
+ */
+export function checkJsonRequest(
+  contentType: string | undefined,
+  declared: string | undefined,
+  limit: number,
+  hasQuery: () => boolean,
+): void {
+  if (!isJsonMediaType(contentType)) {
+    // The usual mistake: the input in the query string, as get takes it.
+    const inQuery = contentType === undefined && hasQuery();
+    throw new ApiError(
+      415,
+      'unsupported_media_type',
+      inQuery
+        ? 'This operation takes its input as a JSON body (Content-Type application/json), not in the query string.'
+        : 'The request body must be sent with Content-Type application/json.',
+    );
+  }
+  if (declared !== undefined && Number(declared) > limit) throw tooLarge(limit);
+}
+
+/** The body read, as JSON: 400 unless it is UTF-8 JSON, not empty, and nested at most MAX_DEPTH deep. */
+export function parseJsonBytes(bytes: Uint8Array): unknown {
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw invalidJson('The request body is not valid UTF-8.');
+  }
+  if (text.trim() === '') throw invalidJson('A JSON request body is required.');
+  if (nestingDepth(text) > MAX_DEPTH) {
+    throw new ApiError(400, 'invalid_request', `The request body is nested more than ${MAX_DEPTH} levels deep.`, {
+      errors: [{ pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` }],
+    });
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw invalidJson();
+  }
+}
+
+/**
+ * A request's body straight from Node's stream, counted as it comes (chunked or not): 413 past
+ * `limit`, 400 when the client hangs up mid-body. The compiled operations' read (compiled.ts).
+ */
+export function readIncoming(incoming: IncomingMessage, limit: number): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    // Gone while the request waited for its token check (its 'close' already emitted).
+    if (incoming.destroyed && !incoming.complete) {
+      reject(bodyNotRead(new Error('the connection closed before the body was read')));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (error?: ApiError) => {
+      incoming.off('data', onData);
+      incoming.off('end', onEnd);
+      incoming.off('error', onError);
+      incoming.off('close', onClose);
+      if (error !== undefined) reject(error);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.byteLength;
+      if (size > limit) {
+        incoming.pause();
+        done(tooLarge(limit));
+      } else chunks.push(chunk);
+    };
+    const onEnd = () => done();
+    const onError = (error: Error) => done(bodyNotRead(error));
+    const onClose = () => {
+      if (!incoming.complete) done(bodyNotRead(new Error('the connection closed before the body ended')));
+    };
+    incoming.on('data', onData);
+    incoming.once('end', onEnd);
+    incoming.once('error', onError);
+    incoming.once('close', onClose);
+  });
 }
 
 /** The deepest nesting of arrays and objects in JSON text, counted without parsing (or recursing). */

@@ -1,0 +1,339 @@
+// The compiled operations (issue 47): each row of the operation table that only reads (no write,
+// no Idempotency-Key, no bulk bounds, no long-poll) becomes at start one function on Node's own
+// request and response, doing in order and inline what the Hono route and the front step do for
+// it: the request id and its logger, the deadline, the token, the budgets, the scope, the body or
+// the query, the handler, the rate-limit fields, the headers every answer carries, the metrics and
+// the access line. No Request, Response or Headers object is made, no middleware frame runs, the
+// answer is written once with writeHead and end. Everything else (writes, the paths outside the
+// table, HEAD, a preflight, any request while tracing or CORS is on, a target that is not a plain
+// path) goes to the Hono app as before, which stays the reference: the answers, headers and log
+// lines are the same (the contract suites run through both).
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Context, ErrorHandler } from 'hono';
+import type { TokenInfo } from '../auth/tokens.ts';
+import type { Validators } from '../contract/validation.ts';
+import { ApiError, serviceUnavailable } from '../errors.ts';
+import type { Metrics } from '../ops/metrics.ts';
+import type { AppDeps, AppEnv } from './context.ts';
+import type { Operation } from './define-operation.ts';
+import { accessLogger, writeAccessLine } from './middleware/access-log.ts';
+import { authenticate, checkScope } from './middleware/auth.ts';
+import type { Deadline } from './middleware/deadline.ts';
+import { BODY_LIMIT, checkJsonRequest, parseJsonBytes, readIncoming } from './middleware/json-body.ts';
+import { addRateLimitHeaders, countRequest } from './middleware/rate-limit.ts';
+import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './middleware/request-id.ts';
+
+/** Whether a row is compiled: it reads only, and needs nothing of Hono's that the compiled context lacks. */
+export const isCompiled = (op: Operation<unknown>): boolean =>
+  op.writes === undefined &&
+  !op.idempotent &&
+  op.bulk === undefined &&
+  op.waitsMs === undefined &&
+  op.alsoScope === undefined &&
+  op.method !== 'DELETE';
+
+/** An answer's headers: what a handler sets and reads of them, on a plain object (lower-case names). */
+class AnswerHeaders {
+  readonly fields: Record<string, string> = {};
+  get(name: string): string | null {
+    return this.fields[name.toLowerCase()] ?? null;
+  }
+  has(name: string): boolean {
+    return name.toLowerCase() in this.fields;
+  }
+  set(name: string, value: string): void {
+    this.fields[name.toLowerCase()] = value;
+  }
+  append(name: string, value: string): void {
+    const key = name.toLowerCase();
+    const had = this.fields[key];
+    this.fields[key] = had === undefined ? value : `${had}, ${value}`;
+  }
+  delete(name: string): void {
+    delete this.fields[name.toLowerCase()];
+  }
+}
+
+/** What a compiled handler answers in place of a Response: a status, the headers and a text body. */
+export class Answer {
+  readonly headers = new AnswerHeaders();
+  readonly status: number;
+  readonly body: string | null;
+  constructor(status: number, body: string | null) {
+    this.status = status;
+    this.body = body;
+  }
+}
+
+type Vars = Partial<AppEnv['Variables']>;
+type HeaderInit = Record<string, string> | undefined;
+
+/** The request as the handlers read it (HonoRequest's members they use). */
+class CompiledRequest {
+  #signal: AbortSignal | undefined;
+  readonly incoming: IncomingMessage;
+  readonly outgoing: ServerResponse;
+  readonly method: string;
+  readonly path: string;
+  /** The query with its `?`, or ''. */
+  readonly search: string;
+  readonly routePath: string;
+  constructor(incoming: IncomingMessage, outgoing: ServerResponse, path: string, search: string) {
+    this.incoming = incoming;
+    this.outgoing = outgoing;
+    this.method = incoming.method!;
+    this.path = path;
+    this.search = search;
+    this.routePath = path;
+  }
+  header(name: string): string | undefined {
+    const value = this.incoming.headers[name.toLowerCase()];
+    return Array.isArray(value) ? value.join(', ') : value;
+  }
+  query(name: string): string | undefined {
+    return new URLSearchParams(this.search).get(name) ?? undefined;
+  }
+  get url(): string {
+    return `http://${this.incoming.headers.host ?? 'localhost'}${this.path}${this.search}`;
+  }
+  /** The Request's members read here: its signal (aborted when the client goes away before its answer). */
+  get raw(): { signal: AbortSignal } {
+    if (this.#signal === undefined) {
+      const controller = new AbortController();
+      this.#signal = controller.signal;
+      if (this.outgoing.destroyed) controller.abort(new Error('Client connection prematurely closed.'));
+      else {
+        this.outgoing.once('close', () => {
+          if (!this.outgoing.writableFinished) controller.abort(new Error('Client connection prematurely closed.'));
+        });
+      }
+    }
+    return { signal: this.#signal };
+  }
+}
+
+/**
+ * The context a compiled operation hands its parse and handle: the members of Hono's Context they
+ * use (get, set, req, json, body, text, header, env, error, res), answering with an Answer.
+ */
+class CompiledContext {
+  readonly vars: Vars = {};
+  readonly env: { incoming: IncomingMessage; outgoing: ServerResponse };
+  error: Error | undefined;
+  res: Answer | undefined;
+  #prepared: Record<string, string> | undefined;
+  readonly req: CompiledRequest;
+  constructor(req: CompiledRequest) {
+    this.req = req;
+    this.env = { incoming: req.incoming, outgoing: req.outgoing };
+  }
+  get<K extends keyof Vars>(key: K): Vars[K] {
+    return this.vars[key];
+  }
+  set<K extends keyof Vars>(key: K, value: Vars[K]): void {
+    this.vars[key] = value;
+  }
+  header(name: string, value: string | undefined): void {
+    this.#prepared ??= {};
+    if (value === undefined) delete this.#prepared[name.toLowerCase()];
+    else this.#prepared[name.toLowerCase()] = value;
+  }
+  #answer(status: number, body: string | null, contentType: string | undefined, headers: HeaderInit): Answer {
+    const answer = new Answer(status, body);
+    const fields = answer.headers.fields;
+    if (this.#prepared !== undefined) Object.assign(fields, this.#prepared);
+    if (contentType !== undefined) fields['content-type'] = contentType;
+    if (headers !== undefined) for (const name in headers) fields[name.toLowerCase()] = headers[name]!;
+    return answer;
+  }
+  json(object: unknown, status = 200, headers?: HeaderInit): Answer {
+    return this.#answer(status, JSON.stringify(object), 'application/json', headers);
+  }
+  body(body: string | null, status = 200, headers?: HeaderInit): Answer {
+    return this.#answer(status, body, undefined, headers);
+  }
+  text(text: string, status = 200, headers?: HeaderInit): Answer {
+    return this.#answer(status, text, 'text/plain; charset=UTF-8', headers);
+  }
+}
+
+export interface CompileOptions {
+  deps: AppDeps;
+  validators: Validators;
+  metrics?: Metrics;
+  /** The deadline of a request on `path` (see deadline.ts). */
+  timeoutFor: (path: string) => number;
+  /** How the app renders an error (app.ts, errorRenderer). */
+  renderError: ErrorHandler<AppEnv>;
+}
+
+/** Routes a request to its compiled operation: true when it answered it, false to leave it to the app. */
+export type CompiledRoutes = (incoming: IncomingMessage, outgoing: ServerResponse) => boolean;
+
+/** The compiled operations of `table` (those isCompiled admits), keyed by method and path. */
+export function compileOperations(table: readonly Operation<unknown>[], options: CompileOptions): CompiledRoutes {
+  const accessLog = accessLogger(options.deps.logger);
+  const routes = new Map<string, Map<string, Compiled>>();
+  for (const op of table) {
+    if (!isCompiled(op)) continue;
+    let byPath = routes.get(op.method);
+    if (byPath === undefined) {
+      byPath = new Map();
+      routes.set(op.method, byPath);
+    }
+    byPath.set(op.path, compileOperation(op, options, accessLog));
+  }
+  return function compiledRoute(incoming, outgoing) {
+    const byPath = routes.get(incoming.method ?? '');
+    if (byPath === undefined) return false;
+    const target = incoming.url ?? '';
+    const at = target.indexOf('?');
+    const path = at === -1 ? target : target.slice(0, at);
+    const run = byPath.get(path);
+    // An origin-form target of the table's paths, as sent (a path to decode, an absolute form:
+    // the app's routing decides).
+    if (run === undefined) return false;
+    run(new CompiledRequest(incoming, outgoing, path, at === -1 ? '' : target.slice(at)));
+    return true;
+  };
+}
+
+type Compiled = (req: CompiledRequest) => void;
+
+/** One operation's function: the front step's and the route's work in their order (see app.ts). */
+function compileOperation(op: Operation<unknown>, options: CompileOptions, accessLog: AppDeps['logger']): Compiled {
+  const { deps, validators, metrics, renderError } = options;
+  const timeoutMs = options.timeoutFor(op.path);
+  const body = 'body' in op.request;
+  const bodyLimit = op.bulk?.bodyBytes ?? BODY_LIMIT;
+  const render = (error: Error, c: CompiledContext): Answer => {
+    c.error = error;
+    return renderError(error, c as unknown as Context<AppEnv>) as unknown as Answer;
+  };
+
+  /** The route's part: token, budgets, scope, body, parse, handle; the rate-limit fields on the answer. */
+  async function work(c: CompiledContext): Promise<Answer> {
+    const hc = c as unknown as Context<AppEnv>;
+    await authenticate(hc);
+    const refused = await countRequest(hc, op.budget);
+    if (refused !== undefined) return refused as unknown as Answer;
+    let answer: Answer;
+    try {
+      checkScope(hc, op.scope);
+      if (body) {
+        const { req } = c;
+        checkJsonRequest(req.header('content-type'), req.header('content-length'), bodyLimit, () => req.search !== '');
+        c.vars.body = parseJsonBytes(await readIncoming(req.incoming, bodyLimit));
+      }
+      const input = op.parse(hc);
+      c.vars.input = input;
+      answer = (await op.handle(hc, input)) as unknown as Answer;
+    } catch (error) {
+      if (!(error instanceof Error)) throw error;
+      answer = render(error, c);
+    }
+    addRateLimitHeaders(hc, answer as unknown as Response);
+    return answer;
+  }
+
+  return function compiledOperation(req) {
+    const started = performance.now();
+    const c = new CompiledContext(req);
+    const requestId = requestIdFrom(req.header('x-request-id'));
+    const trace = parseTraceparent(req.header('traceparent'));
+    const fields: RequestFields = trace === undefined ? { requestId } : { requestId, ...trace };
+    const { vars } = c;
+    vars.deps = deps;
+    vars.validators = validators;
+    vars.requestId = requestId;
+    vars.log = requestLog(deps.logger, fields);
+
+    // The deadline (deadline.ts, withDeadline): a 503 once `timeoutMs` passed, unless the request
+    // is committing its write; the work goes on in the background, its answer dropped.
+    let expired = false;
+    let committing = false;
+    let late: AbortController | undefined;
+    let signal: AbortSignal | undefined;
+    vars.deadline = {
+      commit() {
+        if (expired) throw serviceUnavailable('The request was not completed in time; nothing was changed.');
+        committing = true;
+      },
+      get signal() {
+        if (signal === undefined) {
+          late = new AbortController();
+          if (expired) late.abort(serviceUnavailable('The request was not completed in time.'));
+          signal = AbortSignal.any([req.raw.signal, late.signal]);
+        }
+        return signal;
+      },
+    } satisfies Deadline;
+
+    let answered = false;
+    const finish = (answer: Answer) => {
+      if (answered) return;
+      answered = true;
+      clearTimeout(timer);
+      c.res = answer;
+      send(c, answer, started, fields);
+    };
+    const timer = setTimeout(function deadlinePassed() {
+      if (committing || answered) return;
+      expired = true;
+      late?.abort(serviceUnavailable('The request was not completed in time.'));
+      finish(
+        render(
+          serviceUnavailable(
+            `The request was not completed within ${timeoutMs} ms; nothing was changed. Try again shortly.`,
+          ),
+          c,
+        ),
+      );
+    }, timeoutMs);
+    work(c).then(finish, (error: unknown) => {
+      if (answered) return;
+      finish(render(error instanceof Error ? error : new Error(String(error)), c));
+    });
+  };
+
+  /** The answer, with the headers every API answer carries; then the metrics and the access line. */
+  function send(c: CompiledContext, answer: Answer, started: number, fields: RequestFields): void {
+    const headers = answer.headers.fields as OutgoingHttpHeaders;
+    headers['cache-control'] = 'no-store';
+    headers['x-request-id'] = fields.requestId;
+    headers['x-content-type-options'] = 'nosniff';
+    const { outgoing } = c.req;
+    if (answer.body === null) outgoing.writeHead(answer.status, headers).end();
+    else {
+      headers['Content-Length'] = Buffer.byteLength(answer.body);
+      outgoing.writeHead(answer.status, headers).end(answer.body);
+    }
+    metrics?.observeRequest(op.method, op.path, answer.status, (performance.now() - started) / 1000);
+    if (!accessLog.isLevelEnabled('info')) return;
+    const durationMs = Math.round((performance.now() - started) * 100) / 100;
+    const token = c.vars.token as TokenInfo | undefined;
+    writeAccessLine(
+      accessLog,
+      'info',
+      fields,
+      op.method,
+      op.path,
+      answer.status,
+      durationMs,
+      token,
+      problemCode(c, answer),
+    );
+  }
+}
+
+/** The problem `code` of an error answer, as problemCode (errors.ts) reads it. */
+function problemCode(c: CompiledContext, answer: Answer): string | undefined {
+  if (answer.status < 400) return undefined;
+  if (c.error instanceof ApiError) return c.error.code;
+  if (answer.headers.fields['content-type'] !== 'application/problem+json' || answer.body === null) return undefined;
+  try {
+    return (JSON.parse(answer.body) as { code?: string }).code;
+  } catch {
+    return undefined;
+  }
+}
