@@ -1,4 +1,5 @@
-// `pnpm bench [--quick] [--rounds N] [--seconds N] [--only login|listing|events|capacity|metadata|second-factor|sessions|neighbours|heavy-reads]`: the service on
+// `pnpm bench [--quick] [--rounds N] [--seconds N] [--memberships N]
+//   [--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|neighbours|heavy-reads|scale]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -27,6 +28,11 @@
 //   to bench/results/<date>-sessions.md. A full run measures it too (quick: fewer sessions to refresh);
 // - `--only orgs [--memberships N]` (orgs.ts, issue 45): org/member/check against get-by-id at 1,000,000
 //   memberships (N), with the Hono floor beside them, to bench/results/<date>-orgs.md. A full run measures it too;
+// - `--only hot-path [--memberships N]` (about 2 minutes at 2 rounds of 5 s; hot-path.ts, issue 47): get-by-id,
+//   session/verify and org/member/check each against the node:http floor doing the same query (floor-http.ts),
+//   interleaved, with req/s, p50, p99, the server's CPU per request, its peak RSS and ours' top frames, at
+//   100,000 memberships (N), to bench/results/<date>-hot-path.md (the floor's rounds judge the noise). A full run
+//   measures it too, on the memberships the organizations scenario seeded;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -34,7 +40,7 @@
 //   a client stops reading); `./pnpmw test` runs the same tests at 20,000 (issue 42). Pass or fail,
 //   as the suite does: vitest's own output.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,12 +52,14 @@ import { makeSignature } from 'better-auth/crypto';
 import postgres from 'postgres';
 import { capacityRows } from './capacity.ts';
 import { eventRows } from './events.ts';
+import { hotPathRows } from './hot-path.ts';
 import { deepRows, listTimes } from './listing.ts';
 import { loginRows } from './login.ts';
 import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
 import { ORG_NOTES, orgRows } from './orgs.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
+import { peakRssMb } from './proc.ts';
 import { topFramesOf } from './profile.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
@@ -62,9 +70,10 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|neighbours|heavy-reads`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|neighbours|heavy-reads|scale`: those figures alone.
     only: { type: 'string' },
-    // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said).
+    // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said;
+    // `--only hot-path`: 100,000 unless said).
     memberships: { type: 'string' },
   },
 });
@@ -227,10 +236,7 @@ async function start(
   return {
     url,
     child,
-    peakRssMb() {
-      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
-      return Number(/VmHWM:\s+(\d+)/.exec(status)![1]) / 1024;
-    },
+    peakRssMb: () => peakRssMb(child.pid!),
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));
@@ -260,6 +266,11 @@ const ours = (
   );
 const floor = (db: BenchDb) => start(FLOOR, { DATABASE_URL: db.url });
 const floorHttp = (db: BenchDb) => start(FLOOR_HTTP, { DATABASE_URL: db.url });
+/** A server as hot-path.ts reads it: its pid, for its CPU time and peak RSS. */
+const withPid = async (started: Promise<Proc>) => {
+  const p = await started;
+  return { url: p.url, pid: p.child.pid!, peakRssMb: p.peakRssMb, stop: p.stop };
+};
 const peer = (db: PeerDb) => start(PEER, { DATABASE_URL: db.url });
 
 // ---- load ------------------------------------------------------------------------------------
@@ -268,6 +279,8 @@ interface Result {
   rps: number;
   p50: number;
   p99: number;
+  /** Requests answered in the measured seconds. */
+  requests: number;
   perSecond: number[];
   bad: number;
 }
@@ -318,6 +331,7 @@ async function load(url: string, connections: number, seconds: number, make: Mak
     rps: result.requests.total / seconds,
     p50: result.latency.p50,
     p99: result.latency.p99,
+    requests: result.requests.total,
     perSecond,
     bad: result.non2xx + result.errors + result.timeouts,
   };
@@ -824,7 +838,7 @@ async function main(): Promise<void> {
   const floorVariation: FloorVariation[] = [];
   const cores = availableParallelism();
   if (
-    (!values.only || values.only === 'sessions' || values.only === 'orgs') &&
+    (!values.only || values.only === 'sessions' || values.only === 'orgs' || values.only === 'hot-path') &&
     !(Number.isInteger(ROUNDS) && ROUNDS >= 2)
   ) {
     log('bench: --rounds must be 2 or more: the floor varying between rounds is what tells a noisy run');
@@ -965,6 +979,29 @@ async function main(): Promise<void> {
       })),
     );
   };
+  // Issue 47: get-by-id, session/verify and org/member/check against the node:http floor doing the same
+  // query, with the CPU per request, the peak RSS and the frames. In a full run, on the memberships orgs seeded.
+  const hotPathNotes: string[] = [];
+  const hotPath = async (db: BenchDb) => {
+    log('hot paths: get-by-id, session/verify and org/member/check against the node:http floor (same query)');
+    const result = await hotPathRows({
+      db,
+      ours: () => withPid(ours(db)),
+      floor: () => withPid(floorHttp(db)),
+      load,
+      floorRounds: (scenario, rps) => floorVariation.push({ scenario, rps }),
+      profiled: (make, connections) => profiled(db, make, connections),
+      log,
+      rounds: ROUNDS,
+      seconds: SECONDS,
+      warmUpSeconds: WARM_UP_SECONDS,
+      token: TOKEN,
+      memberships: Number(values.memberships ?? 100_000),
+      sessions: 20_000,
+    });
+    rows.push(...result.rows);
+    hotPathNotes.push(...result.notes);
+  };
   const neighbourNotes: string[] = [];
   const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
     log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
@@ -1018,6 +1055,19 @@ async function main(): Promise<void> {
     if (bad.length > 0) process.exitCode = 1;
     return;
   }
+  if (values.only === 'hot-path') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await hotPath(db);
+    } finally {
+      await db.drop();
+    }
+    const file = report(hotPathNotes, 'hot-path');
+    const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
+    log(`bench: report written to ${file}${bad.length > 0 ? ' (NOISY: not a result)' : ''}`);
+    if (bad.length > 0) process.exitCode = 1;
+    return;
+  }
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -1030,7 +1080,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, neighbours or heavy-reads (got ${values.only})`,
+      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, hot-path, neighbours, heavy-reads or scale (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -1060,6 +1110,7 @@ async function main(): Promise<void> {
 
     await sessions(db);
     await orgs(db);
+    await hotPath(db);
 
     log('metadata: get-by-id with 4 KiB of metadata against without');
     await metadata(db);
@@ -1085,7 +1136,7 @@ async function main(): Promise<void> {
 
   if (!QUICK) await scaled(rows, passwordHash, false);
 
-  const file = report([...PEER_NOTES, ...SESSION_NOTES, ...ORG_NOTES, ...neighbourNotes]);
+  const file = report([...PEER_NOTES, ...SESSION_NOTES, ...ORG_NOTES, ...hotPathNotes, ...neighbourNotes]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
   log(`bench: ${((performance.now() - started) / 1000).toFixed(0)} s`);
   if (bad.length > 0) {

@@ -5,7 +5,6 @@
 // before and after a change to the read path while the machine is busy (issue 33). `--prof DIR`
 // also writes a V8 CPU profile of each server (`--cpu-prof`) into DIR. Not part of `pnpm test`.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -13,6 +12,7 @@ import { openPostgres } from '@user-accounts/server/db';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
 import { SERVER_NODE_FLAGS } from './params.ts';
+import { cpuMs } from './proc.ts';
 
 const { values } = parseArgs({
   options: { requests: { type: 'string', default: '20000' }, prof: { type: 'string' } },
@@ -23,14 +23,6 @@ const TOKEN = 'ua_bench_token_0123456789abcdef0123456789';
 const BUILD = fileURLToPath(new URL('../../server/build.ts', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../server/dist/main.js', import.meta.url));
 const FLOOR = fileURLToPath(new URL('./floor.ts', import.meta.url));
-const CLOCK_TICKS = 100; // USER_HZ on Linux
-
-/** The process's user + system CPU time so far, in ms. */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  // After "pid (comm) ": state is field 0; utime is 11, stime 12.
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
-}
 
 /** A port nobody listens on now, for the next server. */
 async function freePort(): Promise<number> {

@@ -1,25 +1,53 @@
 // The bare floor: the same single query and the same JSON as floor.ts, on Node's own http module
 // with no framework. What separates floor.ts from it is Hono and @hono/node-server's own cost
 // (Request and Response objects, routing); what separates ours from floor.ts is ours (issue 33).
-import { createServer } from 'node:http';
-import { getAccount } from './floor-query.ts';
+// It also answers issue 47's other two hot paths with ours' queries (floor-query.ts):
+// `POST /api/1/session/verify {token}` and `GET /api/1/org/member/check?orgId&_userId&permission`.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { checkMember, getAccount, verifySession } from './floor-query.ts';
 
-function send(res: import('node:http').ServerResponse, status: number, body: unknown): void {
+function send(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
+}
+
+/** The request's body as JSON (undefined when it is not JSON). */
+async function jsonBody(req: IncomingMessage): Promise<any> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 const server = createServer(async (req, res) => {
   const at = req.url!.indexOf('?');
   const path = at === -1 ? req.url! : req.url!.slice(0, at);
   if (path === '/healthz') return send(res, 200, { status: 'ok' });
-  if (path !== '/api/1/user/get' || req.method !== 'GET') return send(res, 404, { code: 'not_found' });
-  const query = new URLSearchParams(at === -1 ? '' : req.url!.slice(at + 1));
   try {
-    const answer = await getAccount(query.get('_userId') ?? undefined, query.get('email') ?? undefined);
-    if (answer) send(res, 200, answer);
-    else send(res, 404, { code: 'user_not_found' });
+    if (path === '/api/1/user/get' && req.method === 'GET') {
+      const query = new URLSearchParams(at === -1 ? '' : req.url!.slice(at + 1));
+      const answer = await getAccount(query.get('_userId') ?? undefined, query.get('email') ?? undefined);
+      return answer ? send(res, 200, answer) : send(res, 404, { code: 'user_not_found' });
+    }
+    if (path === '/api/1/session/verify' && req.method === 'POST') {
+      const body = await jsonBody(req);
+      if (typeof body?.token !== 'string') return send(res, 400, { code: 'invalid_request' });
+      const answer = await verifySession(body.token);
+      return answer ? send(res, 200, answer) : send(res, 422, { code: 'invalid_session' });
+    }
+    if (path === '/api/1/org/member/check' && req.method === 'GET') {
+      const query = new URLSearchParams(at === -1 ? '' : req.url!.slice(at + 1));
+      const orgId = query.get('orgId');
+      const userId = query.get('_userId');
+      if (orgId === null || userId === null) return send(res, 400, { code: 'invalid_request' });
+      const answer = await checkMember(orgId, userId, query.get('permission') ?? undefined);
+      return answer ? send(res, 200, answer) : send(res, 404, { code: 'org_not_found' });
+    }
+    return send(res, 404, { code: 'not_found' });
   } catch {
     send(res, 500, { code: 'internal' });
   }

@@ -55,16 +55,16 @@ export interface OrgsBench {
 const CONNECTIONS = 16;
 const PICK = 7919;
 const pick = <T>(xs: T[], i: number) => xs[(i * PICK) % xs.length]!;
-const MEMBERS_PER_ORG = 100;
+export const MEMBERS_PER_ORG = 100;
 /** The pairs requests pick from: enough that no cache of a few rows answers them. */
 const SAMPLE = 20_000;
-const PERMISSIONS = ['billing:manage', 'projects:read', 'members:invite'];
+export const PERMISSIONS = ['billing:manage', 'projects:read', 'members:invite'];
 
 /**
  * `memberships` memberships of the site `default`: organizations of 100 members each, the
  * accounts taken in turn (each in memberships / accounts organizations). Returns a sample of pairs.
  */
-async function seedMemberships(url: string, memberships: number): Promise<{ orgId: string; userId: string }[]> {
+export async function seedMemberships(url: string, memberships: number): Promise<{ orgId: string; userId: string }[]> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
     await sql`insert into org_roles (site, role, permissions, position) values
@@ -93,6 +93,16 @@ async function seedMemberships(url: string, memberships: number): Promise<{ orgI
     await sql`vacuum analyze orgs`;
     await sql`vacuum analyze org_memberships`;
     await sql`vacuum analyze org_roles`;
+  } finally {
+    await sql.end();
+  }
+  return sampleMemberships(url);
+}
+
+/** A sample of 20,000 of the memberships seeded (none when there are none). */
+export async function sampleMemberships(url: string): Promise<{ orgId: string; userId: string }[]> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
     const sample = await sql<{ orgId: string; userId: string }[]>`
       select org_id as "orgId", user_id as "userId" from org_memberships order by random() limit ${SAMPLE}`;
     return [...sample];

@@ -72,13 +72,13 @@ const PICK = 7919;
 const pick = <T>(xs: T[], i: number) => xs[(i * PICK) % xs.length]!;
 
 /** A token as sessions/tokens.ts makes one, and the hash it stores. */
-const newToken = () => {
+export const newToken = () => {
   const token = `uas_${randomBytes(32).toString('base64url')}`;
   return { token, hash: createHash('sha256').update(token).digest('base64url') };
 };
 
 /** `count` live sessions of the site `default`, one per account of `ids` (cycled); their tokens. */
-async function seedSessions(url: string, ids: string[], count: number): Promise<string[]> {
+export async function seedSessions(url: string, ids: string[], count: number): Promise<string[]> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
     const tokens: string[] = [];
@@ -109,7 +109,7 @@ const post = async (url: string, token: string, path: string, body: unknown) => 
 };
 
 /** Sets the `last_seen_at` of the sessions of `tokens` (all seen now, or all due their minute's write). */
-async function lastSeen(url: string, tokens: string[], due: boolean): Promise<void> {
+export async function lastSeen(url: string, tokens: string[], due: boolean): Promise<void> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
     const hashes = tokens.map((t) => createHash('sha256').update(t).digest('base64url'));
