@@ -4,10 +4,11 @@
 // about 160 MB of heap and 0.4 s at every start (measured); the bundle resolves nothing.
 // The packages left external are those the bundle imports at run time: buildServer() answers
 // them (from esbuild's metafile), and `./pnpmw release` ships exactly those (release.ts).
-import { cpSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { isBuiltin } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { parse } from 'yaml';
 import { buildConsoleIfStale } from '../console/build-if-stale.ts';
 
 const root = fileURLToPath(new URL('.', import.meta.url));
@@ -47,6 +48,8 @@ export async function buildServer(out: string): Promise<string[]> {
     logLevel: 'warning',
   });
   cpSync(`${root}../../spec/openapi.yaml`, `${out}/openapi.yaml`);
+  // The server reads the contract as JSON once built (resources.ts, SPEC_JSON_PATH).
+  writeFileSync(`${out}/openapi.json`, JSON.stringify(parse(readFileSync(`${root}../../spec/openapi.yaml`, 'utf8'))));
   cpSync(`${root}drizzle`, `${out}/drizzle`, { recursive: true });
   cpSync(
     fileURLToPath(new URL('browser/standalone.js', import.meta.resolve('@scalar/api-reference'))),

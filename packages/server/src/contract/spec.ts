@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { SPEC_PATH } from '../resources.ts';
+import { SPEC_JSON_PATH, SPEC_PATH } from '../resources.ts';
 
 export { SPEC_PATH };
 
@@ -20,6 +20,8 @@ let cached: OpenApiDocument | undefined;
 
 /** The contract, parsed once. Everything the server validates comes from here. */
 export function loadSpec(): OpenApiDocument {
-  cached ??= parse(readFileSync(SPEC_PATH, 'utf8')) as OpenApiDocument;
+  cached ??= (
+    SPEC_JSON_PATH === undefined ? parse(readFileSync(SPEC_PATH, 'utf8')) : JSON.parse(readFileSync(SPEC_JSON_PATH, 'utf8'))
+  ) as OpenApiDocument;
   return cached;
 }
