@@ -21,7 +21,9 @@ let cached: OpenApiDocument | undefined;
 /** The contract, parsed once. Everything the server validates comes from here. */
 export function loadSpec(): OpenApiDocument {
   cached ??= (
-    SPEC_JSON_PATH === undefined ? parse(readFileSync(SPEC_PATH, 'utf8')) : JSON.parse(readFileSync(SPEC_JSON_PATH, 'utf8'))
+    SPEC_JSON_PATH === undefined
+      ? parse(readFileSync(SPEC_PATH, 'utf8'))
+      : JSON.parse(readFileSync(SPEC_JSON_PATH, 'utf8'))
   ) as OpenApiDocument;
   return cached;
 }

@@ -18,7 +18,7 @@ import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
 import { accessLogger, writeAccessLine } from './middleware/access-log.ts';
 import { authenticate, checkScope } from './middleware/auth.ts';
-import type { Deadline } from './middleware/deadline.ts';
+import { RequestDeadline } from './middleware/deadline.ts';
 import { BODY_LIMIT, checkJsonRequest, parseJsonBytes, readIncoming } from './middleware/json-body.ts';
 import { addRateLimitHeaders, countRequest } from './middleware/rate-limit.ts';
 import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './middleware/request-id.ts';
@@ -68,6 +68,28 @@ export class Answer {
 type Vars = Partial<AppEnv['Variables']>;
 type HeaderInit = Record<string, string> | undefined;
 
+/** The fields of which Node's `headers` keeps only the first (IncomingMessage, matchKnownFields). */
+const FIRST_ONLY = new Set([
+  'age',
+  'authorization',
+  'content-length',
+  'content-type',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'referer',
+  'retry-after',
+  'server',
+  'user-agent',
+]);
+
 /** The request as the handlers read it (HonoRequest's members they use). */
 class CompiledRequest {
   #signal: AbortSignal | undefined;
@@ -87,8 +109,20 @@ class CompiledRequest {
     this.routePath = path;
   }
   header(name: string): string | undefined {
-    const value = this.incoming.headers[name.toLowerCase()];
-    return Array.isArray(value) ? value.join(', ') : value;
+    const lower = name.toLowerCase();
+    const value = this.incoming.headers[lower];
+    if (value === undefined || !FIRST_ONLY.has(lower)) return Array.isArray(value) ? value.join(', ') : value;
+    // Node keeps the first of these fields; the app sees every one, joined (as @hono/node-server
+    // reads them), so that two Authorization fields are refused alike.
+    const raw = this.incoming.rawHeaders;
+    let joined: string | undefined;
+    for (let i = 0; i < raw.length; i += 2) {
+      const field = raw[i]!;
+      if (field.length === lower.length && field.toLowerCase() === lower) {
+        joined = joined === undefined ? raw[i + 1]! : `${joined}, ${raw[i + 1]!}`;
+      }
+    }
+    return joined;
   }
   query(name: string): string | undefined {
     return new URLSearchParams(this.search).get(name) ?? undefined;
@@ -250,24 +284,8 @@ function compileOperation(op: Operation<unknown>, options: CompileOptions, acces
 
     // The deadline (deadline.ts, withDeadline): a 503 once `timeoutMs` passed, unless the request
     // is committing its write; the work goes on in the background, its answer dropped.
-    let expired = false;
-    let committing = false;
-    let late: AbortController | undefined;
-    let signal: AbortSignal | undefined;
-    vars.deadline = {
-      commit() {
-        if (expired) throw serviceUnavailable('The request was not completed in time; nothing was changed.');
-        committing = true;
-      },
-      get signal() {
-        if (signal === undefined) {
-          late = new AbortController();
-          if (expired) late.abort(serviceUnavailable('The request was not completed in time.'));
-          signal = AbortSignal.any([req.raw.signal, late.signal]);
-        }
-        return signal;
-      },
-    } satisfies Deadline;
+    const deadline = new RequestDeadline(() => req.raw.signal);
+    vars.deadline = deadline;
 
     let answered = false;
     const finish = (answer: Answer) => {
@@ -278,9 +296,8 @@ function compileOperation(op: Operation<unknown>, options: CompileOptions, acces
       send(c, answer, started, fields);
     };
     const timer = setTimeout(function deadlinePassed() {
-      if (committing || answered) return;
-      expired = true;
-      late?.abort(serviceUnavailable('The request was not completed in time.'));
+      if (deadline.committing || answered) return;
+      deadline.expire();
       finish(
         render(
           serviceUnavailable(

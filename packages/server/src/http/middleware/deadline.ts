@@ -33,34 +33,16 @@ export function deadline(msFor: number | ((path: string) => number)): Middleware
  * the front step (front.ts) runs it without a middleware frame of its own. Throws the 503.
  */
 export async function withDeadline(c: Context<AppEnv>, ms: number, work: () => Promise<unknown>): Promise<void> {
-  let expired = false;
-  let committing = false;
-  // Made only for requests that ask for it: most never wait for a turn.
-  let late: AbortController | undefined;
-  let signal: AbortSignal | undefined;
-  c.set('deadline', {
-    commit() {
-      if (expired) throw serviceUnavailable('The request was not completed in time; nothing was changed.');
-      committing = true;
-    },
-    get signal() {
-      if (signal === undefined) {
-        late = new AbortController();
-        if (expired) late.abort(serviceUnavailable('The request was not completed in time.'));
-        signal = AbortSignal.any([c.req.raw.signal, late.signal]);
-      }
-      return signal;
-    },
-  });
+  const deadline = new RequestDeadline(() => c.req.raw.signal);
+  c.set('deadline', deadline);
   let timer: NodeJS.Timeout | undefined;
   const working = work();
   const overdue = new Promise<'late'>((resolve) => {
     timer = setTimeout(() => resolve('late'), ms);
   });
   try {
-    if ((await Promise.race([working, overdue])) === 'late' && !committing) {
-      expired = true;
-      late?.abort(serviceUnavailable('The request was not completed in time.'));
+    if ((await Promise.race([working, overdue])) === 'late' && !deadline.committing) {
+      deadline.expire();
       working.catch(() => {});
       throw serviceUnavailable(
         `The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`,
@@ -69,5 +51,42 @@ export async function withDeadline(c: Context<AppEnv>, ms: number, work: () => P
     await working;
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * A request's Deadline. A class, not an object literal: a literal with a getter is made by V8's
+ * slow path in the old generation, and so kept everything its closures reached (the request, its
+ * context, its answer) alive through every young-generation collection until the next full one:
+ * about 5 KB promoted a request, an old generation 4× its live size, 90 MB more resident memory
+ * under load (issue 47).
+ */
+export class RequestDeadline implements Deadline {
+  expired = false;
+  committing = false;
+  #late: AbortController | undefined;
+  #signal: AbortSignal | undefined;
+  readonly #client: () => AbortSignal;
+  /** `client`: the request's own signal (aborted when the client goes away), asked for only when needed. */
+  constructor(client: () => AbortSignal) {
+    this.#client = client;
+  }
+  commit(): void {
+    if (this.expired) throw serviceUnavailable('The request was not completed in time; nothing was changed.');
+    this.committing = true;
+  }
+  get signal(): AbortSignal {
+    if (this.#signal === undefined) {
+      // Made only for requests that ask for it: most never wait for a turn.
+      this.#late = new AbortController();
+      if (this.expired) this.#late.abort(serviceUnavailable('The request was not completed in time.'));
+      this.#signal = AbortSignal.any([this.#client(), this.#late.signal]);
+    }
+    return this.#signal;
+  }
+  /** The deadline passed: what waits for a turn gives it up. */
+  expire(): void {
+    this.expired = true;
+    this.#late?.abort(serviceUnavailable('The request was not completed in time.'));
   }
 }
