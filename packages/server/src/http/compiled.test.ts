@@ -49,7 +49,9 @@ interface Req {
   target: string;
   /** The token sent: a side's own by role, a made-up one, a bare `Bearer`, or none. */
   auth?: Role | 'bad' | 'bare' | 'none';
-  headers?: Record<string, string>;
+  /** A second Authorization field after the first (Node keeps the first; a Request's Headers joins them). */
+  authAgain?: Role | 'bad';
+  headers?: Record<string, string | string[]>;
   body?: string | Buffer;
   /** Sent chunked, in two pieces. */
   chunked?: boolean;
@@ -96,18 +98,23 @@ const serve = (app: Parameters<typeof serveApp>[0]) =>
 const nextAddress = () => ++addressCount;
 const addressOf = (side: Side, n: number) => `10.${side.net}.${n >> 8}.${n & 255}`;
 
-function headersFor(side: Side, req: Req, requestId: string, address: number): Record<string, string> {
-  const headers: Record<string, string> = { 'X-Forwarded-For': addressOf(side, address), ...req.headers };
+function headersFor(side: Side, req: Req, requestId: string, address: number): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = { 'X-Forwarded-For': addressOf(side, address), ...req.headers };
   if (!req.noRequestId) headers['X-Request-Id'] = requestId;
+  const field = (auth: Role | 'bad' | 'bare') =>
+    auth === 'bad'
+      ? 'Bearer ua_not_a_token_of_this_service_0123456789'
+      : auth === 'bare'
+        ? 'Bearer'
+        : `Bearer ${side.tokens[auth].token}`;
   const auth = req.auth ?? 'all';
-  if (auth === 'bad') headers.Authorization = 'Bearer ua_not_a_token_of_this_service_0123456789';
-  else if (auth === 'bare') headers.Authorization = 'Bearer';
-  else if (auth !== 'none') headers.Authorization = `Bearer ${side.tokens[auth].token}`;
+  if (auth !== 'none') headers.Authorization = field(auth);
+  if (req.authAgain !== undefined) headers.Authorization = [field(auth as Role), field(req.authAgain)];
   return headers;
 }
 
 /** Sends `req` with node:http on a keep-alive connection of its own, and reads the whole answer. */
-function sendHttp(side: Side, req: Req, headers: Record<string, string>): Promise<Answer> {
+function sendHttp(side: Side, req: Req, headers: Record<string, string | string[]>): Promise<Answer> {
   const agent = new Agent({ keepAlive: true });
   return new Promise<Answer>((resolve, reject) => {
     const outgoing = httpRequest(
@@ -145,7 +152,7 @@ function sendHttp(side: Side, req: Req, headers: Record<string, string>): Promis
 function sendCut(
   side: Side,
   req: Req,
-  headers: Record<string, string>,
+  headers: Record<string, string | string[]>,
   declared: number,
   sent: string,
   afterMs: number,
@@ -279,6 +286,9 @@ async function same(req: Req, cut?: { declared: number; sent: string; afterMs: n
   const hono = await sendTo(sides.hono, req, address, cut, pair);
   const [c, h] = [normalize(sides.compiled, compiled), normalize(sides.hono, hono)];
   expect(withinASecond(c, h), `${req.method} ${req.target}`).toBe(h);
+  // Nothing compared in vain: the reference wrote its access line and counted the request.
+  expect(hono.lines.filter((line) => line.includes('"msg":"request"'))).toHaveLength(1);
+  expect(hono.metrics).toHaveLength(1);
   return hono;
 }
 
@@ -399,6 +409,28 @@ const CASES: Record<string, OpCases> = {
 
 const hasBody = (op: Operation<unknown>) => 'body' in op.request;
 
+const mint = async (scopes: Scope[], label: string) =>
+  createToken(service.database.db, { site: 'default', scopes, label });
+/** A side's tokens; the `limited` ones are over their budget (see the stand-in limiter). */
+async function tokensOf(name: SideName): Promise<Side['tokens']> {
+  const tokens = {
+    all: await mint(['read', 'write', 'verify', 'events'], `${name} all`),
+    noScope: await mint(['export'], `${name} export only`),
+    limited: await mint(['read', 'write', 'verify', 'events'], `${name} over its budget`),
+  };
+  limited.add(tokens.limited.id);
+  return tokens;
+}
+const limited = new Set<string>();
+
+/**
+ * New tokens for both sides, so that each test starts with the same counts on both: a difference
+ * found (a request one side counted and the other did not) stays in the test that found it.
+ */
+async function freshTokens(): Promise<void> {
+  [sides.compiled.tokens, sides.hono.tokens] = await Promise.all([tokensOf('compiled'), tokensOf('hono')]);
+}
+
 beforeAll(async () => {
   await copyMigratedPglite(dir);
   const config = loadConfig({
@@ -428,13 +460,6 @@ beforeAll(async () => {
     observe(method, route, status, seconds);
   };
 
-  const mint = async (scopes: Scope[], label: string) =>
-    createToken(service.database.db, { site: 'default', scopes, label });
-  const tokensOf = async (name: SideName) => ({
-    all: await mint(['read', 'write', 'verify', 'events'], `${name} all`),
-    noScope: await mint(['export'], `${name} export only`),
-    limited: await mint(['read', 'write', 'verify', 'events'], `${name} over its budget`),
-  });
   // serveApp(app), with its fetch counted: the compiled side must answer every request here without it.
   const compiledServer = await serve({
     compiled: app.compiled,
@@ -469,7 +494,6 @@ beforeAll(async () => {
       close: async () => {},
     },
   );
-  const limited = new Set([sides.compiled.tokens.limited.id, sides.hono.tokens.limited.id]);
   deps.limiter = {
     consume: (id, budget) => (limited.has(id) ? over : realLimiter).consume(id, budget),
     consumeBudget: (id, budget, weight) => (limited.has(id) ? over : realLimiter).consumeBudget(id, budget, weight),
@@ -526,6 +550,7 @@ describe('compiled operations answer as the Hono app', () => {
   it.each(compiledOps.map((op) => [`${op.method} ${op.path}`, op] as const))(
     '%s: its good requests, 404s and checks; tokens missing, bad, unscoped and over budget',
     async (_, op) => {
+      await freshTokens();
       const cases = CASES[op.name]!;
       const good = cases.good();
       const goodStatus = statusOf(await same(good));
@@ -569,6 +594,7 @@ describe('compiled operations answer as the Hono app', () => {
   it.each(bodyOps.map((op) => [`${op.method} ${op.path}`, op] as const))(
     '%s: its body refused as the app refuses it (415, 413, empty, not JSON, too deep, cut)',
     async (_, op) => {
+      await freshTokens();
       const good = CASES[op.name]!.good();
       const json = { 'Content-Type': 'application/json' };
       const expectProblem = async (req: Req, status: number, code: string) => {
@@ -619,7 +645,46 @@ describe('compiled operations answer as the Hono app', () => {
     },
   );
 
+  it.each(compiledOps.map((op) => [`${op.method} ${op.path}`, op] as const))(
+    '%s: X-Request-Id, traceparent and Content-Type (not JSON first) sent twice',
+    async (_, op) => {
+      await freshTokens();
+      const good = CASES[op.name]!.good();
+      await same({ ...good, headers: { ...good.headers, 'X-Request-Id': ['one', 'two'] }, noRequestId: true });
+      const trace = (span: string) => `00-0af7651916cd43dd8448eb211c80319c-${span}-01`;
+      await same({
+        ...good,
+        headers: { ...good.headers, traceparent: [trace('b7ad6b7169203331'), trace('b7ad6b7169203332')] },
+      });
+      if (hasBody(op)) await same({ ...good, headers: { 'Content-Type': ['text/plain', 'application/json'] } });
+    },
+  );
+
+  // Known differences, reported (issue 47) and left to compiled.ts's owner: a field that Node keeps
+  // once (the first of Authorization, of Content-Type) is read so by the compiled operations, while
+  // the app's Request (@hono/node-server) joins every one sent ("Bearer a, Bearer b"). Each test
+  // below passes while the two paths still differ; once they answer alike it fails: make it `it`.
+  const twice: [string, (good: Req) => Req, (op: Operation<unknown>) => boolean][] = [
+    ['Authorization twice, the same token', (good) => ({ ...good, authAgain: 'all' }), () => true],
+    ['Authorization twice, a good token then a bad one', (good) => ({ ...good, authAgain: 'bad' }), () => true],
+    [
+      'Authorization twice, an unscoped token then a good one',
+      (good) => ({ ...good, auth: 'noScope', authAgain: 'all' }),
+      () => true,
+    ],
+    [
+      'Content-Type twice, JSON then text/plain',
+      (good) => ({ ...good, headers: { 'Content-Type': ['application/json', 'text/plain'] } }),
+      hasBody,
+    ],
+  ];
+  it.fails.each(twice)('known difference: %s (compiled reads the first, the app both)', async (_, make, applies) => {
+    await freshTokens();
+    for (const op of compiledOps.filter(applies)) await same(make(CASES[op.name]!.good()));
+  });
+
   it('answers 503 at the deadline when a handler hangs, and 500 with its log line when one throws', async () => {
+    await freshTokens();
     const handles = compiledOps.map((op) => op.handle);
     const released = Promise.withResolvers<void>();
     try {
