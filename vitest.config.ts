@@ -28,6 +28,7 @@ const integration = server([
   'events/sequencer',
   'events/webhooks/worker',
   'factors/deployment-keys',
+  'http/compiled',
   'http/errors',
   'http/middleware/idempotency',
   'http/routes/list-events',
