@@ -38,6 +38,11 @@ export interface TokenInfo {
 export interface TokenVerifier {
   /** The token's identity when it is accepted now (known, not expired, not revoked). */
   verify(token: string): Promise<TokenInfo | undefined>;
+  /**
+   * verify's answer when it needs no database: a configured token, or one cached and trusted now;
+   * undefined when only verify can tell (a compiled operation then awaits it, issue 47).
+   */
+  verifyKnown?(token: string): TokenInfo | undefined;
   /** Writes the last-used times gathered since the previous flush (one UPDATE, not one per request). */
   flushLastUsed(): Promise<void>;
 }
@@ -117,22 +122,34 @@ export function createTokenVerifier(db: Db, configured: readonly string[]): Cach
     .limit(1)
     .prepare('token_by_hash');
 
+  /** A configured token, or a cached one while the cache is trusted; undefined: ask the database. */
+  const known = (token: string, digest: string, now: number): TokenInfo | undefined => {
+    const fromEnv = configuredByHash.get(digest);
+    if (fromEnv !== undefined) {
+      remember(token, digest);
+      return fromEnv;
+    }
+    const cached = live && now < confirmedUntil ? cache.get(digest) : undefined;
+    if (cached !== undefined && cached.expiresAt > now && now - cached.cachedAt < TOKEN_CACHE_MAX_AGE_MS) {
+      usedSinceFlush.set(cached.info.id, new Date());
+      remember(token, digest);
+      return cached.info;
+    }
+    return undefined;
+  };
+
   return {
+    verifyKnown(token) {
+      const digest = digests.get(token);
+      // A token not accepted lately is hashed by verify, off this path.
+      return digest === undefined ? undefined : known(token, digest, performance.now());
+    },
     async verify(token) {
       const digest = digests.get(token) ?? hashToken(token);
-      const fromEnv = configuredByHash.get(digest);
-      if (fromEnv !== undefined) {
-        remember(token, digest);
-        return fromEnv;
-      }
       const now = performance.now();
+      const found = known(token, digest, now);
+      if (found !== undefined) return found;
       const trusted = live && now < confirmedUntil;
-      const cached = trusted ? cache.get(digest) : undefined;
-      if (cached !== undefined && cached.expiresAt > now && now - cached.cachedAt < TOKEN_CACHE_MAX_AGE_MS) {
-        usedSinceFlush.set(cached.info.id, new Date());
-        remember(token, digest);
-        return cached.info;
-      }
       const before = generation;
       const [row] = await lookup.execute({ digest });
       if (row === undefined) return undefined;

@@ -16,11 +16,11 @@ import { ApiError, serviceUnavailable } from '../errors.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
-import { accessLogger, writeAccessLine } from './middleware/access-log.ts';
+import { type AccessLineWriter, accessLogger, directAccessLine, writeAccessLine } from './middleware/access-log.ts';
 import { authenticate, checkScope } from './middleware/auth.ts';
 import { RequestDeadline } from './middleware/deadline.ts';
 import { BODY_LIMIT, checkJsonRequest, parseJsonBytes, readIncoming } from './middleware/json-body.ts';
-import { addRateLimitHeaders, countRequest } from './middleware/rate-limit.ts';
+import { addRateLimitHeaders, judgeCount } from './middleware/rate-limit.ts';
 import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './middleware/request-id.ts';
 
 /** Whether a row is compiled: it reads only, and needs nothing of Hono's that the compiled context lacks. */
@@ -91,7 +91,7 @@ const FIRST_ONLY = new Set([
 ]);
 
 /** The request as the handlers read it (HonoRequest's members they use). */
-class CompiledRequest {
+export class CompiledRequest {
   #signal: AbortSignal | undefined;
   readonly incoming: IncomingMessage;
   readonly outgoing: ServerResponse;
@@ -207,6 +207,7 @@ export type CompiledRoutes = (incoming: IncomingMessage, outgoing: ServerRespons
 /** The compiled operations of `table` (those isCompiled admits), keyed by method and path. */
 export function compileOperations(table: readonly Operation<unknown>[], options: CompileOptions): CompiledRoutes {
   const accessLog = accessLogger(options.deps.logger);
+  const direct = directAccessLine(accessLog);
   const routes = new Map<string, Map<string, Compiled>>();
   for (const op of table) {
     if (!isCompiled(op)) continue;
@@ -215,7 +216,7 @@ export function compileOperations(table: readonly Operation<unknown>[], options:
       byPath = new Map();
       routes.set(op.method, byPath);
     }
-    byPath.set(op.path, compileOperation(op, options, accessLog));
+    byPath.set(op.path, compileOperation(op, options, accessLog, direct));
   }
   return function compiledRoute(incoming, outgoing) {
     const byPath = routes.get(incoming.method ?? '');
@@ -235,7 +236,12 @@ export function compileOperations(table: readonly Operation<unknown>[], options:
 type Compiled = (req: CompiledRequest) => void;
 
 /** One operation's function: the front step's and the route's work in their order (see app.ts). */
-function compileOperation(op: Operation<unknown>, options: CompileOptions, accessLog: AppDeps['logger']): Compiled {
+function compileOperation(
+  op: Operation<unknown>,
+  options: CompileOptions,
+  accessLog: AppDeps['logger'],
+  direct: AccessLineWriter | undefined,
+): Compiled {
   const { deps, validators, metrics, renderError } = options;
   const timeoutMs = options.timeoutFor(op.path);
   const body = 'body' in op.request;
@@ -248,8 +254,13 @@ function compileOperation(op: Operation<unknown>, options: CompileOptions, acces
   /** The route's part: token, budgets, scope, body, parse, handle; the rate-limit fields on the answer. */
   async function work(c: CompiledContext): Promise<Answer> {
     const hc = c as unknown as Context<AppEnv>;
-    await authenticate(hc);
-    const refused = await countRequest(hc, op.budget);
+    // Neither waits when the token is known and its budgets leased (the usual case): no promise then.
+    const authenticating = authenticate(hc);
+    if (authenticating !== undefined) await authenticating;
+    const tokenId = c.vars.token!.id;
+    const { limiter } = deps;
+    const states = limiter.consumeNow?.(tokenId, op.budget) ?? (await limiter.consume(tokenId, op.budget));
+    const refused = judgeCount(hc, states);
     if (refused !== undefined) return refused as unknown as Answer;
     let answer: Answer;
     try {
@@ -329,17 +340,9 @@ function compileOperation(op: Operation<unknown>, options: CompileOptions, acces
     if (!accessLog.isLevelEnabled('info')) return;
     const durationMs = Math.round((performance.now() - started) * 100) / 100;
     const token = c.vars.token as TokenInfo | undefined;
-    writeAccessLine(
-      accessLog,
-      'info',
-      fields,
-      op.method,
-      op.path,
-      answer.status,
-      durationMs,
-      token,
-      problemCode(c, answer),
-    );
+    const code = problemCode(c, answer);
+    if (direct !== undefined) direct(fields, op.method, op.path, answer.status, durationMs, token, code);
+    else writeAccessLine(accessLog, 'info', fields, op.method, op.path, answer.status, durationMs, token, code);
   }
 }
 

@@ -139,6 +139,40 @@ describe('leased counters over the database', () => {
     expect(count - 200).toBeLessThanOrEqual(sliceSize(1600, count - calls.at(-1)!));
   });
 
+  it('answers at once (consumeNow) from leased units, interleaved with consume: each remaining value once, the same store calls', async () => {
+    const { store, calls } = countedStore();
+    const limiter = server(store, all(1600));
+    const token = randomUUID();
+    // Nothing leased yet: only consume can tell.
+    expect(limiter.consumeNow!(token)).toBeUndefined();
+    const remaining: number[] = [(await limiter.consume(token))[0]!.remaining];
+    let now = 0;
+    for (let i = 1; i < 200; i++) {
+      const at = limiter.consumeNow!(token);
+      if (at !== undefined) now++;
+      // Wherever the slice ran out, consume waits for the lease leased ahead.
+      remaining.push((at ?? (await limiter.consume(token)))[0]!.remaining);
+      if (i % 20 === 0) await sleep(1); // lets the leases ahead arrive
+    }
+    expect(remaining).toEqual(Array.from({ length: 200 }, (_, i) => 1599 - i));
+    expect(now).toBeGreaterThan(150);
+    expect(calls.length).toBeLessThanOrEqual(6);
+    expect(await stored(token)).toBe(calls.reduce((a, b) => a + b, 0));
+  });
+
+  it('answers nothing at once while a request waits for a lease, nor past the limit', async () => {
+    const { store } = countedStore();
+    const limiter = server(store, all(3));
+    const token = randomUUID();
+    const waiting = limiter.consume(token);
+    expect(limiter.consumeNow!(token)).toBeUndefined();
+    await waiting;
+    // The lease of a limit of 3 gave 1 unit at a time (sliceSize); spend them, then the limit.
+    for (let i = 0; i < 2; i++) await limiter.consume(token);
+    expect(limiter.consumeNow!(token)).toBeUndefined();
+    expect((await limiter.consume(token))[0]!.exceeded).toBe(true);
+  });
+
   it('counts concurrent requests exactly in one server: 80 at once against 50 give 50 passes, each remaining value once', async () => {
     const { store, calls } = countedStore();
     const limiter = server(store, all(50));

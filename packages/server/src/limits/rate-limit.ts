@@ -47,6 +47,11 @@ export interface Count {
 /** Adds `weight` (default one) to each counter and says where each window stands. */
 export interface CounterStore {
   increment(tokenId: string, policies: Policy[], weight?: number): Promise<Count[]>;
+  /**
+   * increment's answer when it can be given without waiting (units already leased for every
+   * policy, nobody waiting before this request); undefined when only increment can (issue 47).
+   */
+  incrementNow?(tokenId: string, policies: Policy[], weight?: number): Count[] | undefined;
   close(): Promise<void>;
 }
 
@@ -56,6 +61,8 @@ export type Budget = 'hash' | 'import';
 export interface RateLimiter {
   /** Counts this request against the token's "all" policy and the given budget's, when set. */
   consume(tokenId: string, budget?: Budget): Promise<PolicyState[]>;
+  /** consume's answer when the store can give it without waiting (see CounterStore.incrementNow), else undefined: call consume. */
+  consumeNow?(tokenId: string, budget?: Budget): PolicyState[] | undefined;
   /**
    * Counts this request, already counted against "all", against `budget` alone: for a request
    * that learns only late that it spends what the budget bounds. [] when the budget is off.
@@ -65,11 +72,8 @@ export interface RateLimiter {
 }
 
 export function createRateLimiter(config: RateLimitConfig, store: CounterStore): RateLimiter {
-  const countAgainst = async (tokenId: string, candidates: (Policy | null)[], weight = 1): Promise<PolicyState[]> => {
-    const policies = candidates.filter((p): p is Policy => p !== null);
-    if (policies.length === 0) return [];
-    const counts = await store.increment(tokenId, policies, weight);
-    return policies.map((policy, i) => {
+  const statesOf = (policies: Policy[], counts: Count[]): PolicyState[] =>
+    policies.map((policy, i) => {
       const { count, resetMs } = counts[i]!;
       return {
         ...policy,
@@ -78,9 +82,26 @@ export function createRateLimiter(config: RateLimitConfig, store: CounterStore):
         exceeded: count > policy.limit,
       };
     });
+  const countAgainst = async (tokenId: string, candidates: (Policy | null)[], weight = 1): Promise<PolicyState[]> => {
+    const policies = candidates.filter((p): p is Policy => p !== null);
+    if (policies.length === 0) return [];
+    return statesOf(policies, await store.increment(tokenId, policies, weight));
+  };
+  const policiesOf = (budget: Budget | undefined): Policy[] => {
+    const policies: Policy[] = [];
+    if (config.all !== null) policies.push(config.all);
+    const own = budget === undefined ? null : config[budget];
+    if (own !== null) policies.push(own);
+    return policies;
   };
   return {
     consume: (tokenId, budget) => countAgainst(tokenId, [config.all, budget === undefined ? null : config[budget]]),
+    consumeNow(tokenId, budget) {
+      const policies = policiesOf(budget);
+      if (policies.length === 0) return [];
+      const counts = store.incrementNow?.(tokenId, policies);
+      return counts === undefined ? undefined : statesOf(policies, counts);
+    },
     consumeBudget: (tokenId, budget, weight) => countAgainst(tokenId, [config[budget]], weight),
     close: () => store.close(),
   };
@@ -238,12 +259,33 @@ export function leasedCounters(store: CounterStore, clock: () => number = () => 
     }
   }
 
+  const keyOf = (tokenId: string, policy: Policy) =>
+    `${tokenId}|${policy.name}:${policy.limit}/${policy.windowSeconds}`;
+
   return {
+    incrementNow(tokenId, policies, weight = 1) {
+      const now = clock();
+      const ready: Lease[] = [];
+      for (const policy of policies) {
+        const lease = leases.get(keyOf(tokenId, policy));
+        // What serve() would answer at once: owned units, a window still running, nobody ahead.
+        if (lease === undefined || lease.waiting.length > 0 || now >= lease.endsAt || lease.owned < weight) {
+          return undefined;
+        }
+        ready.push(lease);
+      }
+      sweep(now);
+      return ready.map((lease) => {
+        const count = { count: take(lease, weight) ?? lease.seen, resetMs: lease.endsAt - now };
+        serve(lease); // leases the next slice ahead, as after any answer
+        return count;
+      });
+    },
     increment(tokenId, policies, weight = 1) {
       sweep(clock());
       return Promise.all(
         policies.map((policy) => {
-          const key = `${tokenId}|${policy.name}:${policy.limit}/${policy.windowSeconds}`;
+          const key = keyOf(tokenId, policy);
           let lease = leases.get(key);
           if (lease === undefined) {
             lease = { tokenId, policy, units: [], owned: 0, seen: 0, endsAt: 0, leasing: false, waiting: [] };

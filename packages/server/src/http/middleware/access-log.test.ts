@@ -1,10 +1,13 @@
+import { type LoggerOptions, pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { loggerOptions } from '../../assemble.ts';
 import type { TokenInfo } from '../../auth/tokens.ts';
 import { ApiError } from '../../errors.ts';
 import { arrayLogger } from '../../testing/loggers.ts';
 import type { AppDeps } from '../context.ts';
 import { renderProblem } from '../errors.ts';
 import { testApp } from '../testing.ts';
+import { type AccessLineWriter, directAccessLine, writeAccessLine } from './access-log.ts';
 import { requireToken } from './auth.ts';
 import { front } from './front.ts';
 
@@ -125,5 +128,44 @@ describe('the access log (front step)', () => {
     expect((await app.request('/readyz')).status).toBe(503);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ level: 'info', status: 503 });
+  });
+});
+
+describe('directAccessLine', () => {
+  const linesOf = (options: LoggerOptions) => {
+    const lines: string[] = [];
+    const logger = pino(options, { write: (line: string) => void lines.push(line) });
+    return { logger, lines };
+  };
+  const args: Parameters<AccessLineWriter> = [
+    { requestId: 'r-1', traceId: '0af7651916cd43dd8448eb211c80319c', parentId: 'b7ad6b7169203331' },
+    'GET',
+    '/api/1/user/get',
+    404,
+    1.5,
+    { id: 'tok-"shop"', site: 'shóp\\', scopes: [] },
+    'user_not_found',
+  ];
+
+  it("writes the line pino writes for the same fields, with the service's options", () => {
+    const direct = linesOf(loggerOptions('info'));
+    const viaPino = linesOf(loggerOptions('info'));
+    const write = directAccessLine(direct.logger);
+    expect(write).toBeDefined();
+    write!(...args);
+    writeAccessLine(viaPino.logger, 'info', ...args);
+    const withoutTime = (line: string) => line.replace(/"time":"[^"]+"/, '"time":"…"');
+    expect(direct.lines.map(withoutTime)).toEqual(viaPino.lines.map(withoutTime));
+    expect(JSON.parse(direct.lines[0]!)).toMatchObject({ level: 'info', site: 'shóp\\', code: 'user_not_found' });
+  });
+
+  it('is not used where pino would write something else (a mixin, other formatters)', () => {
+    expect(directAccessLine(linesOf({ ...loggerOptions('info'), mixin: () => ({ extra: 1 }) }).logger)).toBeUndefined();
+    expect(directAccessLine(linesOf({ ...loggerOptions('info'), formatters: {} }).logger)).toBeUndefined();
+    // Without a time, the line has none, as pino's.
+    const untimed = linesOf({ ...loggerOptions('info'), timestamp: false });
+    directAccessLine(untimed.logger)!(...args);
+    writeAccessLine(untimed.logger, 'info', ...args);
+    expect(untimed.lines[0]).toBe(untimed.lines[1]);
   });
 });

@@ -1,5 +1,5 @@
 import type { Context } from 'hono';
-import type { Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 import type { TokenInfo } from '../../auth/tokens.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
@@ -66,3 +66,80 @@ export function writeAccessLine(
  * of its cost (pino's redaction walks every line's fields; issue 33).
  */
 export const accessLogger = (base: Logger): Logger => base.child({}, { redact: { paths: [] } });
+
+/** The access line's writer: writeAccessLine's arguments, at info. */
+export type AccessLineWriter = (
+  fields: RequestFields,
+  method: string,
+  route: string,
+  status: number,
+  durationMs: number,
+  token: TokenInfo | undefined,
+  code: string | undefined,
+) => void;
+
+type PinoInternals = Record<symbol, unknown> & Logger;
+
+/**
+ * The access line at info built as one template and written to `logger`'s stream (issue 47,
+ * point 2: a compiled operation's line without pino's generic object walk), or undefined when
+ * this logger would not write the same bytes: at start it builds two sample lines both ways and
+ * keeps the template only if pino's own serialisation (its formatters, time, bindings) agrees.
+ */
+export function directAccessLine(logger: Logger): AccessLineWriter | undefined {
+  const internals = logger as PinoInternals;
+  const { streamSym, asJsonSym, chindingsSym, mixinSym, hooksSym, timeSym } = pino.symbols;
+  const now = internals[timeSym] as (() => string) | undefined;
+  const stream = internals[streamSym] as { write?: (line: string) => unknown } | undefined;
+  const asJson = internals[asJsonSym] as ((obj: object, msg: string, num: number, time: string) => string) | undefined;
+  const bindings = internals[chindingsSym];
+  const hooks = internals[hooksSym] as { streamWrite?: unknown } | undefined;
+  if (
+    typeof stream?.write !== 'function' ||
+    typeof asJson !== 'function' ||
+    typeof bindings !== 'string' ||
+    typeof now !== 'function'
+  ) {
+    return undefined;
+  }
+  if (internals[mixinSym] || hooks?.streamWrite) return undefined;
+  const line = (
+    time: string,
+    fields: RequestFields,
+    method: string,
+    route: string,
+    status: number,
+    durationMs: number,
+    token: TokenInfo | undefined,
+    code: string | undefined,
+  ) =>
+    `{"level":"info"${time}${bindings},"requestId":${JSON.stringify(fields.requestId)}${
+      fields.traceId === undefined ? '' : `,"traceId":${JSON.stringify(fields.traceId)}`
+    }${fields.parentId === undefined ? '' : `,"parentId":${JSON.stringify(fields.parentId)}`},"method":${JSON.stringify(
+      method,
+    )},"route":${JSON.stringify(route)},"status":${status},"durationMs":${durationMs}${
+      token === undefined ? '' : `,"tokenId":${JSON.stringify(token.id)},"site":${JSON.stringify(token.site)}`
+    }${code === undefined ? '' : `,"code":${JSON.stringify(code)}`},"msg":"request"}\n`;
+  const sampleTime = ',"time":"2026-01-01T00:00:00.000Z"';
+  const samples: Parameters<AccessLineWriter>[] = [
+    [{ requestId: 'a-1' }, 'GET', '/api/1/user/get', 200, 1.25, { id: 't"1', site: 's\\é', scopes: [] }, undefined],
+    [{ requestId: 'b', traceId: 'c', parentId: 'd' }, 'POST', '/api/1/x', 401, 0, undefined, 'unauthorized'],
+  ];
+  for (const sample of samples) {
+    const [fields, method, route, status, durationMs, token, code] = sample;
+    const object = {
+      ...fields,
+      method,
+      route,
+      status,
+      durationMs,
+      ...(token === undefined ? {} : { tokenId: token.id, site: token.site }),
+      ...(code === undefined ? {} : { code }),
+    };
+    if (asJson.call(logger, object, 'request', 30, sampleTime) !== line(sampleTime, ...sample)) return undefined;
+  }
+  const write = stream.write.bind(stream);
+  const time = now.bind(logger);
+  // The logger's own time (its `timestamp` option), as pino's line has it.
+  return (...args) => void write(line(time(), ...args));
+}

@@ -1,8 +1,8 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { Context, MiddlewareHandler } from 'hono';
 import { clientAddress, TRUST_NOBODY } from '../../auth/client-address.ts';
-import type { AuthFailureLimit } from '../../auth/failed-authentications.ts';
-import type { Scope } from '../../auth/tokens.ts';
+import type { AuthAttempt, AuthFailureLimit } from '../../auth/failed-authentications.ts';
+import type { Scope, TokenInfo } from '../../auth/tokens.ts';
 import { ApiError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
 
@@ -60,26 +60,47 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
   };
 }
 
-/** requireToken() as a function (a read's route runs it without a middleware frame): sets `token`, or throws 401 or 429. */
-export async function authenticate(c: Context<AppEnv>): Promise<void> {
+/**
+ * requireToken() as a function (a read's route runs it without a middleware frame): sets `token`,
+ * or throws 401 or 429. Synchronous (undefined) when the token is known without the database (a
+ * configured one, or one cached: see TokenVerifier.verifyKnown), so that a compiled operation
+ * awaits nothing then (issue 47); else a promise of the same outcome.
+ */
+export function authenticate(c: Context<AppEnv>): Promise<void> | undefined {
   const header = c.req.header('authorization')?.trim() ?? '';
   const token = header.replace(/^bearer\s+/i, '');
   const { tokens, authFailures } = c.get('deps');
   const address = authFailures && requestAddress(c);
   const attempt = authFailures?.attempt(address, token);
   if (authFailures && attempt && attempt.retryAfter > 0) throw tooManyFailures(authFailures.limit, attempt.retryAfter);
-  let info: Awaited<ReturnType<typeof tokens.verify>>;
-  try {
-    // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
-    info = token === '' || token.length > 512 ? undefined : await tokens.verify(token);
-  } catch (error) {
-    attempt?.done('abandoned');
-    throw error;
+  // Missing, malformed, unknown, expired, revoked: one answer, so a caller learns nothing more.
+  const sent = token !== '' && token.length <= 512;
+  const known = sent ? tokens.verifyKnown?.(token) : undefined;
+  if (!sent || known !== undefined) {
+    settle(c, header, known, attempt, address);
+    return undefined;
   }
+  return tokens.verify(token).then(
+    (info) => settle(c, header, info, attempt, address),
+    (error: unknown) => {
+      attempt?.done('abandoned');
+      throw error;
+    },
+  );
+}
+
+/** The token check's outcome: `token` set, or the 401 (the failure counted against the address). */
+function settle(
+  c: Context<AppEnv>,
+  header: string,
+  info: TokenInfo | undefined,
+  attempt: AuthAttempt | undefined,
+  address: string | undefined,
+): void {
   if (info === undefined) {
     if (attempt?.done('failed')) {
       c.get('log').warn(
-        { address, limit: authFailures?.limit },
+        { address, limit: c.get('deps').authFailures?.limit },
         'failed authentications over the limit: refusing this address until its window ends',
       );
     }

@@ -40,7 +40,13 @@ export function rateLimit(budget?: Budget): MiddlewareHandler<AppEnv> {
  * answer, with the fields, when a policy is exceeded; else nothing, the states kept for the answer.
  */
 export async function countRequest(c: Context<AppEnv>, budget?: Budget): Promise<Response | undefined> {
-  const states = await c.get('deps').limiter.consume(c.get('token').id, budget);
+  const { limiter } = c.get('deps');
+  const tokenId = c.get('token').id;
+  return judgeCount(c, limiter.consumeNow?.(tokenId, budget) ?? (await limiter.consume(tokenId, budget)));
+}
+
+/** What was counted, kept for the answer; the 429 (with the fields) when a policy is exceeded. */
+export function judgeCount(c: Context<AppEnv>, states: PolicyState[]): Response | undefined {
   c.set('rateLimits', states);
   if (!states.some((s) => s.exceeded)) return undefined;
   const response = renderProblem(c, rateLimited(states));

@@ -13,6 +13,7 @@ import {
 } from '../../contract/validation.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../factors/deployment-keys.ts';
 import type { SessionDeps } from '../../sessions/issue.ts';
+import { CompiledRequest } from '../compiled.ts';
 import type { AppEnv } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
@@ -42,29 +43,38 @@ export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): 
  */
 export function validQuery<T extends object>(c: Context<AppEnv>, path: string): T {
   // URLSearchParams keeps every parameter, even one with an empty name, which must be refused too.
-  // A Map, so that a parameter named __proto__ is just a name.
-  const raw = new Map<string, string[]>();
-  for (const [name, value] of new URLSearchParams(queryOf(c.req.url))) {
-    const values = raw.get(name);
-    if (values === undefined) raw.set(name, [value]);
-    else values.push(value);
+  // A compiled operation's request has its query text at hand; the app's has its URL.
+  const text = c.req instanceof CompiledRequest ? c.req.search : queryOf(c.req.url);
+  const query: Record<string, string | number | boolean> = {};
+  for (const [name, value] of new URLSearchParams(text)) {
+    if (Object.hasOwn(query, name)) throw repeatedParameters(text);
+    // A parameter named __proto__ is just a name.
+    if (name === '__proto__') Object.defineProperty(query, name, { value, enumerable: true, writable: true });
+    else query[name] = value;
   }
-  const repeated = [...raw].filter(([, values]) => values.length > 1);
-  if (repeated.length > 0) {
-    throw invalidRequest(
-      'A query parameter was given more than once.',
-      repeated.map(([name]) => ({ pointer: `/${name}`, code: 'not_allowed', message: 'must be given once' })),
-    );
-  }
-  const query: Record<string, string> = Object.fromEntries([...raw].map(([name, values]) => [name, values[0]!]));
   normalizeFields(query);
-  const types = c.get('validators').queryTypes[path] ?? {};
-  const typed = Object.fromEntries(
-    Object.entries(query).map(([name, text]) => [name, fromQueryText(text, types[name])]),
-  );
+  const types = c.get('validators').queryTypes[path];
+  if (types !== undefined) {
+    for (const name in types) {
+      const value = query[name];
+      if (typeof value === 'string') query[name] = fromQueryText(value, types[name]);
+    }
+  }
   const validate = c.get('validators').query[path]!;
-  if (!validate(typed)) throw invalidRequest('The query is not valid.', toFieldErrors(validate.errors));
-  return typed as T;
+  if (!validate(query)) throw invalidRequest('The query is not valid.', toFieldErrors(validate.errors));
+  return query as T;
+}
+
+/** The 400 for a query that names a parameter more than once: each such parameter, in the order first given. */
+function repeatedParameters(text: string) {
+  const counts = new Map<string, number>();
+  for (const [name] of new URLSearchParams(text)) counts.set(name, (counts.get(name) ?? 0) + 1);
+  return invalidRequest(
+    'A query parameter was given more than once.',
+    [...counts]
+      .filter(([, n]) => n > 1)
+      .map(([name]) => ({ pointer: `/${name}`, code: 'not_allowed', message: 'must be given once' })),
+  );
 }
 
 /**
