@@ -102,7 +102,7 @@ interface Operation {
   etag?: boolean;
   /**
    * Issue 47's targets (p99, peak RSS; throughput where set) apply, and ours is profiled: false for
-   * the light get's pass alone, a continuity figure, which shows the same-query pass's frames.
+   * the light get's pass alone, a continuity figure (ours' frames are the same-query pass's).
    */
   judged: boolean;
   make: Make;
@@ -257,8 +257,6 @@ export async function hotPathRows(b: HotPathBench): Promise<{ rows: Row[]; notes
   const rows: Row[] = [];
   const missed: string[] = [];
   const floorRss: string[] = [];
-  /** The frames of ours' last profiled pass of each operation (the light get's pass shows get-by-id's). */
-  const framesOf = new Map<string, string>();
   for (const op of ops) {
     const what = `${op.label} (${op.against})`;
     b.log(`  ${op.label}: ours and the node:http floor (${op.against}), ${CONNECTIONS} connections`);
@@ -298,11 +296,11 @@ export async function hotPathRows(b: HotPathBench): Promise<{ rows: Row[]; notes
         `(${throughput.toFixed(2)}×, p99 ${tail.toFixed(2)}×, CPU ${cpu.toFixed(2)}×)`,
     );
     floorRss.push(`${what} ${Math.max(...of(floor, 'rssMb')).toFixed(0)} MB`);
-    let frames = framesOf.get(op.label) ?? '';
+    // Ours' frames once per operation: the light get's pass runs the same server under the same load.
+    let frames: string | undefined;
     if (op.judged) {
       await op.before?.();
       frames = await b.profiled(op.make, CONNECTIONS);
-      framesOf.set(op.label, frames);
       b.log(`  ${op.label}, top frames: ${frames}`);
     }
 
