@@ -28,11 +28,12 @@
 //   to bench/results/<date>-sessions.md. A full run measures it too (quick: fewer sessions to refresh);
 // - `--only orgs [--memberships N]` (orgs.ts, issue 45): org/member/check against get-by-id at 1,000,000
 //   memberships (N), with the Hono floor beside them, to bench/results/<date>-orgs.md. A full run measures it too;
-// - `--only hot-path [--memberships N]` (about 2 minutes at 2 rounds of 5 s; hot-path.ts, issue 47): get-by-id,
-//   session/verify and org/member/check each against the node:http floor doing the same query (floor-http.ts),
-//   interleaved, with req/s, p50, p99, the server's CPU per request, its peak RSS and ours' top frames, at
-//   100,000 memberships (N), to bench/results/<date>-hot-path.md (the floor's rounds judge the noise). A full run
-//   measures it too, on the memberships the organizations scenario seeded;
+// - `--only hot-path [--memberships N]` (about 2.5 minutes at 2 rounds of 5 s; hot-path.ts, issue 47): get-by-id,
+//   session/verify and org/member/check each against the node:http floor doing the same query (floor-http.ts;
+//   get-by-id's with FLOOR_GET=ours, and again against its light get of issue 33, for continuity), interleaved,
+//   with req/s, p50, p99, the server's CPU per request, its peak RSS and ours' top frames, at 100,000 memberships
+//   (N), to bench/results/<date>-hot-path.md (the floor's rounds judge the noise). A full run measures it too, on
+//   the memberships the organizations scenario seeded;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -265,7 +266,9 @@ const ours = (
     nodeFlags,
   );
 const floor = (db: BenchDb) => start(FLOOR, { DATABASE_URL: db.url });
-const floorHttp = (db: BenchDb) => start(FLOOR_HTTP, { DATABASE_URL: db.url });
+/** get: `ours` serves get-by-id with ours' own statement and answer (FLOOR_GET=ours), else issue 33's light get. */
+const floorHttp = (db: BenchDb, get: 'ours' | 'light' = 'light') =>
+  start(FLOOR_HTTP, { DATABASE_URL: db.url, ...(get === 'ours' && { FLOOR_GET: 'ours' }) });
 /** A server as hot-path.ts reads it: its pid, for its CPU time and peak RSS. */
 const withPid = async (started: Promise<Proc>) => {
   const p = await started;
@@ -987,7 +990,7 @@ async function main(): Promise<void> {
     const result = await hotPathRows({
       db,
       ours: () => withPid(ours(db)),
-      floor: () => withPid(floorHttp(db)),
+      floor: (get) => withPid(floorHttp(db, get)),
       load,
       floorRounds: (scenario, rps) => floorVariation.push({ scenario, rps }),
       profiled: (make, connections) => profiled(db, make, connections),

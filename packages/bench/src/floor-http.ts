@@ -3,12 +3,22 @@
 // (Request and Response objects, routing); what separates ours from floor.ts is ours (issue 33).
 // It also answers issue 47's other two hot paths with ours' queries (floor-query.ts):
 // `POST /api/1/session/verify {token}` and `GET /api/1/org/member/check?orgId&_userId&permission`.
+//
+// Its get: with FLOOR_GET=ours, ours' own statement and answer (getAccountAsOurs: get_user_by_id's
+// text, every field of toUser, the ETag), by _userId only (a get by email answers 400 there); else
+// the light get of issue 33 (getAccount), which the main report's floor keeps for continuity.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { checkMember, getAccount, verifySession } from './floor-query.ts';
+import { checkMember, getAccount, getAccountAsOurs, verifySession } from './floor-query.ts';
 
-function send(res: ServerResponse, status: number, body: unknown): void {
+const GET_AS_OURS = process.env.FLOOR_GET === 'ours';
+
+function send(res: ServerResponse, status: number, body: unknown, etag?: string): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...(etag !== undefined && { etag }),
+  });
   res.end(text);
 }
 
@@ -30,6 +40,12 @@ const server = createServer(async (req, res) => {
   try {
     if (path === '/api/1/user/get' && req.method === 'GET') {
       const query = new URLSearchParams(at === -1 ? '' : req.url!.slice(at + 1));
+      if (GET_AS_OURS) {
+        const id = query.get('_userId');
+        if (id === null) return send(res, 400, { code: 'invalid_request' });
+        const answer = await getAccountAsOurs(id);
+        return answer ? send(res, 200, answer.body, answer.etag) : send(res, 404, { code: 'user_not_found' });
+      }
       const answer = await getAccount(query.get('_userId') ?? undefined, query.get('email') ?? undefined);
       return answer ? send(res, 200, answer) : send(res, 404, { code: 'user_not_found' });
     }

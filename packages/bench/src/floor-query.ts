@@ -1,9 +1,12 @@
 // What both floors do for a get (floor.ts on Hono, floor-http.ts on node:http): one postgres.js
-// query with the service's own pool settings, and the same JSON out. Only the framework around
-// it differs between the two. The bare floor also answers the other two hot paths of issue 47,
-// session/verify and org/member/check, with the queries ours runs (sessions/check.ts and
-// orgs/check.ts: the same SQL text, each a prepared statement, the same row → JSON), and nothing
-// else: no API token, site limits, validation beyond what the query needs, or logs.
+// query with the service's own pool settings, and JSON out. Only the framework around it differs
+// between the two. That get (getAccount) is issue 33's light one, kept for the main report's
+// continuity; getAccountAsOurs is ours' own (get_user_by_id's text, toUser's every field, the
+// ETag), which the bare floor serves when started with FLOOR_GET=ours (the hot-path scenario,
+// issue 47). The bare floor also answers the other two hot paths of issue 47, session/verify and
+// org/member/check, with the queries ours runs (sessions/check.ts and orgs/check.ts: the same SQL
+// text, each a prepared statement, the same row → JSON), and nothing else: no API token, site
+// limits, validation beyond what the query needs, or logs.
 import { createHash } from 'node:crypto';
 import postgres from 'postgres';
 
@@ -16,7 +19,14 @@ const sql = postgres(process.env.DATABASE_URL!, {
 /** The site of the bench's API token: ours reads it from the token, the floor knows it. */
 const SITE = 'default';
 
-/** The account's answer as get gives it, or undefined when there is none. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The light get (issue 33's floor, floor.ts's and the main report's): 7 columns by id or email,
+ * with no site, origin or deletion condition, no identities, and 7 fields out. Kept as it was so
+ * that the main report's get-by-id against the floors stays comparable with issue 33's figures;
+ * ours' own get is getAccountAsOurs.
+ */
 export async function getAccount(id: string | undefined, email: string | undefined) {
   const rows = id
     ? await sql`select id, email, name, phone, address, created_at, updated_at from users where id = ${id}`
@@ -32,6 +42,56 @@ export async function getAccount(id: string | undefined, email: string | undefin
       address: row.address,
       createdAt: row.created_at.toISOString(),
       updatedAt: row.updated_at.toISOString(),
+    },
+  };
+}
+
+/**
+ * get_user_by_id's text exactly as drizzle renders it (http/routes/get-user.ts: every column of
+ * `users`, the account's identities as identities/identities.ts's identitiesJson, in reach as
+ * accounts/in-reach.ts says), rendered by drizzle's own toSQL() on the same builder calls. Its
+ * four parameters are ours' too: the id, 'api', the site, and the limit 1.
+ */
+const GET_USER_BY_ID = `select "id", "site", "email", "name", "phone", "address", "password_hash", "email_verified_at", "phone_verified_at", "password_breached", "disabled", "disabled_until", "disabled_reason", "deleted_at", "purge_at", "metadata", "origin", "version", "created_at", "updated_at", coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
+      'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', to_char(i.linked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+      order by i.linked_at, i.id)
+    from user_identities i where i.user_id = "users"."id"), '[]'::jsonb) from "users" where ("users"."id" = $1 and ("users"."origin" = $2 and "users"."site" = $3 and "users"."deleted_at" is null)) limit $4`;
+
+const iso = (at: Date | null) => at?.toISOString() ?? null;
+
+/**
+ * get-by-id's answer as ours gives it (the JSON and the ETag), or undefined when there is none
+ * (ours: 404 user_not_found, also for an id that is not a UUID). The same statement as ours, run
+ * as ours runs it (postgres.js's unsafe with prepare on: one prepared statement per connection),
+ * and the row → JSON of accounts/to-user.ts, field by field.
+ */
+export async function getAccountAsOurs(id: string) {
+  if (!UUID.test(id)) return undefined;
+  const [row] = await sql.unsafe(GET_USER_BY_ID, [id, 'api', SITE, 1], { prepare: true });
+  if (row === undefined) return undefined;
+  const identities = typeof row.coalesce === 'string' ? JSON.parse(row.coalesce) : (row.coalesce ?? []);
+  return {
+    etag: `"${row.version}"`,
+    body: {
+      result: {
+        _userId: row.id,
+        email: row.email,
+        name: row.name,
+        phone: row.phone,
+        address: row.address,
+        disabled: row.disabled,
+        disabledUntil: iso(row.disabled_until),
+        disabledReason: row.disabled_reason,
+        emailVerified: row.email_verified_at !== null,
+        emailVerifiedAt: iso(row.email_verified_at),
+        phoneVerified: row.phone_verified_at !== null,
+        phoneVerifiedAt: iso(row.phone_verified_at),
+        passwordBreached: row.password_breached,
+        metadata: row.metadata,
+        identities,
+        createdAt: row.created_at.toISOString(),
+        updatedAt: row.updated_at.toISOString(),
+      },
     },
   };
 }
@@ -71,8 +131,6 @@ export async function verifySession(token: string) {
     },
   };
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * org/member/check's answer as ours gives it, or undefined when the site has no such organization
