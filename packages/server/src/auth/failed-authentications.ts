@@ -82,6 +82,7 @@ export function addressKey(address: string | undefined): string {
 
 export function createAuthFailures(limit: AuthFailureLimit, options: AuthFailureOptions = {}): AuthFailures {
   const { maxAddresses = 10_000, maxTokens = 10_000, memoryMs = 3_600_000, now = Date.now } = options;
+  const refreshMs = Math.min(1_000, memoryMs / 10);
   const windowMs = limit.windowSeconds * 1000;
   // Both maps are in order of their last refresh, which is also the order of their expiry.
   const addresses = new Map<string, Entry>();
@@ -131,6 +132,11 @@ export function createAuthFailures(limit: AuthFailureLimit, options: AuthFailure
     return entry.failures === limit.limit;
   };
   const recordAccepted = (digest: string, at: number) => {
+    // A token accepted again within the second keeps its place: moving it on every request (a
+    // delete and a set) made the map rebuild its table again and again, garbage that outlived the
+    // young generation (issue 47). Its memory ends at most a second (a tenth of it) early.
+    const until = accepted.get(digest);
+    if (until !== undefined && until > at + memoryMs - refreshMs) return;
     accepted.delete(digest);
     prune(accepted, (until) => until, maxTokens, at);
     accepted.set(digest, at + memoryMs);
