@@ -47,12 +47,12 @@ export async function getAccount(id: string | undefined, email: string | undefin
 }
 
 /**
- * get_user_by_id's text exactly as drizzle renders it (http/routes/get-user.ts: every column of
- * `users`, the account's identities as identities/identities.ts's identitiesJson, in reach as
+ * get_user_by_id's text exactly as drizzle renders it (http/routes/get-user.ts: the columns of
+ * `users` its answer needs, the account's identities as identities/identities.ts's identitiesJson, in reach as
  * accounts/in-reach.ts says), rendered by drizzle's own toSQL() on the same builder calls. Its
  * four parameters are ours' too: the id, 'api', the site, and the limit 1.
  */
-const GET_USER_BY_ID = `select "id", "site", "email", "name", "phone", "address", "password_hash", "email_verified_at", "phone_verified_at", "password_breached", "disabled", "disabled_until", "disabled_reason", "deleted_at", "purge_at", "metadata", "origin", "version", "created_at", "updated_at", coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
+const GET_USER_BY_ID = `select "id", "email", "name", "phone", "address", "disabled", "disabled_until", "disabled_reason", "email_verified_at", "phone_verified_at", "password_breached", "metadata", "version", "created_at", "updated_at", coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
       'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', to_char(i.linked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       order by i.linked_at, i.id)
     from user_identities i where i.user_id = "users"."id"), '[]'::jsonb) from "users" where ("users"."id" = $1 and ("users"."origin" = $2 and "users"."site" = $3 and "users"."deleted_at" is null)) limit $4`;
