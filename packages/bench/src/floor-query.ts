@@ -133,21 +133,23 @@ export async function verifySession(token: string) {
 }
 
 /**
+ * org/member/check's statement as drizzle renders it (orgs/check.ts, `org_member_check`, rendered
+ * by drizzle's own toSQL() on the same builder calls): the organization, the membership (its
+ * account not deleted) and the roles the member holds, three primary-key lookups. Its four
+ * parameters are ours' too: the permission (or null), the user, the organization and the site.
+ */
+const ORG_MEMBER_CHECK = `select "org_memberships"."roles", coalesce((select bool_or($1::text = any(r.permissions))
+          from org_roles r where r.site = "orgs"."site" and r.role = any("org_memberships"."roles")), false) from "orgs" left join "org_memberships" on ("org_memberships"."org_id" = "orgs"."id" and "org_memberships"."user_id" = $2 and exists (select 1 from users u where u.id = "org_memberships"."user_id" and u.deleted_at is null)) where ("orgs"."id" = $3 and "orgs"."site" = $4)`;
+
+/**
  * org/member/check's answer as ours gives it, or undefined when the site has no such organization
- * (ours: 404 org_not_found). orgs/check.ts's one statement: the organization, the membership (its
- * account not deleted) and the roles the member holds, three primary-key lookups.
+ * (ours: 404 org_not_found): ours' statement, run as ours runs it (one prepared statement per connection).
  */
 export async function checkMember(orgId: string, userId: string, permission: string | undefined) {
   if (!UUID.test(orgId)) return undefined;
   const user = UUID.test(userId) ? userId : '00000000-0000-0000-0000-000000000000';
-  const [row] = await sql`select m.roles,
-        coalesce((select bool_or(${permission ?? null}::text = any(r.permissions))
-          from org_roles r where r.site = o.site and r.role = any(m.roles)), false) as allowed
-      from orgs o
-      left join org_memberships m on m.org_id = o.id and m.user_id = ${user}::uuid
-        and exists (select 1 from users u where u.id = m.user_id and u.deleted_at is null)
-      where o.id = ${orgId}::uuid and o.site = ${SITE}`;
+  const [row] = await sql.unsafe(ORG_MEMBER_CHECK, [permission ?? null, user, orgId, SITE], { prepare: true });
   if (row === undefined) return undefined;
   if (row.roles === null) return { result: { member: false, roles: [], allowed: false } };
-  return { result: { member: true, roles: row.roles, allowed: permission !== undefined && row.allowed === true } };
+  return { result: { member: true, roles: row.roles, allowed: permission !== undefined && row.coalesce === true } };
 }

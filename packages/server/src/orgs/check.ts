@@ -3,9 +3,11 @@
 // organization, the membership (its account not deleted), and the site's roles the member holds
 // (org_roles' key is (site, role)). Nothing is cached: a change of roles or of a membership is
 // seen by the next check on every server, with no invalidation to get wrong.
-import { sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import { isUuid } from '../accounts/ids.ts';
-import { type Db, rowsPrepared } from '../db/client.ts';
+import type { Db } from '../db/client.ts';
+import { preparedOn } from '../db/prepared.ts';
+import { orgMemberships, orgs } from '../db/schema.ts';
 import { orgNotFound } from './rules.ts';
 
 export interface CheckAnswer {
@@ -13,6 +15,27 @@ export interface CheckAnswer {
   roles: string[];
   allowed: boolean;
 }
+
+// Built once per database (preparedOn): drizzle no longer renders its text on every check (issue 47).
+const check = preparedOn((db) =>
+  db
+    .select({
+      roles: orgMemberships.roles,
+      allowed: sql<boolean>`coalesce((select bool_or(${sql.placeholder('permission')}::text = any(r.permissions))
+          from org_roles r where r.site = ${orgs.site} and r.role = any(${orgMemberships.roles})), false)`,
+    })
+    .from(orgs)
+    .leftJoin(
+      orgMemberships,
+      and(
+        eq(orgMemberships.orgId, orgs.id),
+        eq(orgMemberships.userId, sql.placeholder('user')),
+        sql`exists (select 1 from users u where u.id = ${orgMemberships.userId} and u.deleted_at is null)`,
+      ),
+    )
+    .where(and(eq(orgs.id, sql.placeholder('orgId')), eq(orgs.site, sql.placeholder('site'))))
+    .prepare('org_member_check'),
+);
 
 export async function checkMember(
   db: Db,
@@ -24,16 +47,7 @@ export async function checkMember(
   if (!isUuid(orgId)) throw orgNotFound();
   // An _userId that cannot name an account is no member (the organization is still looked up).
   const user = isUuid(userId) ? userId : '00000000-0000-0000-0000-000000000000';
-  const [row] = await rowsPrepared<{ roles: string[] | null; allowed: boolean }>(
-    db,
-    sql`select m.roles,
-        coalesce((select bool_or(${permission ?? null}::text = any(r.permissions))
-          from org_roles r where r.site = o.site and r.role = any(m.roles)), false) as allowed
-      from orgs o
-      left join org_memberships m on m.org_id = o.id and m.user_id = ${user}::uuid
-        and exists (select 1 from users u where u.id = m.user_id and u.deleted_at is null)
-      where o.id = ${orgId}::uuid and o.site = ${site}`,
-  );
+  const [row] = await check(db).execute({ permission: permission ?? null, user, orgId, site });
   if (row === undefined) throw orgNotFound();
   if (row.roles === null) return { member: false, roles: [], allowed: false };
   return { member: true, roles: row.roles, allowed: permission !== undefined && row.allowed === true };
