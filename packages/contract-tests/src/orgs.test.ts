@@ -719,6 +719,12 @@ function defineOrgsSuite(spec: TargetSpec): void {
         expect(events.data!.result.events.filter((e) => e.type === 'org.member_removed')).toEqual([
           expect.objectContaining({ data: { orgId, _userId: v.id, roles } }),
         ]);
+        // The organization's history stays (its subject is the organization), naming the account
+        // by its bare id alone, as the spec's purge text says.
+        expect(events.data!.result.events.filter((e) => e.type === 'org.member_added')).toContainEqual(
+          expect.objectContaining({ data: { orgId, _userId: v.id, roles } }),
+        );
+        expect(JSON.stringify(events.data!.result.events)).not.toContain(v.email);
       }
       // The restore finds nothing to bring back.
       const restored = await s.c.POST('/api/1/user/restore', { body: { _userId: v.id } });

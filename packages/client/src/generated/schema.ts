@@ -117,7 +117,10 @@ export interface paths {
          *     a minute, once on a cluster): the row is gone, and with it everything kept about the
          *     person (audit rows and events about the account, their webhook deliveries, tickets,
          *     factors, verify lockout counters). What stays is the purge's own `user.purged` event and
-         *     audit row, which carry the bare `_userId` and nothing else.
+         *     audit row, which carry the bare `_userId` and nothing else, and the organizations' own
+         *     history: an `org.*` event's subject is its organization, not the account, so a member's
+         *     `org.member_added`, `org.member_updated` and the `org.member_removed` its purge queues
+         *     stay, naming the account by the same bare `_userId` (never its email or name).
          *
          *     **The email stays taken during the grace period**: a `create`, `import` or email change to
          *     it is 409 `email_taken`. A restore must never fail, and the person who deleted by mistake
