@@ -79,17 +79,52 @@ export const LOG_BATCH = { bytes: 32 * 1024, ms: 100 };
 /**
  * Standard output written in batches (issue 47, point 2): lines gather until 32 KiB or 100 ms,
  * then go out in one write, rather than one write a line (a write a request, the access line's,
- * was the costliest step of a read's own after the answer's). At exit, pino writes what is held;
- * a process killed outright (SIGKILL) loses at most the last 100 ms of lines.
+ * was the costliest step of a read's own after the answer's). Any exit writes what is held
+ * (pino's exit hook), and so does a signal whose default would kill the process before it (see
+ * flushOnSignals); a process killed outright (SIGKILL) loses what it held, normally its last
+ * 100 ms of lines.
  */
 function batchedStdout(): DestinationStream {
-  return pino.destination({
+  const stream = pino.destination({
     dest: 1,
     sync: false,
     minLength: LOG_BATCH.bytes,
     maxWrite: 4 * LOG_BATCH.bytes,
     periodicFlush: LOG_BATCH.ms,
   } as Parameters<typeof pino.destination>[0]);
+  batched.add(stream);
+  stream.on('close', () => batched.delete(stream));
+  flushOnSignals();
+  return stream;
+}
+
+const batched = new Set<{ flushSync(): void }>();
+let signalsWatched = false;
+
+/**
+ * On SIGTERM, SIGINT, SIGHUP or SIGQUIT that nothing else handles (before main.ts installs its
+ * shutdown, during the database's opening; SIGHUP and SIGQUIT always), the held lines are written
+ * and the signal raised again, so that it does what it would have done: without this, a signal's
+ * default action ends the process with no exit hook, and the batch with it.
+ */
+function flushOnSignals(): void {
+  if (signalsWatched) return;
+  signalsWatched = true;
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT'] as const) {
+    const onSignal = () => {
+      if (process.listenerCount(signal) > 1) return; // the server's own shutdown has it
+      process.off(signal, onSignal);
+      for (const stream of batched) {
+        try {
+          stream.flushSync();
+        } catch {
+          // destroyed, or not open yet: nothing to write
+        }
+      }
+      process.kill(process.pid, signal);
+    };
+    process.on(signal, onSignal);
+  }
 }
 
 /** The configured database, opened and migrated; on the embedded one, its folder locked to us. */

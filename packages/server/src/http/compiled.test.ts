@@ -496,6 +496,7 @@ beforeAll(async () => {
   );
   deps.limiter = {
     consume: (id, budget) => (limited.has(id) ? over : realLimiter).consume(id, budget),
+    consumeNow: (id, budget) => (limited.has(id) ? over : realLimiter).consumeNow?.(id, budget),
     consumeBudget: (id, budget, weight) => (limited.has(id) ? over : realLimiter).consumeBudget(id, budget, weight),
     close: () => realLimiter.close(),
   };
@@ -654,6 +655,58 @@ describe('compiled operations answer as the Hono app', () => {
       }
     },
   );
+
+  it('a body sent whole, the client gone while its budget is counted: answered and logged as the app does', async () => {
+    await freshTokens();
+    const good = CASES.verifySession!.good();
+    const body = String(good.body);
+    const { deps } = service;
+    const limiter = deps.limiter;
+    // Every request waits 200 ms for its count (as for a lease), and the client hangs up after 20.
+    deps.limiter = {
+      ...limiter,
+      consumeNow: undefined,
+      consume: async (id, budget) => {
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        return limiter.consume(id, budget);
+      },
+    };
+    try {
+      const seen = await same(
+        { ...good, headers: { 'Content-Type': 'application/json' } },
+        { declared: Buffer.byteLength(body), sent: body, afterMs: 20 },
+      );
+      // The app reads the body as it comes and answers; so does the compiled path (it waited for
+      // the deadline and answered 503 when it first read the body only after the count).
+      expect(seen.lines.map((line) => JSON.parse(line).status)).toContain(200);
+    } finally {
+      deps.limiter = limiter;
+    }
+  });
+
+  it('a header a handler sets that Node refuses: 500 and its log line on both paths, the process unharmed', async () => {
+    await freshTokens();
+    const op = compiledOps.find((o) => o.name === 'getUser')!;
+    const handle = op.handle;
+    op.handle = async (c) => {
+      c.header('ETag', 'a\u0100b');
+      return c.json({ result: {} }, 200);
+    };
+    try {
+      // The same answer and lines, but for the error's own words (undici's Headers, Node's check).
+      const ownWords = (text: string) =>
+        text.replace(/"err":\{[^}]*\}/g, '"err":{…}').replace(/\\"err\\":\{[^}]*\}/g, '"err":{…}');
+      const address = nextAddress();
+      const compiled = await sendTo(sides.compiled, CASES.getUser!.good(), address);
+      const hono = await sendTo(sides.hono, CASES.getUser!.good(), address);
+      const [c, h] = [normalize(sides.compiled, compiled), normalize(sides.hono, hono)];
+      expect(ownWords(withinASecond(c, h))).toBe(ownWords(h));
+      expect(statusOf(compiled)).toBe(500);
+      expect(compiled.lines.some((line) => JSON.parse(line).msg === 'unhandled error')).toBe(true);
+    } finally {
+      op.handle = handle;
+    }
+  });
 
   it.each(compiledOps.map((op) => [`${op.method} ${op.path}`, op] as const))(
     '%s: X-Request-Id, traceparent and Content-Type (not JSON first) sent twice',

@@ -1,6 +1,7 @@
-// The compiled operations (issue 47): each row of the operation table that only reads (no write,
-// no Idempotency-Key, no bulk bounds, no long-poll) becomes at start one function on Node's own
-// request and response, doing in order and inline what the Hono route and the front step do for
+// The compiled operations (issue 47): each row of the operation table with no audited write, no
+// Idempotency-Key, no bulk bounds and no long-poll (the reads and checks; two of them store
+// something in passing, a passkey challenge and a replayed delivery, as on the app) becomes at
+// start one function on Node's own request and response, doing in order and inline what the Hono route and the front step do for
 // it: the request id and its logger, the deadline, the token, the budgets, the scope, the body or
 // the query, the handler, the rate-limit fields, the headers every answer carries, the metrics and
 // the access line. No Request, Response or Headers object is made, no middleware frame runs, the
@@ -8,14 +9,21 @@
 // table, HEAD, a preflight, any request while tracing or CORS is on, a target that is not a plain
 // path) goes to the Hono app as before, which stays the reference: the answers, headers and log
 // lines are the same (the contract suites run through both).
-import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import {
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+  validateHeaderName,
+  validateHeaderValue,
+} from 'node:http';
 import type { Context, ErrorHandler } from 'hono';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Validators } from '../contract/validation.ts';
-import { ApiError, serviceUnavailable } from '../errors.ts';
+import { ApiError, describeError, serviceUnavailable } from '../errors.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
+import { problemBody } from './errors.ts';
 import { type AccessLineWriter, accessLogger, directAccessLine, writeAccessLine } from './middleware/access-log.ts';
 import { authenticate, checkScope } from './middleware/auth.ts';
 import { RequestDeadline } from './middleware/deadline.ts';
@@ -23,7 +31,7 @@ import { BODY_LIMIT, checkJsonRequest, parseJsonBytes, readIncoming } from './mi
 import { addRateLimitHeaders, judgeCount } from './middleware/rate-limit.ts';
 import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './middleware/request-id.ts';
 
-/** Whether a row is compiled: it reads only, and needs nothing of Hono's that the compiled context lacks. */
+/** Whether a row is compiled: no audited write, and nothing of Hono's that the compiled context lacks. */
 export const isCompiled = (op: Operation<unknown>): boolean =>
   op.writes === undefined &&
   !op.idempotent &&
@@ -31,6 +39,15 @@ export const isCompiled = (op: Operation<unknown>): boolean =>
   op.waitsMs === undefined &&
   op.alsoScope === undefined &&
   op.method !== 'DELETE';
+
+/**
+ * A header a handler sets is refused where the app's Headers refuses it (in the handler, a 500),
+ * not later in writeHead, where nothing would catch it.
+ */
+function checkField(name: string, value: string): void {
+  validateHeaderName(name);
+  validateHeaderValue(name, value);
+}
 
 /** An answer's headers: what a handler sets and reads of them, on a plain object (lower-case names). */
 class AnswerHeaders {
@@ -42,9 +59,11 @@ class AnswerHeaders {
     return name.toLowerCase() in this.fields;
   }
   set(name: string, value: string): void {
+    checkField(name, value);
     this.fields[name.toLowerCase()] = value;
   }
   append(name: string, value: string): void {
+    checkField(name, value);
     const key = name.toLowerCase();
     const had = this.fields[key];
     this.fields[key] = had === undefined ? value : `${had}, ${value}`;
@@ -155,6 +174,8 @@ class CompiledContext {
   readonly env: { incoming: IncomingMessage; outgoing: ServerResponse };
   error: Error | undefined;
   res: Answer | undefined;
+  /** The body being read (an operation with a body). */
+  reading: Promise<Uint8Array> | undefined;
   #prepared: Record<string, string> | undefined;
   readonly req: CompiledRequest;
   constructor(req: CompiledRequest) {
@@ -168,6 +189,7 @@ class CompiledContext {
     this.vars[key] = value;
   }
   header(name: string, value: string | undefined): void {
+    if (value !== undefined) checkField(name, value);
     this.#prepared ??= {};
     if (value === undefined) delete this.#prepared[name.toLowerCase()];
     else this.#prepared[name.toLowerCase()] = value;
@@ -177,7 +199,12 @@ class CompiledContext {
     const fields = answer.headers.fields;
     if (this.#prepared !== undefined) Object.assign(fields, this.#prepared);
     if (contentType !== undefined) fields['content-type'] = contentType;
-    if (headers !== undefined) for (const name in headers) fields[name.toLowerCase()] = headers[name]!;
+    if (headers !== undefined) {
+      for (const name in headers) {
+        checkField(name, headers[name]!);
+        fields[name.toLowerCase()] = headers[name]!;
+      }
+    }
     return answer;
   }
   json(object: unknown, status = 200, headers?: HeaderInit): Answer {
@@ -265,10 +292,10 @@ function compileOperation(
     let answer: Answer;
     try {
       checkScope(hc, op.scope);
-      if (body) {
+      if (c.reading !== undefined) {
         const { req } = c;
         checkJsonRequest(req.header('content-type'), req.header('content-length'), bodyLimit, () => req.search !== '');
-        c.vars.body = parseJsonBytes(await readIncoming(req.incoming, bodyLimit));
+        c.vars.body = parseJsonBytes(await c.reading);
       }
       const input = op.parse(hc);
       c.vars.input = input;
@@ -284,6 +311,13 @@ function compileOperation(
   return function compiledOperation(req) {
     const started = performance.now();
     const c = new CompiledContext(req);
+    // The body is read from the start (judged only after the token and the scope, as the app
+    // does): a client that sent it whole and hung up while the token was looked up still gets
+    // its answer, as from the app, whose adapter reads it as it comes.
+    if (body) {
+      c.reading = readIncoming(req.incoming, bodyLimit);
+      c.reading.catch(() => {}); // judged (and answered) where it is awaited, if ever
+    }
     const requestId = requestIdFrom(req.header('x-request-id'));
     const trace = parseTraceparent(req.header('traceparent'));
     const fields: RequestFields = trace === undefined ? { requestId } : { requestId, ...trace };
@@ -304,7 +338,11 @@ function compileOperation(
       answered = true;
       clearTimeout(timer);
       c.res = answer;
-      send(c, answer, started, fields);
+      try {
+        send(c, answer, started, fields);
+      } catch (error) {
+        sendFailed(c, error);
+      }
     };
     const timer = setTimeout(function deadlinePassed() {
       if (deadline.committing || answered) return;
@@ -323,6 +361,39 @@ function compileOperation(
       finish(render(error instanceof Error ? error : new Error(String(error)), c));
     });
   };
+
+  /**
+   * Writing the answer threw (a header Node refuses, a metrics or log failure): logged, and the
+   * client answered 500 when nothing was written yet, else its connection closed; never thrown on,
+   * where it would end the process.
+   */
+  function sendFailed(c: CompiledContext, error: unknown): void {
+    const { outgoing } = c.req;
+    (c.vars.log ?? deps.logger).error({ err: describeError(error) }, 'unhandled error');
+    if (outgoing.headersSent) {
+      outgoing.destroy();
+      return;
+    }
+    try {
+      const problem = new ApiError(
+        500,
+        'internal_error',
+        'An unexpected error occurred. Quote the requestId when reporting it.',
+      );
+      const body = JSON.stringify(problemBody(problem, c.vars.requestId ?? ''));
+      outgoing
+        .writeHead(500, {
+          'content-type': 'application/problem+json',
+          'cache-control': 'no-store',
+          'x-request-id': c.vars.requestId ?? '',
+          'x-content-type-options': 'nosniff',
+          'Content-Length': Buffer.byteLength(body),
+        })
+        .end(body);
+    } catch {
+      outgoing.destroy();
+    }
+  }
 
   /** The answer, with the headers every API answer carries; then the metrics and the access line. */
   function send(c: CompiledContext, answer: Answer, started: number, fields: RequestFields): void {

@@ -9,6 +9,9 @@ import { builtEntry } from './build.ts';
 const MAIN = fileURLToPath(new URL('../main.ts', import.meta.url));
 const CLI = fileURLToPath(new URL('../cli.ts', import.meta.url));
 
+/** The Node flags a server is started with (`pnpm start`, the release's `bin/user-accounts serve`). */
+const SERVER_FLAGS = ['--max-semi-space-size=16'];
+
 export interface Running {
   child: ChildProcessWithoutNullStreams;
   baseUrl: string;
@@ -38,7 +41,12 @@ export function processes() {
      * src/main.ts (testing/build.ts), src/main.ts itself when the run has none, or `script`.
      */
     server(vars: Record<string, string>, script?: string): Running {
-      const child = spawn(process.execPath, [script ?? builtEntry('main.js') ?? MAIN], { env: env(vars) });
+      // As operators start it (`bin/user-accounts serve`, which the systemd unit and the container
+      // run): V8's young generation is otherwise sized from the machine's memory, and tests of what
+      // a server holds (cli-import's export) would measure that.
+      const child = spawn(process.execPath, [...SERVER_FLAGS, script ?? builtEntry('main.js') ?? MAIN], {
+        env: env(vars),
+      });
       children.push(child);
       let stdout = '';
       let stderr = '';
@@ -47,7 +55,8 @@ export function processes() {
         baseUrl: '',
         stdout: () => stdout,
         stderr: () => stderr,
-        exited: new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code))),
+        // 'close', not 'exit': the last lines (written in a batch at exit) may still be in the pipe.
+        exited: new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code))),
       } as Running;
       running.ready = new Promise<void>((resolve, reject) => {
         child.stdout.on('data', (chunk: Buffer) => {

@@ -134,9 +134,9 @@ export function readIncoming(incoming: IncomingMessage, limit: number): Promise<
     };
     const onEnd = () => done();
     const onError = (error: Error) => done(bodyNotRead(error));
-    const onClose = () => {
-      if (!incoming.complete) done(bodyNotRead(new Error('the connection closed before the body ended')));
-    };
+    // Closed after the whole body came (each chunk already here, read as it came): the body stands.
+    const onClose = () =>
+      done(incoming.complete ? undefined : bodyNotRead(new Error('the connection closed before the body ended')));
     incoming.on('data', onData);
     incoming.once('end', onEnd);
     incoming.once('error', onError);
