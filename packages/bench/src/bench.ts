@@ -55,6 +55,7 @@ import { capacityRows } from './capacity.ts';
 import { eventRows } from './events.ts';
 import { hotPathRows } from './hot-path.ts';
 import { deepRows, listTimes } from './listing.ts';
+import type { LoadResult, Make } from './load-types.ts';
 import { loginRows } from './login.ts';
 import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
@@ -278,22 +279,7 @@ const peer = (db: PeerDb) => start(PEER, { DATABASE_URL: db.url });
 
 // ---- load ------------------------------------------------------------------------------------
 
-interface Result {
-  rps: number;
-  p50: number;
-  p99: number;
-  /** Requests answered in the measured seconds. */
-  requests: number;
-  perSecond: number[];
-  bad: number;
-}
-
-type Make = (i: number) => {
-  method?: 'GET' | 'POST' | 'DELETE';
-  path: string;
-  body?: string;
-  headers?: Record<string, string>;
-};
+type Result = LoadResult;
 
 async function load(url: string, connections: number, seconds: number, make: Make): Promise<Result> {
   let i = 0;

@@ -20,6 +20,7 @@
 // `--only hot-path` unless `--memberships N`; in a full run, the ones the organizations scenario
 // seeded before it).
 import postgres from 'postgres';
+import type { LoadResult, Make } from './load-types.ts';
 import { MEMBERS_PER_ORG, PERMISSIONS, sampleMemberships, seedMemberships } from './orgs.ts';
 import { cpuMs } from './proc.ts';
 import { median, type Row } from './report.ts';
@@ -33,21 +34,7 @@ export interface HotServer {
   stop(): Promise<void>;
 }
 
-type Make = (i: number) => {
-  method?: 'GET' | 'POST' | 'DELETE';
-  path: string;
-  body?: string;
-  headers?: Record<string, string>;
-};
-
-interface Result {
-  rps: number;
-  p50: number;
-  p99: number;
-  /** Requests completed in the measured seconds. */
-  requests: number;
-  bad: number;
-}
+type Result = LoadResult;
 
 export interface HotPathBench {
   /** A seeded database and a sample of its account ids. */

@@ -9,26 +9,10 @@
 // roles `admin` or `member`. Each request asks about a pair drawn from the memberships (a member)
 // and a permission the member's role may or may not grant.
 import postgres from 'postgres';
+import type { LoadResult, Make, Server } from './load-types.ts';
 import { median, type Row } from './report.ts';
 
-interface Server {
-  url: string;
-  stop(): Promise<void>;
-}
-
-type Make = (i: number) => {
-  method?: 'GET' | 'POST' | 'DELETE';
-  path: string;
-  body?: string;
-  headers?: Record<string, string>;
-};
-
-interface Result {
-  rps: number;
-  p50: number;
-  p99: number;
-  bad: number;
-}
+type Result = LoadResult;
 
 interface Side {
   name: string;

@@ -14,26 +14,10 @@
 // sessions of its own, each last seen more than a minute ago (every request writes: the worst case).
 import { createHash, randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import type { LoadResult, Make, Server } from './load-types.ts';
 import { median, type Row } from './report.ts';
 
-interface Server {
-  url: string;
-  stop(): Promise<void>;
-}
-
-type Make = (i: number) => {
-  method?: 'GET' | 'POST' | 'DELETE';
-  path: string;
-  body?: string;
-  headers?: Record<string, string>;
-};
-
-interface Result {
-  rps: number;
-  p50: number;
-  p99: number;
-  bad: number;
-}
+type Result = LoadResult;
 
 interface Side {
   name: string;

@@ -284,8 +284,8 @@ export function fewMatchesPage(
     .limit(limit + 1);
 }
 
-/** The columns toUser shows: a page never carries a hash, even on its way to toUser. */
-const SHOWN_COLUMNS = {
+/** The columns toUser shows: a page (or a get) never carries a hash, even on its way to toUser. */
+export const SHOWN_COLUMNS = {
   id: users.id,
   email: users.email,
   name: users.name,

@@ -34,10 +34,8 @@ export async function logAccess(
   writeAccessLine(logger, level, fields, c.req.method, route, status, durationMs, token, code);
 }
 
-/** The access line itself (logAccess's, and the compiled operations' in compiled.ts): the fields in this order. */
-export function writeAccessLine(
-  logger: Logger,
-  level: 'info' | 'debug',
+/** What an access line says: the request's fields, then these, in this order. */
+export type AccessLineArgs = [
   fields: RequestFields,
   method: string,
   route: string,
@@ -45,19 +43,22 @@ export function writeAccessLine(
   durationMs: number,
   token: TokenInfo | undefined,
   code: string | undefined,
-): void {
-  logger[level](
-    {
-      ...fields,
-      method,
-      route,
-      status,
-      durationMs,
-      ...(token === undefined ? {} : { tokenId: token.id, site: token.site }),
-      ...(code === undefined ? {} : { code }),
-    },
-    'request',
-  );
+];
+
+/** The access line's object, its fields in the order the line has them. */
+const accessFields = (...[fields, method, route, status, durationMs, token, code]: AccessLineArgs) => ({
+  ...fields,
+  method,
+  route,
+  status,
+  durationMs,
+  ...(token === undefined ? {} : { tokenId: token.id, site: token.site }),
+  ...(code === undefined ? {} : { code }),
+});
+
+/** The access line itself (logAccess's, and the compiled operations' in compiled.ts). */
+export function writeAccessLine(logger: Logger, level: 'info' | 'debug', ...args: AccessLineArgs): void {
+  logger[level](accessFields(...args), 'request');
 }
 
 /**
@@ -68,15 +69,7 @@ export function writeAccessLine(
 export const accessLogger = (base: Logger): Logger => base.child({}, { redact: { paths: [] } });
 
 /** The access line's writer: writeAccessLine's arguments, at info. */
-export type AccessLineWriter = (
-  fields: RequestFields,
-  method: string,
-  route: string,
-  status: number,
-  durationMs: number,
-  token: TokenInfo | undefined,
-  code: string | undefined,
-) => void;
+export type AccessLineWriter = (...args: AccessLineArgs) => void;
 
 type PinoInternals = Record<symbol, unknown> & Logger;
 
@@ -103,16 +96,7 @@ export function directAccessLine(logger: Logger): AccessLineWriter | undefined {
     return undefined;
   }
   if (internals[mixinSym] || hooks?.streamWrite) return undefined;
-  const line = (
-    time: string,
-    fields: RequestFields,
-    method: string,
-    route: string,
-    status: number,
-    durationMs: number,
-    token: TokenInfo | undefined,
-    code: string | undefined,
-  ) =>
+  const line = (time: string, ...[fields, method, route, status, durationMs, token, code]: AccessLineArgs) =>
     `{"level":"info"${time}${bindings},"requestId":${JSON.stringify(fields.requestId)}${
       fields.traceId === undefined ? '' : `,"traceId":${JSON.stringify(fields.traceId)}`
     }${fields.parentId === undefined ? '' : `,"parentId":${JSON.stringify(fields.parentId)}`},"method":${JSON.stringify(
@@ -126,17 +110,9 @@ export function directAccessLine(logger: Logger): AccessLineWriter | undefined {
     [{ requestId: 'b', traceId: 'c', parentId: 'd' }, 'POST', '/api/1/x', 401, 0, undefined, 'unauthorized'],
   ];
   for (const sample of samples) {
-    const [fields, method, route, status, durationMs, token, code] = sample;
-    const object = {
-      ...fields,
-      method,
-      route,
-      status,
-      durationMs,
-      ...(token === undefined ? {} : { tokenId: token.id, site: token.site }),
-      ...(code === undefined ? {} : { code }),
-    };
-    if (asJson.call(logger, object, 'request', 30, sampleTime) !== line(sampleTime, ...sample)) return undefined;
+    if (asJson.call(logger, accessFields(...sample), 'request', 30, sampleTime) !== line(sampleTime, ...sample)) {
+      return undefined;
+    }
   }
   const write = stream.write.bind(stream);
   const time = now.bind(logger);

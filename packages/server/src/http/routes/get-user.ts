@@ -2,6 +2,7 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { isUuid } from '../../accounts/ids.ts';
 import { inReachOf } from '../../accounts/in-reach.ts';
+import { SHOWN_COLUMNS } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { preparedOn } from '../../db/prepared.ts';
@@ -22,24 +23,7 @@ type Query = { _userId?: string; email?: string; provider?: string; subject?: st
 const inReachOfPlaceholder = () => inReachOf(sql.placeholder('site'));
 // What the answer and its ETag need, no more: the password hash, the site and the deletion
 // columns were read, parsed and mapped on every get for nothing (issue 47).
-const SELECTED = {
-  id: users.id,
-  email: users.email,
-  name: users.name,
-  phone: users.phone,
-  address: users.address,
-  disabled: users.disabled,
-  disabledUntil: users.disabledUntil,
-  disabledReason: users.disabledReason,
-  emailVerifiedAt: users.emailVerifiedAt,
-  phoneVerifiedAt: users.phoneVerifiedAt,
-  passwordBreached: users.passwordBreached,
-  metadata: users.metadata,
-  version: users.version,
-  createdAt: users.createdAt,
-  updatedAt: users.updatedAt,
-  identities: identitiesJson(),
-};
+const SELECTED = { ...SHOWN_COLUMNS, version: users.version, identities: identitiesJson() };
 const byId = preparedOn((db) =>
   db
     .select(SELECTED)
