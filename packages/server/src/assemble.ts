@@ -12,7 +12,7 @@ import type { Config } from './config/env.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir, unsafeSecretFile } from './db/file-safety.ts';
-import { connectRedis } from './db/redis.ts';
+import { connectRedis, redisReady } from './db/redis.ts';
 import { describeError } from './errors.ts';
 import { EVENTS_CHANNEL } from './events/queue.ts';
 import { startSequencer } from './events/sequencer.ts';
@@ -225,6 +225,7 @@ export async function assembleOn(
     },
   });
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
+  if (redis !== undefined) await redisReady(redis);
   const counters = databaseCounters(database.db);
   // Leased slices: one store round trip serves many requests (rate-limit.ts).
   const limiter = createRateLimiter(
