@@ -19,14 +19,13 @@ import {
 import type { Context, ErrorHandler } from 'hono';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Validators } from '../contract/validation.ts';
-import { ApiError, describeError, serviceUnavailable } from '../errors.ts';
+import { ApiError, describeError } from '../errors.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';
-import { problemBody } from './errors.ts';
 import { type AccessLineWriter, accessLogger, directAccessLine, writeAccessLine } from './middleware/access-log.ts';
 import { authenticate, checkScope } from './middleware/auth.ts';
-import { RequestDeadline } from './middleware/deadline.ts';
+import { deadlinePassed, RequestDeadline } from './middleware/deadline.ts';
 import { BODY_LIMIT, checkJsonRequest, parseJsonBytes, readIncoming } from './middleware/json-body.ts';
 import { addRateLimitHeaders, judgeCount } from './middleware/rate-limit.ts';
 import { parseTraceparent, type RequestFields, requestIdFrom, requestLog } from './middleware/request-id.ts';
@@ -344,17 +343,10 @@ function compileOperation(
         sendFailed(c, error);
       }
     };
-    const timer = setTimeout(function deadlinePassed() {
+    const timer = setTimeout(function onDeadline() {
       if (deadline.committing || answered) return;
       deadline.expire();
-      finish(
-        render(
-          serviceUnavailable(
-            `The request was not completed within ${timeoutMs} ms; nothing was changed. Try again shortly.`,
-          ),
-          c,
-        ),
-      );
+      finish(render(deadlinePassed(timeoutMs), c));
     }, timeoutMs);
     work(c).then(finish, (error: unknown) => {
       if (answered) return;
@@ -369,27 +361,18 @@ function compileOperation(
    */
   function sendFailed(c: CompiledContext, error: unknown): void {
     const { outgoing } = c.req;
-    (c.vars.log ?? deps.logger).error({ err: describeError(error) }, 'unhandled error');
     if (outgoing.headersSent) {
+      (c.vars.log ?? deps.logger).error({ err: describeError(error) }, 'unhandled error');
       outgoing.destroy();
       return;
     }
     try {
-      const problem = new ApiError(
-        500,
-        'internal_error',
-        'An unexpected error occurred. Quote the requestId when reporting it.',
+      // The app's rendering of an unexpected error: its log line and its 500.
+      writeAnswer(
+        outgoing,
+        render(error instanceof Error ? error : new Error(String(error)), c),
+        c.vars.requestId ?? '',
       );
-      const body = JSON.stringify(problemBody(problem, c.vars.requestId ?? ''));
-      outgoing
-        .writeHead(500, {
-          'content-type': 'application/problem+json',
-          'cache-control': 'no-store',
-          'x-request-id': c.vars.requestId ?? '',
-          'x-content-type-options': 'nosniff',
-          'Content-Length': Buffer.byteLength(body),
-        })
-        .end(body);
     } catch {
       outgoing.destroy();
     }
@@ -397,16 +380,7 @@ function compileOperation(
 
   /** The answer, with the headers every API answer carries; then the metrics and the access line. */
   function send(c: CompiledContext, answer: Answer, started: number, fields: RequestFields): void {
-    const headers = answer.headers.fields as OutgoingHttpHeaders;
-    headers['cache-control'] = 'no-store';
-    headers['x-request-id'] = fields.requestId;
-    headers['x-content-type-options'] = 'nosniff';
-    const { outgoing } = c.req;
-    if (answer.body === null) outgoing.writeHead(answer.status, headers).end();
-    else {
-      headers['Content-Length'] = Buffer.byteLength(answer.body);
-      outgoing.writeHead(answer.status, headers).end(answer.body);
-    }
+    writeAnswer(c.req.outgoing, answer, fields.requestId);
     metrics?.observeRequest(op.method, op.path, answer.status, (performance.now() - started) / 1000);
     if (!accessLog.isLevelEnabled('info')) return;
     const durationMs = Math.round((performance.now() - started) * 100) / 100;
@@ -414,6 +388,19 @@ function compileOperation(
     const code = problemCode(c, answer);
     if (direct !== undefined) direct(fields, op.method, op.path, answer.status, durationMs, token, code);
     else writeAccessLine(accessLog, 'info', fields, op.method, op.path, answer.status, durationMs, token, code);
+  }
+}
+
+/** `answer` written once, with the headers every API answer carries. */
+function writeAnswer(outgoing: ServerResponse, answer: Answer, requestId: string): void {
+  const headers = answer.headers.fields as OutgoingHttpHeaders;
+  headers['cache-control'] = 'no-store';
+  headers['x-request-id'] = requestId;
+  headers['x-content-type-options'] = 'nosniff';
+  if (answer.body === null) outgoing.writeHead(answer.status, headers).end();
+  else {
+    headers['Content-Length'] = Buffer.byteLength(answer.body);
+    outgoing.writeHead(answer.status, headers).end(answer.body);
   }
 }
 

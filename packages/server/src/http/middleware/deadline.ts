@@ -44,15 +44,17 @@ export async function withDeadline(c: Context<AppEnv>, ms: number, work: () => P
     if ((await Promise.race([working, overdue])) === 'late' && !deadline.committing) {
       deadline.expire();
       working.catch(() => {});
-      throw serviceUnavailable(
-        `The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`,
-      );
+      throw deadlinePassed(ms);
     }
     await working;
   } finally {
     clearTimeout(timer);
   }
 }
+
+/** The 503 of a request not done within `ms` (withDeadline's, and the compiled operations'). */
+export const deadlinePassed = (ms: number) =>
+  serviceUnavailable(`The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`);
 
 /**
  * A request's Deadline. A class, not an object literal: a literal with a getter is made by V8's
