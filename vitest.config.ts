@@ -92,16 +92,23 @@ const system = [...systemSideBySide, ...systemAlone];
 const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
 
 /**
- * Files side by side in the first three tiers: vitest's default on 2 cores is one worker (cores
- * − 1), and those files mostly wait (on a server's answer, a hash, a database), so two at a time
- * take less wall time with the same tests. The system tier runs after them, also two at a time,
- * then its files that measure time (systemAlone), one at a time.
- * TEST_WORKERS changes the figure (1: every file one at a time).
+ * Files side by side: vitest's default on 2 cores is one worker (cores − 1), and those files
+ * often wait (on a server's answer, a hash, a database, a template being made), so more at a time
+ * take less wall time with the same tests. The first three tiers run three at a time: 195 s alone
+ * against 229 s two at a time (2026-11-29, 4,158 tests; the cores were 60–90% busy two at a
+ * time in the tiers' first minutes). The system tier runs after them, two at a time, and beside
+ * it its files that measure time (systemAlone), one at a time (scripts/run-tests.ts).
+ * TEST_WORKERS sets both figures (1: every file one at a time).
  */
-const WORKERS = Number(process.env.TEST_WORKERS || 2);
-if (!Number.isInteger(WORKERS) || WORKERS < 1) {
-  throw new Error(`TEST_WORKERS must be a whole number of 1 or more (got ${process.env.TEST_WORKERS})`);
-}
+const workers = (fallback: number) => {
+  const n = Number(process.env.TEST_WORKERS || fallback);
+  if (!Number.isInteger(n) || n < 1) {
+    throw new Error(`TEST_WORKERS must be a whole number of 1 or more (got ${process.env.TEST_WORKERS})`);
+  }
+  return n;
+};
+const FIRST_WORKERS = workers(3);
+const WORKERS = workers(2);
 
 /**
  * The integration and contract tiers' files share their worker's modules, as unit's do (isolate
@@ -124,7 +131,8 @@ export default defineConfig({
     // The last lines: totals, and each skipped group with the command that runs it.
     reporters: [
       'default',
-      ['json', { outputFile: '.vitest/results.json' }],
+      // scripts/run-tests.ts runs two vitest processes, each with a report of its own, then merges them.
+      ['json', { outputFile: process.env.TEST_RESULTS || '.vitest/results.json' }],
       './packages/contract-tests/src/reporting/summary.ts',
     ],
     projects: [
@@ -132,7 +140,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          maxWorkers: WORKERS,
+          maxWorkers: FIRST_WORKERS,
           // Files share a worker's modules: importing hono, ajv and the spec once per file was
           // two thirds of the tier's time (about 45 s against 15 s here). Tests that touch the
           // clock or the umask put them back.
@@ -141,14 +149,17 @@ export default defineConfig({
           exclude: [...configDefaults.exclude, CONTRACT, ...integration, ...system],
         },
       },
-      { extends: true, test: { name: 'integration', include: integration, maxWorkers: WORKERS, isolate: ISOLATE } },
+      {
+        extends: true,
+        test: { name: 'integration', include: integration, maxWorkers: FIRST_WORKERS, isolate: ISOLATE },
+      },
       {
         extends: true,
         test: {
           name: 'contract',
           include: [CONTRACT],
           exclude: [...configDefaults.exclude, ...system],
-          maxWorkers: WORKERS,
+          maxWorkers: FIRST_WORKERS,
           isolate: ISOLATE,
         },
       },
@@ -158,7 +169,16 @@ export default defineConfig({
         // 490 s two at a time against 630 s one at a time (2026-11-29, 151 tests, the machine 95%
         // busy two at a time). The console's file, which times its first screen, went to
         // system-alone: two at a time it read 612 ms of its 1,000 (150–200 ms alone).
-        test: { name: 'system', include: systemSideBySide, maxWorkers: WORKERS, sequence: { groupOrder: 1 } },
+        test: {
+          name: 'system',
+          include: systemSideBySide,
+          maxWorkers: WORKERS,
+          // Shared modules here too: each file's worker started vitest and imported its modules.
+          isolate: ISOLATE,
+          sequence: { groupOrder: 1 },
+          // Starts the system-alone tier beside it (scripts/run-tests.ts).
+          setupFiles: ['./scripts/test-system-started.ts'],
+        },
       },
       {
         extends: true,

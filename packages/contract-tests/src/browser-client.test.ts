@@ -68,7 +68,7 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
   }
 
   async function serverWith(vars: Record<string, string>) {
-    const dataDir = procs.dataDir();
+    const dataDir = await procs.migratedDataDir();
     const server = procs.server({ DATA_DIR: dataDir, ...vars });
     await server.ready;
     return { baseUrl: server.baseUrl, token: readFileSync(join(dataDir, 'dev-token'), 'utf8').trim() };

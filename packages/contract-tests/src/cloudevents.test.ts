@@ -67,7 +67,12 @@ describe('change events, read with the CloudEvents SDK and Standard Webhooks', (
   it('delivers CloudEvents HTTP messages in structured mode, signed per Standard Webhooks, ordered by sequence as strings', async () => {
     const receiver = await recordingReceiver();
     const token = mintToken();
-    const env = { DATA_DIR: procs.dataDir(), ...TEST_HASHES, API_TOKENS: token, WEBHOOK_ALLOW_PRIVATE: 'true' };
+    const env = {
+      DATA_DIR: await procs.migratedDataDir(),
+      ...TEST_HASHES,
+      API_TOKENS: token,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+    };
     const server = procs.server(env);
     await server.ready;
     const added = await procs.cli(['webhook', 'add', '--site', 'default', '--url', receiver.url], env);

@@ -303,7 +303,7 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
 
 describe('faults with the embedded database', () => {
   it('the server SIGKILLed during writes and restarted on the same folder: every acknowledged write there, none half-written', async () => {
-    const dataDir = procs.dataDir();
+    const dataDir = await procs.migratedDataDir();
     let server = await serverOn({ DATA_DIR: dataDir });
     const owned = await createAccounts(server.baseUrl, 16, 'pglite-owned');
     const doomed = await createAccounts(server.baseUrl, 40, 'pglite-doomed');

@@ -39,7 +39,7 @@ function sample(text: string, name: string, labels: Record<string, string>): num
 
 describe('GET /metrics', () => {
   it('is 404 when METRICS_TOKEN is not set', async () => {
-    const server = procs.server({ DATA_DIR: procs.dataDir() });
+    const server = procs.server({ DATA_DIR: await procs.migratedDataDir() });
     await server.ready;
     expect((await scrape(server.baseUrl, `Bearer ${METRICS_TOKEN}`)).status).toBe(404);
     // Off, the path is not there for any method; on, another method is 405 (issue 41).
@@ -47,7 +47,7 @@ describe('GET /metrics', () => {
   });
 
   it('takes only the metrics token, and shows request counts moving, hashing and the process', async () => {
-    const dataDir = procs.dataDir();
+    const dataDir = await procs.migratedDataDir();
     const server = procs.server({ DATA_DIR: dataDir, METRICS_TOKEN });
     await server.ready;
     const apiToken = readFileSync(`${dataDir}/dev-token`, 'utf8').trim();
@@ -101,7 +101,7 @@ describe('GET /metrics', () => {
     async () => {
       // Found by promtool: prom-client's nodejs_active_{handles,requests,resources}_total are gauges
       // with a counter's suffix (exit 3).
-      const dataDir = procs.dataDir();
+      const dataDir = await procs.migratedDataDir();
       const server = procs.server({ DATA_DIR: dataDir, METRICS_TOKEN });
       await server.ready;
       const apiToken = readFileSync(`${dataDir}/dev-token`, 'utf8').trim();

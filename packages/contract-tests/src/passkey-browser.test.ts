@@ -58,7 +58,7 @@ describe.skipIf(unavailable !== undefined)('passkeys in Chromium with a virtual 
     listed = `http://localhost:${(pages[0]!.address() as AddressInfo).port}`;
     unlisted = `http://localhost:${(pages[1]!.address() as AddressInfo).port}`;
 
-    const dataDir = procs.dataDir();
+    const dataDir = await procs.migratedDataDir();
     const server = procs.server({ DATA_DIR: dataDir, CORS_ORIGINS: `${listed},${unlisted}` });
     await server.ready;
     api = { baseUrl: server.baseUrl, token: readFileSync(join(dataDir, 'dev-token'), 'utf8').trim() };

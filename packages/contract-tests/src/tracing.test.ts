@@ -1,7 +1,7 @@
 // OpenTelemetry traces as an operator's collector receives them: the server as main.ts assembles
 // it, with the standard OTEL_* variables, exporting OTLP/HTTP JSON to a receiver in this test
 // (an HTTP server that decodes what it gets). The SDK reads its variables from the process's
-// environment, so they are set here too (this file runs in a process of its own).
+// environment, so they are set here too, and put back after (the system tier's files share a worker).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { processes } from '@user-accounts/server/testing/processes';
@@ -49,12 +49,19 @@ beforeAll(async () => {
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     OTEL_BSP_SCHEDULE_DELAY: '50',
   };
+  for (const name of Object.keys(otel)) previousEnv[name] = process.env[name];
   Object.assign(process.env, otel);
 });
 
 const procs = processes();
+const previousEnv: Record<string, string | undefined> = {};
 
 afterAll(async () => {
+  // The system tier's files share a worker (isolate: false): the next file gets the environment back.
+  for (const [name, value] of Object.entries(previousEnv)) {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  }
   await procs.cleanup();
   await new Promise<void>((resolve) => receiver.close(() => resolve()));
 });
@@ -197,7 +204,7 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
       // The server as an operator runs it (main.ts starts the webhook sender), told by the standard variables.
       const token = mintToken();
       const env = {
-        DATA_DIR: procs.dataDir(),
+        DATA_DIR: await procs.migratedDataDir(),
         ...TEST_HASHES,
         API_TOKENS: token,
         WEBHOOK_ALLOW_PRIVATE: 'true',

@@ -442,7 +442,12 @@ describe('the receiver in docs/events.md', () => {
     cleanups.push(async () => rmSync(file, { force: true }));
     const port = await freePort();
     const token = mintToken();
-    const env = { DATA_DIR: procs.dataDir(), ...TEST_HASHES, API_TOKENS: token, WEBHOOK_ALLOW_PRIVATE: 'true' };
+    const env = {
+      DATA_DIR: await procs.migratedDataDir(),
+      ...TEST_HASHES,
+      API_TOKENS: token,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+    };
     const server = procs.server(env);
     await server.ready;
     const added = await procs.cli(['webhook', 'add', '--site', 'default', '--url', `http://127.0.0.1:${port}/`], env);

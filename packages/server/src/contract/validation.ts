@@ -86,14 +86,33 @@ type SpecParameter = { name: string; in: string; required?: boolean; schema: unk
 let compiled: Validators | undefined;
 
 /**
- * The spec's validators, compiled at the first call and shared by every later one in the process
- * (the spec is read once too, see loadSpec): compiling them took 100–800 ms of a server's start,
- * paid again by each of a test run's many servers. Validators keep nothing between calls but
- * their `errors` of the last one, read at once.
+ * The spec's validators, made at the first call and shared by every later one in the process
+ * (the spec is read once too, see loadSpec). Each is compiled when it is first read, then kept:
+ * compiling all of them at start was 200 ms of a server's 550 ms of CPU to listening (130–800 ms
+ * wall), paid again by each of a test run's ~250 server and CLI processes, most of which use a
+ * few operations; an operation's first request pays its own few milliseconds instead.
+ * Validators keep nothing between calls but their `errors` of the last one, read at once.
  */
 export function compileValidators(): Validators {
   compiled ??= compile();
   return compiled;
+}
+
+/** `name → make(name)` for each name, made at its first read and then kept as a plain value. */
+function lazily<T>(names: Iterable<string>, make: (name: string) => T): Record<string, T> {
+  const record: Record<string, T> = {};
+  for (const name of names) {
+    Object.defineProperty(record, name, {
+      enumerable: true,
+      configurable: true,
+      get() {
+        const value = make(name);
+        Object.defineProperty(record, name, { value, enumerable: true });
+        return value;
+      },
+    });
+  }
+  return record;
 }
 
 function compile(): Validators {
@@ -103,15 +122,15 @@ function compile(): Validators {
     ('$ref' in (p as object)
       ? spec.components.parameters[(p as { $ref: string }).$ref.split('/').pop()!]
       : p) as SpecParameter;
-  const body: Record<string, ValidateFunction> = {};
-  const query: Record<string, ValidateFunction> = {};
+  const bodies = new Set<string>();
+  const queries = new Map<string, object>();
   const queryTypes: Record<string, Record<string, 'integer' | 'boolean'>> = {};
   for (const [path, methods] of Object.entries(spec.paths)) {
     for (const operation of Object.values(methods)) {
       const ref = operation.requestBody?.content?.['application/json']?.schema?.$ref;
       if (ref !== undefined) {
         const name = ref.split('/').pop()!;
-        body[name] = ajv.getSchema(`spec#/$defs/${name}`)!;
+        bodies.add(name);
       }
       const params = (operation.parameters ?? []).map(parameter).filter((p) => p.in === 'query');
       // Every operation without a body has its query checked, closed even when it takes no parameter.
@@ -119,7 +138,7 @@ function compile(): Validators {
         const properties = Object.fromEntries(params.map((p) => [p.name, retarget(p.schema)]));
         // `required: true` parameters as the spec says: missing, a 400 at their pointer (the mock's gate too).
         const required = params.filter((p) => p.required === true).map((p) => p.name);
-        query[path] = ajv.compile({ type: 'object', additionalProperties: false, properties, required });
+        queries.set(path, { type: 'object', additionalProperties: false, properties, required });
         queryTypes[path] = Object.fromEntries(
           params.flatMap((p) => {
             const type = (p.schema as { type?: string }).type;
@@ -133,15 +152,26 @@ function compile(): Validators {
     properties: { users: Record<string, unknown> };
   };
   const anyRows = { ...importRequest.properties.users, items: {} };
+  const one = lazily(['importShape', 'importRow', 'idempotencyKey'], (name) =>
+    name === 'importShape'
+      ? ajv.compile({ ...importRequest, properties: { ...importRequest.properties, users: anyRows } })
+      : name === 'importRow'
+        ? ajv.getSchema('spec#/$defs/ImportUser')!
+        : ajv.compile(retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object),
+  );
   return {
-    body,
-    query,
+    body: lazily(bodies, (name) => ajv.getSchema(`spec#/$defs/${name}`)!),
+    query: lazily(queries.keys(), (path) => ajv.compile(queries.get(path)!)),
     queryTypes,
-    importShape: ajv.compile({ ...importRequest, properties: { ...importRequest.properties, users: anyRows } }),
-    importRow: ajv.getSchema('spec#/$defs/ImportUser')!,
-    idempotencyKey: ajv.compile(
-      retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object,
-    ),
+    get importShape() {
+      return one.importShape!;
+    },
+    get importRow() {
+      return one.importRow!;
+    },
+    get idempotencyKey() {
+      return one.idempotencyKey!;
+    },
   };
 }
 

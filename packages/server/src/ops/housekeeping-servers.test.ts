@@ -54,7 +54,7 @@ async function eventsOf(server: Running, id: string, type: string) {
 
 describe('a timed suspension in a running server', () => {
   it('ends by itself within 5 s of its end on the embedded database, with one user.enabled event', async () => {
-    const server = procs.server({ DATA_DIR: procs.dataDir(), API_TOKENS: TOKEN });
+    const server = procs.server({ DATA_DIR: await procs.migratedDataDir(), API_TOKENS: TOKEN });
     await server.ready;
     const { id, until } = await suspendedAccount(server, 1_000);
     // Read the feed (nothing about the account itself) until the job's event is there, at most

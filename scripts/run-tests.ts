@@ -1,0 +1,160 @@
+// `./pnpmw test`: every tier in one run (vitest.config.ts), in two vitest processes side by side.
+//
+// The system-alone tier's files measure time (another site's latency under attack, a failover's
+// "back within 10 s", a first screen within a second), so they run one at a time, never two at
+// once. After the other tiers, as they used to, they left one core of two mostly idle for a
+// quarter of the run. Here they start with the system tier, in a vitest process of their own whose
+// scheduling priority is raised (nice −10; every worker, server, PostgreSQL, HAProxy and browser
+// it starts inherits it), beside the other tiers at the normal priority: those take what the
+// timed files leave, as a busy loop of lower priority would, rather than sharing the CPU evenly
+// with them (which spoiled their bounds when two ran at once).
+//
+// Raising a priority needs root or CAP_SYS_NICE: without it (or with TEST_ALONE_LAST=1) this is
+// plain `vitest run`, with the system-alone tier after the rest. Both ways write one report,
+// .vitest/results.json, which .ci/run reads; the system-alone tier's output follows the rest's.
+import { spawn, spawnSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { getPriority, setPriority } from 'node:os';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import setup from './test-templates.ts';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const VITEST = join(dirname(fileURLToPath(import.meta.resolve('vitest/package.json'))), 'vitest.mjs');
+const RESULTS = join(ROOT, '.vitest', 'results.json');
+const PRIORITY = -10;
+const OTHERS = ['unit', 'integration', 'contract', 'system'];
+
+const canRaise =
+  spawnSync(process.execPath, ['-e', `require("node:os").setPriority(${PRIORITY})`], { stdio: 'ignore' }).status === 0;
+
+// Arguments (a file, `-t words`, `--project unit`) go to one plain `vitest run`.
+const args = process.argv.slice(2);
+if (args.length > 0 || process.env.TEST_ALONE_LAST === '1' || !canRaise) {
+  if (!canRaise) console.log('[tests] no right to raise a priority here: the system-alone tier runs after the rest');
+  const run = spawnSync(process.execPath, [VITEST, 'run', ...args], { stdio: 'inherit', cwd: ROOT });
+  process.exit(run.status ?? 1);
+}
+
+interface Report {
+  numTotalTests: number;
+  numPassedTests: number;
+  numFailedTests: number;
+  numPendingTests: number;
+  numTodoTests: number;
+  numTotalTestSuites: number;
+  numPassedTestSuites: number;
+  numFailedTestSuites: number;
+  numPendingTestSuites: number;
+  startTime: number;
+  success: boolean;
+  testResults: unknown[];
+  [key: string]: unknown;
+}
+
+const started = Date.now();
+// The run's templates and server build, made once for both processes (their global setup sees
+// TEST_TEMPLATES_DIR and leaves it to this one).
+const teardown = setup();
+const reportOf = (name: string) => join(ROOT, '.vitest', `results-${name}.json`);
+const ALONE_LOG = join(ROOT, '.vitest', 'system-alone.log');
+mkdirSync(join(ROOT, '.vitest'), { recursive: true });
+// No report of an earlier run is read or left as this one's.
+for (const file of [RESULTS, reportOf('others'), reportOf('system-alone'), ALONE_LOG]) rmSync(file, { force: true });
+const marker = join(process.env.TEST_TEMPLATES_DIR!, 'system-started'); // scripts/test-system-started.ts
+rmSync(marker, { force: true });
+
+function vitest(name: string, projects: string[], log?: string) {
+  const child = spawn(process.execPath, [VITEST, 'run', ...projects.flatMap((p) => ['--project', p])], {
+    cwd: ROOT,
+    env: { ...process.env, TEST_RESULTS: reportOf(name) },
+    stdio: log === undefined ? 'inherit' : ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const keep = (chunk: Buffer) => {
+    output += chunk.toString();
+    if (log !== undefined) appendFileSync(log, chunk); // kept as it comes: a killed run still has it
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<number>((resolve) => {
+    child.on('error', (error) => {
+      output += `\n[tests] ${name}: ${error.message}\n`;
+      resolve(1);
+    });
+    child.on('close', (code) => resolve(code ?? 1));
+  });
+  return { child, exited, output: () => output };
+}
+
+const others = vitest('others', OTHERS);
+let alone: ReturnType<typeof vitest> | undefined;
+let stopping = false;
+// SIGTERM only: a terminal's Ctrl-C reaches every process of the group by itself.
+process.on('SIGINT', () => {
+  stopping = true;
+});
+process.on('SIGTERM', () => {
+  stopping = true;
+  alone?.child.kill('SIGTERM');
+  others.child.kill('SIGTERM');
+});
+// The system-alone tier starts with the system tier (its setup file says so): beside the first
+// three tiers it spoiled their own timing tests (verify's "as long for an unknown email", the
+// sessions' misses "about the same time"). With no system tier in this run, once the rest is done.
+let othersCode: number | undefined;
+void others.exited.then((code) => {
+  othersCode = code;
+});
+while (othersCode === undefined && !existsSync(marker)) await sleep(250);
+let aloneCode = 1;
+if (!stopping) {
+  // Raised for the spawn (on Linux a priority is a thread's, and a child takes its parent's), then
+  // put back: the child's threads and every process it starts inherit it.
+  const own = getPriority();
+  try {
+    setPriority(PRIORITY);
+    alone = vitest('system-alone', ['system-alone'], ALONE_LOG);
+  } finally {
+    setPriority(own);
+  }
+  aloneCode = await alone.exited;
+}
+othersCode = await others.exited;
+if (alone !== undefined) {
+  console.log('\n== the system-alone tier (beside the rest, at a higher priority; also in .vitest/system-alone.log)\n');
+  process.stdout.write(alone.output());
+}
+
+// One report of the whole run, as one `vitest run` writes it.
+const reports = ['others', 'system-alone'].flatMap((name) => {
+  try {
+    return [JSON.parse(readFileSync(reportOf(name), 'utf8')) as Report];
+  } catch {
+    console.log(`[tests] ${name}: no report (its vitest ended before writing one)`);
+    return [];
+  }
+});
+if (reports.length > 0) {
+  const merged = { ...reports[0]! };
+  const sums = Object.keys(merged).filter((k) => k.startsWith('num') && typeof merged[k] === 'number');
+  for (const report of reports.slice(1)) {
+    for (const key of sums) merged[key] = (merged[key] as number) + ((report[key] as number) ?? 0);
+    merged.testResults = [...merged.testResults, ...report.testResults];
+    merged.startTime = Math.min(merged.startTime, report.startTime);
+    merged.success = merged.success && report.success;
+  }
+  // A tier without a report counts as a failed file, so the closing line cannot read clean.
+  merged.numFailedTestSuites += 2 - reports.length;
+  merged.success = merged.success && reports.length === 2;
+  writeFileSync(RESULTS, JSON.stringify(merged));
+  for (const name of ['others', 'system-alone']) rmSync(reportOf(name), { force: true });
+  const skipped = merged.numPendingTests + merged.numTodoTests;
+  console.log(
+    `\nThe whole run: ${merged.numPassedTests} passed, ${merged.numFailedTests} failed, ${skipped} skipped` +
+      `${reports.length < 2 ? ' (one tier wrote no report)' : ''}, in ${Math.round((Date.now() - started) / 1000)} s`,
+  );
+}
+await teardown?.();
+process.exit(othersCode !== 0 ? othersCode : reports.length < 2 ? 1 : aloneCode);
