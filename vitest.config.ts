@@ -80,14 +80,16 @@ const systemSideBySide = [
  * System tests whose subject is time or latency under load, one at a time: another site's
  * latency under attack (noisy-neighbours: a file beside it on the other core, at the same
  * priority, spoiled its /healthz bound), a cluster's failover and "refused within 1 s", outages of
- * a private PostgreSQL, limits shared by servers, the deadline of a costly hash check, and the
- * console's first screen within a second, and verify's "as long for an unknown email as for a
+ * a private PostgreSQL, limits shared by servers, the deadline of a costly hash check, a site's
+ * schema checks past their deadline and in turns (with two busy loops beside three files at a
+ * time, the schema worker's restarts outlived the test's bounds), the console's first screen
+ * within a second, and verify's "as long for an unknown email as for a
  * wrong password" (production hashes; three files at a time beside it read 1.11 of its 1.10 once,
  * 2026-11-29). `./pnpmw test` (scripts/run-tests.ts) runs them beside
  * the system tier at a raised scheduling priority where it may, else after everything.
  */
 const systemAlone = [
-  ...server(['passwords/costly-check']),
+  ...server(['accounts/schema-checks', 'passwords/costly-check']),
   ...contractTests(['cluster', 'console-browser', 'faults', 'limits', 'noisy-neighbours', 'verify']),
 ];
 const system = [...systemSideBySide, ...systemAlone];
