@@ -229,9 +229,8 @@ describe('export on PostgreSQL', async () => {
 
 describe('cli import on the embedded database', () => {
   it('is refused while a server runs on it, then imports passwords and hashes once the server is stopped', async () => {
-    const dir = procs.dataDir();
+    const dir = await procs.migratedDataDir();
     const env = { DATA_DIR: dir, ...TEST_HASHES };
-    await copyMigratedPglite(dir);
     const file = ndjson(procs.dataDir(), [
       JSON.stringify({ email: 'ada@example.com', name: 'Ada', password: 'a long and unusual passphrase' }),
       JSON.stringify({ email: 'bob@example.com', name: 'Bob', passwordHash: bcrypt.hash, phone: '+44 20 7946 0018' }),

@@ -5,7 +5,6 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createClient } from '@user-accounts/client';
 import { processes } from '@user-accounts/server/testing/processes';
-import { copyMigratedPglite } from '@user-accounts/server/testing/templates';
 import { mintToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -30,8 +29,7 @@ const statusOf = async (baseUrl: string, token: string) =>
 // and of a folder no server made keep theirs empty.
 describe('cli on the embedded database, while the server runs', () => {
   it('creates a token the server accepts, lists it, revokes it for the next request, and tails the audit trail', async () => {
-    const dir = procs.dataDir();
-    await copyMigratedPglite(dir);
+    const dir = await procs.migratedDataDir();
     const env = { DATA_DIR: dir, ...TEST_HASHES };
     const server = procs.server(env);
     await server.ready;
@@ -103,8 +101,7 @@ describe('cli on the embedded database, while the server runs', () => {
 
   // Issue 46, point 5: who acted is a person, and the link is the running server's.
   it('console --as NAME: a token labelled with the person, named in the audit trail; the link is the server’s own address', async () => {
-    const dir = procs.dataDir();
-    await copyMigratedPglite(dir);
+    const dir = await procs.migratedDataDir();
     const env = { DATA_DIR: dir, ...TEST_HASHES };
     const server = procs.server(env);
     await server.ready;
@@ -146,8 +143,7 @@ describe('cli on the embedded database, while the server runs', () => {
   // Issue 28: a site's metadata schema, set and cleared by the CLI through the running server's
   // admin socket (the CLI's own process reads the file), held by the next write at once.
   it('sets a site’s metadata schema from a file and clears it, and the running server holds writes to it at once', async () => {
-    const dir = procs.dataDir();
-    await copyMigratedPglite(dir);
+    const dir = await procs.migratedDataDir();
     const env = { DATA_DIR: dir, ...TEST_HASHES };
     const server = procs.server(env);
     await server.ready;
@@ -400,8 +396,7 @@ describe('cli migrate', async () => {
   });
 
   it('on the embedded database, while a server runs, answers through it', async () => {
-    const dir = procs.dataDir();
-    await copyMigratedPglite(dir);
+    const dir = await procs.migratedDataDir();
     const server = procs.server({ DATA_DIR: dir });
     await server.ready;
     const run = await procs.cli(['migrate'], { DATA_DIR: dir });
@@ -418,8 +413,7 @@ describe('cli signing-keys (issue 43)', () => {
     );
 
   it('on the embedded database, while a server runs: rotates through it, sealed with its key, published at once', async () => {
-    const dir = procs.dataDir();
-    await copyMigratedPglite(dir);
+    const dir = await procs.migratedDataDir();
     const env = { DATA_DIR: dir, ...TEST_HASHES };
     const server = procs.server(env);
     await server.ready;

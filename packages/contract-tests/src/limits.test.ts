@@ -4,7 +4,6 @@ import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { processes } from '@user-accounts/server/testing/processes';
-import { copyMigratedPglite } from '@user-accounts/server/testing/templates';
 import { hashToken, mintToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -313,8 +312,7 @@ describe('bounded password hashing', () => {
       server = procs.server({ DATABASE_URL: database.url, API_TOKENS: token, ...limits });
       await server.ready;
     } else {
-      const dir = procs.dataDir();
-      await copyMigratedPglite(dir); // a migrated database: the server neither runs initdb nor migrates
+      const dir = await procs.migratedDataDir(); // the server neither runs initdb nor migrates
       server = procs.server({ DATA_DIR: dir, ...limits });
       await server.ready;
       token = readFileSync(join(dir, 'dev-token'), 'utf8').trim();

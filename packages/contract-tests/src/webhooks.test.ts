@@ -11,7 +11,6 @@ import { fileURLToPath } from 'node:url';
 import { type ChangeEvent, createClient, type UserAccountsClient } from '@user-accounts/client';
 import { freePort } from '@user-accounts/cluster';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
-import { copyMigratedPglite } from '@user-accounts/server/testing/templates';
 import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { waitUntil } from './faults/load.ts';
@@ -217,8 +216,7 @@ const backends: Backend[] = [
     skip: undefined,
     // A copy of this run's migrated template (a server migrating its own takes seconds more).
     env: async () => {
-      const dir = procs.dataDir();
-      await copyMigratedPglite(dir);
+      const dir = await procs.migratedDataDir();
       return { DATA_DIR: dir };
     },
   },

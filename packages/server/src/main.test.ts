@@ -12,16 +12,6 @@ const procs = processes();
 afterAll(() => procs.cleanup());
 const run = (env: Record<string, string>) => procs.server(env);
 const dataDir = () => procs.dataDir();
-/**
- * A data folder holding a migrated embedded database (a copy of this run's template, as a first
- * start leaves it before its own writes), for the tests whose question is not the first start:
- * the server then neither runs initdb nor migrates. Without templates, an empty folder.
- */
-const migratedDataDir = async () => {
-  const dir = procs.dataDir();
-  await copyMigratedPglite(dir);
-  return dir;
-};
 const pgSkip = await postgresUnavailable();
 if (pgSkip !== undefined) console.warn(`\n[main.test] a stop on PostgreSQL: SKIPPED, ${pgSkip}\n`);
 
@@ -69,7 +59,7 @@ describe('main', () => {
   }, 60_000);
 
   it('with SHUTDOWN_DRAIN_MS, keeps serving after SIGTERM while /readyz says 503 and no connection is kept alive, then exits', async () => {
-    const server = run({ DATA_DIR: await migratedDataDir(), SHUTDOWN_DRAIN_MS: '1500' });
+    const server = run({ DATA_DIR: await procs.migratedDataDir(), SHUTDOWN_DRAIN_MS: '1500' });
     await server.ready;
     expect((await fetch(`${server.baseUrl}/readyz`)).headers.get('connection')).toBe('keep-alive');
     const signalled = Date.now();
@@ -89,7 +79,7 @@ describe('main', () => {
   it("sizes libuv's thread pool for HASH_CONCURRENCY hashes and 4 more threads, not libuv's 4", async () => {
     // Found by review: with its default 4 threads, no more than 4 hashes ever ran at once.
     const threadsAfterAHash = async (concurrency: number) => {
-      const dir = await migratedDataDir();
+      const dir = await procs.migratedDataDir();
       const server = run({ DATA_DIR: dir, HASH_CONCURRENCY: String(concurrency) });
       await server.ready;
       const token = readFileSync(join(dir, 'dev-token'), 'utf8').trim();
@@ -109,14 +99,14 @@ describe('main', () => {
   }, 60_000);
 
   it('logs JSON lines when not in a terminal, and readable lines with LOG_FORMAT=pretty', async () => {
-    const json = run({ DATA_DIR: await migratedDataDir() });
+    const json = run({ DATA_DIR: await procs.migratedDataDir() });
     await json.ready;
     expect(JSON.parse(json.stdout().split('\n')[0]!)).toMatchObject({
       level: 'info',
       time: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/),
       msg: expect.stringMatching(/^listening on /),
     });
-    const pretty = run({ DATA_DIR: await migratedDataDir(), LOG_FORMAT: 'pretty' });
+    const pretty = run({ DATA_DIR: await procs.migratedDataDir(), LOG_FORMAT: 'pretty' });
     await pretty.ready;
     const first = pretty.stdout().split('\n')[0]!;
     expect(() => JSON.parse(first)).toThrow();

@@ -98,15 +98,15 @@ export function compileValidators(): Validators {
   return compiled;
 }
 
-/** `name → make(name)` for each name, made at its first read and then kept as a plain value. */
-function lazily<T>(names: Iterable<string>, make: (name: string) => T): Record<string, T> {
+/** An object whose members are made by `makers`, each at its first read and then kept as a plain value. */
+function lazily<T>(makers: Record<string, () => T>): Record<string, T> {
   const record: Record<string, T> = {};
-  for (const name of names) {
+  for (const [name, make] of Object.entries(makers)) {
     Object.defineProperty(record, name, {
       enumerable: true,
       configurable: true,
       get() {
-        const value = make(name);
+        const value = make();
         Object.defineProperty(record, name, { value, enumerable: true });
         return value;
       },
@@ -122,15 +122,16 @@ function compile(): Validators {
     ('$ref' in (p as object)
       ? spec.components.parameters[(p as { $ref: string }).$ref.split('/').pop()!]
       : p) as SpecParameter;
-  const bodies = new Set<string>();
-  const queries = new Map<string, object>();
+  // Compiled at first read (lazily): most processes use a few operations.
+  const body: Record<string, () => ValidateFunction> = {};
+  const query: Record<string, () => ValidateFunction> = {};
   const queryTypes: Record<string, Record<string, 'integer' | 'boolean'>> = {};
   for (const [path, methods] of Object.entries(spec.paths)) {
     for (const operation of Object.values(methods)) {
       const ref = operation.requestBody?.content?.['application/json']?.schema?.$ref;
       if (ref !== undefined) {
         const name = ref.split('/').pop()!;
-        bodies.add(name);
+        body[name] = () => ajv.getSchema(`spec#/$defs/${name}`)!;
       }
       const params = (operation.parameters ?? []).map(parameter).filter((p) => p.in === 'query');
       // Every operation without a body has its query checked, closed even when it takes no parameter.
@@ -138,7 +139,8 @@ function compile(): Validators {
         const properties = Object.fromEntries(params.map((p) => [p.name, retarget(p.schema)]));
         // `required: true` parameters as the spec says: missing, a 400 at their pointer (the mock's gate too).
         const required = params.filter((p) => p.required === true).map((p) => p.name);
-        queries.set(path, { type: 'object', additionalProperties: false, properties, required });
+        const schema = { type: 'object', additionalProperties: false, properties, required };
+        query[path] = () => ajv.compile(schema);
         queryTypes[path] = Object.fromEntries(
           params.flatMap((p) => {
             const type = (p.schema as { type?: string }).type;
@@ -152,27 +154,19 @@ function compile(): Validators {
     properties: { users: Record<string, unknown> };
   };
   const anyRows = { ...importRequest.properties.users, items: {} };
-  const one = lazily(['importShape', 'importRow', 'idempotencyKey'], (name) =>
-    name === 'importShape'
-      ? ajv.compile({ ...importRequest, properties: { ...importRequest.properties, users: anyRows } })
-      : name === 'importRow'
-        ? ajv.getSchema('spec#/$defs/ImportUser')!
-        : ajv.compile(retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object),
-  );
-  return {
-    body: lazily(bodies, (name) => ajv.getSchema(`spec#/$defs/${name}`)!),
-    query: lazily(queries.keys(), (path) => ajv.compile(queries.get(path)!)),
-    queryTypes,
-    get importShape() {
-      return one.importShape!;
+  return Object.assign(
+    lazily({
+      importShape: () => ajv.compile({ ...importRequest, properties: { ...importRequest.properties, users: anyRows } }),
+      importRow: () => ajv.getSchema('spec#/$defs/ImportUser')!,
+      idempotencyKey: () =>
+        ajv.compile(retarget((spec.components.parameters.IdempotencyKey as { schema: unknown }).schema) as object),
+    }),
+    {
+      body: lazily(body),
+      query: lazily(query),
+      queryTypes,
     },
-    get importRow() {
-      return one.importRow!;
-    },
-    get idempotencyKey() {
-      return one.idempotencyKey!;
-    },
-  };
+  ) as unknown as Validators;
 }
 
 /** The code and words for each keyword; `types` are all the types the field's value could have had. */
