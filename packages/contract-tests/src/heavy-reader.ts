@@ -1,6 +1,6 @@
 // An attacker's heavy reads (issue 41, F2), shared by the noisy-neighbour test and the bench's
 // noisy-neighbour phases: loops of GETs whose answers are megabytes, in a thread of their own so
-// that reading them is not the measuring thread's work.
+// that reading them is not the measuring thread's work; and, alike, loops of costly writes.
 import { Worker } from 'node:worker_threads';
 
 /**
@@ -33,6 +33,55 @@ export function heavyReads(url: string, token: string, loops: number): { stop():
       const answers = await statuses;
       await attacker.terminate();
       return answers;
+    },
+  };
+}
+
+/** One of postLoops' loops: POSTs of `body` (JSON text, each `%N%` a fresh random word) to `path` with `token`. */
+export interface PostLoop {
+  path: string;
+  token: string;
+  body: string;
+}
+
+const POSTER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { baseUrl, loops } = workerData;
+const stop = new AbortController();
+parentPort.on('message', () => stop.abort());
+Promise.all(loops.map(async ({ path, token, body }) => {
+  while (!stop.signal.aborted) {
+    const status = await fetch(baseUrl + path, {
+      method: 'POST',
+      headers: { authorization: 'Bearer ' + token, 'content-type': 'application/json' },
+      body: body.replaceAll('%N%', () => Math.random().toString(36).slice(2)),
+      signal: stop.signal,
+    })
+      .then(async (r) => { await r.arrayBuffer(); return r.status; })
+      .catch(() => undefined);
+    if (status !== undefined) parentPort.postMessage(status);
+  }
+})).then(() => parentPort.postMessage('done'));
+`;
+
+/**
+ * An attacker's writes in a thread of their own, as heavyReads' reads are: building, sending and
+ * reading them is not the measuring thread's work, so that what the test times is the server.
+ * Each loop sends its next request once its last is answered. `answers` grows with each status
+ * answered; `stop()` abandons the requests under way and resolves once every loop has ended.
+ */
+export function postLoops(baseUrl: string, loops: PostLoop[]): { answers: number[]; stop(): Promise<void> } {
+  const attacker = new Worker(POSTER, { eval: true, workerData: { baseUrl, loops } });
+  const answers: number[] = [];
+  const done = new Promise<void>((resolve) =>
+    attacker.on('message', (m: number | 'done') => (m === 'done' ? resolve() : answers.push(m))),
+  );
+  return {
+    answers,
+    async stop() {
+      attacker.postMessage('stop');
+      await done;
+      await attacker.terminate();
     },
   };
 }

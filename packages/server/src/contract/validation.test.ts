@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compileValidators } from './validation.ts';
+import { compileValidators, createSpecAjv } from './validation.ts';
 
 // Each validator is compiled at its first read (a server's start no longer compiles them all): a
 // schema Ajv's strict mode refuses would be a 500 at its operation's first request. Every one is
@@ -22,5 +22,13 @@ describe('the spec’s validators', () => {
     expect(compileValidators().importRow).toBe(validators.importRow);
     expect(validators.query['/api/1/user/get']!({ email: 'a@example.com' })).toBe(true);
     expect(validators.query['/api/1/user/get']!({ nope: '1' })).toBe(false);
+  });
+  // A server adds them without checking them against the meta-schema (createSpecAjv): here they are.
+  it('all conform to JSON Schema 2020-12’s meta-schema', () => {
+    const ajv = createSpecAjv({ checkSchemas: true });
+    expect(ajv.getSchema('spec#/$defs/CreateUserRequest')).toBeTypeOf('function');
+    // The check bites: a schema the meta-schema refuses is refused as it is added.
+    expect(() => ajv.addSchema({ $id: 'broken', type: 'strng' })).toThrow(/schema is invalid/);
+    expect(() => createSpecAjv().addSchema({ $id: 'broken', type: 'strng' })).not.toThrow();
   });
 });

@@ -5,13 +5,10 @@
 // bound to the site, the purpose and the account they were made for, and the credentials as
 // enabled factors of user_factors (nothing secret: a public key and a counter).
 import { createHash, randomUUID } from 'node:crypto';
-import {
-  type AuthenticationResponseJSON,
-  generateAuthenticationOptions,
+import type {
+  AuthenticationResponseJSON,
   generateRegistrationOptions,
-  type RegistrationResponseJSON,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
+  RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import { and, count, eq, gt, isNotNull, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
@@ -22,6 +19,13 @@ import { passkeyChallenges, recoveryCodes, siteSettings, userFactors, users } fr
 import { ApiError, userNotFound } from '../errors.ts';
 import type { DeploymentKeys } from './deployment-keys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
+
+/**
+ * @simplewebauthn/server, loaded at the first passkey operation: with its certificate parsers
+ * (@peculiar/x509) it is about 25 ms of CPU at every server and CLI start otherwise, for a feature
+ * many deployments never use. Loaded once; its module cache keeps it.
+ */
+const webauthn = () => import('@simplewebauthn/server');
 
 /** Five minutes, as the login's ticket: time to touch a key, never a session. */
 export const CHALLENGE_MS = 5 * 60_000;
@@ -151,7 +155,7 @@ export async function registrationOptions(db: Db, site: string, userId: string) 
     .from(users)
     .where(and(eq(users.id, userId), inReachOf(site)));
   if (account === undefined) throw userNotFound();
-  const options = await generateRegistrationOptions({
+  const options = await (await webauthn()).generateRegistrationOptions({
     rpName: rp.name,
     rpID: rp.id,
     userID: userHandleOf(account.id),
@@ -204,14 +208,16 @@ export async function addPasskey(
       if (challenge === undefined) return undefined;
       const taken = await takeChallenge(tx, scope.site, 'register', challenge);
       if (taken === undefined || taken.userId !== account.id) return undefined;
-      const verified = await verifyRegistrationResponse({
-        response: request.response,
-        expectedChallenge: challenge,
-        expectedOrigin: rp.origins,
-        expectedRPID: rp.id,
-        requireUserVerification: false,
-        supportedAlgorithmIDs: ALGORITHMS,
-      }).catch(() => undefined);
+      const verified = await (await webauthn())
+        .verifyRegistrationResponse({
+          response: request.response,
+          expectedChallenge: challenge,
+          expectedOrigin: rp.origins,
+          expectedRPID: rp.id,
+          requireUserVerification: false,
+          supportedAlgorithmIDs: ALGORITHMS,
+        })
+        .catch(() => undefined);
       if (!verified?.verified) return undefined;
       const { credential } = verified.registrationInfo;
       const [taken2] = await tx
@@ -314,7 +320,7 @@ export async function loginOptions(
     const decoy = request.email === undefined ? [] : decoyCredentials(keys, site, request.email);
     if (allow.length === 0) allow = decoy;
   }
-  const options = await generateAuthenticationOptions({
+  const options = await (await webauthn()).generateAuthenticationOptions({
     rpID: rp.id,
     allowCredentials: allow,
     userVerification: 'preferred',
@@ -371,18 +377,20 @@ export async function checkAssertion(
   if (forUser !== undefined && forUser !== factor.userId) return undefined;
   const handle = response.response.userHandle;
   if (handle != null && userIdOfHandle(handle) !== factor.userId) return undefined;
-  const verified = await verifyAuthenticationResponse({
-    response,
-    expectedChallenge: challenge,
-    expectedOrigin: rp.origins,
-    expectedRPID: rp.id,
-    credential: {
-      id: response.id,
-      publicKey: new Uint8Array(Buffer.from(factor.publicKey!, 'base64url')),
-      counter: factor.signCount ?? 0,
-    },
-    requireUserVerification: false,
-  }).catch(() => undefined);
+  const verified = await (await webauthn())
+    .verifyAuthenticationResponse({
+      response,
+      expectedChallenge: challenge,
+      expectedOrigin: rp.origins,
+      expectedRPID: rp.id,
+      credential: {
+        id: response.id,
+        publicKey: new Uint8Array(Buffer.from(factor.publicKey!, 'base64url')),
+        counter: factor.signCount ?? 0,
+      },
+      requireUserVerification: false,
+    })
+    .catch(() => undefined);
   if (!verified?.verified) return undefined;
   const { userVerified } = verified.authenticationInfo;
   if (requireUserVerification && !userVerified)
