@@ -224,7 +224,7 @@ export async function assembleOn(
       if (up) wake.notify();
     },
   });
-  const redis = config.redisUrl === undefined ? undefined : await connectRedis(config.redisUrl);
+  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl);
   if (redis !== undefined) await redisReady(redis);
   const counters = databaseCounters(database.db);
   // Leased slices: one store round trip serves many requests (rate-limit.ts).

@@ -1,16 +1,12 @@
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 /**
  * The server's one Redis connection, shared by the rate limiter and verify's lockout: a command
  * fails at once while Redis is unreachable, and after 250 ms when it does not answer, instead of
- * waiting in a queue, so that each store falls back to the database (orDatabase). ioredis is
- * loaded here, when REDIS_URL is set: its 45 modules are otherwise part of every start.
+ * waiting in a queue, so that each store falls back to the database (orDatabase).
  */
-export async function connectRedis(url: string): Promise<Redis> {
-  // Its default export: the class, whether Node loads the package or the release's bundle does
-  // (nodenext types it as the module's namespace, as ajv-formats' in contract/validation.ts).
-  const Redis = (await import('ioredis')).default as unknown as typeof import('ioredis').Redis;
+export function connectRedis(url: string): Redis {
   const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 250 });
   redis.on('error', () => {}); // each failed command is logged where it falls back
   return redis;

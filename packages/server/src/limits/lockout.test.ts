@@ -23,7 +23,7 @@ const PREFIX = `ua:test:lockout:${randomUUID()}:`;
 
 async function redisUnavailable(): Promise<string | undefined> {
   if (!REDIS_URL) return 'TEST_REDIS_URL is not set';
-  const probe = await connectRedis(REDIS_URL);
+  const probe = connectRedis(REDIS_URL);
   try {
     await Promise.race([
       once(probe, 'ready'),
@@ -193,7 +193,7 @@ describe('the database store', () => {
 describe.skipIf(skipRedis !== undefined)('the Redis store', () => {
   let redis: Redis;
   beforeAll(async () => {
-    redis = await connectRedis(REDIS_URL!);
+    redis = connectRedis(REDIS_URL!);
     if (redis.status !== 'ready') await once(redis, 'ready');
   });
   afterAll(async () => {
@@ -245,7 +245,7 @@ describe('the Redis store, when Redis does not answer', () => {
     ['refuses connections', () => 'redis://127.0.0.1:1'],
     ['hangs', () => hungUrl],
   ])('counts in the database, with a warning, when Redis %s', async (_, url) => {
-    const redis = await connectRedis(url());
+    const redis = connectRedis(url());
     try {
       if (url() === hungUrl) await once(redis, 'ready');
       const { logger, lines } = arrayLogger();
