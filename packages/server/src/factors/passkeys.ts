@@ -23,9 +23,14 @@ import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 /**
  * @simplewebauthn/server, loaded at the first passkey operation: with its certificate parsers
  * (@peculiar/x509) it is about 25 ms of CPU at every server and CLI start otherwise, for a feature
- * many deployments never use. Loaded once; its module cache keeps it.
+ * many deployments never use. Loaded once; relyingPartyOf, which every passkey operation calls
+ * before its transaction, waits for it, so that the load never happens with a transaction open.
  */
-const webauthn = () => import('@simplewebauthn/server');
+let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
+const webauthn = () => {
+  library ??= import('@simplewebauthn/server');
+  return library;
+};
 
 /** Five minutes, as the login's ticket: time to touch a key, never a session. */
 export const CHALLENGE_MS = 5 * 60_000;
@@ -63,6 +68,7 @@ export async function relyingPartyOf(db: Db, site: string): Promise<RelyingParty
     .from(siteSettings)
     .where(eq(siteSettings.site, site));
   if (row?.id == null || row.origins == null || row.origins.length === 0) throw passkeysNotConfigured(site);
+  await webauthn();
   return { id: row.id, name: row.name ?? site, origins: row.origins };
 }
 
