@@ -73,9 +73,12 @@ Promise.all(loops.map(async ({ path, token, body }) => {
 export function postLoops(baseUrl: string, loops: PostLoop[]): { answers: number[]; stop(): Promise<void> } {
   const attacker = new Worker(POSTER, { eval: true, workerData: { baseUrl, loops } });
   const answers: number[] = [];
-  const done = new Promise<void>((resolve) =>
-    attacker.on('message', (m: number | 'done') => (m === 'done' ? resolve() : answers.push(m))),
-  );
+  // Ends with its loops, or with the thread (an error in it): stop() never waits for nothing.
+  const done = new Promise<void>((resolve) => {
+    attacker.on('message', (m: number | 'done') => (m === 'done' ? resolve() : answers.push(m)));
+    attacker.on('exit', () => resolve());
+    attacker.on('error', () => resolve());
+  });
   return {
     answers,
     async stop() {

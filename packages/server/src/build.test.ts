@@ -23,8 +23,10 @@ async function builtCli(args: string[], dataDir: string): Promise<{ status: numb
     const { stdout, stderr } = await promisify(execFile)(process.execPath, [`${OUT}/cli.js`, ...args], { env });
     return { status: 0, stdout, stderr };
   } catch (error) {
-    const failed = error as { code?: number; stdout?: string; stderr?: string };
-    return { status: failed.code ?? -1, stdout: failed.stdout ?? '', stderr: failed.stderr ?? String(error) };
+    // code: the exit status, or a string (ENOENT) when it could not start; null when killed.
+    const failed = error as { code?: number | string | null; stdout?: string; stderr?: string };
+    const status = typeof failed.code === 'number' ? failed.code : -1;
+    return { status, stdout: failed.stdout ?? '', stderr: failed.stderr || String(error) };
   }
 }
 

@@ -101,8 +101,16 @@ let compiled: Validators | undefined;
  * Validators keep nothing between calls but their `errors` of the last one, read at once.
  */
 export function compileValidators(): Validators {
-  compiled ??= compile();
+  compiled ??= compile(createSpecAjv());
   return compiled;
+}
+
+/**
+ * A fresh set of the validators whose schemas are checked against JSON Schema's meta-schema as
+ * each is compiled (createSpecAjv's `checkSchemas`): for the test that reads them all once.
+ */
+export function compileCheckedValidators(): Validators {
+  return compile(createSpecAjv({ checkSchemas: true }));
 }
 
 /** An object whose members are made by `makers`, each at its first read and then kept as a plain value. */
@@ -122,8 +130,7 @@ function lazily<T>(makers: Record<string, () => T>): Record<string, T> {
   return record;
 }
 
-function compile(): Validators {
-  const ajv = createSpecAjv();
+function compile(ajv: Ajv2020): Validators {
   const spec = loadSpec();
   const parameter = (p: unknown) =>
     ('$ref' in (p as object)

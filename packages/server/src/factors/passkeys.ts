@@ -28,7 +28,11 @@ import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
  */
 let library: Promise<typeof import('@simplewebauthn/server')> | undefined;
 const webauthn = () => {
-  library ??= import('@simplewebauthn/server');
+  // A load that failed is tried again at the next operation rather than kept.
+  library ??= import('@simplewebauthn/server').catch((error: unknown) => {
+    library = undefined;
+    throw error;
+  });
   return library;
 };
 
