@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { compileCheckedValidators, compileValidators, createSpecAjv } from './validation.ts';
+import { compileCheckedValidators, compileValidators, createSpecAjv, type Validators } from './validation.ts';
+
+/** Every validator of a set, each read (and so compiled) here. */
+const everyValidator = (validators: Validators) => [
+  ...Object.values(validators.body),
+  ...Object.values(validators.query),
+  validators.importShape,
+  validators.importRow,
+  validators.idempotencyKey,
+];
 
 // Each validator is compiled at its first read (a server's start no longer compiles them all): a
 // schema Ajv's strict mode refuses would be a 500 at its operation's first request. Every one is
@@ -7,13 +16,7 @@ import { compileCheckedValidators, compileValidators, createSpecAjv } from './va
 describe('the spec’s validators', () => {
   it('all compile, each once, when first read', () => {
     const validators = compileValidators();
-    const all = [
-      ...Object.values(validators.body),
-      ...Object.values(validators.query),
-      validators.importShape,
-      validators.importRow,
-      validators.idempotencyKey,
-    ];
+    const all = everyValidator(validators);
     expect(Object.keys(validators.body).length).toBeGreaterThan(20);
     expect(Object.keys(validators.query).length).toBeGreaterThan(15);
     for (const validate of all) expect(validate).toBeTypeOf('function');
@@ -27,15 +30,7 @@ describe('the spec’s validators', () => {
   it('all conform to JSON Schema 2020-12’s meta-schema', () => {
     // Every validator, the ones made from parameters and import's parts included, compiled with
     // the check: a schema the meta-schema refuses throws here.
-    const checked = compileCheckedValidators();
-    const all = [
-      ...Object.values(checked.body),
-      ...Object.values(checked.query),
-      checked.importShape,
-      checked.importRow,
-      checked.idempotencyKey,
-    ];
-    for (const validate of all) expect(validate).toBeTypeOf('function');
+    for (const validate of everyValidator(compileCheckedValidators())) expect(validate).toBeTypeOf('function');
     const ajv = createSpecAjv({ checkSchemas: true });
     // The check bites: a schema the meta-schema refuses is refused as it is added.
     expect(() => ajv.addSchema({ $id: 'broken', type: 'strng' })).toThrow(/schema is invalid/);
