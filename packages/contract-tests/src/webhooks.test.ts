@@ -423,20 +423,13 @@ describe('webhooks with two servers on one PostgreSQL database', () => {
             return Number(/^webhook_attempts_total\{outcome="delivered"\} (\d+)/m.exec(text)?.[1] ?? 0);
           }),
         );
-      let sent: number[] = [];
-      await expect
-        .poll(
-          async () => {
-            sent = await sentBy();
-            return sent.reduce((a, b) => a + b, 0);
-          },
-          { timeout: 10_000 },
-        )
-        .toBe(events);
+      const total = (counts: number[]) => counts.reduce((a, b) => a + b, 0);
+      await expect.poll(async () => total(await sentBy()), { timeout: 10_000 }).toBe(events);
       // Settled: read once more a moment later, so that a delivery counted twice, landing just
       // before the last one counted once, cannot pass as the right sum.
-      await new Promise((r) => setTimeout(r, 250));
-      expect((await sentBy()).reduce((a, b) => a + b, 0)).toBe(events);
+      await sleep(250);
+      const sent = await sentBy();
+      expect(total(sent)).toBe(events);
       console.log(
         `[webhooks] two servers: ${events} events delivered (${sent.join(' and ')} by each), ${duplicates} twice`,
       );

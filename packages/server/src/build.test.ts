@@ -1,9 +1,8 @@
 // `pnpm build` gives a server that runs with plain node: bundled, with the contract and the
 // migrations beside it. (What it saves in memory and start time is measured by pnpm bench.)
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processes } from './testing/processes.ts';
 
@@ -17,18 +16,8 @@ const procs = processes();
  * connection the server closed meanwhile (idle past its keep-alive) was then taken up again by
  * the next fetch before its close was read, which failed "other side closed" on a busy machine.
  */
-async function builtCli(args: string[], dataDir: string): Promise<{ status: number; stdout: string; stderr: string }> {
-  const env = { PATH: process.env.PATH ?? '', DATA_DIR: dataDir };
-  try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [`${OUT}/cli.js`, ...args], { env });
-    return { status: 0, stdout, stderr };
-  } catch (error) {
-    // code: the exit status, or a string (ENOENT) when it could not start; null when killed.
-    const failed = error as { code?: number | string | null; stdout?: string; stderr?: string };
-    const status = typeof failed.code === 'number' ? failed.code : -1;
-    return { status, stdout: failed.stdout ?? '', stderr: failed.stderr || String(error) };
-  }
-}
+const builtCli = (args: string[], dataDir: string) =>
+  procs.cli(args, { DATA_DIR: dataDir }, undefined, `${OUT}/cli.js`);
 
 beforeAll(() => {
   const built = spawnSync(process.execPath, [`${PACKAGE}build.ts`, OUT], { encoding: 'utf8' });
@@ -63,14 +52,14 @@ describe('the built server (pnpm build)', () => {
     expect(refused.status).toBe(400);
 
     const cli = await builtCli(['token', 'list', '--json'], dataDir);
-    expect(cli.status, cli.stderr).toBe(0);
+    expect(cli.code, cli.stderr).toBe(0);
     expect(JSON.parse(cli.stdout)).toEqual([expect.objectContaining({ label: 'dev-token', site: 'default' })]);
 
     // A site's metadata schema is checked in the schema worker, a file of its own beside main.js.
     const schemaFile = `${dataDir}/schema.json`;
     writeFileSync(schemaFile, JSON.stringify({ properties: { plan: { type: 'string', pattern: '^(free|pro)$' } } }));
     const set = await builtCli(['metadata-schema', 'set', '--site', 'default', schemaFile], dataDir);
-    expect(set.status, set.stderr).toBe(0);
+    expect(set.code, set.stderr).toBe(0);
     const withPlan = (plan: string) =>
       fetch(`${server.baseUrl}/api/1/user/create`, {
         method: 'POST',

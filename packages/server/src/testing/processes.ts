@@ -78,7 +78,7 @@ export function processes() {
       return running;
     },
     /**
-     * `node src/cli.ts ARGS` (the run's build of it, as server() starts); resolves with its exit code and output. A CLI still running after
+     * `node src/cli.ts ARGS` (the run's build of it, as server() starts; or `script`); resolves with its exit code and output. A CLI still running after
      * `timeoutMs` is killed (code null, and stderr says so): one left waiting on a database that
      * went away outlived a clean-clone CI run by 23 minutes. cleanup() kills any still running.
      */
@@ -86,8 +86,9 @@ export function processes() {
       args: string[],
       vars: Record<string, string>,
       timeoutMs = 300_000,
+      script?: string,
     ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-      const child = spawn(process.execPath, [builtEntry('cli.js') ?? CLI, ...args], { env: env(vars) });
+      const child = spawn(process.execPath, [script ?? builtEntry('cli.js') ?? CLI, ...args], { env: env(vars) });
       children.push(child);
       let stdout = '';
       let stderr = '';
