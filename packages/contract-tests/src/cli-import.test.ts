@@ -321,7 +321,7 @@ describe('cli import with breached-password screening, on the embedded database'
     expect(run.stdout).toContain('line 1: breached');
     expect(asked.length).toBeGreaterThan(0);
     for (const url of asked) expect(url).toMatch(/^\/range\/[0-9A-F]{5}$/);
-  }, 60_000);
+  }, 180_000);
 });
 
 // What a terminal would obey: C0 but the line breaks, DEL, C1, and the bidirectional formatting characters.
@@ -334,7 +334,7 @@ describe('cli import of a hostile file, on the embedded database', () => {
   beforeAll(async () => {
     env = { DATA_DIR: procs.dataDir(), ...TEST_HASHES };
     await embeddedDatabase(env);
-  }, 60_000);
+  }, 180_000);
   const account = (email: string, extra: Record<string, unknown> = {}) =>
     JSON.stringify({ email, name: 'Ok', password: 'a long and unusual passphrase', ...extra });
 
@@ -362,7 +362,7 @@ describe('cli import of a hostile file, on the embedded database', () => {
     expect(run.stdout).toContain('line 3: invalid_request: \\u000d\\u001b[2K5 of 5 accounts imported.\\u000a is not');
     expect(run.stdout).toContain('line 4: invalid_request: \\u009b2J\\u202etxt.exe is not');
     expect(run.stdout.trimEnd().split('\n')).toHaveLength(2 + 5);
-  }, 60_000);
+  }, 180_000);
 
   it('refuses a line over 512 KiB with its number, without holding it, and imports the lines around it', async () => {
     const file = join(procs.dataDir(), 'long.ndjson');
@@ -388,5 +388,5 @@ describe('cli import of a hostile file, on the embedded database', () => {
     );
     expect(run.stderr).not.toMatch(/Error|\n\s+at /);
     expect(run.stderr).toMatch(/^import: 3\/3 rows/m);
-  }, 60_000);
+  }, 180_000);
 });

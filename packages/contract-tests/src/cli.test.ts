@@ -97,7 +97,7 @@ describe('cli on the embedded database, while the server runs', () => {
     expect(header).toMatch(/^AT\s+SITE\s+BY\s+OPERATION\s/);
     expect(lines.at(-1)).toMatch(/\sshop\s+web app\s+create\s/);
     expect(tail.stdout).not.toContain(row.id);
-  }, 60_000);
+  }, 180_000);
 
   // Issue 46, point 5: who acted is a person, and the link is the running server's.
   it('console --as NAME: a token labelled with the person, named in the audit trail; the link is the server’s own address', async () => {
@@ -179,7 +179,7 @@ describe('cli on the embedded database, while the server runs', () => {
     const cleared = await procs.cli(['metadata-schema', 'clear', '--site', 'plans'], env);
     expect(cleared.code, cleared.stderr).toBe(0);
     expect((await create('gold')).response.status).toBe(201);
-  }, 60_000);
+  }, 180_000);
 
   it.each([
     [['token', 'create', '--site', 'shop', '--scopes', 'admin', '--label', 'x'], /--scopes must be/],
@@ -293,7 +293,7 @@ describe('cli on PostgreSQL, with two and three servers: the revocation bound', 
         for (const s of servers) s.child.kill('SIGTERM');
         await Promise.all(servers.map((s) => s.exited));
       },
-      90_000,
+      180_000,
     );
   }
 });
@@ -343,7 +343,7 @@ describe('DATABASE_LISTEN_URL', async () => {
       server.child.kill('SIGTERM');
       await server.exited;
     },
-    60_000,
+    180_000,
   );
 });
 

@@ -148,7 +148,12 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     expect(log.filter((o) => o.status === 0)).toEqual([]);
     expect(log.filter((o) => ![200, 201, 503].includes(o.status))).toEqual([]);
     expect(log.filter((o) => o.status === 503 && o.code !== 'service_unavailable')).toEqual([]);
-    expect(Math.max(...log.map((o) => o.ms))).toBeLessThan(REQUEST_TIMEOUT_MS + 1_000);
+    // The slowest, with when it started against the outage: what a failure needs to be understood.
+    const slowest = log.reduce((a, b) => (b.ms > a.ms ? b : a));
+    expect(
+      slowest.ms,
+      `slowest: ${JSON.stringify({ ...slowest, startedAt: undefined, afterStop: slowest.startedAt - downAt, afterStart: slowest.startedAt - upAt })}`,
+    ).toBeLessThan(REQUEST_TIMEOUT_MS + 1_000);
     // The outage was seen, and /readyz said so, then said it was over.
     expect(log.filter((o) => o.status === 503 && o.startedAt >= downAt && o.startedAt < upAt).length).toBeGreaterThan(
       0,

@@ -274,7 +274,7 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     });
     expect(duplicates).toBe(0);
     console.log(`[webhooks] ${backend.name}: ${acks.length} acknowledged writes, ${events} events, all delivered once`);
-  }, 90_000);
+  }, 180_000);
 
   it('retries while the receiver answers 500, then delivers everything, in order per account', async () => {
     const receiver = await startReceiver();
@@ -305,7 +305,7 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     console.log(
       `[webhooks] ${backend.name}: ${failedAttempts} attempts answered 500, then all ${events} events delivered`,
     );
-  }, 90_000);
+  }, 180_000);
 
   it('loses nothing when the server is SIGKILLed during writes and deliveries and started again', async () => {
     const receiver = await startReceiver();
@@ -393,7 +393,7 @@ describe.each(backends)('webhooks on the $name', (backend) => {
     expect(receiver.received.map((r) => r.event.subject)).toContain(id);
     // The bound per endpoint (WEBHOOK_ENDPOINT_CONCURRENCY, 4 by default): not the sender's 16.
     expect(counts.most).toBeLessThanOrEqual(4);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('webhooks with two servers on one PostgreSQL database', () => {
@@ -434,7 +434,7 @@ describe('webhooks with two servers on one PostgreSQL database', () => {
         `[webhooks] two servers: ${events} events delivered (${sent.join(' and ')} by each), ${duplicates} twice`,
       );
     },
-    90_000,
+    180_000,
   );
 });
 

@@ -56,7 +56,7 @@ describe('main', () => {
 
     second.child.kill('SIGINT');
     expect(await second.exited).toBe(0);
-  }, 60_000);
+  }, 180_000);
 
   it('with SHUTDOWN_DRAIN_MS, keeps serving after SIGTERM while /readyz says 503 and no connection is kept alive, then exits', async () => {
     const server = run({ DATA_DIR: await procs.migratedDataDir(), SHUTDOWN_DRAIN_MS: '1500' });
@@ -74,7 +74,7 @@ describe('main', () => {
     expect(live.headers.get('connection')).toBe('close');
     expect(await server.exited).toBe(0);
     expect(Date.now() - signalled).toBeGreaterThanOrEqual(1_500);
-  }, 30_000);
+  }, 90_000);
 
   it("sizes libuv's thread pool for HASH_CONCURRENCY hashes and 4 more threads, not libuv's 4", async () => {
     // Found by review: with its default 4 threads, no more than 4 hashes ever ran at once.
@@ -96,7 +96,7 @@ describe('main', () => {
       return threads;
     };
     expect((await threadsAfterAHash(16)) - (await threadsAfterAHash(1))).toBeGreaterThanOrEqual(15);
-  }, 60_000);
+  }, 180_000);
 
   it('logs JSON lines when not in a terminal, and readable lines with LOG_FORMAT=pretty', async () => {
     const json = run({ DATA_DIR: await procs.migratedDataDir() });
@@ -111,7 +111,7 @@ describe('main', () => {
     const first = pretty.stdout().split('\n')[0]!;
     expect(() => JSON.parse(first)).toThrow();
     expect(first).toMatch(/INFO.*listening on http/);
-  }, 60_000);
+  }, 180_000);
 
   it.each([
     [{ PORT: 'eighty' }, /PORT must be a whole number/],
@@ -149,7 +149,7 @@ describe('main', () => {
     await fixed.ready;
     fixed.child.kill('SIGTERM');
     expect(await fixed.exited).toBe(0);
-  }, 60_000);
+  }, 180_000);
 
   it('keeps its files private under umask 000, and refuses a dev-token or a folder another user could change', async () => {
     const dir = join(dataDir(), 'data'); // created by the server, as ./data is
@@ -201,7 +201,7 @@ describe('main', () => {
     await again.ready;
     again.child.kill('SIGTERM');
     expect(await again.exited).toBe(0);
-  }, 90_000);
+  }, 180_000);
 
   it.skipIf(pgSkip !== undefined)(
     'stops on SIGTERM on PostgreSQL without a warning (closing its LISTEN is not losing it)',
@@ -228,7 +228,7 @@ describe('main', () => {
         await admin.end();
       }
     },
-    60_000,
+    180_000,
   );
 
   it('refuses a port in use before it creates its data folder or mints a token, and says so in words', async () => {
@@ -246,5 +246,5 @@ describe('main', () => {
     } finally {
       holder.close();
     }
-  }, 60_000);
+  }, 180_000);
 });

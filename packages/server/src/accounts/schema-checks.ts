@@ -110,9 +110,8 @@ function step(): void {
   waiting.delete(site);
   if (queue.length > 0) waiting.set(site, queue);
   running = { check, timer: undefined };
-  // The deadline counts the worker's own CPU time, not the wall clock: on a busy machine (the worker
-  // runs at the lowest priority) a check that waits for the CPU is not refused for it; the request's
-  // own deadline bounds that wait (503).
+  // The deadline counts the worker's own CPU time, not the wall clock: on a busy machine a check
+  // that waits for the CPU is not refused for it; the request's own deadline bounds that wait (503).
   const since = current.thread.cpuUsage();
   const watch = (after: number) => {
     running!.timer = setTimeout(async () => {

@@ -1,7 +1,6 @@
 // The worker thread that checks metadata against sites' schemas (issue 41, F1), so that a costly
 // check holds no event loop but this one, and is stopped (the worker terminated) past its
 // deadline: see schema-checks.ts. It answers each message with the check's faults.
-import { constants, setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { siteSchemaFaults, siteSchemaValidator } from './site-schema.ts';
 
@@ -11,11 +10,12 @@ export interface SchemaCheckRequest {
   pointer: string;
 }
 
-// The lowest scheduling priority, for this thread only (Linux gives each thread its own: elsewhere
-// it would be the whole process's, so it is left alone): on a busy machine, the event loop and the
-// hashes take the CPU before a site's costly check does.
-if (process.platform === 'linux') setPriority(0, constants.priority.PRIORITY_LOW);
-
+// The thread keeps the process's priority. At the lowest (nice 19, as it once ran) it stalled the
+// event loop it was meant to spare: on a machine whose cores were busy, /healthz waited 195–395 ms
+// while thrasher's checks ran (noisy-neighbours, three tries of three beside two busy loops; 3–12
+// ms at the process's priority), the main thread waiting on what this starved thread held (the
+// process shares one address space, and one pool of V8 helper threads). It is bounded otherwise:
+// one thread (one core at most), SCHEMA_CHECK_MS of CPU a check, sites in turn.
 parentPort?.on('message', ({ schema, metadata, pointer }: SchemaCheckRequest) => {
   const validate = siteSchemaValidator(schema);
   parentPort?.postMessage(validate === undefined ? [] : siteSchemaFaults(validate, metadata, pointer));
