@@ -97,6 +97,16 @@ const system = [...systemSideBySide, ...systemAlone];
 const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
 
 /**
+ * A system test's time limit, unless it names a longer one (and those name at least 120 s): it
+ * starts processes, browsers and fresh databases on a machine the timed tier keeps busy at a
+ * higher priority. On a 2-core machine whose run took 1,076 s rather than the usual 480–550 s,
+ * a CLI test of the default 30 s (20 s where the run was quicker) and a fresh embedded database's
+ * 60 s ran out (2026-11-29). A limit catches a hang; it is no measure of speed, which the tests
+ * that are about time assert themselves.
+ */
+const SYSTEM_TIMEOUT = 120_000;
+
+/**
  * Files side by side: vitest's default on 2 cores is one worker (cores − 1), and those files
  * often wait (on a server's answer, a hash, a database, a template being made), so more at a time
  * take less wall time with the same tests. The first three tiers run three at a time: 195 s alone
@@ -181,13 +191,20 @@ export default defineConfig({
           // Shared modules here too: each file's worker started vitest and imported its modules.
           isolate: ISOLATE,
           sequence: { groupOrder: 1 },
+          testTimeout: SYSTEM_TIMEOUT,
           // Starts the system-alone tier beside it (scripts/run-tests.ts).
           setupFiles: ['./scripts/test-system-started.ts'],
         },
       },
       {
         extends: true,
-        test: { name: 'system-alone', include: systemAlone, maxWorkers: 1, sequence: { groupOrder: 2 } },
+        test: {
+          name: 'system-alone',
+          include: systemAlone,
+          maxWorkers: 1,
+          sequence: { groupOrder: 2 },
+          testTimeout: SYSTEM_TIMEOUT,
+        },
       },
     ],
   },

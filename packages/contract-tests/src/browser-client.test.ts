@@ -83,7 +83,7 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
       'get 200 Renamed in a browser',
       'delete 200 user removed',
     ]);
-  }, 60_000);
+  }, 180_000);
 
   it('against the server without CORS_ORIGINS (the default): the browser refuses to let the page read anything', async () => {
     const server = await serverWith({});
@@ -93,7 +93,7 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
     expect(lines[0]).toMatch(
       /^error TransportError: POST http:\/\/127\.0\.0\.1:\d+\/api\/1\/user\/create: no answer from the server \(Failed to fetch\)$/,
     );
-  }, 60_000);
+  }, 180_000);
 
   it('against the Prism mock of the spec: the same calls get its documented examples', async () => {
     // The page's origin is allowed as MOCK_CORS_ORIGINS would allow it.
@@ -108,5 +108,5 @@ describe.skipIf(unavailable !== undefined)('the client in a browser page built w
       'get 200',
       'delete 200',
     ]);
-  }, 60_000);
+  }, 180_000);
 });

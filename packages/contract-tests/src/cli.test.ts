@@ -210,7 +210,7 @@ describe('cli on the embedded database, while the server runs', () => {
       expect(result.stderr).not.toContain('The database is');
       if (args[0] === 'token') expect(result.stderr).toContain(`Usage: cli ${args[0]} ${args[1]} `);
     },
-    30_000,
+    180_000,
   );
 
   it('without DATABASE_URL and before any server made the embedded database, names both ways to give it one', async () => {

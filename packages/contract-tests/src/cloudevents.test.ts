@@ -177,5 +177,5 @@ describe('change events, read with the CloudEvents SDK and Standard Webhooks', (
     const replayed = await procs.cli(['webhook', 'replay', endpointId, '--from', feed[10]!.sequence], env);
     expect(replayed.code, replayed.stderr).toBe(0);
     expect(replayed.stdout).toMatch(/^Queued 3 deliveries/);
-  }, 60_000);
+  }, 180_000);
 });

@@ -241,7 +241,7 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
     report('Redis stopped for 3 s', load.all());
     expect(load.all().filter(failed)).toEqual([]);
     await setCheck(cluster, load.writes);
-  }, 60_000);
+  }, 180_000);
 
   // Last: it leaves the cluster without a standby.
   it('the primary SIGKILLed and the standby promoted: 503s (never 500) meanwhile, back within 10 s, no acknowledged write lost', async () => {
@@ -453,7 +453,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     await sleep(1_000);
     const after = await Promise.all(Array.from({ length: 9 }, () => get(token)));
     expect(after.map((r) => r.status)).toEqual(Array(9).fill(401));
-  }, 60_000);
+  }, 180_000);
 
   it('an Idempotency-Key retried through HAProxy on every replica creates one account and replays its answer', async () => {
     const body = JSON.stringify({ email: 'idem.lb@example.com', password: 'Idempotent-pass-1', name: 'Idem' });
@@ -478,7 +478,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
       (sql) => sql`select count(*)::int as n from users where email = 'idem.lb@example.com'`,
     );
     expect(row!.n).toBe(1);
-  }, 60_000);
+  }, 180_000);
 
   it('failed verifies are counted once across replicas: the lock holds on all three (Redis)', async () => {
     await createAccounts(cluster.state.url, 1, 'lockout');
@@ -492,7 +492,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     for (let i = 0; i < 13; i++) statuses.push((await verify()).status);
     // VERIFY_LIMIT's default: 10 failures, then locked, on whichever replica answers.
     expect(statuses).toEqual([...Array(10).fill(422), 429, 429, 429]);
-  }, 60_000);
+  }, 180_000);
 
   it('webhook deliveries are shared by the three replicas: every event delivered, none twice', async () => {
     const cleanups: (() => Promise<void>)[] = [];
@@ -522,7 +522,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     } finally {
       await Promise.all(cleanups.map((c) => c()));
     }
-  }, 60_000);
+  }, 180_000);
 
   it(`one rate-limit budget (${RATE}/60s) shared by the three replicas`, async () => {
     const statuses: number[] = [];
@@ -537,7 +537,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
     // What earlier tests in this block spent counts too; leases leave at most (n − 1) × ⌊q/16⌋ unspent.
     expect(served).toBeLessThanOrEqual(RATE);
     expect(statuses.slice(-6)).toEqual(Array(6).fill(429));
-  }, 60_000);
+  }, 180_000);
 });
 
 const summary = (answers: Answer[]) =>
@@ -655,7 +655,7 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
       stop.abort();
       await Promise.all(polls);
     }
-  }, 60_000);
+  }, 180_000);
 
   it('(b) slow senders (bodies and headers a byte at a time, no token) neither fail nor slow another site’s requests', async () => {
     const { url } = cluster.state;
@@ -699,7 +699,7 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
     } finally {
       for (const clients of [...bodies, heads]) clients.stop();
     }
-  }, 60_000);
+  }, 180_000);
 
   it('(c) 450 bogus tokens from one address lock out that address only: a fresh token from another is accepted', async () => {
     const ATTACKER = '127.0.0.40';
@@ -720,7 +720,7 @@ withCluster('one site cannot hurt another through the balancer (deploy/haproxy.c
     );
     expect(fromVictim.map((a) => a.status)).toEqual(Array(6).fill(404));
     expect(still.map((a) => a.status)).toEqual(Array(6).fill(429));
-  }, 60_000);
+  }, 180_000);
 
   it('(d) only a feed read that waits takes a long-poll slot: without wait, or with wait=0, it is an ordinary request', async () => {
     const sessions = async () => {

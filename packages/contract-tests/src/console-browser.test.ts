@@ -391,7 +391,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(refused).toEqual([]);
       expect(failed).toEqual([]);
       await page.close();
-    }, 90_000);
+    }, 180_000);
 
     it("shows the site's webhooks, their deliveries and failures, and replays one; the API agrees (at 360 px)", async () => {
       const created = await api.POST('/api/1/user/create', {
@@ -441,7 +441,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await screenshot(page, 'webhooks', name);
       expect(refused).toEqual([]);
       await page.close();
-    }, 60_000);
+    }, 180_000);
 
     it("follows the site's events as they happen", async () => {
       const { page, refused } = await open('/console');
@@ -472,7 +472,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await screenshot(page, 'events', name);
       expect(refused).toEqual([]);
       await page.close();
-    }, 60_000);
+    }, 180_000);
 
     it("shows an account's sessions (device, address, last seen, how), revokes one and then all, and starts an impersonation; the API agrees", async () => {
       const email = `mary@${domain}`;
@@ -592,7 +592,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(refused).toEqual([]);
       expect(failed).toEqual([]);
       await page.close();
-    }, 90_000);
+    }, 180_000);
 
     it('names who acted: a console token of `cli console --as` shows its person in the audit trail', async () => {
       const ann = await target.createToken({
@@ -619,7 +619,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(await axeViolations(page), 'audit trail with a person').toEqual([]);
       expect(refused).toEqual([]);
       await page.close();
-    }, 60_000);
+    }, 180_000);
 
     it("signs in from cli console's address, forgets the fragment, and shows an action the token's scopes refuse as disabled, saying why", async () => {
       const reader = await target.createToken({ site: 'default', scopes: ['read'], label: 'console reader' });
@@ -654,7 +654,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(await axeViolations(page), 'refused action').toEqual([]);
       expect(refused).toEqual([]);
       await page.close();
-    }, 60_000);
+    }, 180_000);
 
     it("shows an account's identities, unlinks one after a confirmation, and shows the API's refusal to unlink the last way to sign in; the API agrees", async () => {
       // An account made from a provider's identity (no password), with a second identity linked.
@@ -735,7 +735,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(refused).toEqual([]);
       expect(failed).toEqual([]);
       await page.close();
-    }, 60_000);
+    }, 180_000);
 
     it("lists the site's organizations, opens one (its members and pending invitations), shows an account's organizations, removes a member and revokes an invitation after confirmations; the API agrees", async () => {
       const roleSet = await api.POST('/api/1/org/roles', {
@@ -864,7 +864,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(refused).toEqual([]);
       expect(failed).toEqual([]);
       await page.close();
-    }, 90_000);
+    }, 180_000);
   },
 );
 

@@ -157,5 +157,5 @@ describe.skipIf(skip !== undefined)('deploy/Containerfile, built from the releas
     expect(verified.response.status).toBe(200);
     expect(podman(['logs', id]).stdout).toMatch(/"version":"[^"]+".*listening on/);
     expect(podman(['top', id, 'user']).stdout).not.toMatch(/\broot\b/);
-  }, 60_000);
+  }, 180_000);
 });

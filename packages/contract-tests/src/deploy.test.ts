@@ -23,7 +23,7 @@ describe.skipIf(skip !== undefined)('the README deploy sequence on PostgreSQL', 
   beforeAll(() => {
     const built = node([`${SERVER}build.ts`, OUT], {});
     expect(built.status, built.stderr).toBe(0);
-  }, 60_000);
+  }, 180_000);
   afterAll(async () => {
     procs.cleanup();
     rmSync(OUT, { recursive: true, force: true });
@@ -53,7 +53,7 @@ describe.skipIf(skip !== undefined)('the README deploy sequence on PostgreSQL', 
     expect(response.status).toBe(201);
     const got = await client.GET('/api/1/user/get', { params: { query: { _userId: data!.result._userId } } });
     expect(got.data?.result.email).toBe('deployed@example.com');
-  }, 60_000);
+  }, 180_000);
 
   it('refuses to start with neither API_TOKENS nor a usable token in the database, saying both ways out', async () => {
     const database = await freshPostgresDatabase();
@@ -61,5 +61,5 @@ describe.skipIf(skip !== undefined)('the README deploy sequence on PostgreSQL', 
     const server = procs.server({ DATABASE_URL: database.url }, `${OUT}/main.js`);
     expect(await server.exited).toBe(1);
     expect(server.stderr()).toMatch(/no API token: set API_TOKENS .*or mint one .*cli token create/);
-  }, 60_000);
+  }, 180_000);
 });

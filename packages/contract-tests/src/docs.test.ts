@@ -148,5 +148,5 @@ describe.skipIf(unavailable !== undefined)('/docs in Chromium', () => {
     } finally {
       await browser.close();
     }
-  }, 60_000);
+  }, 180_000);
 });

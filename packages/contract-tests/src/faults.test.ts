@@ -167,7 +167,7 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     const firstGood = Math.min(...log.filter((o) => o.startedAt >= upAt && o.status < 500).map((o) => o.startedAt));
     console.log(`outage: first success ${firstGood - upAt} ms after PostgreSQL accepted connections again`);
     expect(server.child.exitCode).toBeNull();
-  }, 60_000);
+  }, 180_000);
 
   it('PostgreSQL SIGKILLed during creates, updates and deletes: every acknowledged write is there after recovery', async () => {
     const pg = await cluster();
@@ -207,7 +207,7 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     expect(load.log.filter((o) => o.status >= 500 && o.status !== 503)).toEqual([]);
     expect(await pg.sql.unsafe(HALF_WRITTEN)).toHaveLength(0);
     expect(server.child.exitCode).toBeNull();
-  }, 90_000);
+  }, 180_000);
 
   it('the server SIGKILLed during writes and restarted: no half-written account, every acknowledged write there', async () => {
     const pg = await cluster();
@@ -239,7 +239,7 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     );
     expect(lost).toEqual([]);
     expect(await pg.sql.unsafe(HALF_WRITTEN)).toHaveLength(0);
-  }, 90_000);
+  }, 180_000);
 
   it('a database that hangs (a table lock): requests end in 503 at the deadline, never pile up, and a write that timed out changed nothing', async () => {
     const pg = await cluster();
@@ -303,7 +303,7 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
       ),
     );
     expect(again.every((o) => o.status === 200)).toBe(true);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('faults with the embedded database', () => {
@@ -346,7 +346,7 @@ describe('faults with the embedded database', () => {
       await database.close();
       rmSync(dataDir, { recursive: true, force: true });
     }
-  }, 90_000);
+  }, 180_000);
 });
 
 withPostgres('a server crash between a write and its answer (PostgreSQL)', () => {
@@ -426,5 +426,5 @@ withPostgres('a server crash between a write and its answer (PostgreSQL)', () =>
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(body.result).toEqual({ _userId: accountId, status: 'user created' });
     expect(await committed()).toEqual([accountId]);
-  }, 60_000);
+  }, 180_000);
 });

@@ -154,7 +154,7 @@ describe.skipIf(typeof generators === 'string')('client generators, from the spe
     }
     writeFileSync(join(dir, 'round-trips.ts'), ROUND_TRIPS);
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify(TSCONFIG));
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     await target?.close();
@@ -168,7 +168,7 @@ describe.skipIf(typeof generators === 'string')('client generators, from the spe
       (error: { stdout?: string; message: string }) => error.stdout || error.message,
     );
     expect(checked).toBe('');
-  }, 60_000);
+  }, 180_000);
 
   it('writes zod modules that import, and accept the names and addresses the server accepts', async () => {
     const heyZod = await import(pathToFileURL(join(dir, 'hey', 'zod.gen.ts')).href);

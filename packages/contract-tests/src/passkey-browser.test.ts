@@ -123,7 +123,7 @@ describe.skipIf(unavailable !== undefined)('passkeys in Chromium with a virtual 
     expect(factors.data?.result.factors).toEqual([
       expect.objectContaining({ type: 'passkey', label: 'This browser', lastUsedAt: expect.any(String) }),
     ]);
-  }, 90_000);
+  }, 180_000);
 
   it('refuses the registration from a page whose origin the relying party does not list', async () => {
     const { lines } = await runFlow(unlisted);
@@ -132,5 +132,5 @@ describe.skipIf(unavailable !== undefined)('passkeys in Chromium with a virtual 
       'passkey options 200 ok',
       'passkey register 422 invalid_credentials',
     ]);
-  }, 90_000);
+  }, 180_000);
 });

@@ -236,7 +236,7 @@ describe.skipIf(tarMissing !== undefined)('the release archive, unpacked into an
       });
       expect(verified.response.status).toBe(200);
     },
-    60_000,
+    180_000,
   );
 });
 

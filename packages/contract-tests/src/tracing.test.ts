@@ -180,7 +180,7 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
         await target.close();
       }
     },
-    60_000,
+    180_000,
   );
 
   it("sends a webhook delivery's traceparent in the trace of the write that made the event", async () => {
@@ -247,5 +247,5 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
       hookServer.closeAllConnections();
       await new Promise<void>((resolve) => hookServer.close(() => resolve()));
     }
-  }, 60_000);
+  }, 180_000);
 });

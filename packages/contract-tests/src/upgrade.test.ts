@@ -189,7 +189,7 @@ describe.skipIf(skip !== undefined)('upgrading a database made by an earlier mai
     } finally {
       await sql.end();
     }
-  }, 60_000);
+  }, 180_000);
 
   it('refuses a database whose 0007 and 0008 came from main before 5b1690b, saying what to do instead', async () => {
     const database = await freshPostgresDatabase();
@@ -207,5 +207,5 @@ describe.skipIf(skip !== undefined)('upgrading a database made by an earlier mai
     } finally {
       await sql.end();
     }
-  }, 60_000);
+  }, 180_000);
 });

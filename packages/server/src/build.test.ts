@@ -22,7 +22,7 @@ const builtCli = (args: string[], dataDir: string) =>
 beforeAll(() => {
   const built = spawnSync(process.execPath, [`${PACKAGE}build.ts`, OUT], { encoding: 'utf8' });
   expect(built.status, built.stderr).toBe(0);
-}, 60_000);
+}, 180_000);
 afterAll(() => {
   procs.cleanup();
   rmSync(OUT, { recursive: true, force: true });
@@ -75,5 +75,5 @@ describe('the built server (pnpm build)', () => {
     const gold = await withPlan('gold');
     expect(gold.status).toBe(400);
     expect(((await gold.json()) as { errors: { pointer: string }[] }).errors[0]?.pointer).toBe('/metadata/plan');
-  }, 60_000);
+  }, 180_000);
 });

@@ -48,7 +48,7 @@ describe('site schema checks', () => {
       },
     ]);
     expect(await checkSiteSchema('shop', plans, { plan: 'pro' }, '/metadata')).toEqual([]);
-  }, 60_000);
+  }, 180_000);
 
   it("take one check from each waiting site in turn: a site's flood holds another's check back by one", async () => {
     const order: string[] = [];
@@ -63,7 +63,7 @@ describe('site schema checks', () => {
     expect(await shop).toEqual([]);
     await Promise.all(flood);
     expect(order.indexOf('shop')).toBeLessThanOrEqual(1);
-  }, 60_000);
+  }, 180_000);
 
   it('drop a waiting check whose request is gone, without running it', async () => {
     const running = checkSiteSchema('thrasher', costly, { x: text }, '/metadata');
@@ -73,7 +73,7 @@ describe('site schema checks', () => {
     await expect(abandoned).rejects.toThrow('the request is gone');
     expect(await checkSiteSchema('shop', plans, { plan: 'free' }, '/metadata')).toEqual([]);
     await running;
-  }, 60_000);
+  }, 180_000);
 
   // Found by review: each check left its abort listener on the request's signal until it aborted,
   // so an import's rows piled listeners (and their metadata) up on one signal.

@@ -68,7 +68,7 @@ describe('a timed suspension in a running server', () => {
     expect(await eventsOf(server, id, 'user.enabled')).toHaveLength(1);
     server.child.kill('SIGTERM');
     expect(await server.exited).toBe(0);
-  }, 60_000);
+  }, 180_000);
 
   it.skipIf(pgSkip !== undefined)(
     'ends once when three servers share one PostgreSQL: one user.enabled event, one audit row by the job',
@@ -110,6 +110,6 @@ describe('a timed suspension in a running server', () => {
         await admin.end();
       }
     },
-    90_000,
+    180_000,
   );
 });
