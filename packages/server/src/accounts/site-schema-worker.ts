@@ -12,10 +12,10 @@ export interface SchemaCheckRequest {
 
 // The thread keeps the process's priority. At the lowest (nice 19, as it once ran) it stalled the
 // event loop it was meant to spare: on a machine whose cores were busy, /healthz waited 195–395 ms
-// while thrasher's checks ran (noisy-neighbours, three tries of three beside two busy loops; 3–12
-// ms at the process's priority), the main thread waiting on what this starved thread held (the
-// process shares one address space, and one pool of V8 helper threads). It is bounded otherwise:
-// one thread (one core at most), SCHEMA_CHECK_MS of CPU a check, sites in turn.
+// while thrasher's checks ran (noisy-neighbours' metadata test failed three tries of three beside
+// two busy loops, and passed three of three at the process's priority), likely the main thread
+// waiting on what this starved thread held (one address space, one pool of V8 helper threads). It
+// is bounded otherwise: one thread of checks, SCHEMA_CHECK_MS of CPU a check, sites in turn.
 parentPort?.on('message', ({ schema, metadata, pointer }: SchemaCheckRequest) => {
   const validate = siteSchemaValidator(schema);
   parentPort?.postMessage(validate === undefined ? [] : siteSchemaFaults(validate, metadata, pointer));
