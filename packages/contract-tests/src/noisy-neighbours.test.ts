@@ -290,10 +290,11 @@ describe('imports', () => {
  * A PostgreSQL cluster of this file's own, started by this process and so at its scheduling
  * priority, where the machine's binaries allow: `./pnpmw test` runs this file at a raised priority
  * beside the system tier (scripts/run-tests.ts), and the machine's shared PostgreSQL, at the
- * normal one, shared the CPU with that tier. The victim tests' bounds then read the other tests'
- * load rather than evil's: on a machine twice as slow, shop's login p50 under evil's lists read 121
- * ms against a bound of 105, and /healthz 113 ms (2026-11-29, a clean-clone run). One cluster for
- * the file, a new database in it for each server.
+ * normal one, shared the CPU with that tier. On the shared server the victim tests' bounds read
+ * the other tests' load as well as evil's: in a clean-clone run that took 1,079 s (480–550 s on
+ * a quicker machine), shop's login p50 under evil's lists read 121 ms against a bound of 105, and
+ * /healthz 113 ms (2026-11-29). One cluster for the file, a new database in it for each server;
+ * without the binaries (a machine with PostgreSQL elsewhere), TEST_DATABASE_URL's server.
  */
 let cluster: Promise<PrivatePostgres> | undefined;
 afterAll(async () => {
@@ -386,7 +387,7 @@ describe.each([
     }
     const evilAnswers = await attacker.stop();
     const said = `quiet p50 ${median(quiet).toFixed(0)} ms, attacked p50 ${median(attacked.map((a) => a.ms)).toFixed(0)} ms, /healthz max ${Math.max(...health).toFixed(0)} ms, evil's answers ${JSON.stringify(evilAnswers)}`;
-    console.log(`[noisy-neighbours] ${said}`);
+    console.log(`[noisy-neighbours] ${cluster === undefined ? '' : "on the file's own PostgreSQL: "}${said}`);
     expect(
       attacked.map((a) => a.status),
       said,
