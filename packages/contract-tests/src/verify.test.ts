@@ -31,6 +31,9 @@ let seq = 0;
 const email = (tag: string) => `${tag}.${Date.now()}.${seq++}@example.com`;
 const PASSWORD = 'a long and unusual passphrase';
 
+/** The timing tests' second chance (see the first of them). */
+const TIMED = { retry: 1, timeout: 180_000 };
+
 describe('verify', () => {
   it('locks an identifier after 10 failures, whether or not an account has it, even for the right password', async () => {
     const { client } = await server();
@@ -267,7 +270,11 @@ describe('verify', () => {
     expect(other.response.status).toBe(422);
   });
 
-  it('takes as long for an unknown email as for a wrong password (medians within 10%)', async () => {
+  // A timing measured on the machine that runs the suite: a burst of other work can spoil one
+  // reading (1.102 against 1.1 once, in a clean-clone run on a machine twice as slow as usual,
+  // its medians 31.2 and 30.7 ms), so each timing test runs once more before it counts as failed.
+  // A server whose unknown email skips the hash reads about 0.05, every time.
+  it('takes as long for an unknown email as for a wrong password (medians within 10%)', TIMED, async () => {
     const { client } = await server({ env: { VERIFY_LIMIT: '100000/15m' } });
     const who = email('timed');
     await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Timed' } });
@@ -301,50 +308,54 @@ describe('verify', () => {
     );
     expect(ratio).toBeGreaterThan(0.9);
     expect(ratio).toBeLessThan(1.1);
-  }, 180_000);
+  });
 
-  it('answers an account without a password (made from an identity) as a wrong password: the same 422, the same time (issue 44)', async () => {
-    const { client } = await server({ env: { VERIFY_LIMIT: '100000/15m' } });
-    const who = email('timed');
-    const passwordless = email('fed');
-    await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Timed' } });
-    const made = await client.POST('/api/1/user/identity/create', {
-      body: { provider: 'google', subject: `timed-${seq++}`, email: passwordless, name: 'Federated' },
-    });
-    expect(made.response.status).toBe(201);
-    const time = async (body: { email: string; password: string }) => {
-      const started = performance.now();
-      const { response, error } = await client.POST('/api/1/user/verify', { body });
-      expect(response.status).toBe(422);
-      return { ms: performance.now() - started, body: { ...error, requestId: undefined } };
-    };
-    const none: number[] = [];
-    const wrong: number[] = [];
-    // Pairs as above, their order alternating.
-    for (let i = 0; i < 40; i++) {
-      const noPassword = () => time({ email: passwordless, password: PASSWORD });
-      const wrongOne = () => time({ email: who, password: `wrong ${i}` });
-      let a: Awaited<ReturnType<typeof time>>;
-      let b: Awaited<ReturnType<typeof time>>;
-      if (i % 2 === 0) {
-        a = await noPassword();
-        b = await wrongOne();
-      } else {
-        b = await wrongOne();
-        a = await noPassword();
+  it(
+    'answers an account without a password (made from an identity) as a wrong password: the same 422, the same time (issue 44)',
+    TIMED,
+    async () => {
+      const { client } = await server({ env: { VERIFY_LIMIT: '100000/15m' } });
+      const who = email('timed');
+      const passwordless = email('fed');
+      await client.POST('/api/1/user/create', { body: { email: who, password: PASSWORD, name: 'Timed' } });
+      const made = await client.POST('/api/1/user/identity/create', {
+        body: { provider: 'google', subject: `timed-${seq++}`, email: passwordless, name: 'Federated' },
+      });
+      expect(made.response.status).toBe(201);
+      const time = async (body: { email: string; password: string }) => {
+        const started = performance.now();
+        const { response, error } = await client.POST('/api/1/user/verify', { body });
+        expect(response.status).toBe(422);
+        return { ms: performance.now() - started, body: { ...error, requestId: undefined } };
+      };
+      const none: number[] = [];
+      const wrong: number[] = [];
+      // Pairs as above, their order alternating.
+      for (let i = 0; i < 40; i++) {
+        const noPassword = () => time({ email: passwordless, password: PASSWORD });
+        const wrongOne = () => time({ email: who, password: `wrong ${i}` });
+        let a: Awaited<ReturnType<typeof time>>;
+        let b: Awaited<ReturnType<typeof time>>;
+        if (i % 2 === 0) {
+          a = await noPassword();
+          b = await wrongOne();
+        } else {
+          b = await wrongOne();
+          a = await noPassword();
+        }
+        expect(a.body).toEqual(b.body);
+        none.push(a.ms);
+        wrong.push(b.ms);
       }
-      expect(a.body).toEqual(b.body);
-      none.push(a.ms);
-      wrong.push(b.ms);
-    }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const ratio = median(none.map((u, i) => u / wrong[i]!));
-    console.log(
-      `verify timing: no password ${median(none).toFixed(1)} ms, wrong ${median(wrong).toFixed(1)} ms, median pair ratio ${ratio.toFixed(3)}`,
-    );
-    expect(ratio).toBeGreaterThan(0.85);
-    expect(ratio).toBeLessThan(1.15);
-  }, 180_000);
+      const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+      const ratio = median(none.map((u, i) => u / wrong[i]!));
+      console.log(
+        `verify timing: no password ${median(none).toFixed(1)} ms, wrong ${median(wrong).toFixed(1)} ms, median pair ratio ${ratio.toFixed(3)}`,
+      );
+      expect(ratio).toBeGreaterThan(0.85);
+      expect(ratio).toBeLessThan(1.15);
+    },
+  );
 
   it('rehashes with the current parameters on a successful verify, keeping updatedAt and the ETag', async () => {
     const first = await server();
