@@ -6,7 +6,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { type ChangeEvent, createClient, type UserAccountsClient } from '@user-accounts/client';
 import { freePort } from '@user-accounts/cluster';
@@ -463,11 +463,21 @@ describe('the receiver in docs/events.md', () => {
       env: { PATH: process.env.PATH ?? '', WEBHOOK_SECRET: secret, PORT: String(port) },
     });
     let printed = '';
+    let complained = '';
     child.stdout.on('data', (chunk: Buffer) => {
       printed += chunk.toString();
     });
+    child.stderr.on('data', (chunk: Buffer) => {
+      complained += chunk.toString();
+    });
     cleanups.push(async () => void child.kill());
-    await sleep(500);
+    // Until the receiver listens (was a fixed 500 ms: in a clean-clone run on a slow machine it was
+    // not yet listening, the first deliveries failed, and their retries came after the wait below).
+    const listening = Date.now() + 60_000;
+    while (!(await accepts(port))) {
+      expect(Date.now(), `the receiver's port accepting connections; it said: ${complained}`).toBeLessThan(listening);
+      await sleep(50);
+    }
     const api = createClient({ baseUrl: server.baseUrl, token });
     const ids: string[] = [];
     for (const name of ['Ada', 'Grace']) {
@@ -476,8 +486,9 @@ describe('the receiver in docs/events.md', () => {
       });
       ids.push(data!.result._userId);
     }
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 30_000;
     while (printed.trim().split('\n').length < 2 && Date.now() < deadline) await sleep(50);
+    expect(complained).toBe('');
     // The receiver prints sequence as it arrives: 20 digits, zero-padded (the CloudEvents Sequence extension).
     expect(printed.trim().split('\n')).toEqual([
       `${'1'.padStart(20, '0')} user.created ${ids[0]}`,
@@ -487,3 +498,15 @@ describe('the receiver in docs/events.md', () => {
     // machine that alone took over a minute once.
   }, 150_000);
 });
+
+/** Whether something accepts a TCP connection on 127.0.0.1:`port`. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
