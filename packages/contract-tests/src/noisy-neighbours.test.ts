@@ -303,23 +303,8 @@ afterAll(async () => {
 
 /** A server on a new database (of the file's own cluster, else of TEST_DATABASE_URL's PostgreSQL), dropped on close. */
 async function onPostgres(options: ServerOptions): Promise<Target> {
-  let database: { url: string; drop(): Promise<void> };
-  if (privatePostgresUnavailable() === undefined) {
-    cluster ??= privatePostgres();
-    const pg = await cluster;
-    const name = `ua_noisy_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-    await pg.sql.unsafe(`create database ${name}`);
-    const url = new URL(pg.url);
-    url.pathname = `/${name}`;
-    database = {
-      url: url.toString(),
-      drop: async () => {
-        await pg.sql.unsafe(`drop database if exists ${name} with (force)`);
-      },
-    };
-  } else {
-    database = await freshPostgresDatabase();
-  }
+  if (privatePostgresUnavailable() === undefined) cluster ??= privatePostgres();
+  const database = await freshPostgresDatabase(cluster === undefined ? undefined : (await cluster).url);
   const target = await serverTarget({ DATABASE_URL: database.url }, () => database.drop(), {
     ...options,
     env: { ...PRODUCTION_HASHES, ...options.env },

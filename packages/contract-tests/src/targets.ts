@@ -289,9 +289,10 @@ export async function postgresUnavailable(): Promise<string | undefined> {
   }
 }
 
-/** A new, empty database on the PostgreSQL of TEST_DATABASE_URL; `drop` removes it. */
-export async function freshPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const base = process.env.TEST_DATABASE_URL!;
+/** A new, empty database on the PostgreSQL of `base` (TEST_DATABASE_URL's by default); `drop` removes it. */
+export async function freshPostgresDatabase(
+  base: string = process.env.TEST_DATABASE_URL!,
+): Promise<{ url: string; drop(): Promise<void> }> {
   const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
   const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
   await admin.unsafe(`create database ${name}`);
