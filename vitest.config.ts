@@ -86,7 +86,8 @@ const systemSideBySide = [
  * within a second, and verify's "as long for an unknown email as for a
  * wrong password" (production hashes; three files at a time beside it read 1.11 of its 1.10 once,
  * 2026-11-29). `./pnpmw test` (scripts/run-tests.ts) runs them beside
- * the system tier at a raised scheduling priority where it may, else after everything.
+ * the system tier at a raised scheduling priority where it may (noisy-neighbours after both), else
+ * after everything.
  */
 const systemAlone = [
   ...server(['accounts/schema-checks', 'passwords/costly-check']),

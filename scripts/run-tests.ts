@@ -1,4 +1,4 @@
-// `./pnpmw test`: every tier in one run (vitest.config.ts), in two vitest processes side by side.
+// `./pnpmw test`: every tier in one run (vitest.config.ts), in vitest processes side by side.
 //
 // The system-alone tier's files measure time (another site's latency under attack, a failover's
 // "back within 10 s", a first screen within a second), so they run one at a time, never two at
@@ -8,6 +8,9 @@
 // it starts inherits it), beside the other tiers at the normal priority: those take what the
 // timed files leave, as a busy loop of lower priority would, rather than sharing the CPU evenly
 // with them (which spoiled their bounds when two ran at once).
+//
+// noisy-neighbours (LAST) runs after both, in a third vitest process at that priority, with nothing
+// else of the run beside it.
 //
 // Raising a priority needs root or CAP_SYS_NICE: without it (or with TEST_ALONE_LAST=1) this is
 // plain `vitest run`, with the system-alone tier after the rest. Both ways write one report,
