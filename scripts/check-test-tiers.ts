@@ -71,5 +71,5 @@ if (faults.length > 0) {
 }
 const count = (tier: string) => listed.filter((f) => f.projectName === tier).length;
 console.log(
-  `Test tiers: ${onDisk.length} files, each in one tier (unit ${count('unit')}, integration ${count('integration')}, contract ${count('contract')}, system ${count('system') + count('system-alone')})`,
+  `Test tiers: ${onDisk.length} files, each in one tier (unit ${count('unit')}, integration ${count('integration')}, contract ${count('contract')}, system ${count('system') + count('system-alone') + count('system-last')})`,
 );

@@ -1,4 +1,5 @@
-// `./pnpmw test`: every tier in one run (vitest.config.ts), in vitest processes side by side.
+// `./pnpmw test`: every tier in one run (vitest.config.ts), in two vitest processes side by side,
+// then a third.
 //
 // The system-alone tier's files measure time (another site's latency under attack, a failover's
 // "back within 10 s", a first screen within a second), so they run one at a time, never two at
@@ -9,12 +10,12 @@
 // timed files leave, as a busy loop of lower priority would, rather than sharing the CPU evenly
 // with them (which spoiled their bounds when two ran at once).
 //
-// noisy-neighbours (LAST) runs after both, in a third vitest process at that priority, with nothing
-// else of the run beside it.
+// The system-last tier (noisy-neighbours) runs after both, in a third vitest process at that
+// priority, with nothing else of the run beside it.
 //
 // Raising a priority needs root or CAP_SYS_NICE: without it (or with TEST_ALONE_LAST=1) this is
-// plain `vitest run`, with the system-alone tier after the rest. Both ways write one report,
-// .vitest/results.json, which .ci/run reads; the system-alone tier's output follows the rest's.
+// plain `vitest run`, with the system-alone and system-last tiers after the rest. Both ways write
+// one report, .vitest/results.json, which .ci/run reads; the timed tiers' output follows the rest's.
 import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
@@ -28,13 +29,6 @@ const VITEST = join(dirname(fileURLToPath(import.meta.resolve('vitest/package.js
 const RESULTS = join(ROOT, '.vitest', 'results.json');
 const PRIORITY = -10;
 const OTHERS = ['unit', 'integration', 'contract', 'system'];
-/**
- * The timed files that run last, with nothing else of the run beside them: on a machine whose run
- * took 1,076–1,227 s (2026-11-29), noisy-neighbours' victim tests (another site's latency under
- * attack, production hashes) failed beside the system tier in two clean-clone runs of five, even
- * at the raised priority, and passed alone every time.
- */
-const LAST = ['packages/contract-tests/src/noisy-neighbours.test.ts'];
 
 const canRaise =
   spawnSync(process.execPath, ['-e', `require("node:os").setPriority(${PRIORITY})`], { stdio: 'ignore' }).status === 0;
@@ -42,7 +36,7 @@ const canRaise =
 // Arguments (a file, `-t words`, `--project unit`) go to one plain `vitest run`.
 const args = process.argv.slice(2);
 if (args.length > 0 || process.env.TEST_ALONE_LAST === '1' || !canRaise) {
-  if (!canRaise) console.log('[tests] no right to raise a priority here: the system-alone tier runs after the rest');
+  if (!canRaise) console.log('[tests] no right to raise a priority here: the timed tiers run after the rest');
   const run = spawnSync(process.execPath, [VITEST, 'run', ...args], { stdio: 'inherit', cwd: ROOT });
   process.exit(run.status ?? 1);
 }
@@ -64,20 +58,20 @@ interface Report {
 }
 
 const started = Date.now();
-// The run's templates and server build, made once for both processes (their global setup sees
+// The run's templates and server build, made once for all three processes (their global setup sees
 // TEST_TEMPLATES_DIR and leaves it to this one).
 const teardown = setup();
 const reportOf = (name: string) => join(ROOT, '.vitest', `results-${name}.json`);
-const ALONE_LOG = join(ROOT, '.vitest', 'system-alone.log');
+const TIMED_LOG = join(ROOT, '.vitest', 'system-alone.log');
 const STAGES = ['others', 'system-alone', 'system-last'];
 mkdirSync(join(ROOT, '.vitest'), { recursive: true });
 // No report of an earlier run is read or left as this one's.
-for (const file of [RESULTS, ...STAGES.map(reportOf), ALONE_LOG]) rmSync(file, { force: true });
+for (const file of [RESULTS, ...STAGES.map(reportOf), TIMED_LOG]) rmSync(file, { force: true });
 const marker = join(process.env.TEST_TEMPLATES_DIR!, 'system-started'); // scripts/test-system-started.ts
 rmSync(marker, { force: true });
 
-function vitest(name: string, projects: string[], log?: string, extra: string[] = []) {
-  const child = spawn(process.execPath, [VITEST, 'run', ...projects.flatMap((p) => ['--project', p]), ...extra], {
+function vitest(name: string, projects: string[], log?: string) {
+  const child = spawn(process.execPath, [VITEST, 'run', ...projects.flatMap((p) => ['--project', p])], {
     cwd: ROOT,
     env: { ...process.env, TEST_RESULTS: reportOf(name) },
     stdio: log === undefined ? 'inherit' : ['ignore', 'pipe', 'pipe'],
@@ -96,7 +90,7 @@ function vitest(name: string, projects: string[], log?: string, extra: string[] 
     });
     child.on('close', (code) => resolve(code ?? 1));
   });
-  return { child, exited, output: () => output };
+  return { name, child, exited, output: () => output };
 }
 
 const others = vitest('others', OTHERS);
@@ -112,14 +106,14 @@ process.on('SIGTERM', () => {
   others.child.kill('SIGTERM');
 });
 
-/** A vitest of the system-alone tier at the raised priority, its output kept for the end. */
-function raised(name: string, extra: string[]) {
+/** A vitest of one timed tier at the raised priority, its output kept for the end. */
+function raised(name: string) {
   // Raised for the spawn (on Linux a priority is a thread's, and a child takes its parent's), then
   // put back: the child's threads and every process it starts inherit it.
   const own = getPriority();
   try {
     setPriority(PRIORITY);
-    const run = vitest(name, ['system-alone'], ALONE_LOG, extra);
+    const run = vitest(name, [name], TIMED_LOG);
     timed.push(run);
     return run;
   } finally {
@@ -137,18 +131,17 @@ void others.exited.then((code) => {
 while (othersCode === undefined && !existsSync(marker)) await sleep(250);
 let aloneCode = 1;
 let lastCode = 1;
-// Its files but the last ones beside the system tier; then those, with nothing else of the run
-// beside them, once both are done.
-if (!stopping)
-  aloneCode = await raised(
-    'system-alone',
-    LAST.flatMap((file) => ['--exclude', `**/${file}`]),
-  ).exited;
+if (!stopping) aloneCode = await raised('system-alone').exited;
 othersCode = await others.exited;
-if (!stopping) lastCode = await raised('system-last', LAST).exited;
-if (timed.length > 0) {
-  console.log('\n== the system-alone tier (beside the rest, at a higher priority; also in .vitest/system-alone.log)\n');
-  for (const run of timed) process.stdout.write(run.output());
+// Then system-last, with nothing else of the run beside it.
+if (!stopping) lastCode = await raised('system-last').exited;
+const headings: Record<string, string> = {
+  'system-alone': 'the system-alone tier (beside the rest, at a higher priority',
+  'system-last': 'the system-last tier (after the rest, at a higher priority',
+};
+for (const run of timed) {
+  console.log(`\n== ${headings[run.name]}; also in .vitest/system-alone.log)\n`);
+  process.stdout.write(run.output());
 }
 
 // One report of the whole run, as one `vitest run` writes it.
@@ -156,7 +149,8 @@ const reports = STAGES.flatMap((name) => {
   try {
     return [JSON.parse(readFileSync(reportOf(name), 'utf8')) as Report];
   } catch {
-    console.log(`[tests] ${name}: no report (its vitest ended before writing one)`);
+    const ran = name === 'others' || timed.some((run) => run.name === name);
+    console.log(`[tests] ${name}: no report (${ran ? 'its vitest ended before writing one' : 'not run: stopped'})`);
     return [];
   }
 });
