@@ -9,7 +9,7 @@
 // member removed, an invitation revoked). After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -35,6 +35,10 @@ const screenshot = (page: Page, name: string, target: string) => {
   mkdirSync(SCREENSHOTS, { recursive: true });
   return page.screenshot({ path: join(SCREENSHOTS, `console-${name}.png`), fullPage: true });
 };
+// The temporary folder is not left behind (refreshed README pictures are).
+afterAll(() => {
+  if (!process.env.UPDATE_SCREENSHOTS) rmSync(SCREENSHOTS, { recursive: true, force: true });
+});
 const unavailable = chromiumUnavailable();
 if (unavailable) console.warn(`\n[contract-tests] /console browser tests SKIPPED: ${unavailable}\n`);
 

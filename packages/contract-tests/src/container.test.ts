@@ -47,13 +47,16 @@ let flags: string[] = [];
 const skip = await unavailable();
 if (skip !== undefined) console.warn(`\n[contract-tests] the container image: SKIPPED, ${skip}\n`);
 
-const work = mkdtempSync(join(tmpdir(), 'ua-container-test-'));
-const dirs = [work];
+// Made when the tests run (a skipped file leaves no folder behind); the describe's hook removes it.
+let work = '';
+const dirs: string[] = [];
 const drops: (() => Promise<void>)[] = [];
 const started: string[] = [];
 
 describe.skipIf(skip !== undefined)('deploy/Containerfile, built from the release archive', () => {
   beforeAll(() => {
+    work = mkdtempSync(join(tmpdir(), 'ua-container-test-'));
+    dirs.push(work);
     const built = spawnSync(process.execPath, [join(REPO, 'packages/server/release.ts'), work], { encoding: 'utf8' });
     expect(built.status, built.stderr).toBe(0);
     expect(readdirSync(work)).toContain(`user-accounts-${VERSION}-linux-${process.arch}.tar.gz`);

@@ -1,6 +1,6 @@
 // The contract as the server serves it, and the reference page in a real browser: all four
 // operations and the error model shown, and no request leaving the server.
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { get, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,6 +23,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await target?.close();
+  // The temporary screenshot is not left behind (a refreshed README picture is).
+  if (!process.env.UPDATE_SCREENSHOTS) rmSync(SCREENSHOT, { force: true });
 });
 
 describe('the contract, served', () => {

@@ -1,6 +1,6 @@
 // cli metadata-schema set/clear (issue 28, point 1): through runCommand, as the CLI and the admin
 // socket run it, on an embedded database.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,6 +35,7 @@ describe('cli metadata-schema', () => {
   }, 60_000);
   afterAll(async () => {
     await database?.close();
+    rmSync(folder, { recursive: true, force: true });
   });
 
   it('sets a schema from a file, saying how many of the site’s accounts do not match it', async () => {
@@ -155,6 +156,7 @@ describe('cli metadata-schema', () => {
       expect(result.code).toBe(0);
     } finally {
       procs.cleanup();
+      rmSync(dataDir, { recursive: true, force: true });
     }
   }, 60_000);
 
