@@ -135,12 +135,12 @@ if (!stopping) aloneCode = await raised('system-alone').exited;
 othersCode = await others.exited;
 // Then system-last, with nothing else of the run beside it.
 if (!stopping) lastCode = await raised('system-last').exited;
-const headings: Record<string, string> = {
-  'system-alone': 'the system-alone tier (beside the rest, at a higher priority',
-  'system-last': 'the system-last tier (after the rest, at a higher priority',
+const HEADINGS: Record<string, string> = {
+  'system-alone': 'the system-alone tier (beside the rest, at a higher priority; also in .vitest/system-alone.log)',
+  'system-last': 'the system-last tier (after the rest, at a higher priority; also in .vitest/system-alone.log)',
 };
 for (const run of timed) {
-  console.log(`\n== ${headings[run.name]}; also in .vitest/system-alone.log)\n`);
+  console.log(`\n== ${HEADINGS[run.name]}\n`);
   process.stdout.write(run.output());
 }
 
