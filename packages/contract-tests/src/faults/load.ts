@@ -242,3 +242,24 @@ export const rowsOf = (rows: { id: string; name: string }[]) =>
 /** Accounts that exist without the audit row their create wrote in the same transaction, or without a hash. */
 export const HALF_WRITTEN = `select u.id from users u where u.origin = 'api' and (u.password_hash is null or not exists
   (select 1 from audit_log a where a.user_id = u.id::text and a.operation = 'create'))`;
+
+/**
+ * Outcomes as a failure needs them read: one line per kind (op, status, code, error), with how
+ * many and when they started against the given moments (ms after each), rather than hundreds of
+ * objects a diff prints as `[Object]`. Empty when `outcomes` is.
+ */
+export function grouped(outcomes: Outcome[], moments: Record<string, number>): string[] {
+  const kinds = new Map<string, Outcome[]>();
+  for (const o of outcomes) {
+    const kind = `${o.op} ${o.status}${o.code ? ` ${o.code}` : ''}${o.error ? ` (${o.error})` : ''}`;
+    kinds.set(kind, [...(kinds.get(kind) ?? []), o]);
+  }
+  return [...kinds].map(([kind, list]) => {
+    const first = Math.min(...list.map((o) => o.startedAt));
+    const last = Math.max(...list.map((o) => o.startedAt));
+    const when = Object.entries(moments)
+      .map(([name, at]) => `${first - at}…${last - at} ms after ${name}`)
+      .join(', ');
+    return `${kind}: ${list.length}, started ${when}, slowest ${Math.max(...list.map((o) => o.ms))} ms`;
+  });
+}
