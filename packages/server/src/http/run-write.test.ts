@@ -1,14 +1,14 @@
 // runWrite and the audit middleware of a write operation, on a real embedded database: a success
 // and its audit row commit together, a refusal is audited by the middleware, a write past its
 // deadline leaves nothing, and a write answered without runWrite is refused as the bug it is.
-import { and, eq } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidv7 } from '../accounts/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, serviceUnavailable } from '../errors.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import type { AppEnv } from './context.ts';
 import { auditWrites } from './middleware/audit.ts';
@@ -96,6 +96,36 @@ describe('runWrite', () => {
       .from(auditLog)
       .where(and(eq(auditLog.requestId, 'w-late'), eq(auditLog.status, 201)));
     expect(rows).toHaveLength(0);
+  });
+
+  it('answers a 503 without waiting for its audit row: the database that failed the write holds the row back (the row follows)', async () => {
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const send = writeApp(async (c) => {
+      // The write reached its commit point, so no deadline answers for it; then the database
+      // went away (here: is held by another transaction, as a stopped one holds a connection
+      // attempt for up to its connect timeout).
+      c.get('deadline').commit();
+      void database.db.transaction(async (tx) => {
+        await tx.execute(sql`select 1`);
+        await held;
+      });
+      setTimeout(release, 1_000);
+      throw serviceUnavailable('The database is unavailable; try again shortly.');
+    });
+    const started = Date.now();
+    const answer = await send('w-down');
+    const ms = Date.now() - started;
+    expect(answer.status).toBe(503);
+    expect(ms).toBeLessThan(500);
+    // The row is still written, once the database lets it.
+    for (const until = Date.now() + 5_000; (await auditRows('w-down')).length === 0 && Date.now() < until; )
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await auditRows('w-down')).toEqual([
+      expect.objectContaining({ status: 503, outcome: 'service_unavailable' }),
+    ]);
   });
 
   it('refuses a write operation that answers success without runWrite (no audit row, no deadline)', async () => {

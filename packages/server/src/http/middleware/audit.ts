@@ -27,21 +27,29 @@ export function auditWrites(operation: WriteOperation, unaudited: readonly strin
     const outcome = replayed ? 'replayed' : ((await problemCode(c)) ?? String(c.res.status));
     // A miss anyone can provoke with made-up input (see Operation.unaudited): no row, no write.
     if (!replayed && unaudited.includes(outcome)) return;
-    try {
-      const token = c.get('token');
-      const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
-      await auditInsert(c.get('deps').database.db, source, [
-        {
-          operation,
-          // A replayed create names its account only in the answer it replays.
-          userId: record.userId ?? bodyUserId(c.get('body')) ?? (replayed ? await answeredUserId(c.res) : undefined),
-          status: c.res.status,
-          outcome,
-        },
-      ]);
-    } catch (failure) {
-      c.get('log').warn({ err: describeError(failure) }, 'audit row not written');
-    }
+    const write = async () => {
+      try {
+        const token = c.get('token');
+        const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
+        await auditInsert(c.get('deps').database.db, source, [
+          {
+            operation,
+            // A replayed create names its account only in the answer it replays.
+            userId: record.userId ?? bodyUserId(c.get('body')) ?? (replayed ? await answeredUserId(c.res) : undefined),
+            status: c.res.status,
+            outcome,
+          },
+        ]);
+      } catch (failure) {
+        c.get('log').warn({ err: describeError(failure) }, 'audit row not written');
+      }
+    };
+    // A 503 means the database is down or not keeping up: the row would wait on what just failed
+    // the write (a reconnect's backoff, a connect timeout of 5 s), and past the deadline when the
+    // write had reached its commit point (which no deadline answers for). So the answer goes
+    // out, and the row follows when the database lets it (or is logged as lost).
+    if (c.res.status === 503) void write();
+    else await write();
   };
 }
 
