@@ -1,8 +1,11 @@
 // The pool under the load that broke it: transactions and single queries at once, more than there
 // are connections. postgres.js ran a transaction's BEGIN on a connection it had not reserved when
 // every connection was busy; the pool's next queries joined that transaction and held its locks
-// until the statement timeout (the bench's read/write mix stalled 10 s). patches/postgres@3.4.9.patch.
+// until the statement timeout (the bench's read/write mix stalled 10 s). And a connection ended
+// while it read the array types, which ended the process. patches/postgres@3.4.9.patch.
 // Needs TEST_DATABASE_URL; skipped, saying so, without it.
+import { spawn } from 'node:child_process';
+import { createServer, connect as tcpConnect } from 'node:net';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
@@ -85,4 +88,66 @@ describe.skipIf(skip !== undefined)('the PostgreSQL pool', () => {
       await admin.end({ timeout: 5 });
     }
   }, 30_000);
+
+  it('stays up when PostgreSQL ends a connection while it reads the array types (57P01 after a restart): the query fails, the next one works', async () => {
+    // postgres.js reads the array types on every new connection (a reconnect after an outage
+    // too), in a promise nobody awaits: ended there (a fast shutdown, pg_terminate_backend), the
+    // error was replayed on the reconnect and rejected it, and the unhandled rejection ended the
+    // process (porsager/postgres#1223; patches/postgres@3.4.9.patch). A proxy ends the first
+    // connection at that point, as PostgreSQL does: a FATAL 57P01, then the socket closed.
+    const target = new globalThis.URL(URL!);
+    let connections = 0;
+    const proxy = createServer((client) => {
+      const first = connections++ === 0;
+      const upstream = tcpConnect(Number(target.port || 5432), target.hostname);
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+      upstream.pipe(client);
+      client.on('data', (chunk) => {
+        if (first && chunk.includes('typcategory')) {
+          client.end(terminated());
+          upstream.destroy();
+        } else upstream.write(chunk);
+      });
+      client.on('close', () => upstream.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxied = new globalThis.URL(URL!);
+    proxied.port = String((proxy.address() as { port: number }).port);
+    proxied.hostname = '127.0.0.1';
+    // A process of its own: an unhandled rejection ends it, as it would end the server.
+    const script = `
+      const { openPostgres } = await import(${JSON.stringify(new globalThis.URL('./client.ts', import.meta.url).href)});
+      const database = await openPostgres(${JSON.stringify(proxied.toString())}, { max: 1 });
+      try { await database.sql\`select 1\`; console.log('first: answered'); }
+      catch (error) { console.log('first: ' + error.code); }
+      console.log('second: ' + (await database.sql\`select 2 as two\`)[0].two);
+      await database.close();`;
+    try {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: 'pipe' });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d));
+      child.stderr.on('data', (d: Buffer) => (out += d));
+      const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+      expect({ code, out }).toEqual({ code: 0, out: expect.stringContaining('second: 2') });
+      expect(connections).toBeGreaterThanOrEqual(2);
+    } finally {
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  }, 30_000);
 });
+
+/** PostgreSQL's ErrorResponse for a backend ended by an administrator (FATAL 57P01). */
+function terminated(): Buffer {
+  const fields = Buffer.concat(
+    [
+      ['S', 'FATAL'],
+      ['V', 'FATAL'],
+      ['C', '57P01'],
+      ['M', 'terminating connection due to administrator command'],
+    ].map(([type, text]) => Buffer.from(`${type}${text}\0`)),
+  );
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(4 + fields.length + 1);
+  return Buffer.concat([Buffer.from('E'), length, fields, Buffer.from([0])]);
+}
