@@ -9,6 +9,7 @@
 // scripts/check-test-tiers.ts (run by `./pnpmw test`) fails on a file in none or in two, and on
 // a unit test that opens a database or starts a process.
 import { configDefaults, defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 const server = (files: string[]) => files.map((f) => `packages/server/src/${f}.test.ts`);
 const contractTests = (files: string[]) => files.map((f) => `packages/contract-tests/src/${f}.test.ts`);
@@ -142,6 +143,59 @@ const WORKERS = workers(2);
  */
 const ISOLATE = process.env.TEST_ISOLATE === '1';
 
+/**
+ * Seconds the long files of the tiers that run side by side took in a clean-clone run (498 s of
+ * tests, 2026-11-29): each tier starts them first, longest first. A clean clone has no vitest
+ * cache, and vitest then starts the largest files first: docs-browser (39 s) began 226 s into
+ * the system tier's 287 s and main.test (50 s) at 145 s, so the tier's last minute ran on one
+ * worker; longest first, its two workers end together (240 s of work on each at best). Files not
+ * named here follow, largest first, as before. The timed tiers (one file at a time) keep
+ * vitest's order.
+ */
+const MEASURED_SECONDS: Record<string, number> = {
+  // system
+  'contract-tests/src/cli.test.ts': 106,
+  'contract-tests/src/webhooks.test.ts': 102,
+  'contract-tests/src/cli-import.test.ts': 58,
+  'server/src/main.test.ts': 50,
+  'contract-tests/src/docs-browser.test.ts': 39,
+  'contract-tests/src/client-install.test.ts': 27,
+  'server/src/ops/housekeeping-servers.test.ts': 16,
+  'client/src/pack.test.ts': 15,
+  'contract-tests/src/upgrade.test.ts': 14,
+  // contract and integration (three at a time)
+  'contract-tests/src/pglite-life.test.ts': 31,
+  'contract-tests/src/sessions.test.ts': 31,
+  'contract-tests/src/pglite-accounts.test.ts': 27,
+  'contract-tests/src/proxied.test.ts': 26,
+  'contract-tests/src/fuzz.test.ts': 24,
+  'contract-tests/src/pglite-data.test.ts': 20,
+  'contract-tests/src/body-limit.test.ts': 18,
+  'contract-tests/src/postgres-accounts.test.ts': 18,
+  'server/src/http/routes/list-events.test.ts': 17,
+  'contract-tests/src/mock-parity.test.ts': 16,
+  'contract-tests/src/postgres-life.test.ts': 16,
+  'contract-tests/src/failures.test.ts': 14,
+  'contract-tests/src/postgres-data.test.ts': 13,
+  'server/src/http/compiled.test.ts': 12,
+  'server/src/limits/lockout.test.ts': 11,
+};
+const measured = (spec: TestSpecification) =>
+  MEASURED_SECONDS[spec.moduleId.slice(spec.moduleId.lastIndexOf('packages/') + 'packages/'.length)] ?? 0;
+
+/** vitest's order (group, project, then its own), and within a project the measured long files first. */
+class LongestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    // Each project in vitest's place, then its files by measure; sort is stable, so files of
+    // equal measure keep vitest's order.
+    const place = new Map<string, number>();
+    for (const spec of sorted) if (!place.has(spec.project.name)) place.set(spec.project.name, place.size);
+    const at = (spec: TestSpecification) => place.get(spec.project.name)!;
+    return sorted.sort((a, b) => at(a) - at(b) || measured(b) - measured(a));
+  }
+}
+
 export default defineConfig({
   test: {
     testTimeout: 30_000,
@@ -149,6 +203,7 @@ export default defineConfig({
     // This run's migrated databases, copied for each test server (testing/templates.ts).
     globalSetup: ['./scripts/test-templates.ts'],
     pool: 'forks',
+    sequence: { sequencer: LongestFirst },
     // One report for the whole run, whichever tiers ran (.ci/run prints its totals).
     // The last lines: totals, and each skipped group with the command that runs it.
     reporters: [
