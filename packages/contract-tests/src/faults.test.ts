@@ -149,7 +149,9 @@ withPostgres('faults with PostgreSQL (a private cluster)', () => {
     // failure says what came instead, when, and what the server printed if it is gone.
     const moments = { stop: downAt, start: upAt };
     const exited = () =>
-      server.child.exitCode === null ? '' : `; the server exited: ${server.stderr().slice(-2_000)}`;
+      server.child.exitCode === null && server.child.signalCode === null
+        ? ''
+        : `; the server exited (${server.child.exitCode ?? server.child.signalCode}): ${server.stderr().slice(-2_000)}`;
     expect(
       grouped(
         log.filter((o) => o.status === 0),

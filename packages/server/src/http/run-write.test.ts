@@ -98,7 +98,7 @@ describe('runWrite', () => {
     expect(rows).toHaveLength(0);
   });
 
-  it('answers a 503 without waiting for its audit row: the database that failed the write holds the row back (the row follows)', async () => {
+  it('answers a 503 without waiting long for its audit row: the database that failed the write holds the row back (the row follows)', async () => {
     let release = () => {};
     const held = new Promise<void>((resolve) => {
       release = resolve;
@@ -119,7 +119,7 @@ describe('runWrite', () => {
     const answer = await send('w-down');
     const ms = Date.now() - started;
     expect(answer.status).toBe(503);
-    expect(ms).toBeLessThan(500);
+    expect(ms).toBeLessThan(800); // AUDIT_503_WAIT_MS, then the answer; it waited out the hold (1 s) before
     // The row is still written, once the database lets it.
     for (const until = Date.now() + 5_000; (await auditRows('w-down')).length === 0 && Date.now() < until; )
       await new Promise((resolve) => setTimeout(resolve, 20));

@@ -44,14 +44,30 @@ export function auditWrites(operation: WriteOperation, unaudited: readonly strin
         c.get('log').warn({ err: describeError(failure) }, 'audit row not written');
       }
     };
-    // A 503 means the database is down or not keeping up: the row would wait on what just failed
-    // the write (a reconnect's backoff, a connect timeout of 5 s), and past the deadline when the
-    // write had reached its commit point (which no deadline answers for). So the answer goes
-    // out, and the row follows when the database lets it (or is logged as lost).
-    if (c.res.status === 503) void write();
-    else await write();
+    if (c.res.status !== 503) return write();
+    // A 503 means the database may be down or not keeping up: the row would wait on what just
+    // failed the write (a reconnect's backoff, a connect timeout of 5 s), past the deadline when
+    // the write had reached its commit point (which no deadline answers for). So the answer waits
+    // for it a moment (long enough when the database answers, keeping the trail in order), then
+    // goes out, and the row follows when the database lets it, or is logged as lost. At most
+    // LATE_AUDIT_ROWS of them wait in the background: past that, an outage's rows are not queued.
+    if (lateAuditRows >= LATE_AUDIT_ROWS) {
+      c.get('log').warn({ reason: `${LATE_AUDIT_ROWS} audit rows already waiting` }, 'audit row not written');
+      return;
+    }
+    lateAuditRows++;
+    const writing = write().finally(() => lateAuditRows--);
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([writing, new Promise((resolve) => (timer = setTimeout(resolve, AUDIT_503_WAIT_MS)))]);
+    clearTimeout(timer);
   };
 }
+
+/** How long a 503's answer waits for its audit row before the row is left to follow. */
+const AUDIT_503_WAIT_MS = 250;
+/** Audit rows of 503s written after their answer, at most, in this process. */
+const LATE_AUDIT_ROWS = 100;
+let lateAuditRows = 0;
 
 /** The `_userId` of a success's answer (`{"result": {"_userId": …}}`), when it has one. */
 async function answeredUserId(response: Response): Promise<string | undefined> {
