@@ -3,6 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pino from 'pino';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { deleteAccount, purgeDeleted, restoreAccount, siteDeletionGrace } from '../accounts/delete.ts';
 import { setDisabled } from '../accounts/disable.ts';
@@ -15,9 +16,39 @@ import { addEndpoint } from '../events/webhooks/endpoints.ts';
 import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
-import { openMigratedPglite } from '../testing/templates.ts';
+import { createMigratedPostgres, openMigratedPglite } from '../testing/templates.ts';
 import { runCommand } from './commands.ts';
 import { purgeAudit, purgeEvents, purgeExpired, startHousekeeping } from './housekeeping.ts';
+
+/**
+ * A database of its own on TEST_DATABASE_URL's PostgreSQL, a copy of the run's migrated template,
+ * dropped when the file ends: on the shared database, another file's event numbering (files run
+ * side by side) moved a user.purged event out of event_queue between two reads of this file's.
+ */
+const PG_URL = process.env.TEST_DATABASE_URL;
+const ownDatabases: string[] = [];
+async function ownPostgres(): Promise<string> {
+  const admin = postgres(PG_URL!, { max: 1, onnotice: () => {} });
+  try {
+    const name = `ua_housekeeping_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
+    await createMigratedPostgres(admin, PG_URL!, name);
+    ownDatabases.push(name);
+    const url = new URL(PG_URL!);
+    url.pathname = `/${name}`;
+    return url.toString();
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+}
+afterAll(async () => {
+  if (ownDatabases.length === 0) return;
+  const admin = postgres(PG_URL!, { max: 1, onnotice: () => {} });
+  try {
+    for (const name of ownDatabases.splice(0)) await admin.unsafe(`drop database if exists ${name} with (force)`);
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
+});
 
 let database: Database;
 beforeAll(async () => {
@@ -197,12 +228,12 @@ describe('ending timed suspensions', () => {
     expect((await traceOf(db, ids[0]!)).events).toEqual(['user.enabled']);
   });
 
-  const PG_URL = process.env.TEST_DATABASE_URL;
   it.skipIf(!PG_URL)(
     'ends each suspension exactly once when two servers on one PostgreSQL run the job at the same time',
     async () => {
       // Two servers: two pools of their own on the same database.
-      const [one, two] = [await openPostgres(PG_URL!, { max: 2 }), await openPostgres(PG_URL!, { max: 2 })];
+      const url = await ownPostgres();
+      const [one, two] = [await openPostgres(url, { max: 2 }), await openPostgres(url, { max: 2 })];
       try {
         await one!.migrate();
         const { ids } = await suspended(one!.db, sql`now() - interval '1 second'`, 2);
@@ -430,11 +461,10 @@ describe('purging accounts past their grace period', () => {
     await graceAndPurge(database.db);
   });
 
-  const PG_URL = process.env.TEST_DATABASE_URL;
   it.skipIf(!PG_URL)(
     'does the same on PostgreSQL',
     async () => {
-      const pg = await openPostgres(PG_URL!, { max: 2 });
+      const pg = await openPostgres(await ownPostgres(), { max: 2 });
       try {
         await pg.migrate();
         await graceAndPurge(pg.db);
@@ -448,7 +478,8 @@ describe('purging accounts past their grace period', () => {
   it.skipIf(!PG_URL)(
     'purges each account exactly once when two servers on one PostgreSQL run the job at the same time',
     async () => {
-      const [one, two] = [await openPostgres(PG_URL!, { max: 2 }), await openPostgres(PG_URL!, { max: 2 })];
+      const url = await ownPostgres();
+      const [one, two] = [await openPostgres(url, { max: 2 }), await openPostgres(url, { max: 2 })];
       try {
         await one!.migrate();
         const site = `purge2-${randomUUID().slice(0, 8)}`;
