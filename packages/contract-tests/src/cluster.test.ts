@@ -522,10 +522,16 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
         );
       // A replica counts a delivery once it has read the receiver's answer, which may be just
       // after the receiver has the event: read until the count is there (it read 23 of 24 once).
-      let sent = await delivered();
-      for (const until = Date.now() + 5_000; sent.reduce((a, b) => a + b, 0) < ids.length && Date.now() < until; )
-        sent = await sleep(100).then(delivered);
-      expect(sent.reduce((a, b) => a + b, 0)).toBe(ids.length);
+      let sent: number[] = [];
+      await expect
+        .poll(
+          async () => {
+            sent = await delivered();
+            return sent.reduce((a, b) => a + b, 0);
+          },
+          { timeout: 5_000 },
+        )
+        .toBe(ids.length);
       console.log(`[cluster] webhooks: ${ids.length} events delivered once each, by the replicas ${sent.join(' / ')}`);
     } finally {
       await Promise.all(cleanups.map((c) => c()));

@@ -11,7 +11,10 @@ import type { Database } from '@user-accounts/server/db';
 import { loadConfig } from '@user-accounts/server/env';
 import type { AppDeps } from '@user-accounts/server/http/context';
 import { serveApp } from '@user-accounts/server/serve';
-import { copyMigratedPglite, createMigratedPostgres } from '@user-accounts/server/testing/templates';
+import { copyMigratedPglite, migratedPostgresDatabase } from '@user-accounts/server/testing/templates';
+
+export { migratedPostgresDatabase };
+
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 
@@ -296,26 +299,6 @@ export async function freshPostgresDatabase(
   const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
   const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
   await admin.unsafe(`create database ${name}`);
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end({ timeout: 5 });
-    },
-  };
-}
-
-/**
- * A new database on the PostgreSQL of TEST_DATABASE_URL with every migration applied (a copy of
- * this run's template, see testing/templates.ts); `drop` removes it.
- */
-export async function migratedPostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const base = process.env.TEST_DATABASE_URL!;
-  const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
-  const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-  await createMigratedPostgres(admin, base, name);
   const url = new URL(base);
   url.pathname = `/${name}`;
   return {

@@ -2,11 +2,10 @@
 import { chmodSync, chownSync, existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { postgresUnavailable } from './testing/postgres.ts';
 import { processes } from './testing/processes.ts';
-import { copyMigratedPglite, createMigratedPostgres } from './testing/templates.ts';
+import { copyMigratedPglite, migratedPostgresDatabase } from './testing/templates.ts';
 
 const procs = processes();
 afterAll(() => procs.cleanup());
@@ -206,14 +205,10 @@ describe('main', () => {
   it.skipIf(pgSkip !== undefined)(
     'stops on SIGTERM on PostgreSQL without a warning (closing its LISTEN is not losing it)',
     async () => {
-      const admin = postgres(process.env.TEST_DATABASE_URL!, { max: 1, onnotice: () => {} });
-      const name = `ua_main_${Date.now()}_${process.pid}`;
-      await createMigratedPostgres(admin, process.env.TEST_DATABASE_URL!, name);
+      const own = await migratedPostgresDatabase();
       try {
-        const url = new URL(process.env.TEST_DATABASE_URL!);
-        url.pathname = `/${name}`;
         const server = run({
-          DATABASE_URL: url.href,
+          DATABASE_URL: own.url,
           API_TOKENS: 'ua_main_test_token_0123456789abcdef',
           // Configured as a deployment is: without it the start warns (second factors answer 503).
           FACTOR_ENCRYPTION_KEY: `k1:${Buffer.alloc(32, 7).toString('base64')}`,
@@ -224,8 +219,7 @@ describe('main', () => {
         expect(server.stdout()).toContain('"msg":"stopped"');
         expect(server.stdout()).not.toContain('"level":"warn"');
       } finally {
-        await admin.unsafe(`drop database if exists ${name} with (force)`);
-        await admin.end();
+        await own.drop();
       }
     },
     180_000,

@@ -121,11 +121,9 @@ describe('runWrite', () => {
     expect(answer.status).toBe(503);
     expect(ms).toBeLessThan(800); // AUDIT_503_WAIT_MS, then the answer; it waited out the hold (1 s) before
     // The row is still written, once the database lets it.
-    for (const until = Date.now() + 5_000; (await auditRows('w-down')).length === 0 && Date.now() < until; )
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await auditRows('w-down')).toEqual([
-      expect.objectContaining({ status: 503, outcome: 'service_unavailable' }),
-    ]);
+    await expect
+      .poll(() => auditRows('w-down'), { timeout: 5_000 })
+      .toEqual([expect.objectContaining({ status: 503, outcome: 'service_unavailable' })]);
   });
 
   it('refuses a write operation that answers success without runWrite (no audit row, no deadline)', async () => {

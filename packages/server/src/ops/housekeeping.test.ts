@@ -3,7 +3,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import pino from 'pino';
-import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { deleteAccount, purgeDeleted, restoreAccount, siteDeletionGrace } from '../accounts/delete.ts';
 import { setDisabled } from '../accounts/disable.ts';
@@ -16,38 +15,24 @@ import { addEndpoint } from '../events/webhooks/endpoints.ts';
 import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
-import { createMigratedPostgres, openMigratedPglite } from '../testing/templates.ts';
+import { migratedPostgresDatabase, openMigratedPglite } from '../testing/templates.ts';
 import { runCommand } from './commands.ts';
 import { purgeAudit, purgeEvents, purgeExpired, startHousekeeping } from './housekeeping.ts';
 
 /**
- * A database of its own on TEST_DATABASE_URL's PostgreSQL, a copy of the run's migrated template,
- * dropped when the file ends: on the shared database, another file's event numbering (files run
- * side by side) moved a user.purged event out of event_queue between two reads of this file's.
+ * Its PostgreSQL tests each take a database of their own, dropped when the file ends: on the
+ * shared one, another file's event numbering (files run side by side) moved a user.purged event
+ * out of event_queue between two reads of this file's.
  */
 const PG_URL = process.env.TEST_DATABASE_URL;
-const ownDatabases: string[] = [];
+const drops: (() => Promise<void>)[] = [];
 async function ownPostgres(): Promise<string> {
-  const admin = postgres(PG_URL!, { max: 1, onnotice: () => {} });
-  try {
-    const name = `ua_housekeeping_${randomUUID().replaceAll('-', '').slice(0, 16)}`;
-    await createMigratedPostgres(admin, PG_URL!, name);
-    ownDatabases.push(name);
-    const url = new URL(PG_URL!);
-    url.pathname = `/${name}`;
-    return url.toString();
-  } finally {
-    await admin.end({ timeout: 5 });
-  }
+  const { url, drop } = await migratedPostgresDatabase();
+  drops.push(drop);
+  return url;
 }
 afterAll(async () => {
-  if (ownDatabases.length === 0) return;
-  const admin = postgres(PG_URL!, { max: 1, onnotice: () => {} });
-  try {
-    for (const name of ownDatabases.splice(0)) await admin.unsafe(`drop database if exists ${name} with (force)`);
-  } finally {
-    await admin.end({ timeout: 5 });
-  }
+  for (const drop of drops.splice(0)) await drop();
 });
 
 let database: Database;

@@ -5,14 +5,13 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { createLocalJWKSet, decodeProtectedHeader, type JWK, jwtVerify } from 'jose';
-import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Database, type Db, openPostgres } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
 import { DATABASE_KEY_ID } from '../factors/deployment-keys.ts';
 import { type KeyRing, open, parseKeyRing } from '../factors/secret-box.ts';
 import { postgresUnavailable } from '../testing/postgres.ts';
-import { createMigratedPostgres, openMigratedPglite } from '../testing/templates.ts';
+import { migratedPostgresDatabase, openMigratedPglite } from '../testing/templates.ts';
 import type { PublishedKeys } from './access-tokens.ts';
 import {
   ACTIVATION_DELAY_SECONDS,
@@ -58,20 +57,14 @@ const databases: Record<string, (() => Promise<Opened>) | undefined> = {
   PostgreSQL:
     skipPostgres === undefined
       ? async () => {
-          const base = process.env.TEST_DATABASE_URL!;
-          const admin = postgres(base, { max: 1, onnotice: () => {} });
-          const name = `ua_keys_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-          await createMigratedPostgres(admin, base, name);
-          const url = new URL(base);
-          url.pathname = `/${name}`;
-          const database = await openPostgres(url.toString(), { max: 4 });
+          const own = await migratedPostgresDatabase();
+          const database = await openPostgres(own.url, { max: 4 });
           await database.migrate();
           return {
             db: database.db,
             async close() {
               await database.close();
-              await admin.unsafe(`drop database if exists ${name} with (force)`);
-              await admin.end({ timeout: 5 });
+              await own.drop();
             },
           };
         }

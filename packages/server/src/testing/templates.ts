@@ -143,6 +143,27 @@ export async function createMigratedPostgres(admin: postgres.Sql, adminUrl: stri
   await admin.unsafe(`create database ${name} template ${template}`);
 }
 
+/**
+ * A new database on the PostgreSQL of `base` (TEST_DATABASE_URL's by default) with every
+ * migration applied (a copy of this run's template); `drop` removes it.
+ */
+export async function migratedPostgresDatabase(
+  base: string = process.env.TEST_DATABASE_URL!,
+): Promise<{ url: string; drop(): Promise<void> }> {
+  const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
+  await createMigratedPostgres(admin, base, name);
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end({ timeout: 5 });
+    },
+  };
+}
+
 /** Drops this run's PostgreSQL template (the global setup's teardown). */
 export async function dropPostgresTemplate(adminUrl: string, dir: string): Promise<void> {
   const admin = postgres(adminUrl, { max: 1, connect_timeout: 3, onnotice: () => {} });
