@@ -11,9 +11,13 @@ import type { Database } from '@user-accounts/server/db';
 import { loadConfig } from '@user-accounts/server/env';
 import type { AppDeps } from '@user-accounts/server/http/context';
 import { serveApp } from '@user-accounts/server/serve';
-import { copyMigratedPglite, migratedPostgresDatabase } from '@user-accounts/server/testing/templates';
+import {
+  copyMigratedPglite,
+  freshPostgresDatabase,
+  migratedPostgresDatabase,
+} from '@user-accounts/server/testing/templates';
 
-export { migratedPostgresDatabase };
+export { freshPostgresDatabase, migratedPostgresDatabase };
 
 import { createToken, type NewToken, revokeToken } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
@@ -290,24 +294,6 @@ export async function postgresUnavailable(): Promise<string | undefined> {
   } finally {
     await admin.end({ timeout: 1 }).catch(() => {});
   }
-}
-
-/** A new, empty database on the PostgreSQL of `base` (TEST_DATABASE_URL's by default); `drop` removes it. */
-export async function freshPostgresDatabase(
-  base: string = process.env.TEST_DATABASE_URL!,
-): Promise<{ url: string; drop(): Promise<void> }> {
-  const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
-  const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-  await admin.unsafe(`create database ${name}`);
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end({ timeout: 5 });
-    },
-  };
 }
 
 /** A migrated database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */

@@ -143,16 +143,26 @@ export async function createMigratedPostgres(admin: postgres.Sql, adminUrl: stri
   await admin.unsafe(`create database ${name} template ${template}`);
 }
 
+/** A new, empty database on the PostgreSQL of `base` (TEST_DATABASE_URL's by default); `drop` removes it. */
+export const freshPostgresDatabase = (base: string = process.env.TEST_DATABASE_URL!) =>
+  databaseOfItsOwn(base, async (admin, name) => {
+    await admin.unsafe(`create database ${name}`);
+  });
+
 /**
  * A new database on the PostgreSQL of `base` (TEST_DATABASE_URL's by default) with every
  * migration applied (a copy of this run's template); `drop` removes it.
  */
-export async function migratedPostgresDatabase(
-  base: string = process.env.TEST_DATABASE_URL!,
+export const migratedPostgresDatabase = (base: string = process.env.TEST_DATABASE_URL!) =>
+  databaseOfItsOwn(base, (admin, name) => createMigratedPostgres(admin, base, name));
+
+async function databaseOfItsOwn(
+  base: string,
+  create: (admin: postgres.Sql, name: string) => Promise<void>,
 ): Promise<{ url: string; drop(): Promise<void> }> {
   const admin = postgres(base, { max: 1, connect_timeout: 3, onnotice: () => {} });
   const name = `ua_test_${Date.now()}_${Math.random().toString(36).slice(2, 8)}`;
-  await createMigratedPostgres(admin, base, name);
+  await create(admin, name);
   const url = new URL(base);
   url.pathname = `/${name}`;
   return {
