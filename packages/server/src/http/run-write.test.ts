@@ -11,7 +11,7 @@ import { auditLog, users } from '../db/schema.ts';
 import { ApiError, serviceUnavailable } from '../errors.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import type { AppEnv } from './context.ts';
-import { auditWrites } from './middleware/audit.ts';
+import { auditWrites, LATE_AUDIT_ROWS_PER_SITE } from './middleware/audit.ts';
 import { deadline } from './middleware/deadline.ts';
 import { runWrite } from './run-write.ts';
 import { testApp } from './testing.ts';
@@ -28,8 +28,8 @@ const auditRows = (requestId: string) => database.db.select().from(auditLog).whe
 const account = (id: string) => database.db.select().from(users).where(eq(users.id, id));
 
 /** A write route as registerOperation builds it (deadline, audit), around the given handler. */
-function writeApp(handler: Handler<AppEnv>, ms = 5_000) {
-  const app = testApp({ deps: { database }, vars: { token } });
+function writeApp(handler: Handler<AppEnv>, ms = 5_000, as: TokenInfo = token) {
+  const app = testApp({ deps: { database }, vars: { token: as } });
   app.use(async (c, next) => {
     c.set('requestId', c.req.header('x-request-id') ?? 'no-id');
     await next();
@@ -124,6 +124,37 @@ describe('runWrite', () => {
     await expect
       .poll(() => auditRows('w-down'), { timeout: 5_000 })
       .toEqual([expect.objectContaining({ status: 503, outcome: 'service_unavailable' })]);
+  });
+
+  it('keeps at most LATE_AUDIT_ROWS_PER_SITE of a site’s 503 rows waiting: one more is logged as lost, and another site’s row still follows', async () => {
+    const down = (c: Parameters<Handler<AppEnv>>[0]) => {
+      c.get('deadline').commit();
+      throw serviceUnavailable('The database is unavailable; try again shortly.');
+    };
+    const evil = writeApp(down, 5_000, { ...token, id: 'env:evil', site: 'evil' });
+    const shop = writeApp(down, 5_000, { ...token, id: 'env:shop', site: 'shop' });
+    // The database holds every row back (a transaction on the embedded database's one connection).
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const holding = database.db.transaction(async (tx) => {
+      await tx.execute(sql`select 1`);
+      await held;
+    });
+    const evilIds = Array.from({ length: LATE_AUDIT_ROWS_PER_SITE + 5 }, (_, i) => `w-evil-${i}`);
+    const answers = await Promise.all([...evilIds.map((id) => evil(id)), shop('w-shop')]);
+    expect(answers.map((a) => a.status)).toEqual(Array(evilIds.length + 1).fill(503));
+    release();
+    await holding;
+    // shop's row follows; of evil's, those that waited, and no more.
+    await expect.poll(() => auditRows('w-shop'), { timeout: 5_000 }).toHaveLength(1);
+    const evilRows = () =>
+      database.db
+        .select()
+        .from(auditLog)
+        .where(and(eq(auditLog.site, 'evil'), sql`${auditLog.requestId} like 'w-evil-%'`));
+    await expect.poll(async () => (await evilRows()).length, { timeout: 5_000 }).toBe(LATE_AUDIT_ROWS_PER_SITE);
   });
 
   it('refuses a write operation that answers success without runWrite (no audit row, no deadline)', async () => {

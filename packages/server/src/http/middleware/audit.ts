@@ -50,13 +50,22 @@ export function auditWrites(operation: WriteOperation, unaudited: readonly strin
     // the write had reached its commit point (which no deadline answers for). So the answer waits
     // for it a moment (long enough when the database answers, keeping the trail in order), then
     // goes out, and the row follows when the database lets it, or is logged as lost. At most
-    // LATE_AUDIT_ROWS of them wait in the background: past that, an outage's rows are not queued.
-    if (lateAuditRows >= LATE_AUDIT_ROWS) {
-      c.get('log').warn({ reason: `${LATE_AUDIT_ROWS} audit rows already waiting` }, 'audit row not written');
+    // LATE_AUDIT_ROWS_PER_SITE of a site's wait in the background (LATE_AUDIT_ROWS in all): past
+    // that, an outage's rows are not queued, and one site's never take another's place.
+    const { site } = c.get('token');
+    const waiting = lateAuditRows.get(site) ?? 0;
+    if (waiting >= LATE_AUDIT_ROWS_PER_SITE || lateAuditRowsInAll >= LATE_AUDIT_ROWS) {
+      c.get('log').warn({ reason: 'too many audit rows already waiting' }, 'audit row not written');
       return;
     }
-    lateAuditRows++;
-    const writing = write().finally(() => lateAuditRows--);
+    lateAuditRows.set(site, waiting + 1);
+    lateAuditRowsInAll++;
+    const writing = write().finally(() => {
+      lateAuditRowsInAll--;
+      const left = lateAuditRows.get(site)! - 1;
+      if (left === 0) lateAuditRows.delete(site);
+      else lateAuditRows.set(site, left);
+    });
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([writing, new Promise((resolve) => (timer = setTimeout(resolve, AUDIT_503_WAIT_MS)))]);
     clearTimeout(timer);
@@ -65,9 +74,12 @@ export function auditWrites(operation: WriteOperation, unaudited: readonly strin
 
 /** How long a 503's answer waits for its audit row before the row is left to follow. */
 const AUDIT_503_WAIT_MS = 250;
-/** Audit rows of 503s written after their answer, at most, in this process. */
+/** Audit rows of 503s written after their answer, at most, in this process, and of one site. */
 const LATE_AUDIT_ROWS = 100;
-let lateAuditRows = 0;
+export const LATE_AUDIT_ROWS_PER_SITE = 25;
+/** Per site, the rows of 503s still being written after their answer. */
+const lateAuditRows = new Map<string, number>();
+let lateAuditRowsInAll = 0;
 
 /** The `_userId` of a success's answer (`{"result": {"_userId": …}}`), when it has one. */
 async function answeredUserId(response: Response): Promise<string | undefined> {
