@@ -857,6 +857,10 @@ export interface paths {
          *     failure); never an email, a password or an address. Newest first, `limit` at a time;
          *     `next` is the `before` of the following page, or `null` on the last.
          *
+         *     A write answered 503 (the database down or not keeping up) is recorded as far as the
+         *     database allows: its row may be stored up to a moment after the answer, and is lost when
+         *     the database stays down (the server logs each one it could not write).
+         *
          *     It takes the `read` scope: it tells less than `get` and `list` already do (no personal
          *     data), and those who support an account need both. The account must be in reach of the
          *     token (404 `user_not_found` otherwise, as for `get`), or have been deleted by its site:
