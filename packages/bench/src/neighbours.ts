@@ -25,7 +25,7 @@ import { openPostgres } from '@user-accounts/server/db';
 import { createToken, type Scope } from '@user-accounts/server/tokens';
 import postgres from 'postgres';
 import { bigAccounts } from '../../contract-tests/src/big-accounts.ts';
-import { heavyReads, hoarder } from '../../contract-tests/src/heavy-reader.ts';
+import { heavyReads, hoarder, type PostLoop, postLoops } from '../../contract-tests/src/heavy-reader.ts';
 import { median, type Row } from './report.ts';
 
 const CLI = fileURLToPath(new URL('../../server/dist/cli.js', import.meta.url));
@@ -63,7 +63,18 @@ export interface NeighboursBench {
 }
 
 /** The attacks of one phase. */
-type Attack = 'costly' | 'polls' | 'webhook' | 'schema' | 'list' | 'export' | 'data';
+type Attack =
+  | 'costly'
+  | 'polls'
+  | 'webhook'
+  | 'schema'
+  | 'lateSchema'
+  | 'roles'
+  | 'row'
+  | 'rows'
+  | 'list'
+  | 'export'
+  | 'data';
 /** Issue 41, F2: reads whose answers are megabytes, bounded per site by HEAVY_READS_PER_SITE. */
 const HEAVY_READS: Attack[] = ['list', 'export', 'data'];
 interface Phase {
@@ -96,6 +107,31 @@ const PHASES: Phase[] = [
     label:
       "evil: metadata its own schema's patterns check at length (issue 41): 2 loops of creates, 1 of dry-run imports of 30 rows",
     attacks: ['schema'],
+  },
+  {
+    key: 'lateSchema',
+    short: 'schema checks past their deadline',
+    label:
+      'evil: 8 loops of creates whose metadata `[ab]*a[ab]{999}$` checks over 60 KB, each past the 250 ms deadline (issue 57, G2)',
+    attacks: ['lateSchema'],
+  },
+  {
+    key: 'roles',
+    short: 'org/roles under the lock',
+    label: `evil: 24 loops of \`org/roles\` leaving out a role ${(20_000).toLocaleString('en')} members hold (issue 57, G1)`,
+    attacks: ['roles'],
+  },
+  {
+    key: 'row',
+    short: "one account's updates",
+    label: 'evil: 24 loops of updates of one account (issue 57, G1)',
+    attacks: ['row'],
+  },
+  {
+    key: 'rows',
+    short: "24 accounts' updates",
+    label: 'evil: 24 loops, each updating an account of its own (issue 57, G12)',
+    attacks: ['rows'],
   },
   {
     key: 'list',
@@ -363,6 +399,16 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
         .join(', ')}`;
     };
   };
+  /** Loops of writes in a thread of their own (postLoops); the stop says how evil's answers went. */
+  const writeLoops = (name: string, loops: PostLoop[]) => {
+    const attacker = postLoops(server.url, loops);
+    return async () => {
+      await attacker.stop();
+      const statuses = new Map<number, number>();
+      for (const status of attacker.answers) statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      return `${name}: ${[...statuses].map(([st, n]) => `${n}× ${st}`).join(', ')}`;
+    };
+  };
   const attacks: Record<Attack, () => Promise<() => Promise<string>>> = {
     async costly() {
       const stop = new AbortController();
@@ -469,6 +515,83 @@ export async function neighbourRows(b: NeighboursBench): Promise<{ rows: Row[]; 
         await runCli(['metadata-schema', 'clear', '--site', 'evil'], cliEnv);
         return `costly schema checks: ${[...statuses].map(([s, k]) => `${k}× ${s}`).join(', ')}`;
       };
+    },
+
+    async lateSchema() {
+      const file = join(mkdtempSync(join(tmpdir(), 'bench-schema-')), 'evil.json');
+      writeFileSync(file, JSON.stringify({ properties: { x: { type: 'string', pattern: '[ab]*a[ab]{999}$' } } }));
+      await runCli(['metadata-schema', 'set', '--site', 'evil', file], cliEnv);
+      const x = `${costlyMetadata().x}${'a'.repeat(1000)}`;
+      const body = JSON.stringify({
+        email: 'late.%N%@evil.example.com',
+        name: 'Evil',
+        password: b.password,
+        metadata: { x },
+      });
+      const stop = writeLoops(
+        'schema checks past their deadline',
+        Array.from({ length: 8 }, () => ({ path: '/api/1/user/create', token: evilToken, body })),
+      );
+      return async () => {
+        const said = await stop();
+        await runCli(['metadata-schema', 'clear', '--site', 'evil'], cliEnv);
+        return said;
+      };
+    },
+    async roles() {
+      const roles = [
+        { role: 'member', permissions: ['read'] },
+        { role: 'admin', permissions: ['read', 'write'] },
+      ];
+      await (await call(evilToken, '/api/1/org/roles', { roles })).arrayBuffer();
+      const created = await call(evilToken, '/api/1/org/create', { name: 'Evil' });
+      const orgId = ((await created.json()) as { result: { orgId: string } }).result.orgId;
+      const direct = postgres(b.db.url, { max: 1, onnotice: () => {} });
+      await direct.unsafe(
+        `insert into users (site, email, name, origin) select 'evil', 'member.' || i || '@evil.example.com', 'Member', 'api'
+         from generate_series(1, 20000) i`,
+      );
+      await direct.unsafe(
+        `insert into org_memberships (org_id, user_id, site, roles)
+         select $1, id, 'evil', array['member'] from users where site = 'evil' and email like 'member.%'`,
+        [orgId],
+      );
+      await direct.end();
+      const body = JSON.stringify({ roles: [{ role: 'admin', permissions: ['read'] }] });
+      return writeLoops(
+        'org/roles',
+        Array.from({ length: 24 }, () => ({ path: '/api/1/org/roles', token: evilToken, body })),
+      );
+    },
+    async row() {
+      const created = await call(evilToken, '/api/1/user/create', {
+        email: `row.${Date.now()}@evil.example.com`,
+        name: 'Row',
+        password: b.password,
+      });
+      const _userId = ((await created.json()) as { result: { _userId: string } }).result._userId;
+      const body = JSON.stringify({ _userId, metadata: { x: '%N%' } });
+      return writeLoops(
+        "one account's updates",
+        Array.from({ length: 24 }, () => ({ path: '/api/1/user/update', token: evilToken, body })),
+      );
+    },
+    async rows() {
+      const loops: PostLoop[] = [];
+      for (let i = 0; i < 24; i++) {
+        const created = await call(evilToken, '/api/1/user/create', {
+          email: `rows.${i}.${Date.now()}@evil.example.com`,
+          name: 'Rows',
+          password: b.password,
+        });
+        const _userId = ((await created.json()) as { result: { _userId: string } }).result._userId;
+        loops.push({
+          path: '/api/1/user/update',
+          token: evilToken,
+          body: JSON.stringify({ _userId, metadata: { x: '%N%' } }),
+        });
+      }
+      return writeLoops("24 accounts' updates", loops);
     },
 
     list: () => heavyAttack('lists', '/api/1/user/list?limit=1000'),

@@ -9,7 +9,7 @@ import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'p
 import { createAuthFailures } from './auth/failed-authentications.ts';
 import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './auth/tokens.ts';
 import type { Config } from './config/env.ts';
-import { type Database, openPglite, openPostgres } from './db/client.ts';
+import { type Database, LOCK_TIMEOUT_MS, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir, unsafeSecretFile } from './db/file-safety.ts';
 import { connectRedis, redisReady } from './db/redis.ts';
@@ -25,6 +25,7 @@ import { createHeavyReadGate, heavyReadLimits } from './limits/heavy-reads.ts';
 import { databaseLockout, redisLockout } from './limits/lockout.ts';
 import { createLongPollGate } from './limits/long-polls.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './limits/rate-limit.ts';
+import { createTransactionShare, transactionShareOptions } from './limits/transactions.ts';
 import { createMetrics } from './ops/metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
@@ -135,6 +136,7 @@ export async function openDatabase(config: Config, tracer?: Tracer): Promise<{ d
       ...traced,
       max: config.databasePoolSize,
       statementTimeoutMs: config.requestTimeoutMs,
+      lockTimeoutMs: Math.min(LOCK_TIMEOUT_MS, config.requestTimeoutMs),
       ...(config.databaseListenUrl === undefined ? {} : { listenUrl: config.databaseListenUrl }),
     });
     await database.migrate().catch(async (error: unknown) => {
@@ -294,6 +296,10 @@ export async function assembleOn(
     longPolls: createLongPollGate(config.longPolls),
     heavyReads: createHeavyReadGate(heavyReadLimits(config.heavyReadsPerSite)),
     heavyExports: createHeavyReadGate(heavyReadLimits(config.heavyReadsPerSite)),
+    // The embedded database has one connection: every site's transactions take turns on it.
+    transactions: createTransactionShare(
+      transactionShareOptions(database.kind === 'pglite' ? 1 : config.databasePoolSize),
+    ),
     ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
     trustedProxies: config.trustedProxies,
     ...(factorKeys === undefined ? {} : { factorKeys }),

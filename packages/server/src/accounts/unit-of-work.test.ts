@@ -8,7 +8,7 @@ import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
 import { auditLog } from '../db/schema.ts';
-import { inWrite, WRITE_ATTEMPTS, type WriteScope } from './unit-of-work.ts';
+import { inWrite, isWriteCollision, WRITE_ATTEMPTS, type WriteScope } from './unit-of-work.ts';
 
 /** An error as drizzle throws a driver's: the SQLSTATE at `cause.code`. */
 const collision = (code: string) =>
@@ -152,6 +152,47 @@ describe.skipIf(!PG_URL)('inWrite on PostgreSQL: a real deadlock', () => {
       expect(settled.map((s) => s.status)).toEqual(['fulfilled', 'fulfilled']);
       // One of them was the deadlock's victim and ran twice (which one is PostgreSQL's choice).
       expect(runs.toSorted()).toEqual([1, 2]);
+    } finally {
+      await pg.close();
+    }
+  }, 30_000);
+
+  it('a write that waits on a lock past lock_timeout gives up once (55P03, a collision: 409), not run again', async () => {
+    // Issue 57, G1: a queue on one row held a connection per write in it, every site's pool with them.
+    const pg = await openPostgres(PG_URL!, { max: 4, lockTimeoutMs: 200 });
+    try {
+      await pg.migrate();
+      const site = `uow-pg-${randomUUID().slice(0, 8)}`;
+      const [a] = (await accountsOn(pg.db, site, 1)) as [string];
+      const holding = Promise.withResolvers<void>();
+      const release = Promise.withResolvers<void>();
+      // Holds the account's row until told: the write below queues on it.
+      const holder = pg.db.transaction(async (tx) => {
+        await tx.execute(sql`select id from users where id = ${a} for update`);
+        holding.resolve();
+        await release.promise;
+      });
+      await holding.promise;
+      let runs = 0;
+      const started = performance.now();
+      const waiting = inWrite(
+        { site, actor: 'job', requestId: `uow-lock-${randomUUID()}` },
+        { db: pg.db, outbox: false },
+        'disable',
+        { userId: a, status: 200, outcome: 'user disabled' },
+        async (tx) => {
+          runs++;
+          await tx.execute(sql`update users set name = 'waited' where id = ${a}`);
+          return true;
+        },
+      );
+      const error = await waiting.catch((e: unknown) => e);
+      release.resolve();
+      await holder;
+      expect(isWriteCollision(error)).toBe(true);
+      expect(error).toMatchObject({ cause: { code: '55P03' } });
+      expect(runs).toBe(1);
+      expect(performance.now() - started).toBeLessThan(2_000);
     } finally {
       await pg.close();
     }

@@ -6,6 +6,7 @@ import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
+import type { TransactionShare } from '../limits/transactions.ts';
 import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
 
@@ -50,6 +51,11 @@ export interface WriteDeps {
   tracing?: boolean | undefined;
   /** Numbers committed events; kicked after a write that queued some, so that they are out at once. */
   sequencer?: { kick(): void } | undefined;
+  /**
+   * The site's share of the pool's connections (limits/transactions.ts): the write waits for a
+   * slot of its site before it begins, without a connection. Absent: no bound (the CLI, tests).
+   */
+  share?: TransactionShare | undefined;
 }
 
 /** The change event of each write that changes accounts (events/queue.ts); verify and export have none. */
@@ -156,13 +162,27 @@ export const WRITE_ATTEMPTS = 3;
  */
 export const RETRIED_STATES: ReadonlySet<string> = new Set(['40P01', '40001']);
 
-/** Whether `error` (or its cause, as drizzle wraps the driver's error) is a collision worth a retry. */
-export function isWriteCollision(error: unknown): boolean {
+/**
+ * lock_not_available: a statement waited on a lock longer than the connection's lock_timeout
+ * (db/client.ts), because another write holds the row or the lock. Rolled back whole as the others,
+ * but not run again: it would queue on the same lock. The caller's refusal is the same 409.
+ */
+export const LOCK_TIMEOUT_STATE = '55P03';
+
+/** The SQLSTATE of `error` or of its causes (drizzle wraps the driver's error), if any is one of `states`. */
+function stateIn(error: unknown, states: ReadonlySet<string>): boolean {
   let e = error as { code?: unknown; cause?: unknown } | undefined;
   for (let depth = 0; e !== undefined && e !== null && depth < 5; depth++, e = e.cause as typeof e) {
-    if (typeof e.code === 'string' && RETRIED_STATES.has(e.code)) return true;
+    if (typeof e.code === 'string' && states.has(e.code)) return true;
   }
   return false;
+}
+
+const COLLISIONS: ReadonlySet<string> = new Set([...RETRIED_STATES, LOCK_TIMEOUT_STATE]);
+
+/** Whether `error` is a collision with concurrent writes: rolled back whole, answered 409 `conflict`. */
+export function isWriteCollision(error: unknown): boolean {
+  return stateIn(error, COLLISIONS);
 }
 
 /**
@@ -184,14 +204,21 @@ export async function inWrite<T>(
   work: (tx: Db, tools: WriteTools) => Promise<T | undefined>,
 ): Promise<T | undefined> {
   if (typeof done !== 'function') scope.report?.({ userId: done.userId });
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await writeOnce(scope, deps, operation, done, work);
-    } catch (error) {
-      if (!isWriteCollision(error) || attempt >= WRITE_ATTEMPTS || scope.deadline?.signal?.aborted) throw error;
-      // A short pause, longer each time and jittered, so that the colliding writes do not meet again at once.
-      await new Promise((resolve) => setTimeout(resolve, attempt * (5 + Math.random() * 20)));
+  // The site's slot, held for every attempt: its other writes wait without a connection meanwhile.
+  const leave = deps.share === undefined ? undefined : await deps.share.enter(scope.site, scope.deadline?.signal);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await writeOnce(scope, deps, operation, done, work);
+      } catch (error) {
+        if (!stateIn(error, RETRIED_STATES) || attempt >= WRITE_ATTEMPTS || scope.deadline?.signal?.aborted)
+          throw error;
+        // A short pause, longer each time and jittered, so that the colliding writes do not meet again at once.
+        await new Promise((resolve) => setTimeout(resolve, attempt * (5 + Math.random() * 20)));
+      }
     }
+  } finally {
+    leave?.();
   }
 }
 

@@ -63,6 +63,13 @@ function prepareMarked(client: { unsafe: Sql['unsafe'] }): void {
   } as Sql['unsafe'];
 }
 
+/**
+ * How long a server's statement waits on a lock at most (its lock_timeout): long enough for the
+ * few writes of one row at once that the site's share of the pool lets in (limits/transactions.ts),
+ * short enough that a queue on one lock ends in a 409 rather than in every connection held.
+ */
+export const LOCK_TIMEOUT_MS = 1_000;
+
 /** The advisory lock key of migrations: any constant the deployment's other users do not take. */
 export const MIGRATION_LOCK = 0x75_73_65_72; // "user"
 
@@ -97,7 +104,15 @@ interface Embedded {
 
 export async function openPostgres(
   url: string,
-  options: { max?: number; statementTimeoutMs?: number; listenUrl?: string; tracer?: Tracer; embedded?: Embedded } = {},
+  options: {
+    max?: number;
+    statementTimeoutMs?: number;
+    /** How long a statement waits on a lock (another write's row, an advisory lock); absent: as long as it runs. */
+    lockTimeoutMs?: number;
+    listenUrl?: string;
+    tracer?: Tracer;
+    embedded?: Embedded;
+  } = {},
 ): Promise<Database> {
   const { default: postgres } = await import('postgres');
   const { drizzle } = await import('drizzle-orm/postgres-js');
@@ -117,7 +132,13 @@ export async function openPostgres(
     idle_timeout: embedded === undefined ? 60 : 0,
     onnotice: () => {},
     // No statement outlives the request it serves (see the deadline middleware).
-    connection: { application_name: 'user-accounts', statement_timeout: options.statementTimeoutMs ?? 10_000 },
+    connection: {
+      application_name: 'user-accounts',
+      statement_timeout: options.statementTimeoutMs ?? 10_000,
+      // A write queued on another's lock holds its connection all the while: it gives up (55P03,
+      // answered 409 `conflict`) rather than hold it for the queue's length (issue 57, G1).
+      ...(options.lockTimeoutMs === undefined ? {} : { lock_timeout: options.lockTimeoutMs }),
+    },
     ...(embedded === undefined ? {} : { path: embedded.path, onnotify: shared!.onnotify }),
   } as Options<Record<string, never>>);
   onEveryClient(client, prepareMarked);
@@ -134,10 +155,14 @@ export async function openPostgres(
     sql: client,
     kind: embedded === undefined ? 'postgres' : 'pglite',
     async migrate() {
-      const apply = () =>
-        counted(db, () => upgrade(db, () => migrate(drizzle(client), { migrationsFolder: MIGRATIONS })));
+      const apply = (on: Sql) => {
+        const migrating = drizzle(on, { schema });
+        return counted(migrating, () =>
+          upgrade(migrating, () => migrate(drizzle(on), { migrationsFolder: MIGRATIONS })),
+        );
+      };
       // Embedded: one process at a time (the data folder's lock), and one connection.
-      if (embedded !== undefined) return apply();
+      if (embedded !== undefined) return apply(client);
       // drizzle's migrator takes no lock: two servers (or a deploy step and a server) starting on
       // an empty database raced to CREATE TABLE and one failed. A session-level advisory lock
       // makes them take turns; the second finds every migration applied.
@@ -145,10 +170,16 @@ export async function openPostgres(
       // where the listeners go (DATABASE_LISTEN_URL, PostgreSQL itself): behind a transaction-mode
       // pooler, a session lock would stay with a server connection the pooler hands to others.
       const session = postgres(options.listenUrl ?? url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+      // The migrations on a connection of their own, without the pool's lock_timeout: an ALTER
+      // may wait for other servers' transactions on the table to end.
+      const migrator = postgres(url, { max: 1, max_pipeline: 1, connect_timeout: 5, onnotice: () => {} } as Options<
+        Record<string, never>
+      >);
       try {
         await session`select pg_advisory_lock(${MIGRATION_LOCK})`;
-        return await apply();
+        return await apply(migrator);
       } finally {
+        await migrator.end({ timeout: 5 });
         await session.end({ timeout: 5 }); // ending the session releases its lock
       }
     },

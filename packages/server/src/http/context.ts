@@ -13,6 +13,7 @@ import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';
 import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
+import type { TransactionShare } from '../limits/transactions.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
@@ -57,6 +58,8 @@ export interface AppDeps {
   heavyReads?: HeavyReadGate;
   /** The same for its exports, apart: an export holds its place for as long as it streams. */
   heavyExports?: HeavyReadGate;
+  /** Bounds a site's transactions at once (a share of DATABASE_POOL_SIZE, limits/transactions.ts); absent: none. */
+  transactions?: TransactionShare;
   /** The most accounts a site may hold (MAX_ACCOUNTS_PER_SITE); absent: no limit. */
   maxAccountsPerSite?: number;
   /** Keys sealing second-factor secrets; absent: factor operations answer 503 (FACTOR_ENCRYPTION_KEY unset). */
