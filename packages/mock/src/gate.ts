@@ -2,7 +2,7 @@
 // the server's own code (token check, 405, 413/415, JSON and depth, the schema and the rules the
 // spec states in words), and passes the rest, normalized, to Prism for a documented example.
 // What it cannot know without data (which account exists, a password equal to a stored email)
-// stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…` (mock/prefer.ts).
+// stays Prism's examples, chosen with `Prefer: example=…` or `Prefer: code=…` (./prefer.ts).
 import { request } from 'node:http';
 import { loadSpec } from '@user-accounts/server/contract/spec';
 import { compileValidators } from '@user-accounts/server/contract/validation';

@@ -90,7 +90,7 @@ async function run(argv: string[]): Promise<CommandResult> {
 }
 
 // Everything printed passes here (a command's data streamed to stdout by export escapes its own):
-// what came from a file or the database cannot drive the terminal (see admin/terminal.ts).
+// what came from a file or the database cannot drive the terminal (see ops/terminal.ts).
 try {
   const result = await run(process.argv.slice(2));
   process.stdout.write(terminalSafe(result.stdout));

@@ -3,7 +3,7 @@ import { users } from '../db/schema.ts';
 
 /**
  * The accounts a site's token may see: created through this interface, of its own site, and not
- * deleted (an account in its grace period is reached by restore alone: accounts/deletion.ts).
+ * deleted (an account in its grace period is reached by restore alone: accounts/delete.ts).
  * Every other row answers exactly as a row that does not exist. The site may be a prepared
  * statement's placeholder.
  */

@@ -275,7 +275,7 @@ async function writeOnce<T>(
       if (own) for (const { userId, factor } of added) events.push({ type: 'user.factor_added', userId, factor });
       events.push(...more);
       // Tracing on: the events keep the write's trace (their column's default reads this setting,
-      // local to the transaction), and each webhook delivery of them joins it (webhooks/worker.ts).
+      // local to the transaction), and each webhook delivery of them joins it (events/webhooks/worker.ts).
       const traceparent = deps.tracing ? activeTraceparent() : undefined;
       if (traceparent !== undefined)
         await tx.execute(sql`select set_config('user_accounts.traceparent', ${traceparent}, true)`);

@@ -357,7 +357,7 @@ const eventColumns = {
   data: jsonb('data').notNull(),
   /**
    * The W3C traceparent of the write's span when tracing is on (set for its transaction by
-   * runWrite, accounts/writes.ts), sent on with each webhook delivery of the event; null otherwise.
+   * inWrite, accounts/unit-of-work.ts), sent on with each webhook delivery of the event; null otherwise.
    */
   traceparent: text('traceparent').default(sql`nullif(current_setting('user_accounts.traceparent', true), '')`),
 };

@@ -66,7 +66,7 @@ export interface EventEntry {
   factor?: { factorId: string; type: string };
   /**
    * The event's data as it is, when the write knows it whole (session.created, session.revoked:
-   * sessions/events.ts); never anything secret.
+   * sessions/rules.ts); never anything secret.
    */
   data?: Record<string, unknown>;
 }

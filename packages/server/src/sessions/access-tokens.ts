@@ -1,4 +1,4 @@
-// The seam between sessions (sessions/store) and the keys that sign their access tokens
+// The seam between sessions (sessions/issue.ts) and the keys that sign their access tokens
 // (sessions/signing-keys.ts): a session asks for a JWT with these claims and gets it with its expiry.
 
 /** What an access token says (issue 43, point 4): `aud` is the site, `sub` the account, `sid` the session. */
