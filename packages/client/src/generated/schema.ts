@@ -1370,15 +1370,24 @@ export interface paths {
          *       refreshing a stolen token is caught when the person's browser comes back with it):
          *       taken as stolen. The whole session is revoked in the same transaction
          *       (`session.revoked`, reason `refresh_reuse`) and the answer is 422 `invalid_session`.
-         *       A session remembers its last 1,000 replaced tokens (by their SHA-256 only): a token
-         *       replaced more than 1,000 refreshes ago is unknown (422, the session left alone). At a
-         *       refresh every 5 minutes, that is about 3.5 days of continuous use.
+         *       This holds for every token the session ever had, for as long as the session lives:
+         *       each token a refresh gives carries its session and its place in the session's line of
+         *       tokens, sealed under the deployment's key (`FACTOR_ENCRYPTION_KEY`'s, or the one kept
+         *       without it), so no record of replaced tokens runs out. Only a token whose sealing key
+         *       has since been removed from `FACTOR_ENCRYPTION_KEY`, and that was replaced over 60
+         *       seconds before, is no longer known (the plain miss).
+         *     - Refreshes of one session are bounded: at most 10 replace its token within any
+         *       60 seconds. One more is 429 `rate_limited` with `Retry-After` (the seconds until the
+         *       window has room again) and `RateLimit-Policy: "session_refresh";q=10;w=60`, before
+         *       anything changes: the token named is still the session's, good for `session/verify`
+         *       and for a refresh after `Retry-After`. A repeat within the 10 seconds above replaces
+         *       nothing and is never refused for it.
          *     - Every other miss (unknown, another site's, expired, idle, revoked): 422
          *       `invalid_session`, the same body as `session/verify`'s.
          *
          *     Audited (operation `session_refresh`), never with a token: a refresh (`session refreshed`),
-         *     a replayed token's revocation (`invalid_session`, with the account), a refusal of the
-         *     request itself (its problem's `code`). A plain miss writes nothing, not even an audit row:
+         *     a replayed token's revocation (`invalid_session`, with the account), a refresh over the
+         *     bound (`rate_limited`, with the account), a refusal of the request itself (its problem's `code`). A plain miss writes nothing, not even an audit row:
          *     it names no account, and made-up tokens must not turn into database writes.
          */
         post: operations["refreshSession"];
@@ -3133,7 +3142,9 @@ export interface components {
             lifetime?: number;
         };
         /**
-         * @description A session token: `uas_` and 43 base64url characters (256 random bits). Stored by us only as
+         * @description A session token: `uas_` and 43 base64url characters (256 bits: a login's are random; a
+         *     refresh's carry 128 bits derived from the token they replace and, sealed, which session
+         *     they belong to, which nobody without the deployment's key can read or make). Stored by us only as
          *     its SHA-256, shown only in the answer that issued it: keep it in an `HttpOnly`, `Secure`,
          *     `SameSite=Lax` cookie.
          * @example uas_Vb7zMpJc2kq0y5Q9wL1nRt8sXe4dHf6gAa3iBo0uCk2
@@ -4709,6 +4720,8 @@ export interface components {
          *     authentications (`"failed_auth"`); `RateLimit` says which, `Retry-After` when to try again.
          *     On a heavy read (list, export, a person's data), also: too many of the site's heavy reads
          *     running and waiting on this server already (`HEAVY_READS_PER_SITE`), with `Retry-After: 1`.
+         *     On `session/refresh`, also: the session's token replaced 10 times within 60 seconds
+         *     (`"session_refresh"`); the token named is still good.
          */
         TooManyRequests: {
             headers: {
@@ -5135,7 +5148,8 @@ export interface components {
          *     together, and is listed on `import`'s answers only. `"failed_auth"` appears only on a 429 for too many failed
          *     authentications from the client's address (see the `apiToken` security scheme);
          *     `"failed_verify"` and `"failed_verify_address"` only on verify's 429 `too_many_attempts`,
-         *     alone (see `VerifyTooManyRequests`).
+         *     alone (see `VerifyTooManyRequests`); `"session_refresh"` only on `session/refresh`'s 429
+         *     for a session refreshed 10 times within 60 seconds, alone.
          */
         "RateLimit-Policy": string;
         /**
