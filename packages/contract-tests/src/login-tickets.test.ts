@@ -280,6 +280,51 @@ function defineLoginTicketsSuite(spec: TargetSpec): void {
       expect((await redeem({ ticket: code, purpose: 'login', _userId: user.id })).response.status).toBe(200);
     });
 
+    // Issue 57, G4: a code burned after 5 wrong tries, but a new code gave 5 more, without end
+    // (1,000 wrong guesses on one account in 6 s, no 429). Wrong codes now count per account, across
+    // codes and with phone codes, toward the lock TOTP codes count toward.
+    it('wrong login and phone codes count per account across codes: past 10, 429 too_many_attempts, even for the right code or a new one', async () => {
+      const user = await h.createUser({ phone: '+44 20 7946 0031' });
+      const wrongOf = (code: string) => (code === '000000' ? '000001' : '000000');
+      const first = await ticketOf({ _userId: user.id, purpose: 'login', delivery: 'code' });
+      for (let n = 0; n < 5; n++)
+        expect((await redeem({ ticket: wrongOf(first), purpose: 'login', _userId: user.id })).response.status).toBe(
+          422,
+        );
+      const phone = (await issue(h.client, { _userId: user.id, purpose: 'verify_phone' as never })).data!.result.ticket;
+      const redeemPhone = (ticket: string) =>
+        h.client.POST('/api/1/user/ticket/redeem', {
+          body: { ticket, purpose: 'verify_phone', _userId: user.id } as never,
+        });
+      for (let n = 0; n < 4; n++) expect((await redeemPhone(wrongOf(phone))).response.status).toBe(422);
+      // A new login code, then the tenth wrong code (the phone's fifth): the account is locked.
+      const second = await ticketOf({ _userId: user.id, purpose: 'login', delivery: 'code' });
+      expect((await redeemPhone(wrongOf(phone))).response.status).toBe(422);
+      const locked = async (answer: Promise<{ response: Response; error?: unknown }>) => {
+        const { response, error } = await answer;
+        expect(response.status, JSON.stringify(error)).toBe(429);
+        expect((error as Problem).code).toBe('too_many_attempts');
+        const wait = Number(response.headers.get('retry-after'));
+        expect(wait).toBeGreaterThan(0);
+        expect(wait).toBeLessThanOrEqual(60);
+      };
+      // The right code, while locked: refused before it is looked at, and not used.
+      await locked(redeem({ ticket: second, purpose: 'login', _userId: user.id, session: {} }));
+      expect(await h.target.sql('select 1 from sessions where user_id = $1', [user.id])).toEqual([]);
+      // No new code while locked, of either kind; a link (256 bits, no guessing) is still issued.
+      await locked(issue(login, { _userId: user.id, purpose: 'login', delivery: 'code' }));
+      await locked(issue(login, { email: user.email, purpose: 'login', delivery: 'code' }));
+      await locked(issue(h.client, { _userId: user.id, purpose: 'verify_phone' as never }));
+      expect((await issue(login, { _userId: user.id, purpose: 'login' })).response.status).toBe(201);
+      // Another account is not locked by this one's guesses.
+      const other = await h.createUser();
+      const its = await ticketOf({ _userId: other.id, purpose: 'login', delivery: 'code' });
+      expect((await redeem({ ticket: its, purpose: 'login', _userId: other.id })).response.status).toBe(200);
+      // Once the lock has ended, the right code signs in (and the count starts again).
+      await h.target.sql('update verify_failures set locked_until = now() - interval $$1 second$$', []);
+      expect((await redeem({ ticket: second, purpose: 'login', _userId: user.id })).response.status).toBe(200);
+    });
+
     it('a disabled account: 403 account_disabled, as verify, and the ticket stays for after an enable', async () => {
       const user = await h.createUser();
       const link = await ticketOf({ _userId: user.id, purpose: 'login' });

@@ -454,6 +454,12 @@ export interface paths {
          *       account's `_userId`, and burned after 5 wrong tries (each try is counted before it is
          *       compared, so of any number sent at once only 5 are compared). Issuing a `verify_phone`
          *       code ends the account's earlier one; a `login` code, the account's earlier login code.
+         *     - Wrong codes are counted per account across codes, with its wrong TOTP and recovery codes
+         *       (see `ticket/redeem`): while that count has the account locked, a `verify_phone` or
+         *       `login` code is not issued, 429 `too_many_attempts` with `Retry-After` (the lock's
+         *       seconds left) and `RateLimit-Policy: "failed_second_factor";…`, before anything is
+         *       stored. A `login` link (256 bits, no guess finds it) is issued as ever. Only an account
+         *       in reach can be locked, so this answer says no more than the 201 would.
          *     - `expiresIn` (seconds, at least 60): `verify_email` and `change_email` 24 hours by default,
          *       at most 7 days; `reset_password` 1 hour, at most 24 hours; `verify_phone` 10 minutes, at
          *       most 1 hour; a `login` link 15 minutes, at most 1 hour; a `login` code 10 minutes, at
@@ -518,6 +524,15 @@ export interface paths {
          *       another site, a code for another account, one that died of a later change (see
          *       `ticket`), a `verify_phone` or `login` code after 5 wrong tries (the right code on the
          *       sixth try is a miss too).
+         *     - Wrong codes are counted per account across codes (a new code gives no new tries of the
+         *       account's): every `verify_phone` and `login` code tried with a `_userId` counts toward
+         *       the account's count of wrong codes, the one its wrong TOTP and recovery codes count
+         *       toward at `factor/verify` (`VERIFY_LIMIT`: 10 within 15 minutes lock the account for
+         *       a minute, each further one doubles the lock, up to a day), before the code is looked
+         *       at. While locked: 429 `too_many_attempts` with `Retry-After`, even for the right code,
+         *       which is not used and stays good until it expires (no new code is issued meanwhile, see
+         *       `ticket`). A right code resets the count; a try when the account has no live code of
+         *       that purpose is no guess and is not counted.
          *     - Exactly one of many concurrent redeems of a ticket succeeds; the others are misses.
          *     - A `reset_password` with a password the rules refuse is the usual 400 (`weak_password`,
          *       `invalid_request`), and the ticket stays usable. `password` is required for
@@ -1144,7 +1159,8 @@ export interface paths {
          *     - A ticket that is not one of ours, of another site, older than 5 minutes, or spent:
          *       422 `invalid_ticket` (sign in again).
          *     - Wrong codes are counted per account as failed passwords are (`VERIFY_LIMIT`; their own
-         *       count): past the limit, 429 `too_many_attempts` with `Retry-After`, before the code is
+         *       count, which the account's wrong `login` and `verify_phone` codes at `ticket/redeem`
+         *       count toward too): past the limit, 429 `too_many_attempts` with `Retry-After`, before the code is
          *       looked at. A success resets the count.
          *
          *     Every call past authentication and the rate limits leaves an audit row (operation
@@ -1370,15 +1386,24 @@ export interface paths {
          *       refreshing a stolen token is caught when the person's browser comes back with it):
          *       taken as stolen. The whole session is revoked in the same transaction
          *       (`session.revoked`, reason `refresh_reuse`) and the answer is 422 `invalid_session`.
-         *       A session remembers its last 1,000 replaced tokens (by their SHA-256 only): a token
-         *       replaced more than 1,000 refreshes ago is unknown (422, the session left alone). At a
-         *       refresh every 5 minutes, that is about 3.5 days of continuous use.
+         *       This holds for every token the session ever had, for as long as the session lives:
+         *       each token a refresh gives carries its session and its place in the session's line of
+         *       tokens, sealed under the deployment's key (`FACTOR_ENCRYPTION_KEY`'s, or the one kept
+         *       without it), so no record of replaced tokens runs out. Only a token whose sealing key
+         *       has since been removed from `FACTOR_ENCRYPTION_KEY`, and that was replaced over 60
+         *       seconds before, is no longer known (the plain miss).
+         *     - Refreshes of one session are bounded: at most 10 replace its token within any
+         *       60 seconds. One more is 429 `rate_limited` with `Retry-After` (the seconds until the
+         *       window has room again) and `RateLimit-Policy: "session_refresh";q=10;w=60`, before
+         *       anything changes: the token named is still the session's, good for `session/verify`
+         *       and for a refresh after `Retry-After`. A repeat within the 10 seconds above replaces
+         *       nothing and is never refused for it.
          *     - Every other miss (unknown, another site's, expired, idle, revoked): 422
          *       `invalid_session`, the same body as `session/verify`'s.
          *
          *     Audited (operation `session_refresh`), never with a token: a refresh (`session refreshed`),
-         *     a replayed token's revocation (`invalid_session`, with the account), a refusal of the
-         *     request itself (its problem's `code`). A plain miss writes nothing, not even an audit row:
+         *     a replayed token's revocation (`invalid_session`, with the account), a refresh over the
+         *     bound (`rate_limited`, with the account), a refusal of the request itself (its problem's `code`). A plain miss writes nothing, not even an audit row:
          *     it names no account, and made-up tokens must not turn into database writes.
          */
         post: operations["refreshSession"];
@@ -3133,7 +3158,9 @@ export interface components {
             lifetime?: number;
         };
         /**
-         * @description A session token: `uas_` and 43 base64url characters (256 random bits). Stored by us only as
+         * @description A session token: `uas_` and 43 base64url characters (256 bits: a login's are random; a
+         *     refresh's carry 128 bits derived from the token they replace and, sealed, which session
+         *     they belong to, which nobody without the deployment's key can read or make). Stored by us only as
          *     its SHA-256, shown only in the answer that issued it: keep it in an `HttpOnly`, `Secure`,
          *     `SameSite=Lax` cookie.
          * @example uas_Vb7zMpJc2kq0y5Q9wL1nRt8sXe4dHf6gAa3iBo0uCk2
@@ -4235,8 +4262,10 @@ export interface components {
          *
          *     On `too_many_attempts` the `RateLimit-Policy` and `RateLimit` fields name the lock that
          *     refused the request, and only it: `"failed_verify"` (failures per account or identifier,
-         *     `q` of `VERIFY_LIMIT` per `w` seconds) or `"failed_verify_address"` (per end-user address,
-         *     `VERIFY_LIMIT_ADDRESS`), with `r=0` and `t` the same number of seconds as `Retry-After`,
+         *     `q` of `VERIFY_LIMIT` per `w` seconds), `"failed_verify_address"` (per end-user address,
+         *     `VERIFY_LIMIT_ADDRESS`) or `"failed_second_factor"` (an account's wrong codes: TOTP and
+         *     recovery codes at `factor/verify`, `login` and `verify_phone` codes at `ticket/redeem`,
+         *     and no new such code from `ticket` while it holds; `VERIFY_LIMIT`), with `r=0` and `t` the same number of seconds as `Retry-After`,
          *     as the RateLimit draft asks of a response carrying both. The token's own budgets are not
          *     listed on that answer (they are not what refused it, and their reset names another
          *     moment than the lock's end); every other answer lists them.
@@ -4709,6 +4738,8 @@ export interface components {
          *     authentications (`"failed_auth"`); `RateLimit` says which, `Retry-After` when to try again.
          *     On a heavy read (list, export, a person's data), also: too many of the site's heavy reads
          *     running and waiting on this server already (`HEAVY_READS_PER_SITE`), with `Retry-After: 1`.
+         *     On `session/refresh`, also: the session's token replaced 10 times within 60 seconds
+         *     (`"session_refresh"`); the token named is still good.
          */
         TooManyRequests: {
             headers: {
@@ -5135,7 +5166,9 @@ export interface components {
          *     together, and is listed on `import`'s answers only. `"failed_auth"` appears only on a 429 for too many failed
          *     authentications from the client's address (see the `apiToken` security scheme);
          *     `"failed_verify"` and `"failed_verify_address"` only on verify's 429 `too_many_attempts`,
-         *     alone (see `VerifyTooManyRequests`).
+         *     alone (see `VerifyTooManyRequests`), and `"failed_second_factor"` so on `factor/verify`,
+         *     `ticket` and `ticket/redeem`; `"session_refresh"` only on `session/refresh`'s 429
+         *     for a session refreshed 10 times within 60 seconds, alone.
          */
         "RateLimit-Policy": string;
         /**
@@ -5783,7 +5816,7 @@ export interface operations {
             409: components["responses"]["TicketConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["VerifyTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -5832,7 +5865,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["InvalidTicket"];
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["VerifyTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["PasswordCheckUnavailable"];

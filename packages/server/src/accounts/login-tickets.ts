@@ -13,7 +13,7 @@ import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
-import { findTicket, useTicket } from './tickets.ts';
+import { type CodeGuard, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
 /** Every miss, whatever it was: one body (the one of accounts/redeem.ts). */
@@ -47,11 +47,12 @@ interface Written {
  * Redeems a `login` ticket in the scope's site: the account's id, or 422 invalid_ticket for every
  * miss (unknown, used, expired, another site's or purpose's, a code for another account or after
  * its fifth wrong try, a link named with another `_userId`), 403 account_disabled, 403
- * second_factor_required (the ticket used, the email verified: only the second step is left).
+ * second_factor_required (the ticket used, the email verified: only the second step is left), 429
+ * too_many_attempts for a code while the account's wrong codes have it locked.
  */
 export async function redeemLoginTicket(
   scope: WriteScope,
-  deps: WriteDeps & { keys: DeploymentKeys },
+  deps: WriteDeps & { keys: DeploymentKeys; codeGuard: CodeGuard },
   input: { ticket: string; _userId?: string | undefined },
 ): Promise<LoginRedeemed> {
   const { site } = scope;
@@ -60,14 +61,10 @@ export async function redeemLoginTicket(
   if (named !== undefined && !isUuid(named)) throw invalidTicket();
   // A code goes with the account it was sent for; a link finds its account by itself.
   const code = named !== undefined && CODE.test(input.ticket);
-  const found = await findTicket(
-    deps.db,
-    site,
-    code ? 'login_code' : 'login',
-    input.ticket,
-    code ? named : undefined,
-    deps.keys,
-  );
+  // A code's try counts toward the account's wrong codes (issue 57, G4): 429 while it is locked.
+  const found = code
+    ? await findCodeCounted(deps.db, site, 'login_code', input.ticket, named!, deps.keys, deps.codeGuard)
+    : await findTicket(deps.db, site, 'login', input.ticket, undefined, deps.keys);
   if (found === undefined || (named !== undefined && found.userId !== named)) throw invalidTicket();
   const userId = found.userId;
   scope.report?.({ userId });

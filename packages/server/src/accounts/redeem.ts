@@ -12,7 +12,15 @@ import { emailTaken } from './create.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
-import { ENDED_BY, endTickets, findTicket, type Purpose, useTicket } from './tickets.ts';
+import {
+  type CodeGuard,
+  ENDED_BY,
+  endTickets,
+  findCodeCounted,
+  findTicket,
+  type Purpose,
+  useTicket,
+} from './tickets.ts';
 import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
@@ -54,7 +62,7 @@ export interface Redeemed {
  */
 export async function redeemTicket(
   scope: WriteScope,
-  deps: WriteDeps & NewPasswordDeps & { keys: DeploymentKeys },
+  deps: WriteDeps & NewPasswordDeps & { keys: DeploymentKeys; codeGuard: CodeGuard },
   input: RedeemTicketRequest,
 ): Promise<Redeemed> {
   const { site } = scope;
@@ -62,7 +70,11 @@ export async function redeemTicket(
   const purpose: ChangePurpose = input.purpose;
   const userId = input._userId !== undefined && isUuid(input._userId) ? input._userId : undefined;
   if (input._userId !== undefined && userId === undefined) throw invalidTicket();
-  const found = await findTicket(deps.db, site, purpose, input.ticket, userId, deps.keys);
+  // A phone code's try counts toward the account's wrong codes (issue 57, G4): 429 while it is locked.
+  const found =
+    purpose === 'verify_phone' && userId !== undefined
+      ? await findCodeCounted(deps.db, site, purpose, input.ticket, userId, deps.keys, deps.codeGuard)
+      : await findTicket(deps.db, site, purpose, input.ticket, userId, deps.keys);
   if (found === undefined) throw invalidTicket();
   scope.report?.({ userId: found.userId });
   const account = and(eq(users.id, found.userId), inReachOf(site));

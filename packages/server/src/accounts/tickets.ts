@@ -8,7 +8,9 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { and, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { tickets, users } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
 import type { DeploymentKeys, MacPurpose } from '../factors/deployment-keys.ts';
+import { type LockoutPolicy, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 
 /** The purposes of the API (TicketPurpose): a `login` ticket is a link's, or with delivery `code` a `login_code`. */
 export type Purpose = 'verify_email' | 'verify_phone' | 'reset_password' | 'change_email' | 'login' | 'login_code';
@@ -17,7 +19,7 @@ export type Purpose = 'verify_email' | 'verify_phone' | 'reset_password' | 'chan
 const CODES = { verify_phone: 'phone_code', login_code: 'login_code' } as const satisfies Partial<
   Record<Purpose, MacPurpose>
 >;
-const isCode = (purpose: Purpose): purpose is keyof typeof CODES => purpose in CODES;
+export const isCode = (purpose: Purpose): purpose is keyof typeof CODES => purpose in CODES;
 
 const HOUR = 3600;
 /** Seconds: [default, maximum]. A reset is short-lived (it grants the account); a link to verify waits for the user's mail. */
@@ -138,18 +140,99 @@ export async function findTicket(
     return row;
   }
   if (userId === undefined) return undefined;
+  return (await tryCode(db, site, purpose, secret, userId, keys)).found;
+}
+
+/** A code's try: the code found, and whether a live code was compared at all (a wrong one: `judged`, not found). */
+async function tryCode(
+  db: Db,
+  site: string,
+  purpose: keyof typeof CODES,
+  secret: string,
+  userId: string,
+  keys: DeploymentKeys,
+): Promise<{ found?: Found; judged: boolean }> {
+  const live = and(eq(tickets.site, site), eq(tickets.purpose, purpose), gt(tickets.expiresAt, sql`now()`));
   // One statement takes the try: the row's lock orders tries at once, and each sees the others' count.
   const [row] = await db
     .update(tickets)
     .set({ tries: sql`${tickets.tries} + 1` })
     .where(and(live, eq(tickets.userId, userId), lt(tickets.tries, CODE_TRIES)))
-    .returning({ ...columns, secretHash: tickets.secretHash, tries: tickets.tries });
-  if (row === undefined) return undefined;
+    .returning({
+      id: tickets.id,
+      userId: tickets.userId,
+      newEmail: tickets.newEmail,
+      secretHash: tickets.secretHash,
+      tries: tickets.tries,
+    });
+  if (row === undefined) return { judged: false };
   if (codeMatches(keys, purpose, row.id, secret, row.secretHash))
-    return { id: row.id, userId: row.userId, newEmail: row.newEmail };
+    return { found: { id: row.id, userId: row.userId, newEmail: row.newEmail }, judged: true };
   if (row.tries >= CODE_TRIES) await db.delete(tickets).where(eq(tickets.id, row.id));
-  return undefined;
+  return { judged: true };
 }
+
+/** What counts an account's wrong codes (issue 57, G4): the lockout store and its policy (VERIFY_LIMIT's per account). */
+export interface CodeGuard {
+  lockout: LockoutStore;
+  policy: LockoutPolicy;
+}
+
+/**
+ * The counter of an account's wrong codes: the one its TOTP and recovery codes count toward
+ * (factors.ts secondFactorLockoutKey), so that guesses of every 6-digit secret the account is
+ * sent or holds add up, across codes (issue 57, G4: a new code gave 5 more tries without end).
+ */
+export const codeLockoutKey = (site: string, userId: string) =>
+  lockoutKey(site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
+
+/** The account's wrong-code lock in force, in seconds (0: none): no new code is issued while it lasts. */
+export async function codeLockWait(guard: CodeGuard, site: string, userId: string): Promise<number> {
+  const state = await guard.lockout.read(codeLockoutKey(site, userId));
+  const until = state?.lockedUntil?.getTime();
+  return until === undefined || until <= Date.now() ? 0 : Math.ceil((until - Date.now()) / 1000);
+}
+
+/**
+ * findTicket for a code, its try counted per account as well (issue 57, G4): before the code is
+ * looked at, as a wrong TOTP code is; while the account is locked, 429 too_many_attempts with
+ * Retry-After and the code not looked at (a right one stays good for after the lock). A right
+ * code clears the count; a try that found no live code to compare is no guess, and is taken back.
+ */
+export async function findCodeCounted(
+  db: Db,
+  site: string,
+  purpose: keyof typeof CODES,
+  secret: string,
+  userId: string,
+  keys: DeploymentKeys,
+  guard: CodeGuard,
+): Promise<Found | undefined> {
+  const key = codeLockoutKey(site, userId);
+  const wait = await guard.lockout.attempt(key, guard.policy);
+  if (wait > 0) throw tooManyCodes(wait, guard.policy);
+  let judged = false;
+  try {
+    const tried = await tryCode(db, site, purpose, secret, userId, keys);
+    judged = tried.judged;
+    if (tried.found !== undefined) await guard.lockout.clear(key).catch(() => {});
+    else if (!judged) await guard.lockout.undo(key, guard.policy).catch(() => {});
+    return tried.found;
+  } catch (error) {
+    if (!judged) await guard.lockout.undo(key, guard.policy).catch(() => {});
+    throw error;
+  }
+}
+
+/** The wrong-code lock's 429, as factor/verify's (its RateLimit fields name this lock only). */
+export const tooManyCodes = (seconds: number, policy: LockoutPolicy) =>
+  new ApiError(429, 'too_many_attempts', `Too many wrong codes for this account; try again in ${seconds} s.`, {
+    headers: {
+      'Retry-After': String(seconds),
+      'RateLimit-Policy': `"failed_second_factor";q=${policy.limit};w=${policy.windowSeconds}`,
+      RateLimit: `"failed_second_factor";r=0;t=${seconds}`,
+    },
+  });
 
 /** Uses the ticket: deletes it if it is still there, in the caller's transaction. True for the one caller that did. */
 export async function useTicket(tx: Db, id: string): Promise<boolean> {

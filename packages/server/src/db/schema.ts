@@ -507,9 +507,19 @@ export const sessions = pgTable(
     impersonator: jsonb('impersonator').$type<{ actor: string; reason: string }>(),
     revokedAt: at('revoked_at'),
     revokeReason: text('revoke_reason'),
+    /**
+     * What every token of the session since its first refresh carries, sealed (issue 57, G3): 12
+     * random bytes, base64url, set by that refresh (sessions/tokens.ts locatorOf). A replaced
+     * token finds its session by it, however many refreshes back. Not a secret: without the
+     * deployment key it neither makes nor opens a token.
+     */
+    tokenFamily: text('token_family'),
+    /** The session's refreshes so far: its current token's generation (0: the login's). */
+    generation: integer('generation').notNull().default(0),
   },
   (t) => [
     uniqueIndex('sessions_token_idx').on(t.tokenHash),
+    uniqueIndex('sessions_token_family_idx').on(t.tokenFamily),
     index('sessions_previous_token_idx').on(t.previousTokenHash),
     index('sessions_user_idx').on(t.userId, t.createdAt),
     index('sessions_site_expiry_idx').on(t.site, t.expiresAt),
@@ -518,11 +528,12 @@ export const sessions = pgTable(
 );
 
 /**
- * Every token a refresh replaced (issue 43, point 3), by its SHA-256, for the session's life: a
- * replaced token presented within the grace window gets the successor, one presented after it
- * revokes the session, however many refreshes ago it was replaced (a thief who kept refreshing).
- * `seq` counts a session's refreshes (1, 2, …); a refresh deletes the rows REPLACED_TOKENS_KEPT
- * refreshes older than its own, in its transaction (sessions/refresh.ts). Never a token.
+ * The tokens refreshes replaced (issue 43, point 3), by their SHA-256: a replaced token presented
+ * within the grace window gets the successor, one presented after it revokes the session. `seq`
+ * is the session's generation the refresh made (1, 2, …). A row of a token that carries its
+ * session's locator is deleted once past REFRESH_WINDOW_SECONDS (by the session's next refresh or
+ * housekeeping): the locator recognises the token from then on (issue 57, G3); a `lifelong` one
+ * stays while the session does. Never a token.
  */
 export const sessionReplacedTokens = pgTable(
   'session_replaced_tokens',
@@ -541,10 +552,18 @@ export const sessionReplacedTokens = pgTable(
      * and a key; cleared by the session's next refresh, and by housekeeping after the window.
      */
     successorMasks: text('successor_masks'),
+    /**
+     * Kept for the session's life: a token that carries no locator of its session (the login's,
+     * and every one made before issue 57), which nothing else would recognise once replaced. The
+     * others are kept for REFRESH_WINDOW_SECONDS only (the grace and the rate bound): after that,
+     * their locator finds their session (sessions/refresh.ts).
+     */
+    lifelong: boolean('lifelong').notNull().default(true),
   },
   (t) => [
     uniqueIndex('session_replaced_tokens_session_seq_idx').on(t.sessionId, t.seq),
     index('session_replaced_tokens_masked_idx').on(t.replacedAt).where(sql`${t.successorMasks} is not null`),
+    index('session_replaced_tokens_passing_idx').on(t.replacedAt).where(sql`not ${t.lifelong}`),
   ],
 );
 

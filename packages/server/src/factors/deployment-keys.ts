@@ -22,7 +22,8 @@ export type MacPurpose =
   | 'login_code'
   | 'passkey_decoy'
   | 'session_successor'
-  | 'session_successor_mask';
+  | 'session_successor_mask'
+  | 'session_locator';
 
 export interface DeploymentKeys {
   /** The MAC of `message` as it is stored: `<key id>.<base64url>`, under the current key. */

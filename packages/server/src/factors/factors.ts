@@ -6,20 +6,23 @@ import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
+import { codeLockoutKey } from '../accounts/tickets.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
-import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
+import type { LockoutPolicy, LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
-/** The counter of an account's wrong second factors, apart from its passwords' (lockoutKey's 'id'). */
-export const secondFactorLockoutKey = (site: string, userId: string) =>
-  lockoutKey(site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
+/**
+ * The counter of an account's wrong second factors, apart from its passwords' (lockoutKey's 'id'),
+ * which its wrong login and phone codes count toward too (accounts/tickets.ts codeLockoutKey).
+ */
+export const secondFactorLockoutKey = codeLockoutKey;
 
 export interface FactorDeps extends WriteDeps {
   /** FACTOR_ENCRYPTION_KEY's keys; undefined when not configured (PostgreSQL without the variable). */

@@ -333,6 +333,10 @@ describe('purging what has expired', () => {
     await replaced(made.live!, `fresh-${site}`, '1 second');
     await replaced(made.live!, `older-${site}!`, '2 minutes');
     await replaced(made.revokedLongAgo!, `gone-${site}`, '31 days');
+    // One that carries its session's locator is kept for the refresh window only (issue 57, G3).
+    await database.db.execute(sql`insert into session_replaced_tokens (token_hash, session_id, seq, replaced_at, lifelong)
+      values (${`passing-${site}`}, ${made.live!}, 99, now() - interval '61 seconds', false),
+        (${`passing-fresh-${site}`}, ${made.live!}, 98, now() - interval '30 seconds', false)`);
     await purgeExpired(database.db);
     const left = await rows<{ id: string }>(database.db, sql`select id::text as id from sessions where site = ${site}`);
     expect(left.map((r) => r.id).sort()).toEqual([made.live, made.revokedLately].sort());
@@ -344,6 +348,7 @@ describe('purging what has expired', () => {
     expect(tokens).toEqual([
       { token_hash: `fresh-${site}`, masked: true },
       { token_hash: `older-${site}!`, masked: false },
+      { token_hash: `passing-fresh-${site}`, masked: false },
     ]);
   });
 });

@@ -10,6 +10,7 @@ import { idempotencyKeys, passkeyChallenges, rateLimits, sessionReplacedTokens, 
 import { describeError } from '../errors.ts';
 import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
+import { REFRESH_WINDOW_SECONDS } from '../sessions/rules.ts';
 
 const LAST_USED_EVERY_MS = 30_000;
 const PURGE_EVERY_MS = 10 * 60_000;
@@ -22,7 +23,7 @@ export const DELETED_EVERY_MS = 30_000;
  * Deletes idempotency keys past their 24 hours, rate-limit windows long over, stale verify counts,
  * expired tickets and expired passkey challenges (a site that stops asking for options would
  * otherwise keep its last ones, up to CHALLENGES_PER_SITE), refresh successor masks past their
- * grace window, and sessions ended a month ago (their replaced tokens with them).
+ * grace window, replaced tokens that carry their locator past the refresh window, and sessions ended a month ago (their replaced tokens with them).
  */
 export async function purgeExpired(db: Db): Promise<void> {
   await db.delete(idempotencyKeys).where(lt(idempotencyKeys.createdAt, sql`now() - interval '24 hours'`));
@@ -39,6 +40,17 @@ export async function purgeExpired(db: Db): Promise<void> {
       and(
         isNotNull(sessionReplacedTokens.successorMasks),
         lt(sessionReplacedTokens.replacedAt, sql`now() - interval '1 minute'`),
+      ),
+    );
+  // A replaced token that carries its session's locator is kept for the refresh window only
+  // (sessions/refresh.ts): past it, the locator finds its session. A session's next refresh
+  // deletes its own; these are those of sessions refreshed no more.
+  await db
+    .delete(sessionReplacedTokens)
+    .where(
+      and(
+        sql`not ${sessionReplacedTokens.lifelong}`,
+        lt(sessionReplacedTokens.replacedAt, sql`now() - make_interval(secs => ${REFRESH_WINDOW_SECONDS})`),
       ),
     );
   // Sessions ended (revoked, expired, idle too long) 30 days ago and more: the person's data and

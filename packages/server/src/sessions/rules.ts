@@ -16,10 +16,14 @@ export const MAX_LIVE_SESSIONS = 100;
 /** How long a replaced token still gets its successor from a refresh; after it, a reuse is theft. */
 export const REUSE_GRACE_SECONDS = 10;
 /**
- * How many replaced tokens a session remembers (session_replaced_tokens): its last this many. A
- * token replaced longer ago than that many refreshes is a plain miss (the session is left alone).
+ * The rate bound of a session's refreshes (issue 57, G3): at most REFRESH_LIMIT rotations within
+ * any REFRESH_WINDOW_SECONDS; one more is 429 `rate_limited` (a repeat within the grace is no
+ * rotation). A replaced token's row is kept that long (at least the grace), so the window's
+ * rotations are counted from them and a session keeps at most REFRESH_LIMIT rows of tokens that
+ * carry its locator.
  */
-export const REPLACED_TOKENS_KEPT = 1000;
+export const REFRESH_LIMIT = 10;
+export const REFRESH_WINDOW_SECONDS = 60;
 /** `lastSeenAt` is written at most this often per session. */
 export const LAST_SEEN_STEP_SECONDS = 60;
 

@@ -2,13 +2,13 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
 import { isUuid } from '../../accounts/ids.ts';
-import { issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
+import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose, tooManyCodes } from '../../accounts/tickets.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { users } from '../../db/schema.ts';
 import { ApiError, userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
-import { deploymentKeysOfRequest, inReach, isLoginTicket, validBody } from './shared.ts';
+import { codeGuardOf, deploymentKeysOfRequest, inReach, isLoginTicket, validBody } from './shared.ts';
 
 type IssueTicketRequest = components['schemas']['IssueTicketRequest'];
 type IssueTicketResponse = components['schemas']['IssueTicketResponse'];
@@ -76,6 +76,13 @@ export const issueTicketOperation = defineOperation({
     if (account === undefined) throw userNotFound();
     c.get('write').userId = account.id;
     if (purpose === 'verify_phone' && account.phone === null) throw noPhone();
+    // No new code while the account's wrong codes have it locked (issue 57, G4): a code would
+    // give the guesser five more tries. A link (256 bits) is no guess, and is issued.
+    if (isCode(purpose)) {
+      const guard = codeGuardOf(c);
+      const wait = await codeLockWait(guard, site, account.id);
+      if (wait > 0) throw tooManyCodes(wait, guard.policy);
+    }
     if (input.newEmail !== undefined) {
       const [taken] = await database.db
         .select({ id: users.id })

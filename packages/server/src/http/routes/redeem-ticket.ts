@@ -10,6 +10,7 @@ import { defineOperation } from '../define-operation.ts';
 import { etagOf } from '../etag.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
 import {
+  codeGuardOf,
   deploymentKeysOfRequest,
   endUserAddress,
   isLoginTicket,
@@ -65,7 +66,7 @@ export const redeemTicket = defineOperation({
     if (input.purpose === 'login') {
       const { userId, version } = await redeemLoginTicket(
         writeScopeOf(c),
-        { ...writeDepsOf(c), keys: await deploymentKeysOfRequest(c) },
+        { ...writeDepsOf(c), keys: await deploymentKeysOfRequest(c), codeGuard: codeGuardOf(c) },
         input,
       );
       // The login is complete: the session its caller asked for (sessions/issue.ts).
@@ -92,7 +93,7 @@ export const redeemTicket = defineOperation({
     }
     const { userId, status, version } = await redeem(
       writeScopeOf(c),
-      { ...newPasswordDepsOf(c), keys: await deploymentKeysOfRequest(c) },
+      { ...newPasswordDepsOf(c), keys: await deploymentKeysOfRequest(c), codeGuard: codeGuardOf(c) },
       input,
     );
     c.header('ETag', etagOf(version));

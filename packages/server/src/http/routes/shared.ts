@@ -2,6 +2,7 @@ import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
 import { inReachOf } from '../../accounts/in-reach.ts';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
+import type { CodeGuard } from '../../accounts/tickets.ts';
 import type { WriteDeps } from '../../accounts/unit-of-work.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
 import {
@@ -107,6 +108,12 @@ export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & NewPasswordDe
     beforeHash: () => consumeBudget(c, 'hash'),
     warn: (message) => c.get('log').warn(message),
   };
+}
+
+/** What counts an account's wrong login and phone codes: the verify lockout's store, per account (accounts/tickets.ts). */
+export function codeGuardOf(c: Context<AppEnv>): CodeGuard {
+  const { lockout, verifyLimits } = c.get('deps');
+  return { lockout, policy: verifyLimits.identifier };
 }
 
 /** The deployment's HMAC keys (factors/deployment-keys.ts): FACTOR_ENCRYPTION_KEY's, else the database's own. */
