@@ -665,7 +665,7 @@ describe.each([
     async () => {
       // Found by attack (issue 57, G1): 200,000 memberships, 24 such calls, each scanning them
       // under the site's lock (~85 ms) before its 409: shop's member/check 3 → 553 ms, get 2 → 700 ms.
-      const target = await start({ env: { RATE_LIMIT: '100000/60s' } });
+      const target = await start({ env: {} });
       const answers = await shopHoldsUnder(target, async (evil) => {
         const client = checkedClient(target.baseUrl, evil);
         const roles = [
@@ -693,7 +693,7 @@ describe.each([
     async () => {
       // Found by attack (issue 57, G1): each update waits on the account's row in its own
       // transaction, holding a connection: shop's get 25×, member/check 29×.
-      const target = await start({ env: { RATE_LIMIT: '100000/60s' } });
+      const target = await start({ env: {} });
       const answers = await shopHoldsUnder(target, async (evil) => {
         const client = checkedClient(target.baseUrl, evil);
         const created = await client.POST('/api/1/user/create', {
@@ -711,7 +711,7 @@ describe.each([
     "keep shop's reads and writes within 3× quiet (+20 ms) while evil's 24 loops each update an account of its own",
     async () => {
       // Found by attack (issue 57, G12): 24 workers, each its own account: shop's get 16.6×.
-      const target = await start({ env: { RATE_LIMIT: '100000/60s' } });
+      const target = await start({ env: {} });
       const answers = await shopHoldsUnder(target, async (evil) => {
         const client = checkedClient(target.baseUrl, evil);
         const loops: PostLoop[] = [];
@@ -740,7 +740,7 @@ describe.each([
       // Found by attack (issue 57, G2): `[ab]*a[ab]{999}$` (accepted by metadata-schema set) over
       // 60 KB: each of evil's checks hit the 250 ms deadline and restarted the one worker every
       // site's checks share; shop's schema-checked updates 8 → 323 ms p50.
-      const target = await start({ env: { RATE_LIMIT: '100000/60s' } });
+      const target = await start({ env: {} });
       const schemas = {
         shop: { properties: { plan: { type: 'string', pattern: '^[a-z]{1,20}$' } } },
         evil: { properties: { x: { type: 'string', pattern: '[ab]*a[ab]{999}$' } } },
