@@ -54,6 +54,18 @@ export const writeConflict = (cause?: unknown) =>
     { headers: { 'Retry-After': '1' }, cause },
   );
 
+/**
+ * A write whose statement waited on another write's lock past the connection's lock_timeout
+ * (db/client.ts): rolled back whole, not run again (it would queue on the same lock).
+ */
+export const lockWaitConflict = (cause?: unknown) =>
+  new ApiError(
+    409,
+    'conflict',
+    'The write waited too long for concurrent writes of the same data to finish; nothing was changed. Retry the request.',
+    { headers: { 'Retry-After': '1' }, cause },
+  );
+
 export const serviceUnavailable = (detail: string, cause?: unknown) =>
   new ApiError(503, 'service_unavailable', detail, { headers: { 'Retry-After': '1' }, cause });
 
@@ -75,6 +87,9 @@ const UNAVAILABLE_CODES = new Set([
   '3D000', // invalid_catalog_name: the database was dropped or renamed under us
   '53300', // too_many_connections
   '57014', // query_canceled (statement_timeout)
+  // lock_not_available outside a write (a read behind a migration's lock, a background job): the
+  // lock_timeout of db/client.ts; a write's own is its 409 (accounts/unit-of-work.ts).
+  '55P03',
   // A standby during a failover (a connection made before the promotion, or a URL without
   // target_session_attrs=read-write): the write is refused, nothing was done.
   '25006', // read_only_sql_transaction

@@ -23,6 +23,16 @@ export const SCHEMA_CHECK_MS = 250;
 /** How long a site whose check ran late keeps its checks in the slow lane: since its last late one. */
 export const SUSPECT_MS = 60_000;
 
+/**
+ * A check that took this much of the worker's CPU counts as late too, though answered: a site
+ * whose every check took 240 ms would otherwise hold the others back by that much a round.
+ */
+export const SLOW_CHECK_MS = 50;
+/** Slow checks of a site in a row that count as a late one (its schema's first check compiles it). */
+export const SLOW_CHECKS = 3;
+/** Each site's slow checks in a row, in the first lane. */
+const slowInARow = new Map<string, number>();
+
 // Beside this file in the source; beside main.js in the bundle (build.ts builds the worker too).
 const workerUrl = new URL(
   import.meta.url.endsWith('.ts') ? './site-schema-worker.ts' : './site-schema-worker.js',
@@ -40,7 +50,9 @@ interface Lane {
   /** Checks waiting, by site; a Map keeps its order, so the first key is the site whose turn it is. */
   waiting: Map<string, Check[]>;
   worker: { thread: Worker; ready: boolean } | undefined;
-  running: { check: Check; timer: NodeJS.Timeout | undefined } | undefined;
+  running:
+    | { check: Check; timer: NodeJS.Timeout | undefined; since: Promise<{ user: number; system: number }> }
+    | undefined;
   lastSite: string | undefined;
 }
 
@@ -119,7 +131,11 @@ const late = (pointer: string): SchemaFault[] => [
 
 /** `site`'s check ran late: it and the checks it has waiting go to the slow lane. */
 function suspect(site: string): void {
-  lateAt.set(site, performance.now());
+  const now = performance.now();
+  lateAt.set(site, now);
+  // Sites whose last late check is long past weigh nothing: the map keeps the recent ones.
+  if (lateAt.size > 1_000) for (const [name, at] of lateAt) if (now - at >= SUSPECT_MS) lateAt.delete(name);
+  if (slowInARow.size > 1_000) slowInARow.clear();
   const moving = quick.waiting.get(site);
   if (moving === undefined) return;
   quick.waiting.delete(site);
@@ -154,11 +170,11 @@ function step(lane: Lane): void {
   // The site goes to the back of the line, with what it has left.
   lane.waiting.delete(site);
   if (queue.length > 0) lane.waiting.set(site, queue);
-  const running: NonNullable<Lane['running']> = { check, timer: undefined };
-  lane.running = running;
   // The deadline counts the worker's own CPU time, not the wall clock: on a busy machine a check
   // that waits for the CPU is not refused for it; the request's own deadline bounds that wait (503).
   const since = current.thread.cpuUsage();
+  const running: NonNullable<Lane['running']> = { check, timer: undefined, since };
+  lane.running = running;
   const watch = (after: number) => {
     running.timer = setTimeout(async () => {
       const [before, now] = await Promise.all([since, current.thread.cpuUsage()]).catch(() => [undefined, undefined]);
@@ -192,9 +208,21 @@ function start(lane: Lane): NonNullable<Lane['worker']> {
       started.ready = true;
     } else if (lane.running !== undefined) {
       clearTimeout(lane.running.timer);
-      const { check } = lane.running;
+      const { check, since } = lane.running;
       lane.running = undefined;
       check.resolve(message);
+      // Answered, but slowly: the site's next checks go to the slow lane as a late one's do.
+      if (lane === quick) {
+        void Promise.all([since, thread.cpuUsage()])
+          .then(([before, after]) => {
+            if (cpuMs(after) - cpuMs(before) < SLOW_CHECK_MS) return void slowInARow.delete(check.site);
+            const slow = (slowInARow.get(check.site) ?? 0) + 1;
+            if (slow < SLOW_CHECKS) return void slowInARow.set(check.site, slow);
+            slowInARow.delete(check.site);
+            suspect(check.site);
+          })
+          .catch(() => {});
+      }
     }
     next(lane);
   });

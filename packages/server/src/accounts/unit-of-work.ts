@@ -5,6 +5,7 @@
 import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
+import { lockWaitConflict } from '../errors.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
 import type { TransactionShare } from '../limits/transactions.ts';
 import { activeTraceparent } from '../tracing.ts';
@@ -178,12 +179,12 @@ function stateIn(error: unknown, states: ReadonlySet<string>): boolean {
   return false;
 }
 
-const COLLISIONS: ReadonlySet<string> = new Set([...RETRIED_STATES, LOCK_TIMEOUT_STATE]);
-
-/** Whether `error` is a collision with concurrent writes: rolled back whole, answered 409 `conflict`. */
+/** Whether `error` (or its cause, as drizzle wraps the driver's error) is a collision worth a retry. */
 export function isWriteCollision(error: unknown): boolean {
-  return stateIn(error, COLLISIONS);
+  return stateIn(error, RETRIED_STATES);
 }
+
+const LOCK_TIMEOUT: ReadonlySet<string> = new Set([LOCK_TIMEOUT_STATE]);
 
 /**
  * Runs `work` in one transaction. A transaction the database rolled back for a collision with
@@ -211,8 +212,9 @@ export async function inWrite<T>(
       try {
         return await writeOnce(scope, deps, operation, done, work);
       } catch (error) {
-        if (!stateIn(error, RETRIED_STATES) || attempt >= WRITE_ATTEMPTS || scope.deadline?.signal?.aborted)
-          throw error;
+        // A lock waited for too long: the write's own refusal (outside a write, 55P03 is a 503).
+        if (stateIn(error, LOCK_TIMEOUT)) throw lockWaitConflict(error);
+        if (!isWriteCollision(error) || attempt >= WRITE_ATTEMPTS || scope.deadline?.signal?.aborted) throw error;
         // A short pause, longer each time and jittered, so that the colliding writes do not meet again at once.
         await new Promise((resolve) => setTimeout(resolve, attempt * (5 + Math.random() * 20)));
       }

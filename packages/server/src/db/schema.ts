@@ -679,8 +679,9 @@ export const orgMemberships = pgTable(
     index('org_memberships_user_idx').on(t.userId, t.joinedAt),
     // org/roles: whether a role left out is still held, reading the site's memberships only.
     index('org_memberships_site_idx').on(t.site),
-    // org/roles: whether any membership holds a role left out, at once however few hold it.
-    index('org_memberships_roles_idx').using('gin', t.roles),
+    // org/roles: whether any membership of the site holds a role left out, at once however few
+    // hold it and however many of other sites hold one of that name (site_roles: migration 0036).
+    index('org_memberships_site_roles_idx').using('gin', sql`site_roles(${t.site}, ${t.roles})`),
   ],
 );
 
@@ -710,6 +711,6 @@ export const orgInvitations = pgTable(
     index('org_invitations_org_idx').on(t.orgId, t.createdAt),
     // org/roles: whether an invitation of the site still gives a role left out.
     index('org_invitations_site_idx').on(t.site),
-    index('org_invitations_roles_idx').using('gin', t.roles),
+    index('org_invitations_site_roles_idx').using('gin', sql`site_roles(${t.site}, ${t.roles})`),
   ],
 );

@@ -35,7 +35,12 @@ export const SEQUENCE_BATCH = 10_000;
 /** Numbers the site's queued events that committed, at most SEQUENCE_BATCH; returns how many. */
 export async function numberSite(db: Db, site: string): Promise<number> {
   return db.transaction(async (tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(${SITE_LOCK_CLASS}, hashtext(${site}))`);
+    // Waits for another server's run of the site however long it takes (statement_timeout bounds
+    // it), not the pool's lock_timeout (db/client.ts), which is a request's bound: set for this
+    // transaction in the same statement, before the lock is asked for (the FROM comes first).
+    await tx.execute(
+      sql`select pg_advisory_xact_lock(${SITE_LOCK_CLASS}, hashtext(${site})) from (select set_config('lock_timeout', '0', true)) unbounded`,
+    );
     const [done] = await rows<{ n: number }>(
       tx,
       sql`with moved as (

@@ -51,6 +51,26 @@ describe('transaction share', () => {
     expect(order).toEqual(['shop', 'evil']);
   });
 
+  it('gives a tie to the site served least recently: with one slot, a flood and a newcomer take turns', async () => {
+    // Found by review: the site that gave the slot back came first in the map, so a newcomer
+    // waited for the flood's next write too.
+    const s = share(1, 1);
+    const order: string[] = [];
+    const wait = (site: string) =>
+      s.enter(site).then((leave) => {
+        order.push(site);
+        return leave;
+      });
+    const first = await s.enter('evil');
+    const evil = [wait('evil'), wait('evil')];
+    const shop = wait('shop');
+    first();
+    (await shop)();
+    (await evil[0]!)();
+    (await evil[1]!)();
+    expect(order).toEqual(['shop', 'evil', 'evil']);
+  });
+
   it("refuses at once past the site's waiting room, and after maxWaitMs; a gone request leaves the line", async () => {
     vi.useFakeTimers();
     try {

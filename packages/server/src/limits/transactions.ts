@@ -59,6 +59,10 @@ export function transactionShareOptions(pool: number, saturated = tooManyWrites)
 export function createTransactionShare(options: TransactionShareOptions): TransactionShare {
   const { slots, perSite, waitingPerSite, maxWaitMs, saturated } = options;
   const running = new Map<string, number>();
+  // When each site last got a slot (a counter): ties go to the site served least recently, so that
+  // a site that just gave one back does not take it again before a site waiting beside it.
+  const served = new Map<string, number>();
+  let turns = 0;
   // The sites with writes waiting, in the order they came (first come, first served within each).
   const queues = new Map<string, Waiter[]>();
   let runningAll = 0;
@@ -67,6 +71,7 @@ export function createTransactionShare(options: TransactionShareOptions): Transa
   const take = (site: string) => {
     running.set(site, (running.get(site) ?? 0) + 1);
     runningAll++;
+    served.set(site, ++turns);
   };
   const dequeue = (site: string, waiter: Waiter): boolean => {
     const queue = queues.get(site);
@@ -82,19 +87,16 @@ export function createTransactionShare(options: TransactionShareOptions): Transa
     while (runningAll < slots && waitingAll > 0) {
       let next: string | undefined;
       let fewest = Number.POSITIVE_INFINITY;
+      let longest = Number.POSITIVE_INFINITY;
       for (const site of queues.keys()) {
         const held = running.get(site) ?? 0;
-        if (held < perSite && held < fewest) [next, fewest] = [site, held];
+        const last = served.get(site) ?? 0;
+        if (held < perSite && (held < fewest || (held === fewest && last < longest)))
+          [next, fewest, longest] = [site, held, last];
       }
       if (next === undefined) return;
       const waiter = queues.get(next)![0]!;
       dequeue(next, waiter);
-      // The site goes to the back of the line for ties.
-      const rest = queues.get(next);
-      if (rest !== undefined) {
-        queues.delete(next);
-        queues.set(next, rest);
-      }
       take(next);
       waiter.start();
     }
@@ -108,6 +110,10 @@ export function createTransactionShare(options: TransactionShareOptions): Transa
       const n = (running.get(site) ?? 1) - 1;
       if (n === 0) running.delete(site);
       else running.set(site, n);
+      // Sites that hold nothing and wait for nothing are forgotten, but for the order of ties.
+      if (served.size > 4 * (slots + 64)) {
+        for (const name of served.keys()) if (!running.has(name) && !queues.has(name)) served.delete(name);
+      }
       handOut();
     };
   };

@@ -66,20 +66,25 @@ const roleInUse = (held: string[]) =>
   });
 
 /**
- * The roles of `removed` that a membership of the site holds or a pending invitation gives: one
- * look per role, which stops at the first holder (the roles' GIN indexes find a rare one at once),
- * rather than a scan of every membership (85 ms over 200,000 under the site's lock: issue 57, G1).
+ * The roles of `removed` that a membership of the site holds or a pending (unexpired) invitation
+ * gives: one look per role in the site's GIN indexes, which find a holder, or that there is none,
+ * at once, rather than a scan of every membership (85 ms over 200,000 under the site's lock:
+ * issue 57, G1).
  */
 async function rolesHeld(db: Db, site: string, removed: readonly string[]): Promise<string[]> {
   const list = sql`array[${sql.join(
     removed.map((r) => sql`${r}`),
     sql`, `,
   )}]::text[]`;
+  // site_roles(site, roles) is what the GIN indexes hold (migration 0036): each role under its site.
   const held = await rows<{ role: string }>(
     db,
     sql`select r as role from unnest(${list}) as r
-        where exists (select 1 from org_memberships m where m.site = ${site} and m.roles @> array[r])
-           or exists (select 1 from org_invitations i where i.site = ${site} and i.roles @> array[r])
+        where exists (select 1 from org_memberships m
+            where site_roles(m.site, m.roles) @> array[${site} || E'\x1f' || r] and m.site = ${site})
+           or exists (select 1 from org_invitations i
+            where site_roles(i.site, i.roles) @> array[${site} || E'\x1f' || r] and i.site = ${site}
+              and i.expires_at > now())
         order by 1`,
   );
   return held.map((h) => h.role);

@@ -19,7 +19,16 @@ export const replayWebhookDelivery = defineOperation({
   async handle(c, { deliveryId }) {
     const token = c.get('token');
     const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
-    const done = await replayDelivery(c.get('deps').database.db, source, deliveryId);
+    const { database, transactions } = c.get('deps');
+    // A write in a transaction of its own, which queues on the site's replay lock: in the site's
+    // share of the pool as every other write is (limits/transactions.ts).
+    const leave = await transactions?.enter(token.site, c.get('deadline').signal);
+    let done: Awaited<ReturnType<typeof replayDelivery>>;
+    try {
+      done = await replayDelivery(database.db, source, deliveryId);
+    } finally {
+      leave?.();
+    }
     switch (done.outcome) {
       case 'not_found':
         throw webhookNotFound('delivery');

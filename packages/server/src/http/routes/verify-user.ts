@@ -49,7 +49,13 @@ export const verifyUser = defineOperation({
         // Not awaited: the answer never waits for the breach corpus (passwords/screening.ts).
         ...(breachedPasswords !== undefined && {
           rightPassword: (id, passwordHash, password) =>
-            void markIfBreached(breachedPasswords, writeDepsOf(c), who, { userId: id, passwordHash, password }, warn),
+            void markIfBreached(
+              breachedPasswords,
+              { ...writeDepsOf(c), share: undefined },
+              who,
+              { userId: id, passwordHash, password },
+              warn,
+            ),
         }),
       },
       { email: fields.email, _userId: fields._userId, password: fields.password, sent, address },
