@@ -1109,6 +1109,11 @@ export interface paths {
          * @description Removes a factor of the account, pending or enabled. With its last enabled factor go its
          *     recovery codes, and `verify` answers 200 again on the right password. No such factor of
          *     the account: 404 `factor_not_found`. Needs no `FACTOR_ENCRYPTION_KEY`.
+         *
+         *     - 409 `last_sign_in_method`: the factor is the account's last passkey and the account has
+         *       no password and no identity (as `identity/unlink` refuses its last identity): nobody
+         *       could sign in to it again. Nothing is removed. Give it a password first (`update`, or a
+         *       `reset_password` ticket), or link an identity, or register another passkey.
          */
         post: operations["removeFactor"];
         delete?: never;
@@ -3885,6 +3890,25 @@ export interface components {
                 };
             };
         };
+        /**
+         * @description `last_sign_in_method`: the factor is the last passkey of an account with no password and
+         *     no identity. `conflict`: as for `update`.
+         */
+        FactorRemoveConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "last_sign_in_method" | "conflict";
+                };
+            };
+        };
         /** @description The account does not have this identity (`identity_not_found`), or no account in reach has this `_userId` (`user_not_found`). */
         IdentityNotFound: {
             headers: {
@@ -6506,7 +6530,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["FactorNotFound"];
-            409: components["responses"]["WriteConflict"];
+            409: components["responses"]["FactorRemoveConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
