@@ -1403,7 +1403,7 @@ export interface paths {
         /**
          * An account's live sessions
          * @description The account's live sessions (neither revoked nor expired nor idle too long), newest
-         *     first; an account has at most 100, so there is no paging. Never a token. No account in
+         *     first; an account has at most 110 (100 of its own, 10 impersonations), so there is no paging. Never a token. No account in
          *     reach with this `_userId`: 404 `user_not_found`.
          */
         get: operations["listSessions"];
@@ -1480,6 +1480,10 @@ export interface paths {
          *     - How the login was made: `aal` 1 and `amr` empty (no method of the person's was used); a
          *       site that asks for aal 2 before a sensitive step refuses an impersonation there.
          *     - Ended as any session: `session/revoke`, a password change, `disable`, `delete`.
+         *     - Counted apart from the person's own sessions: an impersonation never ends one of them
+         *       (this scope cannot end them with `session/revoke` either), and the person's 100 are
+         *       not reduced by it. An account holds at most 10 live impersonations; the 11th ends the
+         *       oldest impersonation (`session.revoked`, reason `limit`).
          *     - No account in reach with this `_userId` (unknown, another site's, deleted): 404
          *       `user_not_found`. A disabled account: 403 `account_disabled` (it can hold no session).
          *
@@ -3288,7 +3292,9 @@ export interface components {
          *     password, or a `reset_password` ticket redeemed), `account_disabled` (`disable`, timed or
          *     not), `account_deleted` (`delete`, with or without a grace period; `restore` brings no
          *     session back), `refresh_reuse` (a replaced token presented 10 seconds or more after its
-         *     refresh: taken as stolen), `limit` (the account's 101st live session ended its oldest).
+         *     refresh: taken as stolen), `limit` (the account's 101st live session of its own ended the
+         *     oldest of its own, or its 11th live impersonation the oldest impersonation: the two are
+         *     counted apart, and neither ends the other's).
          * @enum {string}
          */
         SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit";

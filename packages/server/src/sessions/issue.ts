@@ -2,14 +2,14 @@
 // call issueSession once the login answered 200. One transaction: the account locked (a disable,
 // delete or password change at the same moment either sees this session and ends it, or ends
 // first and refuses it), the session inserted, the account's oldest live sessions past the limit
-// ended, the audit row and the events. The token is shown once, in the answer; only its hash is kept.
+// ended (its own and its impersonations counted apart), the audit row and the events. The token is shown once, in the answer; only its hash is kept.
 //
 // The login checked its credential before this transaction (a password's hash takes a while), so
 // an ending that commits between that check and this lock ended every session but this one. The
 // locked read therefore checks again what the login saw: the account still in reach, enabled and,
 // for a login that checked a password, with that password's hash. Otherwise the login is refused
 // with the answer it would get now (LoginSeen.stale), and no session is made.
-import { and, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import { uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
@@ -24,6 +24,7 @@ import {
   type LoginMethod,
   lifetimesOf,
   liveSql,
+  MAX_LIVE_IMPERSONATIONS,
   MAX_LIVE_SESSIONS,
   revokedEvent,
   type SessionEventRow,
@@ -153,13 +154,22 @@ export async function issueSession(
         expiresAt: sessions.expiresAt,
         impersonator: sessions.impersonator,
       });
-    // Past the limit, the oldest live ones end (this one is the newest).
+    // Past the limit, the oldest live ones end (this one is the newest). The person's own
+    // sessions and impersonations are counted apart, each against its own bound: an impersonation
+    // never ends one of the person's sessions (the impersonate scope cannot, with session/revoke),
+    // nor a login of the person a support agent's impersonation.
     const beyond = tx
       .select({ id: sessions.id })
       .from(sessions)
-      .where(and(eq(sessions.userId, request.userId), liveSql))
+      .where(
+        and(
+          eq(sessions.userId, request.userId),
+          liveSql,
+          impersonator === undefined ? isNull(sessions.impersonator) : isNotNull(sessions.impersonator),
+        ),
+      )
       .orderBy(desc(sessions.createdAt), desc(sessions.id))
-      .offset(MAX_LIVE_SESSIONS);
+      .offset(impersonator === undefined ? MAX_LIVE_SESSIONS : MAX_LIVE_IMPERSONATIONS);
     const ended = await tx
       .update(sessions)
       .set({ revokedAt: sql`now()`, revokeReason: 'limit' })
