@@ -1757,8 +1757,11 @@ export interface paths {
          *     the membership and the site's roles, read by primary key in one prepared statement; nothing
          *     cached, so a change is seen at once on every server). `member`: whether the account is a
          *     member (an account deleted, even in its grace period, is not); `roles`: its roles there (empty
-         *     when not a member); `allowed`: whether one of them grants `permission` (false without
-         *     `permission`, or when not a member). A permission that no role has is simply not allowed (200).
+         *     when not a member); `allowed`: whether the member may, that is its account is enabled and
+         *     one of its roles grants `permission` (false without `permission`, when not a member, and
+         *     for a disabled or suspended account, which keeps its membership and roles); `reason`: why
+         *     not (`not_member`, `account_disabled`, `no_permission_asked`, `permission_not_granted`),
+         *     `null` when allowed. A permission that no role has is simply not allowed (200).
          *     Another site's organization, or none: 404 `org_not_found`; an `_userId` that names no account of
          *     the site is answered `member: false`. A token with the `read` scope or the `verify` scope
          *     may ask (a site's request path often holds a verify-only token, as for `session/verify`).
@@ -3463,10 +3466,26 @@ export interface components {
             result: {
                 member: boolean;
                 roles: components["schemas"]["OrgRoles"];
-                /** @description Whether one of `roles` grants `permission`; false without `permission`. */
+                /**
+                 * @description Whether the member may: its account is enabled and one of `roles` grants
+                 *     `permission`; false without `permission`.
+                 */
                 allowed: boolean;
+                reason: components["schemas"]["OrgCheckRefusal"];
             };
         };
+        /**
+         * @description Why `allowed` is false, the first that holds of these; `null` when allowed.
+         *     - `not_member`: the account is no member (or no account of the site has this `_userId`,
+         *       or it is deleted, even in its grace period).
+         *     - `account_disabled`: a member whose account is disabled (`disable`, timed or not): it
+         *       keeps its membership and roles, and is allowed again once enabled.
+         *     - `no_permission_asked`: no `permission` was given.
+         *     - `permission_not_granted`: none of the member's roles grants `permission` (one that no
+         *       role has included).
+         * @enum {string|null}
+         */
+        OrgCheckRefusal: "not_member" | "account_disabled" | "no_permission_asked" | "permission_not_granted" | null;
         CreateOrgInvitationRequest: {
             orgId: components["schemas"]["OrgId"];
             email: components["schemas"]["Email"];
