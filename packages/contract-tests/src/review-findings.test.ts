@@ -86,6 +86,74 @@ function defineReviewSuite(spec: TargetSpec): void {
       const dropped = await c.POST('/api/1/org/roles', { body: { roles: [roles[0]!] } });
       expect(dropped.response.status, JSON.stringify(dropped.error)).toBe(200);
     });
+
+    it('one text rule for every display field: org names, identity subjects, factor labels, metadata keys refuse bidi controls, U+2028/2029 and nothing visible (issue 57, G10)', async () => {
+      const unsafe: [string, string][] = [
+        ['a right-to-left override', '\u202Egnp.exe'],
+        ['a first-strong isolate', 'Acme \u2068Corp\u2069'],
+        ['a line separator', 'Acme\u2028Corp'],
+        ['a paragraph separator', 'Acme\u2029Corp'],
+        ['only zero-width characters', '\u200B\u200D'],
+        ['only a Hangul filler', '\u3164'],
+      ];
+      const refusedAt = (answer: { error?: unknown; response: Response }, pointer: string, what: string) => {
+        expect(answer.response.status, `${what}: ${JSON.stringify(answer.error)}`).toBe(400);
+        const problem = answer.error as Problem;
+        expect(problem.code).toBe('invalid_request');
+        expect(problem.errors?.[0]).toMatchObject({ pointer, code: 'invalid_format' });
+        expect(problem.errors?.[0]?.message).toMatch(/^(must contain a visible character|must not contain|has a key)/);
+      };
+      const { token } = await h.target.createToken({
+        site: `review-text-${Date.now().toString(36)}-${seq++}`,
+        scopes: ['read', 'write'],
+        label: 'review text',
+      });
+      const c = h.clientFor(token);
+      const orgId = (await c.POST('/api/1/org/create', { body: { name: 'Acme' } })).data!.result.orgId;
+      const user = await h.createUser({}, c);
+      for (const [what, text] of unsafe) {
+        refusedAt(await c.POST('/api/1/org/create', { body: { name: text } }), '/name', `org/create ${what}`);
+        refusedAt(await c.POST('/api/1/org/update', { body: { orgId, name: text } }), '/name', `org/update ${what}`);
+        refusedAt(
+          await c.POST('/api/1/user/identity/create', {
+            body: { provider: 'google', subject: text, email: h.uniqueEmail('text'), name: 'Ada' },
+          }),
+          '/subject',
+          `identity/create ${what}`,
+        );
+        refusedAt(
+          await c.POST('/api/1/user/identity/link', { body: { _userId: user.id, provider: 'google', subject: text } }),
+          '/subject',
+          `identity/link ${what}`,
+        );
+        refusedAt(
+          await c.POST('/api/1/user/factor/totp', { body: { _userId: user.id, label: text } }),
+          '/label',
+          `factor/totp ${what}`,
+        );
+        // A metadata key, at the top or nested, is shown in the console as the name of a field.
+        refusedAt(
+          await c.POST('/api/1/user/update', { body: { _userId: user.id, metadata: { [text]: 1 } } }),
+          '/metadata',
+          `update metadata key ${what}`,
+        );
+        refusedAt(
+          await c.POST('/api/1/org/update', { body: { orgId, metadata: { plan: { [text]: 'gold' } } } }),
+          '/metadata/plan',
+          `org/update nested metadata key ${what}`,
+        );
+      }
+      // Nothing of it was kept.
+      expect((await c.GET('/api/1/org/get', { params: { query: { orgId } } })).data!.result).toMatchObject({
+        name: 'Acme',
+        metadata: {},
+      });
+      // Names of every script still pass, and the joiners words need.
+      for (const name of ['李小龙 有限公司', 'محمد', 'نیم\u200Cفاصله', '👩\u200D💻 Labs', "O'Brien-Smith"]) {
+        const made = await c.POST('/api/1/org/create', { body: { name, metadata: { [name]: true } } });
+        expect(made.response.status, JSON.stringify(made.error)).toBe(201);
+      }
+    });
   });
 }
 

@@ -2092,24 +2092,33 @@ export interface components {
          */
         Password: string;
         /**
-         * @description The user's name, 1 to 200 characters after trimming, in any script. It must show something:
-         *     at least one letter, digit, punctuation mark or symbol that is not invisible, so a name made
-         *     only of spaces, zero-width characters, soft hyphens, joiners, variation selectors, blank
-         *     fillers (U+3164, U+2800) or other format characters (Unicode `Default_Ignorable_Code_Point`)
-         *     is refused. Refused anywhere in it: control characters (U+0000–U+001F, U+007F–U+009F), line
-         *     and paragraph separators (U+2028, U+2029), and bidirectional formatting characters
-         *     (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), with which a name could reorder
-         *     the text displayed around it. Other invisible characters are kept inside a name, as words
-         *     need them: the zero-width joiner in emoji sequences (U+200D), the zero-width non-joiner
-         *     in Persian (U+200C).
+         * @description The one rule for text that is shown on one line (the console, the audit trail, a site's
+         *     own pages): account, organization and factor names, identity subjects, an impersonation's
+         *     `actor` and `reason`, and (by the same rule, in words: see `Metadata`) metadata keys. It
+         *     must show something: at least one letter, digit, punctuation mark or symbol that is not
+         *     invisible, so a text made only of spaces, zero-width characters, soft hyphens, joiners,
+         *     variation selectors, blank fillers (U+3164, U+2800) or other format characters (Unicode
+         *     `Default_Ignorable_Code_Point`) is refused. Refused anywhere in it: control characters
+         *     (U+0000–U+001F, U+007F–U+009F), line and paragraph separators (U+2028, U+2029), and
+         *     bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
+         *     U+2066–U+2069), with which a text could reorder what is displayed around it. Other
+         *     invisible characters are kept inside a text, as words need them: the zero-width joiner
+         *     in emoji sequences (U+200D), the zero-width non-joiner in Persian (U+200C).
          *
          *     The pattern says only the control characters, as every regular expression engine reads
          *     it alike (with or without ECMAScript's `u` flag); the other rules are the server's, named
-         *     in `x-refused` (`nothing-visible`, `line-separators`, `bidi-formatting`): a name breaking
-         *     one is refused as the pattern refuses, 400 `invalid_format` at its pointer.
+         *     in `x-refused` (`nothing-visible`, `line-separators`, `bidi-formatting`): a text breaking
+         *     one is refused as the pattern refuses, 400 `invalid_format` at its pointer. Each field
+         *     that follows this rule says so by `$ref` to this schema, with its own bounds beside it.
+         */
+        DisplayText: string;
+        /**
+         * @description The user's name, 1 to 200 characters after trimming, in any script, by the rule of
+         *     `DisplayText`: something visible, no control characters, U+2028/U+2029 or bidirectional
+         *     formatting characters.
          * @example Ada Lovelace
          */
-        Name: string;
+        Name: components["schemas"]["DisplayText"];
         /**
          * @description At most 32 characters of digits, spaces and `+ - ( ) .`, with 3 to 20 digits.
          * @example +44 20 7946 0018
@@ -2119,7 +2128,7 @@ export interface components {
          * @description Postal address as free text; newlines and tabs allowed. No other control characters
          *     (U+0000–U+001F, U+007F–U+009F) and no bidirectional formatting characters (U+061C, U+200E,
          *     U+200F, U+202A–U+202E, U+2066–U+2069), as for `name`: the pattern says the control
-         *     characters, `x-refused` the rest (see `Name`).
+         *     characters, `x-refused` the rest (see `DisplayText`).
          * @example 12 St James's Square
          *     London SW1Y 4JH
          */
@@ -2201,12 +2210,12 @@ export interface components {
          */
         IdentityProvider: string;
         /**
-         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters, no
-         *     control characters; kept exactly as given (compared as is, letter case included). Never
-         *     an email: an email can change hands.
+         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters, by
+         *     the rule of `DisplayText` (the console shows it); kept exactly as given (compared as is,
+         *     letter case included). Never an email: an email can change hands.
          * @example 110169484474386276334
          */
-        IdentitySubject: string;
+        IdentitySubject: components["schemas"]["DisplayText"];
         /**
          * @description An identity at another provider linked to the account (`identity/create`, `link`,
          *     `import`). `email` and `emailVerified` are what the provider said, as the site passed
@@ -2309,6 +2318,12 @@ export interface components {
          *     (the size of `JSON.stringify`'s text), at most 16 levels of objects and arrays (`{"a":{"b":[1]}}`
          *     has 3), and no string or key holding U+0000 or an unpaired surrogate (which PostgreSQL's
          *     jsonb cannot keep); beyond them, 400 `invalid_request` at `/metadata`, nothing changed.
+         *     Keys, at every level, are shown as field names (the console): a key other than `""`
+         *     follows `DisplayText`'s rules of what shows (something visible, no U+2028/U+2029, no
+         *     bidirectional formatting characters), else 400 `invalid_format` at the object holding it
+         *     (`has a key that …`); a control character in a key is kept (JSON shows it escaped). Only
+         *     what is sent is checked: keys stored before this rule stay, and an update of other keys
+         *     goes on.
          *     A `create` or `update` body is itself at most 64 KiB, so metadata near the bound in one
          *     of them is usually refused first, as 413 `payload_too_large` (no pointer: the body was
          *     not read). The 400 with its pointer answers metadata that an update's merge takes past
@@ -2888,8 +2903,8 @@ export interface components {
          * @example 0193a1e4-6c7d-7e8f-9a0b-1c2d3e4f5a6b
          */
         FactorId: string;
-        /** @description The user's name for the factor ("Phone"), 1 to 100 characters after trimming, no control characters. */
-        FactorLabel: string;
+        /** @description The user's name for the factor ("Phone"), 1 to 100 characters, by the rule of `DisplayText`. */
+        FactorLabel: components["schemas"]["DisplayText"];
         AddTotpFactorRequest: {
             _userId: components["schemas"]["UserId"];
             label?: components["schemas"]["FactorLabel"];
@@ -3269,14 +3284,14 @@ export interface components {
              *     formatting characters (the console and the audit trail show it). Kept trimmed.
              * @example grace@support.example.com
              */
-            actor: string;
+            actor: components["schemas"]["DisplayText"];
             /**
              * @description Why, for the paper trail (a ticket number, a sentence): a visible character at least,
              *     on one line, no control characters, U+2028/U+2029 or bidirectional formatting
              *     characters. Kept trimmed.
              * @example Ticket 4821: the invoice page shows no invoices
              */
-            reason: string;
+            reason: components["schemas"]["DisplayText"];
             /**
              * @description Seconds the session may live at most from now (never past the site's lifetime); 1800 when not given.
              * @example 900
@@ -3339,10 +3354,10 @@ export interface components {
          */
         OrgId: string;
         /**
-         * @description The organization's name, 1 to 200 characters after trimming, without control characters.
+         * @description The organization's name, 1 to 200 characters after trimming, by the rule of `DisplayText`.
          * @example Acme Corporation
          */
-        OrgName: string;
+        OrgName: components["schemas"]["DisplayText"];
         /**
          * @description A short name for URLs, unique among the site's organizations.
          * @example acme
