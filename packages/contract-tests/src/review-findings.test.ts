@@ -138,7 +138,7 @@ function defineReviewSuite(spec: TargetSpec): void {
           `update metadata key ${what}`,
         );
         refusedAt(
-          await c.POST('/api/1/org/update', { body: { orgId, metadata: { plan: { [text]: 'gold' } } } }),
+          await c.POST('/api/1/org/update', { body: { orgId, metadata: { plan: { [text]: 'gold' } } as never } }),
           '/metadata/plan',
           `org/update nested metadata key ${what}`,
         );
@@ -153,6 +153,139 @@ function defineReviewSuite(spec: TargetSpec): void {
         const made = await c.POST('/api/1/org/create', { body: { name, metadata: { [name]: true } } });
         expect(made.response.status, JSON.stringify(made.error)).toBe(201);
       }
+    });
+
+    it('pre-account takeover (issue 57, G5): proving the inbox by a login link ends the stranger’s sessions and password, and the invitation opens a member to the owner only', async () => {
+      const { token } = await h.target.createToken({
+        site: `review-takeover-${Date.now().toString(36)}-${seq++}`,
+        scopes: ['read', 'write', 'verify', 'events'],
+        label: 'review takeover',
+      });
+      const c = h.clientFor(token);
+      const victim = h.uniqueEmail('victim');
+      // The attacker signs up first, with the victim's email and his own password, and signs in.
+      const attackerPassword = h.password();
+      const made = await c.POST('/api/1/user/create', {
+        body: { email: victim, password: attackerPassword, name: 'Not Ada' },
+      });
+      const userId = made.data!.result._userId;
+      const attacker = await c.POST('/api/1/user/verify', {
+        body: { email: victim, password: attackerPassword, session: {} },
+      });
+      const stale = attacker.data!.result.session!;
+      // The owner comes with Google: the email is taken, so the site asks for the inbox.
+      const google = { provider: 'google', subject: subjectOf('owner') };
+      const taken = await c.POST('/api/1/user/identity/create', {
+        body: { ...google, email: victim, emailVerified: true, name: 'Ada' },
+      });
+      expect(taken.error?.code).toBe('email_taken');
+      const link = (await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'login' } as never })).data!
+        .result.ticket;
+      const redeemed = await c.POST('/api/1/user/ticket/redeem', {
+        body: { ticket: link, purpose: 'login', session: {} } as never,
+      });
+      expect(redeemed.response.status, JSON.stringify(redeemed.error)).toBe(200);
+      const owners = redeemed.data!.result.session!;
+      expect(
+        (await c.POST('/api/1/user/identity/link', { body: { _userId: userId, ...google, email: victim } })).response
+          .status,
+      ).toBe(200);
+
+      // The stranger's session made before the proof is over, and so is his refresh of it.
+      expect((await c.POST('/api/1/session/verify', { body: { token: stale.token } })).response.status).toBe(422);
+      expect((await c.POST('/api/1/session/refresh', { body: { token: stale.token } })).response.status).toBe(422);
+      // His password no longer signs in by itself; a wrong one is the plain 422 as ever.
+      const refused = await c.POST('/api/1/user/verify', {
+        body: { email: victim, password: attackerPassword, session: {} },
+      });
+      expect(refused.response.status).toBe(403);
+      expect(refused.error?.code).toBe('password_reset_required');
+      expect(JSON.stringify(refused.error)).not.toContain('uas_');
+      const wrong = await c.POST('/api/1/user/verify', { body: { email: victim, password: h.password() } });
+      expect(wrong.error?.code).toBe('invalid_credentials');
+      // The owner's own ways in stand: the session of the link, and Google.
+      expect((await c.POST('/api/1/session/verify', { body: { token: owners.token } })).response.status).toBe(200);
+      expect((await c.POST('/api/1/user/identity/verify', { body: { ...google, session: {} } })).response.status).toBe(
+        200,
+      );
+      const sessions = (await c.GET('/api/1/session/list', { params: { query: { _userId: userId } } })).data!.result
+        .sessions;
+      expect(sessions.map((x) => x.sessionId)).not.toContain(stale.sessionId);
+      const ended = await c.GET('/api/1/events', { params: { query: { subject: userId, limit: 100 } } });
+      expect(
+        ended
+          .data!.result.events.filter((e) => e.type === 'session.revoked')
+          .map((e) => (e.data as { reason: string }).reason),
+      ).toEqual(['inbox_proven']);
+
+      // The invitation to that email, accepted afterwards, opens the member to whoever holds a
+      // session of the account now: the owner's only.
+      expect(
+        (await c.POST('/api/1/org/roles', { body: { roles: [{ role: 'member', permissions: ['x:y'] }] } })).response
+          .status,
+      ).toBe(200);
+      const orgId = (await c.POST('/api/1/org/create', { body: { name: 'Acme' } })).data!.result.orgId;
+      const invited = (
+        await c.POST('/api/1/org/invitation/create', { body: { orgId, email: victim, roles: ['member'] } })
+      ).data!.result;
+      const accepted = await c.POST('/api/1/org/invitation/accept', {
+        body: { ticket: invited.ticket, _userId: userId },
+      });
+      expect(accepted.response.status, JSON.stringify(accepted.error)).toBe(200);
+      const live = (await c.GET('/api/1/session/list', { params: { query: { _userId: userId } } })).data!.result
+        .sessions;
+      expect(live.map((x) => x.amr)).toEqual([['fed'], ['otp']]);
+
+      // The person sets a password (a reset through the inbox): it signs in; the stranger's never again.
+      const reset = (
+        await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'reset_password' } as never })
+      ).data!.result.ticket;
+      const ownPassword = h.password();
+      expect(
+        (
+          await c.POST('/api/1/user/ticket/redeem', {
+            body: { ticket: reset, purpose: 'reset_password', password: ownPassword } as never,
+          })
+        ).response.status,
+      ).toBe(200);
+      expect(
+        (await c.POST('/api/1/user/verify', { body: { email: victim, password: ownPassword } })).response.status,
+      ).toBe(200);
+      expect(
+        (await c.POST('/api/1/user/verify', { body: { email: victim, password: attackerPassword } })).error?.code,
+      ).toBe('invalid_credentials');
+    });
+
+    it('verify_email right after a sign-up, and a login link of an account whose email was verified, keep the password and the sessions (issue 57, G5)', async () => {
+      const user = await h.createUser();
+      const first = await h.client.POST('/api/1/user/verify', {
+        body: { email: user.email, password: user.password, session: {} },
+      });
+      const session = first.data!.result.session!;
+      const verifyEmail = (
+        await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } as never })
+      ).data!.result.ticket;
+      expect(
+        (
+          await h.client.POST('/api/1/user/ticket/redeem', {
+            body: { ticket: verifyEmail, purpose: 'verify_email' } as never,
+          })
+        ).response.status,
+      ).toBe(200);
+      const link = (
+        await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'login' } as never })
+      ).data!.result.ticket;
+      expect(
+        (await h.client.POST('/api/1/user/ticket/redeem', { body: { ticket: link, purpose: 'login' } as never }))
+          .response.status,
+      ).toBe(200);
+      expect((await h.client.POST('/api/1/session/verify', { body: { token: session.token } })).response.status).toBe(
+        200,
+      );
+      expect(
+        (await h.client.POST('/api/1/user/verify', { body: { email: user.email, password: user.password } })).response
+          .status,
+      ).toBe(200);
     });
   });
 }

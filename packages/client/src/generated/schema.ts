@@ -182,6 +182,11 @@ export interface paths {
          *       `PASSWORD_HASH`, a wrong password for it costs what its older parameters cost).
          *     - The right password of a disabled account: 403 `account_disabled`. A wrong password on a
          *       disabled account is the plain 422: only a caller who knows the password learns this.
+         *     - The right password of an account since entered through its inbox while its email was
+         *       unverified (a `login` ticket redeemed, see `ticket/redeem`): 403
+         *       `password_reset_required`, no session. The password was set before anyone proved the
+         *       inbox, so it may be a stranger's; the person sets one (`update`, or a `reset_password`
+         *       ticket) and it signs in again. A wrong password is the plain 422.
          *     - Too many failures: 429 `too_many_attempts` with `Retry-After`, before the password is
          *       looked at. Failures are counted per account in reach, whichever identifier (email or
          *       `_userId`) named it, and per site and identifier as given (the email in lower case, or
@@ -510,6 +515,24 @@ export interface paths {
          *       `[otp, hwk, mfa]` as the second factor was, aal 2). A `login` ticket is
          *       redeemed by a POST from the site's page when the person presses its button, never by a
          *       GET of the link itself: mail scanners open links.
+         *     - The inbox proven ends what a stranger may have left (the pre-hijacking attacks of
+         *       Sudhodanan and Paverd, 2022: someone signs up first with another person's address and a
+         *       password of their own). Exactly when a `login` ticket (link or code) is redeemed for an
+         *       account whose email was **never verified** — whether it answers 200 or 403
+         *       `second_factor_required` — in the same transaction as the email is marked verified:
+         *       every live session of the account ends (`session.revoked`, reason `inbox_proven`), its
+         *       pending `change_email` and `verify_phone` tickets end (they go elsewhere than the inbox,
+         *       to an address or phone the stranger may have named), and a password the account has (set before
+         *       anyone proved the inbox) no longer signs in by itself: `verify` with it answers 403
+         *       `password_reset_required`, as does `factor/verify` after such a password, until a
+         *       password is set again (`update` with `password`, or a `reset_password` ticket). A
+         *       `login` ticket of an account whose email was verified already, a `verify_email` ticket
+         *       (the sign-up's own "confirm your address"), `change_email` and the other purposes do
+         *       none of this. So the path of "Sign in with Google" onto an address taken by an
+         *       unverified account (`identity/create` 409 `email_taken`, a login link, then
+         *       `identity/link`) leaves only the owner's ways in: `identity/link` itself changes
+         *       nothing here, the proof it stood on did. Second factors added before the proof stay
+         *       (`factor/list` shows them; `factor/remove` is the operator's "reset MFA").
          *     - `_userId` with a `login` link must be the ticket's account (else 422); with a 6-digit
          *       `login` code it is required to find the code (without it the code is a miss).
          *
@@ -3310,12 +3333,13 @@ export interface components {
          *     password, or a `reset_password` ticket redeemed), `account_disabled` (`disable`, timed or
          *     not), `account_deleted` (`delete`, with or without a grace period; `restore` brings no
          *     session back), `refresh_reuse` (a replaced token presented 10 seconds or more after its
-         *     refresh: taken as stolen), `limit` (the account's 101st live session of its own ended the
+         *     refresh: taken as stolen), `inbox_proven` (a `login` ticket redeemed for an account whose
+         *     email was never verified: every session made before it), `limit` (the account's 101st live session of its own ended the
          *     oldest of its own, or its 11th live impersonation the oldest impersonation: the two are
          *     counted apart, and neither ends the other's).
          * @enum {string}
          */
-        SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit";
+        SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit" | "inbox_proven";
         /**
          * @description The `data` of `session.created` (a login or an impersonation made a session) and
          *     `session.revoked` (with its `reason`): the account, the session and how its login was
@@ -3741,7 +3765,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -3796,7 +3820,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -4188,7 +4212,8 @@ export interface components {
         };
         /**
          * @description The token lacks the `verify` scope (`forbidden`), or the password is right but the account
-         *     is disabled (`account_disabled`).
+         *     is disabled (`account_disabled`), or the password is right but was set before the account
+         *     was entered through its inbox (`password_reset_required`: set a new one first).
          *     Or the password is right and the account has an enabled second factor
          *     (`second_factor_required`, never a 200: a site that forgets the second step fails closed),
          *     with the problem members `ticket` (for `POST /api/1/user/factor/verify`, single use, 5
@@ -4205,7 +4230,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden" | "second_factor_required";
+                    code: "account_disabled" | "forbidden" | "second_factor_required" | "password_reset_required";
                 };
             };
         };
@@ -4640,7 +4665,8 @@ export interface components {
         /**
          * @description The token lacks the `verify` scope (`forbidden`), or the account was disabled after the
          *     login's first step (`account_disabled`, before any code or passkey is judged: the ticket
-         *     completes no login of a disabled account).
+         *     completes no login of a disabled account), or the first step was a password that the
+         *     account's inbox, proven since, set aside (`password_reset_required`, see `verify`).
          */
         SecondFactorForbidden: {
             headers: {
@@ -4652,7 +4678,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden";
+                    code: "account_disabled" | "forbidden" | "password_reset_required";
                 };
             };
         };

@@ -13,6 +13,7 @@ import { and, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import { uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { passwordResetRequired } from '../accounts/verify.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -114,7 +115,7 @@ export async function issueSession(
   const { seen } = request;
   let passwordHash = seen.passwordHash;
   // Why the locked read refused (its transaction writes nothing then): the account as it was read.
-  let refused: { why: 'gone' | 'disabled' | 'moved'; passwordHash?: string | null } | undefined;
+  let refused: { why: 'gone' | 'disabled' | 'moved' | 'unproven'; passwordHash?: string | null } | undefined;
   const write = async (tx: Db) => {
     // Each run (inWrite may run it again after a serialization failure) judges afresh.
     refused = undefined;
@@ -122,12 +123,14 @@ export async function issueSession(
     // ending the account's sessions waits for this one to commit, or this waits for it and
     // reads the account as it left it. One read by the primary key.
     const [account] = await tx
-      .select({ disabled: users.disabled, passwordHash: users.passwordHash })
+      .select({ disabled: users.disabled, passwordHash: users.passwordHash, unproven: users.passwordUnproven })
       .from(users)
       .where(and(eq(users.id, request.userId), inReachOf(scope.site)))
       .for('no key update');
     if (account === undefined) refused = { why: 'gone' };
     else if (account.disabled) refused = { why: 'disabled' };
+    // A login that stood on a password the inbox's proof has since set aside (accounts/login-tickets.ts).
+    else if (account.unproven && request.method.amr.includes('pwd')) refused = { why: 'unproven' };
     else if (passwordHash !== undefined && account.passwordHash !== passwordHash)
       refused = { why: 'moved', passwordHash: account.passwordHash };
     if (refused !== undefined) return undefined;
@@ -205,6 +208,7 @@ export async function issueSession(
     // as it now is.
     const { why, passwordHash: now = null } = refused!;
     if (why === 'disabled') throw accountDisabled();
+    if (why === 'unproven') throw passwordResetRequired();
     if (why === 'gone' || seen.rightFor === undefined || judged >= MOVES_JUDGED) throw seen.stale();
     if (!(await seen.rightFor(now))) throw seen.stale();
     passwordHash = now;

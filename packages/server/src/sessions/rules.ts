@@ -40,7 +40,8 @@ export type SessionRevokeReason =
   | 'account_disabled'
   | 'account_deleted'
   | 'refresh_reuse'
-  | 'limit';
+  | 'limit'
+  | 'inbox_proven';
 
 /** RFC 8176's methods as the spec lists the ones we name (`Amr`). */
 export type Amr = components['schemas']['Amr'];
