@@ -138,7 +138,7 @@ export async function verifySession(token: string) {
  * account not deleted) and the roles the member holds, three primary-key lookups. Its four
  * parameters are ours' too: the permission (or null), the user, the organization and the site.
  */
-const ORG_MEMBER_CHECK = `select "org_memberships"."roles", coalesce((select bool_or($1::text = any(r.permissions))
+const ORG_MEMBER_CHECK = `select "org_memberships"."roles", (select u.disabled from users u where u.id = "org_memberships"."user_id"), coalesce((select bool_or($1::text = any(r.permissions))
           from org_roles r where r.site = "orgs"."site" and r.role = any("org_memberships"."roles")), false) from "orgs" left join "org_memberships" on ("org_memberships"."org_id" = "orgs"."id" and "org_memberships"."user_id" = $2 and exists (select 1 from users u where u.id = "org_memberships"."user_id" and u.deleted_at is null)) where ("orgs"."id" = $3 and "orgs"."site" = $4)`;
 
 /**
@@ -150,6 +150,13 @@ export async function checkMember(orgId: string, userId: string, permission: str
   const user = UUID.test(userId) ? userId : '00000000-0000-0000-0000-000000000000';
   const [row] = await sql.unsafe(ORG_MEMBER_CHECK, [permission ?? null, user, orgId, SITE], { prepare: true });
   if (row === undefined) return undefined;
-  if (row.roles === null) return { result: { member: false, roles: [], allowed: false } };
-  return { result: { member: true, roles: row.roles, allowed: permission !== undefined && row.coalesce === true } };
+  if (row.roles === null) return { result: { member: false, roles: [], allowed: false, reason: 'not_member' } };
+  const reason = row.disabled
+    ? 'account_disabled'
+    : permission === undefined
+      ? 'no_permission_asked'
+      : row.coalesce === true
+        ? null
+        : 'permission_not_granted';
+  return { result: { member: true, roles: row.roles, allowed: reason === null, reason } };
 }

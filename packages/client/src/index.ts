@@ -429,8 +429,18 @@ function refusal(error: unknown): AccessTokenError {
  * issued by `issuer` for `site`, not expired. Throws an {@link AccessTokenError} otherwise.
  * A token stays valid until it expires even if its session is revoked meanwhile: where that
  * matters, ask `POST /api/1/session/verify` instead.
+ *
+ * Throws a TypeError (not an AccessTokenError) when `site` or `issuer` is missing or empty:
+ * an unset variable would otherwise turn that check off and let another site's token through.
  */
 export async function verifyAccessToken(jwt: string, options: VerifyAccessTokenOptions): Promise<AccessTokenClaims> {
+  for (const name of ['site', 'issuer'] as const) {
+    const value: unknown = options?.[name];
+    if (typeof value !== 'string' || value === '')
+      throw new TypeError(
+        `verifyAccessToken needs options.${name}, a non-empty string (got ${value === '' ? 'an empty string' : typeof value}): without it, tokens of any ${name === 'site' ? 'site' : 'issuer'} would pass.`,
+      );
+  }
   let payload: Record<string, unknown>;
   try {
     ({ payload } = await jwtVerify(jwt, keySetOf(new URL(options.jwksUrl)), {

@@ -51,6 +51,7 @@ describe('client types', () => {
       | 'forbidden'
       | 'account_disabled'
       | 'second_factor_required'
+      | 'password_reset_required'
       | 'payload_too_large'
       | 'unsupported_media_type'
       | 'invalid_credentials'

@@ -282,6 +282,32 @@ function defineOrgsSuite(spec: TargetSpec): void {
       expect((await bare.add(bareOrg, bareUser.id, [])).response.status).toBe(200);
     });
 
+    it('the check of a disabled or suspended member: still a member with its roles, never allowed (reason account_disabled) (issue 57, G13)', async () => {
+      const s = await site();
+      const orgId = await s.org();
+      const [disabled, suspended] = [await s.user(), await s.user()];
+      for (const u of [disabled, suspended]) await s.add(orgId, u.id, ['admin']);
+      const admin = { member: true, roles: ['admin'] };
+      expect(await s.check(orgId, disabled.id, 'billing:manage')).toEqual({ ...admin, allowed: true, reason: null });
+      expect((await s.c.POST('/api/1/user/disable', { body: { _userId: disabled.id } })).response.status).toBe(200);
+      const until = new Date(Date.now() + 3_600_000).toISOString();
+      expect((await s.c.POST('/api/1/user/disable', { body: { _userId: suspended.id, until } })).response.status).toBe(
+        200,
+      );
+      for (const u of [disabled, suspended]) {
+        expect(await s.check(orgId, u.id, 'billing:manage')).toEqual({
+          ...admin,
+          allowed: false,
+          reason: 'account_disabled',
+        });
+        // Without a permission too: the account's state is the reason, before what was asked.
+        expect(await s.check(orgId, u.id)).toEqual({ ...admin, allowed: false, reason: 'account_disabled' });
+      }
+      // Enabled again, allowed again at once.
+      expect((await s.c.POST('/api/1/user/enable', { body: { _userId: disabled.id } })).response.status).toBe(200);
+      expect(await s.check(orgId, disabled.id, 'billing:manage')).toEqual({ ...admin, allowed: true, reason: null });
+    });
+
     it('members: add, already_member, update, remove, list by key, user/orgs, memberCount, the check', async () => {
       const s = await site();
       const orgId = await s.org({ name: 'Acme', slug: 'acme' });
@@ -301,14 +327,24 @@ function defineOrgsSuite(spec: TargetSpec): void {
         member: true,
         roles: ['admin', 'billing'],
         allowed: true,
+        reason: null,
       });
       expect(await s.check(orgId, users[0]!.id, 'billing:manage')).toEqual({
         member: true,
         roles: ['member'],
         allowed: false,
+        reason: 'permission_not_granted',
       });
-      expect(await s.check(orgId, users[0]!.id)).toEqual({ member: true, roles: ['member'], allowed: false });
-      expect(await s.check(orgId, users[0]!.id, 'nobody:has')).toMatchObject({ allowed: false });
+      expect(await s.check(orgId, users[0]!.id)).toEqual({
+        member: true,
+        roles: ['member'],
+        allowed: false,
+        reason: 'no_permission_asked',
+      });
+      expect(await s.check(orgId, users[0]!.id, 'nobody:has')).toMatchObject({
+        allowed: false,
+        reason: 'permission_not_granted',
+      });
       // A verify-only token may ask too (read or verify); one with neither may not.
       const verifier = h.clientFor(
         (await h.target.createToken({ site: s.name, scopes: ['verify'], label: 'verify' })).token,
@@ -326,8 +362,9 @@ function defineOrgsSuite(spec: TargetSpec): void {
         'forbidden',
       );
       const stranger = await s.user();
-      expect(await s.check(orgId, stranger.id, 'projects:read')).toEqual({ member: false, roles: [], allowed: false });
-      expect(await s.check(orgId, GHOST)).toEqual({ member: false, roles: [], allowed: false });
+      const notMember = { member: false, roles: [], allowed: false, reason: 'not_member' };
+      expect(await s.check(orgId, stranger.id, 'projects:read')).toEqual(notMember);
+      expect(await s.check(orgId, GHOST)).toEqual(notMember);
       problemOf(
         await s.c.GET('/api/1/org/member/check', { params: { query: { orgId: GHOST, _userId: users[0]!.id } } }),
         404,
@@ -474,6 +511,7 @@ function defineOrgsSuite(spec: TargetSpec): void {
         member: true,
         roles: ['admin'],
         allowed: true,
+        reason: null,
       });
       problemOf(await accept(made.ticket, invitee.id), 422, 'invalid_ticket');
       // Already a member: the other ticket stays.

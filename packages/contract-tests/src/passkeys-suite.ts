@@ -365,6 +365,48 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       expect(login.error?.code).toBe('passkeys_not_configured');
     });
 
+    it('factor/remove keeps an account’s last way in: its last passkey, with no password and no identity, is 409 last_sign_in_method (issue 57, G11)', async () => {
+      const { client } = await newSite();
+      const identity = { provider: 'google', subject: `g-${Date.now()}` };
+      const created = await client.POST('/api/1/user/identity/create', {
+        body: { ...identity, email: h.uniqueEmail('pk'), name: 'Ada Lovelace' },
+      });
+      expect(created.response.status).toBe(201);
+      const userId = created.data!.result._userId;
+      const authenticator = new SoftAuthenticator(ORIGIN);
+      const registerOne = async () => {
+        const done = await register(client, userId, authenticator.register(await registrationOptions(client, userId)));
+        expect(done.response.status).toBe(201);
+        return done.data!.result.factorId;
+      };
+      const first = await registerOne();
+      const second = await registerOne();
+      const totp = await client.POST('/api/1/user/factor/totp', { body: { _userId: userId } });
+      // The identity may go: two passkeys are left.
+      const unlinked = await client.POST('/api/1/user/identity/unlink', { body: { _userId: userId, ...identity } });
+      expect(unlinked.response.status).toBe(200);
+      const remove = (factorId: string) =>
+        client.POST('/api/1/user/factor/remove', { body: { _userId: userId, factorId } });
+      // A pending TOTP factor is no way in: removing it is allowed whatever is left.
+      if (totp.response.status === 201) expect((await remove(totp.data!.result.factorId)).response.status).toBe(200);
+      expect((await remove(first)).response.status).toBe(200);
+      const last = await remove(second);
+      expect(last.response.status).toBe(409);
+      expect(last.error!.code).toBe('last_sign_in_method');
+      expect(last.error!.detail).toContain('password');
+      const listed = (await client.GET('/api/1/user/factor/list', { params: { query: { _userId: userId } } })).data!;
+      expect(listed.result.factors.map((f) => f.factorId)).toEqual([second]);
+      // It still signs in with it.
+      const verified = await login(client, authenticator.assert(await loginOptions(client, { _userId: userId })));
+      expect(verified.data?.result._userId).toBe(userId);
+      // With a password, it may go.
+      const password = h.password();
+      expect((await client.POST('/api/1/user/update', { body: { _userId: userId, password } })).response.status).toBe(
+        200,
+      );
+      expect((await remove(second)).response.status).toBe(200);
+    });
+
     it('makes user.factor_added and user.factor_removed with factorType passkey, and audits each step', async () => {
       const site = `passkey-events-${Date.now().toString(36)}`;
       const { token } = await h.target.createToken({

@@ -221,6 +221,47 @@ function defineImpersonationSuite(spec: TargetSpec): void {
       expect(Math.abs(Date.parse(capped.data!.result.session.expiresAt) - Date.now() - 600_000)).toBeLessThan(60_000);
     });
 
+    it('impersonations neither count toward nor end the person’s own sessions, and are bounded apart: the 11th live one ends the oldest impersonation (issue 57, G13)', async () => {
+      const user = await h.createUser();
+      const own = await h.client.POST('/api/1/user/verify', {
+        body: { email: user.email, password: user.password, session: {} },
+      });
+      const mine = own.data!.result.session!;
+      // 95 earlier impersonations, written as session/impersonate writes them (100 through the API
+      // take 10 s on PGlite), then 5 more through it: a hundred in all beside the person's one.
+      await h.target.sql(
+        `insert into sessions (id, site, user_id, token_hash, created_at, last_seen_at, expires_at, idle_seconds, aal, amr, impersonator)
+          select gen_random_uuid(), u.site, u.id, 'seeded-' || u.id || '-' || i, now() + make_interval(secs => i / 1e6),
+            now(), now() + interval '30 minutes', 604800, 1, '[]'::jsonb, $2::jsonb
+          from users u, generate_series(1, 95) i where u.id = $1`,
+        [user.id, JSON.stringify({ actor, reason })],
+      );
+      const made: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { data, response } = await start({ _userId: user.id, actor, reason });
+        expect(response.status).toBe(201);
+        made.push(data!.result.session.sessionId);
+      }
+      // The person's own session outlives a hundred impersonations: the impersonate token cannot
+      // end it (session/revoke needs write), so neither may its impersonations.
+      const checked = await h.client.POST('/api/1/session/verify', { body: { token: mine.token } });
+      expect(checked.response.status).toBe(200);
+      expect(checked.data!.result.impersonator).toBeUndefined();
+      const listed = (await h.client.GET('/api/1/session/list', { params: { query: { _userId: user.id } } })).data!
+        .result.sessions;
+      // The five newest impersonations, then the five seeded last, then the person's own (oldest).
+      expect(listed).toHaveLength(11);
+      expect(listed.slice(0, 5).map((s) => s.sessionId)).toEqual(made.reverse());
+      expect(listed.at(-1)!.sessionId).toBe(mine.sessionId);
+      const ended = await h.target.sql(
+        `select impersonator is not null as impersonation, revoke_reason from sessions
+          where user_id = $1 and revoked_at is not null`,
+        [user.id],
+      );
+      expect(ended).toHaveLength(90);
+      expect(ended.every((r) => r.impersonation === true && r.revoke_reason === 'limit')).toBe(true);
+    });
+
     it("answers 404 for an account not in reach (unknown, another site's, deleted) and 403 for a disabled one", async () => {
       const elsewhere = (
         await h.target.createToken({ site: `impersonate-other-${Date.now()}`, scopes: ['impersonate', 'write'] })

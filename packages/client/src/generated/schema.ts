@@ -182,6 +182,11 @@ export interface paths {
          *       `PASSWORD_HASH`, a wrong password for it costs what its older parameters cost).
          *     - The right password of a disabled account: 403 `account_disabled`. A wrong password on a
          *       disabled account is the plain 422: only a caller who knows the password learns this.
+         *     - The right password of an account since entered through its inbox while its email was
+         *       unverified (a `login` ticket redeemed, see `ticket/redeem`): 403
+         *       `password_reset_required`, no session. The password was set before anyone proved the
+         *       inbox, so it may be a stranger's; the person sets one (`update`, or a `reset_password`
+         *       ticket) and it signs in again. A wrong password is the plain 422.
          *     - Too many failures: 429 `too_many_attempts` with `Retry-After`, before the password is
          *       looked at. Failures are counted per account in reach, whichever identifier (email or
          *       `_userId`) named it, and per site and identifier as given (the email in lower case, or
@@ -516,6 +521,24 @@ export interface paths {
          *       `[otp, hwk, mfa]` as the second factor was, aal 2). A `login` ticket is
          *       redeemed by a POST from the site's page when the person presses its button, never by a
          *       GET of the link itself: mail scanners open links.
+         *     - The inbox proven ends what a stranger may have left (the pre-hijacking attacks of
+         *       Sudhodanan and Paverd, 2022: someone signs up first with another person's address and a
+         *       password of their own). Exactly when a `login` ticket (link or code) is redeemed for an
+         *       account whose email was **never verified** — whether it answers 200 or 403
+         *       `second_factor_required` — in the same transaction as the email is marked verified:
+         *       every live session of the account ends (`session.revoked`, reason `inbox_proven`), its
+         *       pending `change_email` and `verify_phone` tickets end (they go elsewhere than the inbox,
+         *       to an address or phone the stranger may have named), and a password the account has (set before
+         *       anyone proved the inbox) no longer signs in by itself: `verify` with it answers 403
+         *       `password_reset_required`, as does `factor/verify` after such a password, until a
+         *       password is set again (`update` with `password`, or a `reset_password` ticket). A
+         *       `login` ticket of an account whose email was verified already, a `verify_email` ticket
+         *       (the sign-up's own "confirm your address"), `change_email` and the other purposes do
+         *       none of this. So the path of "Sign in with Google" onto an address taken by an
+         *       unverified account (`identity/create` 409 `email_taken`, a login link, then
+         *       `identity/link`) leaves only the owner's ways in: `identity/link` itself changes
+         *       nothing here, the proof it stood on did. Second factors added before the proof stay
+         *       (`factor/list` shows them; `factor/remove` is the operator's "reset MFA").
          *     - `_userId` with a `login` link must be the ticket's account (else 422); with a 6-digit
          *       `login` code it is required to find the code (without it the code is a miss).
          *
@@ -1124,6 +1147,11 @@ export interface paths {
          * @description Removes a factor of the account, pending or enabled. With its last enabled factor go its
          *     recovery codes, and `verify` answers 200 again on the right password. No such factor of
          *     the account: 404 `factor_not_found`. Needs no `FACTOR_ENCRYPTION_KEY`.
+         *
+         *     - 409 `last_sign_in_method`: the factor is the account's last passkey and the account has
+         *       no password and no identity (as `identity/unlink` refuses its last identity): nobody
+         *       could sign in to it again. Nothing is removed. Give it a password first (`update`, or a
+         *       `reset_password` ticket), or link an identity, or register another passkey.
          */
         post: operations["removeFactor"];
         delete?: never;
@@ -1423,7 +1451,7 @@ export interface paths {
         /**
          * An account's live sessions
          * @description The account's live sessions (neither revoked nor expired nor idle too long), newest
-         *     first; an account has at most 100, so there is no paging. Never a token. No account in
+         *     first; an account has at most 110 (100 of its own, 10 impersonations), so there is no paging. Never a token. No account in
          *     reach with this `_userId`: 404 `user_not_found`.
          */
         get: operations["listSessions"];
@@ -1500,6 +1528,10 @@ export interface paths {
          *     - How the login was made: `aal` 1 and `amr` empty (no method of the person's was used); a
          *       site that asks for aal 2 before a sensitive step refuses an impersonation there.
          *     - Ended as any session: `session/revoke`, a password change, `disable`, `delete`.
+         *     - Counted apart from the person's own sessions: an impersonation never ends one of them
+         *       (this scope cannot end them with `session/revoke` either), and the person's 100 are
+         *       not reduced by it. An account holds at most 10 live impersonations; the 11th ends the
+         *       oldest impersonation (`session.revoked`, reason `limit`).
          *     - No account in reach with this `_userId` (unknown, another site's, deleted): 404
          *       `user_not_found`. A disabled account: 403 `account_disabled` (it can hold no session).
          *
@@ -1773,8 +1805,11 @@ export interface paths {
          *     the membership and the site's roles, read by primary key in one prepared statement; nothing
          *     cached, so a change is seen at once on every server). `member`: whether the account is a
          *     member (an account deleted, even in its grace period, is not); `roles`: its roles there (empty
-         *     when not a member); `allowed`: whether one of them grants `permission` (false without
-         *     `permission`, or when not a member). A permission that no role has is simply not allowed (200).
+         *     when not a member); `allowed`: whether the member may, that is its account is enabled and
+         *     one of its roles grants `permission` (false without `permission`, when not a member, and
+         *     for a disabled or suspended account, which keeps its membership and roles); `reason`: why
+         *     not (`not_member`, `account_disabled`, `no_permission_asked`, `permission_not_granted`),
+         *     `null` when allowed. A permission that no role has is simply not allowed (200).
          *     Another site's organization, or none: 404 `org_not_found`; an `_userId` that names no account of
          *     the site is answered `member: false`. A token with the `read` scope or the `verify` scope
          *     may ask (a site's request path often holds a verify-only token, as for `session/verify`).
@@ -2105,24 +2140,33 @@ export interface components {
          */
         Password: string;
         /**
-         * @description The user's name, 1 to 200 characters after trimming, in any script. It must show something:
-         *     at least one letter, digit, punctuation mark or symbol that is not invisible, so a name made
-         *     only of spaces, zero-width characters, soft hyphens, joiners, variation selectors, blank
-         *     fillers (U+3164, U+2800) or other format characters (Unicode `Default_Ignorable_Code_Point`)
-         *     is refused. Refused anywhere in it: control characters (U+0000–U+001F, U+007F–U+009F), line
-         *     and paragraph separators (U+2028, U+2029), and bidirectional formatting characters
-         *     (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069), with which a name could reorder
-         *     the text displayed around it. Other invisible characters are kept inside a name, as words
-         *     need them: the zero-width joiner in emoji sequences (U+200D), the zero-width non-joiner
-         *     in Persian (U+200C).
+         * @description The one rule for text that is shown on one line (the console, the audit trail, a site's
+         *     own pages): account, organization and factor names, identity subjects, an impersonation's
+         *     `actor` and `reason`, and (by the same rule, in words: see `Metadata`) metadata keys. It
+         *     must show something: at least one letter, digit, punctuation mark or symbol that is not
+         *     invisible, so a text made only of spaces, zero-width characters, soft hyphens, joiners,
+         *     variation selectors, blank fillers (U+3164, U+2800) or other format characters (Unicode
+         *     `Default_Ignorable_Code_Point`) is refused. Refused anywhere in it: control characters
+         *     (U+0000–U+001F, U+007F–U+009F), line and paragraph separators (U+2028, U+2029), and
+         *     bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
+         *     U+2066–U+2069), with which a text could reorder what is displayed around it. Other
+         *     invisible characters are kept inside a text, as words need them: the zero-width joiner
+         *     in emoji sequences (U+200D), the zero-width non-joiner in Persian (U+200C).
          *
          *     The pattern says only the control characters, as every regular expression engine reads
          *     it alike (with or without ECMAScript's `u` flag); the other rules are the server's, named
-         *     in `x-refused` (`nothing-visible`, `line-separators`, `bidi-formatting`): a name breaking
-         *     one is refused as the pattern refuses, 400 `invalid_format` at its pointer.
+         *     in `x-refused` (`nothing-visible`, `line-separators`, `bidi-formatting`): a text breaking
+         *     one is refused as the pattern refuses, 400 `invalid_format` at its pointer. Each field
+         *     that follows this rule says so by `$ref` to this schema, with its own bounds beside it.
+         */
+        DisplayText: string;
+        /**
+         * @description The user's name, 1 to 200 characters after trimming, in any script, by the rule of
+         *     `DisplayText`: something visible, no control characters, U+2028/U+2029 or bidirectional
+         *     formatting characters.
          * @example Ada Lovelace
          */
-        Name: string;
+        Name: components["schemas"]["DisplayText"];
         /**
          * @description At most 32 characters of digits, spaces and `+ - ( ) .`, with 3 to 20 digits.
          * @example +44 20 7946 0018
@@ -2132,7 +2176,7 @@ export interface components {
          * @description Postal address as free text; newlines and tabs allowed. No other control characters
          *     (U+0000–U+001F, U+007F–U+009F) and no bidirectional formatting characters (U+061C, U+200E,
          *     U+200F, U+202A–U+202E, U+2066–U+2069), as for `name`: the pattern says the control
-         *     characters, `x-refused` the rest (see `Name`).
+         *     characters, `x-refused` the rest (see `DisplayText`).
          * @example 12 St James's Square
          *     London SW1Y 4JH
          */
@@ -2214,12 +2258,12 @@ export interface components {
          */
         IdentityProvider: string;
         /**
-         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters, no
-         *     control characters; kept exactly as given (compared as is, letter case included). Never
-         *     an email: an email can change hands.
+         * @description The provider's stable id of the person (OpenID Connect's `sub`), 1 to 255 characters, by
+         *     the rule of `DisplayText` (the console shows it); kept exactly as given (compared as is,
+         *     letter case included). Never an email: an email can change hands.
          * @example 110169484474386276334
          */
-        IdentitySubject: string;
+        IdentitySubject: components["schemas"]["DisplayText"];
         /**
          * @description An identity at another provider linked to the account (`identity/create`, `link`,
          *     `import`). `email` and `emailVerified` are what the provider said, as the site passed
@@ -2322,6 +2366,12 @@ export interface components {
          *     (the size of `JSON.stringify`'s text), at most 16 levels of objects and arrays (`{"a":{"b":[1]}}`
          *     has 3), and no string or key holding U+0000 or an unpaired surrogate (which PostgreSQL's
          *     jsonb cannot keep); beyond them, 400 `invalid_request` at `/metadata`, nothing changed.
+         *     Keys, at every level, are shown as field names (the console): a key other than `""`
+         *     follows `DisplayText`'s rules of what shows (something visible, no U+2028/U+2029, no
+         *     bidirectional formatting characters), else 400 `invalid_format` at the object holding it
+         *     (`has a key that …`); a control character in a key is kept (JSON shows it escaped). Only
+         *     what is sent is checked: keys stored before this rule stay, and an update of other keys
+         *     goes on.
          *     A `create` or `update` body is itself at most 64 KiB, so metadata near the bound in one
          *     of them is usually refused first, as 413 `payload_too_large` (no pointer: the body was
          *     not read). The 400 with its pointer answers metadata that an update's merge takes past
@@ -2901,8 +2951,8 @@ export interface components {
          * @example 0193a1e4-6c7d-7e8f-9a0b-1c2d3e4f5a6b
          */
         FactorId: string;
-        /** @description The user's name for the factor ("Phone"), 1 to 100 characters after trimming, no control characters. */
-        FactorLabel: string;
+        /** @description The user's name for the factor ("Phone"), 1 to 100 characters, by the rule of `DisplayText`. */
+        FactorLabel: components["schemas"]["DisplayText"];
         AddTotpFactorRequest: {
             _userId: components["schemas"]["UserId"];
             label?: components["schemas"]["FactorLabel"];
@@ -3284,14 +3334,14 @@ export interface components {
              *     formatting characters (the console and the audit trail show it). Kept trimmed.
              * @example grace@support.example.com
              */
-            actor: string;
+            actor: components["schemas"]["DisplayText"];
             /**
              * @description Why, for the paper trail (a ticket number, a sentence): a visible character at least,
              *     on one line, no control characters, U+2028/U+2029 or bidirectional formatting
              *     characters. Kept trimmed.
              * @example Ticket 4821: the invoice page shows no invoices
              */
-            reason: string;
+            reason: components["schemas"]["DisplayText"];
             /**
              * @description Seconds the session may live at most from now (never past the site's lifetime); 1800 when not given.
              * @example 900
@@ -3310,10 +3360,13 @@ export interface components {
          *     password, or a `reset_password` ticket redeemed), `account_disabled` (`disable`, timed or
          *     not), `account_deleted` (`delete`, with or without a grace period; `restore` brings no
          *     session back), `refresh_reuse` (a replaced token presented 10 seconds or more after its
-         *     refresh: taken as stolen), `limit` (the account's 101st live session ended its oldest).
+         *     refresh: taken as stolen), `inbox_proven` (a `login` ticket redeemed for an account whose
+         *     email was never verified: every session made before it), `limit` (the account's 101st live session of its own ended the
+         *     oldest of its own, or its 11th live impersonation the oldest impersonation: the two are
+         *     counted apart, and neither ends the other's).
          * @enum {string}
          */
-        SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit";
+        SessionRevokeReason: "revoked" | "password_changed" | "account_disabled" | "account_deleted" | "refresh_reuse" | "limit" | "inbox_proven";
         /**
          * @description The `data` of `session.created` (a login or an impersonation made a session) and
          *     `session.revoked` (with its `reason`): the account, the session and how its login was
@@ -3352,10 +3405,10 @@ export interface components {
          */
         OrgId: string;
         /**
-         * @description The organization's name, 1 to 200 characters after trimming, without control characters.
+         * @description The organization's name, 1 to 200 characters after trimming, by the rule of `DisplayText`.
          * @example Acme Corporation
          */
-        OrgName: string;
+        OrgName: components["schemas"]["DisplayText"];
         /**
          * @description A short name for URLs, unique among the site's organizations.
          * @example acme
@@ -3479,10 +3532,26 @@ export interface components {
             result: {
                 member: boolean;
                 roles: components["schemas"]["OrgRoles"];
-                /** @description Whether one of `roles` grants `permission`; false without `permission`. */
+                /**
+                 * @description Whether the member may: its account is enabled and one of `roles` grants
+                 *     `permission`; false without `permission`.
+                 */
                 allowed: boolean;
+                reason: components["schemas"]["OrgCheckRefusal"];
             };
         };
+        /**
+         * @description Why `allowed` is false, the first that holds of these; `null` when allowed.
+         *     - `not_member`: the account is no member (or no account of the site has this `_userId`,
+         *       or it is deleted, even in its grace period).
+         *     - `account_disabled`: a member whose account is disabled (`disable`, timed or not): it
+         *       keeps its membership and roles, and is allowed again once enabled.
+         *     - `no_permission_asked`: no `permission` was given.
+         *     - `permission_not_granted`: none of the member's roles grants `permission` (one that no
+         *       role has included).
+         * @enum {string|null}
+         */
+        OrgCheckRefusal: "not_member" | "account_disabled" | "no_permission_asked" | "permission_not_granted" | null;
         CreateOrgInvitationRequest: {
             orgId: components["schemas"]["OrgId"];
             email: components["schemas"]["Email"];
@@ -3723,7 +3792,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -3778,7 +3847,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -3898,6 +3967,25 @@ export interface components {
          *     identity. `conflict`: as for `update`.
          */
         IdentityUnlinkConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "last_sign_in_method" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description `last_sign_in_method`: the factor is the last passkey of an account with no password and
+         *     no identity. `conflict`: as for `update`.
+         */
+        FactorRemoveConflict: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
@@ -4151,7 +4239,8 @@ export interface components {
         };
         /**
          * @description The token lacks the `verify` scope (`forbidden`), or the password is right but the account
-         *     is disabled (`account_disabled`).
+         *     is disabled (`account_disabled`), or the password is right but was set before the account
+         *     was entered through its inbox (`password_reset_required`: set a new one first).
          *     Or the password is right and the account has an enabled second factor
          *     (`second_factor_required`, never a 200: a site that forgets the second step fails closed),
          *     with the problem members `ticket` (for `POST /api/1/user/factor/verify`, single use, 5
@@ -4168,7 +4257,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden" | "second_factor_required";
+                    code: "account_disabled" | "forbidden" | "second_factor_required" | "password_reset_required";
                 };
             };
         };
@@ -4605,7 +4694,8 @@ export interface components {
         /**
          * @description The token lacks the `verify` scope (`forbidden`), or the account was disabled after the
          *     login's first step (`account_disabled`, before any code or passkey is judged: the ticket
-         *     completes no login of a disabled account).
+         *     completes no login of a disabled account), or the first step was a password that the
+         *     account's inbox, proven since, set aside (`password_reset_required`, see `verify`).
          */
         SecondFactorForbidden: {
             headers: {
@@ -4617,7 +4707,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden";
+                    code: "account_disabled" | "forbidden" | "password_reset_required";
                 };
             };
         };
@@ -6539,7 +6629,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["FactorNotFound"];
-            409: components["responses"]["WriteConflict"];
+            409: components["responses"]["FactorRemoveConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

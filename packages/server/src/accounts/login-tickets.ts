@@ -5,15 +5,24 @@
 // verified (the person proved the inbox), and the account's enabled second factors read. With
 // any, the answer is verify's 403 second_factor_required and its ticket for factor/verify: a
 // second factor is never skipped because the first step was not a password.
+//
+// An email that was never verified, proven here, ends what a stranger may have left (issue 57,
+// G5; the pre-hijacking attacks of Sudhodanan and Paverd, 2022): someone could have signed up
+// with this address and their own password before its owner came. In the same transaction the
+// account's sessions made before end (reason inbox_proven), its other pending tickets end, and a
+// password it has no longer signs in by itself (password_unproven: verify answers 403
+// password_reset_required until a password is set again).
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import type { EventEntry } from '../events/queue.ts';
 import type { DeploymentKeys } from '../factors/deployment-keys.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
 import { isUuid } from './ids.ts';
 import { inReachOf } from './in-reach.ts';
-import { type CodeGuard, findCodeCounted, findTicket, useTicket } from './tickets.ts';
+import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
 
 /** Every miss, whatever it was: one body (the one of accounts/redeem.ts). */
@@ -38,6 +47,8 @@ interface Written {
   version: number;
   /** The email was not verified before: a change (user.updated). */
   verified: boolean;
+  /** The sessions the proof of the inbox ended (session.revoked events). */
+  ended: EventEntry[];
   /** The account's enabled second factors' kinds, when it has any, and their generation. */
   factors?: string[];
   generation?: string;
@@ -76,18 +87,31 @@ export async function redeemLoginTicket(
     'redeem',
     (w: Written) =>
       w.factors === undefined
-        ? { userId, status: 200, outcome: 'login verified', changed: ['emailVerified'], emits: w.verified }
+        ? {
+            userId,
+            status: 200,
+            outcome: 'login verified',
+            changed: ['emailVerified'],
+            emits: w.verified,
+            moreEvents: w.ended,
+          }
         : {
             userId,
             status: 403,
             outcome: 'second_factor_required',
             changed: ['emailVerified'],
             emits: w.verified,
+            moreEvents: w.ended,
           },
     async (tx): Promise<Written | undefined> => {
       // Locked as an update would: a disable at the same moment either sees this login or refuses it.
       const [account] = await tx
-        .select({ disabled: users.disabled, verifiedAt: users.emailVerifiedAt, version: users.version })
+        .select({
+          disabled: users.disabled,
+          verifiedAt: users.emailVerifiedAt,
+          version: users.version,
+          hasPassword: sql<boolean>`${users.passwordHash} is not null`,
+        })
         .from(users)
         .where(and(eq(users.id, userId), inReachOf(site)))
         .for('update');
@@ -100,18 +124,26 @@ export async function redeemLoginTicket(
       // Used here, once: of many redeems at once, one deletes the row and the others find none.
       if (!(await useTicket(tx, found.id))) return undefined;
       let version = account.version;
+      let ended: EventEntry[] = [];
       if (account.verifiedAt === null) {
+        // The inbox proven for the first time: what was made before it may be a stranger's.
         const [row] = await tx
           .update(users)
-          .set({ emailVerifiedAt: sql`now()`, updatedAt: sql`now()` })
+          .set({
+            emailVerifiedAt: sql`now()`,
+            ...(account.hasPassword && { passwordUnproven: true }),
+            updatedAt: sql`now()`,
+          })
           .where(eq(users.id, userId))
           .returning({ version: users.version });
         version = row!.version;
+        ended = await endSessionsOf(tx, userId, 'inbox_proven');
+        await endTickets(tx, userId, ENDED_BY.inbox);
       }
       const verified = account.verifiedAt === null;
       const factors = await enabledFactorTypes(tx, userId);
-      if (factors.length === 0) return { version, verified };
-      return { version, verified, factors, generation: await generationOf(tx, userId) };
+      if (factors.length === 0) return { version, verified, ended };
+      return { version, verified, ended, factors, generation: await generationOf(tx, userId) };
     },
   );
   if (written === undefined) throw refusal;

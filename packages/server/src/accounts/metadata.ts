@@ -3,7 +3,7 @@
 // list's containment filter, and the site's own JSON Schema for it.
 
 import { and, eq, gt, type SQL, sql } from 'drizzle-orm';
-import { invalidRequest } from '../contract/validation.ts';
+import { brokenDisplayRule, invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
 import { ApiError, type FieldError } from '../errors.ts';
@@ -20,10 +20,18 @@ export { METADATA_MAX_DEPTH };
 const isObject = (value: unknown): value is Metadata =>
   value !== null && typeof value === 'object' && !Array.isArray(value);
 
+/** Why a key breaking one of DisplayText's rules is refused (contract/validation.ts's TEXT_RULES). */
+const KEY_REFUSED: Record<string, string> = {
+  'nothing-visible': 'has a key that shows nothing (only spaces or invisible characters)',
+  'line-separators': 'has a key with U+2028 or U+2029',
+  'bidi-formatting': 'has a key with bidirectional formatting characters',
+};
+
 /**
  * What is wrong with a metadata value, at `pointer` (the field's, `/metadata` or
  * `/users/3/metadata`): not an object, nested too deep, a string or key that PostgreSQL's jsonb
- * cannot hold (U+0000, an unpaired surrogate), or too large. The first fault found, or undefined.
+ * cannot hold (U+0000, an unpaired surrogate), a key that breaks DisplayText's rules (it is shown
+ * as a field name), or too large. The first fault found, or undefined.
  */
 export function metadataFault(value: unknown, pointer: string): FieldError | undefined {
   if (!isObject(value)) return { pointer, code: 'invalid_type', message: 'must be an object' };
@@ -62,6 +70,9 @@ export function metadataFault(value: unknown, pointer: string): FieldError | und
       if (badText(key)) {
         return { pointer: here(), code: 'invalid_format', message: 'has a key with U+0000 or an unpaired surrogate' };
       }
+      // Keys are shown as field names: DisplayText's rules of what shows ("" is left alone).
+      const broken = key === '' ? undefined : brokenDisplayRule(key);
+      if (broken !== undefined) return { pointer: here(), code: 'invalid_format', message: KEY_REFUSED[broken]! };
       path.push(key);
       const fault = walk((node as Metadata)[key], depth + 1);
       path.pop();

@@ -92,8 +92,8 @@ export async function redeemTicket(
   const set: Record<ChangePurpose, () => Partial<Record<keyof typeof users.$inferInsert, unknown>>> = {
     verify_email: () => ({ emailVerifiedAt: sql`coalesce(${users.emailVerifiedAt}, now())` }),
     verify_phone: () => ({ phoneVerifiedAt: sql`coalesce(${users.phoneVerifiedAt}, now())` }),
-    // A new password is not the one a verify found breached.
-    reset_password: () => ({ passwordHash, passwordBreached: false }),
+    // A new password is not the one a verify found breached, nor one set before the inbox was proven.
+    reset_password: () => ({ passwordHash, passwordBreached: false, passwordUnproven: false }),
     change_email: () => ({ email: found.newEmail!, emailVerifiedAt: sql`now()` }),
   };
   const written = await inWrite(

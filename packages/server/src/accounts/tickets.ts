@@ -41,6 +41,10 @@ export const ENDED_BY = {
   email: ['verify_email', 'reset_password', 'change_email', 'login', 'login_code'],
   password: ['reset_password'],
   phone: ['verify_phone'],
+  // An unverified email proven by a login ticket (login-tickets.ts): the tickets a stranger who
+  // signed up with the address may have asked for that do not go to its inbox, a change_email to
+  // their own address and a verify_phone of their own phone (the others are mailed to the owner).
+  inbox: ['change_email', 'verify_phone'],
 } as const satisfies Record<string, Purpose[]>;
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('base64url');

@@ -97,8 +97,8 @@ export async function updateAccount(
         .update(users)
         .set({
           ...changes,
-          // A new password is not the one a verify found breached.
-          ...(changes.passwordHash !== undefined && { passwordBreached: false }),
+          // A new password is not the one a verify found breached, nor one set before the inbox was proven.
+          ...(changes.passwordHash !== undefined && { passwordBreached: false, passwordUnproven: false }),
           ...contacts,
           ...(patch !== undefined && { metadata: mergedMetadata(patch) }),
           updatedAt: sql`now()`,

@@ -33,6 +33,16 @@ const secondFactorRequired = (ticket: string, factors: string[]) =>
   });
 const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 /**
+ * The right password of an account entered through its inbox since that password was set, before
+ * anyone proved the inbox (users.password_unproven): it may be a stranger's who signed up first.
+ */
+export const passwordResetRequired = () =>
+  new ApiError(
+    403,
+    'password_reset_required',
+    'This password was set before the email was proven and no longer signs in by itself; set a new one (a reset_password ticket, or update).',
+  );
+/**
  * The lock's 429. Its RateLimit fields name the lock, whose reset is the moment Retry-After names
  * (the RateLimit draft: the two should agree): not the token's budgets, which are not exhausted
  * and would tell a client to come back before the lock ends.
@@ -100,7 +110,12 @@ export async function verifyPassword(
   // email and 10 more by _userId were 20 guesses a window). An identifier no account in reach
   // has counts as given, so an unknown one locks after as many failures, with the same answer.
   const lookup = db
-    .select({ id: users.id, passwordHash: users.passwordHash, disabled: users.disabled })
+    .select({
+      id: users.id,
+      passwordHash: users.passwordHash,
+      disabled: users.disabled,
+      passwordUnproven: users.passwordUnproven,
+    })
     .from(users)
     .where(and(match, inReachOf(site)))
     .limit(1);
@@ -124,7 +139,8 @@ export async function verifyPassword(
     const looked = await lookUpAndAttempt<Account>(
       db,
       lookup.getSQL(),
-      sql`account.id, account.password_hash as "passwordHash", account.disabled`,
+      sql`account.id, account.password_hash as "passwordHash", account.disabled,
+        account.password_unproven as "passwordUnproven"`,
       site,
       given,
       verifyLimits.identifier,
@@ -180,6 +196,11 @@ export async function verifyPassword(
   if (row.disabled) {
     await notAFailure();
     throw accountDisabled();
+  }
+  // Right, but set before the inbox was proven by someone else's way in: no guess, and no login.
+  if (row.passwordUnproven) {
+    await notAFailure();
+    throw passwordResetRequired();
   }
 
   const stored = row.passwordHash!;
@@ -288,6 +309,7 @@ interface Account {
   id: string;
   passwordHash: string | null;
   disabled: boolean;
+  passwordUnproven: boolean;
 }
 
 interface Verified {

@@ -37,6 +37,20 @@ export const TEXT_RULES: Record<string, (text: string) => boolean> = {
   'bidi-formatting': (text) => /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(text),
 };
 
+let displayRules: readonly string[] | undefined;
+
+/**
+ * The first of `DisplayText`'s text rules (its `x-refused`, read from the spec) that `text`
+ * breaks, or undefined: for text the spec holds to that rule in words where no schema can say
+ * it (metadata keys, at every level). Printable ASCII breaks only `nothing-visible`, and only
+ * when it is all spaces: the common key is judged without a regular expression of Unicode properties.
+ */
+export function brokenDisplayRule(text: string): string | undefined {
+  displayRules ??= (loadSpec().components.schemas.DisplayText as { 'x-refused': string[] })['x-refused'];
+  if (/^[\x20-\x7E]*$/.test(text)) return text.trim() === '' ? 'nothing-visible' : undefined;
+  return displayRules.find((rule) => TEXT_RULES[rule]!(text));
+}
+
 /**
  * An Ajv holding the spec's schemas as `spec#/$defs/X`. `checkSchemas` checks them against JSON
  * Schema 2020-12's meta-schema as they are added: compiling that meta-schema is about 45 ms of

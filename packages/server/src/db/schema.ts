@@ -46,6 +46,13 @@ export const users = pgTable(
      * passwords/screening.ts); false again once the password changes.
      */
     passwordBreached: boolean('password_breached').notNull().default(false),
+    /**
+     * The password was set before anyone proved the inbox, and the account has since been entered
+     * through its inbox (a login link or code redeemed while the email was unverified; issue 57,
+     * G5): it no longer signs in by itself (verify answers 403 password_reset_required) until a
+     * password is set again (update, a reset_password ticket, import).
+     */
+    passwordUnproven: boolean('password_unproven').notNull().default(false),
     /** A disabled account can be read, changed and deleted, but its password is never verified. */
     disabled: boolean('disabled').notNull().default(false),
     /** A timed suspension's end (issue 30, point 2): housekeeping enables the account then; null: no end. */

@@ -6,6 +6,7 @@ import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
+import { assertSignInMethodLeft } from '../accounts/sign-in-methods.ts';
 import { codeLockoutKey } from '../accounts/tickets.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
@@ -247,7 +248,10 @@ export async function listFactors(db: Db, site: string, userId: string): Promise
   };
 }
 
-/** Removes a factor, pending or enabled; with the last enabled one go the recovery codes. */
+/**
+ * Removes a factor, pending or enabled; with the last enabled one go the recovery codes. 409
+ * last_sign_in_method for the last passkey of an account with no password and no identity.
+ */
 export async function removeFactor(
   scope: WriteScope,
   deps: FactorDeps,
@@ -281,6 +285,9 @@ export async function removeFactor(
         refusal = factorNotFound();
         return undefined;
       }
+      // An account's last passkey, with no password and no identity, is its last way in: thrown,
+      // the transaction rolls back and the passkey stays (as identity/unlink's last identity).
+      if (gone.type === 'passkey') await assertSignInMethodLeft(tx, account, 'passkey');
       const [left] = await tx
         .select({ n: count() })
         .from(userFactors)

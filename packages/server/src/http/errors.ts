@@ -53,6 +53,7 @@ const TITLES: Record<ErrorCode, string> = {
   identity_not_found: 'Identity not found',
   identity_limit_reached: 'Identity limit reached',
   last_sign_in_method: 'Last sign-in method',
+  password_reset_required: 'Password reset required',
   org_not_found: 'Organization not found',
   member_not_found: 'Member not found',
   invitation_not_found: 'Invitation not found',

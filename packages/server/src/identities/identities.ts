@@ -5,15 +5,16 @@
 // and one (provider, subject) belongs to at most one account of a site, by the unique index
 // user_identities_site_provider_subject_key (a race between two creates or links is settled there).
 import type { components } from '@user-accounts/client';
-import { and, asc, count, eq, inArray, isNotNull, type SQL, sql } from 'drizzle-orm';
+import { and, asc, count, eq, inArray, type SQL, sql } from 'drizzle-orm';
 import { verifiedAtCreate } from '../accounts/contacts.ts';
 import { emailTaken } from '../accounts/create.ts';
 import { isUuid, uuidv7 } from '../accounts/ids.ts';
 import { holdsEmailOf, inReachOf } from '../accounts/in-reach.ts';
 import { assertSiteSchema } from '../accounts/metadata.ts';
+import { assertSignInMethodLeft } from '../accounts/sign-in-methods.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
 import { type Db, rows } from '../db/client.ts';
-import { metadataSchemas, userFactors, userIdentities, users } from '../db/schema.ts';
+import { metadataSchemas, userIdentities, users } from '../db/schema.ts';
 import { ApiError, sqlState, userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
@@ -40,12 +41,6 @@ export const identityLimitReached = () =>
     409,
     'identity_limit_reached',
     `This account has ${MAX_IDENTITIES} identities, the most it may have; unlink one first.`,
-  );
-export const lastSignInMethod = () =>
-  new ApiError(
-    409,
-    'last_sign_in_method',
-    'This identity is the account’s only way to sign in; give it a password or another identity first.',
   );
 /** Every miss of identity/verify: one answer. */
 export const invalidCredentials = () =>
@@ -330,19 +325,8 @@ export async function unlinkIdentity(
         .where(and(identityIs(site, key), eq(userIdentities.userId, account.id)))
         .returning({ id: userIdentities.id });
       if (gone === undefined) throw identityNotFound();
-      if (account.passwordHash === null) {
-        const [left] = await rows<{ identities: number; passkeys: number }>(
-          tx,
-          sql`select (select count(*)::int from ${userIdentities} where ${eq(userIdentities.userId, account.id)}) as identities,
-            (select count(*)::int from ${userFactors} where ${and(
-              eq(userFactors.userId, account.id),
-              eq(userFactors.type, 'passkey'),
-              isNotNull(userFactors.enabledAt),
-            )}) as passkeys`,
-        );
-        // Thrown: the transaction rolls back, the identity stays.
-        if (left!.identities === 0 && left!.passkeys === 0) throw lastSignInMethod();
-      }
+      // Thrown: the transaction rolls back, the identity stays.
+      await assertSignInMethodLeft(tx, account, 'identity');
       return true;
     },
   );

@@ -1,8 +1,9 @@
 // org/member/check (issue 45, point 4): "may this person do this in this organization?", asked on
-// every request of a B2B site. One prepared statement, three primary-key lookups: the site's
-// organization, the membership (its account not deleted), and the site's roles the member holds
+// every request of a B2B site. One prepared statement, primary-key lookups only: the site's
+// organization, the membership (its account not deleted, and whether disabled), and the site's roles the member holds
 // (org_roles' key is (site, role)). Nothing is cached: a change of roles or of a membership is
 // seen by the next check on every server, with no invalidation to get wrong.
+import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { isUuid } from '../accounts/ids.ts';
 import type { Db } from '../db/client.ts';
@@ -10,17 +11,16 @@ import { preparedOn } from '../db/prepared.ts';
 import { orgMemberships, orgs } from '../db/schema.ts';
 import { orgNotFound } from './rules.ts';
 
-export interface CheckAnswer {
-  member: boolean;
-  roles: string[];
-  allowed: boolean;
-}
+export type CheckAnswer = components['schemas']['CheckOrgMemberResponse']['result'];
+type Refusal = NonNullable<CheckAnswer['reason']>;
 
 // Built once per database (preparedOn): drizzle no longer renders its text on every check (issue 47).
 const check = preparedOn((db) =>
   db
     .select({
       roles: orgMemberships.roles,
+      // The member's account, enabled or not (null: no member); read by primary key.
+      disabled: sql<boolean | null>`(select u.disabled from users u where u.id = ${orgMemberships.userId})`,
       allowed: sql<boolean>`coalesce((select bool_or(${sql.placeholder('permission')}::text = any(r.permissions))
           from org_roles r where r.site = ${orgs.site} and r.role = any(${orgMemberships.roles})), false)`,
     })
@@ -49,6 +49,14 @@ export async function checkMember(
   const user = isUuid(userId) ? userId : '00000000-0000-0000-0000-000000000000';
   const [row] = await check(db).execute({ permission: permission ?? null, user, orgId, site });
   if (row === undefined) throw orgNotFound();
-  if (row.roles === null) return { member: false, roles: [], allowed: false };
-  return { member: true, roles: row.roles, allowed: permission !== undefined && row.allowed === true };
+  if (row.roles === null) return { member: false, roles: [], allowed: false, reason: 'not_member' };
+  // A disabled (or suspended) account keeps its membership, and may do nothing while it lasts.
+  const refusal: Refusal | null = row.disabled
+    ? 'account_disabled'
+    : permission === undefined
+      ? 'no_permission_asked'
+      : row.allowed === true
+        ? null
+        : 'permission_not_granted';
+  return { member: true, roles: row.roles, allowed: refusal === null, reason: refusal };
 }

@@ -2,17 +2,18 @@
 // call issueSession once the login answered 200. One transaction: the account locked (a disable,
 // delete or password change at the same moment either sees this session and ends it, or ends
 // first and refuses it), the session inserted, the account's oldest live sessions past the limit
-// ended, the audit row and the events. The token is shown once, in the answer; only its hash is kept.
+// ended (its own and its impersonations counted apart), the audit row and the events. The token is shown once, in the answer; only its hash is kept.
 //
 // The login checked its credential before this transaction (a password's hash takes a while), so
 // an ending that commits between that check and this lock ended every session but this one. The
 // locked read therefore checks again what the login saw: the account still in reach, enabled and,
 // for a login that checked a password, with that password's hash. Otherwise the login is refused
 // with the answer it would get now (LoginSeen.stale), and no session is made.
-import { and, desc, eq, inArray, sql } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import { uuidv7 } from '../accounts/ids.ts';
 import { inReachOf } from '../accounts/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { passwordResetRequired } from '../accounts/verify.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -24,6 +25,7 @@ import {
   type LoginMethod,
   lifetimesOf,
   liveSql,
+  MAX_LIVE_IMPERSONATIONS,
   MAX_LIVE_SESSIONS,
   revokedEvent,
   type SessionEventRow,
@@ -113,7 +115,7 @@ export async function issueSession(
   const { seen } = request;
   let passwordHash = seen.passwordHash;
   // Why the locked read refused (its transaction writes nothing then): the account as it was read.
-  let refused: { why: 'gone' | 'disabled' | 'moved'; passwordHash?: string | null } | undefined;
+  let refused: { why: 'gone' | 'disabled' | 'moved' | 'unproven'; passwordHash?: string | null } | undefined;
   const write = async (tx: Db) => {
     // Each run (inWrite may run it again after a serialization failure) judges afresh.
     refused = undefined;
@@ -121,12 +123,14 @@ export async function issueSession(
     // ending the account's sessions waits for this one to commit, or this waits for it and
     // reads the account as it left it. One read by the primary key.
     const [account] = await tx
-      .select({ disabled: users.disabled, passwordHash: users.passwordHash })
+      .select({ disabled: users.disabled, passwordHash: users.passwordHash, unproven: users.passwordUnproven })
       .from(users)
       .where(and(eq(users.id, request.userId), inReachOf(scope.site)))
       .for('no key update');
     if (account === undefined) refused = { why: 'gone' };
     else if (account.disabled) refused = { why: 'disabled' };
+    // A login that stood on a password the inbox's proof has since set aside (accounts/login-tickets.ts).
+    else if (account.unproven && request.method.amr.includes('pwd')) refused = { why: 'unproven' };
     else if (passwordHash !== undefined && account.passwordHash !== passwordHash)
       refused = { why: 'moved', passwordHash: account.passwordHash };
     if (refused !== undefined) return undefined;
@@ -153,13 +157,22 @@ export async function issueSession(
         expiresAt: sessions.expiresAt,
         impersonator: sessions.impersonator,
       });
-    // Past the limit, the oldest live ones end (this one is the newest).
+    // Past the limit, the oldest live ones end (this one is the newest). The person's own
+    // sessions and impersonations are counted apart, each against its own bound: an impersonation
+    // never ends one of the person's sessions (the impersonate scope cannot, with session/revoke),
+    // nor a login of the person a support agent's impersonation.
     const beyond = tx
       .select({ id: sessions.id })
       .from(sessions)
-      .where(and(eq(sessions.userId, request.userId), liveSql))
+      .where(
+        and(
+          eq(sessions.userId, request.userId),
+          liveSql,
+          impersonator === undefined ? isNull(sessions.impersonator) : isNotNull(sessions.impersonator),
+        ),
+      )
       .orderBy(desc(sessions.createdAt), desc(sessions.id))
-      .offset(MAX_LIVE_SESSIONS);
+      .offset(impersonator === undefined ? MAX_LIVE_SESSIONS : MAX_LIVE_IMPERSONATIONS);
     const ended = await tx
       .update(sessions)
       .set({ revokedAt: sql`now()`, revokeReason: 'limit' })
@@ -195,6 +208,7 @@ export async function issueSession(
     // as it now is.
     const { why, passwordHash: now = null } = refused!;
     if (why === 'disabled') throw accountDisabled();
+    if (why === 'unproven') throw passwordResetRequired();
     if (why === 'gone' || seen.rightFor === undefined || judged >= MOVES_JUDGED) throw seen.stale();
     if (!(await seen.rightFor(now))) throw seen.stale();
     passwordHash = now;

@@ -14,6 +14,7 @@ import {
   eventColumns,
   idleExpiresAt,
   liveSql,
+  MAX_LIVE_IMPERSONATIONS,
   MAX_LIVE_SESSIONS,
   revokedEvent,
   type SessionRevokeReason,
@@ -66,7 +67,7 @@ export async function listSessions(db: Db, site: string, userId: string) {
     .from(sessions)
     .where(and(eq(sessions.userId, userId), eq(sessions.site, site), liveSql))
     .orderBy(desc(sessions.createdAt), desc(sessions.id))
-    .limit(MAX_LIVE_SESSIONS);
+    .limit(MAX_LIVE_SESSIONS + MAX_LIVE_IMPERSONATIONS);
   return { sessions: found.map(shown) };
 }
 

@@ -11,8 +11,19 @@ import type { EventEntry } from '../events/queue.ts';
 export const DEFAULT_LIFETIME_SECONDS = 30 * 24 * 3600;
 /** The idle lifetime unless the site says otherwise (`cli site set --session-idle`): 7 days. */
 export const DEFAULT_IDLE_SECONDS = 7 * 24 * 3600;
-/** The live sessions an account may hold; a new one past it ends the oldest (reason `limit`). */
+/**
+ * The live sessions of the person's own an account may hold; a new one past it ends the oldest of
+ * them (reason `limit`). Impersonations are not among them.
+ */
 export const MAX_LIVE_SESSIONS = 100;
+/**
+ * The live impersonations (session/impersonate) an account may hold, apart from its own sessions:
+ * a new one past it ends the oldest impersonation (reason `limit`), never a session of the
+ * person's. Ten support agents at once on one account is more than a desk needs, and each lives
+ * at most an hour (MAX_IMPERSONATION_SECONDS): the sessions table holds at most 110 live rows an
+ * account, whatever an impersonate-only token does.
+ */
+export const MAX_LIVE_IMPERSONATIONS = 10;
 /** How long a replaced token still gets its successor from a refresh; after it, a reuse is theft. */
 export const REUSE_GRACE_SECONDS = 10;
 /**
@@ -33,7 +44,8 @@ export type SessionRevokeReason =
   | 'account_disabled'
   | 'account_deleted'
   | 'refresh_reuse'
-  | 'limit';
+  | 'limit'
+  | 'inbox_proven';
 
 /** RFC 8176's methods as the spec lists the ones we name (`Amr`). */
 export type Amr = components['schemas']['Amr'];
