@@ -15,9 +15,11 @@ import { unsafeDataDir, unsafeSecretFile } from './db/file-safety.ts';
 import { connectRedis, redisReady } from './db/redis.ts';
 import { describeError } from './errors.ts';
 import { EVENTS_CHANNEL } from './events/queue.ts';
+import { sealStoredSecrets } from './events/webhooks/endpoints.ts';
 import { startSequencer } from './events/sequencer.ts';
 import { createWake } from './events/wake.ts';
 import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
+import { dropStoredTicketKey } from './factors/login-ticket.ts';
 import type { KeyRing } from './factors/secret-box.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
@@ -256,6 +258,7 @@ export async function assembleOn(
     ...(tracer === undefined ? {} : { tracer }),
   });
   const factorKeys = factorKeysOf(config, database, logger);
+  await sealInTheClear(database, factorKeys, logger);
   // Read now (and on a new deployment made), then kept in memory and read again every 30 s: no
   // token ever waits on the database for its key (sessions/signing-keys.ts).
   const accessTokens = createSigningKeys({
@@ -312,6 +315,22 @@ export async function assembleOn(
     hasher!.close();
   }
   return { app: createApp(deps), deps, database, devToken, closeDeps };
+}
+
+/**
+ * What a database from before issue 57 (G6, G7) kept in the clear, at each start: SQL cannot see
+ * the deployment's key, so no migration could. Webhook secrets sealed (endpoints.ts), the old
+ * ticket key deleted (login-ticket.ts). A failure (the database away) is said and the start goes
+ * on: the next start does it, and an unsealed secret still signs meanwhile.
+ */
+async function sealInTheClear(database: Database, ring: KeyRing | undefined, logger: Logger): Promise<void> {
+  try {
+    const sealed = await sealStoredSecrets(database.db, ring);
+    if (sealed > 0) logger.info({ sealed }, `sealed ${sealed} webhook signing secret(s) kept in the clear`);
+    if (await dropStoredTicketKey(database.db)) logger.info('deleted the login tickets key kept in the database');
+  } catch (error) {
+    logger.warn({ err: describeError(error) }, 'sealing the secrets kept in the clear failed; the next start tries again');
+  }
 }
 
 /** The keys of second-factor secrets (factors/key-file.ts); a key file that cannot be used stops the start. */

@@ -4,6 +4,7 @@
 // caller describes itself with a WriteScope.
 import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
+import type { KeyRing } from '../factors/secret-box.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
 import { activeTraceparent } from '../tracing.ts';
@@ -50,6 +51,8 @@ export interface WriteDeps {
   tracing?: boolean | undefined;
   /** Numbers committed events; kicked after a write that queued some, so that they are out at once. */
   sequencer?: { kick(): void } | undefined;
+  /** FACTOR_ENCRYPTION_KEY's ring (or the embedded database's key file): what keys the login tickets. */
+  factorKeys?: KeyRing | undefined;
 }
 
 /** The change event of each write that changes accounts (events/queue.ts); verify and export have none. */

@@ -41,8 +41,8 @@ export function writeScopeOf(c: Context<AppEnv>): WriteScope {
 
 /** What the server's writes use, from its deps. */
 export function writeDepsOf(c: Context<AppEnv>): WriteDeps {
-  const { database, outbox, tracer, sequencer } = c.get('deps');
-  return { db: database.db, outbox, tracing: tracer !== undefined, sequencer };
+  const { database, outbox, tracer, sequencer, factorKeys } = c.get('deps');
+  return { db: database.db, outbox, tracing: tracer !== undefined, sequencer, factorKeys };
 }
 
 /** The request's write, in one unit of work (see inWrite), which keeps the audit middleware told. */

@@ -28,13 +28,13 @@
 // than the database, which the start's warning (FACTOR_KEY_MISSING) says. Sessions keep working
 // either way; a key sealed so (id `@db`) still opens once the variable is set, and the next
 // rotation seals its new key with the ring.
-import { createHash, hkdfSync } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { gt, isNull, or, sql } from 'drizzle-orm';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import type { Db } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
 import { serviceUnavailable } from '../errors.ts';
-import { DATABASE_KEY_ID, databaseKey } from '../factors/deployment-keys.ts';
+import { sealingRingFor } from '../factors/deployment-keys.ts';
 import { type KeyRing, open, SealedSecretError, seal } from '../factors/secret-box.ts';
 import type {
   AccessTokenRequest,
@@ -118,15 +118,8 @@ export function publish(rows: SigningKeyRow[], now: number): PublishedKeys {
  * (derived for this purpose) to open what was sealed without it; without a ring, that key alone,
  * made by the first server that needs it.
  */
-export async function sealingRing(db: Db, ring: KeyRing | undefined): Promise<KeyRing> {
-  const own = await databaseKey(db, ring === undefined);
-  const keys = new Map(ring?.keys ?? []);
-  if (own !== undefined)
-    keys.set(
-      DATABASE_KEY_ID,
-      Buffer.from(hkdfSync('sha256', own, 'user-accounts', 'user-accounts signing_key v1', 32)),
-    );
-  return { current: ring?.current ?? DATABASE_KEY_ID, keys };
+export function sealingRing(db: Db, ring: KeyRing | undefined): Promise<KeyRing> {
+  return sealingRingFor(db, ring, 'signing_key');
 }
 
 /** A new key pair as its row: the public JWK in clear, the private one sealed under `ring` with the kid as context. */
