@@ -3,7 +3,9 @@
 // PostgreSQL with FACTOR_ENCRYPTION_KEY; the "copy" is every table read with SQL, without the
 // deployment's key. Nothing read there may sign a webhook delivery, mint a second-step ticket,
 // or hold a secret the service handed out (tokens, tickets, codes, TOTP secrets, signing secrets).
-import { createHmac } from 'node:crypto';
+import { createHmac, createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { type Problem, createClient } from '@user-accounts/client';
 import { openPglite } from '@user-accounts/server/db';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
@@ -14,6 +16,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
 import { waitUntil } from './faults/load.ts';
 import { receiverOn } from './receiver.ts';
+import { SoftAuthenticator } from './webauthn/soft-authenticator.ts';
 import {
   GENEROUS_LIMITS,
   migratedPostgresDatabase,
@@ -38,6 +41,28 @@ interface Backend {
   skip: string | undefined;
   /** The server's environment, and how to read its database as a copy would (the server stopped when it must be). */
   setUp(): Promise<{ env: Record<string, string>; withDatabase<T>(stop: () => Promise<void>, work: (sql: Sql) => Promise<T>): Promise<T> }>;
+}
+
+/** base32 (RFC 4648), as a TOTP secret is given. */
+const base32Bytes = (text: string) => {
+  let bits = '';
+  for (const ch of text.replace(/=+$/, '')) bits += 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567'.indexOf(ch).toString(2).padStart(5, '0');
+  return Buffer.from((bits.match(/.{8}/g) ?? []).map((b) => Number.parseInt(b, 2)));
+};
+
+/** Whether `d` (32 bytes) is the private scalar of the P-256 public key (x, y): it signs what the public key verifies. */
+function isPrivateKeyOf(d: Buffer, publicJwk: { x: string; y: string }): boolean {
+  try {
+    const key = createPrivateKey({
+      key: { kty: 'EC', crv: 'P-256', x: publicJwk.x, y: publicJwk.y, d: d.toString('base64url') },
+      format: 'jwk',
+    });
+    const message = Buffer.from('signed by a copy of the database');
+    const publicKey = createPublicKey({ key: { kty: 'EC', crv: 'P-256', ...publicJwk }, format: 'jwk' });
+    return verify('sha256', message, publicKey, sign('sha256', message, key));
+  } catch {
+    return false;
+  }
 }
 
 const pgSkip = await postgresUnavailable();
@@ -84,7 +109,7 @@ const backends: Backend[] = [
 async function deploy(backend: Backend) {
   const token = mintToken();
   const setup = await backend.setUp();
-  const env = { ...setup.env, ...TEST_HASHES, ...GENEROUS_LIMITS, API_TOKENS: token, WEBHOOK_ALLOW_PRIVATE: 'true' };
+  const env: Record<string, string> = { ...setup.env, ...TEST_HASHES, ...GENEROUS_LIMITS, API_TOKENS: token, WEBHOOK_ALLOW_PRIVATE: 'true' };
   let server: Running = procs.server(env);
   await server.ready;
   const stop = async () => {
@@ -306,4 +331,143 @@ describe.each(backends)('what a copy of the database gives away, on the $name (i
     );
     expect(receiver.counts().refused + before.counts().refused).toBe(0);
   }, 120_000);
+
+  it('keeps nothing in any table that it handed out, nor a key that signs, opens or mints without the deployment key (every table)', async () => {
+    const d = await deploy(backend);
+    /** What the service handed out in the clear: none may be stored, whole or inside a value. */
+    const given = new Map<string, string>();
+    /** Keys in bytes: no stored value may be one, in base64, base64url, hex or as it is. */
+    const keys = new Map<string, Buffer>();
+    const give = (what: string, secret: string | undefined) => {
+      expect(secret, what).toEqual(expect.any(String));
+      given.set(secret!, what);
+    };
+    const ok = (answer: { response: Response; error?: unknown }, status = 200) =>
+      expect(answer.response.status, `${answer.response.url}: ${JSON.stringify(answer.error)}`).toBe(status);
+    const cli = async (args: string[]) => {
+      const ran = await d.cli(args);
+      expect(ran.code, ran.stderr).toBe(0);
+      return ran.stdout;
+    };
+    // The CLI: tokens, a console link, a webhook, the site's relying party.
+    const minted = await cli(['token', 'create', '--site', 'default', '--scopes', 'read,write,verify,impersonate', '--label', 'every table']);
+    const apiToken = /(ua_[A-Za-z0-9_-]{43})/.exec(minted)?.[1];
+    give('an API token', apiToken);
+    give('a console token', /#token=([^\s]+)/.exec(await cli(['console', '--site', 'default', '--as', 'Ada Admin']))?.[1]);
+    const receiver = await receiverOn(cleanups);
+    const whsec = /(whsec_[A-Za-z0-9+/=]+)/.exec(await cli(['webhook', 'add', '--site', 'default', '--url', receiver.url]))?.[1];
+    give('a webhook secret', whsec);
+    receiver.setSecret(whsec!);
+    give('a webhook secret (its key)', whsec!.slice('whsec_'.length));
+    keys.set('a webhook key', Buffer.from(whsec!.slice('whsec_'.length), 'base64'));
+    await cli(['site', 'set', '--site', 'default', '--rp-id', 'localhost', '--origins', 'http://localhost:5173']);
+
+    // The API: an account with a password and TOTP, its login in two steps, a session refreshed.
+    const api = createClient({ baseUrl: d.server().baseUrl, token: apiToken! });
+    const password = 'correct horse battery staple';
+    const email = `every-${Date.now()}@example.com`;
+    const created = await api.POST('/api/1/user/create', {
+      body: { email, name: 'Ada', password },
+      headers: { 'Idempotency-Key': `"every-table-${Date.now()}"` },
+    });
+    ok(created, 201);
+    const ada = created.data!.result._userId;
+    const added = (await api.POST('/api/1/user/factor/totp', { body: { _userId: ada } })).data!.result;
+    give('a TOTP secret', added.secret);
+    keys.set('a TOTP secret', base32Bytes(added.secret));
+    const confirmed = await api.POST('/api/1/user/factor/confirm', {
+      body: { _userId: ada, factorId: added.factorId, code: totpAt(added.secret, nowSeconds()) },
+    });
+    ok(confirmed);
+    for (const code of confirmed.data!.result.recoveryCodes ?? []) give('a recovery code', code);
+    const firstStep = await api.POST('/api/1/user/verify', { body: { email, password } });
+    expect(firstStep.response.status).toBe(403);
+    const loginTicket = (firstStep.error as Problem & { ticket: string }).ticket;
+    give('a second-step ticket', loginTicket);
+    const secondStep = await api.POST('/api/1/user/factor/verify', {
+      body: { ticket: loginTicket, code: totpAt(added.secret, nowSeconds() + 30), session: {} },
+    });
+    ok(secondStep);
+    const session = secondStep.data!.result.session!;
+    give('a session token', session.token);
+    give('an access token', session.accessToken);
+    const refreshed = await api.POST('/api/1/session/refresh', { body: { token: session.token } });
+    ok(refreshed);
+    give('a refreshed session token', refreshed.data!.result.session.token);
+
+    // Another account: a passkey, its login; its tickets; an identity; an organization and an invitation.
+    const bea = (
+      await api.POST('/api/1/user/create', { body: { email: `bea-${Date.now()}@example.com`, name: 'Bea', password } })
+    ).data!.result._userId;
+    const authenticator = new SoftAuthenticator('http://localhost:5173');
+    const registration = (await api.POST('/api/1/user/factor/passkey/options', { body: { _userId: bea } })).data!.result
+      .options;
+    const registered = await api.POST('/api/1/user/factor/passkey', {
+      body: { _userId: bea, response: authenticator.register(registration) },
+    });
+    ok(registered, 201);
+    for (const code of registered.data!.result.recoveryCodes ?? []) give('a recovery code', code);
+    const request = (await api.POST('/api/1/user/passkey/options', { body: { _userId: bea } })).data!.result.options;
+    const byPasskey = await api.POST('/api/1/user/passkey/verify', {
+      body: { response: authenticator.assert(request), session: {} },
+    });
+    ok(byPasskey);
+    give('a session token (passkey)', byPasskey.data!.result.session!.token);
+    for (const purpose of ['verify_email', 'reset_password', 'login'] as const) {
+      const issued = await api.POST('/api/1/user/ticket', { body: { _userId: bea, purpose } as never });
+      ok(issued, 201);
+      give(`a ${purpose} ticket`, issued.data!.result.ticket);
+    }
+    ok(await api.POST('/api/1/user/identity/link', { body: { _userId: bea, provider: 'github', subject: '583231' } }));
+    ok(await api.POST('/api/1/org/roles', { body: { roles: [{ role: 'member', permissions: ['read'] }] } }));
+    const org = (await api.POST('/api/1/org/create', { body: { name: 'Acme' } })).data!.result.orgId;
+    ok(await api.POST('/api/1/org/member/add', { body: { orgId: org, _userId: bea, roles: ['member'] } }));
+    const invited = await api.POST('/api/1/org/invitation/create', {
+      body: { orgId: org, email: 'carol@example.com', roles: ['member'] },
+    });
+    ok(invited, 201);
+    give('an invitation ticket', invited.data!.result.ticket);
+    const impersonated = await api.POST('/api/1/session/impersonate', {
+      body: { _userId: bea, actor: 'grace@support.example.com', reason: 'Ticket 4821' },
+    });
+    ok(impersonated, 201);
+    give('an impersonation session token', impersonated.data!.result.session.token);
+    // The webhook has had its deliveries (the deliveries table holds rows).
+    await waitUntil('a delivery', () => receiver.received.length > 0);
+
+    // The deployment's key, which the copy does not have: not in it either.
+    const ring = d.env.FACTOR_ENCRYPTION_KEY ?? readFileSync(join(d.env.DATA_DIR!, 'factor-key'), 'utf8');
+    for (const [i, entry] of ring.trim().split(',').entries()) keys.set(`the deployment key ${i}`, Buffer.from(entry.split(':')[1]!, 'base64'));
+
+    const copy = await d.copy(async (sql) => ({
+      rows: await everyRow(sql),
+      signing: (await sql('select public_jwk from signing_keys')).map((r) => r.public_jwk as { x: string; y: string }),
+      serviceKeys: (await sql('select name from service_keys order by name')).map((r) => r.name as string),
+    }));
+    const tables = new Set(copy.rows.map((r) => r.table));
+    for (const table of ['users', 'user_factors', 'recovery_codes', 'sessions', 'session_replaced_tokens', 'tickets', 'api_tokens', 'webhook_endpoints', 'webhook_deliveries', 'signing_keys', 'user_identities', 'orgs', 'org_memberships', 'org_invitations', 'idempotency_keys', 'events', 'audit_log'])
+      expect(tables, `the copy has rows of ${table}`).toContain(table);
+    expect(copy.signing.length).toBeGreaterThan(0);
+    const [ticketBody, ticketSignature] = loginTicket.split('.');
+    let tried = 0;
+    for (const { table, text } of copy.rows) {
+      for (const [secret, what] of given) expect(text.includes(secret), `${table} holds ${what}`).toBe(false);
+      for (const candidate of candidatesOf(text)) {
+        for (const form of keyForms(candidate)) {
+          tried++;
+          for (const [what, key] of keys) expect(form.equals(key), `${table} holds ${what}: ${candidate}`).toBe(false);
+          if (form.length === 32)
+            for (const jwk of copy.signing)
+              expect(isPrivateKeyOf(form, jwk), `${table} holds a signing key's private key`).toBe(false);
+          for (const message of [`second_factor\n${ticketBody}`, ticketBody!])
+            expect(createHmac('sha256', form).update(message).digest('base64url') === ticketSignature, `${table} holds the ticket key: ${candidate}`).toBe(false);
+        }
+      }
+    }
+    expect(tried).toBeGreaterThan(100);
+    // The one key left in the clear signs list cursors (accounts/listing.ts), which give nothing:
+    // a cursor only places a page of the site its token already reads (its scope names the site
+    // and the filters); forging one skips no check. Any other key kept here fails this test.
+    expect(copy.serviceKeys.filter((name) => name !== 'cursor')).toEqual([]);
+  }, 180_000);
 });
