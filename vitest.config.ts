@@ -70,6 +70,7 @@ const systemSideBySide = [
     'metrics',
     'passkey-browser',
     'readme',
+    'secrets-at-rest',
     'tracing',
     'upgrade',
     'webhooks',
