@@ -299,10 +299,16 @@ export function definePasskeysSuite(spec: TargetSpec): void {
         const registered = await register(b.client, bUser.id, answer);
         expect(registered.response.status, `site B registering ${what} of site A`).toBe(201);
         // And the passkey of B logs in at B, as B's account; A's holder still logs in at A.
-        const signedIn = await login(b.client, authenticator.assert(await loginOptions(b.client, { email: bUser.email })));
+        const signedIn = await login(
+          b.client,
+          authenticator.assert(await loginOptions(b.client, { email: bUser.email })),
+        );
         expect(signedIn.data?.result._userId).toBe(bUser.id);
       }
-      const atA = await login(a.client, holder.authenticator.assert(await loginOptions(a.client, { email: holder.email })));
+      const atA = await login(
+        a.client,
+        holder.authenticator.assert(await loginOptions(a.client, { email: holder.email })),
+      );
       expect(atA.data?.result._userId).toBe(holder.id);
       // Within one site an id is still one account's: a second registration of it is refused.
       const other = await h.createUser({}, a.client);

@@ -6,7 +6,7 @@
 import { createHmac, createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type Problem, createClient } from '@user-accounts/client';
+import { createClient, type Problem } from '@user-accounts/client';
 import { openPglite } from '@user-accounts/server/db';
 import { processes, type Running } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
@@ -16,7 +16,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
 import { waitUntil } from './faults/load.ts';
 import { receiverOn } from './receiver.ts';
-import { SoftAuthenticator } from './webauthn/soft-authenticator.ts';
 import {
   GENEROUS_LIMITS,
   migratedPostgresDatabase,
@@ -24,6 +23,7 @@ import {
   TEST_FACTOR_KEY,
   TEST_HASHES,
 } from './targets.ts';
+import { SoftAuthenticator } from './webauthn/soft-authenticator.ts';
 
 const procs = processes();
 const cleanups: (() => Promise<void>)[] = [];

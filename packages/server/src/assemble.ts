@@ -15,9 +15,9 @@ import { unsafeDataDir, unsafeSecretFile } from './db/file-safety.ts';
 import { connectRedis, redisReady } from './db/redis.ts';
 import { describeError } from './errors.ts';
 import { EVENTS_CHANNEL } from './events/queue.ts';
-import { sealStoredSecrets } from './events/webhooks/endpoints.ts';
 import { startSequencer } from './events/sequencer.ts';
 import { createWake } from './events/wake.ts';
+import { sealStoredSecrets } from './events/webhooks/endpoints.ts';
 import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
 import { dropStoredTicketKey } from './factors/login-ticket.ts';
 import type { KeyRing } from './factors/secret-box.ts';
@@ -329,7 +329,10 @@ async function sealInTheClear(database: Database, ring: KeyRing | undefined, log
     if (sealed > 0) logger.info({ sealed }, `sealed ${sealed} webhook signing secret(s) kept in the clear`);
     if (await dropStoredTicketKey(database.db)) logger.info('deleted the login tickets key kept in the database');
   } catch (error) {
-    logger.warn({ err: describeError(error) }, 'sealing the secrets kept in the clear failed; the next start tries again');
+    logger.warn(
+      { err: describeError(error) },
+      'sealing the secrets kept in the clear failed; the next start tries again',
+    );
   }
 }
 

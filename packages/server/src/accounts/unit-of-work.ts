@@ -4,9 +4,9 @@
 // caller describes itself with a WriteScope.
 import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import type { KeyRing } from '../factors/secret-box.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
+import type { KeyRing } from '../factors/secret-box.ts';
 import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
 

@@ -108,7 +108,9 @@ export async function readLoginTicket(
   const keys = await deploymentKeysOf(deps.db, deps.factorKeys);
   const signed = keys
     .bytesAll('login_ticket', body)
-    .some(({ bytes, own }) => (!own || !keys.external) && bytes.length === given.length && timingSafeEqual(bytes, given));
+    .some(
+      ({ bytes, own }) => (!own || !keys.external) && bytes.length === given.length && timingSafeEqual(bytes, given),
+    );
   if (!signed) return undefined;
   const claims = JSON.parse(Buffer.from(body, 'base64url').toString()) as Claims;
   if (claims.s !== site || claims.e <= Date.now()) return undefined;

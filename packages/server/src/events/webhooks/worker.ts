@@ -24,10 +24,10 @@ import type { Logger } from 'pino';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
 import { describeError } from '../../errors.ts';
+import type { KeyRing } from '../../factors/secret-box.ts';
+import { SealedSecretError } from '../../factors/secret-box.ts';
 import { type EventRow, eventColumns, toCloudEvent } from '../queue.ts';
 import type { Wake } from '../wake.ts';
-import { SealedSecretError } from '../../factors/secret-box.ts';
-import type { KeyRing } from '../../factors/secret-box.ts';
 import { openSecret, typeMatches, webhookRing } from './endpoints.ts';
 import { type Attempt, sendWebhook } from './send.ts';
 
