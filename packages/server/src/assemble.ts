@@ -30,7 +30,7 @@ import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } fr
 import { createMetrics } from './ops/metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
-import { createSigningKeys } from './sessions/signing-keys.ts';
+import { createSigningKeys, resealSigningKeys } from './sessions/signing-keys.ts';
 import { startTracing } from './tracing.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -320,19 +320,42 @@ export async function assembleOn(
 /**
  * What a database from before issue 57 (G6, G7) kept in the clear, at each start: SQL cannot see
  * the deployment's key, so no migration could. Webhook secrets sealed (endpoints.ts), the old
- * ticket key deleted (login-ticket.ts). A failure (the database away) is said and the start goes
+ * ticket key deleted (login-ticket.ts), signing keys sealed by the database's own key sealed
+ * again under the ring (signing-keys.ts). A failure (the database away) is said and the start goes
  * on: the next start does it, and an unsealed secret still signs meanwhile.
  */
 async function sealInTheClear(database: Database, ring: KeyRing | undefined, logger: Logger): Promise<void> {
-  try {
-    const sealed = await sealStoredSecrets(database.db, ring);
-    if (sealed > 0) logger.info({ sealed }, `sealed ${sealed} webhook signing secret(s) kept in the clear`);
-    if (await dropStoredTicketKey(database.db)) logger.info('deleted the login tickets key kept in the database');
-  } catch (error) {
-    logger.warn(
-      { err: describeError(error) },
-      'sealing the secrets kept in the clear failed; the next start tries again',
-    );
+  const db = database.db;
+  const steps: [string, () => Promise<string | undefined>][] = [
+    [
+      'webhook signing secrets',
+      async () => {
+        const n = await sealStoredSecrets(db, ring);
+        return n > 0 ? `sealed ${n} webhook signing secret(s) kept in the clear` : undefined;
+      },
+    ],
+    [
+      'the login tickets key',
+      async () => ((await dropStoredTicketKey(db)) ? 'deleted the login tickets key kept in the database' : undefined),
+    ],
+    [
+      'access-token signing keys',
+      async () => {
+        const n = await resealSigningKeys(db, ring);
+        return n > 0 ? `sealed ${n} access-token signing key(s) under FACTOR_ENCRYPTION_KEY` : undefined;
+      },
+    ],
+  ];
+  for (const [what, step] of steps) {
+    try {
+      const done = await step();
+      if (done !== undefined) logger.info(done);
+    } catch (error) {
+      logger.warn(
+        { err: describeError(error) },
+        `sealing ${what} kept in the clear failed; the next start tries again`,
+      );
+    }
   }
 }
 
