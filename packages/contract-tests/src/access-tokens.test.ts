@@ -268,3 +268,48 @@ for (const [name, start] of targets) {
     });
   });
 }
+
+// Issue 57: a key made on PostgreSQL without FACTOR_ENCRYPTION_KEY is sealed by the database's own
+// key, which a copy of the database holds; once the variable is set, the next start seals it again
+// under the ring (the same key: its tokens still verify), rather than wait for a rotation.
+describe.skipIf(skipPostgres !== undefined)(
+  'a signing key sealed without FACTOR_ENCRYPTION_KEY, once it is set',
+  () => {
+    it('is sealed under the ring at the next start, and still signs under its kid', async () => {
+      const database = await migratedPostgresDatabase();
+      const target = await serverTarget({ DATABASE_URL: database.url }, database.drop, { env });
+      try {
+        const signed = await target.deps!().accessTokens.sign({
+          site: 'shop',
+          userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b',
+          sessionId: crypto.randomUUID(),
+          amr: ['pwd'],
+          aal: 1,
+        });
+        const kid = decodeProtectedHeader(signed.accessToken).kid;
+        const sealedWith = async () =>
+          (await target.sql('select kid, private_sealed from signing_keys')).map(
+            (r) => `${r.kid}:${String(r.private_sealed).split('.')[1]}`,
+          );
+        expect(await sealedWith()).toEqual([`${kid}:@db`]);
+        await target.restart({ env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY } });
+        expect(await sealedWith()).toEqual([`${kid}:test`]);
+        const again = await target.deps!().accessTokens.sign({
+          site: 'shop',
+          userId: '0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b',
+          sessionId: crypto.randomUUID(),
+          amr: ['pwd'],
+          aal: 1,
+        });
+        expect(decodeProtectedHeader(again.accessToken).kid).toBe(kid);
+        const { payload } = await jwtVerify(again.accessToken, createRemoteJWKSet(new URL(freshJwksUrl(target))), {
+          issuer: ISSUER,
+          audience: 'shop',
+        });
+        expect(payload.sub).toBe('0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b');
+      } finally {
+        await target.close();
+      }
+    }, 60_000);
+  },
+);

@@ -282,6 +282,46 @@ export function definePasskeysSuite(spec: TargetSpec): void {
       expect(list.response.status).toBe(404);
     });
 
+    it("registers at site B a credential id that site A holds, so B's registrations tell nothing of A's decoys (issue 57, G8)", async () => {
+      const a = await newSite();
+      const b = await newSite();
+      const holder = await withPasskey(a.client);
+      const real = await loginOptions(a.client, { email: holder.email });
+      const decoy = await loginOptions(a.client, { email: h.uniqueEmail('nobody') });
+      // Site B registers each id that A's options show: the real one as well as the decoy's.
+      for (const [what, id] of [
+        ['the real id', real.allowCredentials[0]!.id],
+        ["a decoy's id", decoy.allowCredentials[0]!.id],
+      ] as const) {
+        const bUser = await h.createUser({}, b.client);
+        const authenticator = new SoftAuthenticator(ORIGIN);
+        const answer = authenticator.register(await registrationOptions(b.client, bUser.id), { credentialId: id });
+        const registered = await register(b.client, bUser.id, answer);
+        expect(registered.response.status, `site B registering ${what} of site A`).toBe(201);
+        // And the passkey of B logs in at B, as B's account; A's holder still logs in at A.
+        const signedIn = await login(
+          b.client,
+          authenticator.assert(await loginOptions(b.client, { email: bUser.email })),
+        );
+        expect(signedIn.data?.result._userId).toBe(bUser.id);
+      }
+      const atA = await login(
+        a.client,
+        holder.authenticator.assert(await loginOptions(a.client, { email: holder.email })),
+      );
+      expect(atA.data?.result._userId).toBe(holder.id);
+      // Within one site an id is still one account's: a second registration of it is refused.
+      const other = await h.createUser({}, a.client);
+      const again = await register(
+        a.client,
+        other.id,
+        new SoftAuthenticator(ORIGIN).register(await registrationOptions(a.client, other.id), {
+          credentialId: real.allowCredentials[0]!.id,
+        }),
+      );
+      expect(again.response.status).toBe(422);
+    });
+
     it('is a second factor: verify answers 403 with factors [passkey], and factor/verify takes an assertion', async () => {
       const { client } = await newSite();
       const user = await withPasskey(client);

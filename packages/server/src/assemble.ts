@@ -17,7 +17,9 @@ import { describeError } from './errors.ts';
 import { EVENTS_CHANNEL } from './events/queue.ts';
 import { startSequencer } from './events/sequencer.ts';
 import { createWake } from './events/wake.ts';
+import { sealStoredSecrets } from './events/webhooks/endpoints.ts';
 import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
+import { dropStoredTicketKey } from './factors/login-ticket.ts';
 import type { KeyRing } from './factors/secret-box.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
@@ -29,7 +31,7 @@ import { createTransactionShare, transactionShareOptions } from './limits/transa
 import { createMetrics } from './ops/metrics.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
-import { createSigningKeys } from './sessions/signing-keys.ts';
+import { createSigningKeys, resealSigningKeys } from './sessions/signing-keys.ts';
 import { startTracing } from './tracing.ts';
 
 /** A reason the service cannot start, said to the operator as it is. */
@@ -258,6 +260,7 @@ export async function assembleOn(
     ...(tracer === undefined ? {} : { tracer }),
   });
   const factorKeys = factorKeysOf(config, database, logger);
+  await sealInTheClear(database, factorKeys, logger);
   // Read now (and on a new deployment made), then kept in memory and read again every 30 s: no
   // token ever waits on the database for its key (sessions/signing-keys.ts).
   const accessTokens = createSigningKeys({
@@ -318,6 +321,48 @@ export async function assembleOn(
     hasher!.close();
   }
   return { app: createApp(deps), deps, database, devToken, closeDeps };
+}
+
+/**
+ * What a database from before issue 57 (G6, G7) kept in the clear, at each start: SQL cannot see
+ * the deployment's key, so no migration could. Webhook secrets sealed (endpoints.ts), the old
+ * ticket key deleted (login-ticket.ts), signing keys sealed by the database's own key sealed
+ * again under the ring (signing-keys.ts). A failure (the database away) is said and the start goes
+ * on: the next start does it, and an unsealed secret still signs meanwhile.
+ */
+async function sealInTheClear(database: Database, ring: KeyRing | undefined, logger: Logger): Promise<void> {
+  const db = database.db;
+  const steps: [string, () => Promise<string | undefined>][] = [
+    [
+      'webhook signing secrets',
+      async () => {
+        const n = await sealStoredSecrets(db, ring);
+        return n > 0 ? `sealed ${n} webhook signing secret(s) kept in the clear` : undefined;
+      },
+    ],
+    [
+      'the login tickets key',
+      async () => ((await dropStoredTicketKey(db)) ? 'deleted the login tickets key kept in the database' : undefined),
+    ],
+    [
+      'access-token signing keys',
+      async () => {
+        const n = await resealSigningKeys(db, ring);
+        return n > 0 ? `sealed ${n} access-token signing key(s) under FACTOR_ENCRYPTION_KEY` : undefined;
+      },
+    ],
+  ];
+  for (const [what, step] of steps) {
+    try {
+      const done = await step();
+      if (done !== undefined) logger.info(done);
+    } catch (error) {
+      logger.warn(
+        { err: describeError(error) },
+        `sealing ${what} kept in the clear failed; the next start tries again`,
+      );
+    }
+  }
 }
 
 /** The keys of second-factor secrets (factors/key-file.ts); a key file that cannot be used stops the start. */

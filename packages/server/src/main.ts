@@ -77,6 +77,7 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
     timeoutMs: config.webhookTimeoutMs,
     metrics: deps.metrics?.collector,
     tracer: deps.tracer,
+    factorKeys: deps.factorKeys,
   });
   let listening: string | undefined;
   // The CLI cannot open the embedded database while we hold it: it sends its commands to us.

@@ -92,8 +92,11 @@ export class SoftAuthenticator {
     return Buffer.concat([sha256(rpId), Buffer.from([flags]), count, ...(attested === undefined ? [] : [attested])]);
   }
 
-  /** navigator.credentials.create(): a new discoverable credential and its RegistrationResponseJSON. */
-  register(options: CreationOptions, tamper: Tampering = {}) {
+  /**
+   * navigator.credentials.create(): a new discoverable credential and its RegistrationResponseJSON
+   * (of the id `tamper.credentialId` when given: a new key pair under that id, replacing the one held).
+   */
+  register(options: CreationOptions, tamper: Tampering & { credentialId?: string } = {}) {
     const rpId = options.rp.id ?? new URL(this.origin).hostname;
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const jwk = publicKey.export({ format: 'jwk' });
@@ -106,7 +109,8 @@ export class SoftAuthenticator {
         [-3, Buffer.from(jwk.y!, 'base64url')],
       ]),
     );
-    const id = randomBytes(16);
+    // A chosen id (base64url): any authenticator, or a script posing as one, may name any id.
+    const id = tamper.credentialId === undefined ? randomBytes(16) : Buffer.from(tamper.credentialId, 'base64url');
     const idLength = Buffer.alloc(2);
     idLength.writeUInt16BE(id.length);
     const attested = Buffer.concat([Buffer.alloc(16), idLength, id, cose]);

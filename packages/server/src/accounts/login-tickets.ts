@@ -148,7 +148,7 @@ export async function redeemLoginTicket(
   );
   if (written === undefined) throw refusal;
   if (written.factors !== undefined) {
-    const ticket = await makeLoginTicket(deps.db, site, userId, written.generation!, 'otp');
+    const ticket = await makeLoginTicket(deps, site, userId, written.generation!, 'otp');
     throw secondFactorRequired(ticket, written.factors);
   }
   return { userId, version: written.version };

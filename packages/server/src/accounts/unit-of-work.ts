@@ -7,6 +7,7 @@ import type { Db } from '../db/client.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { lockWaitConflict } from '../errors.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
+import type { KeyRing } from '../factors/secret-box.ts';
 import type { TransactionShare } from '../limits/transactions.ts';
 import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
@@ -57,6 +58,8 @@ export interface WriteDeps {
    * slot of its site before it begins, without a connection. Absent: no bound (the CLI, tests).
    */
   share?: TransactionShare | undefined;
+  /** FACTOR_ENCRYPTION_KEY's ring (or the embedded database's key file): what keys the login tickets. */
+  factorKeys?: KeyRing | undefined;
 }
 
 /** The change event of each write that changes accounts (events/queue.ts); verify and export have none. */

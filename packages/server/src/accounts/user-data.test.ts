@@ -109,9 +109,9 @@ describe("a person's data read while events move", () => {
   it('answers the small parts (factors, recovery codes, tickets, challenges) with their times to the millisecond', async () => {
     const id = await account('small', 0, 0);
     const db = database.db;
-    await db.execute(sql`insert into user_factors (id, user_id, type, label, created_at, enabled_at, last_used_at, secret, credential_id, public_key)
-      values (gen_random_uuid(), ${id}, 'totp', 'phone', '2026-01-02T03:04:05.678Z', '2026-01-02T03:05:00.001Z', null, 's', null, null),
-        (gen_random_uuid(), ${id}, 'passkey', null, '2026-01-03T00:00:00.000Z', null, null, null, 'c', 'k')`);
+    await db.execute(sql`insert into user_factors (id, user_id, type, label, created_at, enabled_at, last_used_at, secret, site, credential_id, public_key)
+      values (gen_random_uuid(), ${id}, 'totp', 'phone', '2026-01-02T03:04:05.678Z', '2026-01-02T03:05:00.001Z', null, 's', null, null, null),
+        (gen_random_uuid(), ${id}, 'passkey', null, '2026-01-03T00:00:00.000Z', null, null, null, 'small', 'c', 'k')`);
     await db.execute(sql`insert into recovery_codes (user_id, code_hash, used_at)
       values (${id}, 'a', '2026-02-03T04:05:06.789Z'), (${id}, 'b', null)`);
     await db.execute(sql`insert into tickets (site, user_id, purpose, secret_hash, new_email, tries, created_at, expires_at)

@@ -299,7 +299,7 @@ export async function verifyPassword(
   }
   deps.rightPassword?.(row.id, rehashed ?? stored, request.password);
   if (verified.factors !== undefined) {
-    const ticket = await makeLoginTicket(deps.db, site, row.id, verified.generation!);
+    const ticket = await makeLoginTicket(deps, site, row.id, verified.generation!);
     throw secondFactorRequired(ticket, verified.factors);
   }
   return { userId: row.id, passwordHash: rehashed ?? stored };

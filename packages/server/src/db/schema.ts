@@ -283,6 +283,12 @@ export const userFactors = pgTable(
     lastStep: bigint('last_step', { mode: 'number' }),
     createdAt: at('created_at').notNull().defaultNow(),
     lastUsedAt: at('last_used_at'),
+    /**
+     * Passkey: the account's site (issue 57, G8: a credential id is unique per site, not per
+     * deployment, so that another site's registrations tell nothing of this one's accounts); null
+     * for a TOTP factor.
+     */
+    site: text('site'),
     /** Passkey: the credential's id (base64url), its COSE public key (base64url), its signature counter. */
     credentialId: text('credential_id'),
     publicKey: text('public_key'),
@@ -291,12 +297,14 @@ export const userFactors = pgTable(
   },
   (t) => [
     index('user_factors_user_idx').on(t.userId, t.id),
-    uniqueIndex('user_factors_credential_idx').on(t.credentialId),
+    // A login's lookup of the credential its answer names, within the site.
+    uniqueIndex('user_factors_site_credential_idx').on(t.site, t.credentialId),
     check('user_factors_type_check', sql`${t.type} in ('totp', 'passkey')`),
     check(
       'user_factors_shape_check',
       sql`(${t.type} = 'totp' and ${t.secret} is not null) or (${t.type} = 'passkey' and ${t.credentialId} is not null and ${t.publicKey} is not null)`,
     ),
+    check('user_factors_passkey_site_check', sql`${t.type} <> 'passkey' or ${t.site} is not null`),
   ],
 );
 

@@ -1,6 +1,6 @@
 // Keys of the deployment for what a copy of the database must not give away (issue 41, F4, F6,
 // F10): the Idempotency-Key's fingerprint of a body (a password in it), a phone code's stored
-// MAC, the passkey decoys of unknown emails. Each is an HMAC-SHA256 under a key of its own purpose,
+// MAC, the passkey decoys of unknown emails; and the second step's login tickets (issue 57, G7). Each is an HMAC-SHA256 under a key of its own purpose,
 // derived with HKDF-SHA256 (RFC 5869, node:crypto's hkdfSync) from each key of
 // FACTOR_ENCRYPTION_KEY's ring (on the embedded database, the key it keeps in DATA_DIR/factor-key),
 // so that one variable keys the deployment and a key of one purpose says nothing of another.
@@ -23,7 +23,8 @@ export type MacPurpose =
   | 'passkey_decoy'
   | 'session_successor'
   | 'session_successor_mask'
-  | 'session_locator';
+  | 'session_locator'
+  | 'login_ticket';
 
 export interface DeploymentKeys {
   /** The MAC of `message` as it is stored: `<key id>.<base64url>`, under the current key. */
@@ -133,3 +134,24 @@ async function load(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> 
   const held = [...ring.keys.entries()].sort(([a], [b]) => (a === ring.current ? -1 : b === ring.current ? 1 : 0));
   return deploymentKeysFrom([...held, ...own], true);
 }
+
+/** What is sealed (secret-box) under the ring, or without one under the database's own key derived for it. */
+export type SealPurpose = 'signing_key' | 'webhook_secret';
+
+/**
+ * The ring that seals and opens values of `purpose` kept in the database (access-token signing
+ * keys, webhook signing secrets): FACTOR_ENCRYPTION_KEY's, plus the database's own key (derived
+ * for this purpose, id `@db`) to open what was sealed without it; without a ring, that key alone,
+ * made by the first server that needs it (then no safer than the database: FACTOR_KEY_MISSING).
+ */
+export async function sealingRingFor(db: Db, ring: KeyRing | undefined, purpose: SealPurpose): Promise<KeyRing> {
+  const own = await databaseKey(db, ring === undefined);
+  const keys = new Map(ring?.keys ?? []);
+  if (own !== undefined)
+    keys.set(DATABASE_KEY_ID, Buffer.from(hkdfSync('sha256', own, 'user-accounts', `user-accounts ${purpose} v1`, 32)));
+  return { current: ring?.current ?? DATABASE_KEY_ID, keys };
+}
+
+/** Whether a sealed value was sealed by a key of FACTOR_ENCRYPTION_KEY's ring (not the database's own). */
+export const sealedByRing = (ring: KeyRing | undefined, sealed: string) =>
+  ring !== undefined && ring.keys.has(sealed.split('.')[1] ?? '');

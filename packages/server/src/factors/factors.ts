@@ -343,7 +343,7 @@ export async function verifySecondFactor(
     passkey?: AuthenticationResponseJSON | undefined;
   },
 ): Promise<{ userId: string; first: FirstStep; passwordHash: string | null }> {
-  const read = await readLoginTicket(deps.db, scope.site, request.ticket);
+  const read = await readLoginTicket(deps, scope.site, request.ticket);
   if (read === undefined) throw invalidTicket();
   const { userId } = read;
   scope.report?.({ userId });

@@ -1,16 +1,22 @@
 // The login's ticket between its two steps (issue 29, point 2): what `verify` answers with its 403
 // second_factor_required, and `factor/verify` takes. Self-contained rather than a row of the
 // tickets table (accounts/tickets.ts), whose purposes a CHECK fixes and whose change would need a
-// migration racing others': an HMAC-signed {account, site, expiry, generation}, under a key the
-// servers of a deployment share (service_keys, made by the first that needs it, as list's cursor
-// key is). Single use: `generation` is the account's second-factor state when the ticket was made
+// migration racing others': an HMAC-signed {account, site, expiry, generation}, under the
+// deployment's key for this purpose (factors/deployment-keys.ts: derived from
+// FACTOR_ENCRYPTION_KEY's ring, on the embedded database from its key file; issue 57, G7: it
+// was a key kept in the database, service_keys `second_factor`, from which a copy minted a
+// ticket for any account). A ticket checks under every key of the ring (one made before a
+// rotation still serves for its five minutes), never under the database's own key beside a
+// ring (a copy of the database has that one). Single use: `generation` is the account's second-factor state when the ticket was made
 // (its factors' last accepted step and use, its used recovery codes), which every second-factor
 // success changes, under the account's row lock; so a ticket is spent by the first success, and a
 // concurrent second one finds the generation moved.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
 import { recoveryCodes, serviceKeys, userFactors, users } from '../db/schema.ts';
+import { deploymentKeysOf } from './deployment-keys.ts';
+import type { KeyRing } from './secret-box.ts';
 
 /** Five minutes: time to open an authenticator app, never a session. */
 export const LOGIN_TICKET_MS = 5 * 60_000;
@@ -31,22 +37,20 @@ interface Claims {
   f?: FirstStep;
 }
 
-const keys = new WeakMap<Db, Promise<Buffer>>();
-function keyOf(db: Db): Promise<Buffer> {
-  let key = keys.get(db);
-  if (key === undefined) {
-    key = (async () => {
-      await db
-        .insert(serviceKeys)
-        .values({ name: 'second_factor', key: randomBytes(32).toString('base64url') })
-        .onConflictDoNothing();
-      const [row] = await db.select().from(serviceKeys).where(eq(serviceKeys.name, 'second_factor'));
-      return Buffer.from(row!.key, 'base64url');
-    })();
-    key.catch(() => keys.delete(db));
-    keys.set(db, key);
-  }
-  return key;
+/** What makes and reads tickets: the database, and FACTOR_ENCRYPTION_KEY's ring (undefined: none). */
+export interface TicketKeys {
+  db: Db;
+  factorKeys?: KeyRing | undefined;
+}
+
+/**
+ * The key service_keys held before issue 57 (G7): deleted at each start (a server of the version
+ * before, in a rolling upgrade, makes it again; its tickets then fail on the new servers, and the
+ * person logs in again). A ticket of it is refused from the upgrade on.
+ */
+export async function dropStoredTicketKey(db: Db): Promise<boolean> {
+  const gone = await db.delete(serviceKeys).where(eq(serviceKeys.name, 'second_factor')).returning();
+  return gone.length > 0;
 }
 
 /** The account's second-factor generation (see above), read in `db` (the caller's transaction). */
@@ -73,10 +77,8 @@ export function generationSql(userId: string): SQL {
   return sql`(${factors} || ':' || ${codes} || ':' || coalesce(${password}, ''))`;
 }
 
-const mac = (key: Buffer, body: string) => createHmac('sha256', key).update(`second_factor\n${body}`).digest();
-
 export async function makeLoginTicket(
-  db: Db,
+  deps: TicketKeys,
   site: string,
   userId: string,
   generation: string,
@@ -90,20 +92,26 @@ export async function makeLoginTicket(
     ...(first !== 'pwd' && { f: first }),
   };
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
-  return `${body}.${mac(await keyOf(db), body).toString('base64url')}`;
+  const keys = await deploymentKeysOf(deps.db, deps.factorKeys);
+  return `${body}.${keys.bytes('login_ticket', body).toString('base64url')}`;
 }
 
 /** The ticket's account, generation and first step when it is ours, of this site and not expired; else undefined. */
 export async function readLoginTicket(
-  db: Db,
+  deps: TicketKeys,
   site: string,
   ticket: string,
 ): Promise<{ userId: string; generation: string; first: FirstStep } | undefined> {
   const [body, signature, ...rest] = ticket.split('.');
   if (body === undefined || signature === undefined || rest.length > 0) return undefined;
   const given = Buffer.from(signature, 'base64url');
-  const expected = mac(await keyOf(db), body);
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
+  const keys = await deploymentKeysOf(deps.db, deps.factorKeys);
+  const signed = keys
+    .bytesAll('login_ticket', body)
+    .some(
+      ({ bytes, own }) => (!own || !keys.external) && bytes.length === given.length && timingSafeEqual(bytes, given),
+    );
+  if (!signed) return undefined;
   const claims = JSON.parse(Buffer.from(body, 'base64url').toString()) as Claims;
   if (claims.s !== site || claims.e <= Date.now()) return undefined;
   return { userId: claims.u, generation: claims.g, first: claims.f ?? 'pwd' };

@@ -230,14 +230,17 @@ export async function addPasskey(
         .catch(() => undefined);
       if (!verified?.verified) return undefined;
       const { credential } = verified.registrationInfo;
+      // Unique within the site only (issue 57, G8): another site's credential of the same id is
+      // none of this one's business, and a refusal here would tell its accounts from the decoys.
       const [taken2] = await tx
         .select({ id: userFactors.id })
         .from(userFactors)
-        .where(eq(userFactors.credentialId, credential.id));
+        .where(and(eq(userFactors.site, scope.site), eq(userFactors.credentialId, credential.id)));
       if (taken2 !== undefined) return undefined;
       await tx.insert(userFactors).values({
         id: factorId,
         userId: account.id,
+        site: scope.site,
         type: 'passkey',
         label: request.label ?? null,
         enabledAt: sql`now()`,
@@ -374,6 +377,7 @@ export async function checkAssertion(
     .innerJoin(users, eq(users.id, userFactors.userId))
     .where(
       and(
+        eq(userFactors.site, site),
         eq(userFactors.credentialId, response.id),
         eq(userFactors.type, 'passkey'),
         isNotNull(userFactors.enabledAt),

@@ -41,8 +41,8 @@ export function writeScopeOf(c: Context<AppEnv>): WriteScope {
 
 /** What the server's writes use, from its deps. */
 export function writeDepsOf(c: Context<AppEnv>): WriteDeps {
-  const { database, outbox, tracer, sequencer, transactions } = c.get('deps');
-  return { db: database.db, outbox, tracing: tracer !== undefined, sequencer, share: transactions };
+  const { database, outbox, tracer, sequencer, transactions, factorKeys } = c.get('deps');
+  return { db: database.db, outbox, tracing: tracer !== undefined, sequencer, share: transactions, factorKeys };
 }
 
 /** The request's write, in one unit of work (see inWrite), which keeps the audit middleware told. */

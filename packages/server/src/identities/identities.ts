@@ -376,7 +376,7 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
     },
   );
   if (verified!.factors.length > 0) {
-    const ticket = await makeLoginTicket(deps.db, site, found.id, verified!.generation!, 'fed');
+    const ticket = await makeLoginTicket(deps, site, found.id, verified!.generation!, 'fed');
     throw secondFactorRequired(ticket, verified!.factors);
   }
   return found.id;

@@ -593,8 +593,9 @@ function webhookAdd(flags: Map<string, string | true>, settings: CommandSettings
   const bad = types.filter((t) => !TYPE_PATTERN.test(t));
   if (bad.length > 0 || types.length === 0 || types.length > 10)
     throw new UsageError(`--types must be event types (${EVENT_TYPES.join(', ')}) or user.* (got "${bad.join(',')}")`);
-  return async (db) => {
-    const { id, secret } = await addEndpoint(db, { site, url, types });
+  return async (db, _, services) => {
+    // Sealed with the key the servers open it with: the CLI's own, or the server's running it.
+    const { id, secret } = await addEndpoint(db, { site, url, types }, services?.factorKeys ?? settings.factorKeys);
     return [
       `Added webhook ${id} for site ${site}: ${types.join(',')} to ${url}.`,
       'Its signing secret is shown once; give it to the receiver now:',

@@ -26,15 +26,15 @@
 // without FACTOR_ENCRYPTION_KEY) a key derived (HKDF) from the database's own key (service_keys
 // `deployment`, as factors/deployment-keys.ts falls back to it): the private keys are then no safer
 // than the database, which the start's warning (FACTOR_KEY_MISSING) says. Sessions keep working
-// either way; a key sealed so (id `@db`) still opens once the variable is set, and the next
-// rotation seals its new key with the ring.
-import { createHash, hkdfSync } from 'node:crypto';
+// either way; a key sealed so (id `@db`) is sealed again under the ring by the next start once
+// the variable is set (resealSigningKeys, issue 57), and still opens meanwhile.
+import { createHash } from 'node:crypto';
 import { gt, isNull, or, sql } from 'drizzle-orm';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from 'jose';
 import type { Db } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
 import { serviceUnavailable } from '../errors.ts';
-import { DATABASE_KEY_ID, databaseKey } from '../factors/deployment-keys.ts';
+import { DATABASE_KEY_ID, sealingRingFor } from '../factors/deployment-keys.ts';
 import { type KeyRing, open, SealedSecretError, seal } from '../factors/secret-box.ts';
 import type {
   AccessTokenRequest,
@@ -118,15 +118,35 @@ export function publish(rows: SigningKeyRow[], now: number): PublishedKeys {
  * (derived for this purpose) to open what was sealed without it; without a ring, that key alone,
  * made by the first server that needs it.
  */
-export async function sealingRing(db: Db, ring: KeyRing | undefined): Promise<KeyRing> {
-  const own = await databaseKey(db, ring === undefined);
-  const keys = new Map(ring?.keys ?? []);
-  if (own !== undefined)
-    keys.set(
-      DATABASE_KEY_ID,
-      Buffer.from(hkdfSync('sha256', own, 'user-accounts', 'user-accounts signing_key v1', 32)),
-    );
-  return { current: ring?.current ?? DATABASE_KEY_ID, keys };
+export function sealingRing(db: Db, ring: KeyRing | undefined): Promise<KeyRing> {
+  return sealingRingFor(db, ring, 'signing_key');
+}
+
+/**
+ * Seals again under the ring each private key sealed by the database's own key (made on
+ * PostgreSQL before FACTOR_ENCRYPTION_KEY was set; issue 57): a copy of the database, which holds
+ * that key, then opens none. The same key pair, so its tokens and kid stay good. At a server's
+ * start; each row changed only if it is as it was read. Answers how many it sealed.
+ */
+export async function resealSigningKeys(db: Db, ring: KeyRing | undefined): Promise<number> {
+  if (ring === undefined) return 0;
+  const rows = await db
+    .select({ kid: signingKeys.kid, privateSealed: signingKeys.privateSealed })
+    .from(signingKeys)
+    .where(sql`${signingKeys.privateSealed} like ${`v1.${DATABASE_KEY_ID}.%`}`);
+  if (rows.length === 0) return 0;
+  const sealing = await sealingRing(db, ring);
+  let sealed = 0;
+  for (const row of rows) {
+    const resealed = seal(sealing, open(sealing, row.privateSealed, row.kid), row.kid);
+    const changed = await db
+      .update(signingKeys)
+      .set({ privateSealed: resealed })
+      .where(sql`${signingKeys.kid} = ${row.kid} and ${signingKeys.privateSealed} = ${row.privateSealed}`)
+      .returning({ kid: signingKeys.kid });
+    sealed += changed.length;
+  }
+  return sealed;
 }
 
 /** A new key pair as its row: the public JWK in clear, the private one sealed under `ring` with the kid as context. */

@@ -1,7 +1,18 @@
 // A site's webhook endpoints and their deliveries, as the operator's CLI manages them.
+//
+// The signing secret is kept sealed (issue 57, G6: it was kept in the clear, and a copy of the
+// database forged deliveries every receiver accepted): AES-256-GCM under FACTOR_ENCRYPTION_KEY's
+// ring (factors/secret-box.ts, the endpoint's id in the additional data), as second-factor
+// secrets and the access tokens' signing keys are; without a ring (PostgreSQL without the
+// variable), under the database's own key, which the start's warning says. A secret kept in the
+// clear before, or sealed by the database's own key before the ring was set, is sealed under the
+// ring at each server's start (sealStoredSecrets): SQL cannot see the key.
+import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
+import { sealedByRing, sealingRingFor } from '../../factors/deployment-keys.ts';
+import { type KeyRing, open, seal } from '../../factors/secret-box.ts';
 import { EVENT_TYPES, EVENTS_CHANNEL } from '../queue.ts';
 import { newWebhookSecret } from './send.ts';
 
@@ -20,24 +31,68 @@ export interface Endpoint extends Record<string, unknown> {
   pending: number;
 }
 
+/** The additional data of an endpoint's sealed secret: it opens on its own row only. */
+const contextOf = (id: string) => `webhook_endpoint ${id}`;
+
+/** The Standard Webhooks secret as it is kept: sealed (`v1.…`), or in the clear (`whsec_…`) as before issue 57. */
+export const inTheClear = (stored: string) => stored.startsWith('whsec_');
+
+/** The ring that seals webhook secrets (see the top of this file). */
+export const webhookRing = (db: Db, ring: KeyRing | undefined) => sealingRingFor(db, ring, 'webhook_secret');
+
+/** The secret to sign with, from the row's stored form; a SealedSecretError when it does not open here. */
+export function openSecret(sealing: KeyRing, id: string, stored: string): string {
+  return inTheClear(stored) ? stored : open(sealing, stored, contextOf(id));
+}
+
 /**
  * Adds an endpoint. It receives the events committed from now on: its cursor starts at the
- * site's last event (`replay` sends older ones). The secret is returned once, here.
+ * site's last event (`replay` sends older ones). The secret is returned once, here, and kept
+ * sealed under `ring` (FACTOR_ENCRYPTION_KEY's; undefined: the database's own key).
  */
 export async function addEndpoint(
   db: Db,
   spec: { site: string; url: string; types: string[] },
+  ring?: KeyRing | undefined,
 ): Promise<{ id: string; secret: string }> {
   const secret = newWebhookSecret();
-  const [row] = await rows<{ id: string }>(
-    db,
-    sql`insert into webhook_endpoints (site, url, types, secret, fanned_seq)
-      values (${spec.site}, ${spec.url}, ${sqlArray(spec.types, 'text')}, ${secret},
-        coalesce((select last from event_sequences where site = ${spec.site}), 0))
-      returning id::text as id`,
+  const id = randomUUID();
+  const sealed = seal(await webhookRing(db, ring), secret, contextOf(id));
+  await db.execute(
+    sql`insert into webhook_endpoints (id, site, url, types, secret, fanned_seq)
+      values (${id}, ${spec.site}, ${spec.url}, ${sqlArray(spec.types, 'text')}, ${sealed},
+        coalesce((select last from event_sequences where site = ${spec.site}), 0))`,
   );
   await notifyServers(db);
-  return { id: row!.id, secret };
+  return { id, secret };
+}
+
+/**
+ * Seals under the ring's current key each secret kept in the clear (or, once a ring is set, under
+ * the database's own key): a server's start, so that a database upgraded from before issue 57
+ * holds none a copy could sign with. Each row is changed only if it is as it was read. Answers
+ * how many it sealed.
+ */
+export async function sealStoredSecrets(db: Db, ring: KeyRing | undefined): Promise<number> {
+  const stored = await rows<{ id: string; secret: string }>(
+    db,
+    sql`select id::text as id, secret from webhook_endpoints
+      where secret like 'whsec\_%' or ${ring === undefined ? sql`false` : sql`secret like 'v1.@db.%'`}`,
+  );
+  if (stored.length === 0) return 0;
+  const sealing = await webhookRing(db, ring);
+  let sealed = 0;
+  for (const row of stored) {
+    if (sealedByRing(ring, row.secret)) continue;
+    const secret = openSecret(sealing, row.id, row.secret);
+    const changed = await rows<{ id: string }>(
+      db,
+      sql`update webhook_endpoints set secret = ${seal(sealing, secret, contextOf(row.id))}
+        where id = ${row.id} and secret = ${row.secret} returning id::text as id`,
+    );
+    sealed += changed.length;
+  }
+  return sealed;
 }
 
 export async function listEndpoints(db: Db, site?: string): Promise<Endpoint[]> {

@@ -24,9 +24,11 @@ import type { Logger } from 'pino';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
 import { describeError } from '../../errors.ts';
+import type { KeyRing } from '../../factors/secret-box.ts';
+import { SealedSecretError } from '../../factors/secret-box.ts';
 import { type EventRow, eventColumns, toCloudEvent } from '../queue.ts';
 import type { Wake } from '../wake.ts';
-import { typeMatches } from './endpoints.ts';
+import { openSecret, typeMatches, webhookRing } from './endpoints.ts';
 import { type Attempt, sendWebhook } from './send.ts';
 
 const DAY_MS = 86_400_000;
@@ -68,6 +70,25 @@ export interface WebhookWorkerOptions {
   timeoutMs?: number;
   /** When tracing is on: a CLIENT span per attempt, in the trace of the write that made the event. */
   tracer?: Tracer | undefined;
+  /** FACTOR_ENCRYPTION_KEY's ring (or the embedded database's key file), which opens the endpoints' secrets. */
+  factorKeys?: KeyRing | undefined;
+}
+
+/** The secret an endpoint signs with, opened from its stored form (endpoints.ts); throws what keeps it shut. */
+type SecretOf = (endpointId: string, stored: string) => Promise<string>;
+
+/** Opens endpoints' secrets with the ring, read once (again after a failure: the database's own key may be made since). */
+function secretOpener(db: Db, ring: KeyRing | undefined): SecretOf {
+  let sealing: Promise<KeyRing> | undefined;
+  return async (endpointId, stored) => {
+    sealing ??= webhookRing(db, ring);
+    try {
+      return openSecret(await sealing, endpointId, stored);
+    } catch (error) {
+      sealing = undefined;
+      throw error;
+    }
+  };
 }
 
 interface Claimed extends Record<string, unknown> {
@@ -309,7 +330,11 @@ function deliverySpan(tracer: Tracer, delivery: Claimed, row: EventRow & { trace
   };
 }
 
-async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions): Promise<void> {
+async function deliver(
+  db: Db,
+  delivery: Claimed,
+  options: WebhookWorkerOptions & { secretOf: SecretOf },
+): Promise<void> {
   const policy = options.retry ?? DEFAULT_RETRY;
   const row = typeof delivery.event === 'string' ? (JSON.parse(delivery.event) as EventRow) : delivery.event;
   const event = row === null ? undefined : toCloudEvent(delivery.site, row);
@@ -320,10 +345,26 @@ async function deliver(db: Db, delivery: Claimed, options: WebhookWorkerOptions)
     options.metrics?.observeDelivery('given_up', 0);
     return;
   }
+  let secret: string;
+  try {
+    secret = await options.secretOf(delivery.endpointId, delivery.secret);
+  } catch (error) {
+    if (!(error instanceof SealedSecretError)) throw error;
+    // Not sent, and retried as a failure is: every server must have the same FACTOR_ENCRYPTION_KEY.
+    const attempt: Attempt = {
+      ok: false,
+      error: `the endpoint's signing secret does not open on this server (${error.message})`,
+      ms: 0,
+    };
+    const outcome = await record(db, delivery, attempt, policy, options.logger);
+    options.metrics?.observeDelivery(outcome, 0);
+    options.logger.warn({ endpoint: delivery.endpointId }, attempt.error);
+    return;
+  }
   const span = options.tracer === undefined ? undefined : deliverySpan(options.tracer, delivery, row!);
   const attempt: Attempt = await sendWebhook({
     url: delivery.url,
-    secret: delivery.secret,
+    secret,
     id: event.id,
     timestamp: new Date(),
     body: JSON.stringify(event),
@@ -363,6 +404,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   // A lease outlives the attempt's time limit, so a live server's send never loses it; a dead
   // server's deliveries are sent again once it runs out.
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 5;
+  const secretOf = secretOpener(db, options.factorKeys);
   const inFlight = new Set<Promise<void>>();
   let running = false;
   let again = false;
@@ -403,7 +445,7 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
         if (room <= 0 || stopped) break;
         const claimed = await claim(db, room, leaseSeconds, perEndpoint);
         for (const delivery of claimed) {
-          const sending: Promise<void> = deliver(db, delivery, { ...options, timeoutMs })
+          const sending: Promise<void> = deliver(db, delivery, { ...options, timeoutMs, secretOf })
             .catch((error: unknown) =>
               logger.warn(
                 { err: describeError(error) },
