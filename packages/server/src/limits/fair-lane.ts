@@ -4,6 +4,8 @@
 // site whose hashes take ten milliseconds. Waiting work whose request is gone (answered by its
 // deadline, or its client disconnected) leaves the queue and never runs.
 
+import { SiteQueues } from './site-queues.ts';
+
 export interface LaneOptions {
   /** Hashes computed at once. */
   slots: number;
@@ -38,9 +40,8 @@ export function createFairLane(options: LaneOptions): FairLane {
   const halfLifeMs = options.halfLifeMs ?? 10_000;
   const now = options.now ?? (() => performance.now());
   let running = 0;
-  let waiting = 0;
   // The sites with hashes waiting, each with its own queue (first come, first served).
-  const queues = new Map<string, Waiter[]>();
+  const queues = new SiteQueues<Waiter>();
   // Each site's hashing time lately: milliseconds, decayed by halfLifeMs since `at`.
   const usage = new Map<string, { ms: number; at: number }>();
 
@@ -59,23 +60,13 @@ export function createFairLane(options: LaneOptions): FairLane {
     }
   };
 
-  const dequeue = (site: string, waiter: Waiter): boolean => {
-    const queue = queues.get(site);
-    const index = queue?.indexOf(waiter) ?? -1;
-    if (queue === undefined || index < 0) return false;
-    queue.splice(index, 1);
-    if (queue.length === 0) queues.delete(site);
-    waiting--;
-    return true;
-  };
-
   /** Hands a freed slot to the waiting hash of the site that used the least time lately. */
   const release = () => {
     let next: string | undefined;
     let least = Number.POSITIVE_INFINITY;
     const at = now();
     // Ties go to the site that has waited longest: the map keeps the order the sites came in.
-    for (const site of queues.keys()) {
+    for (const site of queues.sites()) {
       const used = usedBy(site, at);
       if (used < least) [next, least] = [site, used];
     }
@@ -83,26 +74,22 @@ export function createFairLane(options: LaneOptions): FairLane {
       running--;
       return;
     }
-    const waiter = queues.get(next)![0]!;
-    dequeue(next, waiter);
+    const waiter = queues.shift(next)!;
     // The site goes to the back of the line for ties.
-    const rest = queues.get(next);
-    if (rest !== undefined) {
-      queues.delete(next);
-      queues.set(next, rest);
-    }
+    queues.toBack(next);
     waiter.start(); // the slot passes on: running stays as it is
   };
 
   /** Room for one more waiting hash of `site`, pushing out the busiest site's newest if need be. */
   const makeRoom = (site: string): boolean => {
-    if (waiting < maxWaiting) return true;
-    const mine = queues.get(site)?.length ?? 0;
-    let busiest: [string, Waiter[]] | undefined;
-    for (const entry of queues) if (busiest === undefined || entry[1].length > busiest[1].length) busiest = entry;
+    if (queues.size < maxWaiting) return true;
+    const mine = queues.lengthOf(site);
+    let busiest: [string, readonly Waiter[]] | undefined;
+    for (const entry of queues.entries())
+      if (busiest === undefined || entry[1].length > busiest[1].length) busiest = entry;
     if (busiest === undefined || busiest[1].length <= mine) return false;
     const pushedOut = busiest[1].at(-1)!;
-    dequeue(busiest[0], pushedOut);
+    queues.remove(busiest[0], pushedOut);
     pushedOut.refuse(saturated());
     return true;
   };
@@ -117,7 +104,7 @@ export function createFairLane(options: LaneOptions): FairLane {
     if (!makeRoom(site)) return Promise.reject(saturated());
     return new Promise<void>((resolve, reject) => {
       const onAbort = () => {
-        if (dequeue(site, waiter)) reject(signal!.reason);
+        if (queues.remove(site, waiter)) reject(signal!.reason);
       };
       const waiter: Waiter = {
         estimateMs,
@@ -131,16 +118,13 @@ export function createFairLane(options: LaneOptions): FairLane {
         },
       };
       signal?.addEventListener('abort', onAbort, { once: true });
-      const queue = queues.get(site);
-      if (queue === undefined) queues.set(site, [waiter]);
-      else queue.push(waiter);
-      waiting++;
+      queues.push(site, waiter);
     });
   };
 
   return {
     get load() {
-      return { running, waiting };
+      return { running, waiting: queues.size };
     },
     async run(site, estimateMs, work, signal) {
       await slot(site, estimateMs, signal);

@@ -4,6 +4,8 @@
 // wait their turn in the site's own queue (first come, first served) for a short while, and the
 // rest are refused at once. Another site's reads never wait behind them: each site has its own.
 
+import { SiteQueues, type Waiter, waitInLine } from './site-queues.ts';
+
 export interface HeavyReadLimits {
   /** Heavy reads of one site running at once. */
   perSite: number;
@@ -36,15 +38,10 @@ export interface HeavyReadGate {
   readonly load: { running: number; waiting: number };
 }
 
-interface Waiter {
-  start(): void;
-}
-
 export function createHeavyReadGate(limits: HeavyReadLimits): HeavyReadGate {
   const running = new Map<string, number>();
-  const queues = new Map<string, Waiter[]>();
+  const queues = new SiteQueues<Waiter>();
   let runningAll = 0;
-  let waitingAll = 0;
 
   const place = (site: string) => {
     let left = false;
@@ -52,15 +49,9 @@ export function createHeavyReadGate(limits: HeavyReadLimits): HeavyReadGate {
       leave() {
         if (left) return;
         left = true;
-        const queue = queues.get(site);
-        const next = queue?.shift();
-        if (next !== undefined) {
-          // The place passes on: the site's count stays as it is.
-          if (queue!.length === 0) queues.delete(site);
-          waitingAll--;
-          next.start();
-          return;
-        }
+        // The place passes on: the site's count stays as it is.
+        const next = queues.shift(site);
+        if (next !== undefined) return next.start();
         runningAll--;
         const n = (running.get(site) ?? 1) - 1;
         if (n === 0) running.delete(site);
@@ -69,19 +60,9 @@ export function createHeavyReadGate(limits: HeavyReadLimits): HeavyReadGate {
     };
   };
 
-  const dequeue = (site: string, waiter: Waiter): boolean => {
-    const queue = queues.get(site);
-    const index = queue?.indexOf(waiter) ?? -1;
-    if (queue === undefined || index < 0) return false;
-    queue.splice(index, 1);
-    if (queue.length === 0) queues.delete(site);
-    waitingAll--;
-    return true;
-  };
-
   return {
     get load() {
-      return { running: runningAll, waiting: waitingAll };
+      return { running: runningAll, waiting: queues.size };
     },
     enter(site, signal) {
       if (signal?.aborted) return Promise.reject(signal.reason);
@@ -92,35 +73,12 @@ export function createHeavyReadGate(limits: HeavyReadLimits): HeavyReadGate {
         runningAll++;
         return Promise.resolve(place(site));
       }
-      const queue = queues.get(site) ?? [];
-      if (queue.length >= limits.waitingPerSite) return Promise.resolve('refused');
-      return new Promise((resolve, reject) => {
-        const done = () => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-        };
-        const waiter: Waiter = {
-          start() {
-            done();
-            resolve(place(site));
-          },
-        };
-        const timer = setTimeout(() => {
-          if (dequeue(site, waiter)) {
-            done();
-            resolve('refused');
-          }
-        }, limits.maxWaitMs);
-        const onAbort = () => {
-          if (dequeue(site, waiter)) {
-            done();
-            reject(signal!.reason);
-          }
-        };
-        signal?.addEventListener('abort', onAbort, { once: true });
-        queue.push(waiter);
-        queues.set(site, queue);
-        waitingAll++;
+      if (queues.lengthOf(site) >= limits.waitingPerSite) return Promise.resolve('refused');
+      return waitInLine<{ leave(): void } | 'refused'>(queues, site, {
+        maxWaitMs: limits.maxWaitMs,
+        signal,
+        started: () => place(site),
+        late: () => 'refused',
       });
     },
   };

@@ -7,6 +7,7 @@
 // fewest (ties: the one that came first). A write that waited `maxWaitMs`, or that finds its
 // site's queue full, is refused (429 `rate_limited` with `Retry-After`), as heavy reads are.
 import { ApiError } from '../errors.ts';
+import { SiteQueues, type Waiter, waitInLine } from './site-queues.ts';
 
 /** The refusal of a write that found no slot of its site's share in time. */
 export const tooManyWrites = () =>
@@ -41,10 +42,6 @@ export interface TransactionShare {
   readonly load: { running: number; waiting: number };
 }
 
-interface Waiter {
-  start(): void;
-}
-
 /** How long a write waits for its site's slot at most, and how many may wait per slot. */
 export const WRITE_WAIT_MS = 2_000;
 export const WAITING_PER_SLOT = 64;
@@ -64,39 +61,28 @@ export function createTransactionShare(options: TransactionShareOptions): Transa
   const served = new Map<string, number>();
   let turns = 0;
   // The sites with writes waiting, in the order they came (first come, first served within each).
-  const queues = new Map<string, Waiter[]>();
+  const queues = new SiteQueues<Waiter>();
   let runningAll = 0;
-  let waitingAll = 0;
 
   const take = (site: string) => {
     running.set(site, (running.get(site) ?? 0) + 1);
     runningAll++;
     served.set(site, ++turns);
   };
-  const dequeue = (site: string, waiter: Waiter): boolean => {
-    const queue = queues.get(site);
-    const index = queue?.indexOf(waiter) ?? -1;
-    if (queue === undefined || index < 0) return false;
-    queue.splice(index, 1);
-    if (queue.length === 0) queues.delete(site);
-    waitingAll--;
-    return true;
-  };
   /** Hands free slots to the waiting sites that hold the fewest, each under its own bound. */
   const handOut = () => {
-    while (runningAll < slots && waitingAll > 0) {
+    while (runningAll < slots && queues.size > 0) {
       let next: string | undefined;
       let fewest = Number.POSITIVE_INFINITY;
       let longest = Number.POSITIVE_INFINITY;
-      for (const site of queues.keys()) {
+      for (const site of queues.sites()) {
         const held = running.get(site) ?? 0;
         const last = served.get(site) ?? 0;
         if (held < perSite && (held < fewest || (held === fewest && last < longest)))
           [next, fewest, longest] = [site, held, last];
       }
       if (next === undefined) return;
-      const waiter = queues.get(next)![0]!;
-      dequeue(next, waiter);
+      const waiter = queues.shift(next)!;
       take(next);
       waiter.start();
     }
@@ -120,7 +106,7 @@ export function createTransactionShare(options: TransactionShareOptions): Transa
 
   return {
     get load() {
-      return { running: runningAll, waiting: waitingAll };
+      return { running: runningAll, waiting: queues.size };
     },
     enter(site, signal) {
       if (signal?.aborted) return Promise.reject(signal.reason);
@@ -131,32 +117,12 @@ export function createTransactionShare(options: TransactionShareOptions): Transa
         take(site);
         return Promise.resolve(slot(site));
       }
-      if ((queues.get(site)?.length ?? 0) >= waitingPerSite) return Promise.reject(saturated());
-      return new Promise<() => void>((resolve, reject) => {
-        const onAbort = () => {
-          if (dequeue(site, waiter)) {
-            clearTimeout(timer);
-            reject(signal!.reason);
-          }
-        };
-        const timer = setTimeout(() => {
-          if (dequeue(site, waiter)) {
-            signal?.removeEventListener('abort', onAbort);
-            reject(saturated());
-          }
-        }, maxWaitMs);
-        const waiter: Waiter = {
-          start() {
-            clearTimeout(timer);
-            signal?.removeEventListener('abort', onAbort);
-            resolve(slot(site));
-          },
-        };
-        signal?.addEventListener('abort', onAbort, { once: true });
-        const queue = queues.get(site);
-        if (queue === undefined) queues.set(site, [waiter]);
-        else queue.push(waiter);
-        waitingAll++;
+      if (queues.lengthOf(site) >= waitingPerSite) return Promise.reject(saturated());
+      return waitInLine(queues, site, {
+        maxWaitMs,
+        signal,
+        started: () => slot(site),
+        late: () => Promise.reject(saturated()),
       });
     },
   };
