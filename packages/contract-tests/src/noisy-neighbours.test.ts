@@ -30,6 +30,20 @@ async function embedded(options: ServerOptions): Promise<Target> {
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+/**
+ * `length` characters a and b at random (xorshift, the same text each call), which patterns that
+ * defeat RE2's DFA keep meeting new states in (a text with a short period lets it cache them all).
+ */
+function randomAB(length: number): string {
+  let seed = 2463534242;
+  const bit = () => {
+    seed = (seed ^ (seed << 13)) >>> 0;
+    seed = (seed ^ (seed >>> 17)) >>> 0;
+    seed = (seed ^ (seed << 5)) >>> 0;
+    return seed & 1;
+  };
+  return Array.from({ length }, () => (bit() ? 'a' : 'b')).join('');
+}
 /** passlib's adapted base64 (no padding, '.' for '+'), as its PBKDF2 hashes are written. */
 const b64 = (n: number) => randomBytes(n).toString('base64').replaceAll('=', '').replaceAll('+', '.');
 
@@ -477,15 +491,8 @@ describe("a site's own metadata schema", VICTIM, () => {
     // Every pattern matches, and only at the very end: each runs over the whole text, which is
     // random (xorshift), so that RE2's DFA keeps meeting new states (a text with a short period
     // lets it cache them all).
-    let seed = 2463534242;
-    const bit = () => {
-      seed = (seed ^ (seed << 13)) >>> 0;
-      seed = (seed ^ (seed >>> 17)) >>> 0;
-      seed = (seed ^ (seed << 5)) >>> 0;
-      return seed & 1;
-    };
     const costlyText = {
-      x: `${Array.from({ length: 60_000 }, () => (bit() ? 'a' : 'b')).join('')}${'a'.repeat(41)}`,
+      x: `${randomAB(60_000)}${'a'.repeat(41)}`,
     };
     const costlyTags = { tags: Array.from({ length: 7000 }, () => ({ a: 1 })) }; // 56 KB of equal objects
     const email = 'shopper@example.com';
@@ -770,14 +777,7 @@ describe.each([
       for (let i = 0; i < 15; i++) quiet.push((await update()).ms);
 
       const evil = (await target.createToken({ site: 'evil', scopes: ['read', 'write'], label: 'evil' })).token;
-      let seed = 2463534242;
-      const bit = () => {
-        seed = (seed ^ (seed << 13)) >>> 0;
-        seed = (seed ^ (seed >>> 17)) >>> 0;
-        seed = (seed ^ (seed << 5)) >>> 0;
-        return seed & 1;
-      };
-      const x = `${Array.from({ length: 60_000 }, () => (bit() ? 'a' : 'b')).join('')}${'a'.repeat(1000)}`;
+      const x = `${randomAB(60_000)}${'a'.repeat(1000)}`;
       const body = JSON.stringify({
         email: 'e.%N%@example.com',
         password: 'an evil passphrase',
