@@ -49,7 +49,7 @@ export async function getAccount(id: string | undefined, email: string | undefin
 /**
  * get_user_by_id's text exactly as drizzle renders it (http/routes/get-user.ts: the columns of
  * `users` its answer needs, the account's identities as identities/identities.ts's identitiesJson, in reach as
- * accounts/in-reach.ts says), rendered by drizzle's own toSQL() on the same builder calls. Its
+ * kernel/in-reach.ts says), rendered by drizzle's own toSQL() on the same builder calls. Its
  * four parameters are ours' too: the id, 'api', the site, and the limit 1.
  */
 const GET_USER_BY_ID = `select "id", "email", "name", "phone", "address", "disabled", "disabled_until", "disabled_reason", "email_verified_at", "phone_verified_at", "password_breached", "metadata", "created_at", "updated_at", "version", coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,

@@ -20,7 +20,7 @@ import { createWake } from './events/wake.ts';
 import { sealStoredSecrets } from './events/webhooks/endpoints.ts';
 import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
 import { dropStoredTicketKey } from './factors/login-ticket.ts';
-import type { KeyRing } from './factors/secret-box.ts';
+import type { KeyRing } from './kernel/secret-box.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
 import { createHeavyReadGate, heavyReadLimits } from './limits/heavy-reads.ts';

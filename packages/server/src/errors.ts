@@ -44,7 +44,7 @@ export const userNotFound = () => new ApiError(404, 'user_not_found', 'No accoun
 
 /**
  * A write the database rolled back for colliding with concurrent writes, still after the unit of
- * work ran it again (accounts/unit-of-work.ts): nothing changed, and a retry may well pass.
+ * work ran it again (kernel/unit-of-work.ts): nothing changed, and a retry may well pass.
  */
 export const writeConflict = (cause?: unknown) =>
   new ApiError(
@@ -88,7 +88,7 @@ const UNAVAILABLE_CODES = new Set([
   '53300', // too_many_connections
   '57014', // query_canceled (statement_timeout)
   // lock_not_available outside a write (a read behind a migration's lock, a background job): the
-  // lock_timeout of db/client.ts; a write's own is its 409 (accounts/unit-of-work.ts).
+  // lock_timeout of db/client.ts; a write's own is its 409 (kernel/unit-of-work.ts).
   '55P03',
   // A standby during a failover (a connection made before the promotion, or a URL without
   // target_session_attrs=read-write): the write is refused, nothing was done.

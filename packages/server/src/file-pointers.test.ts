@@ -84,7 +84,7 @@ describe('the file pointers of code comments', () => {
   });
 
   it('finds the files it reads', () => {
-    expect(SOURCES).toContain('packages/server/src/accounts/in-reach.ts');
+    expect(SOURCES).toContain('packages/server/src/kernel/in-reach.ts');
     expect(SOURCES).toContain('scripts/check-layers.ts');
     expect(SOURCES).toContain('packages/console/src/app.tsx');
     expect(SOURCES.length).toBeGreaterThan(400);

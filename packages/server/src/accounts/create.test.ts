@@ -9,7 +9,7 @@ import { ApiError } from '../errors.ts';
 import { createPasswordHasher, type PasswordHasher } from '../passwords/hasher.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { createAccount } from './create.ts';
-import type { WriteScope } from './unit-of-work.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { updateAccount } from './update.ts';
 
 let database: Database;

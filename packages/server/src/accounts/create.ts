@@ -6,11 +6,11 @@ import { metadataSchemas, users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import { checkAccountLimit } from '../limits/accounts.ts';
 import { verifiedAtCreate } from './contacts.ts';
-import { uuidv7 } from './ids.ts';
-import { holdsEmailOf } from './in-reach.ts';
+import { uuidv7 } from '../kernel/ids.ts';
+import { holdsEmailOf } from '../kernel/in-reach.ts';
 import { assertSiteSchema } from './metadata.ts';
 import { hashNewPassword, type NewPasswordDeps } from './new-password.ts';
-import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 export type NewAccount = components['schemas']['CreateUserRequest'];
 

@@ -1,6 +1,6 @@
 // delete, restore and purge (issue 30, point 1). A delete with a grace period (the request's
 // graceDays, else the site's default of `cli site set --deletion-grace`) only marks the account:
-// it is then out of reach of every operation as a missing one (accounts/in-reach.ts) except
+// it is then out of reach of every operation as a missing one (kernel/in-reach.ts) except
 // restore, its email stays taken (a restore never collides), and housekeeping purges it at the
 // period's end. A delete with none removes it at once, as before.
 import { randomUUID } from 'node:crypto';
@@ -25,10 +25,10 @@ import { removeMembershipsOf } from '../orgs/members.ts';
 import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
-import { isUuid } from './ids.ts';
-import { inGraceOf, inReachOf } from './in-reach.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inGraceOf, inReachOf } from '../kernel/in-reach.ts';
 import { bySiteInTurn } from './in-turn.ts';
-import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 /** The site's default grace period in days (0: none). */
 export async function siteDeletionGrace(db: Db, site: string): Promise<number> {

@@ -9,7 +9,7 @@ import type { Db } from '../db/client.ts';
 import { userFactors, userIdentities, users } from '../db/schema.ts';
 import type { ApiError, FieldError } from '../errors.ts';
 import { keysOf } from '../factors/factors.ts';
-import { type KeyRing, seal } from '../factors/secret-box.ts';
+import { type KeyRing, seal } from '../kernel/secret-box.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/foreign.ts';
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
 import {
@@ -20,8 +20,8 @@ import {
   judgeNewPassword,
 } from '../passwords/screening.ts';
 import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
-import { uuidv7 } from './ids.ts';
-import { holdsEmailOf } from './in-reach.ts';
+import { uuidv7 } from '../kernel/ids.ts';
+import { holdsEmailOf } from '../kernel/in-reach.ts';
 import { metadataFault, siteSchemaOf } from './metadata.ts';
 import { checkSiteSchema } from './schema-checks.ts';
 
@@ -327,7 +327,7 @@ async function hashPasswords(
  * The rows go in in the order of their lowercase emails, whatever the caller's order: two imports
  * of the same emails then wait for each other's unique-index entries in one order, never in a
  * cycle that PostgreSQL would break by rolling one back (deadlock_detected; the unit of work
- * would run it again, accounts/unit-of-work.ts, but need not).
+ * would run it again, kernel/unit-of-work.ts, but need not).
  */
 export async function insertRows(
   tx: Db,
@@ -494,7 +494,7 @@ export async function importRows(
   }
   const fresh = accepted.filter((a) => !taken.has(a.index) && !breached.has(a.index));
   // The answer, once the written rows are known: the caller may keep it with the write (an
-  // Idempotency-Key's answer is kept in the write's transaction, see accounts/unit-of-work.ts).
+  // Idempotency-Key's answer is kept in the write's transaction, see kernel/unit-of-work.ts).
   const lost = new Set<number>();
   const resultOf = (created: Map<number, string> | undefined): ImportResult => {
     const all = [...items] as ImportItem[];

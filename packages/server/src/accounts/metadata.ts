@@ -7,7 +7,7 @@ import { brokenDisplayRule, invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
 import { ApiError, type FieldError } from '../errors.ts';
-import { inReachOf } from './in-reach.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
 import { checkSiteSchema } from './schema-checks.ts';
 import { escapeKey, METADATA_MAX_DEPTH, schemaProblem } from './site-schema.ts';
 

@@ -9,7 +9,7 @@ import {
   breachedPassword,
   judgeNewPassword,
 } from '../passwords/screening.ts';
-import type { WriteScope } from './unit-of-work.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
 
 /** What hashing a new password needs beside the write's own deps. */
 export interface NewPasswordDeps {

@@ -5,12 +5,12 @@ import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
-import type { DeploymentKeys } from '../factors/deployment-keys.ts';
+import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import { endSessionsOf } from '../sessions/manage.ts';
 import { emailTaken } from './create.ts';
-import { isUuid } from './ids.ts';
-import { inReachOf } from './in-reach.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
 import {
   type CodeGuard,
@@ -21,7 +21,7 @@ import {
   type Purpose,
   useTicket,
 } from './tickets.ts';
-import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
 export type RedeemStatus = components['schemas']['RedeemTicketResponse']['result']['status'];

@@ -7,9 +7,9 @@ import { randomUUID } from 'node:crypto';
 import { and, asc, inArray, isNotNull, lte, sql } from 'drizzle-orm';
 import { rows } from '../db/client.ts';
 import { users } from '../db/schema.ts';
-import { inReachOf } from './in-reach.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
 import { bySiteInTurn } from './in-turn.ts';
-import { inWrite, type WriteDeps } from './unit-of-work.ts';
+import { inWrite, type WriteDeps } from '../kernel/unit-of-work.ts';
 
 /** Accounts enabled per transaction: a large backlog is worked through in short transactions. */
 export const SUSPENSIONS_BATCH = 100;

@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
-import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
+import { deploymentKeysFrom } from '../kernel/deployment-keys.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { endTicketsOfUpdate, findTicket, issueTicket, useTicket } from './tickets.ts';
 

@@ -9,7 +9,7 @@ import { and, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { tickets, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import type { DeploymentKeys, MacPurpose } from '../factors/deployment-keys.ts';
+import type { DeploymentKeys, MacPurpose } from '../kernel/deployment-keys.ts';
 import { type LockoutPolicy, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 
 /** The purposes of the API (TicketPurpose): a `login` ticket is a link's, or with delivery `code` a `login_code`. */

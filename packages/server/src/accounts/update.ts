@@ -11,12 +11,12 @@ import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten, preconditionFailed } from './conditions.ts';
 import { contactChanges, phoneless } from './contacts.ts';
 import { emailTaken } from './create.ts';
-import { isUuid } from './ids.ts';
-import { inReachOf } from './in-reach.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
 import { assertSiteSchema, mergedMetadata, siteSchemaOf, sizeFault } from './metadata.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
 import { endTicketsOfUpdate } from './tickets.ts';
-import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 export type AccountChange = components['schemas']['UpdateUserRequest'];
 

@@ -25,9 +25,9 @@ import { identitiesOf } from '../identities/identities.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 import { membershipsOf } from '../orgs/members.ts';
 import { sessionsHeldFor } from '../sessions/manage.ts';
-import { tokenLabels } from './audit.ts';
-import { isUuid } from './ids.ts';
-import { inReachOf } from './in-reach.ts';
+import { tokenLabels } from '../kernel/audit.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
 import { toUser } from './to-user.ts';
 
 type Schemas = components['schemas'];
@@ -101,7 +101,7 @@ const counter = (state: LockoutState | undefined): Schemas['LockoutCounter'] =>
       };
 
 /**
- * The data of an account of `site` in reach (accounts/in-reach.ts); undefined when there is none
+ * The data of an account of `site` in reach (kernel/in-reach.ts); undefined when there is none
  * (another site's, not made through the API, in its grace period, or no account), as for get.
  */
 export async function gatherUserData(

@@ -16,9 +16,9 @@ import {
   type VerifyLimits,
 } from '../limits/lockout.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
-import { isUuid } from './ids.ts';
-import { inReachOf } from './in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from './unit-of-work.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 // One answer for a wrong password and for every account that is not there to be checked.
 export const invalidCredentials = () =>

@@ -5,7 +5,7 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseTrustedProxies, TRUST_NOBODY } from '../auth/client-address.ts';
-import { parseKeyRing } from '../factors/secret-box.ts';
+import { parseKeyRing } from '../kernel/secret-box.ts';
 import { DEFAULT_VERIFY_LIMITS, type LockoutPolicy } from '../limits/lockout.ts';
 import { type Policy, parseRateLimit, type RateLimitConfig } from '../limits/rate-limit.ts';
 import {

@@ -24,7 +24,7 @@ export const DEFAULT_SITE = 'default';
  * Accounts. `origin` records how a row came to be; its default is 'external', so a row written by
  * anyone but this service (the site's own sign-up, another system's import, a manual INSERT)
  * stays out of reach of the API unless its writer says otherwise, and no operation shows it
- * (accounts/in-reach.ts). `version` backs the ETag: a trigger (migration
+ * (kernel/in-reach.ts). `version` backs the ETag: a trigger (migration
  * 0002) bumps it on every UPDATE, whoever the writer.
  */
 export const users = pgTable(
@@ -61,7 +61,7 @@ export const users = pgTable(
     disabledReason: text('disabled_reason'),
     /**
      * Deleted with a grace period (issue 30, point 1): out of reach of every operation but restore
-     * (accounts/in-reach.ts) until `purgeAt`, when housekeeping purges it; null: not deleted.
+     * (kernel/in-reach.ts) until `purgeAt`, when housekeeping purges it; null: not deleted.
      */
     deletedAt: at('deleted_at'),
     purgeAt: at('purge_at'),
@@ -264,7 +264,7 @@ export const verifyFailures = pgTable(
 );
 
 /**
- * Second factors (issue 29): a TOTP secret sealed at rest (factors/secret-box.ts: AES-256-GCM
+ * Second factors (issue 29): a TOTP secret sealed at rest (kernel/secret-box.ts: AES-256-GCM
  * under FACTOR_ENCRYPTION_KEY, the row's id as additional data), pending until a code confirms it.
  * `lastStep`: the last TOTP time step accepted, so that a code counts once (a conditional UPDATE).
  */
@@ -372,7 +372,7 @@ const eventColumns = {
   data: jsonb('data').notNull(),
   /**
    * The W3C traceparent of the write's span when tracing is on (set for its transaction by
-   * inWrite, accounts/unit-of-work.ts), sent on with each webhook delivery of the event; null otherwise.
+   * inWrite, kernel/unit-of-work.ts), sent on with each webhook delivery of the event; null otherwise.
    */
   traceparent: text('traceparent').default(sql`nullif(current_setting('user_accounts.traceparent', true), '')`),
 };
@@ -584,7 +584,7 @@ export const sessionReplacedTokens = pgTable(
 
 /**
  * The keys that sign access tokens (issue 43): ES256, made by the service, the private key sealed
- * under FACTOR_ENCRYPTION_KEY (factors/secret-box.ts, the kid as context). A key is published from
+ * under FACTOR_ENCRYPTION_KEY (kernel/secret-box.ts, the kid as context). A key is published from
  * `createdAt`, signs from `activatesAt` (after the JWKS cache's lifetime, so verifiers have it
  * before any token), stops signing at `retiredAt`, and stays published until every token it signed
  * has expired (`retiredAt` + the longest access-token lifetime).

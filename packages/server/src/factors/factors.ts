@@ -1,14 +1,14 @@
 // An account's second factors (issue 29): TOTP factors added pending, enabled by a first right
 // code, listed, removed; recovery codes given with the first factor an account enables. Functions
-// of a write scope, as every write (accounts/unit-of-work.ts); each write locks the account's row
+// of a write scope, as every write (kernel/unit-of-work.ts); each write locks the account's row
 // first, so that two confirms cannot both be "the first" and a remove cannot race a confirm.
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
-import { isUuid, uuidv7 } from '../accounts/ids.ts';
-import { inReachOf } from '../accounts/in-reach.ts';
+import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
 import { assertSignInMethodLeft } from '../accounts/sign-in-methods.ts';
 import { codeLockoutKey } from '../accounts/tickets.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
@@ -16,7 +16,7 @@ import type { LockoutPolicy, LockoutStore, VerifyLimits } from '../limits/lockou
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
-import { type KeyRing, open, SealedSecretError, seal } from './secret-box.ts';
+import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
 /**

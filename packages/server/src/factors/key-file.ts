@@ -2,7 +2,7 @@
 // import seals imported TOTP secrets, and must seal them with the key the server will open them with).
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type KeyRing, mintKeyRingText, parseKeyRing } from './secret-box.ts';
+import { type KeyRing, mintKeyRingText, parseKeyRing } from '../kernel/secret-box.ts';
 
 /** Said at start on PostgreSQL without the key: what is unavailable, and what mends it. */
 export const FACTOR_KEY_MISSING =

@@ -2,7 +2,7 @@
 // second_factor_required, and `factor/verify` takes. Self-contained rather than a row of the
 // tickets table (accounts/tickets.ts), whose purposes a CHECK fixes and whose change would need a
 // migration racing others': an HMAC-signed {account, site, expiry, generation}, under the
-// deployment's key for this purpose (factors/deployment-keys.ts: derived from
+// deployment's key for this purpose (kernel/deployment-keys.ts: derived from
 // FACTOR_ENCRYPTION_KEY's ring, on the embedded database from its key file; issue 57, G7: it
 // was a key kept in the database, service_keys `second_factor`, from which a copy minted a
 // ticket for any account). A ticket checks under every key of the ring (one made before a
@@ -15,8 +15,8 @@ import { timingSafeEqual } from 'node:crypto';
 import { and, eq, isNotNull, type SQL, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
 import { recoveryCodes, serviceKeys, userFactors, users } from '../db/schema.ts';
-import { deploymentKeysOf } from './deployment-keys.ts';
-import type { KeyRing } from './secret-box.ts';
+import { deploymentKeysOf } from '../kernel/deployment-keys.ts';
+import type { KeyRing } from '../kernel/secret-box.ts';
 
 /** Five minutes: time to open an authenticator app, never a session. */
 export const LOGIN_TICKET_MS = 5 * 60_000;

@@ -1,5 +1,5 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
-import { isWriteCollision } from '../accounts/unit-of-work.ts';
+import { isWriteCollision } from '../kernel/unit-of-work.ts';
 import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
 import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';

@@ -8,7 +8,7 @@ import type { Validators } from '../contract/validation.ts';
 import type { Database } from '../db/client.ts';
 import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
-import type { KeyRing } from '../factors/secret-box.ts';
+import type { KeyRing } from '../kernel/secret-box.ts';
 import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';

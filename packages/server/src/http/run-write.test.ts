@@ -4,7 +4,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidv7 } from '../accounts/ids.ts';
+import { uuidv7 } from '../kernel/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';

@@ -1,11 +1,11 @@
-// A write of an HTTP request: the unit of work (accounts/unit-of-work.ts) with the request's
+// A write of an HTTP request: the unit of work (kernel/unit-of-work.ts) with the request's
 // scope, its token's site and id, its request id and its deadline. The audit middleware of the
 // operation (middleware/audit.ts) records every other outcome (refusals, failures, replays) and
 // refuses an answer to a write that did not come through here.
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { WriteOperation } from '../accounts/audit.ts';
-import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../accounts/unit-of-work.ts';
+import type { WriteOperation } from '../kernel/audit.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import type { AppEnv } from './context.ts';
 

@@ -12,7 +12,7 @@ import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Database, type Db, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
 import { addEndpoint } from '../events/webhooks/endpoints.ts';
-import { deploymentKeysFrom } from '../factors/deployment-keys.ts';
+import { deploymentKeysFrom } from '../kernel/deployment-keys.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { lockoutKey } from '../limits/lockout.ts';
 import { migratedPostgresDatabase, openMigratedPglite } from '../testing/templates.ts';

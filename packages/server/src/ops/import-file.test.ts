@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileValidators } from '../contract/validation.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, userFactors, users } from '../db/schema.ts';
-import { type KeyRing, mintKeyRingText, open, parseKeyRing } from '../factors/secret-box.ts';
+import { type KeyRing, mintKeyRingText, open, parseKeyRing } from '../kernel/secret-box.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { importFile } from './import-file.ts';

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { SingleBar } from 'cli-progress';
 import { type ImportItem, type ImportTarget, importRows } from '../accounts/import.ts';
-import { inWrite } from '../accounts/unit-of-work.ts';
+import { inWrite } from '../kernel/unit-of-work.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import { escapeControls } from './terminal.ts';
 

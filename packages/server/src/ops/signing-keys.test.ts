@@ -7,7 +7,7 @@ import { decodeProtectedHeader } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
-import { type KeyRing, parseKeyRing } from '../factors/secret-box.ts';
+import { type KeyRing, parseKeyRing } from '../kernel/secret-box.ts';
 import { ACTIVATION_DELAY_SECONDS, createSigningKeys } from '../sessions/signing-keys.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { runCommand } from './commands.ts';

@@ -5,7 +5,7 @@
 // seen by the next check on every server, with no invalidation to get wrong.
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
-import { isUuid } from '../accounts/ids.ts';
+import { isUuid } from '../kernel/ids.ts';
 import type { Db } from '../db/client.ts';
 import { preparedOn } from '../db/prepared.ts';
 import { orgMemberships, orgs } from '../db/schema.ts';

@@ -4,9 +4,9 @@
 // row and deletes it in its transaction: of concurrent accepts exactly one finds it.
 import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, lte, sql } from 'drizzle-orm';
-import { isUuid, uuidv7 } from '../accounts/ids.ts';
-import { inReachOf } from '../accounts/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { orgInvitations, orgs, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';

@@ -2,9 +2,9 @@
 // roles of the site's set. The organization's row is locked by every change of its members (its
 // memberCount changes in the same transaction); the account's row by an add (its 1,000 cap).
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
-import { isUuid } from '../accounts/ids.ts';
-import { inReachOf } from '../accounts/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { orgMemberships, orgs, users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';

@@ -2,8 +2,8 @@
 // password (create, update, reset, import), and the mark a right password earns at verify when
 // the breach corpus knows it. The range client itself is breached.ts.
 import { and, eq } from 'drizzle-orm';
-import { inReachOf } from '../accounts/in-reach.ts';
-import { inWrite, type WriteDeps } from '../accounts/unit-of-work.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps } from '../kernel/unit-of-work.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, type FieldError } from '../errors.ts';
 import { type BreachScreen, createBreachScreen } from './breached.ts';

@@ -4,9 +4,9 @@
 // everywhere it is shown: the session row, session/verify, session/list, the person's data, the
 // access token's `act`, the audit row (operation session_impersonate) and session.created.
 import { and, eq } from 'drizzle-orm';
-import { isUuid } from '../accounts/ids.ts';
-import { inReachOf } from '../accounts/in-reach.ts';
-import type { WriteScope } from '../accounts/unit-of-work.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import { type IssuedSession, issueSession, type SessionDeps } from './issue.ts';

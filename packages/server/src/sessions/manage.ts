@@ -2,9 +2,9 @@
 // and the ending of them all by the writes that must end them (point 6: a password change, a
 // disable, a delete), in those writes' own transactions.
 import { and, desc, eq, sql } from 'drizzle-orm';
-import { isUuid } from '../accounts/ids.ts';
-import { inReachOf } from '../accounts/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../accounts/unit-of-work.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';

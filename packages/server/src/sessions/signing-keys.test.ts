@@ -8,8 +8,8 @@ import { createLocalJWKSet, decodeProtectedHeader, type JWK, jwtVerify } from 'j
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type Database, type Db, openPostgres } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
-import { DATABASE_KEY_ID } from '../factors/deployment-keys.ts';
-import { type KeyRing, open, parseKeyRing } from '../factors/secret-box.ts';
+import { DATABASE_KEY_ID } from '../kernel/deployment-keys.ts';
+import { type KeyRing, open, parseKeyRing } from '../kernel/secret-box.ts';
 import { postgresUnavailable } from '../testing/postgres.ts';
 import { migratedPostgresDatabase, openMigratedPglite } from '../testing/templates.ts';
 import type { PublishedKeys } from './access-tokens.ts';

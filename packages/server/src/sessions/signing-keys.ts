@@ -21,10 +21,10 @@
 // emergency) takes effect on the other servers only within that bound; the old key stays
 // published meanwhile, so their tokens still verify.
 //
-// The seal (factors/secret-box.ts, the kid as context, so a sealed key copied onto another row does
+// The seal (kernel/secret-box.ts, the kid as context, so a sealed key copied onto another row does
 // not open): FACTOR_ENCRYPTION_KEY's ring, as second-factor secrets. Without a ring (PostgreSQL
 // without FACTOR_ENCRYPTION_KEY) a key derived (HKDF) from the database's own key (service_keys
-// `deployment`, as factors/deployment-keys.ts falls back to it): the private keys are then no safer
+// `deployment`, as kernel/deployment-keys.ts falls back to it): the private keys are then no safer
 // than the database, which the start's warning (FACTOR_KEY_MISSING) says. Sessions keep working
 // either way; a key sealed so (id `@db`) is sealed again under the ring by the next start once
 // the variable is set (resealSigningKeys, issue 57), and still opens meanwhile.
@@ -34,8 +34,8 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK
 import type { Db } from '../db/client.ts';
 import { signingKeys } from '../db/schema.ts';
 import { serviceUnavailable } from '../errors.ts';
-import { DATABASE_KEY_ID, sealingRingFor } from '../factors/deployment-keys.ts';
-import { type KeyRing, open, SealedSecretError, seal } from '../factors/secret-box.ts';
+import { DATABASE_KEY_ID, sealingRingFor } from '../kernel/deployment-keys.ts';
+import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
 import type {
   AccessTokenRequest,
   AccessTokenSigner,

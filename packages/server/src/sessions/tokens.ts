@@ -1,6 +1,6 @@
 // Session tokens (issue 43): `uas_` and 256 random bits in base64url, stored only as their
 // SHA-256. A refresh's successor is derived from the token it replaces, under a deployment key
-// (factors/deployment-keys.ts, purpose `session_successor`): whoever holds the old token within
+// (kernel/deployment-keys.ts, purpose `session_successor`): whoever holds the old token within
 // the grace window recomputes the same successor, so no plaintext is ever stored and every
 // concurrent refresh of one token agrees (under whichever held key made it: successorsOf).
 //
@@ -12,7 +12,7 @@
 // token; the block cannot be made or changed without the key, and opened gives away only which
 // session and generation (nothing of the token's other 128 bits).
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
-import type { DeploymentKeys } from '../factors/deployment-keys.ts';
+import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 
 /** What every session token starts with: a leaked one is recognisable (secret scanners). */
 export const TOKEN_PREFIX = 'uas_';

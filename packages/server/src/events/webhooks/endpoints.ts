@@ -2,7 +2,7 @@
 //
 // The signing secret is kept sealed (issue 57, G6: it was kept in the clear, and a copy of the
 // database forged deliveries every receiver accepted): AES-256-GCM under FACTOR_ENCRYPTION_KEY's
-// ring (factors/secret-box.ts, the endpoint's id in the additional data), as second-factor
+// ring (kernel/secret-box.ts, the endpoint's id in the additional data), as second-factor
 // secrets and the access tokens' signing keys are; without a ring (PostgreSQL without the
 // variable), under the database's own key, which the start's warning says. A secret kept in the
 // clear before, or sealed by the database's own key before the ring was set, is sealed under the
@@ -11,8 +11,8 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
-import { sealedByRing, sealingRingFor } from '../../factors/deployment-keys.ts';
-import { type KeyRing, open, seal } from '../../factors/secret-box.ts';
+import { sealedByRing, sealingRingFor } from '../../kernel/deployment-keys.ts';
+import { type KeyRing, open, seal } from '../../kernel/secret-box.ts';
 import { EVENT_TYPES, EVENTS_CHANNEL } from '../queue.ts';
 import { newWebhookSecret } from './send.ts';
 

@@ -1,7 +1,7 @@
-// The audit trail (accounts/audit.ts) of every outcome of a write request but its success, and
+// The audit trail (kernel/audit.ts) of every outcome of a write request but its success, and
 // but the refusals an operation names as unaudited (a miss anyone can provoke at will).
 import type { MiddlewareHandler } from 'hono';
-import { auditInsert, type WriteOperation } from '../../accounts/audit.ts';
+import { auditInsert, type WriteOperation } from '../../kernel/audit.ts';
 import { describeError } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';

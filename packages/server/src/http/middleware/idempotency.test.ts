@@ -7,7 +7,7 @@ import { invalidRequest } from '../../contract/validation.ts';
 import type { Database } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, serviceUnavailable, writeConflict } from '../../errors.ts';
-import { type KeyRing, parseKeyRing } from '../../factors/secret-box.ts';
+import { type KeyRing, parseKeyRing } from '../../kernel/secret-box.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
 import type { AppEnv } from '../context.ts';
 import { problemOf, testApp } from '../testing.ts';

@@ -7,7 +7,7 @@
 // accepted. A refused request is not kept (anyone could otherwise fill the table with 400s),
 // and its retry with the same key is checked afresh.
 //
-// The fingerprint is an HMAC under the deployment's key (factors/deployment-keys.ts; issue 41,
+// The fingerprint is an HMAC under the deployment's key (kernel/deployment-keys.ts; issue 41,
 // F4): a body holds a password, and a plain hash kept for a day let a copy of the database try
 // guesses at SHA-256's speed. A fingerprint made before (a SHA-256) or under an older key of the
 // ring still matches its request until the row expires.
@@ -16,11 +16,11 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { parseItem } from 'structured-headers';
-import { keepAnswer } from '../../accounts/unit-of-work.ts';
+import { keepAnswer } from '../../kernel/unit-of-work.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, describeError } from '../../errors.ts';
-import { deploymentKeysOf } from '../../factors/deployment-keys.ts';
+import { deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
 
@@ -176,7 +176,7 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
 
     c.set('idempotency', { ...request, claimed: { maxBody: maxStoredBody } });
     await next();
-    // A write kept its answer with itself, in one transaction (accounts/unit-of-work.ts).
+    // A write kept its answer with itself, in one transaction (kernel/unit-of-work.ts).
     if (c.get('write')?.answerKept) return;
     try {
       // A refusal or a dry run, which changed no account, so that a crash before this point

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { isUuid } from '../../accounts/ids.ts';
+import { isUuid } from '../../kernel/ids.ts';
 import { arrayLogger } from '../../testing/loggers.ts';
 import type { AppDeps } from '../context.ts';
 import { testApp } from '../testing.ts';

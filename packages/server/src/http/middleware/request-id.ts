@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
-import { uuidv7 } from '../../accounts/ids.ts';
+import { uuidv7 } from '../../kernel/ids.ts';
 import type { AppEnv } from '../context.ts';
 
 const SANE = /^[A-Za-z0-9._:-]{1,128}$/;

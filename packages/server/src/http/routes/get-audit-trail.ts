@@ -4,9 +4,9 @@
 // (who deleted it, and when) is what one then asks for.
 import type { components } from '@user-accounts/client';
 import { and, desc, eq, lt } from 'drizzle-orm';
-import { tokenLabels } from '../../accounts/audit.ts';
-import { isUuid } from '../../accounts/ids.ts';
-import { inReachOf } from '../../accounts/in-reach.ts';
+import { tokenLabels } from '../../kernel/audit.ts';
+import { isUuid } from '../../kernel/ids.ts';
+import { inReachOf } from '../../kernel/in-reach.ts';
 import { auditLog, users } from '../../db/schema.ts';
 import { userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';

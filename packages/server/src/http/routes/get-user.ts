@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
-import { isUuid } from '../../accounts/ids.ts';
-import { inReachOf } from '../../accounts/in-reach.ts';
+import { isUuid } from '../../kernel/ids.ts';
+import { inReachOf } from '../../kernel/in-reach.ts';
 import { SHOWN_COLUMNS } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import { invalidRequest } from '../../contract/validation.ts';

@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
-import { uuidv7 } from '../../accounts/ids.ts';
+import { uuidv7 } from '../../kernel/ids.ts';
 import { checkRows, importRows } from '../../accounts/import.ts';
-import type { KeptAnswer } from '../../accounts/unit-of-work.ts';
+import type { KeptAnswer } from '../../kernel/unit-of-work.ts';
 import { invalidRequest, toFieldErrors } from '../../contract/validation.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import type { FirebaseScrypt } from '../../passwords/foreign.ts';
@@ -78,7 +78,7 @@ export const importUsers = defineOperation({
         await consumeMore(c, 'hash', count - 1);
         await consumeSiteBudget(c, 'import', count);
       },
-      // The answer is kept with the write, for an Idempotency-Key (see accounts/unit-of-work.ts).
+      // The answer is kept with the write, for an Idempotency-Key (see kernel/unit-of-work.ts).
       write: async (insert, resultOf, factorsOf) =>
         (await runWrite(
           c,

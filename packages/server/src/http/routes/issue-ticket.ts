@@ -1,7 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
-import { isUuid } from '../../accounts/ids.ts';
+import { isUuid } from '../../kernel/ids.ts';
 import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose, tooManyCodes } from '../../accounts/tickets.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { users } from '../../db/schema.ts';

@@ -1,9 +1,9 @@
 import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
-import { inReachOf } from '../../accounts/in-reach.ts';
+import { inReachOf } from '../../kernel/in-reach.ts';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { CodeGuard } from '../../accounts/tickets.ts';
-import type { WriteDeps } from '../../accounts/unit-of-work.ts';
+import type { WriteDeps } from '../../kernel/unit-of-work.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
 import {
   type BodySchema,
@@ -12,7 +12,7 @@ import {
   normalizeFields,
   toFieldErrors,
 } from '../../contract/validation.ts';
-import { type DeploymentKeys, deploymentKeysOf } from '../../factors/deployment-keys.ts';
+import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import type { SessionDeps } from '../../sessions/issue.ts';
 import { CompiledRequest } from '../compiled.ts';
 import type { AppEnv } from '../context.ts';
@@ -92,7 +92,7 @@ export function queryOf(url: string): string {
   return url.slice(start, hash === -1 ? undefined : hash);
 }
 
-/** The accounts the request's token may see (see accounts/in-reach.ts). */
+/** The accounts the request's token may see (see kernel/in-reach.ts). */
 export const inReach = (c: Context<AppEnv>) => inReachOf(c.get('token').site);
 
 /**
@@ -116,7 +116,7 @@ export function codeGuardOf(c: Context<AppEnv>): CodeGuard {
   return { lockout, policy: verifyLimits.identifier };
 }
 
-/** The deployment's HMAC keys (factors/deployment-keys.ts): FACTOR_ENCRYPTION_KEY's, else the database's own. */
+/** The deployment's HMAC keys (kernel/deployment-keys.ts): FACTOR_ENCRYPTION_KEY's, else the database's own. */
 export function deploymentKeysOfRequest(c: Context<AppEnv>): Promise<DeploymentKeys> {
   const { database, factorKeys } = c.get('deps');
   return deploymentKeysOf(database.db, factorKeys);

@@ -7,7 +7,7 @@ import type { Db } from '../db/client.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { lockWaitConflict } from '../errors.ts';
 import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
-import type { KeyRing } from '../factors/secret-box.ts';
+import type { KeyRing } from './secret-box.ts';
 import type { TransactionShare } from '../limits/transactions.ts';
 import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
