@@ -18,6 +18,8 @@ const src = join(serverDir, 'src');
 
 /** Folders of the domain: they may use `db/` and each other, never `ops/` (nor `http/`). */
 export const DOMAIN = [
+  // Below the domains: the write layer and the deployment's keys, which every domain uses.
+  'kernel',
   'accounts',
   'factors',
   'passwords',

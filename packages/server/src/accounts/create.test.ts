@@ -6,10 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { createPasswordHasher, type PasswordHasher } from '../passwords/hasher.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import { createAccount } from './create.ts';
-import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { updateAccount } from './update.ts';
 
 let database: Database;

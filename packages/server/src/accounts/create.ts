@@ -4,13 +4,13 @@ import { and, sql } from 'drizzle-orm';
 import { rows } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
-import { checkAccountLimit } from '../limits/accounts.ts';
-import { verifiedAtCreate } from './contacts.ts';
 import { uuidv7 } from '../kernel/ids.ts';
 import { holdsEmailOf } from '../kernel/in-reach.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
+import { checkAccountLimit } from '../limits/accounts.ts';
+import { verifiedAtCreate } from './contacts.ts';
 import { assertSiteSchema } from './metadata.ts';
 import { hashNewPassword, type NewPasswordDeps } from './new-password.ts';
-import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 export type NewAccount = components['schemas']['CreateUserRequest'];
 

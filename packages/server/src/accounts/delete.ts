@@ -20,15 +20,15 @@ import {
 import { userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inGraceOf, inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { lockoutKey } from '../limits/lockout.ts';
 import { removeMembershipsOf } from '../orgs/members.ts';
 import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
-import { isUuid } from '../kernel/ids.ts';
-import { inGraceOf, inReachOf } from '../kernel/in-reach.ts';
 import { bySiteInTurn } from './in-turn.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 /** The site's default grace period in days (0: none). */
 export async function siteDeletionGrace(db: Db, site: string): Promise<number> {

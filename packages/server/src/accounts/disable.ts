@@ -4,12 +4,12 @@ import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
-import type { IfMatch } from './conditions.ts';
-import { matchingIfMatch, notWritten } from './conditions.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
+import type { IfMatch } from './conditions.ts';
+import { matchingIfMatch, notWritten } from './conditions.ts';
 
 /** A suspension's end (null: until an enable) and its reason for operators (null: none). */
 export interface Suspension {

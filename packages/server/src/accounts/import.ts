@@ -9,6 +9,8 @@ import type { Db } from '../db/client.ts';
 import { userFactors, userIdentities, users } from '../db/schema.ts';
 import type { ApiError, FieldError } from '../errors.ts';
 import { keysOf } from '../factors/factors.ts';
+import { uuidv7 } from '../kernel/ids.ts';
+import { holdsEmailOf } from '../kernel/in-reach.ts';
 import { type KeyRing, seal } from '../kernel/secret-box.ts';
 import { type FirebaseScrypt, firebaseStored, readHash } from '../passwords/foreign.ts';
 import { type PasswordHasher, weakPasswordReason } from '../passwords/hasher.ts';
@@ -20,8 +22,6 @@ import {
   judgeNewPassword,
 } from '../passwords/screening.ts';
 import { phoneVerifiedFault, verifiedAtCreate } from './contacts.ts';
-import { uuidv7 } from '../kernel/ids.ts';
-import { holdsEmailOf } from '../kernel/in-reach.ts';
 import { metadataFault, siteSchemaOf } from './metadata.ts';
 import { checkSiteSchema } from './schema-checks.ts';
 

@@ -16,14 +16,14 @@ import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
-import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
+import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
-import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
+import { endSessionsOf } from '../sessions/manage.ts';
+import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 
 /** Every miss, whatever it was: one body (the one of accounts/redeem.ts). */
 export const invalidTicket = () =>

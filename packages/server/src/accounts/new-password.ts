@@ -2,6 +2,7 @@
 // corpus, then the hash in the site's turn. Outside HTTP: what the caller counts a hash against
 // (the HTTP token's "hash" budget) comes in as `beforeHash`.
 import { ApiError } from '../errors.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import {
   type BreachedPasswords,
@@ -9,7 +10,6 @@ import {
   breachedPassword,
   judgeNewPassword,
 } from '../passwords/screening.ts';
-import type { WriteScope } from '../kernel/unit-of-work.ts';
 
 /** What hashing a new password needs beside the write's own deps. */
 export interface NewPasswordDeps {

@@ -6,11 +6,12 @@ import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import { endSessionsOf } from '../sessions/manage.ts';
 import { emailTaken } from './create.ts';
-import { isUuid } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
 import {
   type CodeGuard,
@@ -21,7 +22,6 @@ import {
   type Purpose,
   useTicket,
 } from './tickets.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
 export type RedeemStatus = components['schemas']['RedeemTicketResponse']['result']['status'];

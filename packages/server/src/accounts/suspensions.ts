@@ -8,8 +8,8 @@ import { and, asc, inArray, isNotNull, lte, sql } from 'drizzle-orm';
 import { rows } from '../db/client.ts';
 import { users } from '../db/schema.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
-import { bySiteInTurn } from './in-turn.ts';
 import { inWrite, type WriteDeps } from '../kernel/unit-of-work.ts';
+import { bySiteInTurn } from './in-turn.ts';
 
 /** Accounts enabled per transaction: a large backlog is worked through in short transactions. */
 export const SUSPENSIONS_BATCH = 100;

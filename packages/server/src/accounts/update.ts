@@ -5,18 +5,18 @@ import { invalidRequest } from '../contract/validation.ts';
 import { users } from '../db/schema.ts';
 import { sqlState, userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten, preconditionFailed } from './conditions.ts';
 import { contactChanges, phoneless } from './contacts.ts';
 import { emailTaken } from './create.ts';
-import { isUuid } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
 import { assertSiteSchema, mergedMetadata, siteSchemaOf, sizeFault } from './metadata.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
 import { endTicketsOfUpdate } from './tickets.ts';
-import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 export type AccountChange = components['schemas']['UpdateUserRequest'];
 

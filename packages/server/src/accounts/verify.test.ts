@@ -8,11 +8,11 @@ import { addressKey } from '../auth/failed-authentications.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { uuidv7 } from '../kernel/ids.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { databaseLockout, lockoutKey } from '../limits/lockout.ts';
 import { createPasswordHasher } from '../passwords/hasher.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
-import { uuidv7 } from '../kernel/ids.ts';
-import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { type VerifyDeps, verifyPassword } from './verify.ts';
 
 let database: Database;

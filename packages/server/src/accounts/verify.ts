@@ -7,6 +7,9 @@ import { userFactors, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, generationSql, makeLoginTicket } from '../factors/login-ticket.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import {
   type LockoutPolicy,
   type LockoutStore,
@@ -16,9 +19,6 @@ import {
   type VerifyLimits,
 } from '../limits/lockout.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
-import { isUuid } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 
 // One answer for a wrong password and for every account that is not there to be checked.
 export const invalidCredentials = () =>

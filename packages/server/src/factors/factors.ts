@@ -4,19 +4,19 @@
 // first, so that two confirms cannot both be "the first" and a remove cannot race a confirm.
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
-import { isUuid, uuidv7 } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
 import { assertSignInMethodLeft } from '../accounts/sign-in-methods.ts';
 import { codeLockoutKey } from '../accounts/tickets.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
+import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { LockoutPolicy, LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
-import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
 /**

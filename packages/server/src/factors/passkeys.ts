@@ -11,13 +11,13 @@ import type {
   RegistrationResponseJSON,
 } from '@simplewebauthn/server';
 import { and, count, eq, gt, isNotNull, sql } from 'drizzle-orm';
-import { isUuid, uuidv7 } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { passkeyChallenges, recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
+import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 
 /**

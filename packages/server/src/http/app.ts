@@ -1,8 +1,8 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
-import { isWriteCollision } from '../kernel/unit-of-work.ts';
 import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
 import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';
+import { isWriteCollision } from '../kernel/unit-of-work.ts';
 import { type CompiledRoutes, compileOperations } from './compiled.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import type { Operation } from './define-operation.ts';

@@ -1,9 +1,9 @@
 // What one operation of the API is: a row of the table in operations.ts. Each handler file
 // exports its row; the server, the mock's gate, the fuzz oracle and the security suite read them.
 import type { Context } from 'hono';
-import type { WriteOperation } from '../kernel/audit.ts';
 import type { Scope } from '../auth/tokens.ts';
 import type { BodySchema } from '../contract/validation.ts';
+import type { WriteOperation } from '../kernel/audit.ts';
 import type { Budget } from '../limits/rate-limit.ts';
 import type { AppEnv } from './context.ts';
 

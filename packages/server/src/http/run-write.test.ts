@@ -4,11 +4,11 @@
 import { and, eq, sql } from 'drizzle-orm';
 import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { uuidv7 } from '../kernel/ids.ts';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError, serviceUnavailable } from '../errors.ts';
+import { uuidv7 } from '../kernel/ids.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
 import type { AppEnv } from './context.ts';
 import { auditWrites, LATE_AUDIT_ROWS_PER_SITE } from './middleware/audit.ts';

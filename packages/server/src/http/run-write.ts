@@ -4,9 +4,9 @@
 // refuses an answer to a write that did not come through here.
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { Db } from '../db/client.ts';
 import type { WriteOperation } from '../kernel/audit.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../kernel/unit-of-work.ts';
-import type { Db } from '../db/client.ts';
 import type { AppEnv } from './context.ts';
 
 /** How a write request went, as the audit middleware needs to know. */

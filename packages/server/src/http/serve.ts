@@ -8,8 +8,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
-import { uuidv7 } from '../kernel/ids.ts';
 import { ApiError } from '../errors.ts';
+import { uuidv7 } from '../kernel/ids.ts';
 import type { CompiledRoutes } from './compiled.ts';
 import { problemBody } from './errors.ts';
 import { requestIdFrom } from './middleware/request-id.ts';

@@ -2,8 +2,6 @@
 // the database is: in the CLI's own process, or inside the running server (see admin-socket.ts).
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { latestAuditRows, tokenLabels } from '../kernel/audit.ts';
-import { isUuid } from '../kernel/ids.ts';
 import { SCHEMA_FILE_BYTES, schemaProblem, setMetadataSchema } from '../accounts/metadata.ts';
 import {
   createToken,
@@ -27,6 +25,8 @@ import {
   TYPE_PATTERN,
 } from '../events/webhooks/endpoints.ts';
 import { checkWebhookUrl } from '../events/webhooks/target.ts';
+import { latestAuditRows, tokenLabels } from '../kernel/audit.ts';
+import { isUuid } from '../kernel/ids.ts';
 import type { KeyRing } from '../kernel/secret-box.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';

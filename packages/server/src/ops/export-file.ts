@@ -5,8 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { SingleBar } from 'cli-progress';
 import { accountsWithSecondFactors, countQuery, exportPages } from '../accounts/listing.ts';
-import { inWrite } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
+import { inWrite } from '../kernel/unit-of-work.ts';
 import { terminalSafe } from './terminal.ts';
 
 export async function exportFile(options: {

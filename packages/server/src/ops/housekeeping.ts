@@ -3,12 +3,12 @@ import { and, isNotNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { purgeDeleted } from '../accounts/delete.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
-import type { WriteDeps } from '../kernel/unit-of-work.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Db, rows } from '../db/client.ts';
 import { idempotencyKeys, passkeyChallenges, rateLimits, sessionReplacedTokens, tickets } from '../db/schema.ts';
 import { describeError } from '../errors.ts';
 import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
+import type { WriteDeps } from '../kernel/unit-of-work.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
 import { REFRESH_WINDOW_SECONDS } from '../sessions/rules.ts';
 

@@ -5,10 +5,10 @@
 // seen by the next check on every server, with no invalidation to get wrong.
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
-import { isUuid } from '../kernel/ids.ts';
 import type { Db } from '../db/client.ts';
 import { preparedOn } from '../db/prepared.ts';
 import { orgMemberships, orgs } from '../db/schema.ts';
+import { isUuid } from '../kernel/ids.ts';
 import { orgNotFound } from './rules.ts';
 
 export type CheckAnswer = components['schemas']['CheckOrgMemberResponse']['result'];

@@ -4,12 +4,12 @@
 // row and deletes it in its transaction: of concurrent accepts exactly one finds it.
 import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, lte, sql } from 'drizzle-orm';
-import { isUuid, uuidv7 } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { orgInvitations, orgs, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { insertMembership, lockOrg, memberEvent } from './members.ts';
 import { holdRoles } from './roles.ts';
 import {

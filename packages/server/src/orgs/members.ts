@@ -2,13 +2,13 @@
 // roles of the site's set. The organization's row is locked by every change of its members (its
 // memberCount changes in the same transaction); the account's row by an add (its 1,000 cap).
 import { and, asc, eq, gt, sql } from 'drizzle-orm';
-import { isUuid } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { orgMemberships, orgs, users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { holdRoles } from './roles.ts';
 import { alreadyMember, MAX_ORGS_PER_ACCOUNT, memberNotFound, orgLimitReached, orgNotFound } from './rules.ts';
 

@@ -3,11 +3,11 @@
 // held (FOR KEY SHARE) until the write commits, so that a concurrent org/roles cannot take it
 // away between the check and the commit; org/roles refuses to drop a role still held or given.
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { invalidRequest } from '../contract/validation.ts';
 import { type Db, rows } from '../db/client.ts';
 import { orgRoles } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { unknownRoles } from './rules.ts';
 
 export interface Role {

@@ -2,10 +2,10 @@
 // password (create, update, reset, import), and the mark a right password earns at verify when
 // the breach corpus knows it. The range client itself is breached.ts.
 import { and, eq } from 'drizzle-orm';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps } from '../kernel/unit-of-work.ts';
 import { users } from '../db/schema.ts';
 import { ApiError, type FieldError } from '../errors.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps } from '../kernel/unit-of-work.ts';
 import { type BreachScreen, createBreachScreen } from './breached.ts';
 
 /** BREACHED_PASSWORDS_*: the screen, and what a corpus that does not answer in time decides. */

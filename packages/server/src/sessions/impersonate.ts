@@ -4,11 +4,11 @@
 // everywhere it is shown: the session row, session/verify, session/list, the person's data, the
 // access token's `act`, the audit row (operation session_impersonate) and session.created.
 import { and, eq } from 'drizzle-orm';
+import { users } from '../db/schema.ts';
+import { ApiError, userNotFound } from '../errors.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import type { WriteScope } from '../kernel/unit-of-work.ts';
-import { users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../errors.ts';
 import { type IssuedSession, issueSession, type SessionDeps } from './issue.ts';
 import { IMPERSONATION, type Impersonator } from './rules.ts';
 

@@ -10,13 +10,13 @@
 // for a login that checked a password, with that password's hash. Otherwise the login is refused
 // with the answer it would get now (LoginSeen.stale), and no session is made.
 import { and, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
-import { uuidv7 } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { passwordResetRequired } from '../accounts/verify.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
+import { uuidv7 } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { AccessTokenSigner } from './access-tokens.ts';
 import {
   createdEvent,

@@ -2,13 +2,13 @@
 // and the ending of them all by the writes that must end them (point 6: a password change, a
 // disable, a delete), in those writes' own transactions.
 import { and, desc, eq, sql } from 'drizzle-orm';
-import { isUuid } from '../kernel/ids.ts';
-import { inReachOf } from '../kernel/in-reach.ts';
-import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
 import type { EventEntry } from '../events/queue.ts';
+import { isUuid } from '../kernel/ids.ts';
+import { inReachOf } from '../kernel/in-reach.ts';
+import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import {
   type Amr,
   eventColumns,

@@ -23,12 +23,12 @@
 // made before locators) is `lifelong`, one row a session. Rotations are bounded in rate:
 // REFRESH_LIMIT within the window, counted from those rows, then 429 `rate_limited`.
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import type { WriteScope } from '../kernel/unit-of-work.ts';
-import { inWrite } from '../kernel/unit-of-work.ts';
 import { type Db, rows } from '../db/client.ts';
 import { sessionReplacedTokens, sessions } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
+import type { WriteScope } from '../kernel/unit-of-work.ts';
+import { inWrite } from '../kernel/unit-of-work.ts';
 import type { IssuedSession, SessionDeps } from './issue.ts';
 import {
   invalidSession,

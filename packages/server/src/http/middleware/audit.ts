@@ -1,8 +1,8 @@
 // The audit trail (kernel/audit.ts) of every outcome of a write request but its success, and
 // but the refusals an operation names as unaudited (a miss anyone can provoke at will).
 import type { MiddlewareHandler } from 'hono';
-import { auditInsert, type WriteOperation } from '../../kernel/audit.ts';
 import { describeError } from '../../errors.ts';
+import { auditInsert, type WriteOperation } from '../../kernel/audit.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
 import type { WriteRecord } from '../run-write.ts';

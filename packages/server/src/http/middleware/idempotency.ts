@@ -16,11 +16,11 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { parseItem } from 'structured-headers';
-import { keepAnswer } from '../../kernel/unit-of-work.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
 import { ApiError, describeError } from '../../errors.ts';
 import { deploymentKeysOf } from '../../kernel/deployment-keys.ts';
+import { keepAnswer } from '../../kernel/unit-of-work.ts';
 import type { AppEnv } from '../context.ts';
 import { problemCode } from '../errors.ts';
 

@@ -4,11 +4,11 @@
 // (who deleted it, and when) is what one then asks for.
 import type { components } from '@user-accounts/client';
 import { and, desc, eq, lt } from 'drizzle-orm';
+import { auditLog, users } from '../../db/schema.ts';
+import { userNotFound } from '../../errors.ts';
 import { tokenLabels } from '../../kernel/audit.ts';
 import { isUuid } from '../../kernel/ids.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
-import { auditLog, users } from '../../db/schema.ts';
-import { userNotFound } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { validQuery } from './shared.ts';
 

@@ -1,7 +1,5 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
-import { isUuid } from '../../kernel/ids.ts';
-import { inReachOf } from '../../kernel/in-reach.ts';
 import { SHOWN_COLUMNS } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import { invalidRequest } from '../../contract/validation.ts';
@@ -9,6 +7,8 @@ import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
 import { userNotFound } from '../../errors.ts';
 import { accountWithIdentity, identitiesJson, parsedIdentities } from '../../identities/identities.ts';
+import { isUuid } from '../../kernel/ids.ts';
+import { inReachOf } from '../../kernel/in-reach.ts';
 import { defineOperation } from '../define-operation.ts';
 import { etagOf } from '../etag.ts';
 import { validQuery } from './shared.ts';

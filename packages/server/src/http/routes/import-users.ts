@@ -1,8 +1,8 @@
 import type { components } from '@user-accounts/client';
-import { uuidv7 } from '../../kernel/ids.ts';
 import { checkRows, importRows } from '../../accounts/import.ts';
-import type { KeptAnswer } from '../../kernel/unit-of-work.ts';
 import { invalidRequest, toFieldErrors } from '../../contract/validation.ts';
+import { uuidv7 } from '../../kernel/ids.ts';
+import type { KeptAnswer } from '../../kernel/unit-of-work.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';
 import type { FirebaseScrypt } from '../../passwords/foreign.ts';
 import { defineOperation } from '../define-operation.ts';

@@ -1,11 +1,11 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
-import { isUuid } from '../../kernel/ids.ts';
 import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose, tooManyCodes } from '../../accounts/tickets.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { users } from '../../db/schema.ts';
 import { ApiError, userNotFound } from '../../errors.ts';
+import { isUuid } from '../../kernel/ids.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
 import { codeGuardOf, deploymentKeysOfRequest, inReach, isLoginTicket, validBody } from './shared.ts';

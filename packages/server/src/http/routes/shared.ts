@@ -1,9 +1,7 @@
 import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
-import { inReachOf } from '../../kernel/in-reach.ts';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { CodeGuard } from '../../accounts/tickets.ts';
-import type { WriteDeps } from '../../kernel/unit-of-work.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
 import {
   type BodySchema,
@@ -13,6 +11,8 @@ import {
   toFieldErrors,
 } from '../../contract/validation.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
+import { inReachOf } from '../../kernel/in-reach.ts';
+import type { WriteDeps } from '../../kernel/unit-of-work.ts';
 import type { SessionDeps } from '../../sessions/issue.ts';
 import { CompiledRequest } from '../compiled.ts';
 import type { AppEnv } from '../context.ts';
