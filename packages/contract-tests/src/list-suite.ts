@@ -366,28 +366,30 @@ export function defineListSuite(spec: TargetSpec): void {
       const before: string[] = [];
       for (let i = 0; i < 30; i++) before.push((await h.createUser({}, client)).id);
       const doomed = new Set(before.filter((_, i) => i % 4 === 0));
-      let writing = true;
-      const writer = (async () => {
-        const doomedList = [...doomed];
-        while (writing) {
-          await h.createUser({}, client);
-          const id = doomedList.pop();
-          if (id !== undefined) await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
-        }
-      })();
+      // One write round (a create, and a delete of a doomed account while any is left) beside each
+      // page read: the writes go on all the while, but cannot outpace the reader. A writer of its
+      // own, looping until the walk ends, never let it end on a machine where creates outran the
+      // pages (each create lands after the cursor, so `next` stayed set).
+      const doomedList = [...doomed];
+      const writeRound = async () => {
+        await h.createUser({}, client);
+        const id = doomedList.pop();
+        if (id !== undefined) await client.DELETE('/api/1/user/delete', { body: { _userId: id } });
+      };
       const seen: string[] = [];
       let after: string | undefined;
       for (;;) {
-        const { data } = await client.GET('/api/1/user/list', {
-          params: { query: { limit: 4, ...(after !== undefined && { after }) } },
-        });
+        const [{ data }] = await Promise.all([
+          client.GET('/api/1/user/list', {
+            params: { query: { limit: 4, ...(after !== undefined && { after }) } },
+          }),
+          writeRound(),
+        ]);
         seen.push(...data!.result.users.map((u) => u._userId));
         if (data!.result.next === null) break;
         after = data!.result.next;
-        await new Promise((r) => setTimeout(r, 20));
       }
-      writing = false;
-      await writer;
+      expect(doomedList).toEqual([]);
       expect(new Set(seen).size).toBe(seen.length);
       const kept = before.filter((id) => !doomed.has(id));
       expect(kept.filter((id) => !seen.includes(id))).toEqual([]);
