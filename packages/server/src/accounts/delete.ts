@@ -18,7 +18,7 @@ import {
   webhookDeliveries,
 } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inGraceOf, inReachOf } from '../kernel/in-reach.ts';

@@ -7,8 +7,8 @@ import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { serviceKeys, userFactors, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import { type Identity, identitiesOf } from '../identities/identities.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import { type Identity, identitiesOf } from './linked-identities.ts';
 import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
 
 export interface ListFilters {

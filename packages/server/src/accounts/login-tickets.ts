@@ -15,7 +15,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';

@@ -4,7 +4,7 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { ApiError, sqlState } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';

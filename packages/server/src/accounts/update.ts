@@ -4,7 +4,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { invalidRequest } from '../contract/validation.ts';
 import { users } from '../db/schema.ts';
 import { sqlState, userNotFound } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';

@@ -21,13 +21,13 @@ import {
 } from '../db/schema.ts';
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
-import { identitiesOf } from '../identities/identities.ts';
 import { tokenLabels } from '../kernel/audit.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
 import { membershipsOf } from '../orgs/members.ts';
 import { sessionsHeldFor } from '../sessions/manage.ts';
+import { identitiesOf } from './linked-identities.ts';
 import { toUser } from './to-user.ts';
 
 type Schemas = components['schemas'];

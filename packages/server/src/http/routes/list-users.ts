@@ -13,9 +13,9 @@ import {
   secondWalk,
   walkQuery,
 } from '../../accounts/listing.ts';
+import { identitiesOf } from '../../accounts/linked-identities.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
-import { identitiesOf } from '../../identities/identities.ts';
 import { defineOperation } from '../define-operation.ts';
 import { inHeavyRead } from '../heavy-read.ts';
 import { validQuery } from './shared.ts';
