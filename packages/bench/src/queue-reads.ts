@@ -9,8 +9,8 @@
 import { randomUUID } from 'node:crypto';
 import { type Database, type Db, openPglite } from '@user-accounts/server/db';
 import { pruneEvents } from '@user-accounts/server/events/queue';
-import { enqueueEvents } from '@user-accounts/server/kernel/outbox';
 import { sequenceEvents } from '@user-accounts/server/events/sequencer';
+import { enqueueEvents } from '@user-accounts/server/kernel/outbox';
 
 /** The rows of a statement (its values are this script's own: names it generated, numbers). */
 async function rows<T>(db: Db, statement: string): Promise<T[]> {

@@ -5,6 +5,7 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Db } from '../db/client.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { WriteOperation } from '../kernel/audit.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { AppEnv } from './context.ts';
@@ -39,10 +40,18 @@ export function writeScopeOf(c: Context<AppEnv>): WriteScope {
   };
 }
 
-/** What the server's writes use, from its deps. */
-export function writeDepsOf(c: Context<AppEnv>): WriteDeps {
-  const { database, outbox, tracer, sequencer, transactions, factorKeys } = c.get('deps');
-  return { db: database.db, outbox, tracing: tracer !== undefined, sequencer, share: transactions, factorKeys };
+/** What the server's writes use, from its deps (the account hooks for those of accounts/). */
+export function writeDepsOf(c: Context<AppEnv>): WriteDeps & HookDeps {
+  const { database, outbox, tracer, sequencer, transactions, factorKeys, accountHooks } = c.get('deps');
+  return {
+    db: database.db,
+    outbox,
+    tracing: tracer !== undefined,
+    sequencer,
+    share: transactions,
+    factorKeys,
+    accountHooks,
+  };
 }
 
 /** The request's write, in one unit of work (see inWrite), which keeps the audit middleware told. */

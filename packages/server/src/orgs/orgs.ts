@@ -6,8 +6,8 @@ import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { orgs } from '../db/schema.ts';
 import { sqlState } from '../errors.ts';
-import type { EventEntry } from '../kernel/outbox.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type OrgRow, orgNotFound, slugTaken } from './rules.ts';
 

@@ -1,12 +1,12 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { identitiesJson, parsedIdentities } from '../../accounts/linked-identities.ts';
 import { SHOWN_COLUMNS } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import { invalidRequest } from '../../contract/validation.ts';
 import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
 import { userNotFound } from '../../errors.ts';
-import { identitiesJson, parsedIdentities } from '../../accounts/linked-identities.ts';
 import { accountWithIdentity } from '../../identities/identities.ts';
 import { isUuid } from '../../kernel/ids.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';

@@ -1,4 +1,5 @@
 import type { components } from '@user-accounts/client';
+import { identitiesOf } from '../../accounts/linked-identities.ts';
 import {
   checkCursorShape,
   checkFilters,
@@ -13,7 +14,6 @@ import {
   secondWalk,
   walkQuery,
 } from '../../accounts/listing.ts';
-import { identitiesOf } from '../../accounts/linked-identities.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
 import { defineOperation } from '../define-operation.ts';

@@ -10,6 +10,7 @@ import {
   normalizeFields,
   toFieldErrors,
 } from '../../contract/validation.ts';
+import type { HookDeps } from '../../kernel/account-hooks.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import type { WriteDeps } from '../../kernel/unit-of-work.ts';
@@ -99,7 +100,7 @@ export const inReach = (c: Context<AppEnv>) => inReachOf(c.get('token').site);
  * What a handler's new password needs (accounts/new-password.ts), with the request's write deps:
  * each hash counted against the token's "hash" budget (429 over it) just before it is computed.
  */
-export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & NewPasswordDeps {
+export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & HookDeps & NewPasswordDeps {
   const { hasher, breachedPasswords } = c.get('deps');
   return {
     ...writeDepsOf(c),
