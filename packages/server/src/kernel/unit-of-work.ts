@@ -62,7 +62,7 @@ export interface WriteDeps {
   factorKeys?: KeyRing | undefined;
 }
 
-/** The change event of each write that changes accounts (events/queue.ts); verify and export have none. */
+/** The change event of each write that changes accounts (kernel/outbox.ts); verify and export have none. */
 const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   create: 'user.created',
   update: 'user.updated',
