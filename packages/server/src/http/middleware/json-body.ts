@@ -179,7 +179,7 @@ async function readDeclared(request: Request): Promise<Uint8Array> {
   }
 }
 
-async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
+export async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
   if (stream === null) return new Uint8Array();
   const reader = stream.getReader();
   const chunks: Uint8Array[] = [];
