@@ -1,5 +1,5 @@
-import type { Tracer } from '@opentelemetry/api';
 import { type IncomingMessage, type ServerResponse, validateHeaderName, validateHeaderValue } from 'node:http';
+import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
 import type { TrustedProxies } from '../auth/client-address.ts';
@@ -88,9 +88,9 @@ export interface AppEnv {
     idempotency: IdempotencyRequest | undefined;
     /** The token the request was made with, set by requireToken. */
     token: TokenInfo;
-    /** Where the token's budgets stand after counting this request; rateLimit() puts them on the answer. */
+    /** Where the token's budgets stand after counting this request; the budget step puts them on the answer. */
     rateLimits: PolicyState[];
-    /** How the request's write went, kept by the audit middleware of every write operation. */
+    /** How the request's write went, kept by the audit step of every write operation (pipeline.ts). */
     write: WriteRecord;
     /** The request's deadline; runWrite calls its commit() before a write commits. */
     deadline: Deadline;

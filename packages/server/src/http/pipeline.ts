@@ -32,7 +32,7 @@ import type { TokenInfo } from '../auth/tokens.ts';
 import type { Validators } from '../contract/validation.ts';
 import { describeError } from '../errors.ts';
 import type { Metrics } from '../ops/metrics.ts';
-import { Answer, type AppDeps, OpContext, type RequestLike } from './context.ts';
+import { type Answer, type AppDeps, OpContext, type RequestLike } from './context.ts';
 import type { Operation } from './define-operation.ts';
 import { answerCode, asApiError, problemAnswer } from './errors.ts';
 import { type AccessLineWriter, accessLogger, directAccessLine, writeAccessLine } from './middleware/access-log.ts';
@@ -503,4 +503,3 @@ class FetchTransport implements Transport {
     }
   }
 }
-

@@ -1,13 +1,13 @@
 // A write of an HTTP request: the unit of work (kernel/unit-of-work.ts) with the request's
-// scope, its token's site and id, its request id and its deadline. The audit middleware of the
-// operation (middleware/audit.ts) records every other outcome (refusals, failures, replays) and
+// scope, its token's site and id, its request id and its deadline. The audit step of the
+// operation (middleware/audit.ts, a step of pipeline.ts) records every other outcome (refusals, failures, replays) and
 // refuses an answer to a write that did not come through here.
 import type { Db } from '../db/client.ts';
 import type { WriteOperation } from '../kernel/audit.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Answer, OpContext } from './context.ts';
 
-/** How a write request went, as the audit middleware needs to know. */
+/** How a write request went, as the audit step needs to know. */
 export interface WriteRecord {
   operation: WriteOperation;
   /** The account the write is about, once the handler named it. */
@@ -20,7 +20,7 @@ export interface WriteRecord {
 
 /**
  * The request as a write sees it: its token's site and id, its id, its deadline, the key it
- * claimed, and the audit middleware's record, which the write keeps told.
+ * claimed, and the audit step's record, which the write keeps told.
  */
 export function writeScopeOf(c: OpContext): WriteScope {
   const token = c.get('token');
@@ -43,7 +43,7 @@ export function writeDepsOf(c: OpContext): WriteDeps {
   return { db: database.db, outbox, tracing: tracer !== undefined, sequencer, share: transactions, factorKeys };
 }
 
-/** The request's write, in one unit of work (see inWrite), which keeps the audit middleware told. */
+/** The request's write, in one unit of work (see inWrite), which keeps the audit step told. */
 export function runWrite<T>(
   c: OpContext,
   done: WriteDone | ((written: T) => WriteDone),

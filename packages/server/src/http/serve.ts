@@ -11,8 +11,8 @@ import { getRequestListener, RequestError } from '@hono/node-server';
 import { ApiError } from '../errors.ts';
 import { uuidv7 } from '../kernel/ids.ts';
 import { problemBody } from './errors.ts';
-import type { NodeRoutes } from './pipeline.ts';
 import { requestIdFrom } from './middleware/request-id.ts';
+import type { NodeRoutes } from './pipeline.ts';
 
 /**
  * The spec's limit on what Node counts of a request's head: the target, and each header's name

@@ -61,7 +61,7 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
 /**
  * requireToken() as a function (a read's route runs it without a middleware frame): sets `token`,
  * or throws 401 or 429. Synchronous (undefined) when the token is known without the database (a
- * configured one, or one cached: see TokenVerifier.verifyKnown), so that a compiled operation
+ * configured one, or one cached: see TokenVerifier.verifyKnown), so that the pipeline
  * awaits nothing then (issue 47); else a promise of the same outcome.
  */
 export function authenticate(c: StepContext): Promise<void> | undefined {

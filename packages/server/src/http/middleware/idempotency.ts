@@ -42,7 +42,7 @@ export interface IdempotencyRequest {
   fingerprint: string;
   /** Every fingerprint this request may have been stored with: one per key held, and the SHA-256 of rows made before. */
   fingerprints: string[];
-  /** Set once idempotent() claimed the key: the write then keeps its answer in its own transaction. */
+  /** Set once the claim step took the key: the write then keeps its answer in its own transaction. */
   claimed?: { maxBody: number };
 }
 
@@ -186,7 +186,9 @@ export function idempotentWrites(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_0
         // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no";
         // so does a 409 `conflict` (a write that collided with others, rolled back).
         const kept =
-          answer.status < 500 && answer.status !== 429 && !(answer.status === 409 && answerCode(c, answer) === 'conflict');
+          answer.status < 500 &&
+          answer.status !== 429 &&
+          !(answer.status === 409 && answerCode(c, answer) === 'conflict');
         const body = kept ? answer.text() : undefined;
         if (body === undefined || Buffer.byteLength(body) > maxStoredBody) {
           // Not an answer to keep: the retry should run again.

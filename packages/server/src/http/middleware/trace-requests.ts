@@ -8,8 +8,8 @@ import {
   context,
   propagation,
   ROOT_CONTEXT,
-  SpanKind,
   type Span,
+  SpanKind,
   SpanStatusCode,
   type TextMapGetter,
   type Tracer,
@@ -81,7 +81,13 @@ export function endServerSpan(
 /** The span of a request outside the operation table (health, docs, console, a 404), as the pipeline's. */
 export function traceRequests(tracer: Tracer): MiddlewareHandler<AppEnv> {
   return async function traceRequestsMiddleware(c, next) {
-    const started = startServerSpan(tracer, c.req.method, c.req.url.startsWith('https:'), c.req.raw.headers, headerGetter);
+    const started = startServerSpan(
+      tracer,
+      c.req.method,
+      c.req.url.startsWith('https:'),
+      c.req.raw.headers,
+      headerGetter,
+    );
     try {
       await context.with(started.context, next);
     } finally {
