@@ -9,7 +9,7 @@ import { silentLogger } from '../testing/loggers.ts';
 import type { Answer, AppDeps, AppEnv, OpContext } from './context.ts';
 import type { Operation } from './define-operation.ts';
 import { type Problem, renderProblem } from './errors.ts';
-import { compileTable } from './pipeline.ts';
+import { type CorsFields, compileTable } from './pipeline.ts';
 
 // Compiling the spec takes a while; every app of a test file can share the result.
 let validators: Validators | undefined;
@@ -73,7 +73,7 @@ const noLimits: RateLimiter = {
  * sets Authorization itself), the limiter counts nothing unless given, and every request carries
  * `X-Request-Id: test-request-id` unless it sets one. `request(path, init)` as app.request.
  */
-export function testPipeline(rows: TestRow[], options: TestAppOptions = {}) {
+export function testPipeline(rows: TestRow[], options: TestAppOptions & { cors?: CorsFields } = {}) {
   const token = options.vars?.token;
   const tokens = {
     verify: async () => token,
@@ -94,7 +94,12 @@ export function testPipeline(rows: TestRow[], options: TestAppOptions = {}) {
         handle: async (c: OpContext, input: unknown) => row.handle(c, input),
       }) as Operation<unknown>,
   );
-  const { fetch } = compileTable(table, { deps, validators, timeoutFor: () => deps.requestTimeoutMs ?? 10_000 });
+  const { fetch } = compileTable(table, {
+    deps,
+    validators,
+    timeoutFor: () => deps.requestTimeoutMs ?? 10_000,
+    ...(options.cors === undefined ? {} : { cors: options.cors }),
+  });
   return {
     request(path: string, init: RequestInit = {}): Promise<Response> {
       const headers = new Headers(init.headers);
