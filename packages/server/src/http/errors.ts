@@ -1,7 +1,17 @@
 // RFC 9457 problem+json: how the domain's errors (../errors.ts) leave the service over HTTP.
 import type { components } from '@user-accounts/client';
 import type { Context } from 'hono';
-import { ApiError, type ErrorCode } from '../errors.ts';
+import type { Logger } from 'pino';
+import {
+  ApiError,
+  describeError,
+  type ErrorCode,
+  isDatabaseUnavailable,
+  serviceUnavailable,
+  writeConflict,
+} from '../errors.ts';
+import { isWriteCollision } from '../kernel/unit-of-work.ts';
+import type { Answer, OpContext } from './context.ts';
 
 export type Problem = components['schemas']['Problem'];
 
@@ -108,9 +118,54 @@ export function renderProblem(c: Context, error: ApiError): Response {
   });
 }
 
+/** An operation's problem answer (http/pipeline.ts), as renderProblem makes Hono's. */
+export function problemAnswer(c: OpContext, error: ApiError): Answer {
+  return c.body(JSON.stringify(problemBody(error, c.get('requestId') ?? '')), error.status, {
+    ...error.headers,
+    'Content-Type': 'application/problem+json',
+  });
+}
+
 /**
- * The problem `code` of an error answer: the ApiError's when one was thrown, else the rendered
- * body's (a 429 the rate limit answered itself, the 500 of an unexpected error, a replay).
+ * What the service answers for an error: an ApiError as it is; a write that collided with others
+ * (the unit of work's retries did not get past it), 409; the database gone, 503; anything else,
+ * 500 — each but the first logged on `log`.
+ */
+export function asApiError(error: Error, log: Pick<Logger, 'warn' | 'error'>): ApiError {
+  if (error instanceof ApiError) return error;
+  // A deadlock or serialization failure the unit of work's retries did not get past (or one in
+  // a write outside it): the transaction was rolled back, so a 409 the client may retry.
+  if (isWriteCollision(error)) {
+    log.warn({ err: describeError(error) }, 'write collided with concurrent writes');
+    return writeConflict(error);
+  }
+  if (isDatabaseUnavailable(error)) {
+    log.warn({ err: describeError(error) }, 'database unavailable');
+    return serviceUnavailable('The database is unavailable; try again shortly.');
+  }
+  log.error({ err: describeError(error) }, 'unhandled error');
+  return new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.');
+}
+
+/**
+ * The problem `code` of an error answer: the ApiError's when one was rendered, else the answer's
+ * body's (a 429 the rate limit answered itself, a replay).
+ */
+export function answerCode(c: OpContext, answer: Answer): string | undefined {
+  if (answer.status < 400) return undefined;
+  if (c.error instanceof ApiError) return c.error.code;
+  const text = answer.text();
+  if (answer.headers.get('content-type') !== 'application/problem+json' || text === undefined) return undefined;
+  try {
+    return (JSON.parse(text) as { code?: string }).code;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The problem `code` of an error answer of Hono's (a path outside the table): the ApiError's when
+ * one was thrown, else the rendered body's.
  */
 export async function problemCode(c: Context): Promise<string | undefined> {
   if (c.error instanceof ApiError) return c.error.code;

@@ -10,9 +10,9 @@ import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
 import { ApiError } from '../errors.ts';
 import { uuidv7 } from '../kernel/ids.ts';
-import type { CompiledRoutes } from './compiled.ts';
 import { problemBody } from './errors.ts';
 import { requestIdFrom } from './middleware/request-id.ts';
+import type { NodeRoutes } from './pipeline.ts';
 
 /**
  * The spec's limit on what Node counts of a request's head: the target, and each header's name
@@ -165,7 +165,7 @@ function sendProblem(outgoing: ServerResponse, problem: ApiError, requestId: str
 }
 
 export function serveApp(
-  app: { fetch: (request: Request) => Response | Promise<Response>; compiled?: CompiledRoutes },
+  app: { fetch: (request: Request) => Response | Promise<Response>; operations?: NodeRoutes },
   options: { port: number; hostname: string; draining?: () => boolean },
   onListening: (info: AddressInfo) => void,
 ): Server {
@@ -196,8 +196,8 @@ export function serveApp(
       }
       const refused = refusal(incoming);
       if (refused === undefined) {
-        // An operation compiled to one function (compiled.ts) answers here, without the app.
-        if (app.compiled?.(incoming, outgoing)) return;
+        // A row of the operation table is served by its pipeline (pipeline.ts), before Hono's router.
+        if (app.operations?.(incoming, outgoing)) return;
         return void listener(incoming, outgoing);
       }
       const id = incoming.headers['x-request-id'];

@@ -61,7 +61,7 @@ export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
 /**
  * What can be judged of a JSON body before it is read: 415 unless it is application/json (saying
  * so when the input came in the query string, the usual mistake), 413 when its declared length is
- * over `limit`. Shared with the compiled operations (compiled.ts), which read the body themselves.
+ * over `limit`. Shared with the pipeline (pipeline.ts), which reads the body itself.
  */
 export function checkJsonRequest(
   contentType: string | undefined,
@@ -106,7 +106,7 @@ export function parseJsonBytes(bytes: Uint8Array): unknown {
 
 /**
  * A request's body straight from Node's stream, counted as it comes (chunked or not): 413 past
- * `limit`, 400 when the client hangs up mid-body. The compiled operations' read (compiled.ts).
+ * `limit`, 400 when the client hangs up mid-body. The pipeline's read (pipeline.ts).
  */
 export function readIncoming(incoming: IncomingMessage, limit: number): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
@@ -179,7 +179,7 @@ async function readDeclared(request: Request): Promise<Uint8Array> {
   }
 }
 
-async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
+export async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
   if (stream === null) return new Uint8Array();
   const reader = stream.getReader();
   const chunks: Uint8Array[] = [];

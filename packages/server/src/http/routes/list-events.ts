@@ -1,5 +1,4 @@
 import type { components } from '@user-accounts/client';
-import type { Context } from 'hono';
 import { invalidRequest } from '../../contract/validation.ts';
 import { ApiError } from '../../errors.ts';
 import {
@@ -10,7 +9,7 @@ import {
   numberedUpTo,
   readEvents,
 } from '../../events/queue.ts';
-import type { AppEnv } from '../context.ts';
+import type { OpContext } from '../context.ts';
 import { defineOperation } from '../define-operation.ts';
 import { validQuery } from './shared.ts';
 
@@ -76,7 +75,7 @@ export const listEvents = defineOperation({
 });
 
 /** The events after `after`, waiting up to `wait` seconds for one. */
-async function answer(c: Context<AppEnv>, site: string, { after, limit, wait, subject }: Read) {
+async function answer(c: OpContext, site: string, { after, limit, wait, subject }: Read) {
   const { database, wake } = c.get('deps');
   await waitForQueued(c, site);
   const bounds = await feedBounds(database.db, site);
@@ -115,7 +114,7 @@ async function answer(c: Context<AppEnv>, site: string, { after, limit, wait, su
  * should no sequencer run), so that a client reads its own writes. Only reads, so that the feed
  * stays a read that a replica can serve; the numbering is the sequencer's (events/sequencer.ts).
  */
-async function waitForQueued(c: Context<AppEnv>, site: string) {
+async function waitForQueued(c: OpContext, site: string) {
   const { database, wake, sequencer } = c.get('deps');
   const pos = await lastQueued(database.db, site);
   if (pos === undefined) return;
