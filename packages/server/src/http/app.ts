@@ -1,7 +1,15 @@
 import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
 import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
-import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';
+import {
+  ApiError,
+  describeError,
+  internalError,
+  isDatabaseUnavailable,
+  notFound as nothingAt,
+  serviceUnavailable,
+  writeConflict,
+} from '../errors.ts';
 import { isWriteCollision } from '../kernel/unit-of-work.ts';
 import { type CompiledRoutes, compileOperations } from './compiled.ts';
 import type { AppDeps, AppEnv } from './context.ts';
@@ -72,7 +80,7 @@ export function registerMethodNotAllowed(app: Hono<AppEnv>, { metrics = true }: 
   for (const [path, methods] of known) {
     const allow = methods.join(', ');
     app.all(path, function methodNotAllowed(c) {
-      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
+      throw new ApiError('method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
         headers: { Allow: allow },
       });
     });
@@ -186,7 +194,7 @@ export function createApp(deps: AppDeps): ServiceApp {
   registerMethodNotAllowed(app, { metrics: deps.metrics !== undefined });
 
   app.notFound(function notFound(c) {
-    return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));
+    return renderProblem(c, nothingAt(c.req.path));
   });
   app.onError(renderError);
   if (deps.tracer !== undefined || (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0)) return app;
@@ -215,9 +223,6 @@ export function errorRenderer(deps: AppDeps): ErrorHandler<AppEnv> {
       return renderProblem(c, serviceUnavailable('The database is unavailable; try again shortly.'));
     }
     (c.get('log') ?? deps.logger).error({ err: describeError(error) }, 'unhandled error');
-    return renderProblem(
-      c,
-      new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.'),
-    );
+    return renderProblem(c, internalError());
   };
 }

@@ -1,5 +1,5 @@
 import type { Context, MiddlewareHandler } from 'hono';
-import { ApiError } from '../../errors.ts';
+import { type ApiError, rateLimited } from '../../errors.ts';
 import type { Budget, PolicyState } from '../../limits/rate-limit.ts';
 import type { AppEnv } from '../context.ts';
 import { renderProblem } from '../errors.ts';
@@ -12,13 +12,11 @@ function setRateLimitHeaders(headers: Headers, states: PolicyState[]): void {
 }
 
 /** 429 for the exceeded policies, to wait until the latest of them restarts. */
-function rateLimited(states: PolicyState[]): ApiError {
+function overBudget(states: PolicyState[]): ApiError {
   const over = states.filter((s) => s.exceeded);
   const wait = Math.max(...over.map((s) => s.resetSeconds));
   const names = over.map((s) => `"${s.name}"`).join(' and ');
-  return new ApiError(429, 'rate_limited', `This token is over its ${names} rate limit; try again in ${wait} s.`, {
-    headers: { 'Retry-After': String(wait) },
-  });
+  return rateLimited(`This token is over its ${names} rate limit; try again in ${wait} s.`, wait);
 }
 
 /**
@@ -49,7 +47,7 @@ export async function countRequest(c: Context<AppEnv>, budget?: Budget): Promise
 export function judgeCount(c: Context<AppEnv>, states: PolicyState[]): Response | undefined {
   c.set('rateLimits', states);
   if (!states.some((s) => s.exceeded)) return undefined;
-  const response = renderProblem(c, rateLimited(states));
+  const response = renderProblem(c, overBudget(states));
   setRateLimitHeaders(response.headers, states);
   return response;
 }
@@ -70,7 +68,7 @@ export async function consumeBudget(c: Context<AppEnv>, budget: Budget): Promise
   if (counted.some((s) => s.name === budget)) return;
   const states = await c.get('deps').limiter.consumeBudget(c.get('token').id, budget);
   c.set('rateLimits', [...counted, ...states]);
-  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+  if (states.some((s) => s.exceeded)) throw overBudget(states);
 }
 
 /**
@@ -82,7 +80,7 @@ export async function consumeMore(c: Context<AppEnv>, budget: Budget, extra: num
   const states = await c.get('deps').limiter.consumeBudget(c.get('token').id, budget, extra);
   if (states.length === 0) return;
   c.set('rateLimits', [...(c.get('rateLimits') ?? []).filter((s) => s.name !== budget), ...states]);
-  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+  if (states.some((s) => s.exceeded)) throw overBudget(states);
 }
 
 /**
@@ -94,5 +92,5 @@ export async function consumeSiteBudget(c: Context<AppEnv>, budget: Budget, weig
   const states = await c.get('deps').limiter.consumeBudget(`site:${c.get('token').site}`, budget, weight);
   if (states.length === 0) return;
   c.set('rateLimits', [...(c.get('rateLimits') ?? []), ...states]);
-  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+  if (states.some((s) => s.exceeded)) throw overBudget(states);
 }

@@ -3,13 +3,8 @@ import type { Context } from 'hono';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { CodeGuard } from '../../accounts/tickets.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
-import {
-  type BodySchema,
-  fromQueryText,
-  invalidRequest,
-  normalizeFields,
-  toFieldErrors,
-} from '../../contract/validation.ts';
+import { type BodySchema, fromQueryText, normalizeFields, toFieldErrors } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import type { WriteDeps } from '../../kernel/unit-of-work.ts';
