@@ -1,7 +1,7 @@
 import { type ErrorHandler, Hono, type MiddlewareHandler } from 'hono';
 import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, notFound as nothingAt } from '../errors.ts';
 import type { AppDeps, AppEnv } from './context.ts';
 import { asApiError, renderProblem } from './errors.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
@@ -65,7 +65,7 @@ export function registerMethodNotAllowed(app: Hono<AppEnv>, { metrics = true }: 
   for (const [path, methods] of known) {
     const allow = methods.join(', ');
     app.all(path, function methodNotAllowed(c) {
-      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
+      throw new ApiError('method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
         headers: { Allow: allow },
       });
     });
@@ -126,7 +126,7 @@ export function createApp(deps: AppDeps): ServiceApp {
   registerMethodNotAllowed(app, { metrics: deps.metrics !== undefined });
 
   app.notFound(function notFound(c) {
-    return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));
+    return renderProblem(c, nothingAt(c.req.path));
   });
   app.onError(renderError);
 

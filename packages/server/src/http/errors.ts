@@ -5,7 +5,8 @@ import type { Logger } from 'pino';
 import {
   ApiError,
   describeError,
-  type ErrorCode,
+  ERRORS,
+  internalError,
   isDatabaseUnavailable,
   serviceUnavailable,
   writeConflict,
@@ -14,68 +15,6 @@ import { isWriteCollision } from '../kernel/unit-of-work.ts';
 import type { Answer, OpContext } from './context.ts';
 
 export type Problem = components['schemas']['Problem'];
-
-const TITLES: Record<ErrorCode, string> = {
-  invalid_json: 'Invalid JSON',
-  invalid_request: 'Invalid request',
-  weak_password: 'Weak password',
-  field_not_updatable: 'Field not updatable',
-  unauthorized: 'Unauthorized',
-  forbidden: 'Forbidden',
-  user_not_found: 'User not found',
-  factor_not_found: 'Factor not found',
-  webhook_not_found: 'Webhook not found',
-  invalid_code: 'Invalid code',
-  second_factor_required: 'Second factor required',
-  not_found: 'Not found',
-  method_not_allowed: 'Method not allowed',
-  email_taken: 'Email taken',
-  idempotency_key_in_use: 'Idempotency key in use',
-  precondition_failed: 'Precondition failed',
-  idempotency_key_reused: 'Idempotency key reused',
-  payload_too_large: 'Payload too large',
-  headers_too_large: 'Request headers too large',
-  unsupported_media_type: 'Unsupported media type',
-  rate_limited: 'Too many requests',
-  service_unavailable: 'Service unavailable',
-  internal_error: 'Internal error',
-  invalid_credentials: 'Invalid credentials',
-  account_disabled: 'Account disabled',
-  too_many_attempts: 'Too many attempts',
-  invalid_cursor: 'Invalid cursor',
-  invalid_password_hash: 'Invalid password hash',
-  events_expired: 'Events expired',
-  too_many_long_polls: 'Too many long-polls',
-  too_many_deliveries_pending: 'Too many deliveries pending',
-  account_limit_reached: 'Account limit reached',
-  invalid_metadata: 'Invalid metadata',
-  invalid_ticket: 'Invalid ticket',
-  passkeys_not_configured: 'Passkeys not configured',
-  user_verification_required: 'User verification required',
-  factors_not_configured: 'Second factors not configured',
-  no_phone: 'No phone',
-  breached: 'Breached password',
-  breach_check_unavailable: 'Breach check unavailable',
-  conflict: 'Conflict',
-  invalid_session: 'Invalid session',
-  session_not_found: 'Session not found',
-  identity_taken: 'Identity taken',
-  identity_not_found: 'Identity not found',
-  identity_limit_reached: 'Identity limit reached',
-  last_sign_in_method: 'Last sign-in method',
-  password_reset_required: 'Password reset required',
-  org_not_found: 'Organization not found',
-  member_not_found: 'Member not found',
-  invitation_not_found: 'Invitation not found',
-  slug_taken: 'Slug taken',
-  already_member: 'Already a member',
-  org_limit_reached: 'Organization limit reached',
-  too_many_invitations: 'Too many invitations',
-  role_in_use: 'Role in use',
-  email_mismatch: 'Email mismatch',
-  email_unverified: 'Email unverified',
-  unknown_example: 'Unknown example',
-};
 
 /** At most this many field errors in a problem: enough to fix a request, too few to amplify one. */
 export const MAX_FIELD_ERRORS = 20;
@@ -100,7 +39,7 @@ export function problemBody(error: ApiError, requestId: string): Problem {
   // ticket and factors) come from whoever threw it, untyped here; the tests' response checks hold them to the spec.
   return {
     type: `https://user-accounts.dev/problems/${error.code}`,
-    title: TITLES[error.code],
+    title: ERRORS[error.code].title,
     status: error.status,
     detail: error.message,
     code: error.code,
@@ -144,7 +83,7 @@ export function asApiError(error: Error, log: Pick<Logger, 'warn' | 'error'>): A
     return serviceUnavailable('The database is unavailable; try again shortly.');
   }
   log.error({ err: describeError(error) }, 'unhandled error');
-  return new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.');
+  return internalError();
 }
 
 /**

@@ -1,14 +1,12 @@
 // A heavy read's place in its site's bound (limits/heavy-reads.ts), and the 429 when it has none.
-import { ApiError } from '../errors.ts';
+import { rateLimited } from '../errors.ts';
 import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { OpContext } from './context.ts';
 
 export const tooManyHeavyReads = () =>
-  new ApiError(
-    429,
-    'rate_limited',
+  rateLimited(
     "Too many of this site's heavy reads (lists, exports, a person's data) are running on this server already; try again after Retry-After seconds.",
-    { headers: { 'Retry-After': '1' } },
+    1,
   );
 
 /** A place in `gate` for the request's site (waiting for it, within the request's deadline), or the 429. */

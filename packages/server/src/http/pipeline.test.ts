@@ -151,7 +151,7 @@ describe('what every answer carries', () => {
 
   it('an ApiError thrown by a handler is its problem', async () => {
     const crashing = testPipeline(
-      [{ method: 'GET', path: '/x', handle: () => Promise.reject(new ApiError(404, 'user_not_found', 'none')) }],
+      [{ method: 'GET', path: '/x', handle: () => Promise.reject(new ApiError('user_not_found', 'none')) }],
       { vars: { token: TOKEN } },
     );
     expect(await problemOf(await crashing.request('/x'))).toMatchObject({ status: 404, code: 'user_not_found' });

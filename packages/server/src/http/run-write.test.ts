@@ -67,7 +67,7 @@ describe('runWrite', () => {
     const id = uuidv7();
     const send = writeApp(async (c) => {
       const written = await runWrite(c, { userId: id, status: 200, outcome: 'user updated' }, async () => undefined);
-      if (written === undefined) throw new ApiError(404, 'user_not_found', 'No account.');
+      if (written === undefined) throw new ApiError('user_not_found', 'No account.');
       return c.json({}, 200);
     });
     expect((await send('w-none')).status).toBe(404);

@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
-import { ApiError } from '../errors.ts';
+import { ApiError, internalError, invalidRequest } from '../errors.ts';
 import { uuidv7 } from '../kernel/ids.ts';
 import { problemBody } from './errors.ts';
 import { requestIdFrom } from './middleware/request-id.ts';
@@ -40,8 +40,8 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
   }
   const problem =
     error.code === 'HPE_HEADER_OVERFLOW'
-      ? new ApiError(431, 'headers_too_large', HEADERS_TOO_LARGE)
-      : new ApiError(400, 'invalid_request', 'The request is not well-formed HTTP/1.1.');
+      ? new ApiError('headers_too_large', HEADERS_TOO_LARGE)
+      : invalidRequest('The request is not well-formed HTTP/1.1.');
   // The head could not be read, so neither could the caller's X-Request-Id.
   const { headers, body } = problemAnswer(problem, uuidv7());
   socket.end(
@@ -177,8 +177,8 @@ export function serveApp(
     errorHandler(error) {
       const problem =
         error instanceof RequestError
-          ? new ApiError(400, 'invalid_request', 'The request target or Host header is not valid.')
-          : new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.');
+          ? invalidRequest('The request target or Host header is not valid.')
+          : internalError();
       const { headers, body } = problemAnswer(problem, uuidv7());
       return new Response(body, { status: problem.status, headers });
     },
@@ -202,7 +202,7 @@ export function serveApp(
       }
       const id = incoming.headers['x-request-id'];
       const requestId = requestIdFrom(typeof id === 'string' ? id : undefined);
-      sendProblem(outgoing, new ApiError(400, 'invalid_request', refused), requestId);
+      sendProblem(outgoing, invalidRequest(refused), requestId);
     },
   );
   server.maxHeadersCount = HEADER_FIELDS;

@@ -3,7 +3,7 @@ import type { MiddlewareHandler } from 'hono';
 import { clientAddress, TRUST_NOBODY } from '../../auth/client-address.ts';
 import type { AuthAttempt, AuthFailureLimit } from '../../auth/failed-authentications.ts';
 import type { Scope, TokenInfo } from '../../auth/tokens.ts';
-import { ApiError } from '../../errors.ts';
+import { ApiError, rateLimited, unauthorized } from '../../errors.ts';
 import type { AppEnv, StepContext } from '../context.ts';
 
 /** The Bearer challenge (RFC 6750 §3): with `error="invalid_token"` when a token was sent and refused. */
@@ -21,18 +21,10 @@ export function credentialSent(header: string | undefined): boolean {
   return /^bearer\s/i.test(value) || !/\s/.test(value);
 }
 
-const unauthorized = (tokenSent: boolean) =>
-  new ApiError(401, 'unauthorized', 'A valid API token is required in the Authorization header.', {
-    headers: { 'WWW-Authenticate': bearerChallenge(tokenSent) },
-  });
-
 const tooManyFailures = (limit: AuthFailureLimit, wait: number) =>
-  new ApiError(429, 'rate_limited', `Too many failed authentications from this address; try again in ${wait} s.`, {
-    headers: {
-      'Retry-After': String(wait),
-      'RateLimit-Policy': `"failed_auth";q=${limit.limit};w=${limit.windowSeconds}`,
-      RateLimit: `"failed_auth";r=0;t=${wait}`,
-    },
+  rateLimited(`Too many failed authentications from this address; try again in ${wait} s.`, wait, {
+    ...limit,
+    name: 'failed_auth',
   });
 
 /**
@@ -102,7 +94,7 @@ function settle(
         'failed authentications over the limit: refusing this address until its window ends',
       );
     }
-    throw unauthorized(credentialSent(header));
+    throw unauthorized(bearerChallenge(credentialSent(header)));
   }
   attempt?.done('accepted', info.digest);
   c.set('token', info);
@@ -155,6 +147,6 @@ export function checkScope(c: StepContext, scope: Scope | readonly Scope[]): voi
   const wanted: readonly Scope[] = typeof scope === 'string' ? [scope] : scope;
   const held = c.get('token').scopes;
   if (!wanted.some((s) => held.includes(s))) {
-    throw new ApiError(403, 'forbidden', `This token does not have the ${wanted.join(' or ')} scope.`);
+    throw new ApiError('forbidden', `This token does not have the ${wanted.join(' or ')} scope.`);
   }
 }

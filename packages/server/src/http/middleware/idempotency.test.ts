@@ -2,10 +2,9 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, type TokenInfo } from '../../auth/tokens.ts';
-import { invalidRequest } from '../../contract/validation.ts';
 import type { Database } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
-import { ApiError, serviceUnavailable, writeConflict } from '../../errors.ts';
+import { ApiError, invalidRequest, serviceUnavailable, writeConflict } from '../../errors.ts';
 import { type KeyRing, parseKeyRing } from '../../kernel/secret-box.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
 import type { Answer, OpContext, ParseContext } from '../context.ts';
@@ -224,7 +223,7 @@ describe('idempotent', () => {
 
   it('replays a 4xx problem with the requestId of the delivery it is in', async () => {
     const { send, runs } = idempotentApp(() => {
-      throw new ApiError(409, 'email_taken', 'An account with this email already exists.');
+      throw new ApiError('email_taken', 'An account with this email already exists.');
     });
     const key = randomUUID();
     const first = await send(key, '{}', 'first-delivery');

@@ -14,9 +14,8 @@
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import { parseItem } from 'structured-headers';
-import { invalidRequest } from '../../contract/validation.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
-import { ApiError, describeError } from '../../errors.ts';
+import { ApiError, describeError, invalidRequest } from '../../errors.ts';
 import { deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { keepAnswer } from '../../kernel/unit-of-work.ts';
 import type { Answer, OpContext, StepContext } from '../context.ts';
@@ -153,14 +152,12 @@ export function idempotentWrites(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_0
       const [row] = await db.select().from(idempotencyKeys).where(thisKey(tokenId, key)).limit(1);
       if (row !== undefined && !fingerprints.includes(row.fingerprint)) {
         throw new ApiError(
-          422,
           'idempotency_key_reused',
           'This Idempotency-Key was used with a different request; use a new key for a new request.',
         );
       }
       if (row === undefined || row.status === null) {
         throw new ApiError(
-          409,
           'idempotency_key_in_use',
           'A request with this Idempotency-Key is still running; retry shortly.',
           { headers: { 'Retry-After': '1' } },

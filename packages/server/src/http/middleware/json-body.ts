@@ -1,6 +1,6 @@
 import { IncomingMessage } from 'node:http';
 import type { MiddlewareHandler } from 'hono';
-import { ApiError } from '../../errors.ts';
+import { ApiError, invalidRequest } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -9,16 +9,16 @@ export const MAX_DEPTH = 32;
 
 // The rest of the body is never read, so the connection cannot be reused: say so.
 const tooLarge = (limit: number) =>
-  new ApiError(413, 'payload_too_large', `The request body must be at most ${limit} bytes.`, {
+  new ApiError('payload_too_large', `The request body must be at most ${limit} bytes.`, {
     headers: { Connection: 'close' },
   });
-const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError(400, 'invalid_json', detail);
+const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError('invalid_json', detail);
 // The request stream fails only through the client: it hung up mid-body, or framed the body in
 // a way Node's parser refuses (an unknown Transfer-Encoding), and Node then drops the connection.
 // Its fault, not an outage of ours (the stream's ECONNRESET would otherwise read as one). Most
 // often nobody is left to read this answer; the log, metrics and audit trail still see a 400.
 const bodyNotRead = (cause: unknown) =>
-  new ApiError(400, 'invalid_request', 'The request body could not be read to its end.', {
+  invalidRequest('The request body could not be read to its end.', undefined, {
     headers: { Connection: 'close' },
     cause,
   });
@@ -73,7 +73,6 @@ export function checkJsonRequest(
     // The usual mistake: the input in the query string, as get takes it.
     const inQuery = contentType === undefined && hasQuery();
     throw new ApiError(
-      415,
       'unsupported_media_type',
       inQuery
         ? 'This operation takes its input as a JSON body (Content-Type application/json), not in the query string.'
@@ -93,9 +92,9 @@ export function parseJsonBytes(bytes: Uint8Array): unknown {
   }
   if (text.trim() === '') throw invalidJson('A JSON request body is required.');
   if (nestingDepth(text) > MAX_DEPTH) {
-    throw new ApiError(400, 'invalid_request', `The request body is nested more than ${MAX_DEPTH} levels deep.`, {
-      errors: [{ pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` }],
-    });
+    throw invalidRequest(`The request body is nested more than ${MAX_DEPTH} levels deep.`, [
+      { pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` },
+    ]);
   }
   try {
     return JSON.parse(text);

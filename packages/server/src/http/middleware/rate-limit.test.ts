@@ -74,7 +74,7 @@ describe('the budget step', () => {
 
   it('puts the fields on an error answer of a later step too', async () => {
     const { app } = limitedApp([state('all', 5, 60, 2, 30)], () => {
-      throw new ApiError(403, 'forbidden', 'no');
+      throw new ApiError('forbidden', 'no');
     });
     const response = await app.request('/create', { method: 'POST' });
     expect(response.status).toBe(403);

@@ -1,4 +1,4 @@
-import { ApiError } from '../../errors.ts';
+import { type ApiError, rateLimited } from '../../errors.ts';
 import type { Budget, PolicyState } from '../../limits/rate-limit.ts';
 import type { Answer, AnswerHeaders, OpContext } from '../context.ts';
 import { problemAnswer } from '../errors.ts';
@@ -11,20 +11,18 @@ function setRateLimitHeaders(headers: AnswerHeaders, states: PolicyState[]): voi
 }
 
 /** 429 for the exceeded policies, to wait until the latest of them restarts. */
-function rateLimited(states: PolicyState[]): ApiError {
+function overBudget(states: PolicyState[]): ApiError {
   const over = states.filter((s) => s.exceeded);
   const wait = Math.max(...over.map((s) => s.resetSeconds));
   const names = over.map((s) => `"${s.name}"`).join(' and ');
-  return new ApiError(429, 'rate_limited', `This token is over its ${names} rate limit; try again in ${wait} s.`, {
-    headers: { 'Retry-After': String(wait) },
-  });
+  return rateLimited(`This token is over its ${names} rate limit; try again in ${wait} s.`, wait);
 }
 
 /** What was counted, kept for the answer; the 429 (with the fields) when a policy is exceeded. */
 export function judgeCount(c: OpContext, states: PolicyState[]): Answer | undefined {
   c.set('rateLimits', states);
   if (!states.some((s) => s.exceeded)) return undefined;
-  const answer = problemAnswer(c, rateLimited(states));
+  const answer = problemAnswer(c, overBudget(states));
   setRateLimitHeaders(answer.headers, states);
   return answer;
 }
@@ -45,7 +43,7 @@ export async function consumeBudget(c: OpContext, budget: Budget): Promise<void>
   if (counted.some((s) => s.name === budget)) return;
   const states = await c.get('deps').limiter.consumeBudget(c.get('token').id, budget);
   c.set('rateLimits', [...counted, ...states]);
-  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+  if (states.some((s) => s.exceeded)) throw overBudget(states);
 }
 
 /**
@@ -57,7 +55,7 @@ export async function consumeMore(c: OpContext, budget: Budget, extra: number): 
   const states = await c.get('deps').limiter.consumeBudget(c.get('token').id, budget, extra);
   if (states.length === 0) return;
   c.set('rateLimits', [...(c.get('rateLimits') ?? []).filter((s) => s.name !== budget), ...states]);
-  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+  if (states.some((s) => s.exceeded)) throw overBudget(states);
 }
 
 /**
@@ -69,5 +67,5 @@ export async function consumeSiteBudget(c: OpContext, budget: Budget, weight: nu
   const states = await c.get('deps').limiter.consumeBudget(`site:${c.get('token').site}`, budget, weight);
   if (states.length === 0) return;
   c.set('rateLimits', [...(c.get('rateLimits') ?? []), ...states]);
-  if (states.some((s) => s.exceeded)) throw rateLimited(states);
+  if (states.some((s) => s.exceeded)) throw overBudget(states);
 }

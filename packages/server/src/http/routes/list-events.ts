@@ -1,6 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { invalidRequest } from '../../contract/validation.ts';
-import { ApiError } from '../../errors.ts';
+import { ApiError, eventsExpired, invalidRequest } from '../../errors.ts';
 import {
   type CloudEvent,
   feedBounds,
@@ -28,16 +27,13 @@ const QUEUED_POLL_MS = 20;
 
 const tooManyLongPolls = (which: 'token' | 'site', limit: number) =>
   new ApiError(
-    429,
     'too_many_long_polls',
     `This ${which} already has ${limit} long-polls waiting on this server; try again after Retry-After seconds.`,
     { headers: { 'Retry-After': '1' } },
   );
 
 const expired = (after: number, first: CloudEvent | undefined) =>
-  new ApiError(
-    410,
-    'events_expired',
+  eventsExpired(
     `Events after ${after} were removed (they are kept for the retention time)` +
       (first === undefined ? '.' : `; the oldest kept is ${Number(first.sequence)}.`) +
       ' Resynchronize from list, then read on without after.',

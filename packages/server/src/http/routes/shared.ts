@@ -2,13 +2,8 @@ import type { components } from '@user-accounts/client';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { CodeGuard } from '../../accounts/tickets.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
-import {
-  type BodySchema,
-  fromQueryText,
-  invalidRequest,
-  normalizeFields,
-  toFieldErrors,
-} from '../../contract/validation.ts';
+import { type BodySchema, fromQueryText, normalizeFields, toFieldErrors } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import type { WriteDeps } from '../../kernel/unit-of-work.ts';
