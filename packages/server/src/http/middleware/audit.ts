@@ -1,7 +1,7 @@
 // The audit trail (kernel/audit.ts) of every outcome of a write request but its success, and
 // but the refusals an operation names as unaudited (a miss anyone can provoke at will).
 import { describeError } from '../../errors.ts';
-import { auditInsert, type WriteOperation } from '../../kernel/audit.ts';
+import { auditInsert } from '../../kernel/audit.ts';
 import type { Answer, OpContext } from '../context.ts';
 import { answerCode } from '../errors.ts';
 import type { WriteRecord } from '../run-write.ts';
