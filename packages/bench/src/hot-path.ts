@@ -48,12 +48,13 @@ export interface HotServer {
 /** The local OTLP receiver (otlp-sink.ts). */
 export interface Sink {
   url: string;
-  /** What it has received so far: export requests and their bytes. */
-  received(): Promise<{ exports: number; bytes: number }>;
+  /** What it has received so far: export requests, their bytes and the spans in them. */
+  received(): Promise<Received>;
   stop(): Promise<void>;
 }
 
 type Result = LoadResult;
+type Received = { exports: number; bytes: number; spans: number };
 
 export interface HotPathBench {
   /** A seeded database and a sample of its account ids. */
@@ -114,6 +115,8 @@ interface Round extends Result {
   cpuUs: number;
   /** The server's VmHWM at the end of the round, MB. */
   rssMb: number;
+  /** Requests it answered, warm-up included (the tracing side's spans are of all of them). */
+  served: number;
 }
 
 /** Who serves a side: ours, the floor, main before issue 58, ours with CORS_ORIGINS, ours with tracing. */
@@ -168,11 +171,11 @@ async function round(b: HotPathBench, side: Side, op: Operation): Promise<Round>
   await op.prepare?.();
   const server = await side.start();
   try {
-    await b.load(server.url, CONNECTIONS, b.warmUpSeconds, side.make);
+    const warmUp = await b.load(server.url, CONNECTIONS, b.warmUpSeconds, side.make);
     const cpuBefore = cpuMs(server.pid);
     const result = await b.load(server.url, CONNECTIONS, b.seconds, side.make);
     const cpuUs = ((cpuMs(server.pid) - cpuBefore) * 1000) / Math.max(result.requests, 1);
-    return { ...result, cpuUs, rssMb: server.peakRssMb() };
+    return { ...result, cpuUs, rssMb: server.peakRssMb(), served: warmUp.requests + result.requests };
   } finally {
     await server.stop();
   }
@@ -232,7 +235,7 @@ async function sameAnswers(b: HotPathBench, ops: Operation[], sides: (op: Operat
   // One process per distinct server: the floor's two gets are two; the rest one each.
   const serverOf = ({ op, side }: { op: Operation; side: Side }) =>
     side.key === 'floor' ? `floor-${op.floorGet}` : side.key;
-  const exportsBefore = (await sink.received()).exports;
+  const receivedBefore = await sink.received();
   for (const key of [...new Set(others.map(serverOf))]) {
     const mineOf = others.filter((x) => serverOf(x) === key);
     const server = await mineOf[0]!.side.start();
@@ -272,10 +275,12 @@ async function sameAnswers(b: HotPathBench, ops: Operation[], sides: (op: Operat
       await server.stop();
     }
     if (key === 'tracing') {
-      const { exports } = await sink.received();
-      if (exports <= exportsBefore)
-        throw new Error('tracing on (OTEL_EXPORTER_OTLP_ENDPOINT): the receiver got no export from ours');
-      b.log(`  tracing: the receiver got ${exports - exportsBefore} export(s) of ours' spans`);
+      const { exports, spans } = await sink.received();
+      if (spans <= receivedBefore.spans)
+        throw new Error('tracing on (OTEL_EXPORTER_OTLP_ENDPOINT): the receiver got no span from ours');
+      b.log(
+        `  tracing: the receiver got ${spans - receivedBefore.spans} span(s) in ${exports - receivedBefore.exports} export(s) for the 3 requests`,
+      );
     }
   }
 }
@@ -401,7 +406,7 @@ export async function hotPathRows(b: HotPathBench): Promise<{ rows: Row[]; notes
   const missed: string[] = [];
   const floorRss: string[] = [];
   const costs: string[] = [];
-  let exportsInRounds = { exports: 0, bytes: 0 };
+  let inRounds: Received = { exports: 0, bytes: 0, spans: 0 };
   try {
     await sameAnswers(b, measured, sidesOf, sink);
     for (const op of measured) {
@@ -419,9 +424,10 @@ export async function hotPathRows(b: HotPathBench): Promise<{ rows: Row[]; notes
       }
       if (op.configurations) {
         const after = await sink.received();
-        exportsInRounds = {
+        inRounds = {
           exports: after.exports - receivedBefore.exports,
           bytes: after.bytes - receivedBefore.bytes,
+          spans: after.spans - receivedBefore.spans,
         };
       }
       for (const [who, rs] of results) {
@@ -589,6 +595,7 @@ export async function hotPathRows(b: HotPathBench): Promise<{ rows: Row[]; notes
       const tracing = results.get('tracing');
       if (tracing !== undefined) {
         // No target: the issue asks for its cost.
+        const served = tracing.reduce((sum, x) => sum + x.served, 0);
         pair(tracing, ours, 'vs off', {
           prefix: 'with tracing on (OTLP/HTTP to a local receiver that drops) ',
         });
@@ -597,8 +604,10 @@ export async function hotPathRows(b: HotPathBench): Promise<{ rows: Row[]; notes
             `${m(ours, 'rps').toFixed(0)} req/s), ${fmt(m(tracing, 'cpuUs') - m(ours, 'cpuUs'))} µs more server CPU a request ` +
             `(${fmt(m(tracing, 'cpuUs'))} against ${fmt(m(ours, 'cpuUs'))} µs, ${pct(m(tracing, 'cpuUs') / m(ours, 'cpuUs') - 1)}), ` +
             `p99 ${m(tracing, 'p99')} against ${m(ours, 'p99')} ms, peak RSS ${Math.max(...of(tracing, 'rssMb')).toFixed(0)} against ` +
-            `${Math.max(...of(ours, 'rssMb')).toFixed(0)} MB; the receiver got ${exportsInRounds.exports.toLocaleString('en')} exports ` +
-            `(${(exportsInRounds.bytes / 1e6).toFixed(1)} MB) from the tracing side's warm-ups and rounds`,
+            `${Math.max(...of(ours, 'rssMb')).toFixed(0)} MB; the receiver got ${inRounds.spans.toLocaleString('en')} spans ` +
+            `in ${inRounds.exports.toLocaleString('en')} exports (${(inRounds.bytes / 1e6).toFixed(1)} MB) for the ` +
+            `${served.toLocaleString('en')} requests of the tracing side's warm-ups and rounds ` +
+            `(${(inRounds.spans / Math.max(served, 1)).toFixed(2)} a request; fewer than the spans a request makes would be spans the SDK dropped)`,
         );
       }
     }
