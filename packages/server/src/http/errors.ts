@@ -87,14 +87,14 @@ export function asApiError(error: Error, log: Pick<Logger, 'warn' | 'error'>): A
 }
 
 /**
- * The problem `code` of an error answer: the ApiError's when one was rendered, else the answer's
- * body's (a 429 the rate limit answered itself, a replay).
+ * The problem `code` of an error answer: the ApiError's when one was rendered, else the body's
+ * (a 429 the rate limit answered itself, a replay, a 500 of Hono's).
  */
-export function answerCode(c: OpContext, answer: Answer): string | undefined {
-  if (answer.status < 400) return undefined;
-  if (c.error instanceof ApiError) return c.error.code;
-  const text = answer.text();
-  if (answer.headers.get('content-type') !== 'application/problem+json' || text === undefined) return undefined;
+function codeOf(error: unknown, status: number, contentType: string | null, body: () => string | undefined) {
+  if (status < 400) return undefined;
+  if (error instanceof ApiError) return error.code;
+  const text = contentType === 'application/problem+json' ? body() : undefined;
+  if (text === undefined) return undefined;
   try {
     return (JSON.parse(text) as { code?: string }).code;
   } catch {
@@ -102,16 +102,12 @@ export function answerCode(c: OpContext, answer: Answer): string | undefined {
   }
 }
 
-/**
- * The problem `code` of an error answer of Hono's (a path outside the table): the ApiError's when
- * one was thrown, else the rendered body's.
- */
+/** The problem `code` of an operation's answer (the pipeline's access line and audit step). */
+export const answerCode = (c: OpContext, answer: Answer): string | undefined =>
+  codeOf(c.error, answer.status, answer.headers.get('content-type'), () => answer.text());
+
+/** The same of an answer of Hono's, for a path outside the table (the front step's access line). */
 export async function problemCode(c: Context): Promise<string | undefined> {
-  if (c.error instanceof ApiError) return c.error.code;
-  if (c.res.headers.get('content-type') !== 'application/problem+json') return undefined;
-  try {
-    return ((await c.res.clone().json()) as { code?: string }).code;
-  } catch {
-    return undefined;
-  }
+  const text = c.res.headers.get('content-type') === 'application/problem+json' ? await c.res.clone().text() : '';
+  return codeOf(c.error, c.res.status, c.res.headers.get('content-type'), () => text);
 }
