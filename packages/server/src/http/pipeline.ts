@@ -83,6 +83,8 @@ interface Transport {
 
 type Serve = (transport: Transport) => void;
 
+const ABSOLUTE = /^https?:\/\/[^/?]*/i;
+
 /** The pipeline of every row of `table`, behind its two ways in. */
 export function compileTable(
   table: readonly Operation<unknown>[],
@@ -107,12 +109,19 @@ export function compileTable(
   function node(incoming: IncomingMessage, outgoing: ServerResponse): boolean {
     const byPath = routes.get(incoming.method ?? '');
     if (byPath === undefined) return false;
-    const target = incoming.url ?? '';
+    let target = incoming.url ?? '';
+    // An absolute-form target (`GET http://host/api/1/user/get`, serve.ts checked its path): its
+    // path, so that it is served here too, with its connection's address (failed authentications
+    // are counted per address); the asterisk form and the rest are the app's.
+    if (target.charCodeAt(0) !== 0x2f) {
+      const authority = ABSOLUTE.exec(target);
+      if (authority === null) return false;
+      target = target.slice(authority[0].length);
+    }
     const at = target.indexOf('?');
     const path = at === -1 ? target : target.slice(0, at);
     const serve = byPath.get(path);
-    // An origin-form target of the table's paths, as sent; any other form is the app's to parse
-    // (its fetch comes back here).
+    // A path of the table, as sent; any other is the app's to route.
     if (serve === undefined) return false;
     serve(new NodeTransport(incoming, outgoing, path, at === -1 ? '' : target.slice(at)));
     return true;
