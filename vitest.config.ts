@@ -188,7 +188,6 @@ const MEASURED_SECONDS: Record<string, number> = {
   'contract-tests/src/failures.test.ts': 16,
   'contract-tests/src/mock-parity.test.ts': 15,
   'server/src/limits/lockout.test.ts': 13,
-  'server/src/http/compiled.test.ts': 11,
   'contract-tests/src/postgres-life.test.ts': 11,
   'contract-tests/src/metadata-index.test.ts': 10,
   // system-alone: after its timed files (systemAloneAfter)

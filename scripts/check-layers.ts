@@ -14,7 +14,8 @@
 // Every import form is read: `import … from`, `import type`, `export … from`, `import()` (also
 // in a type), `require()`; TypeScript's preProcessFile scans the text without compiling
 // it (comments and strings are not imports). Run by `./pnpmw test` before the tests, and by
-// `./pnpmw lint`; exits 1 naming each line at fault.
+// `./pnpmw lint`; exits 1 naming each line at fault. Also (issue 58, point 3): no `new ApiError(`
+// with a hand-written status outside packages/server/src/errors.ts, in the server or the mock.
 import { globSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -206,6 +207,44 @@ export function cyclesOf(edges: ReadonlyMap<string, ReadonlyMap<string, unknown>
   return cycles;
 }
 
+/** The one file that writes an error's HTTP status: the errors' table (issue 58, point 3). */
+export const ERRORS_FILE = 'packages/server/src/errors.ts';
+
+/**
+ * `new ApiError(<status>, …)` outside the errors' table (`file` relative to the repository): a
+ * status is the code's, written once in ERRORS; a number as the first argument is one written
+ * again by hand. Read from the syntax tree, so a comment or a string naming one is no fault.
+ */
+export function checkErrorStatuses(file: string, text: string): string[] {
+  if (file === ERRORS_FILE || !text.includes('ApiError')) return [];
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const faults: string[] = [];
+  const isNumber = (node: ts.Expression): boolean =>
+    ts.isNumericLiteral(node) ||
+    (ts.isPrefixUnaryExpression(node) && ts.isNumericLiteral(node.operand)) ||
+    ((ts.isParenthesizedExpression(node) || ts.isAsExpression(node) || ts.isSatisfiesExpression(node)) &&
+      isNumber(node.expression));
+  const visit = (node: ts.Node): void => {
+    if (ts.isNewExpression(node)) {
+      const callee = node.expression;
+      const name = ts.isPropertyAccessExpression(callee) ? callee.name.text : callee.getText(source);
+      const first = node.arguments?.[0];
+      if (name === 'ApiError' && first !== undefined && isNumber(first)) {
+        const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+        faults.push(
+          `${file}:${line}: new ApiError(${first.getText(source)}, …) — a status is written once, in ERRORS (${ERRORS_FILE}): new ApiError(code, detail) or the code's factory`,
+        );
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return faults;
+}
+
+/** Where errors are built: the server's source and the mock's, tests included. */
+const ERROR_ROOTS = ['packages/server/src', 'packages/mock/src'];
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const files = new Map(
     globSync('**/*.ts', { cwd: src })
@@ -214,9 +253,19 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       .map((file) => [file, readFileSync(join(src, file), 'utf8')] as const),
   );
   const faults = [...[...files].flatMap(([file, text]) => checkFile(file, text)), ...checkFloors(files)];
+  const built = ERROR_ROOTS.flatMap((dir) => globSync(`${dir}/**/*.ts`, { cwd: root }))
+    .map((f) => f.split(sep).join('/'))
+    .sort();
+  const statuses = built.flatMap((file) => checkErrorStatuses(file, readFileSync(join(root, file), 'utf8')));
   if (faults.length > 0) {
     console.error(`Layers (scripts/check-layers.ts), ${faults.length} faults:\n  ${faults.join('\n  ')}`);
-    process.exit(1);
   }
+  if (statuses.length > 0) {
+    console.error(
+      `Errors (scripts/check-layers.ts), ${statuses.length} statuses written by hand:\n  ${statuses.join('\n  ')}`,
+    );
+  }
+  if (faults.length > 0 || statuses.length > 0) process.exit(1);
   console.log(`Layers: ${files.size} files of packages/server/src, no floor reaches up, no folder cycle`);
+  console.log(`Errors: ${built.length} files of ${ERROR_ROOTS.join(' and ')}, every status from ERRORS`);
 }

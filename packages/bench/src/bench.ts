@@ -28,12 +28,18 @@
 //   to bench/results/<date>-sessions.md. A full run measures it too (quick: fewer sessions to refresh);
 // - `--only orgs [--memberships N]` (orgs.ts, issue 45): org/member/check against get-by-id at 1,000,000
 //   memberships (N), with the Hono floor beside them, to bench/results/<date>-orgs.md. A full run measures it too;
-// - `--only hot-path [--memberships N]` (about 2.5 minutes at 2 rounds of 5 s; hot-path.ts, issue 47): get-by-id,
+// - `--only hot-path [--memberships N] [--before <dir>]` (hot-path.ts, issues 47 and 58; about 7 minutes at 3 rounds of 5 s, 4.5 without --before): get-by-id,
 //   session/verify and org/member/check each against the node:http floor doing the same query (floor-http.ts;
 //   get-by-id's with FLOOR_GET=ours, and again against its light get of issue 33, for continuity), interleaved,
 //   with req/s, p50, p99, the server's CPU per request, its peak RSS and ours' top frames, at 100,000 memberships
-//   (N), to bench/results/<date>-hot-path.md (the floor's rounds judge the noise). A full run measures it too, on
-//   the memberships the organizations scenario seeded;
+//   (N), to bench/results/<date>-hot-path.md (the floor's rounds judge the noise). In the same interleaving,
+//   get-by-id with CORS_ORIGINS set (and an Origin header) and with tracing on (to otlp-sink.ts, a local OTLP
+//   receiver that drops), each against ours without. `--before <dir>`: a checkout of main from before issue 58
+//   with its install done, built here by its own build and started as ours is, on the same database: those three
+//   reads and `update` ours against it. Make the checkout with
+//     git worktree add /tmp/before d558465 && (cd /tmp/before && ./pnpmw --version && ./pnpmw install --frozen-lockfile)
+//   (about a minute; `git worktree remove /tmp/before` after). A full run measures the hot paths too (with
+//   `--before` as well, if given), on the memberships the organizations scenario seeded;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -41,9 +47,9 @@
 //   a client stops reading); `./pnpmw test` runs the same tests at 20,000 (issue 42). Pass or fail,
 //   as the suite does: vitest's own output.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { hash } from '@node-rs/argon2';
@@ -53,7 +59,7 @@ import { makeSignature } from 'better-auth/crypto';
 import postgres from 'postgres';
 import { capacityRows } from './capacity.ts';
 import { eventRows } from './events.ts';
-import { hotPathRows } from './hot-path.ts';
+import { hotPathRows, type Sink } from './hot-path.ts';
 import { deepRows, listTimes } from './listing.ts';
 import type { LoadResult, Make } from './load-types.ts';
 import { loginRows } from './login.ts';
@@ -77,6 +83,8 @@ const { values } = parseArgs({
     // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said;
     // `--only hot-path`: 100,000 unless said).
     memberships: { type: 'string' },
+    // `--before <dir>`: a checkout of main from before issue 58, its install done (hot-path: ours against it).
+    before: { type: 'string' },
   },
 });
 const QUICK = values.quick;
@@ -94,6 +102,10 @@ const MAIN = fileURLToPath(new URL('../../server/dist/main.js', import.meta.url)
 const FLOOR = fileURLToPath(new URL('./floor.ts', import.meta.url));
 const FLOOR_HTTP = fileURLToPath(new URL('./floor-http.ts', import.meta.url));
 const PEER = fileURLToPath(new URL('./peer.ts', import.meta.url));
+const OTLP_SINK = fileURLToPath(new URL('./otlp-sink.ts', import.meta.url));
+/** How to make the checkout `--before` names: main's last commit before issue 58 (the kernel move). */
+const BEFORE_COMMIT = 'd558465';
+const MAKE_BEFORE = `git worktree add /tmp/before ${BEFORE_COMMIT} && (cd /tmp/before && ./pnpmw --version && ./pnpmw install --frozen-lockfile)`;
 const PASSWORD = 'bench-password-0';
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
@@ -276,6 +288,38 @@ const withPid = async (started: Promise<Proc>) => {
   return { url: p.url, pid: p.child.pid!, peakRssMb: p.peakRssMb, stop: p.stop };
 };
 const peer = (db: PeerDb) => start(PEER, { DATABASE_URL: db.url });
+/** The local OTLP receiver that accepts and drops (otlp-sink.ts), and what it has received. */
+const otlpSink = async (): Promise<Sink> => {
+  const p = await start(OTLP_SINK, {});
+  return {
+    url: p.url,
+    received: async () => (await (await fetch(`${p.url}/count`)).json()) as Awaited<ReturnType<Sink['received']>>,
+    stop: p.stop,
+  };
+};
+
+/**
+ * `--before <dir>`: main from before issue 58, checked out with its install done, built by its own
+ * `pnpm build` (its build.ts, its node_modules) into its own dist/, as ours is: the server started
+ * from there runs that tree's code alone. Answers its entry and its name (commit and subject).
+ */
+function buildBefore(dir: string): { main: string; commit: string; name: string } {
+  const root = resolve(dir);
+  const build = join(root, 'packages/server/build.ts');
+  if (!existsSync(build) || !existsSync(join(root, 'node_modules'))) {
+    log(
+      `bench: --before ${dir}: no checkout with its install done there (packages/server/build.ts, node_modules). Make one with:\n  ${MAKE_BEFORE}`,
+    );
+    process.exit(2);
+  }
+  const head = spawnSync('git', ['-C', root, 'log', '-1', '--format=%h%n%s'], { encoding: 'utf8' });
+  const [commit = root, subject = ''] = head.status === 0 ? head.stdout.trim().split('\n') : [];
+  const name = `${commit} (${subject.length > 80 ? `${subject.slice(0, 80)}…` : subject}) in ${root}`;
+  log(`building main before issue 58: ${name}`);
+  const built = spawnSync(process.execPath, [build], { cwd: root, encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`the build in ${root} failed: ${built.stderr}`);
+  return { main: join(root, 'packages/server/dist/main.js'), commit, name };
+}
 
 // ---- load ------------------------------------------------------------------------------------
 
@@ -852,6 +896,11 @@ async function main(): Promise<void> {
   log('building the server (pnpm build)');
   const built = spawnSync(process.execPath, [BUILD], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`build failed: ${built.stderr}`);
+  if (values.before !== undefined && values.only !== undefined && values.only !== 'hot-path') {
+    log('bench: --before applies to the hot paths alone (`--only hot-path`, or a full run)');
+    process.exit(2);
+  }
+  const before = values.before === undefined ? undefined : buildBefore(values.before);
 
   log('standalone argon2id hash rate');
   const hashRate = await standaloneHashRate(SECONDS);
@@ -975,8 +1024,10 @@ async function main(): Promise<void> {
     log('hot paths: get-by-id, session/verify and org/member/check against the node:http floor (same query)');
     const result = await hotPathRows({
       db,
-      ours: () => withPid(ours(db)),
+      ours: (env) => withPid(ours(db, env)),
       floor: (get) => withPid(floorHttp(db, get)),
+      before: before && { ...before, start: () => withPid(ours(db, {}, [before.main])) },
+      sink: otlpSink,
       load,
       floorRounds: (scenario, rps) => floorVariation.push({ scenario, rps }),
       profiled: (make, connections) => profiled(db, make, connections),

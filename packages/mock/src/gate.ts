@@ -7,7 +7,7 @@ import { request } from 'node:http';
 import { loadSpec } from '@user-accounts/server/contract/spec';
 import { compileValidators } from '@user-accounts/server/contract/validation';
 import { DEFAULT_RATE_LIMIT, DEFAULT_RATE_LIMIT_HASH, DEFAULT_RATE_LIMIT_IMPORT } from '@user-accounts/server/env';
-import { ApiError } from '@user-accounts/server/errors';
+import { ApiError, notFound } from '@user-accounts/server/errors';
 import { CORS, provideDeps, registerMethodNotAllowed } from '@user-accounts/server/http/app';
 import type { AppDeps, AppEnv } from '@user-accounts/server/http/context';
 import type { Operation } from '@user-accounts/server/http/define-operation';
@@ -172,11 +172,11 @@ export function createMockFront(options: MockFrontOptions): Hono<AppEnv> {
   }
   // After every GET above: a known path's other methods are 405 with Allow, as on a server.
   registerMethodNotAllowed(app);
-  app.notFound((c) => renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`)));
+  app.notFound((c) => renderProblem(c, notFound(c.req.path)));
   app.onError((error, c) =>
     renderProblem(
       c,
-      error instanceof ApiError ? error : new ApiError(503, 'service_unavailable', 'The mock could not reach Prism.'),
+      error instanceof ApiError ? error : new ApiError('service_unavailable', 'The mock could not reach Prism.'),
     ),
   );
   return app;

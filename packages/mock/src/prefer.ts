@@ -73,7 +73,6 @@ export function checkedPrefer(
   // What was asked is echoed cut short: a problem never carries unbounded request text.
   const refuse = (asked: string, why: string) =>
     new ApiError(
-      400,
       'unknown_example',
       `Prefer: ${clip(asked, 80)}: ${why} ${operationId} documents these statuses, with their examples: ${listed(answers)}. ` +
         `Ask for one with Prefer: code=STATUS, example=NAME; an example alone is looked for under ${success}.`,

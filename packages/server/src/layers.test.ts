@@ -1,7 +1,7 @@
 // The floors' check (scripts/check-layers.ts, run by `./pnpmw test` and `./pnpmw lint`): which
 // imports it refuses, in every form an import can be written, and the folders' order and cycles.
 import { describe, expect, it } from 'vitest';
-import { checkFile, checkFloors, FLOORS } from '../../../scripts/check-layers.ts';
+import { checkErrorStatuses, checkFile, checkFloors, FLOORS } from '../../../scripts/check-layers.ts';
 
 const faultyLines = (file: string, text: string) =>
   checkFile(file, text).map((fault) => fault.split(': imports ')[0]!.split(':').pop());
@@ -56,6 +56,34 @@ describe('the layers check', () => {
       'const hint = "import { x } from \'../http/errors.ts\'";',
     ].join('\n');
     expect(checkFile('accounts/create.ts', text)).toEqual([]);
+  });
+
+  // Issue 58, point 3: a code's status is written once, in the errors' table.
+  it('refuses a new ApiError with a status written by hand outside errors.ts, in the server and the mock, naming the line', () => {
+    const text = [
+      "import { ApiError } from '../errors.ts';",
+      "const a = () => new ApiError(403, 'account_disabled', 'This account is disabled.');",
+      'const b = () =>',
+      '  new ApiError(',
+      '    429,',
+      "    'rate_limited',",
+      "    'Slow down.',",
+      '  );',
+      "const c = new errors.ApiError(404 as const, 'not_found', 'x');",
+      "const d = new ApiError('account_disabled', 'This account is disabled.');",
+      "// new ApiError(400, 'invalid_request', 'a comment is no fault')",
+      "const e = \"new ApiError(400, 'invalid_request', 'nor a string')\";",
+    ].join('\n');
+    const lines = (file: string) => checkErrorStatuses(file, text).map((fault) => fault.split(': new ApiError(')[0]);
+    expect(lines('packages/server/src/accounts/verify.ts')).toEqual([
+      'packages/server/src/accounts/verify.ts:2',
+      'packages/server/src/accounts/verify.ts:4',
+      'packages/server/src/accounts/verify.ts:9',
+    ]);
+    expect(lines('packages/mock/src/gate.ts')).toHaveLength(3);
+    expect(lines('packages/server/src/http/app.test.ts')).toHaveLength(3);
+    // The table's own file builds its factories from it.
+    expect(checkErrorStatuses('packages/server/src/errors.ts', text)).toEqual([]);
   });
 });
 

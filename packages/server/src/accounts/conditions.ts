@@ -12,7 +12,7 @@ import { ApiError, userNotFound } from '../errors.ts';
 export type IfMatch = { any: true } | { any: false; versions: number[] } | undefined;
 
 export const preconditionFailed = () =>
-  new ApiError(412, 'precondition_failed', 'The account has changed since the given ETag; read it again.');
+  new ApiError('precondition_failed', 'The account has changed since the given ETag; read it again.');
 
 /** The account's condition, narrowed to the versions `If-Match` lists (`*` and no header: any). */
 export function matchingIfMatch(account: SQL | undefined, ifMatch: IfMatch): SQL | undefined {

@@ -3,9 +3,9 @@
 // of the email's letter case only is the same address. Each rule is SQL in the write's own
 // UPDATE, read against the row as it was (no read-modify-write).
 import { type SQL, sql } from 'drizzle-orm';
-import { invalidRequest } from '../contract/validation.ts';
 import { users } from '../db/schema.ts';
 import type { FieldError } from '../errors.ts';
+import { invalidRequest } from '../errors.ts';
 
 export interface ContactChange {
   email?: string;

@@ -15,7 +15,7 @@ import { hashNewPassword, type NewPasswordDeps } from './new-password.ts';
 export type NewAccount = components['schemas']['CreateUserRequest'];
 
 export const emailTaken = () =>
-  new ApiError(409, 'email_taken', 'An account with this email already exists.', {
+  new ApiError('email_taken', 'An account with this email already exists.', {
     errors: [{ pointer: '/email', code: 'conflict', message: 'is already in use' }],
   });
 

@@ -3,10 +3,9 @@
 // nor push others out of the walk.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, asc, count, countDistinct, desc, eq, gt, isNotNull, lt, type SQL, sql } from 'drizzle-orm';
-import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { serviceKeys, userFactors, users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, invalidRequest } from '../errors.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type Identity, identitiesOf } from './linked-identities.ts';
 import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
@@ -84,7 +83,6 @@ export function filterConditions(filters: ListFilters, site?: string): SQL[] {
 
 export const invalidCursor = (why = 'is not a cursor of this list') =>
   new ApiError(
-    400,
     'invalid_cursor',
     'This cursor was not given by this service for these filters; start again without after.',
     {

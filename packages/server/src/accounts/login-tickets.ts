@@ -14,7 +14,7 @@
 // password_reset_required until a password is set again).
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { type ApiError, accountDisabled, invalidTicket, secondFactorRequired } from '../errors.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
 import type { HookDeps } from '../kernel/account-hooks.ts';
@@ -24,15 +24,6 @@ import { inReachOf } from '../kernel/in-reach.ts';
 import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
-
-/** Every miss, whatever it was: one body (the one of accounts/redeem.ts). */
-export const invalidTicket = () =>
-  new ApiError(422, 'invalid_ticket', 'This ticket cannot be used; ask for a new one.');
-const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
-const secondFactorRequired = (ticket: string, factors: string[]) =>
-  new ApiError(403, 'second_factor_required', 'The login ticket is right; this account also needs its second factor.', {
-    members: { ticket, factors },
-  });
 
 /** A code is six digits; a link's ticket is 43 base64url characters, never that. */
 const CODE = /^\d{6}$/;
@@ -150,7 +141,7 @@ export async function redeemLoginTicket(
   if (written === undefined) throw refusal;
   if (written.factors !== undefined) {
     const ticket = await makeLoginTicket(deps, site, userId, written.generation!, 'otp');
-    throw secondFactorRequired(ticket, written.factors);
+    throw secondFactorRequired('login ticket', ticket, written.factors);
   }
   return { userId, version: written.version };
 }

@@ -3,10 +3,10 @@
 // list's containment filter, and the site's own JSON Schema for it.
 
 import { and, eq, gt, type SQL, sql } from 'drizzle-orm';
-import { brokenDisplayRule, invalidRequest } from '../contract/validation.ts';
+import { brokenDisplayRule } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { metadataSchemas, users } from '../db/schema.ts';
-import { ApiError, type FieldError } from '../errors.ts';
+import { ApiError, type FieldError, invalidRequest } from '../errors.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { checkSiteSchema } from './schema-checks.ts';
 import { escapeKey, METADATA_MAX_DEPTH, schemaProblem } from './site-schema.ts';
@@ -148,7 +148,7 @@ export async function siteSchemaOf(db: Db, site: string): Promise<unknown> {
 }
 
 export const invalidMetadata = (errors: FieldError[]) =>
-  new ApiError(400, 'invalid_metadata', "The account's metadata does not match the site's metadata schema.", {
+  new ApiError('invalid_metadata', "The account's metadata does not match the site's metadata schema.", {
     errors,
   });
 

@@ -26,7 +26,7 @@ export interface NewPasswordDeps {
 }
 
 export function weakPassword(reason: string): ApiError {
-  return new ApiError(400, 'weak_password', "The password is too common or too close to the account's details.", {
+  return new ApiError('weak_password', "The password is too common or too close to the account's details.", {
     errors: [{ pointer: '/password', code: 'weak_password', message: reason }],
   });
 }

@@ -3,7 +3,7 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
-import { ApiError, sqlState } from '../errors.ts';
+import { invalidTicket, sqlState } from '../errors.ts';
 import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
@@ -25,9 +25,6 @@ import {
 
 type RedeemTicketRequest = components['schemas']['RedeemTicketRequest'];
 export type RedeemStatus = components['schemas']['RedeemTicketResponse']['result']['status'];
-
-/** Every miss, whatever it was: one body. */
-const invalidTicket = () => new ApiError(422, 'invalid_ticket', 'This ticket cannot be used; ask for a new one.');
 
 /** The purposes redeemed here; a login ticket is redeemed by login-tickets.ts. */
 type ChangePurpose = Exclude<Purpose, 'login' | 'login_code'>;

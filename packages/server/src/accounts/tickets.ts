@@ -8,7 +8,7 @@ import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { and, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { tickets, users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { tooManyAttempts } from '../errors.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import type { DeploymentKeys, MacPurpose } from '../kernel/deployment-keys.ts';
 import type { LockoutPolicy, LockoutStore } from '../limits/lockout.ts';
@@ -210,7 +210,8 @@ export async function findCodeCounted(
 ): Promise<Found | undefined> {
   const key = secondFactorLockoutKey(site, userId);
   const wait = await guard.lockout.attempt(key, guard.policy);
-  if (wait > 0) throw tooManyCodes(wait, guard.policy);
+  // The wrong-code lock's 429, as factor/verify's: the same lock, named as there.
+  if (wait > 0) throw tooManyAttempts(wait, { ...guard.policy, name: 'failed_second_factor' });
   let judged = false;
   try {
     const tried = await tryCode(db, site, purpose, secret, userId, keys);
@@ -223,16 +224,6 @@ export async function findCodeCounted(
     throw error;
   }
 }
-
-/** The wrong-code lock's 429, as factor/verify's (its RateLimit fields name this lock only). */
-export const tooManyCodes = (seconds: number, policy: LockoutPolicy) =>
-  new ApiError(429, 'too_many_attempts', `Too many wrong codes for this account; try again in ${seconds} s.`, {
-    headers: {
-      'Retry-After': String(seconds),
-      'RateLimit-Policy': `"failed_second_factor";q=${policy.limit};w=${policy.windowSeconds}`,
-      RateLimit: `"failed_second_factor";r=0;t=${seconds}`,
-    },
-  });
 
 /** Uses the ticket: deletes it if it is still there, in the caller's transaction. True for the one caller that did. */
 export async function useTicket(tx: Db, id: string): Promise<boolean> {

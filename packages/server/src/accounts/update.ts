@@ -1,9 +1,8 @@
 // update: an account's fields, password and metadata, as a merge: only what is given changes.
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
-import { invalidRequest } from '../contract/validation.ts';
 import { users } from '../db/schema.ts';
-import { sqlState, userNotFound } from '../errors.ts';
+import { invalidRequest, sqlState, userNotFound } from '../errors.ts';
 import type { HookDeps } from '../kernel/account-hooks.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';

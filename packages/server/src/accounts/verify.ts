@@ -4,57 +4,24 @@ import { and, eq, sql } from 'drizzle-orm';
 import { addressKey } from '../auth/failed-authentications.ts';
 import { type Db, rows } from '../db/client.ts';
 import { userFactors, users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, accountDisabled, invalidCredentials, secondFactorRequired, tooManyAttempts } from '../errors.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, generationSql, makeLoginTicket } from '../factors/login-ticket.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
-import {
-  type LockoutPolicy,
-  type LockoutStore,
-  lockoutKey,
-  lookUpAndAttempt,
-  successParts,
-  type VerifyLimits,
-} from '../limits/lockout.ts';
+import { type LockoutStore, lockoutKey, lookUpAndAttempt, successParts, type VerifyLimits } from '../limits/lockout.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 
-// One answer for a wrong password and for every account that is not there to be checked.
-export const invalidCredentials = () =>
-  new ApiError(422, 'invalid_credentials', 'The email or id and password do not match an account.');
-/**
- * The right password of an account with a second factor: never a 200, so that a site that forgets
- * the second step fails closed. `ticket` goes to factor/verify; `factors` says which kinds it takes.
- */
-const secondFactorRequired = (ticket: string, factors: string[]) =>
-  new ApiError(403, 'second_factor_required', 'The password is right; this account also needs its second factor.', {
-    members: { ticket, factors },
-  });
-const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 /**
  * The right password of an account entered through its inbox since that password was set, before
  * anyone proved the inbox (users.password_unproven): it may be a stranger's who signed up first.
  */
 export const passwordResetRequired = () =>
   new ApiError(
-    403,
     'password_reset_required',
     'This password was set before the email was proven and no longer signs in by itself; set a new one (a reset_password ticket, or update).',
   );
-/**
- * The lock's 429. Its RateLimit fields name the lock, whose reset is the moment Retry-After names
- * (the RateLimit draft: the two should agree): not the token's budgets, which are not exhausted
- * and would tell a client to come back before the lock ends.
- */
-const tooManyAttempts = (seconds: number, name: string, policy: LockoutPolicy) =>
-  new ApiError(429, 'too_many_attempts', `Too many failed attempts; try again in ${seconds} s.`, {
-    headers: {
-      'Retry-After': String(seconds),
-      'RateLimit-Policy': `"${name}";q=${policy.limit};w=${policy.windowSeconds}`,
-      RateLimit: `"${name}";r=0;t=${seconds}`,
-    },
-  });
 
 export interface VerifyDeps extends WriteDeps {
   hasher: PasswordHasher;
@@ -153,10 +120,10 @@ export async function verifyPassword(
     if (fromAddress !== undefined) addressWait = await lockout.attempt(fromAddress, verifyLimits.address);
     if (addressWait === 0) wait = await lockout.attempt(identifier, verifyLimits.identifier);
   }
-  if (addressWait > 0) throw tooManyAttempts(addressWait, 'failed_verify_address', verifyLimits.address);
+  if (addressWait > 0) throw tooManyAttempts(addressWait, { ...verifyLimits.address, name: 'failed_verify_address' });
   if (wait > 0) {
     if (fromAddress !== undefined) await lockout.undo(fromAddress, verifyLimits.address);
-    throw tooManyAttempts(wait, 'failed_verify', verifyLimits.identifier);
+    throw tooManyAttempts(wait, { ...verifyLimits.identifier, name: 'failed_verify' });
   }
   // Both attempts went on: taken back, a lock that only their counts set goes with them.
   const notAFailure = async () => {
@@ -192,7 +159,7 @@ export async function verifyPassword(
       throw error;
     }
   })();
-  if (row === undefined || !right) throw invalidCredentials();
+  if (row === undefined || !right) throw invalidCredentials('password');
   if (row.disabled) {
     await notAFailure();
     throw accountDisabled();
@@ -289,7 +256,7 @@ export async function verifyPassword(
   );
   if (verified === undefined) {
     await notAFailure();
-    throw gone ? invalidCredentials() : accountDisabled();
+    throw gone ? invalidCredentials('password') : accountDisabled();
   }
   if (lockout.inTransaction === undefined) {
     // The login stands: a count left behind only makes a later lock come sooner.
@@ -300,7 +267,7 @@ export async function verifyPassword(
   deps.rightPassword?.(row.id, rehashed ?? stored, request.password);
   if (verified.factors !== undefined) {
     const ticket = await makeLoginTicket(deps, site, row.id, verified.generation!);
-    throw secondFactorRequired(ticket, verified.factors);
+    throw secondFactorRequired('password', ticket, verified.factors);
   }
   return { userId: row.id, passwordHash: rehashed ?? stored };
 }

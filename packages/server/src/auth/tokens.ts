@@ -40,7 +40,7 @@ export interface TokenVerifier {
   verify(token: string): Promise<TokenInfo | undefined>;
   /**
    * verify's answer when it needs no database: a configured token, or one cached and trusted now;
-   * undefined when only verify can tell (a compiled operation then awaits it, issue 47).
+   * undefined when only verify can tell (the pipeline then awaits it, issue 47).
    */
   verifyKnown?(token: string): TokenInfo | undefined;
   /** Writes the last-used times gathered since the previous flush (one UPDATE, not one per request). */

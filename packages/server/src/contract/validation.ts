@@ -3,7 +3,7 @@
 import type { components } from '@user-accounts/client';
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { ApiError, type FieldError } from '../errors.ts';
+import { type FieldError, invalidRequest } from '../errors.ts';
 import { loadSpec } from './spec.ts';
 
 // ajv-formats ships CommonJS with a default export that nodenext sees as a namespace.
@@ -350,10 +350,6 @@ export function toFieldErrors(errors: ErrorObject[] | null | undefined): FieldEr
 
 function isEcho(e: ErrorObject): boolean {
   return e.keyword === 'oneOf' || (e.keyword === 'type' && e.params.type === 'null');
-}
-
-export function invalidRequest(detail: string, errors: FieldError[]): ApiError {
-  return new ApiError(400, 'invalid_request', detail, { errors });
 }
 
 /**

@@ -6,12 +6,12 @@ import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../errors.ts';
+import { ApiError, accountDisabled, invalidTicket, tooManyAttempts, userNotFound } from '../errors.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
-import { type LockoutPolicy, type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
+import { type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
@@ -33,8 +33,8 @@ export interface FactorDeps extends WriteDeps {
 }
 
 export const factorNotFound = () =>
-  new ApiError(404, 'factor_not_found', 'The account has no such factor (or none pending, for confirm).');
-export const invalidCode = () => new ApiError(422, 'invalid_code', 'The code is not right for this factor now.');
+  new ApiError('factor_not_found', 'The account has no such factor (or none pending, for confirm).');
+export const invalidCode = () => new ApiError('invalid_code', 'The code is not right for this factor now.');
 
 /**
  * The keys, or a 503 saying what the operator must set: a secret is never stored in the clear.
@@ -43,7 +43,6 @@ export const invalidCode = () => new ApiError(422, 'invalid_code', 'The code is 
 export function keysOf(deps: FactorDeps): KeyRing {
   if (deps.factorKeys === undefined)
     throw new ApiError(
-      503,
       'factors_not_configured',
       'Second factors need FACTOR_ENCRYPTION_KEY, which this server was started without; its operator must set it and restart.',
     );
@@ -64,7 +63,6 @@ function openSecret(keys: KeyRing, factor: { id: string; secret: string | null }
     // As a missing key, no retry mends it (no Retry-After): only a restart with the key restored.
     if (error instanceof SealedSecretError)
       throw new ApiError(
-        503,
         'factors_not_configured',
         `A second-factor secret cannot be opened: ${error.message}; its operator must restore the key.`,
         { cause: error },
@@ -310,19 +308,6 @@ export async function enabledFactorTypes(db: Db, userId: string): Promise<string
   return rows.map((r) => r.type).sort();
 }
 
-/** The lock's 429, as verify's (accounts/verify.ts): its RateLimit fields name this lock only. */
-const tooManyAttempts = (seconds: number, name: string, policy: LockoutPolicy) =>
-  new ApiError(429, 'too_many_attempts', `Too many failed attempts; try again in ${seconds} s.`, {
-    headers: {
-      'Retry-After': String(seconds),
-      'RateLimit-Policy': `"${name}";q=${policy.limit};w=${policy.windowSeconds}`,
-      RateLimit: `"${name}";r=0;t=${seconds}`,
-    },
-  });
-
-export const invalidTicket = () =>
-  new ApiError(422, 'invalid_ticket', 'The ticket is not one of ours, or it is used or expired: sign in again.');
-
 export interface SecondFactorDeps extends FactorDeps {
   verifyLimits: VerifyLimits;
   lockout: LockoutStore;
@@ -346,7 +331,7 @@ export async function verifySecondFactor(
   },
 ): Promise<{ userId: string; first: FirstStep; passwordHash: string | null }> {
   const read = await readLoginTicket(deps, scope.site, request.ticket);
-  if (read === undefined) throw invalidTicket();
+  if (read === undefined) throw invalidTicket('second factor');
   const { userId } = read;
   scope.report?.({ userId });
   const keys = request.code === undefined ? undefined : keysOf(deps);
@@ -355,7 +340,7 @@ export async function verifySecondFactor(
   const key = secondFactorLockoutKey(scope.site, userId);
   const policy = deps.verifyLimits.identifier;
   const wait = await deps.lockout.attempt(key, policy);
-  if (wait > 0) throw tooManyAttempts(wait, 'failed_second_factor', policy);
+  if (wait > 0) throw tooManyAttempts(wait, { ...policy, name: 'failed_second_factor' });
   let refusal: ApiError = invalidCode();
   let judged = false;
   // The password as the ticket stands on it (its generation covers it), read under the lock.
@@ -370,13 +355,13 @@ export async function verifySecondFactor(
         const account = await lockAccount(tx, scope.site, userId);
         // Spent (a success since), or the account gone: the ticket is no more.
         if (account === undefined || (await generationOf(tx, userId)) !== read.generation) {
-          refusal = invalidTicket();
+          refusal = invalidTicket('second factor');
           return undefined;
         }
         // Disabled since its first step (issue 43's review): refused as verify refuses it, before
         // any code is judged, so that a ticket never completes the login of a disabled account.
         if (account.disabled) {
-          refusal = new ApiError(403, 'account_disabled', 'This account is disabled.');
+          refusal = accountDisabled();
           return undefined;
         }
         judged = true;

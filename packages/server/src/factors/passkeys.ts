@@ -13,7 +13,7 @@ import type {
 import { and, count, eq, gt, isNotNull, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { passkeyChallenges, recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../errors.ts';
+import { ApiError, accountDisabled, invalidCredentials, userNotFound } from '../errors.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
@@ -45,19 +45,15 @@ const ALGORITHMS = [-8, -7, -257];
 
 export const passkeysNotConfigured = (site: string) =>
   new ApiError(
-    409,
     'passkeys_not_configured',
     `Site ${site} has no WebAuthn relying party: run cli site set --site ${site} --rp-id ID --origins URL[,URL…].`,
   );
-export const passkeyRefused = () => new ApiError(422, 'invalid_credentials', "The passkey's answer is not accepted.");
 /** A passkey alone is a login only with the authenticator's user verification (issue 41, F5). */
 export const userVerificationRequired = () =>
   new ApiError(
-    422,
     'user_verification_required',
     'A passkey alone logs in only with user verification (a PIN or biometric on the authenticator); ask the browser for options with userVerification "required", or use the passkey as a second factor after the password.',
   );
-const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 
 export interface RelyingParty {
   id: string;
@@ -194,7 +190,7 @@ export async function addPasskey(
   if (!isUuid(request.userId)) throw userNotFound();
   const challenge = challengeOf(request.response.response?.clientDataJSON);
   const factorId = uuidv7();
-  let refusal: ApiError = passkeyRefused();
+  let refusal: ApiError = invalidCredentials('passkey');
   const added = await inWrite(
     scope,
     deps,
@@ -427,7 +423,7 @@ export async function verifyPasskey(
   request: { response: AuthenticationResponseJSON },
 ): Promise<string> {
   const rp = await relyingPartyOf(deps.db, scope.site);
-  let refusal: ApiError = passkeyRefused();
+  let refusal: ApiError = invalidCredentials('passkey');
   const verified = await inWrite(
     scope,
     deps,

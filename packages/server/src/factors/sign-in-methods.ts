@@ -8,7 +8,6 @@ import { ApiError } from '../errors.ts';
 
 export const lastSignInMethod = (what: 'identity' | 'passkey') =>
   new ApiError(
-    409,
     'last_sign_in_method',
     what === 'identity'
       ? 'This identity is the account’s only way to sign in; give it a password or another identity first.'

@@ -1,21 +1,14 @@
-import { type ErrorHandler, type Handler, Hono, type MiddlewareHandler } from 'hono';
+import { type ErrorHandler, Hono, type MiddlewareHandler } from 'hono';
 import { loadSpec } from '../contract/spec.ts';
 import { compileValidators, type Validators } from '../contract/validation.ts';
-import { ApiError, describeError, isDatabaseUnavailable, serviceUnavailable, writeConflict } from '../errors.ts';
-import { isWriteCollision } from '../kernel/unit-of-work.ts';
-import { type CompiledRoutes, compileOperations } from './compiled.ts';
+import { ApiError, notFound as nothingAt } from '../errors.ts';
 import type { AppDeps, AppEnv } from './context.ts';
-import type { Operation } from './define-operation.ts';
-import { renderProblem } from './errors.ts';
-import { auditWrites } from './middleware/audit.ts';
-import { authenticate, checkScope, requireScope, requireScopeForBody, requireToken } from './middleware/auth.ts';
+import { asApiError, renderProblem } from './errors.ts';
 import { listedOriginsCors } from './middleware/cors.ts';
 import { front } from './middleware/front.ts';
-import { idempotencyKey, idempotent } from './middleware/idempotency.ts';
-import { jsonBody } from './middleware/json-body.ts';
-import { addRateLimitHeaders, countRequest, rateLimit } from './middleware/rate-limit.ts';
 import { traceRequests } from './middleware/trace-requests.ts';
 import { allowedMethods, operationPaths, operations } from './operations.ts';
+import { compileTable, type NodeRoutes } from './pipeline.ts';
 import { registerConsole } from './routes/console.ts';
 import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
@@ -72,68 +65,11 @@ export function registerMethodNotAllowed(app: Hono<AppEnv>, { metrics = true }: 
   for (const [path, methods] of known) {
     const allow = methods.join(', ');
     app.all(path, function methodNotAllowed(c) {
-      throw new ApiError(405, 'method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
+      throw new ApiError('method_not_allowed', `${c.req.method} is not allowed here; use ${allow}.`, {
         headers: { Allow: allow },
       });
     });
   }
-}
-
-/**
- * An operation's route, in the order every operation shares: who is calling, their budget, the
- * audit of a write, the scope, the body, the idempotency key's form, the operation's own checks,
- * the claim of the key (only a request that passed them takes one), then the work.
- */
-function registerOperation(app: Hono<AppEnv>, op: Operation<unknown>, renderError: ErrorHandler<AppEnv>): void {
-  if (op.writes === undefined && !('body' in op.request) && !op.idempotent) {
-    registerRead(app, op, renderError);
-    return;
-  }
-  const chain: MiddlewareHandler<AppEnv>[] = [requireToken(), rateLimit(op.budget)];
-  if (op.writes !== undefined) chain.push(auditWrites(op.writes, op.unaudited));
-  chain.push(requireScope(op.scope, op.alsoScope?.scope));
-  if ('body' in op.request) chain.push(jsonBody(op.bulk?.bodyBytes));
-  if (op.alsoScope !== undefined) chain.push(requireScopeForBody(op.scope, op.alsoScope));
-  if (op.idempotent) chain.push(idempotencyKey());
-  chain.push(async function parse(c, next) {
-    c.set('input', op.parse(c));
-    await next();
-  });
-  // A key is held as long as its request may run (import's longer deadline), so that a retry
-  // meanwhile is answered 409 rather than run a second time.
-  if (op.idempotent) chain.push(idempotent(op.bulk?.keptAnswerBytes, Math.max(60_000, op.bulk?.timeoutMs ?? 0)));
-  const handler: Handler<AppEnv> = async (c) => op.handle(c, c.get('input'));
-  Object.defineProperty(handler, 'name', { value: op.name });
-  app.on(op.method, [op.path], ...chain, handler);
-}
-
-/**
- * A read (no write, no body, no key) in one handler: the chain above without a middleware frame
- * per step (issue 33), in the same order and with the same answers. An error after the count is
- * rendered here, as Hono would render it for the step that threw, so that it carries the rate
- * limit's fields as it did when the rate limit was a middleware around that step.
- */
-function registerRead(app: Hono<AppEnv>, op: Operation<unknown>, renderError: ErrorHandler<AppEnv>): void {
-  const handler: Handler<AppEnv> = async (c) => {
-    await authenticate(c);
-    const refused = await countRequest(c, op.budget);
-    if (refused !== undefined) return refused;
-    let response: Response;
-    try {
-      checkScope(c, op.scope);
-      const input = op.parse(c);
-      c.set('input', input);
-      response = await op.handle(c, input);
-    } catch (error) {
-      if (!(error instanceof Error)) throw error;
-      c.error = error;
-      response = await renderError(error, c);
-    }
-    addRateLimitHeaders(c, response);
-    return response;
-  };
-  Object.defineProperty(handler, 'name', { value: op.name });
-  app.on(op.method, [op.path], handler);
 }
 
 /** Hands every request what the handlers and middleware read from the context. */
@@ -146,10 +82,12 @@ export function provideDeps(deps: AppDeps, validators: Validators): MiddlewareHa
 }
 
 /**
- * The application, and its compiled operations (compiled.ts) that serveApp answers with before
- * the app: none while tracing or CORS is on (their middleware runs on every API request).
+ * The application: Hono's router for what lies outside the operation table, and `operations`, the
+ * table's pipeline (pipeline.ts), which serveApp asks first; the app's fetch asks it too, so that
+ * a request made with `app.request()` (tests) or a target only URL parsing makes a table path of
+ * is served by the same pipeline.
  */
-export type ServiceApp = Hono<AppEnv> & { readonly compiled?: CompiledRoutes };
+export type ServiceApp = Hono<AppEnv> & { readonly operations: NodeRoutes };
 
 /** Builds the HTTP application. Importing this module, or calling it, opens and starts nothing. */
 export function createApp(deps: AppDeps): ServiceApp {
@@ -163,16 +101,19 @@ export function createApp(deps: AppDeps): ServiceApp {
   const timeouts = new Map(
     operations.map((op) => [op.path, Math.max(timeoutMs, op.bulk?.timeoutMs ?? 0, timeoutMs + (op.waitsMs ?? 0))]),
   );
+  const timeoutFor = (path: string) => timeouts.get(path) ?? timeoutMs;
+  const cors = deps.corsOrigins !== undefined && deps.corsOrigins.length > 0 ? deps.corsOrigins : undefined;
   const renderError = errorRenderer(deps);
-  // The dependencies, request id, access log, CORS (before authentication: a preflight carries no
-  // token), metrics, no-store and the deadline, in one step (see front.ts).
+  // The paths outside the table: the dependencies, request id, access log, CORS (a preflight,
+  // which carries no token, is answered here), metrics, no-store and the deadline, in one step
+  // (see front.ts).
   app.use(
     front({
       deps,
       validators,
-      ...(deps.corsOrigins && deps.corsOrigins.length > 0 ? { cors: listedOriginsCors(deps.corsOrigins, CORS) } : {}),
+      ...(cors !== undefined ? { cors: listedOriginsCors(cors, CORS) } : {}),
       ...(deps.metrics ? { metrics: deps.metrics.collector } : {}),
-      timeoutFor: (path) => timeouts.get(path) ?? timeoutMs,
+      timeoutFor,
       onError: renderError,
     }),
   );
@@ -182,42 +123,30 @@ export function createApp(deps: AppDeps): ServiceApp {
   registerMetrics(app);
   registerDocs(app);
   registerConsole(app);
-  for (const op of operations) registerOperation(app, op, renderError);
   registerMethodNotAllowed(app, { metrics: deps.metrics !== undefined });
 
   app.notFound(function notFound(c) {
-    return renderProblem(c, new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`));
+    return renderProblem(c, nothingAt(c.req.path));
   });
   app.onError(renderError);
-  if (deps.tracer !== undefined || (deps.corsOrigins !== undefined && deps.corsOrigins.length > 0)) return app;
-  const compiled = compileOperations(operations, {
+
+  const table = compileTable(operations, {
     deps,
     validators,
     ...(deps.metrics ? { metrics: deps.metrics.collector } : {}),
-    timeoutFor: (path) => timeouts.get(path) ?? timeoutMs,
-    renderError,
+    timeoutFor,
+    ...(cors !== undefined ? { cors: { origins: new Set(cors), exposeHeaders: CORS.exposeHeaders } } : {}),
+    ...(deps.tracer !== undefined ? { tracer: deps.tracer } : {}),
   });
-  return Object.assign(app, { compiled });
+  const routed = app.fetch;
+  // app.request() calls this.fetch: the table's rows answer there as on the server.
+  app.fetch = (request, ...rest) => table.fetch(request) ?? routed(request, ...rest);
+  return Object.assign(app, { operations: table.node });
 }
 
-/** How the service answers an error: an ApiError as its problem; the database gone, 503; anything else, 500. */
+/** How the service answers an error outside the table: see asApiError (errors.ts). */
 export function errorRenderer(deps: AppDeps): ErrorHandler<AppEnv> {
   return function onError(error, c) {
-    if (error instanceof ApiError) return renderProblem(c, error);
-    // A deadlock or serialization failure the unit of work's retries did not get past (or one in
-    // a write outside it): the transaction was rolled back, so a 409 the client may retry.
-    if (isWriteCollision(error)) {
-      (c.get('log') ?? deps.logger).warn({ err: describeError(error) }, 'write collided with concurrent writes');
-      return renderProblem(c, writeConflict(error));
-    }
-    if (isDatabaseUnavailable(error)) {
-      (c.get('log') ?? deps.logger).warn({ err: describeError(error) }, 'database unavailable');
-      return renderProblem(c, serviceUnavailable('The database is unavailable; try again shortly.'));
-    }
-    (c.get('log') ?? deps.logger).error({ err: describeError(error) }, 'unhandled error');
-    return renderProblem(
-      c,
-      new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.'),
-    );
+    return renderProblem(c, asApiError(error, c.get('log') ?? deps.logger));
   };
 }

@@ -1,3 +1,4 @@
+import { type IncomingMessage, type ServerResponse, validateHeaderName, validateHeaderValue } from 'node:http';
 import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
@@ -93,9 +94,9 @@ export interface AppEnv {
     idempotency: IdempotencyRequest | undefined;
     /** The token the request was made with, set by requireToken. */
     token: TokenInfo;
-    /** Where the token's budgets stand after counting this request; rateLimit() puts them on the answer. */
+    /** Where the token's budgets stand after counting this request; the budget step puts them on the answer. */
     rateLimits: PolicyState[];
-    /** How the request's write went, kept by the audit middleware of every write operation. */
+    /** How the request's write went, kept by the audit step of every write operation (pipeline.ts). */
     write: WriteRecord;
     /** The request's deadline; runWrite calls its commit() before a write commits. */
     deadline: Deadline;
@@ -103,3 +104,145 @@ export interface AppEnv {
 }
 
 export type App = Hono<AppEnv>;
+
+export type Vars = Partial<AppEnv['Variables']>;
+
+/**
+ * The request as a step or handler reads it, whichever transport brought it (Node's server, or a
+ * fetch Request in tests): the members of Hono's HonoRequest they use, so that the mock's gate can
+ * hand an operation's parse Hono's own context.
+ */
+export interface RequestLike {
+  readonly method: string;
+  /** The path as routed (the operation's), without the query. */
+  readonly path: string;
+  /** The whole URL: scheme, host, path and query. */
+  readonly url: string;
+  header(name: string): string | undefined;
+  /** The client's signal: aborted when it goes away before its answer. */
+  readonly raw: { readonly signal: AbortSignal };
+}
+
+/** What an operation's parse reads: its query or body and the validators (Hono's Context is one too). */
+export interface ParseContext {
+  get<K extends keyof AppEnv['Variables']>(key: K): AppEnv['Variables'][K];
+  readonly req: RequestLike;
+}
+
+/** What a step of the pipeline reads and sets (an operation's context, or Hono's in the mock's gate). */
+export interface StepContext extends ParseContext {
+  set<K extends keyof AppEnv['Variables']>(key: K, value: AppEnv['Variables'][K]): void;
+  /** Node's request and response, when Node's server brought the request. */
+  readonly env: unknown;
+}
+
+/**
+ * A header a handler sets is refused where it sets it (an error of the handler, rendered as every
+ * other), not later in writeHead, where nothing would catch it.
+ */
+function checkField(name: string, value: string): void {
+  validateHeaderName(name);
+  validateHeaderValue(name, value);
+}
+
+/** An answer's headers on a plain object (lower-case names): what a handler or step sets and reads. */
+export class AnswerHeaders {
+  readonly fields: Record<string, string> = {};
+  get(name: string): string | null {
+    return this.fields[name.toLowerCase()] ?? null;
+  }
+  has(name: string): boolean {
+    return name.toLowerCase() in this.fields;
+  }
+  set(name: string, value: string): void {
+    checkField(name, value);
+    this.fields[name.toLowerCase()] = value;
+  }
+  append(name: string, value: string): void {
+    checkField(name, value);
+    const key = name.toLowerCase();
+    const had = this.fields[key];
+    this.fields[key] = had === undefined ? value : `${had}, ${value}`;
+  }
+  delete(name: string): void {
+    delete this.fields[name.toLowerCase()];
+  }
+}
+
+/** A body an answer carries: text, none, or a stream (an export's lines). */
+export type AnswerBody = string | null | ReadableStream<Uint8Array>;
+
+/** What a handler answers: a status, the headers and a body, written once by the transport. */
+export class Answer {
+  readonly headers = new AnswerHeaders();
+  readonly status: number;
+  readonly body: AnswerBody;
+  constructor(status: number, body: AnswerBody) {
+    this.status = status;
+    this.body = body;
+  }
+  /** The body as text (a problem's, a kept answer's); undefined for a stream. */
+  text(): string | undefined {
+    return typeof this.body === 'string' ? this.body : this.body === null ? '' : undefined;
+  }
+}
+
+type HeaderInit = Record<string, string> | undefined;
+
+/**
+ * The one context every operation's steps, parse and handler receive (http/pipeline.ts): the
+ * request, the variables the steps set, and the ways to answer.
+ */
+export class OpContext implements StepContext {
+  readonly vars: Vars = {};
+  readonly req: RequestLike & { readonly search: string; readonly routePath: string };
+  /** Node's request and response (`incoming`, `outgoing`) when Node's server brought the request. */
+  readonly env: { incoming?: IncomingMessage; outgoing?: ServerResponse };
+  /** The error the answer renders, when it renders one. */
+  error: Error | undefined;
+  /** The answer, once made. */
+  res: Answer | undefined;
+  #prepared: Record<string, string> | undefined;
+  constructor(
+    req: RequestLike & { readonly search: string; readonly routePath: string },
+    env: { incoming?: IncomingMessage; outgoing?: ServerResponse } = {},
+  ) {
+    this.req = req;
+    this.env = env;
+  }
+  get<K extends keyof AppEnv['Variables']>(key: K): AppEnv['Variables'][K] {
+    return this.vars[key] as AppEnv['Variables'][K];
+  }
+  set<K extends keyof AppEnv['Variables']>(key: K, value: AppEnv['Variables'][K]): void {
+    this.vars[key] = value;
+  }
+  /** A header for the answer the handler makes next. */
+  header(name: string, value: string | undefined): void {
+    if (value !== undefined) checkField(name, value);
+    this.#prepared ??= {};
+    if (value === undefined) delete this.#prepared[name.toLowerCase()];
+    else this.#prepared[name.toLowerCase()] = value;
+  }
+  #answer(status: number, body: AnswerBody, contentType: string | undefined, headers: HeaderInit): Answer {
+    const answer = new Answer(status, body);
+    const fields = answer.headers.fields;
+    if (this.#prepared !== undefined) Object.assign(fields, this.#prepared);
+    if (contentType !== undefined) fields['content-type'] = contentType;
+    if (headers !== undefined) {
+      for (const name in headers) {
+        checkField(name, headers[name]!);
+        fields[name.toLowerCase()] = headers[name]!;
+      }
+    }
+    return answer;
+  }
+  json(object: unknown, status = 200, headers?: HeaderInit): Answer {
+    return this.#answer(status, JSON.stringify(object), 'application/json', headers);
+  }
+  body(body: AnswerBody, status = 200, headers?: HeaderInit): Answer {
+    return this.#answer(status, body, undefined, headers);
+  }
+  text(text: string, status = 200, headers?: HeaderInit): Answer {
+    return this.#answer(status, text, 'text/plain; charset=UTF-8', headers);
+  }
+}

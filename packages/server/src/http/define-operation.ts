@@ -5,7 +5,7 @@ import type { Scope } from '../auth/tokens.ts';
 import type { BodySchema } from '../contract/validation.ts';
 import type { WriteOperation } from '../kernel/audit.ts';
 import type { Budget } from '../limits/rate-limit.ts';
-import type { AppEnv } from './context.ts';
+import type { Answer, AppEnv, OpContext, ParseContext } from './context.ts';
 
 export type Method = 'GET' | 'POST' | 'DELETE';
 
@@ -50,7 +50,7 @@ export interface Operation<Input = unknown> {
    * spec states in words. The mock's gate runs it too, so both refuse the same requests alike.
    * It may normalize the parsed query or body in place (trimming); the mock forwards them so.
    */
-  parse(c: Context<AppEnv>): Input;
+  parse(c: ParseContext): Input;
   /**
    * The mock's own answer where none of Prism's examples can be right (import's rows refused
    * one by one); undefined leaves the answer to Prism.
@@ -62,7 +62,7 @@ export interface Operation<Input = unknown> {
    */
   mockExample?(input: Input): string | undefined;
   /** Does the work and answers. */
-  handle(c: Context<AppEnv>, input: Input): Promise<Response>;
+  handle(c: OpContext, input: Input): Promise<Answer>;
 }
 
 /** A row of the table, its input type checked between `parse` and `handle`. */

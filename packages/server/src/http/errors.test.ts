@@ -117,7 +117,7 @@ describe('sqlState', () => {
 
 describe('problemBody', () => {
   const unknownFields = (names: string[]) =>
-    new ApiError(400, 'invalid_request', 'The request body is not valid.', {
+    new ApiError('invalid_request', 'The request body is not valid.', {
       errors: names.map((name) => ({
         pointer: `/${name}`,
         code: 'unknown_field' as const,

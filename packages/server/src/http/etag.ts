@@ -1,7 +1,7 @@
 // Entity tags for optimistic concurrency: the ETag of an account is its row version, which a
 // trigger bumps on every UPDATE. Strong tags, compared strongly (RFC 9110 §13.1.1).
 import type { IfMatch } from '../accounts/conditions.ts';
-import { invalidRequest } from '../contract/validation.ts';
+import { invalidRequest } from '../errors.ts';
 
 export const etagOf = (version: number) => `"${version}"`;
 

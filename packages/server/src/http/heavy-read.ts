@@ -1,19 +1,16 @@
 // A heavy read's place in its site's bound (limits/heavy-reads.ts), and the 429 when it has none.
-import type { Context } from 'hono';
-import { ApiError } from '../errors.ts';
+import { rateLimited } from '../errors.ts';
 import type { HeavyReadGate } from '../limits/heavy-reads.ts';
-import type { AppEnv } from './context.ts';
+import type { OpContext } from './context.ts';
 
 export const tooManyHeavyReads = () =>
-  new ApiError(
-    429,
-    'rate_limited',
+  rateLimited(
     "Too many of this site's heavy reads (lists, exports, a person's data) are running on this server already; try again after Retry-After seconds.",
-    { headers: { 'Retry-After': '1' } },
+    1,
   );
 
 /** A place in `gate` for the request's site (waiting for it, within the request's deadline), or the 429. */
-export async function enterHeavyRead(c: Context<AppEnv>, gate: HeavyReadGate | undefined): Promise<{ leave(): void }> {
+export async function enterHeavyRead(c: OpContext, gate: HeavyReadGate | undefined): Promise<{ leave(): void }> {
   if (gate === undefined) return { leave() {} };
   const place = await gate.enter(c.get('token').site, c.get('deadline').signal);
   if (place === 'refused') throw tooManyHeavyReads();
@@ -22,7 +19,7 @@ export async function enterHeavyRead(c: Context<AppEnv>, gate: HeavyReadGate | u
 
 /** Runs `work` in a place of `gate` for the request's site, given back when it ends. */
 export async function inHeavyRead<T>(
-  c: Context<AppEnv>,
+  c: OpContext,
   gate: HeavyReadGate | undefined,
   work: () => Promise<T>,
 ): Promise<T> {

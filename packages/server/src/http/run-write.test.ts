@@ -1,8 +1,7 @@
-// runWrite and the audit middleware of a write operation, on a real embedded database: a success
-// and its audit row commit together, a refusal is audited by the middleware, a write past its
+// runWrite and the audit step of a write operation (pipeline.ts), on a real embedded database: a success
+// and its audit row commit together, a refusal is audited by the step, a write past its
 // deadline leaves nothing, and a write answered without runWrite is refused as the bug it is.
 import { and, eq, sql } from 'drizzle-orm';
-import type { Handler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TokenInfo } from '../auth/tokens.ts';
 import type { Database } from '../db/client.ts';
@@ -10,11 +9,10 @@ import { auditLog, users } from '../db/schema.ts';
 import { ApiError, serviceUnavailable } from '../errors.ts';
 import { uuidv7 } from '../kernel/ids.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
-import type { AppEnv } from './context.ts';
-import { auditWrites, LATE_AUDIT_ROWS_PER_SITE } from './middleware/audit.ts';
-import { deadline } from './middleware/deadline.ts';
+import type { Answer, OpContext } from './context.ts';
+import { LATE_AUDIT_ROWS_PER_SITE } from './middleware/audit.ts';
 import { runWrite } from './run-write.ts';
-import { testApp } from './testing.ts';
+import { testPipeline } from './testing.ts';
 
 let database: Database;
 const token: TokenInfo = { id: 'env:writes-test', site: 'default', scopes: ['read', 'write'] };
@@ -27,14 +25,14 @@ afterAll(() => database?.close());
 const auditRows = (requestId: string) => database.db.select().from(auditLog).where(eq(auditLog.requestId, requestId));
 const account = (id: string) => database.db.select().from(users).where(eq(users.id, id));
 
-/** A write route as registerOperation builds it (deadline, audit), around the given handler. */
-function writeApp(handler: Handler<AppEnv>, ms = 5_000, as: TokenInfo = token) {
-  const app = testApp({ deps: { database }, vars: { token: as } });
-  app.use(async (c, next) => {
-    c.set('requestId', c.req.header('x-request-id') ?? 'no-id');
-    await next();
+type Handle = (c: OpContext) => Answer | Promise<Answer>;
+
+/** A write operation's pipeline (pipeline.ts: its deadline, its audit step), around the given handler. */
+function writeApp(handle: Handle, ms = 5_000, as: TokenInfo = token) {
+  const app = testPipeline([{ method: 'POST', path: '/write', writes: 'create', handle }], {
+    deps: { database, requestTimeoutMs: ms },
+    vars: { token: as },
   });
-  app.post('/write', deadline(ms), auditWrites('create'), handler);
   return (requestId: string) => app.request('/write', { method: 'POST', headers: { 'X-Request-Id': requestId } });
 }
 
@@ -65,11 +63,11 @@ describe('runWrite', () => {
     ]);
   });
 
-  it('leaves the refusal of a write that wrote nothing to the audit middleware, with its code', async () => {
+  it('leaves the refusal of a write that wrote nothing to the audit step, with its code', async () => {
     const id = uuidv7();
     const send = writeApp(async (c) => {
       const written = await runWrite(c, { userId: id, status: 200, outcome: 'user updated' }, async () => undefined);
-      if (written === undefined) throw new ApiError(404, 'user_not_found', 'No account.');
+      if (written === undefined) throw new ApiError('user_not_found', 'No account.');
       return c.json({}, 200);
     });
     expect((await send('w-none')).status).toBe(404);
@@ -127,7 +125,7 @@ describe('runWrite', () => {
   });
 
   it('keeps at most LATE_AUDIT_ROWS_PER_SITE of a site’s 503 rows waiting: one more is logged as lost, and another site’s row still follows', async () => {
-    const down = (c: Parameters<Handler<AppEnv>>[0]) => {
+    const down = (c: OpContext): Answer => {
       c.get('deadline').commit();
       throw serviceUnavailable('The database is unavailable; try again shortly.');
     };
@@ -157,8 +155,11 @@ describe('runWrite', () => {
     await expect.poll(async () => (await evilRows()).length, { timeout: 5_000 }).toBe(LATE_AUDIT_ROWS_PER_SITE);
   });
 
-  it('refuses a write operation that answers success without runWrite (no audit row, no deadline)', async () => {
+  it('refuses a write operation that answers success without runWrite (no audit row, no deadline): a 500, the bug found', async () => {
     const send = writeApp((c) => c.json({ ok: true }, 201));
-    await expect(send('w-bypass')).rejects.toThrow(/without runWrite/);
+    const answer = await send('w-bypass');
+    expect(answer.status).toBe(500);
+    expect(await answer.json()).toMatchObject({ code: 'internal_error' });
+    expect(await auditRows('w-bypass')).toEqual([]);
   });
 });

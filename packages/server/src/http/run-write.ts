@@ -1,16 +1,14 @@
 // A write of an HTTP request: the unit of work (kernel/unit-of-work.ts) with the request's
-// scope, its token's site and id, its request id and its deadline. The audit middleware of the
-// operation (middleware/audit.ts) records every other outcome (refusals, failures, replays) and
+// scope, its token's site and id, its request id and its deadline. The audit step of the
+// operation (middleware/audit.ts, a step of pipeline.ts) records every other outcome (refusals, failures, replays) and
 // refuses an answer to a write that did not come through here.
-import type { Context } from 'hono';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { Db } from '../db/client.ts';
 import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { WriteOperation } from '../kernel/audit.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../kernel/unit-of-work.ts';
-import type { AppEnv } from './context.ts';
+import type { Answer, OpContext } from './context.ts';
 
-/** How a write request went, as the audit middleware needs to know. */
+/** How a write request went, as the audit step needs to know. */
 export interface WriteRecord {
   operation: WriteOperation;
   /** The account the write is about, once the handler named it. */
@@ -23,9 +21,9 @@ export interface WriteRecord {
 
 /**
  * The request as a write sees it: its token's site and id, its id, its deadline, the key it
- * claimed, and the audit middleware's record, which the write keeps told.
+ * claimed, and the audit step's record, which the write keeps told.
  */
-export function writeScopeOf(c: Context<AppEnv>): WriteScope {
+export function writeScopeOf(c: OpContext): WriteScope {
   const token = c.get('token');
   const idempotency = c.get('idempotency');
   const record = c.get('write') as WriteRecord | undefined;
@@ -41,7 +39,7 @@ export function writeScopeOf(c: Context<AppEnv>): WriteScope {
 }
 
 /** What the server's writes use, from its deps (the account hooks for those of accounts/). */
-export function writeDepsOf(c: Context<AppEnv>): WriteDeps & HookDeps {
+export function writeDepsOf(c: OpContext): WriteDeps & HookDeps {
   const { database, outbox, tracer, sequencer, transactions, factorKeys, accountHooks } = c.get('deps');
   return {
     db: database.db,
@@ -54,9 +52,9 @@ export function writeDepsOf(c: Context<AppEnv>): WriteDeps & HookDeps {
   };
 }
 
-/** The request's write, in one unit of work (see inWrite), which keeps the audit middleware told. */
+/** The request's write, in one unit of work (see inWrite), which keeps the audit step told. */
 export function runWrite<T>(
-  c: Context<AppEnv>,
+  c: OpContext,
   done: WriteDone | ((written: T) => WriteDone),
   work: (tx: Db) => Promise<T | undefined>,
 ): Promise<T | undefined> {
@@ -69,6 +67,6 @@ export function jsonAnswer(json: unknown, headers: Record<string, string> = {}):
 }
 
 /** Sends the answer a write kept: what a retry with the key replays is what this caller got. */
-export function answerWith(c: Context<AppEnv>, status: ContentfulStatusCode, answer: KeptAnswer): Response {
+export function answerWith(c: OpContext, status: number, answer: KeptAnswer): Answer {
   return c.body(answer.body, status, answer.headers);
 }

@@ -8,11 +8,11 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { getRequestListener, RequestError } from '@hono/node-server';
-import { ApiError } from '../errors.ts';
+import { ApiError, internalError, invalidRequest } from '../errors.ts';
 import { uuidv7 } from '../kernel/ids.ts';
-import type { CompiledRoutes } from './compiled.ts';
 import { problemBody } from './errors.ts';
 import { requestIdFrom } from './middleware/request-id.ts';
+import type { NodeRoutes } from './pipeline.ts';
 
 /**
  * The spec's limit on what Node counts of a request's head: the target, and each header's name
@@ -40,8 +40,8 @@ function answerClientError(error: Error & { code?: string }, socket: Duplex): vo
   }
   const problem =
     error.code === 'HPE_HEADER_OVERFLOW'
-      ? new ApiError(431, 'headers_too_large', HEADERS_TOO_LARGE)
-      : new ApiError(400, 'invalid_request', 'The request is not well-formed HTTP/1.1.');
+      ? new ApiError('headers_too_large', HEADERS_TOO_LARGE)
+      : invalidRequest('The request is not well-formed HTTP/1.1.');
   // The head could not be read, so neither could the caller's X-Request-Id.
   const { headers, body } = problemAnswer(problem, uuidv7());
   socket.end(
@@ -165,7 +165,7 @@ function sendProblem(outgoing: ServerResponse, problem: ApiError, requestId: str
 }
 
 export function serveApp(
-  app: { fetch: (request: Request) => Response | Promise<Response>; compiled?: CompiledRoutes },
+  app: { fetch: (request: Request) => Response | Promise<Response>; operations?: NodeRoutes },
   options: { port: number; hostname: string; draining?: () => boolean },
   onListening: (info: AddressInfo) => void,
 ): Server {
@@ -177,8 +177,8 @@ export function serveApp(
     errorHandler(error) {
       const problem =
         error instanceof RequestError
-          ? new ApiError(400, 'invalid_request', 'The request target or Host header is not valid.')
-          : new ApiError(500, 'internal_error', 'An unexpected error occurred. Quote the requestId when reporting it.');
+          ? invalidRequest('The request target or Host header is not valid.')
+          : internalError();
       const { headers, body } = problemAnswer(problem, uuidv7());
       return new Response(body, { status: problem.status, headers });
     },
@@ -196,13 +196,13 @@ export function serveApp(
       }
       const refused = refusal(incoming);
       if (refused === undefined) {
-        // An operation compiled to one function (compiled.ts) answers here, without the app.
-        if (app.compiled?.(incoming, outgoing)) return;
+        // A row of the operation table is served by its pipeline (pipeline.ts), before Hono's router.
+        if (app.operations?.(incoming, outgoing)) return;
         return void listener(incoming, outgoing);
       }
       const id = incoming.headers['x-request-id'];
       const requestId = requestIdFrom(typeof id === 'string' ? id : undefined);
-      sendProblem(outgoing, new ApiError(400, 'invalid_request', refused), requestId);
+      sendProblem(outgoing, invalidRequest(refused), requestId);
     },
   );
   server.maxHeadersCount = HEADER_FIELDS;

@@ -11,7 +11,14 @@ import { emailTaken } from '../accounts/create.ts';
 import { assertSiteSchema } from '../accounts/metadata.ts';
 import { type Db, rows } from '../db/client.ts';
 import { metadataSchemas, userIdentities, users } from '../db/schema.ts';
-import { ApiError, sqlState, userNotFound } from '../errors.ts';
+import {
+  ApiError,
+  accountDisabled,
+  invalidCredentials,
+  secondFactorRequired,
+  sqlState,
+  userNotFound,
+} from '../errors.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
 import { assertSignInMethodLeft } from '../factors/sign-in-methods.ts';
@@ -31,23 +38,13 @@ export const IDENTITY_LOGIN: LoginMethod = { aal: 1, amr: ['fed'] };
 /** The identities an account may have. */
 export const MAX_IDENTITIES = 20;
 
-export const identityTaken = () =>
-  new ApiError(409, 'identity_taken', 'An account of this site already has this identity.');
-export const identityNotFound = () => new ApiError(404, 'identity_not_found', 'This account has no such identity.');
+export const identityTaken = () => new ApiError('identity_taken', 'An account of this site already has this identity.');
+export const identityNotFound = () => new ApiError('identity_not_found', 'This account has no such identity.');
 export const identityLimitReached = () =>
   new ApiError(
-    409,
     'identity_limit_reached',
     `This account has ${MAX_IDENTITIES} identities, the most it may have; unlink one first.`,
   );
-/** Every miss of identity/verify: one answer. */
-export const invalidCredentials = () =>
-  new ApiError(422, 'invalid_credentials', 'No account of this site has this identity.');
-const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
-const secondFactorRequired = (ticket: string, factors: string[]) =>
-  new ApiError(403, 'second_factor_required', 'The identity is right; this account also needs its second factor.', {
-    members: { ticket, factors },
-  });
 
 /** An identity as a request names it. */
 export interface IdentityKey {
@@ -295,7 +292,7 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
     .innerJoin(users, eq(users.id, userIdentities.userId))
     .where(and(identityIs(site, key), inReachOf(site)))
     .limit(1);
-  if (found === undefined) throw invalidCredentials();
+  if (found === undefined) throw invalidCredentials('identity');
   scope.report?.({ userId: found.id });
   if (found.disabled) throw accountDisabled();
   const verified = await inWrite(
@@ -313,20 +310,20 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
         .from(users)
         .where(and(eq(users.id, found.id), inReachOf(site)))
         .for('update');
-      if (now === undefined) throw invalidCredentials();
+      if (now === undefined) throw invalidCredentials('identity');
       if (now.disabled) throw accountDisabled();
       const [still] = await tx
         .select({ id: userIdentities.id })
         .from(userIdentities)
         .where(and(identityIs(site, key), eq(userIdentities.userId, found.id)));
-      if (still === undefined) throw invalidCredentials();
+      if (still === undefined) throw invalidCredentials('identity');
       const factors = await enabledFactorTypes(tx, found.id);
       return { factors, generation: factors.length === 0 ? undefined : await generationOf(tx, found.id) };
     },
   );
   if (verified!.factors.length > 0) {
     const ticket = await makeLoginTicket(deps, site, found.id, verified!.generation!, 'fed');
-    throw secondFactorRequired(ticket, verified!.factors);
+    throw secondFactorRequired('identity', ticket, verified!.factors);
   }
   return found.id;
 }

@@ -30,7 +30,7 @@ export interface WriteScope {
    * transaction, so that a retry after a crash finds either nothing done or the answer to replay.
    */
   idempotency?: { key: string; maxBody: number } | undefined;
-  /** Told how the write goes, as it goes (the HTTP audit middleware records the rest from it). */
+  /** Told how the write goes, as it goes (the HTTP audit step records the rest from it). */
   report?: ((news: WriteNews) => void) | undefined;
 }
 

@@ -8,7 +8,6 @@ import { ApiError } from '../errors.ts';
 
 export const accountLimitReached = (limit: number, adding: number) =>
   new ApiError(
-    403,
     'account_limit_reached',
     adding === 1
       ? `This site already has ${limit} accounts, the most the operator allows (MAX_ACCOUNTS_PER_SITE); nothing was created.`

@@ -6,16 +6,14 @@
 // in its own queue, without a connection, and a freed slot goes to the waiting site that holds the
 // fewest (ties: the one that came first). A write that waited `maxWaitMs`, or that finds its
 // site's queue full, is refused (429 `rate_limited` with `Retry-After`), as heavy reads are.
-import { ApiError } from '../errors.ts';
+import { rateLimited } from '../errors.ts';
 import { SiteQueues, type Waiter, waitInLine } from './site-queues.ts';
 
 /** The refusal of a write that found no slot of its site's share in time. */
 export const tooManyWrites = () =>
-  new ApiError(
-    429,
-    'rate_limited',
+  rateLimited(
     "Too many of this site's writes are under way on this server already; try again after Retry-After seconds.",
-    { headers: { 'Retry-After': '1' } },
+    1,
   );
 
 export interface TransactionShareOptions {

@@ -6,7 +6,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { and, asc, eq, gt, lte, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { orgInvitations, orgs, users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, invalidTicket } from '../errors.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
@@ -14,7 +14,6 @@ import { insertMembership, lockOrg, memberEvent } from './members.ts';
 import { holdRoles } from './roles.ts';
 import {
   INVITATION_LIFETIME,
-  invalidInvitationTicket,
   invitationNotFound,
   MAX_PENDING_INVITATIONS,
   orgNotFound,
@@ -95,7 +94,7 @@ export async function acceptInvitation(
       memberEvent('org.member_added', a.orgId, userId, a.roles),
     ],
   });
-  if (!isUuid(userId)) throw invalidInvitationTicket();
+  if (!isUuid(userId)) throw invalidTicket();
   const hash = sha256(input.ticket);
   const accepted = await inWrite(
     scope,
@@ -127,10 +126,10 @@ export async function acceptInvitation(
         .for('no key update');
       if (account === undefined) return undefined;
       if (account.email.toLowerCase() !== invitation.email.toLowerCase()) {
-        throw new ApiError(409, 'email_mismatch', "The account's email is not the one this invitation was sent to.");
+        throw new ApiError('email_mismatch', "The account's email is not the one this invitation was sent to.");
       }
       if (!account.verified) {
-        throw new ApiError(409, 'email_unverified', "The account's email is not verified; verify it, then accept.");
+        throw new ApiError('email_unverified', "The account's email is not verified; verify it, then accept.");
       }
       await lockOrg(tx, scope.site, invitation.orgId);
       // The roles were the site's at the invitation; held now, so that org/roles waits for this.
@@ -140,7 +139,7 @@ export async function acceptInvitation(
       return { orgId: invitation.orgId, invitationId: invitation.id, roles: invitation.roles };
     },
   );
-  if (accepted === undefined) throw invalidInvitationTicket();
+  if (accepted === undefined) throw invalidTicket();
   return accepted.orgId;
 }
 

@@ -2,10 +2,9 @@
 // site: another site's organization answers as one that does not exist.
 import { and, asc, desc, eq, type SQL, sql } from 'drizzle-orm';
 import { type Metadata, mergedMetadata, sizeFault } from '../accounts/metadata.ts';
-import { invalidRequest } from '../contract/validation.ts';
 import type { Db } from '../db/client.ts';
 import { orgs } from '../db/schema.ts';
-import { sqlState } from '../errors.ts';
+import { invalidRequest, sqlState } from '../errors.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';

@@ -3,10 +3,9 @@
 // held (FOR KEY SHARE) until the write commits, so that a concurrent org/roles cannot take it
 // away between the check and the commit; org/roles refuses to drop a role still held or given.
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
-import { invalidRequest } from '../contract/validation.ts';
 import { type Db, rows } from '../db/client.ts';
 import { orgRoles } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, invalidRequest } from '../errors.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { unknownRoles } from './rules.ts';
 
@@ -55,7 +54,7 @@ export function checkRoleSet(roles: readonly Role[]): void {
 }
 
 const roleInUse = (held: string[]) =>
-  new ApiError(409, 'role_in_use', 'A role left out of the new set is still held or given; nothing changed.', {
+  new ApiError('role_in_use', 'A role left out of the new set is still held or given; nothing changed.', {
     errors: [
       {
         pointer: '/roles',

@@ -1,6 +1,5 @@
 // Organizations' rules (issue 45): their bounds, their errors, and how a row is shown.
-import { invalidRequest } from '../contract/validation.ts';
-import { ApiError } from '../errors.ts';
+import { ApiError, invalidRequest } from '../errors.ts';
 
 /** An account belongs to at most this many organizations (409 org_limit_reached beyond). */
 export const MAX_ORGS_PER_ACCOUNT = 1_000;
@@ -9,32 +8,27 @@ export const MAX_PENDING_INVITATIONS = 1_000;
 /** An invitation's lifetime in seconds when none is given: 7 days (at most 30, the spec's bound). */
 export const INVITATION_LIFETIME = 7 * 24 * 3600;
 
-export const orgNotFound = () =>
-  new ApiError(404, 'org_not_found', 'No organization of this site has this orgId or slug.');
+export const orgNotFound = () => new ApiError('org_not_found', 'No organization of this site has this orgId or slug.');
 export const memberNotFound = () =>
-  new ApiError(404, 'member_not_found', 'The account is not a member of this organization.');
+  new ApiError('member_not_found', 'The account is not a member of this organization.');
 export const invitationNotFound = () =>
-  new ApiError(404, 'invitation_not_found', 'No pending invitation of this site has this invitationId.');
+  new ApiError('invitation_not_found', 'No pending invitation of this site has this invitationId.');
 export const slugTaken = () =>
-  new ApiError(409, 'slug_taken', 'Another organization of this site has this slug.', {
+  new ApiError('slug_taken', 'Another organization of this site has this slug.', {
     errors: [{ pointer: '/slug', code: 'conflict', message: 'is already in use' }],
   });
 export const alreadyMember = () =>
-  new ApiError(409, 'already_member', 'The account is a member of this organization already.');
+  new ApiError('already_member', 'The account is a member of this organization already.');
 export const orgLimitReached = () =>
   new ApiError(
-    409,
     'org_limit_reached',
     `The account belongs to ${MAX_ORGS_PER_ACCOUNT.toLocaleString('en')} organizations, the most it may.`,
   );
 export const tooManyInvitations = () =>
   new ApiError(
-    409,
     'too_many_invitations',
     `The organization has ${MAX_PENDING_INVITATIONS.toLocaleString('en')} pending invitations; revoke some first.`,
   );
-export const invalidInvitationTicket = () =>
-  new ApiError(422, 'invalid_ticket', 'This ticket cannot be used; ask for a new one.');
 
 /** 400 at each role named that is not one of the site's (`pointer` is the roles' array). */
 export const unknownRoles = (pointer: string, indexes: number[]) =>

@@ -50,13 +50,12 @@ export const breachedFieldError = (pointer: string): FieldError => ({
 });
 
 export const breachedPassword = () =>
-  new ApiError(400, 'breached', BREACHED_DETAIL, { errors: [breachedFieldError('/password')] });
+  new ApiError('breached', BREACHED_DETAIL, { errors: [breachedFieldError('/password')] });
 
 /** Seconds a client is asked to wait after a 503 breach_check_unavailable: the corpus may be back by then. */
 export const BREACH_RETRY_AFTER_SECONDS = 5;
 export const breachCheckUnavailable = () =>
   new ApiError(
-    503,
     'breach_check_unavailable',
     'The password could not be checked against known breaches in time; try again shortly.',
     { headers: { 'Retry-After': String(BREACH_RETRY_AFTER_SECONDS) } },

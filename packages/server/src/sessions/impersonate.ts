@@ -5,7 +5,7 @@
 // access token's `act`, the audit row (operation session_impersonate) and session.created.
 import { and, eq } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
-import { ApiError, userNotFound } from '../errors.ts';
+import { accountDisabled, userNotFound } from '../errors.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import type { WriteScope } from '../kernel/unit-of-work.ts';
@@ -41,7 +41,7 @@ export async function impersonate(
     .from(users)
     .where(and(eq(users.id, request.userId), inReachOf(scope.site)));
   if (account === undefined) throw userNotFound();
-  if (account.disabled) throw new ApiError(403, 'account_disabled', 'This account is disabled.');
+  if (account.disabled) throw accountDisabled();
   return issueSession(scope, deps, {
     userId: request.userId,
     method: IMPERSONATION,

@@ -13,7 +13,7 @@ import { and, desc, eq, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import { passwordResetRequired } from '../accounts/verify.ts';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { type ApiError, accountDisabled } from '../errors.ts';
 import { uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
@@ -88,8 +88,6 @@ export interface IssuedSession {
   accessToken: string;
   accessTokenExpiresAt: string;
 }
-
-const accountDisabled = () => new ApiError(403, 'account_disabled', 'This account is disabled.');
 
 /** How many times a moved hash is judged again before the login is refused (each move is a write racing it). */
 const MOVES_JUDGED = 3;

@@ -21,7 +21,7 @@ import {
   sessionColumns,
 } from './rules.ts';
 
-const sessionNotFound = () => new ApiError(404, 'session_not_found', 'No session of this site has this sessionId.');
+const sessionNotFound = () => new ApiError('session_not_found', 'No session of this site has this sessionId.');
 
 type Row = {
   id: string;

@@ -25,7 +25,7 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
 import { sessionReplacedTokens, sessions } from '../db/schema.ts';
-import { ApiError } from '../errors.ts';
+import { rateLimited } from '../errors.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { inWrite } from '../kernel/unit-of-work.ts';
@@ -70,17 +70,10 @@ type Outcome =
 
 /** The rate bound's 429: the token named is still the session's; try again in `wait` seconds. */
 const refreshLimited = (wait: number) =>
-  new ApiError(
-    429,
-    'rate_limited',
+  rateLimited(
     `This session was refreshed ${REFRESH_LIMIT} times within ${REFRESH_WINDOW_SECONDS} s; its token is still good, refresh it again in ${wait} s.`,
-    {
-      headers: {
-        'Retry-After': String(wait),
-        'RateLimit-Policy': `"session_refresh";q=${REFRESH_LIMIT};w=${REFRESH_WINDOW_SECONDS}`,
-        RateLimit: `"session_refresh";r=0;t=${wait}`,
-      },
-    },
+    wait,
+    { name: 'session_refresh', limit: REFRESH_LIMIT, windowSeconds: REFRESH_WINDOW_SECONDS },
   );
 
 const windowSql = sql`make_interval(secs => ${REFRESH_WINDOW_SECONDS})`;

@@ -76,8 +76,7 @@ export const IDENTITY_AND_CODE: LoginMethod = { aal: 2, amr: ['fed', 'otp', 'mfa
 export const IDENTITY_AND_PASSKEY: LoginMethod = { aal: 2, amr: ['fed', 'hwk', 'mfa'] };
 
 /** The one answer of every miss: unknown, malformed, another site's, expired, idle, revoked, replaced. */
-export const invalidSession = () =>
-  new ApiError(422, 'invalid_session', 'The token is not a live session; sign in again.');
+export const invalidSession = () => new ApiError('invalid_session', 'The token is not a live session; sign in again.');
 
 /** A session neither revoked nor past its absolute or idle expiry, at the database's `now()`. */
 export const liveSql = sql`(${sessions.revokedAt} is null and ${sessions.expiresAt} > now()

@@ -28,10 +28,10 @@ function loggedApp(readiness: 200 | 503 = 200) {
   app.get('/api/1/user/get', (c) => c.json({ ok: true }));
   app.get('/users/:id', (c) => c.json({ id: c.req.param('id') }));
   app.post('/refuse', () => {
-    throw new ApiError(409, 'email_taken', 'taken');
+    throw new ApiError('email_taken', 'taken');
   });
   // As the rate limit answers: a problem rendered, not thrown.
-  app.get('/rendered', (c) => renderProblem(c, new ApiError(429, 'rate_limited', 'slow down')));
+  app.get('/rendered', (c) => renderProblem(c, new ApiError('rate_limited', 'slow down')));
   app.get('/private', requireToken(), (c) => c.json({ ok: true }));
   app.get('/readyz', (c) => c.json({ status: readiness === 200 ? 'ready' : 'not ready' }, readiness));
   app.get('/healthz', (c) => c.json({ status: 'ok' }));

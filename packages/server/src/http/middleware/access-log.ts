@@ -56,7 +56,7 @@ const accessFields = (...[fields, method, route, status, durationMs, token, code
   ...(code === undefined ? {} : { code }),
 });
 
-/** The access line itself (logAccess's, and the compiled operations' in compiled.ts). */
+/** The access line itself (logAccess's, and the pipeline's in pipeline.ts). */
 export function writeAccessLine(logger: Logger, level: 'info' | 'debug', ...args: AccessLineArgs): void {
   logger[level](accessFields(...args), 'request');
 }
@@ -75,7 +75,7 @@ type PinoInternals = Record<symbol, unknown> & Logger;
 
 /**
  * The access line at info built as one template and written to `logger`'s stream (issue 47,
- * point 2: a compiled operation's line without pino's generic object walk), or undefined when
+ * point 2: an operation's line without pino's generic object walk), or undefined when
  * this logger would not write the same bytes: at start it builds two sample lines both ways and
  * keeps the template only if pino's own serialisation (its formatters, time, bindings) agrees.
  */

@@ -1,10 +1,10 @@
-import { getConnInfo } from '@hono/node-server/conninfo';
-import type { Context, MiddlewareHandler } from 'hono';
+import type { IncomingMessage } from 'node:http';
+import type { MiddlewareHandler } from 'hono';
 import { clientAddress, TRUST_NOBODY } from '../../auth/client-address.ts';
 import type { AuthAttempt, AuthFailureLimit } from '../../auth/failed-authentications.ts';
 import type { Scope, TokenInfo } from '../../auth/tokens.ts';
-import { ApiError } from '../../errors.ts';
-import type { AppEnv } from '../context.ts';
+import { ApiError, rateLimited, unauthorized } from '../../errors.ts';
+import type { AppEnv, StepContext } from '../context.ts';
 
 /** The Bearer challenge (RFC 6750 §3): with `error="invalid_token"` when a token was sent and refused. */
 export const bearerChallenge = (tokenSent: boolean): string =>
@@ -21,31 +21,21 @@ export function credentialSent(header: string | undefined): boolean {
   return /^bearer\s/i.test(value) || !/\s/.test(value);
 }
 
-const unauthorized = (tokenSent: boolean) =>
-  new ApiError(401, 'unauthorized', 'A valid API token is required in the Authorization header.', {
-    headers: { 'WWW-Authenticate': bearerChallenge(tokenSent) },
-  });
-
 const tooManyFailures = (limit: AuthFailureLimit, wait: number) =>
-  new ApiError(429, 'rate_limited', `Too many failed authentications from this address; try again in ${wait} s.`, {
-    headers: {
-      'Retry-After': String(wait),
-      'RateLimit-Policy': `"failed_auth";q=${limit.limit};w=${limit.windowSeconds}`,
-      RateLimit: `"failed_auth";r=0;t=${wait}`,
-    },
+  rateLimited(`Too many failed authentications from this address; try again in ${wait} s.`, wait, {
+    ...limit,
+    name: 'failed_auth',
   });
 
 /**
  * The client's address: the connection's peer, or what a trusted proxy (TRUSTED_PROXIES) says in
  * X-Forwarded-For; never a forwarded header from anyone else, which any client can write.
  */
-function requestAddress(c: Context<AppEnv>): string | undefined {
-  let peer: string | undefined;
-  try {
-    peer = getConnInfo(c).remote.address;
-  } catch {
-    return undefined; // not served by @hono/node-server (app.request in tests)
-  }
+function requestAddress(c: StepContext): string | undefined {
+  // Node's request, as @hono/node-server's bindings and the pipeline's both carry it.
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  if (incoming === undefined) return undefined; // a fetch Request made in-process (tests)
+  const peer = incoming.socket.remoteAddress;
   return clientAddress(peer, c.req.header('x-forwarded-for'), c.get('deps').trustedProxies ?? TRUST_NOBODY);
 }
 
@@ -63,10 +53,10 @@ export function requireToken(): MiddlewareHandler<AppEnv> {
 /**
  * requireToken() as a function (a read's route runs it without a middleware frame): sets `token`,
  * or throws 401 or 429. Synchronous (undefined) when the token is known without the database (a
- * configured one, or one cached: see TokenVerifier.verifyKnown), so that a compiled operation
+ * configured one, or one cached: see TokenVerifier.verifyKnown), so that the pipeline
  * awaits nothing then (issue 47); else a promise of the same outcome.
  */
-export function authenticate(c: Context<AppEnv>): Promise<void> | undefined {
+export function authenticate(c: StepContext): Promise<void> | undefined {
   const header = c.req.header('authorization')?.trim() ?? '';
   const token = header.replace(/^bearer\s+/i, '');
   const { tokens, authFailures } = c.get('deps');
@@ -91,7 +81,7 @@ export function authenticate(c: Context<AppEnv>): Promise<void> | undefined {
 
 /** The token check's outcome: `token` set, or the 401 (the failure counted against the address). */
 function settle(
-  c: Context<AppEnv>,
+  c: StepContext,
   header: string,
   info: TokenInfo | undefined,
   attempt: AuthAttempt | undefined,
@@ -104,7 +94,7 @@ function settle(
         'failed authentications over the limit: refusing this address until its window ends',
       );
     }
-    throw unauthorized(credentialSent(header));
+    throw unauthorized(bearerChallenge(credentialSent(header)));
   }
   attempt?.done('accepted', info.digest);
   c.set('token', info);
@@ -133,21 +123,30 @@ export function requireScopeForBody(
   also: { scope: Scope; admits(body: unknown): boolean },
 ): MiddlewareHandler<AppEnv> {
   return async function requireScopeForBodyMiddleware(c, next) {
-    if (!holdsAny(c, scope) && !also.admits(c.get('body'))) checkScope(c, scope);
+    checkScopeForBody(c, scope, also);
     await next();
   };
 }
 
-const holdsAny = (c: Context<AppEnv>, scope: Scope | readonly Scope[]) =>
+/** requireScopeForBody() as a function: the 403 of `scope` unless the token holds it or `also` admits the body. */
+export function checkScopeForBody(
+  c: StepContext,
+  scope: Scope | readonly Scope[],
+  also: { scope: Scope; admits(body: unknown): boolean },
+): void {
+  if (!holdsAny(c, scope) && !also.admits(c.get('body'))) checkScope(c, scope);
+}
+
+const holdsAny = (c: StepContext, scope: Scope | readonly Scope[]) =>
   typeof scope === 'string'
     ? c.get('token').scopes.includes(scope)
     : scope.some((s) => c.get('token').scopes.includes(s));
 
 /** requireScope() as a function: throws 403 when the request's token lacks `scope` (every one of them). */
-export function checkScope(c: Context<AppEnv>, scope: Scope | readonly Scope[]): void {
+export function checkScope(c: StepContext, scope: Scope | readonly Scope[]): void {
   const wanted: readonly Scope[] = typeof scope === 'string' ? [scope] : scope;
   const held = c.get('token').scopes;
   if (!wanted.some((s) => held.includes(s))) {
-    throw new ApiError(403, 'forbidden', `This token does not have the ${wanted.join(' or ')} scope.`);
+    throw new ApiError('forbidden', `This token does not have the ${wanted.join(' or ')} scope.`);
   }
 }

@@ -52,7 +52,7 @@ export async function withDeadline(c: Context<AppEnv>, ms: number, work: () => P
   }
 }
 
-/** The 503 of a request not done within `ms` (withDeadline's, and the compiled operations'). */
+/** The 503 of a request not done within `ms` (withDeadline's, and the pipeline's). */
 export const deadlinePassed = (ms: number) =>
   serviceUnavailable(`The request was not completed within ${ms} ms; nothing was changed. Try again shortly.`);
 

@@ -1,19 +1,15 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { eq } from 'drizzle-orm';
-import type { MiddlewareHandler } from 'hono';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createToken, type TokenInfo } from '../../auth/tokens.ts';
-import { invalidRequest } from '../../contract/validation.ts';
 import type { Database } from '../../db/client.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
-import { ApiError, serviceUnavailable, writeConflict } from '../../errors.ts';
+import { ApiError, invalidRequest, serviceUnavailable, writeConflict } from '../../errors.ts';
 import { type KeyRing, parseKeyRing } from '../../kernel/secret-box.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
-import type { AppEnv } from '../context.ts';
-import { problemOf, testApp } from '../testing.ts';
-import { canonicalJson, idempotencyKey, idempotent, MAX_STORED_BODY, parseIdempotencyKey } from './idempotency.ts';
-import { jsonBody } from './json-body.ts';
-import { requestId } from './request-id.ts';
+import type { Answer, OpContext, ParseContext } from '../context.ts';
+import { problemOf, type TestRow, testPipeline } from '../testing.ts';
+import { canonicalJson, MAX_STORED_BODY, parseIdempotencyKey } from './idempotency.ts';
 
 // One embedded database for the file (it takes seconds to start); each test uses keys of its own.
 let database: Database;
@@ -26,24 +22,39 @@ beforeAll(async () => {
 });
 afterAll(() => database?.close());
 
-type Handler = (n: number) => Response | Promise<Response>;
+type Handler = (n: number, c: OpContext) => Answer | Promise<Answer>;
 
-/** The operation's own checks, as app.ts runs them between the two middleware: refuses `{"invalid": …}`. */
-const parse: MiddlewareHandler<AppEnv> = async function parse(c, next) {
+/** The operation's own checks, which the pipeline runs between the key's two steps: refuses `{"invalid": …}`. */
+function parse(c: ParseContext): unknown {
   if (Object.hasOwn(c.get('body') as object, 'invalid')) {
     throw invalidRequest('The request body is not valid.', [
       { pointer: '/invalid', code: 'unknown_field', message: 'is not a known field' },
     ]);
   }
-  await next();
-};
+  return undefined;
+}
 
-/** The middleware in their place in a write route, with a handler that numbers its runs. */
-function idempotentApp(handler: Handler = (n) => Response.json({ run: n }, { status: 201 }), factorKeys?: KeyRing) {
+/** An idempotent operation's pipeline (pipeline.ts), with a handler that numbers its runs. */
+function idempotentRow(handle: TestRow['handle'], leaseMs?: number): TestRow {
+  return {
+    method: 'POST',
+    path: '/api/1/user/create',
+    request: { body: 'CreateUserRequest' },
+    idempotent: true,
+    ...(leaseMs === undefined
+      ? {}
+      : { bulk: { bodyBytes: 64 * 1024, keptAnswerBytes: MAX_STORED_BODY, timeoutMs: leaseMs } }),
+    parse,
+    handle,
+  };
+}
+
+function idempotentApp(handler: Handler = (n, c) => c.json({ run: n }, 201), factorKeys?: KeyRing) {
   let runs = 0;
-  const app = testApp({ deps: { database, ...(factorKeys === undefined ? {} : { factorKeys }) }, vars: { token } });
-  app.use(requestId());
-  app.post('/api/1/user/create', jsonBody(), idempotencyKey(), parse, idempotent(), () => handler(++runs));
+  const app = testPipeline([idempotentRow((c) => handler(++runs, c))], {
+    deps: { database, ...(factorKeys === undefined ? {} : { factorKeys }) },
+    vars: { token },
+  });
   const send = (key: string | undefined, body: string, requestIdHeader?: string) =>
     app.request('/api/1/user/create', {
       method: 'POST',
@@ -69,11 +80,15 @@ describe('idempotent', () => {
     ] as const) {
       let held: Date | undefined;
       const key = randomUUID();
-      const app = testApp({ deps: { database }, vars: { token } });
-      app.post('/api/1/user/create', jsonBody(), idempotencyKey(), idempotent(MAX_STORED_BODY, leaseMs), async (c) => {
-        held = (await storedRow(key))?.lockedUntil ?? undefined;
-        return c.json({ ok: true }, 201);
-      });
+      const app = testPipeline(
+        [
+          idempotentRow(async (c) => {
+            held = (await storedRow(key))?.lockedUntil ?? undefined;
+            return c.json({ ok: true }, 201);
+          }, leaseMs),
+        ],
+        { deps: { database }, vars: { token } },
+      );
       const started = Date.now();
       await app.request('/api/1/user/create', {
         method: 'POST',
@@ -94,8 +109,8 @@ describe('idempotent', () => {
   });
 
   it('replays the first answer to a retry with the same key and body, marked Idempotent-Replayed', async () => {
-    const { send, runs } = idempotentApp((n) =>
-      Response.json({ run: n }, { status: 201, headers: { Location: `/things/${n}`, 'X-Per-Delivery': `${n}` } }),
+    const { send, runs } = idempotentApp((n, c) =>
+      c.json({ run: n }, 201, { Location: `/things/${n}`, 'X-Per-Delivery': `${n}` }),
     );
     const key = randomUUID();
     const first = await send(key, '{"email":"a@example.com","name":"A"}');
@@ -119,8 +134,10 @@ describe('idempotent', () => {
     const key = randomUUID();
     const { send } = idempotentApp();
     expect((await send(key, '{}')).status).toBe(201);
-    const other = testApp({ deps: { database }, vars: { token: { ...token, id: randomUUID() } } });
-    other.post('/api/1/user/create', jsonBody(), idempotencyKey(), idempotent(), (c) => c.json({ other: true }, 201));
+    const other = testPipeline([idempotentRow((c) => c.json({ other: true }, 201))], {
+      deps: { database },
+      vars: { token: { ...token, id: randomUUID() } },
+    });
     const response = await other.request('/api/1/user/create', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
@@ -206,7 +223,7 @@ describe('idempotent', () => {
 
   it('replays a 4xx problem with the requestId of the delivery it is in', async () => {
     const { send, runs } = idempotentApp(() => {
-      throw new ApiError(409, 'email_taken', 'An account with this email already exists.');
+      throw new ApiError('email_taken', 'An account with this email already exists.');
     });
     const key = randomUUID();
     const first = await send(key, '{}', 'first-delivery');
@@ -221,9 +238,9 @@ describe('idempotent', () => {
   });
 
   it('does not keep a 5xx answer: the retry runs again', async () => {
-    const { send, runs } = idempotentApp((n) => {
+    const { send, runs } = idempotentApp((n, c) => {
       if (n === 1) throw serviceUnavailable('The database is unavailable; try again shortly.');
-      return Response.json({ run: n }, { status: 201 });
+      return c.json({ run: n }, 201);
     });
     const key = randomUUID();
     expect((await send(key, '{}')).status).toBe(503);
@@ -237,9 +254,9 @@ describe('idempotent', () => {
   });
 
   it('does not keep a 409 conflict (a write that collided, rolled back): the retry runs again', async () => {
-    const { send, runs } = idempotentApp((n) => {
+    const { send, runs } = idempotentApp((n, c) => {
       if (n === 1) throw writeConflict();
-      return Response.json({ run: n }, { status: 201 });
+      return c.json({ run: n }, 201);
     });
     const key = randomUUID();
     const first = await send(key, '{}');
@@ -274,11 +291,11 @@ describe('idempotent', () => {
   });
 
   it('does not keep an answer larger than 4 KiB: the retry runs again', async () => {
-    const sized = (bytes: number) => {
+    const sized = (bytes: number, c: OpContext) => {
       const padding = 'x'.repeat(bytes - JSON.stringify({ pad: '' }).length);
-      return Response.json({ pad: padding }, { status: 201 });
+      return c.json({ pad: padding }, 201);
     };
-    const { send, runs } = idempotentApp((n) => sized(n === 1 ? MAX_STORED_BODY + 1 : MAX_STORED_BODY));
+    const { send, runs } = idempotentApp((n, c) => sized(n === 1 ? MAX_STORED_BODY + 1 : MAX_STORED_BODY, c));
     const key = randomUUID();
     expect((await send(key, '{}')).status).toBe(201);
     expect(await storedRow(key)).toBeUndefined();
@@ -294,9 +311,9 @@ describe('idempotent', () => {
 
   it('answers 409 idempotency_key_in_use with Retry-After while the first request runs', async () => {
     const release = Promise.withResolvers<void>();
-    const { send, runs } = idempotentApp(async (n) => {
+    const { send, runs } = idempotentApp(async (n, c) => {
       await release.promise;
-      return Response.json({ run: n }, { status: 201 });
+      return c.json({ run: n }, 201);
     });
     const key = randomUUID();
     const first = send(key, '{}');

@@ -2,9 +2,9 @@
 // request with a key claims it; its answer is stored and replayed to every retry with the same
 // key and body for 24 hours. Stored in the database, so every replica agrees.
 //
-// Two middleware, with the operation's parse between them: idempotencyKey() checks the header
-// and fingerprints the body as sent; idempotent() claims the key only for a request that parse
-// accepted. A refused request is not kept (anyone could otherwise fill the table with 400s),
+// Two steps of the pipeline (http/pipeline.ts), with the operation's parse between them:
+// readIdempotencyKey checks the header and fingerprints the body as sent; idempotentWrites' claim
+// takes the key only for a request that parse accepted. A refused request is not kept (anyone could otherwise fill the table with 400s),
 // and its retry with the same key is checked afresh.
 //
 // The fingerprint is an HMAC under the deployment's key (kernel/deployment-keys.ts; issue 41,
@@ -13,16 +13,13 @@
 // ring still matches its request until the row expires.
 import { createHash } from 'node:crypto';
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import type { Context, MiddlewareHandler } from 'hono';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { parseItem } from 'structured-headers';
-import { invalidRequest } from '../../contract/validation.ts';
 import { idempotencyKeys } from '../../db/schema.ts';
-import { ApiError, describeError } from '../../errors.ts';
+import { ApiError, describeError, invalidRequest } from '../../errors.ts';
 import { deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { keepAnswer } from '../../kernel/unit-of-work.ts';
-import type { AppEnv } from '../context.ts';
-import { problemCode } from '../errors.ts';
+import type { Answer, OpContext, StepContext } from '../context.ts';
+import { answerCode } from '../errors.ts';
 
 /**
  * How long a claim holds without an answer before a retry may take over (a process died
@@ -44,7 +41,7 @@ export interface IdempotencyRequest {
   fingerprint: string;
   /** Every fingerprint this request may have been stored with: one per key held, and the SHA-256 of rows made before. */
   fingerprints: string[];
-  /** Set once idempotent() claimed the key: the write then keeps its answer in its own transaction. */
+  /** Set once the claim step took the key: the write then keeps its answer in its own transaction. */
   claimed?: { maxBody: number };
 }
 
@@ -84,7 +81,7 @@ export function parseIdempotencyKey(field: string): string | undefined {
 }
 
 /** The request's Idempotency-Key, checked against the spec's schema and read; 400 when malformed. */
-export function idempotencyKeyOf(c: Context<AppEnv>): string | undefined {
+export function idempotencyKeyOf(c: StepContext): string | undefined {
   const field = c.req.header('idempotency-key');
   if (field === undefined) return undefined;
   const key = c.get('validators').idempotencyKey(field) ? parseIdempotencyKey(field) : undefined;
@@ -101,68 +98,69 @@ export function idempotencyKeyOf(c: Context<AppEnv>): string | undefined {
 }
 
 /**
- * Checks the Idempotency-Key (400 when malformed) and fingerprints the body before anything
- * normalizes it, so that "the same body" means the body as sent. Claims nothing.
+ * The key step: checks the Idempotency-Key (400 when malformed) and fingerprints the body before
+ * anything normalizes it, so that "the same body" means the body as sent. Claims nothing.
  */
-export function idempotencyKey(): MiddlewareHandler<AppEnv> {
-  return async function idempotencyKeyMiddleware(c, next) {
-    const key = idempotencyKeyOf(c);
-    if (key !== undefined) {
-      const { database, factorKeys } = c.get('deps');
-      const keys = await deploymentKeysOf(database.db, factorKeys);
-      const request = `${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`;
-      const fingerprints = keys.macs('idempotency_fingerprint', request);
-      fingerprints.push(createHash('sha256').update(request).digest('hex'));
-      c.set('idempotency', { key, fingerprint: fingerprints[0]!, fingerprints });
-    }
-    await next();
-  };
+export async function readIdempotencyKey(c: OpContext): Promise<void> {
+  const key = idempotencyKeyOf(c);
+  if (key === undefined) return;
+  const { database, factorKeys } = c.get('deps');
+  const keys = await deploymentKeysOf(database.db, factorKeys);
+  const request = `${c.req.method} ${c.req.path}\n${canonicalJson(c.get('body'))}`;
+  const fingerprints = keys.macs('idempotency_fingerprint', request);
+  fingerprints.push(createHash('sha256').update(request).digest('hex'));
+  c.set('idempotency', { key, fingerprint: fingerprints[0]!, fingerprints });
 }
 
-/**
- * Replays the answer kept for the key idempotencyKey() read, or claims the key, runs the rest
- * and keeps its answer. Goes after the operation's parse: only valid requests take a key.
- */
-export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): MiddlewareHandler<AppEnv> {
+/** The claim step of an operation's key, and the keeping of its answer (see idempotentWrites). */
+export interface IdempotentWrites {
+  /**
+   * Replays the answer kept for the request's key, or claims the key (undefined: the handler
+   * runs); 422 for a key used with another request, 409 while its first request runs. Goes after
+   * the operation's parse: only valid requests take a key.
+   */
+  claim(c: OpContext): Promise<Answer | undefined>;
+  /** Keeps the handler's answer for the key it claimed (unless the write kept it with itself), or frees the key. */
+  keep(c: OpContext, answer: Answer): Promise<void>;
+}
+
+export function idempotentWrites(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): IdempotentWrites {
   const LEASE = leaseFor(leaseMs);
-  return async function idempotencyMiddleware(c, next) {
-    const request = c.get('idempotency');
-    if (request === undefined) return next();
-    const { key, fingerprint, fingerprints } = request;
-    const db = c.get('deps').database.db;
-    const tokenId = c.get('token').id;
-    const thisKey = and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key));
-
-    const claimed = await db
-      .insert(idempotencyKeys)
-      .values({ tokenId, key, fingerprint, lockedUntil: LEASE })
-      .onConflictDoUpdate({
-        target: [idempotencyKeys.tokenId, idempotencyKeys.key],
-        set: { fingerprint, status: null, body: null, headers: null, createdAt: sql`now()`, lockedUntil: LEASE },
-        // Take the key over only when it has expired, or its first request was abandoned.
-        setWhere: sql`${idempotencyKeys.createdAt} < now() - interval '24 hours'
-          or (${idempotencyKeys.status} is null and ${idempotencyKeys.lockedUntil} < now()
-              and ${inArray(idempotencyKeys.fingerprint, fingerprints)})`,
-      })
-      .returning({ key: idempotencyKeys.key });
-
-    if (claimed.length === 0) {
-      const [row] = await db.select().from(idempotencyKeys).where(thisKey).limit(1);
+  const thisKey = (tokenId: string, key: string) =>
+    and(eq(idempotencyKeys.tokenId, tokenId), eq(idempotencyKeys.key, key));
+  return {
+    async claim(c) {
+      const { key, fingerprint, fingerprints } = c.get('idempotency')!;
+      const db = c.get('deps').database.db;
+      const tokenId = c.get('token').id;
+      const claimed = await db
+        .insert(idempotencyKeys)
+        .values({ tokenId, key, fingerprint, lockedUntil: LEASE })
+        .onConflictDoUpdate({
+          target: [idempotencyKeys.tokenId, idempotencyKeys.key],
+          set: { fingerprint, status: null, body: null, headers: null, createdAt: sql`now()`, lockedUntil: LEASE },
+          // Take the key over only when it has expired, or its first request was abandoned.
+          setWhere: sql`${idempotencyKeys.createdAt} < now() - interval '24 hours'
+            or (${idempotencyKeys.status} is null and ${idempotencyKeys.lockedUntil} < now()
+                and ${inArray(idempotencyKeys.fingerprint, fingerprints)})`,
+        })
+        .returning({ key: idempotencyKeys.key });
+      if (claimed.length > 0) {
+        c.get('idempotency')!.claimed = { maxBody: maxStoredBody };
+        return undefined;
+      }
+      const [row] = await db.select().from(idempotencyKeys).where(thisKey(tokenId, key)).limit(1);
       if (row !== undefined && !fingerprints.includes(row.fingerprint)) {
         throw new ApiError(
-          422,
           'idempotency_key_reused',
           'This Idempotency-Key was used with a different request; use a new key for a new request.',
         );
       }
       if (row === undefined || row.status === null) {
         throw new ApiError(
-          409,
           'idempotency_key_in_use',
           'A request with this Idempotency-Key is still running; retry shortly.',
-          {
-            headers: { 'Retry-After': '1' },
-          },
+          { headers: { 'Retry-After': '1' } },
         );
       }
       let body = row.body ?? '';
@@ -171,34 +169,38 @@ export function idempotent(maxStoredBody = MAX_STORED_BODY, leaseMs = 60_000): M
         // A problem's requestId names the response it is in: this delivery's.
         body = JSON.stringify({ ...JSON.parse(body), requestId: c.get('requestId') });
       }
-      return c.body(body, row.status as ContentfulStatusCode, headers);
-    }
-
-    c.set('idempotency', { ...request, claimed: { maxBody: maxStoredBody } });
-    await next();
-    // A write kept its answer with itself, in one transaction (kernel/unit-of-work.ts).
-    if (c.get('write')?.answerKept) return;
-    try {
-      // A refusal or a dry run, which changed no account, so that a crash before this point
-      // leaves a retry that runs again and is answered alike; or an answer over the bound, never kept.
-      // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no";
-      // so does a 409 `conflict` (a write that collided with others, rolled back).
-      const kept =
-        c.res.status < 500 && c.res.status !== 429 && !(c.res.status === 409 && (await problemCode(c)) === 'conflict');
-      const body = kept ? await c.res.clone().text() : undefined;
-      if (body === undefined || Buffer.byteLength(body) > maxStoredBody) {
-        // Not an answer to keep: the retry should run again.
-        await db.delete(idempotencyKeys).where(thisKey);
-        return;
+      return c.body(body, row.status, headers);
+    },
+    async keep(c, answer) {
+      // A write kept its answer with itself, in one transaction (kernel/unit-of-work.ts).
+      if (c.get('write')?.answerKept) return;
+      const { key } = c.get('idempotency')!;
+      const db = c.get('deps').database.db;
+      const tokenId = c.get('token').id;
+      try {
+        // A refusal or a dry run, which changed no account, so that a crash before this point
+        // leaves a retry that runs again and is answered alike; or an answer over the bound, never kept.
+        // A 429 (a budget the handler counted, as update's hash budget) says "not now", not "no";
+        // so does a 409 `conflict` (a write that collided with others, rolled back).
+        const kept =
+          answer.status < 500 &&
+          answer.status !== 429 &&
+          !(answer.status === 409 && answerCode(c, answer) === 'conflict');
+        const body = kept ? answer.text() : undefined;
+        if (body === undefined || Buffer.byteLength(body) > maxStoredBody) {
+          // Not an answer to keep: the retry should run again.
+          await db.delete(idempotencyKeys).where(thisKey(tokenId, key));
+          return;
+        }
+        const headers: Record<string, string> = {};
+        for (const name of KEPT_HEADERS) {
+          const value = answer.headers.get(name);
+          if (value !== null) headers[name] = value;
+        }
+        await keepAnswer(db, tokenId, key, answer.status, { body, headers });
+      } catch (error) {
+        c.get('log').warn({ err: describeError(error) }, 'idempotent answer not stored');
       }
-      const headers: Record<string, string> = {};
-      for (const name of KEPT_HEADERS) {
-        const value = c.res.headers.get(name);
-        if (value !== null) headers[name] = value;
-      }
-      await keepAnswer(db, tokenId, key, c.res.status, { body, headers });
-    } catch (error) {
-      c.get('log').warn({ err: describeError(error) }, 'idempotent answer not stored');
-    }
+    },
   };
 }

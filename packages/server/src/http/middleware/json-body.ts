@@ -1,6 +1,6 @@
 import { IncomingMessage } from 'node:http';
 import type { MiddlewareHandler } from 'hono';
-import { ApiError } from '../../errors.ts';
+import { ApiError, invalidRequest } from '../../errors.ts';
 import type { AppEnv } from '../context.ts';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -9,16 +9,16 @@ export const MAX_DEPTH = 32;
 
 // The rest of the body is never read, so the connection cannot be reused: say so.
 const tooLarge = (limit: number) =>
-  new ApiError(413, 'payload_too_large', `The request body must be at most ${limit} bytes.`, {
+  new ApiError('payload_too_large', `The request body must be at most ${limit} bytes.`, {
     headers: { Connection: 'close' },
   });
-const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError(400, 'invalid_json', detail);
+const invalidJson = (detail = 'The request body is not valid JSON.') => new ApiError('invalid_json', detail);
 // The request stream fails only through the client: it hung up mid-body, or framed the body in
 // a way Node's parser refuses (an unknown Transfer-Encoding), and Node then drops the connection.
 // Its fault, not an outage of ours (the stream's ECONNRESET would otherwise read as one). Most
 // often nobody is left to read this answer; the log, metrics and audit trail still see a 400.
 const bodyNotRead = (cause: unknown) =>
-  new ApiError(400, 'invalid_request', 'The request body could not be read to its end.', {
+  invalidRequest('The request body could not be read to its end.', undefined, {
     headers: { Connection: 'close' },
     cause,
   });
@@ -61,7 +61,7 @@ export function jsonBody(limit = BODY_LIMIT): MiddlewareHandler<AppEnv> {
 /**
  * What can be judged of a JSON body before it is read: 415 unless it is application/json (saying
  * so when the input came in the query string, the usual mistake), 413 when its declared length is
- * over `limit`. Shared with the compiled operations (compiled.ts), which read the body themselves.
+ * over `limit`. Shared with the pipeline (pipeline.ts), which reads the body itself.
  */
 export function checkJsonRequest(
   contentType: string | undefined,
@@ -73,7 +73,6 @@ export function checkJsonRequest(
     // The usual mistake: the input in the query string, as get takes it.
     const inQuery = contentType === undefined && hasQuery();
     throw new ApiError(
-      415,
       'unsupported_media_type',
       inQuery
         ? 'This operation takes its input as a JSON body (Content-Type application/json), not in the query string.'
@@ -93,9 +92,9 @@ export function parseJsonBytes(bytes: Uint8Array): unknown {
   }
   if (text.trim() === '') throw invalidJson('A JSON request body is required.');
   if (nestingDepth(text) > MAX_DEPTH) {
-    throw new ApiError(400, 'invalid_request', `The request body is nested more than ${MAX_DEPTH} levels deep.`, {
-      errors: [{ pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` }],
-    });
+    throw invalidRequest(`The request body is nested more than ${MAX_DEPTH} levels deep.`, [
+      { pointer: '', code: 'not_allowed', message: `must not be nested more than ${MAX_DEPTH} levels deep` },
+    ]);
   }
   try {
     return JSON.parse(text);
@@ -106,7 +105,7 @@ export function parseJsonBytes(bytes: Uint8Array): unknown {
 
 /**
  * A request's body straight from Node's stream, counted as it comes (chunked or not): 413 past
- * `limit`, 400 when the client hangs up mid-body. The compiled operations' read (compiled.ts).
+ * `limit`, 400 when the client hangs up mid-body. The pipeline's read (pipeline.ts).
  */
 export function readIncoming(incoming: IncomingMessage, limit: number): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
@@ -179,7 +178,7 @@ async function readDeclared(request: Request): Promise<Uint8Array> {
   }
 }
 
-async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
+export async function readLimited(stream: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> {
   if (stream === null) return new Uint8Array();
   const reader = stream.getReader();
   const chunks: Uint8Array[] = [];

@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { TokenInfo } from '../../auth/tokens.ts';
 import { ApiError } from '../../errors.ts';
 import type { Budget, PolicyState, RateLimiter } from '../../limits/rate-limit.ts';
-import { problemOf, testApp } from '../testing.ts';
-import { consumeBudget, rateLimit } from './rate-limit.ts';
+import type { Answer, OpContext } from '../context.ts';
+import { problemOf, testPipeline } from '../testing.ts';
+import { consumeBudget } from './rate-limit.ts';
 
 const TOKEN: TokenInfo = { id: 'tok-1', site: 'default', scopes: ['read', 'write'] };
 
@@ -33,20 +34,25 @@ function limiter(states: PolicyState[], late: PolicyState[] = []) {
   return { limiter, counted, countedLate };
 }
 
-function limitedApp(states: PolicyState[], handler: () => Response | Promise<Response> = () => new Response('ok')) {
+/** The pipeline's budget step (pipeline.ts) before a handler: `/create` has the hash budget, `/get` none. */
+function limitedApp(states: PolicyState[], handler: (c: OpContext) => Answer = (c) => c.text('ok')) {
   const { limiter: rateLimiter, counted } = limiter(states);
   let ran = 0;
-  const app = testApp({ deps: { limiter: rateLimiter }, vars: { token: TOKEN } });
-  const handle = () => {
+  const handle = (c: OpContext) => {
     ran++;
-    return handler();
+    return handler(c);
   };
-  app.post('/create', rateLimit('hash'), handle);
-  app.get('/get', rateLimit(), handle);
+  const app = testPipeline(
+    [
+      { method: 'POST', path: '/create', budget: 'hash', handle },
+      { method: 'GET', path: '/get', handle },
+    ],
+    { deps: { limiter: rateLimiter }, vars: { token: TOKEN } },
+  );
   return { app, counted, ran: () => ran };
 }
 
-describe('rateLimit', () => {
+describe('the budget step', () => {
   it('counts the request against its token and budget, and puts the fields on the answer', async () => {
     const { app, counted } = limitedApp([state('all', 600, 60, 1, 60), state('hash', 100, 3600, 10, 3000)]);
     const response = await app.request('/create', { method: 'POST' });
@@ -66,9 +72,9 @@ describe('rateLimit', () => {
     expect(response.headers.get('RateLimit-Policy')).toBe('"all";q=600;w=60');
   });
 
-  it('puts the fields on an error answer of a later middleware too', async () => {
+  it('puts the fields on an error answer of a later step too', async () => {
     const { app } = limitedApp([state('all', 5, 60, 2, 30)], () => {
-      throw new ApiError(403, 'forbidden', 'no');
+      throw new ApiError('forbidden', 'no');
     });
     const response = await app.request('/create', { method: 'POST' });
     expect(response.status).toBe(403);
@@ -110,12 +116,21 @@ describe('rateLimit', () => {
     function lateApp(states: PolicyState[], late: PolicyState[], budgetUpFront?: Budget) {
       const { limiter: rateLimiter, counted, countedLate } = limiter(states, late);
       let hashed = 0;
-      const app = testApp({ deps: { limiter: rateLimiter }, vars: { token: TOKEN } });
-      app.post('/update', rateLimit(budgetUpFront), async (c) => {
-        await consumeBudget(c, 'hash');
-        hashed++;
-        return c.text('ok');
-      });
+      const app = testPipeline(
+        [
+          {
+            method: 'POST',
+            path: '/update',
+            ...(budgetUpFront === undefined ? {} : { budget: budgetUpFront }),
+            async handle(c) {
+              await consumeBudget(c, 'hash');
+              hashed++;
+              return c.text('ok');
+            },
+          },
+        ],
+        { deps: { limiter: rateLimiter }, vars: { token: TOKEN } },
+      );
       return { app, counted, countedLate, hashed: () => hashed };
     }
 

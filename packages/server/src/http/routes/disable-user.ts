@@ -1,6 +1,6 @@
 import type { components } from '@user-accounts/client';
 import { setDisabled } from '../../accounts/disable.ts';
-import { invalidRequest } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { defineOperation } from '../define-operation.ts';
 import { etagOf, parseIfMatch } from '../etag.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';

@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { invalidRequest } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { getOrg as get } from '../../orgs/orgs.ts';
 import { toOrg } from '../../orgs/rules.ts';
 import { defineOperation } from '../define-operation.ts';

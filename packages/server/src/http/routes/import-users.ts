@@ -1,6 +1,7 @@
 import type { components } from '@user-accounts/client';
 import { checkRows, importRows } from '../../accounts/import.ts';
-import { invalidRequest, toFieldErrors } from '../../contract/validation.ts';
+import { toFieldErrors } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { uuidv7 } from '../../kernel/ids.ts';
 import type { KeptAnswer } from '../../kernel/unit-of-work.ts';
 import { checkAccountLimit } from '../../limits/accounts.ts';

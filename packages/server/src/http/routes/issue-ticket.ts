@@ -1,10 +1,9 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
-import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose, tooManyCodes } from '../../accounts/tickets.ts';
-import { invalidRequest } from '../../contract/validation.ts';
+import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
 import { users } from '../../db/schema.ts';
-import { ApiError, userNotFound } from '../../errors.ts';
+import { ApiError, invalidRequest, tooManyAttempts, userNotFound } from '../../errors.ts';
 import { isUuid } from '../../kernel/ids.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
@@ -13,7 +12,7 @@ import { codeGuardOf, deploymentKeysOfRequest, inReach, isLoginTicket, validBody
 type IssueTicketRequest = components['schemas']['IssueTicketRequest'];
 type IssueTicketResponse = components['schemas']['IssueTicketResponse'];
 
-const noPhone = () => new ApiError(409, 'no_phone', 'The account has no phone to verify.');
+const noPhone = () => new ApiError('no_phone', 'The account has no phone to verify.');
 
 export const issueTicketOperation = defineOperation({
   name: 'issueTicket',
@@ -81,7 +80,7 @@ export const issueTicketOperation = defineOperation({
     if (isCode(purpose)) {
       const guard = codeGuardOf(c);
       const wait = await codeLockWait(guard, site, account.id);
-      if (wait > 0) throw tooManyCodes(wait, guard.policy);
+      if (wait > 0) throw tooManyAttempts(wait, { ...guard.policy, name: 'failed_second_factor' });
     }
     if (input.newEmail !== undefined) {
       const [taken] = await database.db

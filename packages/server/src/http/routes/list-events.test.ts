@@ -25,7 +25,7 @@ import { createWake, type Wake } from '../../events/wake.ts';
 import { enqueueEvents } from '../../kernel/outbox.ts';
 import { MIGRATIONS_DIR } from '../../resources.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
-import { problemOf, testApp } from '../testing.ts';
+import { problemOf, type TestRow, testPipeline } from '../testing.ts';
 import { listEvents } from './list-events.ts';
 
 let database: Database;
@@ -60,11 +60,10 @@ async function created(siteName: string, ids: string[], on = database) {
 }
 
 function feed(siteName: string, on = database, wake?: Wake) {
-  const app = testApp({
+  const app = testPipeline([listEvents as TestRow], {
     deps: { database: on, ...(wake === undefined ? {} : { wake }) },
     vars: { token: { id: 't', site: siteName, scopes: ['events'] } as never },
   });
-  app.get(listEvents.path, (c) => listEvents.handle(c, listEvents.parse(c)));
   return (query: string) => app.request(`${listEvents.path}${query}`);
 }
 
@@ -202,11 +201,10 @@ describe('the feed', () => {
       600_000,
     );
     try {
-      const app = testApp({
+      const app = testPipeline([listEvents as TestRow], {
         deps: { database, sequencer },
         vars: { token: { id: 't', site: s.name, scopes: ['events'] } as never },
       });
-      app.get(listEvents.path, (c) => listEvents.handle(c, listEvents.parse(c)));
       const page = (await (await app.request(`${listEvents.path}?after=0`)).json()) as {
         result: { events: { sequence: string; subject: string }[] };
       };

@@ -1,7 +1,5 @@
 import type { components } from '@user-accounts/client';
-import type { Context } from 'hono';
-import { invalidRequest } from '../../contract/validation.ts';
-import { ApiError } from '../../errors.ts';
+import { ApiError, eventsExpired, invalidRequest } from '../../errors.ts';
 import {
   type CloudEvent,
   feedBounds,
@@ -10,7 +8,7 @@ import {
   numberedUpTo,
   readEvents,
 } from '../../events/queue.ts';
-import type { AppEnv } from '../context.ts';
+import type { OpContext } from '../context.ts';
 import { defineOperation } from '../define-operation.ts';
 import { validQuery } from './shared.ts';
 
@@ -29,16 +27,13 @@ const QUEUED_POLL_MS = 20;
 
 const tooManyLongPolls = (which: 'token' | 'site', limit: number) =>
   new ApiError(
-    429,
     'too_many_long_polls',
     `This ${which} already has ${limit} long-polls waiting on this server; try again after Retry-After seconds.`,
     { headers: { 'Retry-After': '1' } },
   );
 
 const expired = (after: number, first: CloudEvent | undefined) =>
-  new ApiError(
-    410,
-    'events_expired',
+  eventsExpired(
     `Events after ${after} were removed (they are kept for the retention time)` +
       (first === undefined ? '.' : `; the oldest kept is ${Number(first.sequence)}.`) +
       ' Resynchronize from list, then read on without after.',
@@ -76,7 +71,7 @@ export const listEvents = defineOperation({
 });
 
 /** The events after `after`, waiting up to `wait` seconds for one. */
-async function answer(c: Context<AppEnv>, site: string, { after, limit, wait, subject }: Read) {
+async function answer(c: OpContext, site: string, { after, limit, wait, subject }: Read) {
   const { database, wake } = c.get('deps');
   await waitForQueued(c, site);
   const bounds = await feedBounds(database.db, site);
@@ -115,7 +110,7 @@ async function answer(c: Context<AppEnv>, site: string, { after, limit, wait, su
  * should no sequencer run), so that a client reads its own writes. Only reads, so that the feed
  * stays a read that a replica can serve; the numbering is the sequencer's (events/sequencer.ts).
  */
-async function waitForQueued(c: Context<AppEnv>, site: string) {
+async function waitForQueued(c: OpContext, site: string) {
   const { database, wake, sequencer } = c.get('deps');
   const pos = await lastQueued(database.db, site);
   if (pos === undefined) return;

@@ -12,7 +12,7 @@ const PATH = '/api/1/webhooks/deliveries';
 const DEFAULT_LIMIT = 20;
 
 export const webhookNotFound = (what: 'endpoint' | 'delivery') =>
-  new ApiError(404, 'webhook_not_found', `The site has no webhook ${what} with this id.`);
+  new ApiError('webhook_not_found', `The site has no webhook ${what} with this id.`);
 
 interface Query {
   endpointId: string;

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { ApiError } from '../../errors.ts';
+import { notFound, unauthorized } from '../../errors.ts';
 import type { App } from '../context.ts';
 import { bearerChallenge, credentialSent } from '../middleware/auth.ts';
 
@@ -9,17 +9,13 @@ const digest = (s: string) => createHash('sha256').update(s).digest();
 export function registerMetrics(app: App): void {
   app.get('/metrics', async function getMetrics(c) {
     const metrics = c.get('deps').metrics;
-    if (metrics === undefined) throw new ApiError(404, 'not_found', `There is nothing at ${c.req.path}.`);
+    if (metrics === undefined) throw notFound(c.req.path);
     const header = c.req.header('authorization');
     const given = /^Bearer +(\S+)$/i.exec(header ?? '')?.[1];
     if (given === undefined || !timingSafeEqual(digest(given), digest(metrics.token))) {
-      throw new ApiError(
-        401,
-        'unauthorized',
+      throw unauthorized(
+        bearerChallenge(credentialSent(header)),
         'Metrics need the metrics token: Authorization: Bearer <METRICS_TOKEN>.',
-        {
-          headers: { 'WWW-Authenticate': bearerChallenge(credentialSent(header)) },
-        },
       );
     }
     return c.body(await metrics.collector.registry.metrics(), 200, {

@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { invalidRequest } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { loginOptions } from '../../factors/passkeys.ts';
 import { defineOperation } from '../define-operation.ts';
 import { deploymentKeysOfRequest, validBody } from './shared.ts';

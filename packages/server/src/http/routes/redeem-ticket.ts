@@ -1,8 +1,8 @@
 import type { components } from '@user-accounts/client';
-import { invalidTicket, redeemLoginTicket } from '../../accounts/login-tickets.ts';
+import { redeemLoginTicket } from '../../accounts/login-tickets.ts';
 import { weakPassword } from '../../accounts/new-password.ts';
 import { redeemTicket as redeem } from '../../accounts/redeem.ts';
-import { invalidRequest } from '../../contract/validation.ts';
+import { invalidRequest, invalidTicket } from '../../errors.ts';
 import { weakPasswordReason } from '../../passwords/hasher.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import { LOGIN_TICKET_LOGIN } from '../../sessions/rules.ts';

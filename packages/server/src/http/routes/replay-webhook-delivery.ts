@@ -1,7 +1,7 @@
 // POST /api/1/webhooks/deliveries/replay: the delivery's event queued to its endpoint again (202),
 // or the delivery of it already pending there (200); bounded per site (deliveries.ts).
 import type { components } from '@user-accounts/client';
-import { ApiError } from '../../errors.ts';
+import { ApiError, eventsExpired } from '../../errors.ts';
 import { MAX_PENDING_FOR_REPLAY, replayDelivery } from '../../events/webhooks/deliveries.ts';
 import { defineOperation } from '../define-operation.ts';
 import { webhookNotFound } from './list-webhook-deliveries.ts';
@@ -33,10 +33,9 @@ export const replayWebhookDelivery = defineOperation({
       case 'not_found':
         throw webhookNotFound('delivery');
       case 'expired':
-        throw new ApiError(410, 'events_expired', 'The event of this delivery is past the retention and was removed.');
+        throw eventsExpired('The event of this delivery is past the retention and was removed.');
       case 'too_many':
         throw new ApiError(
-          409,
           'too_many_deliveries_pending',
           `The site has ${MAX_PENDING_FOR_REPLAY} webhook deliveries pending or more; replay once they are sent.`,
         );

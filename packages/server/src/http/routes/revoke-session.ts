@@ -1,5 +1,5 @@
 import type { components } from '@user-accounts/client';
-import { invalidRequest } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import { revokeSession as revoke, revokeSessionsOfAccount } from '../../sessions/manage.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';

@@ -1,29 +1,22 @@
 import type { components } from '@user-accounts/client';
-import type { Context } from 'hono';
 import type { NewPasswordDeps } from '../../accounts/new-password.ts';
 import type { CodeGuard } from '../../accounts/tickets.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
-import {
-  type BodySchema,
-  fromQueryText,
-  invalidRequest,
-  normalizeFields,
-  toFieldErrors,
-} from '../../contract/validation.ts';
+import { type BodySchema, fromQueryText, normalizeFields, toFieldErrors } from '../../contract/validation.ts';
+import { invalidRequest } from '../../errors.ts';
 import type { HookDeps } from '../../kernel/account-hooks.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import type { WriteDeps } from '../../kernel/unit-of-work.ts';
 import type { SessionDeps } from '../../sessions/issue.ts';
-import { CompiledRequest } from '../compiled.ts';
-import type { AppEnv } from '../context.ts';
+import type { OpContext, ParseContext } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
 
 type Schemas = components['schemas'];
 
 /** The parsed body, normalized as the spec says, then checked against the operation's schema. */
-export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): Schemas[K] {
+export function validBody<K extends BodySchema>(c: ParseContext, schema: K): Schemas[K] {
   const body = c.get('body');
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw invalidRequest('The request body must be a JSON object.', [
@@ -43,10 +36,9 @@ export function validBody<K extends BodySchema>(c: Context<AppEnv>, schema: K): 
  * The query, checked against the operation's parameters in the spec: each parameter once, none
  * unknown, normalized as bodies are.
  */
-export function validQuery<T extends object>(c: Context<AppEnv>, path: string): T {
+export function validQuery<T extends object>(c: ParseContext, path: string): T {
   // URLSearchParams keeps every parameter, even one with an empty name, which must be refused too.
-  // A compiled operation's request has its query text at hand; the app's has its URL.
-  const text = c.req instanceof CompiledRequest ? c.req.search : queryOf(c.req.url);
+  const text = queryOf(c.req.url);
   const query: Record<string, string | number | boolean> = {};
   for (const [name, value] of new URLSearchParams(text)) {
     if (Object.hasOwn(query, name)) throw repeatedParameters(text);
@@ -94,13 +86,13 @@ export function queryOf(url: string): string {
 }
 
 /** The accounts the request's token may see (see kernel/in-reach.ts). */
-export const inReach = (c: Context<AppEnv>) => inReachOf(c.get('token').site);
+export const inReach = (c: OpContext) => inReachOf(c.get('token').site);
 
 /**
  * What a handler's new password needs (accounts/new-password.ts), with the request's write deps:
  * each hash counted against the token's "hash" budget (429 over it) just before it is computed.
  */
-export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & HookDeps & NewPasswordDeps {
+export function newPasswordDepsOf(c: OpContext): WriteDeps & HookDeps & NewPasswordDeps {
   const { hasher, breachedPasswords } = c.get('deps');
   return {
     ...writeDepsOf(c),
@@ -112,13 +104,13 @@ export function newPasswordDepsOf(c: Context<AppEnv>): WriteDeps & HookDeps & Ne
 }
 
 /** What counts an account's wrong login and phone codes: the verify lockout's store, per account (accounts/tickets.ts). */
-export function codeGuardOf(c: Context<AppEnv>): CodeGuard {
+export function codeGuardOf(c: OpContext): CodeGuard {
   const { lockout, verifyLimits } = c.get('deps');
   return { lockout, policy: verifyLimits.identifier };
 }
 
 /** The deployment's HMAC keys (kernel/deployment-keys.ts): FACTOR_ENCRYPTION_KEY's, else the database's own. */
-export function deploymentKeysOfRequest(c: Context<AppEnv>): Promise<DeploymentKeys> {
+export function deploymentKeysOfRequest(c: OpContext): Promise<DeploymentKeys> {
   const { database, factorKeys } = c.get('deps');
   return deploymentKeysOf(database.db, factorKeys);
 }
@@ -141,7 +133,7 @@ export function endUserAddress(header: string | undefined): string | undefined {
 }
 
 /** What a session's writes use: the request's write deps and the signer of access tokens. */
-export function sessionDepsOf(c: Context<AppEnv>): SessionDeps {
+export function sessionDepsOf(c: OpContext): SessionDeps {
   return { ...writeDepsOf(c), accessTokens: c.get('deps').accessTokens };
 }
 

@@ -1,5 +1,6 @@
 import type { components } from '@user-accounts/client';
-import { IDENTITY_LOGIN, invalidCredentials, verifyIdentity as verify } from '../../identities/identities.ts';
+import { invalidCredentials } from '../../errors.ts';
+import { IDENTITY_LOGIN, verifyIdentity as verify } from '../../identities/identities.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf, writeScopeOf } from '../run-write.ts';
@@ -34,7 +35,7 @@ export const verifyIdentity = defineOperation({
             ip: address,
             lifetime: fields.session.lifetime,
             // Deleted since: refused as an identity of no account is.
-            seen: { stale: invalidCredentials },
+            seen: { stale: () => invalidCredentials('identity') },
           });
     return c.json(
       {

@@ -1,6 +1,7 @@
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
-import { passkeyRefused, verifyPasskey as verify } from '../../factors/passkeys.ts';
+import { invalidCredentials } from '../../errors.ts';
+import { verifyPasskey as verify } from '../../factors/passkeys.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import { PASSKEY_LOGIN } from '../../sessions/rules.ts';
 import { defineOperation } from '../define-operation.ts';
@@ -36,7 +37,7 @@ export const verifyPasskey = defineOperation({
             ip: address,
             lifetime: fields.session.lifetime,
             // Deleted since: refused as a passkey of no account is. No password was checked.
-            seen: { stale: passkeyRefused },
+            seen: { stale: () => invalidCredentials('passkey') },
           });
     return c.json(
       {

@@ -1,7 +1,7 @@
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import type { components } from '@user-accounts/client';
-import { invalidRequest } from '../../contract/validation.ts';
-import { invalidTicket, verifySecondFactor as verify } from '../../factors/factors.ts';
+import { invalidRequest, invalidTicket } from '../../errors.ts';
+import { verifySecondFactor as verify } from '../../factors/factors.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import {
   IDENTITY_AND_CODE,
@@ -72,7 +72,7 @@ export const verifySecondFactor = defineOperation({
             lifetime: fields.session.lifetime,
             // A password change spends the ticket (factors/login-ticket.ts): one made since the
             // second step was accepted makes no session either, as the ticket would answer now.
-            seen: { stale: invalidTicket, passwordHash },
+            seen: { stale: () => invalidTicket('second factor'), passwordHash },
           });
     return c.json(
       {

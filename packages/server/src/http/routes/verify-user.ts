@@ -1,7 +1,6 @@
 import type { components } from '@user-accounts/client';
-import { invalidCredentials, verifyPassword } from '../../accounts/verify.ts';
-import { invalidRequest } from '../../contract/validation.ts';
-import { describeError } from '../../errors.ts';
+import { verifyPassword } from '../../accounts/verify.ts';
+import { describeError, invalidCredentials, invalidRequest } from '../../errors.ts';
 import { markIfBreached } from '../../passwords/screening.ts';
 import { issueSession } from '../../sessions/issue.ts';
 import { PASSWORD_LOGIN } from '../../sessions/rules.ts';
@@ -73,7 +72,7 @@ export const verifyUser = defineOperation({
             // A password changed since it was checked makes no session: the login is refused as
             // it would be now (a rehash of the same password by another login is no change).
             seen: {
-              stale: invalidCredentials,
+              stale: () => invalidCredentials('password'),
               passwordHash,
               rightFor: (now) =>
                 hasher.verify(now ?? undefined, sent, c.get('token').site, writeScopeOf(c).deadline?.signal),
