@@ -44,7 +44,7 @@ export const DOMAIN = [
   'contract',
 ];
 /** The composition root: wires http/, ops/ and the domain together, so it may import any of them. */
-export const ROOTS = ['main.ts', 'main.test.ts', 'assemble.ts', 'assemble.test.ts', 'cli.ts'];
+export const ROOTS = ['main.ts', 'main.system.test.ts', 'assemble.ts', 'assemble.integration.test.ts', 'cli.ts'];
 
 /** The floor of the composition root (ROOTS) in FLOORS and in a printed cycle. */
 export const ROOT = '(the composition root)';

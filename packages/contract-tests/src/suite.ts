@@ -85,7 +85,7 @@ export function defineContractSuite(spec: TargetSpec): void {
       stateful('stores the password only as an argon2id hash', async () => {
         const user = await createUser();
         const row = await rowOf(user.id);
-        // The server's cost of new hashes (the test profile's; production's default is checked in verify.test.ts).
+        // The server's cost of new hashes (the test profile's; production's default is checked in verify.timed.test.ts).
         expect(row!.password_hash).toMatch(TEST_HASH_FORMAT);
         expect(String(row!.password_hash)).not.toContain(user.password);
         expect(row!.origin).toBe('api');

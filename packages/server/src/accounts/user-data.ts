@@ -55,7 +55,7 @@ interface EventRow {
 /**
  * Every table of db/schema.ts that names an account (by a column, or by a digest or a copy of
  * its id or email), and the member of the answer that holds its rows, or why the answer leaves it
- * out. user-data.test.ts holds this list to the schema: a table that names an account and is not
+ * out. user-data.integration.test.ts holds this list to the schema: a table that names an account and is not
  * here fails it.
  */
 export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftOut: string }> = {

@@ -1,6 +1,6 @@
 // The webhook sender over a real embedded database and a real receiver on 127.0.0.1: the order
 // per account, the type filter, giving up, disabling an endpoint, the address check at delivery
-// time, and replay. The contract tests (webhooks.test.ts) cover processes, kills and two servers.
+// time, and replay. The contract tests (webhooks.system.test.ts) cover processes, kills and two servers.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type SQL, sql } from 'drizzle-orm';
