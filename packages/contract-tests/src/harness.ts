@@ -63,7 +63,11 @@ export function useTarget(spec: TargetSpec): Harness {
   const passwords = new Set<string>();
   let seq = 0;
 
-  const checkedFetch = async (request: Request): Promise<Response> => {
+  const checkedFetch = async (sent: Request): Promise<Response> => {
+    const request =
+      spec.origin === undefined || sent.headers.has('origin')
+        ? sent
+        : new Request(sent, { headers: [...sent.headers, ['origin', spec.origin]] });
     const response = await fetch(request);
     const path = new URL(request.url).pathname;
     const violations = await checker.check(request.method, path, response);
