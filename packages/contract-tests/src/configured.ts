@@ -1,10 +1,10 @@
 // The contract suites once more on a server with CORS and tracing on (issue 58: "the same answers,
 // headers and log lines whatever the configuration"): configured-*.test.ts, one group of
 // suites.ts each, as pglite-*.test.ts. The accounts and life groups only: each group costs
-// 1.09–1.16× its pglite-*.test.ts, the three about 71 s in all (those three take 64 s in a clean
-// run), more than the ~60 s `./pnpmw test`'s budget leaves; the data group (login, import, list,
-// events, metadata, contacts) passed too (87 tests, 2026-12-02) and runs with a file like the
-// other two, `DATA_SUITES`.
+// 1.05–1.12× its pglite-*.test.ts side by side (one pipeline, 2026-12-02), the three about 63 s of
+// a clean run in all, more than the ~60 s `./pnpmw test`'s budget leaves; the data group (login,
+// import, list, events, metadata, contacts: about 22 s) passed too (87 tests) and runs with a
+// file like the other two, of `DATA_SUITES`.
 // Each file starts a local OTLP receiver (otlp-receiver.ts)
 // that every server of its suites exports to, and ends with a test that the configuration was
 // really on: a listed origin's request is answered with Access-Control-Allow-Origin, and every
