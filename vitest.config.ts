@@ -120,9 +120,12 @@ const MEASURED_SECONDS: Record<string, number> = {
   'contract-tests/src/fuzz.test.ts': 27,
   'contract-tests/src/pglite-accounts.test.ts': 23,
   'contract-tests/src/postgres-data.test.ts': 23,
+  // 1.06× and 1.05× their pglite-*.test.ts side by side with it (2026-12-02, one pipeline, a machine at load 14–16)
+  'contract-tests/src/configured-life.test.ts': 22,
   'contract-tests/src/pglite-life.test.ts': 21,
   'contract-tests/src/body-limit.test.ts': 21,
   'contract-tests/src/pglite-data.test.ts': 20,
+  'contract-tests/src/configured-accounts.test.ts': 18,
   'server/src/http/routes/list-events.integration.test.ts': 18,
   'contract-tests/src/postgres-accounts.test.ts': 17,
   'contract-tests/src/failures.test.ts': 16,
