@@ -76,7 +76,9 @@ function behavesAsALockout(store: () => LockoutStore) {
     const k = key();
     const answers = await Promise.all(Array.from({ length: 40 }, () => store().attempt(k, policy({ limit: 10 }))));
     expect(answers.filter((wait) => wait === 0)).toHaveLength(10);
-    expect(answers.filter((wait) => wait === 60)).toHaveLength(30);
+    // Each of the others waits out the lock of 60 s (a second less when the clock ticked between
+    // the lock and its reading, as on a loaded machine).
+    expect(answers.filter((wait) => wait >= 59 && wait <= 60)).toHaveLength(30);
   });
 
   it('takes an undone attempt back, but leaves a lock in force', async () => {
