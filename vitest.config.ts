@@ -41,6 +41,7 @@ const integration = server([
   'ops/housekeeping',
   'ops/import-file',
   'ops/metadata-schema',
+  'ops/providers',
   'ops/relying-party',
   'ops/signing-keys',
   'sessions/signing-keys',
