@@ -192,8 +192,9 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       document. --kind oauth2 (not OpenID Connect): its authorization, token and userinfo URLs, and
       --userinfo-map, JSON pointers into userinfo's answer for subject (required), email,
       emailVerified and name; --emails-url, a list of { email, primary, verified } as GitHub's
-      /user/emails, whose primary verified email is then the email. Presets (${Object.keys(PRESETS).join(', ')}):
-      that name (or --preset) fills in the issuer or URLs, the mapping and the scopes. --scopes,
+      /user/emails, whose primary verified email is then the email.
+      Presets (${Object.keys(PRESETS).join(', ')}): that name (or --preset)
+      fills in the issuer or URLs, the mapping and the scopes. --scopes,
       --redirect-uris: comma-separated; the redirect URIs are the site's exact callback URLs, no
       wildcards. Every URL https://, http:// only to 127.0.0.1, [::1] or localhost. --on-new-person:
       whether a person no account has gets one at their first sign-in (default refuse). The client
