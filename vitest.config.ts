@@ -5,112 +5,51 @@
 //   contract     the HTTP contract: the suite on its four targets (PGlite, PostgreSQL, prism
 //                proxy, the mock) and servers made for one question (CORS, verify, our faults).
 //   system       processes of ours, a browser, a cluster, a private PostgreSQL, the README, deploy.
-// A test file belongs to exactly one: unit and contract take what the others do not name, and
-// scripts/check-test-tiers.ts (run by `./pnpmw test`) fails on a file in none or in two, and on
-// a unit test that opens a database or starts a process.
+// A file's tier follows from its name (issue 58, point 5; the table is scripts/test-tiers.ts):
+//   *.integration.test.ts  integration
+//   *.system.test.ts       system, two at a time
+//   *.timed.test.ts        system-alone: one at a time, beside the system tier at a raised priority
+//   *.alone.test.ts        system-alone too, after the timed ones (it times nothing)
+//   *.last.test.ts         system-last: one at a time, after everything
+//   any other *.test.ts    contract under packages/contract-tests, unit elsewhere
+// so that a new test file needs no edit here. scripts/check-test-tiers.ts (run by `./pnpmw test`)
+// fails on a file in none or in two, on a word before `.test.ts` that names no tier, and on a unit
+// test that opens a database or starts a process.
 import { configDefaults, defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
-
-const server = (files: string[]) => files.map((f) => `packages/server/src/${f}.test.ts`);
-const contractTests = (files: string[]) => files.map((f) => `packages/contract-tests/src/${f}.test.ts`);
-
-/** Server modules tested against a database they open (PGlite, or TEST_DATABASE_URL's PostgreSQL). */
-const integration = server([
-  'accounts/create',
-  'accounts/listing',
-  'accounts/tickets',
-  'kernel/unit-of-work',
-  'accounts/user-data',
-  'accounts/verify',
-  'assemble',
-  'auth/tokens',
-  'db/client',
-  'db/listen',
-  'events/sequencer',
-  'events/webhooks/worker',
-  'kernel/deployment-keys',
-  'http/compiled',
-  'http/errors',
-  'http/middleware/idempotency',
-  'http/routes/list-events',
-  'http/run-write',
-  'limits/lockout',
-  'limits/rate-limit',
-  'ops/commands',
-  'ops/export-file',
-  'ops/housekeeping',
-  'ops/import-file',
-  'ops/metadata-schema',
-  'ops/providers',
-  'ops/relying-party',
-  'ops/signing-keys',
-  'sessions/signing-keys',
-]);
-
-/**
- * Tests that start processes of ours (server, CLI, build, pack), a browser, HAProxy or PostgreSQL,
- * or load a database at scale (list-plans: 200,000 accounts). They share nothing (each its own
- * folders, databases and ports) and run two at a time, after the first three tiers.
- */
-const systemSideBySide = [
-  ...server(['build', 'main', 'ops/housekeeping-servers', 'testing/build']),
-  'packages/client/src/pack.test.ts',
-  ...contractTests([
-    'browser-client',
-    'cli-import',
-    'client-install',
-    'cli',
-    'cloudevents',
-    'container',
-    'deploy',
-    'docs-browser',
-    'docs',
-    'generators',
-    'haproxy',
-    'list-plans',
-    'metrics',
-    'passkey-browser',
-    'readme',
-    'secrets-at-rest',
-    'tracing',
-    'upgrade',
-    'webhooks',
-  ]),
-];
-
-/**
- * System tests whose subject is time or latency under load, one at a time: another site's
- * latency under attack (noisy-neighbours: a file beside it on the other core, at the same
- * priority, spoiled its /healthz bound), a cluster's failover and "refused within 1 s", outages of
- * a private PostgreSQL, limits shared by servers, the deadline of a costly hash check, a site's
- * schema checks past their deadline and in turns (with two busy loops beside three files at a
- * time, the schema worker's restarts outlived the test's bounds), the console's first screen
- * within a second, and verify's "as long for an unknown email as for a
- * wrong password" (production hashes; three files at a time beside it read 1.11 of its 1.10 once,
- * 2026-11-29). `./pnpmw test` (scripts/run-tests.ts) runs them beside
- * the system tier at a raised scheduling priority where it may, else after everything.
- */
-const systemAlone = [
-  ...server(['accounts/schema-checks', 'passwords/costly-check']),
-  ...contractTests(['cluster', 'console-browser', 'faults', 'limits', 'verify']),
-];
-/**
- * Untimed system files the system-alone tier runs after its timed ones, to even out the two
- * processes: it ended about 50 s before the system tier (410 against 459 s, 2026-11-29, 503 s
- * of tests), and the release archive's file (28 s, most of it building the archive) moves 14 s
- * of the system tier's two workers' time to it. It measures no time.
- */
-const systemAloneAfter = contractTests(['release']);
-/**
- * Timed files with nothing else of the run beside them, after everything (system-last): on a
- * machine whose run took 1,076–1,227 s (2026-11-29), noisy-neighbours' victim tests (another
- * site's latency under attack, production hashes) failed beside the system tier in two
- * clean-clone runs of five, even at the raised priority, and passed alone every time.
- */
-const systemLast = contractTests(['noisy-neighbours']);
-const system = [...systemSideBySide, ...systemAlone, ...systemAloneAfter, ...systemLast];
+import { named, TIER_SUFFIXES, type TierSuffix } from './scripts/test-tiers.ts';
 
 const CONTRACT = 'packages/contract-tests/src/**/*.test.ts';
+/** Every file with a tier's word in its name: neither unit nor contract. */
+const NAMED = named(...(Object.keys(TIER_SUFFIXES) as TierSuffix[]));
+
+/*
+ * Why the system files run as they do (the suffixes above):
+ *
+ * *.system.test.ts start processes of ours (server, CLI, build, pack), a browser, HAProxy or
+ * PostgreSQL, or load a database at scale (list-plans: 200,000 accounts). They share nothing (each
+ * its own folders, databases and ports) and run two at a time, after the first three tiers.
+ *
+ * *.timed.test.ts are system tests whose subject is time or latency under load, one at a time: a
+ * cluster's failover and "refused within 1 s", outages of a private PostgreSQL, limits shared by
+ * servers, the deadline of a costly hash check, a site's schema checks past their deadline and in
+ * turns (with two busy loops beside three files at a time, the schema worker's restarts outlived
+ * the test's bounds), the console's first screen within a second, and verify's "as long for an
+ * unknown email as for a wrong password" (production hashes; three files at a time beside it read
+ * 1.11 of its 1.10 once, 2026-11-29). `./pnpmw test` (scripts/run-tests.ts) runs them beside the
+ * system tier at a raised scheduling priority where it may, else after everything.
+ *
+ * *.alone.test.ts are untimed system files the system-alone tier runs after its timed ones, to
+ * even out the two processes: it ended about 50 s before the system tier (410 against 459 s,
+ * 2026-11-29, 503 s of tests), and the release archive's file (28 s, most of it building the
+ * archive) moves 14 s of the system tier's two workers' time to it. They measure no time.
+ *
+ * *.last.test.ts are timed files with nothing else of the run beside them, after everything: on a
+ * machine whose run took 1,076–1,227 s (2026-11-29), noisy-neighbours' victim tests (another
+ * site's latency under attack, production hashes; a file beside it on the other core, at the same
+ * priority, spoiled its /healthz bound) failed beside the system tier in two clean-clone runs of
+ * five, even at the raised priority, and passed alone every time.
+ */
 
 /**
  * A system test's time limit, unless it names a longer one (and those name at least 120 s): it
@@ -128,7 +67,7 @@ const SYSTEM_TIMEOUT = 120_000;
  * take less wall time with the same tests. The first three tiers run three at a time: 195 s alone
  * against 229 s two at a time (2026-11-29, 4,158 tests; the cores were 60–90% busy two at a
  * time in the tiers' first minutes). The system tier runs after them, two at a time, and beside
- * it its files that measure time (systemAlone), one at a time (scripts/run-tests.ts).
+ * it its files that measure time (*.timed.test.ts), one at a time (scripts/run-tests.ts).
  * TEST_WORKERS sets both figures (1: every file one at a time).
  */
 const workers = (fallback: number) => {
@@ -157,45 +96,49 @@ const ISOLATE = process.env.TEST_ISOLATE === '1';
  * longest first, so that its workers end together. A clean clone has no vitest cache, and vitest
  * then starts the largest files first whatever they cost: docs-browser began 226 s into the
  * system tier's 287 s (498 s of tests). Files not named here follow, largest first, as before.
- * The timed tiers (one file at a time) keep vitest's order, but for systemAloneAfter's files,
+ * The timed tiers (one file at a time) keep vitest's order, but for the *.alone.test.ts files,
  * last (a negative measure).
  */
 const MEASURED_SECONDS: Record<string, number> = {
   // system
-  'contract-tests/src/webhooks.test.ts': 98,
-  'contract-tests/src/cli.test.ts': 94,
-  'contract-tests/src/cli-import.test.ts': 69,
-  'contract-tests/src/docs-browser.test.ts': 57,
-  'contract-tests/src/client-install.test.ts': 52,
-  'server/src/main.test.ts': 45,
+  'contract-tests/src/webhooks.system.test.ts': 98,
+  'contract-tests/src/cli.system.test.ts': 94,
+  'contract-tests/src/cli-import.system.test.ts': 69,
+  'contract-tests/src/docs-browser.system.test.ts': 57,
+  'contract-tests/src/client-install.system.test.ts': 52,
+  'server/src/main.system.test.ts': 45,
   // measured alone, both databases, on a busy 2-core machine (2026-12-02): not yet a clean-clone figure
-  'contract-tests/src/secrets-at-rest.test.ts': 40,
-  'client/src/pack.test.ts': 17,
-  'server/src/ops/housekeeping-servers.test.ts': 17,
-  'contract-tests/src/upgrade.test.ts': 15,
-  'contract-tests/src/browser-client.test.ts': 13,
-  'contract-tests/src/passkey-browser.test.ts': 11,
+  'contract-tests/src/secrets-at-rest.system.test.ts': 40,
+  'client/src/pack.system.test.ts': 17,
+  'server/src/ops/housekeeping-servers.system.test.ts': 17,
+  'contract-tests/src/upgrade.system.test.ts': 15,
+  'contract-tests/src/browser-client.system.test.ts': 13,
+  'contract-tests/src/passkey-browser.system.test.ts': 11,
   // contract and integration (three at a time)
   'contract-tests/src/sessions.test.ts': 35,
   'contract-tests/src/proxied.test.ts': 29,
   'contract-tests/src/fuzz.test.ts': 27,
   'contract-tests/src/pglite-accounts.test.ts': 23,
   'contract-tests/src/postgres-data.test.ts': 23,
+  // 1.06× and 1.05× their pglite-*.test.ts side by side with it (2026-12-02, one pipeline, a machine at load 14–16)
+  'contract-tests/src/configured-life.test.ts': 22,
   'contract-tests/src/pglite-life.test.ts': 21,
   'contract-tests/src/body-limit.test.ts': 21,
   'contract-tests/src/pglite-data.test.ts': 20,
-  'server/src/http/routes/list-events.test.ts': 18,
+  'contract-tests/src/configured-accounts.test.ts': 18,
+  'server/src/http/routes/list-events.integration.test.ts': 18,
   'contract-tests/src/postgres-accounts.test.ts': 17,
   'contract-tests/src/failures.test.ts': 16,
   'contract-tests/src/mock-parity.test.ts': 15,
-  'server/src/limits/lockout.test.ts': 13,
+  'server/src/limits/lockout.integration.test.ts': 13,
   'contract-tests/src/postgres-life.test.ts': 11,
   'contract-tests/src/metadata-index.test.ts': 10,
-  // system-alone: after its timed files (systemAloneAfter)
-  'contract-tests/src/release.test.ts': -1,
+  // unit (three at a time)
 };
 const measured = (spec: TestSpecification) =>
-  MEASURED_SECONDS[spec.moduleId.slice(spec.moduleId.lastIndexOf('packages/') + 'packages/'.length)] ?? 0;
+  spec.moduleId.endsWith('.alone.test.ts')
+    ? -1 // system-alone: after its timed files
+    : (MEASURED_SECONDS[spec.moduleId.slice(spec.moduleId.lastIndexOf('packages/') + 'packages/'.length)] ?? 0);
 
 /** vitest's order (group, project, then its own), and within a project the measured long files first. */
 class LongestFirst extends BaseSequencer {
@@ -237,19 +180,19 @@ export default defineConfig({
           // clock or the umask put them back.
           isolate: false,
           include: ['packages/*/src/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, CONTRACT, ...integration, ...system],
+          exclude: [...configDefaults.exclude, CONTRACT, ...NAMED],
         },
       },
       {
         extends: true,
-        test: { name: 'integration', include: integration, maxWorkers: FIRST_WORKERS, isolate: ISOLATE },
+        test: { name: 'integration', include: named('integration'), maxWorkers: FIRST_WORKERS, isolate: ISOLATE },
       },
       {
         extends: true,
         test: {
           name: 'contract',
           include: [CONTRACT],
-          exclude: [...configDefaults.exclude, ...system],
+          exclude: [...configDefaults.exclude, ...NAMED],
           maxWorkers: FIRST_WORKERS,
           isolate: ISOLATE,
         },
@@ -262,7 +205,7 @@ export default defineConfig({
         // system-alone: two at a time it read 612 ms of its 1,000 (150–200 ms alone).
         test: {
           name: 'system',
-          include: systemSideBySide,
+          include: named('system'),
           maxWorkers: WORKERS,
           // Shared modules here too: each file's worker started vitest and imported its modules.
           isolate: ISOLATE,
@@ -276,7 +219,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'system-alone',
-          include: [...systemAlone, ...systemAloneAfter],
+          include: named('timed', 'alone'),
           maxWorkers: 1,
           sequence: { groupOrder: 2 },
           testTimeout: SYSTEM_TIMEOUT,
@@ -286,7 +229,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'system-last',
-          include: systemLast,
+          include: named('last'),
           maxWorkers: 1,
           sequence: { groupOrder: 3 },
           testTimeout: SYSTEM_TIMEOUT,

@@ -1,8 +1,16 @@
-// Checks the floors of packages/server/src (issue 42, point 3): no file outside `http/` imports
-// from `http/` (the domain throws its errors, `http/` renders them), and no domain folder imports
-// from `ops/` (nor `contract/`, nor a file at the top of src/ such as errors.ts and tracing.ts, which
-// the domain builds on) — type imports included, tests included. The composition root (main.ts,
-// assemble.ts, cli.ts and their tests) is the one place that wires the floors together.
+// Checks the floors of packages/server/src (issue 42, point 3; issue 58, point 2), type imports
+// and tests included:
+// - no file outside `http/` imports from `http/` (the domain throws its errors, `http/` renders
+//   them), and no domain folder imports from `ops/` (nor `contract/`, nor a file at the top of
+//   src/ such as errors.ts and tracing.ts, which the domain builds on);
+// - the floors' order (FLOORS, top to bottom): a folder imports only folders of floors below its
+//   own, or its peers of the same floor;
+// - no import cycle between folders (a depth-first walk over the folders' imports, which prints
+//   the cycle and an import of each of its steps).
+// The composition root (main.ts, assemble.ts, cli.ts and their tests) is the one place that
+// wires the floors together; it is a floor of its own, below testing/ (the tests' harness, which
+// starts it) and above every other. A test's import of testing/ or of the root is no edge: every
+// floor's tests may use the harness and start a whole server.
 // Every import form is read: `import … from`, `import type`, `export … from`, `import()` (also
 // in a type), `require()`; TypeScript's preProcessFile scans the text without compiling
 // it (comments and strings are not imports). Run by `./pnpmw test` before the tests, and by
@@ -32,11 +40,46 @@ export const DOMAIN = [
   'sessions',
   'identities',
   'orgs',
+  'providers',
   // What the domain builds on: the spec and its validators.
   'contract',
 ];
 /** The composition root: wires http/, ops/ and the domain together, so it may import any of them. */
-export const ROOTS = ['main.ts', 'main.test.ts', 'assemble.ts', 'assemble.test.ts', 'cli.ts'];
+export const ROOTS = ['main.ts', 'main.system.test.ts', 'assemble.ts', 'assemble.integration.test.ts', 'cli.ts'];
+
+/** The floor of the composition root (ROOTS) in FLOORS and in a printed cycle. */
+export const ROOT = '(the composition root)';
+/** The floor of the other files at the top of src/: errors.ts, tracing.ts, resources.ts, version.ts. */
+export const TOP = '(src/*.ts)';
+
+/**
+ * The floors, top to bottom: a folder of packages/server/src imports only folders of the floors
+ * below its own, or its peers on the same floor (never in a cycle), type imports and tests
+ * included. Each new folder takes its place here (and its row in docs/development.md's map).
+ */
+export const FLOORS: readonly (readonly string[])[] = [
+  // The tests' harness: builds, processes, database templates; it starts the root's servers.
+  ['testing'],
+  // config → logger, database, tokens, limits, hasher, app; the server, the CLI.
+  [ROOT],
+  // Requests: parse → domain → render.
+  ['http'],
+  // The operator's commands and the chores; the environment read once.
+  ['ops', 'config'],
+  // A site's sign-in providers (issue 59): above identities, whose links its callback will make.
+  ['providers'],
+  // The domains that own a flow across accounts: sign-in with another provider, sessions, organizations.
+  ['identities'],
+  ['sessions', 'orgs'],
+  // Accounts; what a change of one means to the domains above is their hooks (kernel/account-hooks.ts).
+  ['accounts'],
+  ['factors', 'passwords', 'auth', 'events'],
+  // What every domain builds on: the unit of work, its outbox, audit rows, ids, reach, keys, hooks.
+  ['kernel'],
+  ['limits'],
+  ['db', 'contract'],
+  [TOP],
+];
 
 const SELF = '@user-accounts/server';
 const exportsMap = (
@@ -84,17 +127,87 @@ export function fault(file: string, imported: string): string | undefined {
   return undefined;
 }
 
+/** Each import of ours in `text`: the file it names (relative to src/), as written, and its line. */
+function importsOf(file: string, text: string): { imported: string; specifier: string; line: number }[] {
+  return ts.preProcessFile(text, true, true).importedFiles.flatMap(({ fileName, pos }) => {
+    const imported = target(file, fileName);
+    return imported === undefined
+      ? []
+      : [{ imported, specifier: fileName, line: text.slice(0, pos).split('\n').length }];
+  });
+}
+
 export function checkFile(file: string, text: string): string[] {
   const faults: string[] = [];
-  for (const { fileName, pos } of ts.preProcessFile(text, true, true).importedFiles) {
-    const imported = target(file, fileName);
-    const why = imported === undefined ? undefined : fault(file, imported);
-    if (why !== undefined) {
-      const line = text.slice(0, pos).split('\n').length;
-      faults.push(`packages/server/src/${file}:${line}: imports ${fileName} — ${why}`);
-    }
+  for (const { imported, specifier, line } of importsOf(file, text)) {
+    const why = fault(file, imported);
+    if (why !== undefined) faults.push(`packages/server/src/${file}:${line}: imports ${specifier} — ${why}`);
   }
   return faults;
+}
+
+/** The floor a file is on: its folder, the root, or the top of src/. */
+export const folderOf = (file: string) => (ROOTS.includes(file) ? ROOT : floorOf(file) || TOP);
+const shown = (folder: string) => (folder === ROOT || folder === TOP ? folder : `${folder}/`);
+/** A test's file: `*.test.ts`, or a folder's `testing.ts` (its tests' helpers, imported by tests only). */
+const isTest = (file: string) => file.endsWith('.test.ts') || file.split('/').pop() === 'testing.ts';
+const floorIndex = new Map(FLOORS.flatMap((floor, index) => floor.map((folder) => [folder, index] as const)));
+
+/**
+ * The floors' order and the cycles between folders, over every file of src/ (relative path →
+ * text): an import of a folder above, a folder on no floor, and each cycle, with an import of
+ * each of its steps.
+ */
+export function checkFloors(files: ReadonlyMap<string, string>): string[] {
+  const faults: string[] = [];
+  const unplaced = new Set<string>();
+  /** folder → folder → the first import that makes the edge, as `file:line imports specifier`. */
+  const edges = new Map<string, Map<string, string>>();
+  for (const [file, text] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
+    const from = folderOf(file);
+    if (!floorIndex.has(from)) unplaced.add(from);
+    for (const { imported, specifier, line } of importsOf(file, text)) {
+      const to = folderOf(imported);
+      if (to === from || ((to === 'testing' || to === ROOT) && isTest(file))) continue;
+      const where = `packages/server/src/${file}:${line}: imports ${specifier}`;
+      const [above, below] = [floorIndex.get(to), floorIndex.get(from)];
+      if (above !== undefined && below !== undefined && above < below)
+        faults.push(`${where} — ${shown(to)} is on a floor above ${shown(from)} (FLOORS, scripts/check-layers.ts)`);
+      const out = edges.get(from) ?? edges.set(from, new Map()).get(from)!;
+      if (!out.has(to)) out.set(to, where);
+    }
+  }
+  for (const folder of [...unplaced].sort())
+    faults.push(
+      `packages/server/src/${folder}/ is on no floor: give it its place in FLOORS (scripts/check-layers.ts) and its row in docs/development.md's map`,
+    );
+  for (const cycle of cyclesOf(edges)) {
+    const steps = cycle.slice(0, -1).map((from, i) => edges.get(from)!.get(cycle[i + 1]!)!);
+    faults.push(`folders import each other in a cycle: ${cycle.map(shown).join(' → ')}\n    ${steps.join('\n    ')}`);
+  }
+  return faults;
+}
+
+/**
+ * The cycles a depth-first walk finds (one a back edge), each as its folders from the first to
+ * the first again, in a stable order.
+ */
+export function cyclesOf(edges: ReadonlyMap<string, ReadonlyMap<string, unknown>>): string[][] {
+  const cycles: string[][] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const walk = (folder: string) => {
+    state.set(folder, 'open');
+    path.push(folder);
+    for (const next of [...(edges.get(folder)?.keys() ?? [])].sort()) {
+      if (state.get(next) === 'open') cycles.push([...path.slice(path.indexOf(next)), next]);
+      else if (state.get(next) === undefined) walk(next);
+    }
+    path.pop();
+    state.set(folder, 'done');
+  };
+  for (const folder of [...edges.keys()].sort()) if (state.get(folder) === undefined) walk(folder);
+  return cycles;
 }
 
 /** The one file that writes an error's HTTP status: the errors' table (issue 58, point 3). */
@@ -136,14 +249,19 @@ export function checkErrorStatuses(file: string, text: string): string[] {
 const ERROR_ROOTS = ['packages/server/src', 'packages/mock/src'];
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const files = globSync('**/*.ts', { cwd: src }).map((f) => f.split(sep).join('/'));
-  const faults = files.sort().flatMap((file) => checkFile(file, readFileSync(join(src, file), 'utf8')));
+  const files = new Map(
+    globSync('**/*.ts', { cwd: src })
+      .map((f) => f.split(sep).join('/'))
+      .sort()
+      .map((file) => [file, readFileSync(join(src, file), 'utf8')] as const),
+  );
+  const faults = [...[...files].flatMap(([file, text]) => checkFile(file, text)), ...checkFloors(files)];
   const built = ERROR_ROOTS.flatMap((dir) => globSync(`${dir}/**/*.ts`, { cwd: root }))
     .map((f) => f.split(sep).join('/'))
     .sort();
   const statuses = built.flatMap((file) => checkErrorStatuses(file, readFileSync(join(root, file), 'utf8')));
   if (faults.length > 0) {
-    console.error(`Layers (scripts/check-layers.ts), ${faults.length} imports at fault:\n  ${faults.join('\n  ')}`);
+    console.error(`Layers (scripts/check-layers.ts), ${faults.length} faults:\n  ${faults.join('\n  ')}`);
   }
   if (statuses.length > 0) {
     console.error(
@@ -151,6 +269,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     );
   }
   if (faults.length > 0 || statuses.length > 0) process.exit(1);
-  console.log(`Layers: ${files.length} files of packages/server/src, no floor reaches up`);
+  console.log(`Layers: ${files.size} files of packages/server/src, no floor reaches up, no folder cycle`);
   console.log(`Errors: ${built.length} files of ${ERROR_ROOTS.join(' and ')}, every status from ERRORS`);
 }

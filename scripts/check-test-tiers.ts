@@ -1,12 +1,14 @@
 // Checks the test tiers of vitest.config.ts (issue 34, point 5) as vitest itself resolves them:
-// every test file in the repository is in exactly one tier, no "unit" test opens a database,
-// starts a process or drives a browser (the developer's loop needs nothing running), and no
-// "contract" test starts a process of ours or a browser. Run by
+// every test file in the repository is in exactly one tier, the word before `.test.ts` in its name,
+// if any, names a tier (scripts/test-tiers.ts: `cli.sytem.test.ts` would otherwise be a unit test),
+// no "unit" test opens a database, starts a process or drives a browser (the developer's loop
+// needs nothing running), and no "contract" test starts a process of ours or a browser. Run by
 // `./pnpmw test` before the tests; exits 1 naming each file at fault.
 import { execFileSync } from 'node:child_process';
 import { globSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { suffixOf, TIER_SUFFIXES } from './test-tiers.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const vitest = join(root, 'node_modules/vitest/vitest.mjs');
@@ -52,15 +54,24 @@ for (const path of onDisk) {
   const tiers = tiersOf.get(path) ?? [];
   if (tiers.length === 0) faults.push(`${path}: in no tier of vitest.config.ts (it never runs)`);
   if (tiers.length > 1) faults.push(`${path}: in ${tiers.join(' and ')} (it runs twice)`);
+  const suffix = suffixOf(path);
+  if (suffix !== undefined && !Object.hasOwn(TIER_SUFFIXES, suffix)) {
+    faults.push(
+      `${path}: .${suffix}.test.ts names no tier (${Object.keys(TIER_SUFFIXES).join(', ')}; none for unit or contract)`,
+    );
+  }
   const forbidden = tiers.includes('unit') ? NOT_UNIT : tiers.includes('contract') ? SYSTEM_ONLY : [];
   // Type-only imports need nothing at run time.
   for (const [, specifier] of readFileSync(join(root, path), 'utf8').matchAll(
     /^import (?!type )[^;]*?from '([^']+)'/gms,
   )) {
     if (forbidden.some((pattern) => pattern.test(specifier!))) {
-      faults.push(
-        `${path}: a ${tiers[0]} test imports ${specifier}; name it in vitest.config.ts's integration or system`,
-      );
+      const base = path.replace(/\.test\.ts$/, '');
+      const names =
+        tiers[0] === 'unit'
+          ? `${base}.integration.test.ts (a database) or ${base}.system.test.ts`
+          : `${base}.system.test.ts`;
+      faults.push(`${path}: a ${tiers[0]} test imports ${specifier}; name it ${names}`);
     }
   }
 }

@@ -253,7 +253,7 @@ export async function release(outDir = join(repo, 'release')): Promise<string> {
 }
 
 // `node release.ts [OUT]`: both archives; `node release.ts --client OUT`: the client's tarball only
-// (what client-install.test.ts publishes to its registry).
+// (what client-install.system.test.ts publishes to its registry).
 if (import.meta.main) {
   if (process.argv[2] === '--client') {
     const out = process.argv[3] ?? join(repo, 'release');

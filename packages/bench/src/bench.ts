@@ -858,7 +858,11 @@ async function main(): Promise<void> {
     const root = join(import.meta.dirname, '..', '..', '..');
     const run = spawnSync(
       process.execPath,
-      [join(root, 'node_modules', 'vitest', 'vitest.mjs'), 'run', 'packages/contract-tests/src/cli-import.test.ts'],
+      [
+        join(root, 'node_modules', 'vitest', 'vitest.mjs'),
+        'run',
+        'packages/contract-tests/src/cli-import.system.test.ts',
+      ],
       {
         cwd: root,
         stdio: 'inherit',

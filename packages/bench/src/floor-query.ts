@@ -48,7 +48,7 @@ export async function getAccount(id: string | undefined, email: string | undefin
 
 /**
  * get_user_by_id's text exactly as drizzle renders it (http/routes/get-user.ts: the columns of
- * `users` its answer needs, the account's identities as identities/identities.ts's identitiesJson, in reach as
+ * `users` its answer needs, the account's identities as accounts/linked-identities.ts's identitiesJson, in reach as
  * kernel/in-reach.ts says), rendered by drizzle's own toSQL() on the same builder calls. Its
  * four parameters are ours' too: the id, 'api', the site, and the limit 1.
  */

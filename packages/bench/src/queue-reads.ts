@@ -8,8 +8,9 @@
 // 10,000 of the other site's events).
 import { randomUUID } from 'node:crypto';
 import { type Database, type Db, openPglite } from '@user-accounts/server/db';
-import { enqueueEvents, pruneEvents } from '@user-accounts/server/events/queue';
+import { pruneEvents } from '@user-accounts/server/events/queue';
 import { sequenceEvents } from '@user-accounts/server/events/sequencer';
+import { enqueueEvents } from '@user-accounts/server/kernel/outbox';
 
 /** The rows of a statement (its values are this script's own: names it generated, numbers). */
 async function rows<T>(db: Db, statement: string): Promise<T[]> {

@@ -2,7 +2,7 @@
 // period answers every operation as a missing one, keeps its email taken, and comes back whole
 // with restore; restore is 404 for an account never deleted, deleted for good, or already back.
 // The purge at the period's end (and the search of every table after it) is the housekeeping
-// job's: packages/server/src/ops/housekeeping.test.ts. Each test works in a site of its own.
+// job's: packages/server/src/ops/housekeeping.integration.test.ts. Each test works in a site of its own.
 // Server targets only.
 import type { ChangeEvent, Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';

@@ -740,7 +740,12 @@ function defineOrgsSuite(spec: TargetSpec): void {
       // The grace period over, the housekeeping job's purge (run here at once, not within its 30 s).
       await h.target.sql(`update users set purge_at = now() - interval '1 second' where id = $1`, [v.id]);
       const deps = h.target.deps!();
-      await purgeDeleted({ db: deps.database.db, outbox: deps.outbox, sequencer: deps.sequencer });
+      await purgeDeleted({
+        db: deps.database.db,
+        outbox: deps.outbox,
+        sequencer: deps.sequencer,
+        accountHooks: deps.accountHooks,
+      });
       expect((await s.c.GET('/api/1/user/get', { params: { query: { _userId: v.id } } })).response.status).toBe(404);
 
       expect(await members(a)).toEqual([u.id]);

@@ -1,7 +1,8 @@
 // Who may call what, for every operation of the table (operations.ts), in the manner of unkey's
-// shared route tests: no token, an unknown, a revoked, one without the operation's scope, one of
-// another site. Each gets its documented answer and changes nothing. A new operation is covered
-// by adding its row; its request here is the spec's own first example, aimed at a live account.
+// shared route tests: an unknown token, one without the operation's scope, one of another site
+// (and, once per target, no token, a revoked one, a `Bearer` without its token). Each gets its
+// documented answer and changes nothing. A new operation is covered by adding its row; its
+// request here is the spec's own first example, aimed at a live account.
 
 import type { Problem } from '@user-accounts/client';
 import { operations } from '@user-accounts/server/operations';
@@ -200,28 +201,43 @@ export function defineSecuritySuite(target: TargetSpec): void {
     };
     const snapshot = () => h.target.sql(`select * from users where site = 'default' order by id`);
 
+    // RFC 6750 §3: `error="invalid_token"` for a token sent and refused; none without a token.
+    const plain = 'Bearer realm="user-accounts"';
+    const invalid = 'Bearer realm="user-accounts", error="invalid_token"';
+    /** A 401 unauthorized with this challenge, the one body of every 401, no budget's headers, and nothing changed. */
+    const refuses = async (op: Op, authorization: string | undefined, challenge: string) => {
+      const victim = await h.createUser();
+      const before = await snapshot();
+      const { response, problem } = await send(op, authorization, victim.id);
+      expect(response.status, `${op.method} ${op.path}`).toBe(401);
+      expect(response.headers.get('www-authenticate')).toBe(challenge);
+      expect(withoutRequestId(problem)).toEqual(withoutRequestId(unknown401));
+      expect(response.headers.get('ratelimit')).toBeNull();
+      expect(await snapshot()).toEqual(before);
+    };
+
+    // The four ways of coming without a valid token, once per target: one token step serves every
+    // row, so each way is tried on a read and on a write (rows that went different ways through
+    // the server before issue 58's one pipeline), and every row below is tried with one of them.
+    const read = operations.find((op) => op.method === 'GET')!;
+    const write = operations.find((op) => op.method === 'POST')!;
+    it.each([
+      ['no token', () => undefined, plain],
+      ['an unknown token', () => 'ua_never_issued_1111111111111111111111', invalid],
+      ['a revoked token', () => tokens.revoked, invalid],
+      ['a Bearer without its token', () => 'Bearer', plain],
+    ])(
+      `answers %s with 401 unauthorized, the same body every time, and changes nothing (${read.method} ${read.path}, ${write.method} ${write.path})`,
+      async (_, token, challenge) => {
+        for (const op of [read, write]) await refuses(op, token(), challenge);
+      },
+    );
+
     describe.each(operations.map((op) => [`${op.method} ${op.path}`, op] as const))('%s', (_, op) => {
-      // RFC 6750 §3: `error="invalid_token"` for a token sent and refused; none without a token.
-      const plain = 'Bearer realm="user-accounts"';
-      const invalid = 'Bearer realm="user-accounts", error="invalid_token"';
-      it.each([
-        ['no token', () => undefined, plain],
-        ['an unknown token', () => 'ua_never_issued_1111111111111111111111', invalid],
-        ['a revoked token', () => tokens.revoked, invalid],
-        ['a Bearer without its token', () => 'Bearer', plain],
-      ])(
-        'answers %s with 401 unauthorized, the same body every time, and changes nothing',
-        async (_, token, challenge) => {
-          const victim = await h.createUser();
-          const before = await snapshot();
-          const { response, problem } = await send(op, token(), victim.id);
-          expect(response.status).toBe(401);
-          expect(response.headers.get('www-authenticate')).toBe(challenge);
-          expect(withoutRequestId(problem)).toEqual(withoutRequestId(unknown401));
-          expect(response.headers.get('ratelimit')).toBeNull();
-          expect(await snapshot()).toEqual(before);
-        },
-      );
+      // That the row asks for a token at all, and checks it: an unknown one (the other three ways
+      // go through the same step, above).
+      it('answers an unknown token with 401 unauthorized, the same body every time, and changes nothing', () =>
+        refuses(op, 'ua_never_issued_1111111111111111111111', invalid));
 
       const scopeName = [op.scope].flat().join('+');
       it(`answers a token without the ${scopeName} scope with 403 forbidden, and changes nothing`, async () => {

@@ -23,7 +23,7 @@ import { defineUserDataSuite } from './user-data-suite.ts';
 import { defineWebhookApiSuite } from './webhook-api-suite.ts';
 import { defineWritesSuite } from './writes-suite.ts';
 
-type Define = (target: TargetSpec) => void;
+export type Define = (target: TargetSpec) => void;
 
 /** The original four operations, access, writes and the security cases. */
 export const ACCOUNT_SUITES: Define[] = [

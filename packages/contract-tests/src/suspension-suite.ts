@@ -1,7 +1,7 @@
 // Timed suspensions through the client (issue 30, point 2): disable's `until` and `reason`, shown
 // by get and list to the site and never to the end user (verify); an end already past refused;
 // enable ends a timed suspension at once. The end that comes by itself is the housekeeping job's
-// (packages/server/src/ops/housekeeping.test.ts: one server, and two on one PostgreSQL).
+// (packages/server/src/ops/housekeeping.integration.test.ts: one server, and two on one PostgreSQL).
 // Each test works in a site of its own. Server targets only.
 import type { Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,5 @@
-// The places the one contract suite runs against: the real server (PGlite, PostgreSQL) and Prism.
+// The places the one contract suite runs against: the real server (PGlite, PostgreSQL, and PGlite
+// with CORS and tracing on) and Prism.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -110,6 +111,11 @@ export interface TargetSpec {
    * `__proto__` parameter): the raw-HTTP edge cases are then left to the direct targets.
    */
   transparent?: boolean;
+  /**
+   * Sent as `Origin` on every request the harness makes (unless the request names its own), as
+   * a browser's page on that origin would: a target whose server lists it in CORS_ORIGINS.
+   */
+  origin?: string;
   /** Why the target cannot run here, when it cannot; the suite then says so and skips. */
   skip?: string | undefined;
   start(): Promise<Target>;
@@ -280,6 +286,35 @@ export const pgliteTarget: TargetSpec = {
   stateful: true,
   start: () => embeddedServer({ env: { METRICS_TOKEN: TEST_METRICS_TOKEN } }),
 };
+
+/** The origin the configured target's CORS_ORIGINS lists, and its harness sends on every request. */
+export const CONFIGURED_ORIGIN = 'https://shop.example';
+
+/**
+ * The server on the embedded database with what an operator may turn on and the other targets
+ * leave off (issue 58): CORS for a listed origin, which every request of the suite then comes
+ * from, and OpenTelemetry traces exported to `collector` (its endpoint read at each start; the
+ * SDK's other variables from process.env: otlp-receiver.ts). Each server it starts is pushed on
+ * `started`, whose logs outlive its close.
+ */
+export function configuredTarget(collector: { readonly endpoint: string }, started: Target[] = []): TargetSpec {
+  return {
+    name: 'server on embedded PGlite with CORS and tracing on',
+    stateful: true,
+    origin: CONFIGURED_ORIGIN,
+    async start() {
+      const target = await embeddedServer({
+        env: {
+          METRICS_TOKEN: TEST_METRICS_TOKEN,
+          CORS_ORIGINS: `https://other.example,${CONFIGURED_ORIGIN}`,
+          OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+        },
+      });
+      started.push(target);
+      return target;
+    },
+  };
+}
 
 /** Why PostgreSQL tests cannot run here, or undefined when TEST_DATABASE_URL answers. */
 export async function postgresUnavailable(): Promise<string | undefined> {

@@ -1,6 +1,6 @@
 // The person's data in one answer through the client (issue 30, point 3): GET /api/1/user/data
 // holds every row that names the account, in every table that names one (ACCOUNT_TABLES, held
-// to the database's own rows here and to db/schema.ts in accounts/user-data.test.ts), and no
+// to the database's own rows here and to db/schema.ts in accounts/user-data.integration.test.ts), and no
 // secret; it answers 404 as get does and 403 without the export scope; it is bounded, and says
 // so. Each test works in a site of its own. Server targets only.
 import type { Problem } from '@user-accounts/client';

@@ -2,7 +2,7 @@
 // an endpoint's deliveries newest first a page at a time (and its failures alone), a replay that
 // queues the same event again once, and the site's bound on pending deliveries. Each test works in
 // a site of its own; the endpoint and deliveries are stored as the CLI and the sender leave them
-// (webhook-seed.ts). Server targets only. Delivery itself is webhooks.test.ts's.
+// (webhook-seed.ts). Server targets only. Delivery itself is webhooks.system.test.ts's.
 import type { Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
 import { GHOST, useTarget } from './harness.ts';

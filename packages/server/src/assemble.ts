@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import { type DestinationStream, type Logger, type LoggerOptions, pino } from 'pino';
+import type { HeldElsewhere } from './accounts/user-data.ts';
 import { createAuthFailures } from './auth/failed-authentications.ts';
 import { createTokenVerifier, ensureDevToken, hasUsableToken, TOKENS_CHANNEL } from './auth/tokens.ts';
 import type { Config } from './config/env.ts';
@@ -22,6 +23,7 @@ import { FactorKeyFileError, factorKeysFor } from './factors/key-file.ts';
 import { dropStoredTicketKey } from './factors/login-ticket.ts';
 import { createApp } from './http/app.ts';
 import type { AppDeps, AppEnv } from './http/context.ts';
+import { type AccountHooks, joinHooks } from './kernel/account-hooks.ts';
 import type { KeyRing } from './kernel/secret-box.ts';
 import { createHeavyReadGate, heavyReadLimits } from './limits/heavy-reads.ts';
 import { databaseLockout, redisLockout } from './limits/lockout.ts';
@@ -29,10 +31,24 @@ import { createLongPollGate } from './limits/long-polls.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './limits/rate-limit.ts';
 import { createTransactionShare, transactionShareOptions } from './limits/transactions.ts';
 import { createMetrics } from './ops/metrics.ts';
+import { orgHooks } from './orgs/hooks.ts';
+import { membershipsOf } from './orgs/members.ts';
 import { createPasswordHasher, type PasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
+import { sessionHooks } from './sessions/hooks.ts';
+import { sessionsHeldFor } from './sessions/manage.ts';
 import { createSigningKeys, resealSigningKeys } from './sessions/signing-keys.ts';
 import { startTracing } from './tracing.ts';
+
+/**
+ * What the other domains do when something happens to an account (kernel/account-hooks.ts), in
+ * this order: its sessions end (sessions/hooks.ts), then its memberships go (orgs/hooks.ts).
+ * accounts/ runs them in its writes and imports neither.
+ */
+export const accountHooks: AccountHooks = joinHooks([sessionHooks, orgHooks]);
+
+/** What the other domains hold of an account, for its person's data (accounts/user-data.ts). */
+export const heldElsewhere: HeldElsewhere = { sessions: sessionsHeldFor, organizations: membershipsOf };
 
 /** A reason the service cannot start, said to the operator as it is. */
 export class StartError extends Error {
@@ -292,6 +308,8 @@ export async function assembleOn(
     verifyLimits: config.verifyLimits,
     lockout,
     accessTokens,
+    accountHooks,
+    heldElsewhere,
     wake,
     sequencer,
     outbox: options.outbox ?? true,

@@ -1,7 +1,7 @@
 // The floors' check (scripts/check-layers.ts, run by `./pnpmw test` and `./pnpmw lint`): which
-// imports it refuses, in every form an import can be written.
+// imports it refuses, in every form an import can be written, and the folders' order and cycles.
 import { describe, expect, it } from 'vitest';
-import { checkErrorStatuses, checkFile } from '../../../scripts/check-layers.ts';
+import { checkErrorStatuses, checkFile, checkFloors, FLOORS } from '../../../scripts/check-layers.ts';
 
 const faultyLines = (file: string, text: string) =>
   checkFile(file, text).map((fault) => fault.split(': imports ')[0]!.split(':').pop());
@@ -84,5 +84,76 @@ describe('the layers check', () => {
     expect(lines('packages/server/src/http/app.test.ts')).toHaveLength(3);
     // The table's own file builds its factories from it.
     expect(checkErrorStatuses('packages/server/src/errors.ts', text)).toEqual([]);
+  });
+});
+
+describe('the floors and the folder cycles', () => {
+  const check = (files: Record<string, string>) => checkFloors(new Map(Object.entries(files)));
+
+  it('refuses a cycle between peers of one floor, type imports and tests included, printing it with its imports', () => {
+    expect(FLOORS.find((floor) => floor.includes('sessions'))).toContain('orgs');
+    const faults = check({
+      'sessions/manage.ts': "import { removeMembershipsOf } from '../orgs/members.ts';",
+      'orgs/members.test.ts': "import type { Amr } from '../sessions/rules.ts';",
+      'orgs/members.ts': '',
+      'sessions/rules.ts': '',
+    });
+    expect(faults).toEqual([
+      'folders import each other in a cycle: orgs/ → sessions/ → orgs/\n' +
+        '    packages/server/src/orgs/members.test.ts:1: imports ../sessions/rules.ts\n' +
+        '    packages/server/src/sessions/manage.ts:1: imports ../orgs/members.ts',
+    ]);
+  });
+
+  it('prints a longer cycle whole, each step with the line that makes it', () => {
+    const faults = check({
+      'events/a.ts': "import { x } from '../auth/b.ts';",
+      'auth/b.ts': "\nimport { y } from '../passwords/c.ts';",
+      'passwords/c.ts': "export { z } from '../events/a.ts';",
+    });
+    expect(faults).toEqual([
+      'folders import each other in a cycle: auth/ → passwords/ → events/ → auth/\n' +
+        '    packages/server/src/auth/b.ts:2: imports ../passwords/c.ts\n' +
+        '    packages/server/src/passwords/c.ts:1: imports ../events/a.ts\n' +
+        '    packages/server/src/events/a.ts:1: imports ../auth/b.ts',
+    ]);
+  });
+
+  it('refuses an import of a floor above, naming the line, and the cycle it closes', () => {
+    const faults = check({
+      'accounts/delete.ts':
+        "import type { Db } from '../db/client.ts';\nimport { endSessionsOf } from '../sessions/manage.ts';",
+      'sessions/issue.ts': "import { verifyPassword } from '../accounts/verify.ts';",
+    });
+    expect(faults).toEqual([
+      'packages/server/src/accounts/delete.ts:2: imports ../sessions/manage.ts — sessions/ is on a floor above accounts/ (FLOORS, scripts/check-layers.ts)',
+      'folders import each other in a cycle: accounts/ → sessions/ → accounts/\n' +
+        '    packages/server/src/accounts/delete.ts:2: imports ../sessions/manage.ts\n' +
+        '    packages/server/src/sessions/issue.ts:1: imports ../accounts/verify.ts',
+    ]);
+  });
+
+  it('refuses a folder on no floor', () => {
+    expect(check({ 'people/user-data.ts': "import { toUser } from '../accounts/to-user.ts';" })).toEqual([
+      "packages/server/src/people/ is on no floor: give it its place in FLOORS (scripts/check-layers.ts) and its row in docs/development.md's map",
+    ]);
+  });
+
+  it('lets the root import every floor, and tests the harness and the root; a floor never imports the root', () => {
+    expect(
+      check({
+        'assemble.ts':
+          "import { createApp } from './http/app.ts';\nimport { sessionHooks } from './sessions/hooks.ts';",
+        'http/app.ts': "import { errors } from '../errors.ts';",
+        'testing/loggers.ts': "import { loggerOptions } from '../assemble.ts';",
+        'db/client.test.ts': "import { postgresUnavailable } from '../testing/postgres.ts';",
+        'accounts/create.test.ts': "import { accountHooks } from '../assemble.ts';",
+        'http/testing.ts': "import { silentLogger } from '../testing/loggers.ts';",
+        'testing/templates.ts': "import type { Database } from '../db/client.ts';",
+      }),
+    ).toEqual([]);
+    expect(check({ 'accounts/delete.ts': "import { accountHooks } from '../assemble.ts';" })).toEqual([
+      'packages/server/src/accounts/delete.ts:1: imports ../assemble.ts — (the composition root) is on a floor above accounts/ (FLOORS, scripts/check-layers.ts)',
+    ]);
   });
 });

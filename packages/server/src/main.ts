@@ -66,7 +66,13 @@ export async function main(options: { outbox?: boolean } = {}): Promise<void> {
   const housekeeping = startHousekeeping(database.db, tokens, logger, {
     eventsRetentionMs: config.eventsRetentionMs,
     auditRetentionMs: config.auditRetentionMs,
-    writes: { db: database.db, outbox: deps.outbox, tracing: deps.tracer !== undefined, sequencer: deps.sequencer },
+    writes: {
+      db: database.db,
+      outbox: deps.outbox,
+      tracing: deps.tracer !== undefined,
+      sequencer: deps.sequencer,
+      accountHooks: deps.accountHooks,
+    },
   });
   const webhooks = startWebhookWorker({
     db: database.db,

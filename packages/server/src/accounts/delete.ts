@@ -18,14 +18,13 @@ import {
   webhookDeliveries,
 } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inGraceOf, inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { lockoutKey } from '../limits/lockout.ts';
-import { removeMembershipsOf } from '../orgs/members.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 import { bySiteInTurn } from './in-turn.ts';
@@ -46,7 +45,7 @@ export async function siteDeletionGrace(db: Db, site: string): Promise<number> {
  */
 export async function deleteAccount(
   scope: WriteScope,
-  deps: WriteDeps,
+  deps: WriteDeps & HookDeps,
   userId: string,
   ifMatch: IfMatch,
   graceDays?: number,
@@ -62,15 +61,14 @@ export async function deleteAccount(
   });
   const deleted = await inWrite(scope, deps, 'delete', done, async (tx) => {
     const target = matchingIfMatch(account, ifMatch);
-    // Every session ends with the account, with or without a grace period (a restore brings none
-    // back). Deleted for good, its sessions go with its row: ended first, so that they have their
-    // events; only once the account is known to be the one to delete, locked until the commit.
+    // The other domains' hooks (kernel/account-hooks.ts: its sessions end, with or without a grace
+    // period). Deleted for good, what they hold goes with its row (its memberships too): the hooks
+    // run first, so that it has its events; only once the account is known to be the one to
+    // delete, locked until the commit.
     if (grace === 0) {
       const [locked] = await tx.select({ id: users.id }).from(users).where(target).for('update');
       if (locked === undefined) return undefined;
-      const ended = await endSessionsOf(tx, userId, 'account_deleted');
-      // Its memberships go with it, each organization's count with them (orgs/members.ts).
-      ended.push(...(await removeMembershipsOf(tx, [userId])));
+      const ended = await deps.accountHooks.deleted(tx, userId, { forGood: true });
       const [row] = await tx.delete(users).where(target).returning({ id: users.id });
       return row === undefined ? undefined : { ended };
     }
@@ -80,7 +78,7 @@ export async function deleteAccount(
       .where(target)
       .returning({ id: users.id });
     if (row === undefined) return undefined;
-    return { ended: await endSessionsOf(tx, userId, 'account_deleted') };
+    return { ended: await deps.accountHooks.deleted(tx, userId, { forGood: false }) };
   });
   if (deleted === undefined) throw await notWritten(deps.db, account, ifMatch);
   return { graceDays: grace };
@@ -114,7 +112,7 @@ export const PURGE_BATCH = 100;
  * `afterClaim` (tests only) runs in each batch's transaction before it commits.
  */
 export async function purgeDeleted(
-  deps: WriteDeps,
+  deps: WriteDeps & HookDeps,
   options: { batch?: number; afterClaim?: (userIds: string[]) => Promise<void> } = {},
 ): Promise<number> {
   const batch = options.batch ?? PURGE_BATCH;
@@ -146,8 +144,8 @@ export async function purgeDeleted(
         if (claimed.length === 0) return undefined;
         const ids = claimed.map((r) => r.id);
         await forgetAccounts(tx, site, claimed);
-        // Their memberships go, each organization's count with them (orgs/members.ts).
-        const removed = await removeMembershipsOf(tx, ids);
+        // The other domains' hooks: their memberships go, each organization's count with them (orgs/hooks.ts).
+        const removed = await deps.accountHooks.purged(tx, ids);
         await tx.delete(users).where(inArray(users.id, ids));
         // Tests only: holds this replica here, its claim open, while another runs.
         await options.afterClaim?.(ids);

@@ -3,11 +3,11 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { userNotFound } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten } from './conditions.ts';
 
@@ -27,7 +27,7 @@ const NO_SUSPENSION: Suspension = { until: null, reason: null };
  */
 export async function setDisabled(
   scope: WriteScope,
-  deps: WriteDeps,
+  deps: WriteDeps & HookDeps,
   userId: string,
   ifMatch: IfMatch,
   disabled: boolean,
@@ -59,9 +59,9 @@ export async function setDisabled(
         ),
       )
       .returning({ version: users.version });
-    // A disable, timed or not, ends every session of the account (sessions/manage.ts).
+    // A disable, timed or not: the other domains' hooks, in this write (its sessions end: sessions/hooks.ts).
     if (changed !== undefined)
-      return { ...changed, changed: true, ended: disabled ? await endSessionsOf(tx, userId, 'account_disabled') : [] };
+      return { ...changed, changed: true, ended: disabled ? await deps.accountHooks.disabled(tx, userId) : [] };
     const [unchanged] = await tx.select({ version: users.version }).from(users).where(current).limit(1);
     return unchanged === undefined ? undefined : { ...unchanged, changed: false };
   });

@@ -6,8 +6,8 @@ import { and, asc, count, countDistinct, desc, eq, gt, isNotNull, lt, type SQL, 
 import type { Db } from '../db/client.ts';
 import { serviceKeys, userFactors, users } from '../db/schema.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
-import { type Identity, identitiesOf } from '../identities/identities.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import { type Identity, identitiesOf } from './linked-identities.ts';
 import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
 
 export interface ListFilters {

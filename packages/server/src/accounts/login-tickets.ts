@@ -15,14 +15,14 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { type ApiError, accountDisabled, invalidTicket, secondFactorRequired } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
 import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 
 /** A code is six digits; a link's ticket is 43 base64url characters, never that. */
@@ -54,7 +54,7 @@ interface Written {
  */
 export async function redeemLoginTicket(
   scope: WriteScope,
-  deps: WriteDeps & { keys: DeploymentKeys; codeGuard: CodeGuard },
+  deps: WriteDeps & HookDeps & { keys: DeploymentKeys; codeGuard: CodeGuard },
   input: { ticket: string; _userId?: string | undefined },
 ): Promise<LoginRedeemed> {
   const { site } = scope;
@@ -128,7 +128,8 @@ export async function redeemLoginTicket(
           .where(eq(users.id, userId))
           .returning({ version: users.version });
         version = row!.version;
-        ended = await endSessionsOf(tx, userId, 'inbox_proven');
+        // The other domains' hooks: what was signed in before may be a stranger's (sessions/hooks.ts).
+        ended = await deps.accountHooks.inboxProven(tx, userId);
         await endTickets(tx, userId, ENDED_BY.inbox);
       }
       const verified = account.verifiedAt === null;

@@ -4,13 +4,13 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { invalidTicket, sqlState } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
 import { emailTaken } from './create.ts';
 import { hashNewPassword, type NewPasswordDeps, weakPassword } from './new-password.ts';
 import {
@@ -59,7 +59,7 @@ export interface Redeemed {
  */
 export async function redeemTicket(
   scope: WriteScope,
-  deps: WriteDeps & NewPasswordDeps & { keys: DeploymentKeys; codeGuard: CodeGuard },
+  deps: WriteDeps & HookDeps & NewPasswordDeps & { keys: DeploymentKeys; codeGuard: CodeGuard },
   input: RedeemTicketRequest,
 ): Promise<Redeemed> {
   const { site } = scope;
@@ -116,8 +116,8 @@ export async function redeemTicket(
       // What this change ends: a new password ends the other resets, a new email every ticket that stood on the old one.
       if (purpose === 'reset_password') await endTickets(tx, found.userId, ENDED_BY.password);
       if (purpose === 'change_email') await endTickets(tx, found.userId, ENDED_BY.email);
-      // A new password ends every session of the account (sessions/manage.ts).
-      const ended = purpose === 'reset_password' ? await endSessionsOf(tx, found.userId, 'password_changed') : [];
+      // A new password: the other domains' hooks, in this write (its sessions end: sessions/hooks.ts).
+      const ended = purpose === 'reset_password' ? await deps.accountHooks.passwordChanged(tx, found.userId) : [];
       return { version: row.version, ended };
     },
   ).catch((error: unknown) => {

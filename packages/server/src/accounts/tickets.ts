@@ -9,8 +9,9 @@ import { and, eq, gt, inArray, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { tickets, users } from '../db/schema.ts';
 import { tooManyAttempts } from '../errors.ts';
+import { secondFactorLockoutKey } from '../factors/factors.ts';
 import type { DeploymentKeys, MacPurpose } from '../kernel/deployment-keys.ts';
-import { type LockoutPolicy, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
+import type { LockoutPolicy, LockoutStore } from '../limits/lockout.ts';
 
 /** The purposes of the API (TicketPurpose): a `login` ticket is a link's, or with delivery `code` a `login_code`. */
 export type Purpose = 'verify_email' | 'verify_phone' | 'reset_password' | 'change_email' | 'login' | 'login_code';
@@ -176,23 +177,18 @@ async function tryCode(
   return { judged: true };
 }
 
-/** What counts an account's wrong codes (issue 57, G4): the lockout store and its policy (VERIFY_LIMIT's per account). */
+/**
+ * What counts an account's wrong codes (issue 57, G4), on the counter of its wrong second factors
+ * (factors/factors.ts secondFactorLockoutKey): the lockout store and its policy (VERIFY_LIMIT's per account).
+ */
 export interface CodeGuard {
   lockout: LockoutStore;
   policy: LockoutPolicy;
 }
 
-/**
- * The counter of an account's wrong codes: the one its TOTP and recovery codes count toward
- * (factors.ts secondFactorLockoutKey), so that guesses of every 6-digit secret the account is
- * sent or holds add up, across codes (issue 57, G4: a new code gave 5 more tries without end).
- */
-export const codeLockoutKey = (site: string, userId: string) =>
-  lockoutKey(site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
-
 /** The account's wrong-code lock in force, in seconds (0: none): no new code is issued while it lasts. */
 export async function codeLockWait(guard: CodeGuard, site: string, userId: string): Promise<number> {
-  const state = await guard.lockout.read(codeLockoutKey(site, userId));
+  const state = await guard.lockout.read(secondFactorLockoutKey(site, userId));
   const until = state?.lockedUntil?.getTime();
   return until === undefined || until <= Date.now() ? 0 : Math.ceil((until - Date.now()) / 1000);
 }
@@ -212,7 +208,7 @@ export async function findCodeCounted(
   keys: DeploymentKeys,
   guard: CodeGuard,
 ): Promise<Found | undefined> {
-  const key = codeLockoutKey(site, userId);
+  const key = secondFactorLockoutKey(site, userId);
   const wait = await guard.lockout.attempt(key, guard.policy);
   // The wrong-code lock's 429, as factor/verify's: the same lock, named as there.
   if (wait > 0) throw tooManyAttempts(wait, { ...guard.policy, name: 'failed_second_factor' });

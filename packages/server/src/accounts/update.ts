@@ -3,12 +3,12 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { users } from '../db/schema.ts';
 import { invalidRequest, sqlState, userNotFound } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
-import { endSessionsOf } from '../sessions/manage.ts';
 import type { IfMatch } from './conditions.ts';
 import { matchingIfMatch, notWritten, preconditionFailed } from './conditions.ts';
 import { contactChanges, phoneless } from './contacts.ts';
@@ -27,7 +27,7 @@ export type AccountChange = components['schemas']['UpdateUserRequest'];
  */
 export async function updateAccount(
   scope: WriteScope,
-  deps: WriteDeps & NewPasswordDeps,
+  deps: WriteDeps & HookDeps & NewPasswordDeps,
   input: AccountChange,
   ifMatch: IfMatch,
   answer?: (version: number) => KeptAnswer,
@@ -110,9 +110,9 @@ export async function updateAccount(
         await assertSiteSchema(scope.site, await siteSchemaOf(tx, scope.site), row.metadata, scope.deadline?.signal);
       }
       if (row === undefined) return undefined;
-      // A new password ends every session of the account, in this write (sessions/manage.ts).
+      // A new password: the other domains' hooks, in this write (its sessions end: sessions/hooks.ts).
       const ended =
-        changes.passwordHash === undefined ? [] : await endSessionsOf(tx, input._userId, 'password_changed');
+        changes.passwordHash === undefined ? [] : await deps.accountHooks.passwordChanged(tx, input._userId);
       return { version: row.version, ended };
     },
   ).catch((error: unknown) => {

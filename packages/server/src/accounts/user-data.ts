@@ -21,13 +21,11 @@ import {
 } from '../db/schema.ts';
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
-import { identitiesOf } from '../identities/identities.ts';
 import { tokenLabels } from '../kernel/audit.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
-import { membershipsOf } from '../orgs/members.ts';
-import { sessionsHeldFor } from '../sessions/manage.ts';
+import { identitiesOf } from './linked-identities.ts';
 import { toUser } from './to-user.ts';
 
 type Schemas = components['schemas'];
@@ -57,7 +55,7 @@ interface EventRow {
 /**
  * Every table of db/schema.ts that names an account (by a column, or by a digest or a copy of
  * its id or email), and the member of the answer that holds its rows, or why the answer leaves it
- * out. user-data.test.ts holds this list to the schema: a table that names an account and is not
+ * out. user-data.integration.test.ts holds this list to the schema: a table that names an account and is not
  * here fails it.
  */
 export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftOut: string }> = {
@@ -89,6 +87,25 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
   },
 };
 
+/**
+ * What other domains hold of the account, read in the answer's snapshot (`tx`): each domain says
+ * how (sessions/manage.ts sessionsHeldFor, orgs/members.ts membershipsOf), and the composition root
+ * hands them in (assemble.ts heldElsewhere), so that accounts/ imports neither.
+ */
+export interface HeldElsewhere {
+  /** Every session held for the account, live or ended, newest first; never a token. */
+  sessions(tx: Db, userId: string): Promise<UserData['sessions']>;
+  /** The account's memberships, in order of joining. */
+  organizations(tx: Db, userId: string): Promise<UserData['organizations']>;
+}
+
+/** What the answer is read with. */
+export interface UserDataDeps {
+  db: Db;
+  lockout: LockoutStore;
+  heldElsewhere: HeldElsewhere;
+}
+
 const iso = (at: Date | null): string | null => at?.toISOString() ?? null;
 
 const counter = (state: LockoutState | undefined): Schemas['LockoutCounter'] =>
@@ -104,11 +121,7 @@ const counter = (state: LockoutState | undefined): Schemas['LockoutCounter'] =>
  * The data of an account of `site` in reach (kernel/in-reach.ts); undefined when there is none
  * (another site's, not made through the API, in its grace period, or no account), as for get.
  */
-export async function gatherUserData(
-  deps: { db: Db; lockout: LockoutStore },
-  site: string,
-  userId: string,
-): Promise<UserData | undefined> {
+export async function gatherUserData(deps: UserDataDeps, site: string, userId: string): Promise<UserData | undefined> {
   if (!isUuid(userId)) return undefined;
   // A few tries: an event of the snapshot may be pruned (or its account erased) before its data
   // is read; the last try leaves out what is gone.
@@ -172,7 +185,7 @@ interface Snapshot {
  * that let other queries in between: on the embedded database one connection serves every site,
  * and a snapshot that read it all held that connection for every read (issue 41, F2).
  */
-function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, userId: string) {
+function readSnapshot(deps: UserDataDeps, site: string, userId: string) {
   return deps.db.transaction(
     async (tx) => {
       const [row] = await tx
@@ -231,9 +244,9 @@ function readSnapshot(deps: { db: Db; lockout: LockoutStore }, site: string, use
       }));
       const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
       // Never token_hash nor previous_token_hash (sessions/manage.ts names its columns).
-      const sessionsHeld = await sessionsHeldFor(tx, id);
+      const sessionsHeld = await deps.heldElsewhere.sessions(tx, id);
       const identities = (await identitiesOf(tx, [id])).get(id) ?? [];
-      const memberships = await membershipsOf(tx, id);
+      const memberships = await deps.heldElsewhere.organizations(tx, id);
 
       const auditRows = await tx
         .select()

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { TRUST_NOBODY } from '../auth/client-address.ts';
 import { ConfigError, loadConfig } from './env.ts';
 
 describe('AUTH_FAILURE_LIMIT', () => {
@@ -14,6 +15,19 @@ describe('AUTH_FAILURE_LIMIT', () => {
     expect(() => loadConfig({ AUTH_FAILURE_LIMIT: raw })).toThrow(ConfigError);
     expect(() => loadConfig({ AUTH_FAILURE_LIMIT: raw })).toThrow(/AUTH_FAILURE_LIMIT must look like 100\/10s/);
   });
+});
+
+describe('TRUSTED_PROXIES', () => {
+  it('trusts nobody when unset (auth/client-address.test.ts: what trusting nobody means)', () => {
+    expect(loadConfig({}).trustedProxies).toBe(TRUST_NOBODY);
+  });
+
+  it.each(['127.0.0.1/33', '10.0.0.0/x', '2001:db8::/129', 'localhost', '10.0.0.0/8/8', '127.1'])(
+    'refuses to start with %j, naming the variable',
+    (entry) => {
+      expect(() => loadConfig({ TRUSTED_PROXIES: `127.0.0.1,${entry}` })).toThrow(/TRUSTED_PROXIES entries must be/);
+    },
+  );
 });
 
 describe('RATE_LIMIT_HASH', () => {

@@ -123,7 +123,7 @@ export async function openPostgres(
     max: embedded === undefined ? (options.max ?? 10) : 1,
     // The default pipelining (100) degrades under sustained load (see stack notes); 0 would
     // avoid it but broke every sql.begin() in postgres.js 3.4.9 (UNSAFE_TRANSACTION; patched since, see
-    // db/client.test.ts), so 1.
+    // db/client.integration.test.ts), so 1.
     max_pipeline: 1,
     connect_timeout: 5,
     // The default backoff grows to 20 s after a few failed reconnects, so service came back up to

@@ -4,8 +4,6 @@
 // first, so that two confirms cannot both be "the first" and a remove cannot race a confirm.
 import type { AuthenticationResponseJSON } from '@simplewebauthn/server';
 import { and, asc, count, eq, isNotNull, isNull, sql } from 'drizzle-orm';
-import { assertSignInMethodLeft } from '../accounts/sign-in-methods.ts';
-import { codeLockoutKey } from '../accounts/tickets.ts';
 import type { Db } from '../db/client.ts';
 import { recoveryCodes, siteSettings, userFactors, users } from '../db/schema.ts';
 import { ApiError, accountDisabled, invalidTicket, tooManyAttempts, userNotFound } from '../errors.ts';
@@ -13,17 +11,21 @@ import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
-import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
+import { type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
 import { checkAssertion, type RelyingParty, relyingPartyOf } from './passkeys.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
+import { assertSignInMethodLeft } from './sign-in-methods.ts';
 import { matchingStep, newTotpSecret, totpUri } from './totp.ts';
 
 /**
- * The counter of an account's wrong second factors, apart from its passwords' (lockoutKey's 'id'),
- * which its wrong login and phone codes count toward too (accounts/tickets.ts codeLockoutKey).
+ * The counter of an account's wrong second factors, apart from its passwords' (lockoutKey's 'id'):
+ * the one its TOTP and recovery codes count toward, and its wrong login and phone codes too
+ * (accounts/tickets.ts), so that guesses of every 6-digit secret the account is sent or holds add
+ * up, across codes (issue 57, G4: a new code gave 5 more tries without end).
  */
-export const secondFactorLockoutKey = codeLockoutKey;
+export const secondFactorLockoutKey = (site: string, userId: string) =>
+  lockoutKey(site, 'id', `${userId.toLowerCase()}\nsecond_factor`);
 
 export interface FactorDeps extends WriteDeps {
   /** FACTOR_ENCRYPTION_KEY's keys; undefined when not configured (PostgreSQL without the variable). */

@@ -2,6 +2,7 @@ import { type IncomingMessage, type ServerResponse, validateHeaderName, validate
 import type { Tracer } from '@opentelemetry/api';
 import type { Hono } from 'hono';
 import type { Logger } from 'pino';
+import type { HeldElsewhere } from '../accounts/user-data.ts';
 import type { TrustedProxies } from '../auth/client-address.ts';
 import type { AuthFailures } from '../auth/failed-authentications.ts';
 import type { TokenInfo, TokenVerifier } from '../auth/tokens.ts';
@@ -9,6 +10,7 @@ import type { Validators } from '../contract/validation.ts';
 import type { Database } from '../db/client.ts';
 import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
+import type { AccountHooks } from '../kernel/account-hooks.ts';
 import type { KeyRing } from '../kernel/secret-box.ts';
 import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
@@ -69,6 +71,10 @@ export interface AppDeps {
   breachedPasswords?: BreachedPasswords;
   /** Signs sessions' access tokens (sessions/signing-keys.ts). */
   accessTokens: AccessTokenSigner;
+  /** What the other domains do when something happens to an account (kernel/account-hooks.ts; assemble.ts joins them). */
+  accountHooks: AccountHooks;
+  /** What the other domains hold of an account, for its person's data (accounts/user-data.ts; assemble.ts). */
+  heldElsewhere: HeldElsewhere;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

@@ -3,6 +3,7 @@
 // operation (middleware/audit.ts, a step of pipeline.ts) records every other outcome (refusals, failures, replays) and
 // refuses an answer to a write that did not come through here.
 import type { Db } from '../db/client.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { WriteOperation } from '../kernel/audit.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteDone, type WriteScope } from '../kernel/unit-of-work.ts';
 import type { Answer, OpContext } from './context.ts';
@@ -37,10 +38,18 @@ export function writeScopeOf(c: OpContext): WriteScope {
   };
 }
 
-/** What the server's writes use, from its deps. */
-export function writeDepsOf(c: OpContext): WriteDeps {
-  const { database, outbox, tracer, sequencer, transactions, factorKeys } = c.get('deps');
-  return { db: database.db, outbox, tracing: tracer !== undefined, sequencer, share: transactions, factorKeys };
+/** What the server's writes use, from its deps (the account hooks for those of accounts/). */
+export function writeDepsOf(c: OpContext): WriteDeps & HookDeps {
+  const { database, outbox, tracer, sequencer, transactions, factorKeys, accountHooks } = c.get('deps');
+  return {
+    db: database.db,
+    outbox,
+    tracing: tracer !== undefined,
+    sequencer,
+    share: transactions,
+    factorKeys,
+    accountHooks,
+  };
 }
 
 /** The request's write, in one unit of work (see inWrite), which keeps the audit step told. */

@@ -5,11 +5,10 @@
 // and one (provider, subject) belongs to at most one account of a site, by the unique index
 // user_identities_site_provider_subject_key (a race between two creates or links is settled there).
 import type { components } from '@user-accounts/client';
-import { and, asc, count, eq, inArray, type SQL, sql } from 'drizzle-orm';
+import { and, count, eq, sql } from 'drizzle-orm';
 import { verifiedAtCreate } from '../accounts/contacts.ts';
 import { emailTaken } from '../accounts/create.ts';
 import { assertSiteSchema } from '../accounts/metadata.ts';
-import { assertSignInMethodLeft } from '../accounts/sign-in-methods.ts';
 import { type Db, rows } from '../db/client.ts';
 import { metadataSchemas, userIdentities, users } from '../db/schema.ts';
 import {
@@ -20,16 +19,15 @@ import {
   sqlState,
   userNotFound,
 } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
+import { assertSignInMethodLeft } from '../factors/sign-in-methods.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { holdsEmailOf, inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { checkAccountLimit } from '../limits/accounts.ts';
 import type { LoginMethod } from '../sessions/rules.ts';
-
-export type Identity = components['schemas']['Identity'];
 
 /**
  * A login through another provider: `fed` (not one of RFC 8176's values, but the one other
@@ -52,55 +50,6 @@ export const identityLimitReached = () =>
 export interface IdentityKey {
   provider: string;
   subject: string;
-}
-
-const iso = (column: SQL) => sql`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
-/**
- * The account's identities as the spec's `Identities`, oldest first, for a statement that reads
- * `users` (get, the events' account): a JSON array, `[]` when none. At most MAX_IDENTITIES rows,
- * read through user_identities_user_idx.
- */
-// The column qualified by hand: drizzle names a lone table's columns bare, and a bare "id" in the
-// subquery would be the identity's own.
-export const identitiesJson = (userId: SQL = sql`"users"."id"`) =>
-  sql`coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
-      'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', ${iso(sql`i.linked_at`)})
-      order by i.linked_at, i.id)
-    from user_identities i where i.user_id = ${userId}), '[]'::jsonb)`;
-
-/** A JSON value as the driver gave it (text or parsed), parsed. */
-export const parsedIdentities = (value: unknown): Identity[] =>
-  (typeof value === 'string' ? JSON.parse(value) : (value ?? [])) as Identity[];
-
-/** The identities of each of `userIds` (a page of list, export, a person's data): one statement, bounded by the ids. */
-export async function identitiesOf(db: Db, userIds: string[]): Promise<Map<string, Identity[]>> {
-  const found = new Map<string, Identity[]>();
-  if (userIds.length === 0) return found;
-  const rowsRead = await db
-    .select({
-      userId: userIdentities.userId,
-      provider: userIdentities.provider,
-      subject: userIdentities.subject,
-      email: userIdentities.email,
-      emailVerified: userIdentities.emailVerified,
-      linkedAt: userIdentities.linkedAt,
-    })
-    .from(userIdentities)
-    .where(inArray(userIdentities.userId, userIds))
-    .orderBy(asc(userIdentities.userId), asc(userIdentities.linkedAt), asc(userIdentities.id));
-  for (const row of rowsRead) {
-    const list = found.get(row.userId) ?? [];
-    list.push({
-      provider: row.provider,
-      subject: row.subject,
-      email: row.email,
-      emailVerified: row.emailVerified,
-      linkedAt: row.linkedAt.toISOString(),
-    });
-    found.set(row.userId, list);
-  }
-  return found;
 }
 
 /** The condition of the site's row of this identity. */

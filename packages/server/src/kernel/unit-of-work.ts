@@ -6,10 +6,10 @@ import { and, eq, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { auditLog, idempotencyKeys } from '../db/schema.ts';
 import { lockWaitConflict } from '../errors.ts';
-import { type EventEntry, type EventType, enqueueEvents } from '../events/queue.ts';
 import type { TransactionShare } from '../limits/transactions.ts';
 import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
+import { type EventEntry, type EventType, enqueueEvents } from './outbox.ts';
 import type { KeyRing } from './secret-box.ts';
 
 /** Who writes, for whom and until when: what a write needs to know of its caller. */
@@ -62,7 +62,7 @@ export interface WriteDeps {
   factorKeys?: KeyRing | undefined;
 }
 
-/** The change event of each write that changes accounts (events/queue.ts); verify and export have none. */
+/** The change event of each write that changes accounts (kernel/outbox.ts); verify and export have none. */
 const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   create: 'user.created',
   update: 'user.updated',

@@ -15,7 +15,7 @@ import {
 import { compileValidators } from '../contract/validation.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
 import { siteSettings } from '../db/schema.ts';
-import { EVENT_TYPES, SEQUENCE_TEXT } from '../events/queue.ts';
+import { SEQUENCE_TEXT } from '../events/queue.ts';
 import {
   addEndpoint,
   latestDeliveries,
@@ -27,6 +27,7 @@ import {
 import { checkWebhookUrl } from '../events/webhooks/target.ts';
 import { latestAuditRows, tokenLabels } from '../kernel/audit.ts';
 import { isUuid } from '../kernel/ids.ts';
+import { EVENT_TYPES } from '../kernel/outbox.ts';
 import type { KeyRing } from '../kernel/secret-box.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';

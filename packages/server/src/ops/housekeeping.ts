@@ -8,6 +8,7 @@ import { type Db, rows } from '../db/client.ts';
 import { idempotencyKeys, passkeyChallenges, rateLimits, sessionReplacedTokens, tickets } from '../db/schema.ts';
 import { describeError } from '../errors.ts';
 import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
+import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { WriteDeps } from '../kernel/unit-of-work.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
 import { REFRESH_WINDOW_SECONDS } from '../sessions/rules.ts';
@@ -116,7 +117,7 @@ export function startHousekeeping(
     eventsRetentionMs: number;
     auditRetentionMs: number | null;
     /** What the chores that change accounts write with (the unit of work's deps). */
-    writes: WriteDeps;
+    writes: WriteDeps & HookDeps;
     suspensionsEveryMs?: number;
   },
 ): { stop(): Promise<void> } {

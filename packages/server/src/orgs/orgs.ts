@@ -5,8 +5,8 @@ import { type Metadata, mergedMetadata, sizeFault } from '../accounts/metadata.t
 import type { Db } from '../db/client.ts';
 import { orgs } from '../db/schema.ts';
 import { invalidRequest, sqlState } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type OrgRow, orgNotFound, slugTaken } from './rules.ts';
 

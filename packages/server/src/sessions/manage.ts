@@ -5,9 +5,9 @@ import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { sessions, users } from '../db/schema.ts';
 import { ApiError, userNotFound } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import {
   type Amr,

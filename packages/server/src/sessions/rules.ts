@@ -5,7 +5,7 @@ import { eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { sessions, siteSettings } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
-import type { EventEntry } from '../events/queue.ts';
+import type { EventEntry } from '../kernel/outbox.ts';
 
 /** The absolute lifetime unless the site says otherwise (`cli site set --session-lifetime`): 30 days. */
 export const DEFAULT_LIFETIME_SECONDS = 30 * 24 * 3600;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { EVENT_TYPES } from '../queue.ts';
+import { EVENT_TYPES } from '../../kernel/outbox.ts';
 import { TYPE_PATTERN } from './endpoints.ts';
 
 describe('TYPE_PATTERN, what `cli webhook add --types` takes', () => {

@@ -12,8 +12,9 @@ import { sql } from 'drizzle-orm';
 import { type Db, rows } from '../../db/client.ts';
 import { sqlArray } from '../../db/sql-array.ts';
 import { sealedByRing, sealingRingFor } from '../../kernel/deployment-keys.ts';
+import { EVENT_TYPES } from '../../kernel/outbox.ts';
 import { type KeyRing, open, seal } from '../../kernel/secret-box.ts';
-import { EVENT_TYPES, EVENTS_CHANNEL } from '../queue.ts';
+import { EVENTS_CHANNEL } from '../queue.ts';
 import { newWebhookSecret } from './send.ts';
 
 /** `user.created`, `user.*` or `*`. */

@@ -21,12 +21,12 @@ export const getUserData = defineOperation({
   writes: 'export',
   parse: (c) => validQuery<{ _userId: string }>(c, GET_USER_DATA_PATH),
   async handle(c, { _userId }) {
-    const { database, lockout } = c.get('deps');
+    const { database, lockout, heldElsewhere } = c.get('deps');
     // Named for the audit row of a refusal too (the middleware writes it).
     c.get('write').userId = _userId;
     // A place among the site's heavy reads (HEAVY_READS_PER_SITE): an answer may be megabytes.
     const result = await inHeavyRead(c, c.get('deps').heavyReads, () =>
-      gatherUserData({ db: database.db, lockout }, c.get('token').site, _userId),
+      gatherUserData({ db: database.db, lockout, heldElsewhere }, c.get('token').site, _userId),
     );
     if (result === undefined) throw userNotFound();
     // After the read: the answer is the data as it was before this request's own audit row.

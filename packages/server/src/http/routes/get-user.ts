@@ -1,11 +1,12 @@
 import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
+import { identitiesJson, parsedIdentities } from '../../accounts/linked-identities.ts';
 import { SHOWN_COLUMNS } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
 import { invalidRequest, userNotFound } from '../../errors.ts';
-import { accountWithIdentity, identitiesJson, parsedIdentities } from '../../identities/identities.ts';
+import { accountWithIdentity } from '../../identities/identities.ts';
 import { isUuid } from '../../kernel/ids.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import { defineOperation } from '../define-operation.ts';

@@ -1,4 +1,5 @@
 import type { components } from '@user-accounts/client';
+import { identitiesOf } from '../../accounts/linked-identities.ts';
 import {
   checkCursorShape,
   checkFilters,
@@ -15,7 +16,6 @@ import {
 } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
 import type { Db } from '../../db/client.ts';
-import { identitiesOf } from '../../identities/identities.ts';
 import { defineOperation } from '../define-operation.ts';
 import { inHeavyRead } from '../heavy-read.ts';
 import { validQuery } from './shared.ts';

@@ -4,6 +4,7 @@ import type { CodeGuard } from '../../accounts/tickets.ts';
 import { canonicalAddress } from '../../auth/client-address.ts';
 import { type BodySchema, fromQueryText, normalizeFields, toFieldErrors } from '../../contract/validation.ts';
 import { invalidRequest } from '../../errors.ts';
+import type { HookDeps } from '../../kernel/account-hooks.ts';
 import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-keys.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import type { WriteDeps } from '../../kernel/unit-of-work.ts';
@@ -91,7 +92,7 @@ export const inReach = (c: OpContext) => inReachOf(c.get('token').site);
  * What a handler's new password needs (accounts/new-password.ts), with the request's write deps:
  * each hash counted against the token's "hash" budget (429 over it) just before it is computed.
  */
-export function newPasswordDepsOf(c: OpContext): WriteDeps & NewPasswordDeps {
+export function newPasswordDepsOf(c: OpContext): WriteDeps & HookDeps & NewPasswordDeps {
   const { hasher, breachedPasswords } = c.get('deps');
   return {
     ...writeDepsOf(c),

@@ -54,7 +54,7 @@ describe.skipIf(tarMissing !== undefined)('the release archive, unpacked into an
     });
     expect(built.status, built.stderr).toBe(0);
     const archive = `user-accounts-${VERSION}-${process.platform}-${process.arch}.tar.gz`;
-    // The client's npm tarball beside it (client-install.test.ts publishes and installs one).
+    // The client's npm tarball beside it (client-install.system.test.ts publishes and installs one).
     expect(readdirSync(join(work, 'out')).sort()).toEqual([archive, `user-accounts-client-${VERSION}.tgz`].sort());
     const unpacked = spawnSync('tar', ['-xzf', join(work, 'out', archive), '-C', work], { encoding: 'utf8' });
     expect(unpacked.status, unpacked.stderr).toBe(0);

@@ -1,7 +1,7 @@
 // Timed suspensions end by themselves in the server as an operator runs it (`node src/main.ts`,
 // its housekeeping running): with no request about the account, on the embedded database, and on
 // three servers sharing one PostgreSQL (a cluster's replicas), where the account has exactly one user.enabled event
-// (issue 30, point 2). The claim itself is tested in housekeeping.test.ts.
+// (issue 30, point 2). The claim itself is tested in housekeeping.integration.test.ts.
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { postgresUnavailable } from '../testing/postgres.ts';

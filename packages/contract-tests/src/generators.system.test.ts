@@ -39,7 +39,7 @@ async function loadGenerators(): Promise<Generators | string> {
 }
 
 const generators = await loadGenerators();
-if (typeof generators === 'string') console.warn(`generators.test.ts skipped: ${generators}`);
+if (typeof generators === 'string') console.warn(`generators.system.test.ts skipped: ${generators}`);
 
 /**
  * Our use of the generated code: type-checked with it, then run. The `@ts-expect-error` lines say

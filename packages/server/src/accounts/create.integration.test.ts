@@ -3,6 +3,7 @@
 // is told through beforeHash, only once a hash is certain.
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accountHooks } from '../assemble.ts';
 import type { Database } from '../db/client.ts';
 import { auditLog, users } from '../db/schema.ts';
 import { ApiError } from '../errors.ts';
@@ -28,6 +29,7 @@ function counted() {
   const told = { hashes: 0 };
   const deps = {
     db: database.db,
+    accountHooks,
     hasher,
     beforeHash: async () => {
       told.hashes++;

@@ -8,6 +8,7 @@ import { deleteAccount, purgeDeleted, restoreAccount, siteDeletionGrace } from '
 import { setDisabled } from '../accounts/disable.ts';
 import { endDueSuspensions } from '../accounts/suspensions.ts';
 import { issueTicket } from '../accounts/tickets.ts';
+import { accountHooks } from '../assemble.ts';
 import type { TokenVerifier } from '../auth/tokens.ts';
 import { type Database, type Db, openPostgres, rows } from '../db/client.ts';
 import { PRUNE_BATCH } from '../events/queue.ts';
@@ -199,7 +200,7 @@ describe('ending timed suspensions', () => {
     const chores = startHousekeeping(db, tokens, pino({ level: 'silent' }), {
       eventsRetentionMs: 86_400_000,
       auditRetentionMs: null,
-      writes: { db },
+      writes: { db, accountHooks },
       suspensionsEveryMs: 50,
     });
     try {
@@ -365,7 +366,7 @@ describe('purging accounts past their grace period', () => {
     );
     const id = row!.id;
     const scope = { site, actor: 'test-token', requestId: randomUUID() };
-    await setDisabled(scope, { db: on }, id, undefined, true);
+    await setDisabled(scope, { db: on, accountHooks }, id, undefined, true);
     await on.execute(sql`insert into verify_failures (key, failures, window_start)
       values (${lockoutKey(site, 'email', email.toLowerCase())}, 3, now()), (${lockoutKey(site, 'id', id)}, 2, now()),
         (${secondFactorLockoutKey(site, id)}, 1, now())`);
@@ -401,11 +402,11 @@ describe('purging accounts past their grace period', () => {
     const site = `purge-${randomUUID().slice(0, 8)}`;
     const { id, email, scope } = await accountWithTraces(on, site);
     const kept = await accountWithTraces(on, site);
-    await deleteAccount(scope, { db: on }, id, undefined, 30);
-    await deleteAccount(scope, { db: on }, kept.id, undefined, 30);
+    await deleteAccount(scope, { db: on, accountHooks }, id, undefined, 30);
+    await deleteAccount(scope, { db: on, accountHooks }, kept.id, undefined, 30);
     // In its grace period, nothing is purged; then its period ends (as 30 days later).
     // (Other sites' accounts past their period, left by earlier runs on a shared PostgreSQL, may go.)
-    await purgeDeleted({ db: on });
+    await purgeDeleted({ db: on, accountHooks });
     // Before: the row, and the disable's event (the account as get answers it, email and all).
     expect(await tablesNaming(on, email)).toEqual({ event_queue: 1, tickets: 1, users: 1 });
     const counters = [
@@ -425,7 +426,7 @@ describe('purging accounts past their grace period', () => {
       )[0]!.n;
     expect(await countersLeft()).toBe(3);
     await on.execute(sql`update users set purge_at = now() - interval '1 second' where id = ${id}`);
-    expect(await purgeDeleted({ db: on })).toBeGreaterThanOrEqual(1);
+    expect(await purgeDeleted({ db: on, accountHooks })).toBeGreaterThanOrEqual(1);
 
     // The email: nowhere. The id: only the purge's own audit row and user.purged event.
     expect(await tablesNaming(on, email)).toEqual({});
@@ -474,13 +475,13 @@ describe('purging accounts past their grace period', () => {
         await one!.migrate();
         const site = `purge2-${randomUUID().slice(0, 8)}`;
         const { id, scope } = await accountWithTraces(one!.db, site);
-        await deleteAccount(scope, { db: one!.db }, id, undefined, 1);
+        await deleteAccount(scope, { db: one!.db, accountHooks }, id, undefined, 1);
         await one!.db.execute(sql`update users set purge_at = now() - interval '1 second' where id = ${id}`);
         // Server one purges it and is held before its commit; server two runs all the way meanwhile.
         const reached = Promise.withResolvers<void>();
         const release = Promise.withResolvers<void>();
         const first = purgeDeleted(
-          { db: one!.db },
+          { db: one!.db, accountHooks },
           {
             async afterClaim(claimed) {
               if (!claimed.includes(id)) return;
@@ -490,7 +491,7 @@ describe('purging accounts past their grace period', () => {
           },
         );
         await reached.promise;
-        expect(await purgeDeleted({ db: two!.db })).toBe(0);
+        expect(await purgeDeleted({ db: two!.db, accountHooks })).toBe(0);
         release.resolve();
         expect(await first).toBeGreaterThanOrEqual(1);
         expect(await rows(two!.db, sql`select type from event_queue where subject = ${id}`)).toEqual([
@@ -517,7 +518,7 @@ describe('purging accounts past their grace period', () => {
       stdout: `Site ${site}: a delete without graceDays keeps the account restorable for 30 days.\n`,
     });
     const { id, scope } = await accountWithTraces(db, site);
-    expect(await deleteAccount(scope, { db }, id, undefined)).toEqual({ graceDays: 30 });
+    expect(await deleteAccount(scope, { db, accountHooks }, id, undefined)).toEqual({ graceDays: 30 });
     expect(
       await rows(db, sql`select extract(day from purge_at - deleted_at)::int as days from users where id = ${id}`),
     ).toEqual([{ days: 30 }]);

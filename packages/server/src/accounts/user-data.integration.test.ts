@@ -6,6 +6,7 @@
 import { is, sql } from 'drizzle-orm';
 import { getTableConfig, PgTable } from 'drizzle-orm/pg-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { heldElsewhere } from '../assemble.ts';
 import { type Database, type Db, rows } from '../db/client.ts';
 import * as declared from '../db/schema.ts';
 import { numberSite } from '../events/sequencer.ts';
@@ -86,7 +87,7 @@ describe("a person's data read while events move", () => {
   }
 
   const gather = (db: Db, site: string, id: string) =>
-    gatherUserData({ db, lockout: databaseLockout(database.db) }, site, id);
+    gatherUserData({ db, lockout: databaseLockout(database.db), heldElsewhere }, site, id);
 
   it('answers an event numbered after the snapshot once, unnumbered as the snapshot saw it', async () => {
     const id = await account('moving', 5, 7);

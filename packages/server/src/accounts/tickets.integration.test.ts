@@ -1,5 +1,5 @@
 // Tickets without HTTP (issue 28, point 3): what is stored, a code's tries, what a change ends
-// (housekeeping's removal of expired ones is in ops/housekeeping.test.ts).
+// (housekeeping's removal of expired ones is in ops/housekeeping.integration.test.ts).
 import { createHash, randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,90 +1,42 @@
 // OpenTelemetry traces as an operator's collector receives them: the server as main.ts assembles
 // it, with the standard OTEL_* variables, exporting OTLP/HTTP JSON to a receiver in this test
-// (an HTTP server that decodes what it gets). The SDK reads its variables from the process's
+// (otlp-receiver.ts: an HTTP server that decodes what it gets). The SDK reads its variables from the process's
 // environment, so they are set here too, and put back after (the system tier's files share a worker).
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { processes } from '@user-accounts/server/testing/processes';
 import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API } from './harness.ts';
+import { attrs, type OtlpReceiver, type OtlpSpan, otlpEnv, startOtlpReceiver, useProcessEnv } from './otlp-receiver.ts';
 import { embeddedServer, freshPostgresDatabase, postgresUnavailable, serverTarget, TEST_HASHES } from './targets.ts';
-
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  attributes?: { key: string; value: Record<string, unknown> }[];
-}
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CALLER_SPAN = '00f067aa0ba902b7';
 const EMAIL = 'tracer-secret@example.com';
 const PASSWORD = 'a traced but never written password';
 
-let receiver: Server;
-let endpoint: string;
-const payloads: string[] = [];
+let receiver: OtlpReceiver;
 let otel: Record<string, string>;
+let restoreEnv: () => void = () => {};
 const postgresSkip = await postgresUnavailable();
 
 beforeAll(async () => {
-  receiver = createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (chunk: string) => {
-      body += chunk;
-    });
-    req.on('end', () => {
-      if (req.url === '/v1/traces') payloads.push(body);
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
-  endpoint = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
-  otel = {
-    OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
-    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-    OTEL_BSP_SCHEDULE_DELAY: '50',
-  };
-  for (const name of Object.keys(otel)) previousEnv[name] = process.env[name];
-  Object.assign(process.env, otel);
+  receiver = await startOtlpReceiver();
+  otel = otlpEnv(receiver.endpoint);
+  restoreEnv = useProcessEnv(otel);
 });
 
 const procs = processes();
-const previousEnv: Record<string, string | undefined> = {};
 
 afterAll(async () => {
   // The system tier's files share a worker (isolate: false): the next file gets the environment back.
-  for (const [name, value] of Object.entries(previousEnv)) {
-    if (value === undefined) delete process.env[name];
-    else process.env[name] = value;
-  }
+  restoreEnv();
   await procs.cleanup();
-  await new Promise<void>((resolve) => receiver.close(() => resolve()));
+  await receiver.close();
 });
 
-const spans = () =>
-  payloads.flatMap((p) =>
-    (JSON.parse(p) as { resourceSpans: { scopeSpans: { spans: OtlpSpan[] }[] }[] }).resourceSpans.flatMap((r) =>
-      r.scopeSpans.flatMap((s) => s.spans),
-    ),
-  );
-
-const attrs = (span: OtlpSpan) =>
-  Object.fromEntries((span.attributes ?? []).map((a) => [a.key, Object.values(a.value)[0]]));
-
-/** Waits until the receiver has the spans `ready` looks for (the batch goes out every 50 ms). */
-async function waitFor(ready: (all: OtlpSpan[]) => boolean): Promise<OtlpSpan[]> {
-  const until = Date.now() + 10_000;
-  while (!ready(spans())) {
-    if (Date.now() > until) throw new Error(`spans not received; got ${JSON.stringify(spans().map((s) => s.name))}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return spans();
-}
+const waitFor = (ready: (all: OtlpSpan[]) => boolean) => receiver.waitFor(ready);
 
 /** The spans under `root`, however deep. */
 function descendants(all: OtlpSpan[], root: OtlpSpan): OtlpSpan[] {
@@ -164,7 +116,7 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
         expect(attrs(read)['http.response.status_code']).toBe(200);
 
         // Nothing secret anywhere in what was exported: not the query string, the email, the password.
-        const exported = payloads.join('\n');
+        const exported = receiver.payloads.join('\n');
         for (const secret of [
           EMAIL,
           encodeURIComponent(EMAIL),
@@ -208,9 +160,7 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
         ...TEST_HASHES,
         API_TOKENS: token,
         WEBHOOK_ALLOW_PRIVATE: 'true',
-        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-        OTEL_BSP_SCHEDULE_DELAY: '50',
+        ...otel,
       };
       const server = procs.server(env);
       await server.ready;
@@ -242,7 +192,7 @@ describe('OpenTelemetry traces, exported by OTLP/HTTP', () => {
       const write = all.find((s) => s.kind === 2 && s.traceId === trace)!;
       expect(delivery.kind).toBe(3);
       expect(delivery.parentSpanId).toBe(write.spanId);
-      expect(payloads.join('\n')).not.toContain('hooked@example.com');
+      expect(receiver.payloads.join('\n')).not.toContain('hooked@example.com');
     } finally {
       hookServer.closeAllConnections();
       await new Promise<void>((resolve) => hookServer.close(() => resolve()));

@@ -18,7 +18,7 @@ const run = (command: string, args: string[], cwd: string) =>
   spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 120_000 });
 const available = (command: string) => run(command, ['--version'], PACKAGE).status === 0;
 const missing = ['pnpm', 'npm'].filter((tool) => !available(tool));
-if (missing.length > 0) console.warn(`pack.test.ts skipped: ${missing.join(' and ')} not found on PATH`);
+if (missing.length > 0) console.warn(`pack.system.test.ts skipped: ${missing.join(' and ')} not found on PATH`);
 
 const work = mkdtempSync(join(tmpdir(), 'client-pack-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));

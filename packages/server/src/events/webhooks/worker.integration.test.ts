@@ -1,15 +1,16 @@
 // The webhook sender over a real embedded database and a real receiver on 127.0.0.1: the order
 // per account, the type filter, giving up, disabling an endpoint, the address check at delivery
-// time, and replay. The contract tests (webhooks.test.ts) cover processes, kills and two servers.
+// time, and replay. The contract tests (webhooks.system.test.ts) cover processes, kills and two servers.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, rows } from '../../db/client.ts';
+import { type EventType, enqueueEvents } from '../../kernel/outbox.ts';
 import { silentLogger } from '../../testing/loggers.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
-import { type EventType, enqueueEvents, pruneEvents, formatSequence as seq } from '../queue.ts';
+import { pruneEvents, formatSequence as seq } from '../queue.ts';
 import { sequenceEvents } from '../sequencer.ts';
 import { createWake } from '../wake.ts';
 import { addEndpoint, replay } from './endpoints.ts';

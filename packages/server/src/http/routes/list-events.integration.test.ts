@@ -14,7 +14,6 @@ import { loadConfig } from '../../config/env.ts';
 import { type Database, type Db, openPglite, openPostgres, rows } from '../../db/client.ts';
 import {
   EVENTS_CHANNEL,
-  enqueueEvents,
   feedBounds,
   PRUNE_BATCH,
   pruneEvents,
@@ -23,6 +22,7 @@ import {
 } from '../../events/queue.ts';
 import { numberSite, SEQUENCE_BATCH, sequenceEvents, startSequencer } from '../../events/sequencer.ts';
 import { createWake, type Wake } from '../../events/wake.ts';
+import { enqueueEvents } from '../../kernel/outbox.ts';
 import { MIGRATIONS_DIR } from '../../resources.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
 import { problemOf, type TestRow, testPipeline } from '../testing.ts';
