@@ -40,6 +40,7 @@ export const DOMAIN = [
   'sessions',
   'identities',
   'orgs',
+  'providers',
   // What the domain builds on: the spec and its validators.
   'contract',
 ];
@@ -65,6 +66,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['http'],
   // The operator's commands and the chores; the environment read once.
   ['ops', 'config'],
+  // A site's sign-in providers (issue 59): above identities, whose links its callback will make.
+  ['providers'],
   // The domains that own a flow across accounts: sign-in with another provider, sessions, organizations.
   ['identities'],
   ['sessions', 'orgs'],

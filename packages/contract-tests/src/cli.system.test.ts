@@ -181,6 +181,81 @@ describe('cli on the embedded database, while the server runs', () => {
     expect((await create('gold')).response.status).toBe(201);
   }, 180_000);
 
+  it('sets sign-in providers through the running server, their secrets read from a file or PROVIDER_CLIENT_SECRET and never shown; provider/list answers them', async () => {
+    const dir = await procs.migratedDataDir();
+    const env = { DATA_DIR: dir, ...TEST_HASHES };
+    const server = procs.server(env);
+    await server.ready;
+    const fileSecret = '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opens';
+    const envSecret = 'gh-secret-from-the-environment-0123456789';
+    const file = join(dir, 'google.secret');
+    writeFileSync(file, `${fileSecret}\n`, { mode: 0o600 });
+    const redirect = ['--redirect-uris', 'https://shop.example.com/auth/callback'];
+    const google = await procs.cli(
+      [
+        'provider',
+        'set',
+        '--site',
+        'shop',
+        '--name',
+        'google',
+        '--client-id',
+        'g-id',
+        '--client-secret-file',
+        file,
+        ...redirect,
+      ],
+      env,
+    );
+    expect(google.code, google.stderr).toBe(0);
+    expect(google.stdout).toContain(
+      'Added provider google of site shop (OpenID Connect, issuer https://accounts.google.com).',
+    );
+    const github = await procs.cli(
+      ['provider', 'set', '--site', 'shop', '--name', 'github', '--client-id', 'Iv1.x', ...redirect],
+      {
+        ...env,
+        PROVIDER_CLIENT_SECRET: envSecret,
+      },
+    );
+    expect(github.code, github.stderr).toBe(0);
+    const refused = await procs.cli(
+      [
+        'provider',
+        'set',
+        '--site',
+        'shop',
+        '--name',
+        'gitlab',
+        '--client-id',
+        'x',
+        '--client-secret-file',
+        join(dir, 'none'),
+        ...redirect,
+      ],
+      env,
+    );
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('Cannot read');
+
+    const token = tokenIn(
+      (await procs.cli(['token', 'create', '--site', 'shop', '--scopes', 'read', '--label', 'login page'], env)).stdout,
+    )!;
+    const listed = await createClient({ baseUrl: server.baseUrl, token }).GET('/api/1/provider/list');
+    expect(listed.data!.result.providers.map((p) => [p.name, p.kind, p.clientId])).toEqual([
+      ['github', 'oauth2', 'Iv1.x'],
+      ['google', 'oidc', 'g-id'],
+    ]);
+    const list = await procs.cli(['provider', 'list', '--json'], env);
+    const removed = await procs.cli(['provider', 'remove', '--site', 'shop', '--name', 'github'], env);
+    expect(removed.stdout).toBe('Removed provider github of site shop, and its client secret.\n');
+    const afterwards = await createClient({ baseUrl: server.baseUrl, token }).GET('/api/1/provider/list');
+    expect(afterwards.data!.result.providers.map((p) => p.name)).toEqual(['google']);
+    const seen = [google, github, list, removed].flatMap((r) => [r.stdout, r.stderr]);
+    seen.push(JSON.stringify(listed.data), server.stdout(), server.stderr());
+    for (const text of seen) for (const secret of [fileSecret, envSecret]) expect(text).not.toContain(secret);
+  }, 180_000);
+
   it.each([
     [['token', 'create', '--site', 'shop', '--scopes', 'admin', '--label', 'x'], /--scopes must be/],
     [['token', 'create', '--site', 'Shop Two', '--scopes', 'read', '--label', 'x'], /--site must be/],
@@ -197,6 +272,38 @@ describe('cli on the embedded database, while the server runs', () => {
     [['console', '--site', 'shop', '--as', 'Ann\u0085Example'], /--as must be the person's name/],
     [['site', 'set', '--site', 'shop', '--display-name', 'Shop\u009d0;x'], /--display-name must be/],
     [['token', 'revoke'], /^cli token revoke: needs the id or the prefix of a token/],
+    [
+      [
+        'provider',
+        'set',
+        '--site',
+        'shop',
+        '--name',
+        'acme',
+        '--issuer',
+        'http://id.acme.example',
+        '--client-id',
+        'x',
+        '--redirect-uris',
+        'https://shop.example.com/cb',
+      ],
+      /^cli provider set: --issuer must be https:\/\/ \(http:\/\/ only to 127\.0\.0\.1, \[::1\] or localhost/,
+    ],
+    [
+      [
+        'provider',
+        'set',
+        '--site',
+        'shop',
+        '--name',
+        'google',
+        '--client-id',
+        'x',
+        '--redirect-uris',
+        'https://*.shop.example.com/cb',
+      ],
+      /^cli provider set: --redirect-uris must be exact URLs, without wildcards/,
+    ],
     [['frobnicate'], /^cli: unknown command: frobnicate\n/],
   ])(
     'refuses %j with exit code 2, says why in one line, and shows that command’s usage, not all of it',

@@ -200,6 +200,7 @@ const VALID: Record<string, () => Call> = {
     body: json({ roles: [{ role: 'admin', permissions: ['billing:manage'] }] }),
   }),
   getOrgRoles: () => ({ method: 'GET', path: '/api/1/org/roles' }),
+  listProviders: () => ({ method: 'GET', path: '/api/1/provider/list' }),
   addOrgMember: () => ({
     method: 'POST',
     path: '/api/1/org/member/add',

@@ -129,7 +129,7 @@ async function deploy(backend: Backend) {
   const deployment = {
     env,
     client: () => createClient({ baseUrl: server.baseUrl, token }),
-    cli: (args: string[]) => procs.cli(args, env),
+    cli: (args: string[], vars: Record<string, string> = {}) => procs.cli(args, { ...env, ...vars }),
     /** Reads (or changes) the database as a copy of it would, then has the server running again. */
     async copy<T>(work: (sql: Sql) => Promise<T>): Promise<T> {
       let stopped = false;
@@ -258,6 +258,23 @@ async function populate(d: Awaited<ReturnType<typeof deploy>>) {
   give('a webhook secret (its key)', whsec!.slice('whsec_'.length));
   keys.set('a webhook key', Buffer.from(whsec!.slice('whsec_'.length), 'base64'));
   await cli(['site', 'set', '--site', 'default', '--rp-id', 'localhost', '--origins', 'http://localhost:5173']);
+  // A sign-in provider's client secret (issue 59), as the operator gives it: from the environment.
+  const providerSecret = `GOCSPX-provider-secret-${Date.now()}`;
+  const provider = await d.cli(
+    [
+      'provider',
+      'set',
+      '--site',
+      'default',
+      '--name',
+      'google',
+      '--client-id',
+      'every-table.apps.googleusercontent.com',
+    ].concat(['--redirect-uris', 'https://shop.example.com/auth/callback']),
+    { PROVIDER_CLIENT_SECRET: providerSecret },
+  );
+  expect(provider.code, provider.stderr).toBe(0);
+  give("a provider's client secret", providerSecret);
 
   // The API: an account with a password and TOTP, its login in two steps, a session refreshed.
   const api = createClient({ baseUrl: d.server().baseUrl, token: apiToken! });
@@ -378,6 +395,7 @@ describe.each(backends)('what a copy of the database gives away, on the $name (i
       'webhook_endpoints',
       'webhook_deliveries',
       'signing_keys',
+      'providers',
       'user_identities',
       'orgs',
       'org_memberships',

@@ -13,6 +13,7 @@ import { defineListSuite } from './list-suite.ts';
 import { defineLoginSuite } from './login-suite.ts';
 import { defineMetadataSuite } from './metadata-suite.ts';
 import { definePasskeysSuite } from './passkeys-suite.ts';
+import { defineProvidersSuite } from './providers-suite.ts';
 import { defineSecuritySuite } from './security-suite.ts';
 import { defineContractSuite } from './suite.ts';
 import { defineSuspensionSuite } from './suspension-suite.ts';
@@ -42,7 +43,7 @@ export const DATA_SUITES: Define[] = [
   defineContactsSuite,
 ];
 
-/** Second factors, tickets, suspension, deletion, webhooks, a person's data, breached passwords. */
+/** Second factors, tickets, suspension, deletion, webhooks, sign-in providers, a person's data, breached passwords. */
 export const LIFE_SUITES: Define[] = [
   defineFactorsSuite,
   definePasskeysSuite,
@@ -50,6 +51,7 @@ export const LIFE_SUITES: Define[] = [
   defineSuspensionSuite,
   defineDeletionSuite,
   defineWebhookApiSuite,
+  defineProvidersSuite,
   defineUserDataSuite,
   defineBreachedSuite,
 ];

@@ -1,14 +1,21 @@
-// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`, `pnpm cli import`. It uses the same
+// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`, `pnpm cli import`, `pnpm cli provider set|list|remove`. It uses the same
 // configuration as the server (DATABASE_URL, or the embedded database in DATA_DIR).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, sizeThreadPool } from './config/env.ts';
+import { ConfigError, loadConfig, providerClientSecret, sizeThreadPool } from './config/env.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir } from './db/file-safety.ts';
 import { factorKeysFor } from './factors/key-file.ts';
 import { callAdminSocket } from './ops/admin-socket.ts';
-import { type CommandResult, inlineSchemaFile, planCommand, runCommand, USAGE } from './ops/commands.ts';
+import {
+  type CommandResult,
+  inlineClientSecret,
+  inlineSchemaFile,
+  planCommand,
+  runCommand,
+  USAGE,
+} from './ops/commands.ts';
 import { terminalSafe } from './ops/terminal.ts';
 import { createPasswordHasher } from './passwords/hasher.ts';
 import { createBreachedPasswords } from './passwords/screening.ts';
@@ -19,7 +26,7 @@ async function run(argv: string[]): Promise<CommandResult> {
     return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
   if (argv[0] === '--version') return { code: 0, stdout: `${VERSION}\n`, stderr: '' };
   const config = loadConfig();
-  argv = inlineSchemaFile(argv);
+  argv = inlineClientSecret(inlineSchemaFile(argv), providerClientSecret());
   // A server that runs the command (below, the embedded database) adds its own address; here, this
   // configuration's HOST and PORT, where no server answers for it.
   const handed = argv;

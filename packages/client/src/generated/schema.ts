@@ -1942,6 +1942,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/provider/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the site's sign-in providers
+         * @description The providers the operator configured for the token's site (`cli provider set`), by name:
+         *     what a site's login page needs to offer "Sign in with Google" and the others. Each says its
+         *     `kind` (`oidc`: OpenID Connect, everything else read from the issuer's discovery document;
+         *     `oauth2`: plain OAuth 2.0 with its endpoints configured, as GitHub), its `issuer` (`null`
+         *     for `oauth2`), the `scopes` asked for, the exact callback URLs of the site that are allowed
+         *     (`redirectUris`), and whether a person new to the site gets an account at their first
+         *     sign-in (`onNewPerson`: `create`, or `refuse`, the default).
+         *
+         *     `clientId` is listed: it is public, every authorization URL carries it to the browser (as
+         *     Stripe's and GitHub's own APIs list an OAuth app's client id). The client secret never is,
+         *     here or anywhere: it is kept sealed under `FACTOR_ENCRYPTION_KEY`, and no answer, log line,
+         *     audit row, event or export holds it. Another site's providers are not listed; a site
+         *     without any gets an empty list. A site has few providers; they come in one answer.
+         */
+        get: operations["listProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -3526,6 +3558,52 @@ export interface components {
         ListUserOrgsResponse: {
             result: {
                 orgs: components["schemas"]["UserOrg"][];
+            };
+        };
+        /** @description One of the site's sign-in providers, as the operator configured it; never its client secret. */
+        Provider: {
+            name: components["schemas"]["IdentityProvider"];
+            /**
+             * @description `oidc`: OpenID Connect, configured from the issuer's discovery document; `oauth2`: plain OAuth 2.0, its endpoints and userinfo mapping configured (GitHub).
+             * @enum {string}
+             */
+            kind: "oidc" | "oauth2";
+            /**
+             * Format: uri
+             * @description The OpenID Connect issuer (`https://accounts.google.com`); `null` for `oauth2`.
+             * @example https://accounts.google.com
+             */
+            issuer: string | null;
+            /**
+             * @description The site's client id at the provider. Public (every authorization URL carries it); the client secret is never listed.
+             * @example 1234567890-abc123def456.apps.googleusercontent.com
+             */
+            clientId: string;
+            /**
+             * @description The scopes asked for at the provider.
+             * @example [
+             *       "openid",
+             *       "email",
+             *       "profile"
+             *     ]
+             */
+            scopes: string[];
+            /**
+             * @description The site's callback URLs that are allowed, exactly (no wildcards); `https`, or `http` on a loopback address.
+             * @example [
+             *       "https://shop.example.com/auth/callback"
+             *     ]
+             */
+            redirectUris: string[];
+            /**
+             * @description What a sign-in by a person no account of the site has does: `create` an account with the identity linked, or `refuse` (the default).
+             * @enum {string}
+             */
+            onNewPerson: "create" | "refuse";
+        };
+        ListProvidersResponse: {
+            result: {
+                providers: components["schemas"]["Provider"][];
             };
         };
         CheckOrgMemberResponse: {
@@ -7712,6 +7790,37 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The site's providers, by name. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListProvidersResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -292,7 +292,7 @@ const VARIABLES = {
   }),
   FACTOR_ENCRYPTION_KEY: variable(parseKeyRing, {
     meaning:
-      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key. The same keys seal webhook signing secrets and access-token signing keys, and (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys, the login tickets of a second step; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
+      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key. The same keys seal webhook signing secrets, the client secrets of sign-in providers and access-token signing keys, and (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys, the login tickets of a second step; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
   }),
   PUBLIC_URL: variable(
     (raw) =>
@@ -524,4 +524,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
 export function sizeThreadPool(config: Pick<Config, 'hashConcurrency' | 'hashCostlyConcurrency'>): void {
   const hashes = config.hashConcurrency + config.hashCostlyConcurrency;
   process.env.UV_THREADPOOL_SIZE ??= String(Math.min(1024, hashes + 4));
+}
+
+/**
+ * `cli provider set`'s client secret when no --client-secret-file is given: the CLI's own
+ * process reads it (never a server's configuration: no server keeps or needs it).
+ */
+export function providerClientSecret(env: Record<string, string | undefined> = process.env): string | undefined {
+  const raw = env.PROVIDER_CLIENT_SECRET;
+  return raw === undefined || raw.trim() === '' ? undefined : raw;
 }

@@ -729,3 +729,50 @@ export const orgInvitations = pgTable(
     index('org_invitations_site_roles_idx').using('gin', sql`site_roles(${t.site}, ${t.roles})`),
   ],
 );
+
+/**
+ * A site's sign-in providers (issue 59, point 1), configured by the operator (`cli provider set`):
+ * one row per (site, name), the name being the one identities carry (`user_identities.provider`).
+ * `oidc`: the issuer alone, the rest read from its discovery document; `oauth2`: its endpoints and
+ * where userinfo's answer holds the subject, email and name (JSON pointers). The client secret is
+ * kept sealed (kernel/secret-box.ts, context `provider <site> <name>`), never in the clear.
+ */
+export const providers = pgTable(
+  'providers',
+  {
+    site: text('site').notNull(),
+    name: text('name').notNull(),
+    kind: text('kind').notNull(),
+    issuer: text('issuer'),
+    /** oauth2: authorization, token, userinfo and (GitHub) emails URLs; null for oidc. */
+    endpoints: jsonb('endpoints').$type<{
+      authorization: string;
+      token: string;
+      userinfo: string;
+      emails?: string;
+    }>(),
+    /** oauth2: JSON pointers into userinfo's answer; null for oidc (the ID token's claims). */
+    userinfoMap: jsonb('userinfo_map').$type<{
+      subject: string;
+      email?: string;
+      emailVerified?: string;
+      name?: string;
+    }>(),
+    clientId: text('client_id').notNull(),
+    clientSecretSealed: text('client_secret_sealed').notNull(),
+    scopes: text('scopes').array().notNull(),
+    redirectUris: text('redirect_uris').array().notNull(),
+    onNewPerson: text('on_new_person').notNull().default('refuse'),
+    createdAt: at('created_at').notNull().defaultNow(),
+    updatedAt: at('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.site, t.name] }),
+    check('providers_kind_check', sql`${t.kind} in ('oidc', 'oauth2')`),
+    check('providers_on_new_person_check', sql`${t.onNewPerson} in ('create', 'refuse')`),
+    check(
+      'providers_kind_fields_check',
+      sql`(${t.kind} = 'oidc' and ${t.issuer} is not null) or (${t.kind} = 'oauth2' and ${t.endpoints} is not null and ${t.userinfoMap} is not null)`,
+    ),
+  ],
+);

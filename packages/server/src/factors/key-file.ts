@@ -9,8 +9,8 @@ export const FACTOR_KEY_MISSING =
   'FACTOR_ENCRYPTION_KEY is not set: second factors are unavailable on this server until it restarts with the key ' +
   '(factor/totp, factor/confirm, factor/verify with a code, and import rows with a totp secret answer 503 ' +
   'factors_not_configured; passwords, passkeys and everything else work); and Idempotency-Key fingerprints, phone codes, ' +
-  'passkey decoys and login tickets are keyed, and the private keys signing access tokens and the webhook signing ' +
-  'secrets sealed, by a key kept in the database, which a copy of it gives away';
+  'passkey decoys and login tickets are keyed, and the private keys signing access tokens, the webhook signing ' +
+  "secrets and the sign-in providers' client secrets sealed, by a key kept in the database, which a copy of it gives away";
 
 /** The key file cannot be used: the server refuses to start, the CLI to run. */
 export class FactorKeyFileError extends Error {

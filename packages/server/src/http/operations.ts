@@ -34,6 +34,7 @@ import { listFactors } from './routes/list-factors.ts';
 import { listOrgInvitations } from './routes/list-org-invitations.ts';
 import { listOrgMembers } from './routes/list-org-members.ts';
 import { listOrgs } from './routes/list-orgs.ts';
+import { listProviders } from './routes/list-providers.ts';
 import { listSessions } from './routes/list-sessions.ts';
 import { listUserOrgs } from './routes/list-user-orgs.ts';
 import { listUsers } from './routes/list-users.ts';
@@ -100,6 +101,7 @@ export const operations: readonly Operation<any>[] = [
   linkIdentity,
   unlinkIdentity,
   verifyIdentity,
+  listProviders,
   createOrg,
   getOrg,
   updateOrg,

@@ -136,11 +136,11 @@ async function load(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> 
 }
 
 /** What is sealed (secret-box) under the ring, or without one under the database's own key derived for it. */
-export type SealPurpose = 'signing_key' | 'webhook_secret';
+export type SealPurpose = 'signing_key' | 'webhook_secret' | 'provider_secret';
 
 /**
  * The ring that seals and opens values of `purpose` kept in the database (access-token signing
- * keys, webhook signing secrets): FACTOR_ENCRYPTION_KEY's, plus the database's own key (derived
+ * keys, webhook signing secrets, providers' client secrets): FACTOR_ENCRYPTION_KEY's, plus the database's own key (derived
  * for this purpose, id `@db`) to open what was sealed without it; without a ring, that key alone,
  * made by the first server that needs it (then no safer than the database: FACTOR_KEY_MISSING).
  */

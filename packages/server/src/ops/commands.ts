@@ -32,6 +32,8 @@ import type { KeyRing } from '../kernel/secret-box.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
+import { checkClientSecret, checkProvider, PRESETS, PROVIDER_NAME, ProviderOptionError } from '../providers/options.ts';
+import { listProviders, removeProvider, setProvider } from '../providers/providers.ts';
 import {
   ACTIVATION_DELAY_SECONDS,
   listSigningKeys,
@@ -183,6 +185,36 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       published until, and the FACTOR_ENCRYPTION_KEY key id that seals it (@db: the database's own key).`,
   },
   {
+    name: 'provider set',
+    synopsis:
+      'provider set --site NAME --name NAME --client-id ID --client-secret-file FILE --redirect-uris URL[,URL…] [--issuer URL | --kind oauth2 --authorization-url URL --token-url URL --userinfo-url URL --userinfo-map subject=/id,… [--emails-url URL]] [--preset NAME] [--scopes S[,S…]] [--on-new-person create|refuse]',
+    about: `Configures a sign-in provider of the site ("Sign in with Google"), or replaces the whole
+      configuration of the one of that name. OpenID Connect: --issuer, the rest from its discovery
+      document. --kind oauth2 (not OpenID Connect): its authorization, token and userinfo URLs, and
+      --userinfo-map, JSON pointers into userinfo's answer for subject (required), email,
+      emailVerified and name; --emails-url, a list of { email, primary, verified } as GitHub's
+      /user/emails, whose primary verified email is then the email.
+      Presets (${Object.keys(PRESETS).join(', ')}): that name (or --preset)
+      fills in the issuer or URLs, the mapping and the scopes. --scopes,
+      --redirect-uris: comma-separated; the redirect URIs are the site's exact callback URLs, no
+      wildcards. Every URL https://, http:// only to 127.0.0.1, [::1] or localhost. --on-new-person:
+      whether a person no account has gets one at their first sign-in (default refuse). The client
+      secret is read from FILE (or the PROVIDER_CLIENT_SECRET variable), kept sealed under
+      FACTOR_ENCRYPTION_KEY, and never printed; replacing a provider without one keeps its secret.`,
+  },
+  {
+    name: 'provider list',
+    synopsis: 'provider list [--site NAME] [--json]',
+    about:
+      'Every provider: site, name, kind, issuer or authorization URL, client id, scopes, redirect URIs, on new person; never a secret.',
+  },
+  {
+    name: 'provider remove',
+    synopsis: 'provider remove --site NAME --name NAME',
+    about: `Removes the provider and its sealed secret. Identities already linked through it stay on
+      their accounts (identity/unlink removes one).`,
+  },
+  {
     name: 'migrate',
     synopsis: 'migrate',
     about: `Applies the migrations the database lacks, and only that: for deploy pipelines that
@@ -240,6 +272,23 @@ const TAKE_A_VALUE = [
   'session-lifetime',
   'session-idle',
   'origins',
+  'name',
+  'kind',
+  'preset',
+  'issuer',
+  'client-id',
+  'client-secret-file',
+  'authorization-url',
+  'token-url',
+  'userinfo-url',
+  'emails-url',
+  'userinfo-map',
+  'redirect-uris',
+  'on-new-person',
+  // provider set: the client secret, read by the CLI's own process (cli.ts) from
+  // --client-secret-file or PROVIDER_CLIENT_SECRET; a server running the command through its
+  // socket reads no file of the caller's. Never on a command line of the operator's: see cli.ts.
+  'client-secret-inline',
   // metadata-schema set: the file's text, put there by the CLI's own process (cli.ts), which
   // reads FILE; a server running the command through its socket reads no file of the caller's.
   'schema-json',
@@ -913,6 +962,165 @@ function signingKeysList(words: string[], flags: Map<string, string | true>): Pl
   };
 }
 
+const PROVIDER_SET_OPTIONS = [
+  'site',
+  'name',
+  'kind',
+  'preset',
+  'issuer',
+  'client-id',
+  'client-secret-file',
+  'client-secret-inline',
+  'authorization-url',
+  'token-url',
+  'userinfo-url',
+  'emails-url',
+  'userinfo-map',
+  'scopes',
+  'redirect-uris',
+  'on-new-person',
+];
+
+function providerSet(words: string[], flags: Map<string, string | true>, settings: CommandSettings): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const unknown = [...flags.keys()].filter((f) => !PROVIDER_SET_OPTIONS.includes(f));
+  if (unknown.length > 0) throw new UsageError(`unknown option --${unknown[0]}`);
+  const site = siteOf(flags);
+  let config: ReturnType<typeof checkProvider>;
+  let secret: string | undefined;
+  try {
+    config = checkProvider({
+      site,
+      name: text(flags, 'name', true),
+      preset: text(flags, 'preset'),
+      kind: text(flags, 'kind'),
+      issuer: text(flags, 'issuer'),
+      clientId: text(flags, 'client-id', true),
+      authorizationUrl: text(flags, 'authorization-url'),
+      tokenUrl: text(flags, 'token-url'),
+      userinfoUrl: text(flags, 'userinfo-url'),
+      emailsUrl: text(flags, 'emails-url'),
+      userinfoMap: text(flags, 'userinfo-map'),
+      scopes: text(flags, 'scopes'),
+      redirectUris: text(flags, 'redirect-uris', true),
+      onNewPerson: text(flags, 'on-new-person'),
+    });
+    const inline = text(flags, 'client-secret-inline');
+    secret = inline === undefined ? undefined : checkClientSecret(inline);
+  } catch (error) {
+    if (error instanceof ProviderOptionError) throw new UsageError(error.message);
+    throw error;
+  }
+  const file = text(flags, 'client-secret-file');
+  return async (db, _, services) => {
+    // Not read by the CLI's process (a server running the command, or a file it could not read).
+    if (secret === undefined && file !== undefined) {
+      let raw: string;
+      try {
+        raw = readFileSync(file, 'utf8');
+      } catch (error) {
+        throw new CommandFailed(
+          `Cannot read ${escapeControls(file)}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}.`,
+        );
+      }
+      try {
+        secret = checkClientSecret(raw);
+      } catch (error) {
+        throw new CommandFailed(`${escapeControls(file)}: ${(error as Error).message}.`);
+      }
+    }
+    const outcome = await setProvider(db, config, secret, services?.factorKeys ?? settings.factorKeys);
+    if (outcome === 'missing_secret')
+      throw new CommandFailed(
+        `Site ${site} has no provider ${config.name} yet: give its client secret (--client-secret-file FILE, or PROVIDER_CLIENT_SECRET).`,
+      );
+    const where =
+      config.kind === 'oidc'
+        ? `OpenID Connect, issuer ${config.issuer}`
+        : `OAuth 2.0, ${config.endpoints!.authorization}`;
+    const uris = config.redirectUris.length;
+    return [
+      `${outcome === 'created' ? 'Added' : 'Replaced'} provider ${config.name} of site ${site} (${where}).`,
+      `Scopes ${config.scopes.join(' ') || '(none)'}; ${uris} redirect URI${uris === 1 ? '' : 's'}; a person new to the site is ${config.onNewPerson === 'create' ? 'given an account' : 'refused'}.`,
+      secret === undefined
+        ? 'Its client secret is kept as it was.'
+        : 'Its client secret is kept sealed; it is never shown.',
+      '',
+    ].join('\n');
+  };
+}
+
+function providerList(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const site = flags.has('site') ? siteOf(flags) : undefined;
+  return async (db) => {
+    const found = await listProviders(db, site);
+    if (flags.has('json')) return `${JSON.stringify(found, null, 2)}\n`;
+    if (found.length === 0) return 'No providers.\n';
+    const header = [
+      'SITE',
+      'NAME',
+      'KIND',
+      'ISSUER OR AUTHORIZATION URL',
+      'CLIENT ID',
+      'SCOPES',
+      'REDIRECT URIS',
+      'NEW PERSON',
+      'UPDATED',
+    ];
+    const body = found.map((p) => [
+      p.site,
+      p.name,
+      p.kind,
+      p.issuer ?? p.endpoints?.authorization ?? '-',
+      p.clientId,
+      p.scopes.join(' '),
+      p.redirectUris.join(','),
+      p.onNewPerson,
+      when(p.updatedAt),
+    ]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+function providerRemove(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const site = siteOf(flags);
+  const name = text(flags, 'name', true);
+  if (!PROVIDER_NAME.test(name))
+    throw new UsageError('--name must be 1 to 64 of a-z 0-9 . _ - :, starting with a letter or digit');
+  return async (db) => {
+    if (!(await removeProvider(db, site, name))) throw new CommandFailed(`Site ${site} has no provider ${name}.`);
+    return `Removed provider ${name} of site ${site}, and its client secret.\n`;
+  };
+}
+
+/**
+ * `provider set`'s client secret read where the operator typed the command (the CLI's process),
+ * from --client-secret-file or else `fromEnvironment` (PROVIDER_CLIENT_SECRET), and passed as
+ * --client-secret-inline: a server that runs the command through its socket reads no file of the
+ * caller's. A file that cannot be read is left to the command, which says so. An inline secret
+ * given by the operator is dropped: on a command line, it would be in the shell's history.
+ */
+export function inlineClientSecret(argv: string[], fromEnvironment: string | undefined): string[] {
+  const { words, flags } = parse(argv);
+  if (words[0] !== 'provider' || words[1] !== 'set') return argv;
+  const kept = argv.filter(
+    (a, i) => !a.startsWith('--client-secret-inline') && argv[i - 1] !== '--client-secret-inline',
+  );
+  const file = flags.get('client-secret-file');
+  let secret = fromEnvironment;
+  if (typeof file === 'string') {
+    if (!existsSync(file)) return kept;
+    try {
+      secret = readFileSync(file, 'utf8');
+    } catch {
+      return kept;
+    }
+  }
+  return secret === undefined ? kept : [...kept, '--client-secret-inline', secret];
+}
+
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
 const migrate: Planned = async (db, migrated) => {
   // Through the server's socket: the server migrated at its start, so nothing is new now.
@@ -951,6 +1159,9 @@ export function planCommand(
     if (command === 'metadata-schema clear') return metadataSchemaClear(flags);
     if (command === 'signing-keys rotate') return signingKeysRotate(words, flags, settings);
     if (command === 'signing-keys list') return signingKeysList(words, flags);
+    if (command === 'provider set') return providerSet(words, flags, settings);
+    if (command === 'provider list') return providerList(words, flags);
+    if (command === 'provider remove') return providerRemove(words, flags);
     if (command === 'migrate') {
       if (words.length > 1) throw new UsageError('takes no arguments');
       return migrate;
