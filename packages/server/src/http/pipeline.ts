@@ -148,6 +148,7 @@ function compileRow(
 ): Serve {
   const { deps, validators, metrics, cors, tracer } = options;
   const { limiter } = deps;
+  const exposed = cors?.exposeHeaders.join(',') ?? '';
   const timeoutMs = options.timeoutFor(op.path);
   const hasBody = 'body' in op.request;
   const bodyLimit = op.bulk?.bodyBytes ?? BODY_LIMIT;
@@ -286,7 +287,7 @@ function compileRow(
 
   /** 14–15: the answer with the headers every API answer carries; then the metrics and the access line. */
   function send(c: OpContext, transport: Transport, answer: Answer, started: number, fields: RequestFields): void {
-    if (cors !== undefined) addCorsFields(answer, c.req.header('origin'), cors);
+    if (cors !== undefined) addCorsFields(answer, c.req.header('origin'), cors, exposed);
     transport.write(answer, fixedHeaders(fields.requestId), c.req.method === 'HEAD');
     const { method } = c.req;
     metrics?.observeRequest(method, op.path, answer.status, (performance.now() - started) / 1000);
@@ -310,11 +311,14 @@ const fixedHeaders = (requestId: string) => ({
  * CORS on an answer (hono/cors's, for a request that is not a preflight): the origin allowed when
  * listed, what the page may read, and `Vary: Origin` (the answer depends on it).
  */
-function addCorsFields(answer: Answer, origin: string | undefined, cors: CorsFields): void {
-  const { headers } = answer;
-  if (origin !== undefined && cors.origins.has(origin)) headers.set('Access-Control-Allow-Origin', origin);
-  if (cors.exposeHeaders.length > 0) headers.set('Access-Control-Expose-Headers', cors.exposeHeaders.join(','));
-  headers.append('Vary', 'Origin');
+function addCorsFields(answer: Answer, origin: string | undefined, cors: CorsFields, expose: string): void {
+  // Straight onto the fields: each value is the configuration's (an origin is echoed only when it
+  // is one of the listed ones), checked once at start, not per answer.
+  const { fields } = answer.headers;
+  if (origin !== undefined && cors.origins.has(origin)) fields['access-control-allow-origin'] = origin;
+  if (expose !== '') fields['access-control-expose-headers'] = expose;
+  const vary = fields.vary;
+  fields.vary = vary === undefined ? 'Origin' : `${vary}, Origin`;
 }
 
 /** The fields of which Node's `headers` keeps only the first (IncomingMessage, matchKnownFields). */
