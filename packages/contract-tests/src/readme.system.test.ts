@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverTarget, type Target } from './targets.ts';
+import { mockTarget, serverTarget, type Target } from './targets.ts';
 
 const README = fileURLToPath(new URL('../../../README.md', import.meta.url));
 const DOCS = fileURLToPath(new URL('../../../docs/', import.meta.url));
@@ -22,11 +22,14 @@ const PAGES = [
 const MARKER = '# with ./pnpmw start running';
 /** Where `./pnpmw start` listens; the test's server listens elsewhere. */
 const README_BASE = 'http://127.0.0.1:3000';
+/** A block run against the mock instead (issue 64, point 3), and where `./pnpmw mock` listens. */
+const MOCK_MARKER = '# with ./pnpmw mock running';
+const MOCK_BASE = 'http://127.0.0.1:4010';
 
-function runnableBlocks(markdown: string): string[] {
+function runnableBlocks(markdown: string, marker = MARKER): string[] {
   return [...markdown.matchAll(/^```(?:sh|bash)\n([\s\S]*?)^```$/gm)]
     .map((match) => match[1]!)
-    .filter((block) => block.startsWith(MARKER));
+    .filter((block) => block.startsWith(marker));
 }
 
 /** The statuses the block's `# 201 …` comment lines promise, in order (`# 422 ×9`: nine of them). */
@@ -48,13 +51,16 @@ curl() { command curl --write-out '%{stderr}HTTP_STATUS %{http_code}\\n' "$@"; }
 
 let home: string;
 let target: Target;
+let mock: Target;
 beforeAll(async () => {
   if (skip) return;
+  mock = await mockTarget().start();
   home = mkdtempSync(join(tmpdir(), 'ua-readme-'));
   // No API_TOKENS: the server mints the dev token into data/dev-token, where the README reads it.
   target = await serverTarget({ DATA_DIR: join(home, 'data') }, async () => {}, { env: { API_TOKENS: '' } });
 });
 afterAll(async () => {
+  await mock?.close();
   await target?.close();
   if (home) rmSync(home, { recursive: true, force: true });
 });
@@ -84,11 +90,21 @@ describe.skipIf(skip !== undefined)('the shell examples of the README and docs/,
     expect(blocks.length).toBeGreaterThan(0);
   });
 
-  it.each(blocks.map((block, i) => [i + 1, block] as const))(
-    'block %i runs, twice, with the statuses it shows',
+  const mockBlocks = PAGES.flatMap((page) => runnableBlocks(readFileSync(page, 'utf8'), MOCK_MARKER));
+  it('has some for the mock', () => {
+    expect(mockBlocks.length).toBeGreaterThan(0);
+  });
+
+  it.each([
+    ...blocks.map((block, i) => [`${i + 1}`, block] as const),
+    ...mockBlocks.map((block, i) => [`${i + 1} (the mock)`, block] as const),
+  ])(
+    'block %s runs, twice, with the statuses it shows',
     async (_, block) => {
-      expect(block).toContain(README_BASE);
-      const script = block.replaceAll(README_BASE, target.baseUrl);
+      const onMock = block.startsWith(MOCK_MARKER);
+      const base = onMock ? MOCK_BASE : README_BASE;
+      expect(block).toContain(base);
+      const script = block.replaceAll(base, (onMock ? mock : target).baseUrl);
       // Twice: pasting the block again must work too (it cleans up after itself).
       for (const round of [1, 2]) {
         const { code, stdout, stderr } = await run(script);

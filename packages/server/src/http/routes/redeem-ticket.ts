@@ -60,8 +60,10 @@ export const redeemTicket = defineOperation({
     }
     return { input, address };
   },
-  // The spec documents one example of the answer per purpose, each named after it.
-  mockExample: ({ input }) => input.purpose,
+  // The spec documents one example of the answer per purpose, each named after it (a login's
+  // without a session when the request asked for none).
+  mockExample: ({ input }) =>
+    input.purpose === 'login' && input.session === undefined ? 'login_without_session' : input.purpose,
   async handle(c, { input, address }) {
     if (input.purpose === 'login') {
       const { userId, version } = await redeemLoginTicket(

@@ -19,6 +19,8 @@ export const verifyIdentity = defineOperation({
     fields: validBody(c, 'VerifyIdentityRequest'),
     address: endUserAddress(c.req.header('x-end-user-ip')),
   }),
+  // The mock: a login that asked for a session is answered with one (a real token, test-signed: mock.md).
+  mockExample: ({ fields }) => (fields.session === undefined ? undefined : 'verified_with_session'),
   async handle(c, { fields, address }) {
     const userId = await verify(writeScopeOf(c), writeDepsOf(c), {
       provider: fields.provider,

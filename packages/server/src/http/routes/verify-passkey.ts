@@ -21,6 +21,8 @@ export const verifyPasskey = defineOperation({
     fields: validBody(c, 'VerifyPasskeyRequest'),
     address: endUserAddress(c.req.header('x-end-user-ip')),
   }),
+  // The mock: a login that asked for a session is answered with one (a real token, test-signed: mock.md).
+  mockExample: ({ fields }) => (fields.session === undefined ? undefined : 'verified_with_session'),
   async handle(c, { fields, address }) {
     const userId = await verify(writeScopeOf(c), writeDepsOf(c), {
       // The spec's schema is WebAuthn's AuthenticationResponseJSON; the library checks the rest.

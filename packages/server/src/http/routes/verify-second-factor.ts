@@ -48,6 +48,8 @@ export const verifySecondFactor = defineOperation({
       address: endUserAddress(c.req.header('x-end-user-ip')),
     };
   },
+  // The mock: a login that asked for a session is answered with one (a real token, test-signed: mock.md).
+  mockExample: ({ fields }) => (fields.session === undefined ? undefined : 'verified_with_session'),
   async handle(c, { fields, address }) {
     const { factorKeys, verifyLimits, lockout } = c.get('deps');
     const { userId, first, passwordHash } = await verify(

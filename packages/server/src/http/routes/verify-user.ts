@@ -33,6 +33,8 @@ export const verifyUser = defineOperation({
       address: endUserAddress(c.req.header('x-end-user-ip')),
     };
   },
+  // The mock: a login that asked for a session is answered with one (a real token, test-signed: mock.md).
+  mockExample: ({ fields }) => (fields.session === undefined ? undefined : 'verified_with_session'),
   async handle(c, { fields, sent, address }) {
     const { hasher, verifyLimits, lockout, breachedPasswords } = c.get('deps');
     const warn = (error: unknown, message: string) => c.get('log').warn({ err: describeError(error) }, message);
