@@ -47,34 +47,28 @@ export const UPDATE_STATEMENTS: readonly Statement[] = [
   },
 ];
 
-/** delete: the site's grace, the row locked, the sessions ended, the memberships removed, the row deleted, its audit row and its event. */
+/** delete: the row locked with the site's grace read beside it, the sessions ended, the memberships removed, the row deleted, its audit row and its event. */
 export const DELETE_STATEMENTS: readonly Statement[] = [
   {
-    text: 'select "deletion_grace_days" from "site_settings" where "site_settings"."site" = $1',
-    params: ['site'],
-    prepared: false,
-    outside: true,
-  },
-  {
-    text: 'select "id" from "users" where ("users"."id" = $1 and ("users"."origin" = $2 and "users"."site" = $3 and "users"."deleted_at" is null)) for update',
-    params: ['userId', { value: 'api' }, 'site'],
-    prepared: false,
+    text: 'select "id", coalesce((select "deletion_grace_days" from "site_settings" where "site" = $1), 0) from "users" where ("users"."id" = $2 and ("users"."origin" = $3 and "users"."site" = $4 and "users"."deleted_at" is null)) for update',
+    params: ['site', 'userId', { value: 'api' }, 'site'],
+    prepared: true,
     found: true,
   },
   {
     text: 'update "sessions" set "revoked_at" = now(), "revoke_reason" = $1 where ("sessions"."user_id" = $2 and ("sessions"."revoked_at" is null and "sessions"."expires_at" > now() and "sessions"."last_seen_at" + make_interval(secs => "sessions"."idle_seconds") > now())) returning "id", "user_id", "aal", "amr", "expires_at"',
     params: [{ value: 'account_deleted' }, 'userId'],
-    prepared: false,
+    prepared: true,
   },
   {
     text: 'delete from "org_memberships" where "org_memberships"."user_id" = $1 returning "org_id", "roles"',
     params: ['userId'],
-    prepared: false,
+    prepared: true,
   },
   {
-    text: 'delete from "users" where ("users"."id" = $1 and ("users"."origin" = $2 and "users"."site" = $3 and "users"."deleted_at" is null)) returning "id"',
-    params: ['userId', { value: 'api' }, 'site'],
-    prepared: false,
+    text: 'delete from "users" where "users"."id" = $1 returning "id"',
+    params: ['userId'],
+    prepared: true,
   },
   {
     text: '/* prepared */ with done as (insert into "audit_log" ("id", "at", "site", "token_id", "operation", "user_id", "request_id", "status", "outcome", "impersonator") values (default, default, $1, $2, $3, $4, $5, $6, $7, $8)) insert into event_queue (site, type, subject, changed, data) select $9, $10, $11::uuid, $12, jsonb_build_object(\'_userId\', $13::uuid, \'graceDays\', coalesce((select extract(day from u.purge_at - u.deleted_at)::int from users u where u.id = $14::uuid), 0))',
