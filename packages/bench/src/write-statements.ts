@@ -23,7 +23,7 @@ export const UPDATE_STATEMENTS: readonly Statement[] = [
   {
     text: 'update "users" set "name" = $1, "updated_at" = now() where ("users"."id" = $2 and ("users"."origin" = $3 and "users"."site" = $4 and "users"."deleted_at" is null)) returning "version", "metadata"',
     params: ['name', 'userId', { value: 'api' }, 'site'],
-    prepared: false,
+    prepared: true,
     found: true,
   },
   {
