@@ -12,6 +12,8 @@
 // events, the webhook worker's look, the rate-limit lease) and any drift between ours and the
 // floor's copy of its statements (a warning: write-statements.ts is then to follow ours).
 //
+// One answer of each side is compared on the way (status, body, an ETag or none): the floor must answer as ours.
+//
 // Then the timed rounds: req/s, p50, p99, the server's CPU per request (user + system from
 // /proc/<pid>/stat) and PostgreSQL's (the backends of that server's connections, found in
 // pg_stat_activity by database and application_name, read the same way), over each measured round.
@@ -168,14 +170,22 @@ export async function writePathRows(b: WritePathBench): Promise<{ rows: Row[]; n
   const notes: string[] = [];
   const rows: Row[] = [];
 
-  // 1. The counts.
+  // 1. The counts (and, on the way, one answer of each side, compared).
   const counts = new Map<string, Counted>();
+  const answers = new Map<string, { status: number; body: string; etag: boolean }>();
   for (const op of ops) {
     for (const key of ['ours', 'floor'] as SideKey[]) {
       const wire = await startWireCounter(b.db.url);
       const server = key === 'ours' ? await b.ours(wire.url) : await b.floor(wire.url);
       try {
         await drive(server.url, b.token, op.make, 50, CONNECTIONS); // the pools open, the caches warm
+        const one = op.make(0);
+        const answer = await fetch(`${server.url}${one.path}`, {
+          method: one.method ?? 'GET',
+          headers: { authorization: b.token, 'content-type': 'application/json' },
+          body: one.body ?? null,
+        });
+        answers.set(key, { status: answer.status, body: await answer.text(), etag: answer.headers.has('etag') });
         await new Promise((r) => setTimeout(r, 300));
         wire.reset();
         const began = performance.now();
@@ -192,6 +202,12 @@ export async function writePathRows(b: WritePathBench): Promise<{ rows: Row[]; n
         await wire.stop();
       }
     }
+    const [mine, theirs] = [answers.get('ours')!, answers.get('floor')!];
+    if (mine.status !== theirs.status || mine.body !== theirs.body || mine.etag !== theirs.etag)
+      throw new Error(
+        `${op.label}: the floor's answer is not ours (ours ${mine.status} ${mine.body}${mine.etag ? ' with an ETag' : ''}, the floor ${theirs.status} ${theirs.body}${theirs.etag ? ' with an ETag' : ''})`,
+      );
+    b.log(`  ${op.label}: the floor answered as ours (${mine.status} ${mine.body}${mine.etag ? ', an ETag' : ''})`);
     const ours = counts.get(`${op.label}/ours`)!;
     const floor = counts.get(`${op.label}/floor`)!;
     const floorTexts = new Set(op.statements.map((s) => normal(s.text)));
