@@ -1,5 +1,5 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N] [--memberships N]
-//   [--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|neighbours|heavy-reads|scale]`: the service on
+//   [--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|neighbours|heavy-reads|scale]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -40,6 +40,11 @@
 //     git worktree add /tmp/before d558465 && (cd /tmp/before && ./pnpmw --version && ./pnpmw install --frozen-lockfile)
 //   (about a minute; `git worktree remove /tmp/before` after). A full run measures the hot paths too (with
 //   `--before` as well, if given), on the memberships the organizations scenario seeded;
+// - `--only write-path` (write-path.ts, issue 63; about 3 minutes at 3 rounds of 5 s): update and delete against
+//   the node:http floor doing ours' transaction with ours' statements (floor-write.ts), 16 connections,
+//   interleaved; first the statements, parses and round trips per request of each, counted on the wire
+//   (wire-count.ts), then req/s, p50, p99 and the server's and PostgreSQL's CPU per request, to
+//   bench/results/<date>-write-path.md (the floor's rounds judge the noise). A full run measures it too;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -72,6 +77,7 @@ import { topFramesOf } from './profile.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
 import { SESSION_NOTES, sessionRows } from './sessions.ts';
+import { writePathRows } from './write-path.ts';
 
 const { values } = parseArgs({
   options: {
@@ -101,6 +107,7 @@ const BUILD = fileURLToPath(new URL('../../server/build.ts', import.meta.url));
 const MAIN = fileURLToPath(new URL('../../server/dist/main.js', import.meta.url));
 const FLOOR = fileURLToPath(new URL('./floor.ts', import.meta.url));
 const FLOOR_HTTP = fileURLToPath(new URL('./floor-http.ts', import.meta.url));
+const FLOOR_WRITE = fileURLToPath(new URL('./floor-write.ts', import.meta.url));
 const PEER = fileURLToPath(new URL('./peer.ts', import.meta.url));
 const OTLP_SINK = fileURLToPath(new URL('./otlp-sink.ts', import.meta.url));
 /** How to make the checkout `--before` names: main's last commit before issue 58 (the kernel move). */
@@ -1046,6 +1053,25 @@ async function main(): Promise<void> {
     rows.push(...result.rows);
     hotPathNotes.push(...result.notes);
   };
+  // Issue 63: update and delete against the node:http floor doing ours' transaction, counts first.
+  const writePathNotes: string[] = [];
+  const writePath = async (db: BenchDb) => {
+    log("write path: update and delete against the node:http floor doing ours' transaction");
+    const result = await writePathRows({
+      db,
+      ours: (url) => withPid(ours({ url: url ?? db.url })),
+      floor: (url) => withPid(start(FLOOR_WRITE, { DATABASE_URL: url ?? db.url })),
+      load,
+      floorRounds: (scenario, rps) => floorVariation.push({ scenario, rps }),
+      log,
+      rounds: ROUNDS,
+      seconds: SECONDS,
+      warmUpSeconds: WARM_UP_SECONDS,
+      token: TOKEN,
+    });
+    rows.push(...result.rows);
+    writePathNotes.push(...result.notes);
+  };
   const neighbourNotes: string[] = [];
   const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
     log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
@@ -1112,6 +1138,19 @@ async function main(): Promise<void> {
     if (bad.length > 0) process.exitCode = 1;
     return;
   }
+  if (values.only === 'write-path') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await writePath(db);
+    } finally {
+      await db.drop();
+    }
+    const file = report(writePathNotes, 'write-path');
+    const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
+    log(`bench: report written to ${file}${bad.length > 0 ? ' (NOISY: not a result)' : ''}`);
+    if (bad.length > 0) process.exitCode = 1;
+    return;
+  }
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -1124,7 +1163,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, hot-path, neighbours, heavy-reads or scale (got ${values.only})`,
+      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, neighbours, heavy-reads or scale (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -1155,6 +1194,7 @@ async function main(): Promise<void> {
     await sessions(db);
     await orgs(db);
     await hotPath(db);
+    await writePath(db);
 
     log('metadata: get-by-id with 4 KiB of metadata against without');
     await metadata(db);
@@ -1180,7 +1220,14 @@ async function main(): Promise<void> {
 
   if (!QUICK) await scaled(rows, passwordHash, false);
 
-  const file = report([...PEER_NOTES, ...SESSION_NOTES, ...ORG_NOTES, ...hotPathNotes, ...neighbourNotes]);
+  const file = report([
+    ...PEER_NOTES,
+    ...SESSION_NOTES,
+    ...ORG_NOTES,
+    ...hotPathNotes,
+    ...writePathNotes,
+    ...neighbourNotes,
+  ]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
   log(`bench: ${((performance.now() - started) / 1000).toFixed(0)} s`);
   if (bad.length > 0) {

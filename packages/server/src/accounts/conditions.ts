@@ -20,6 +20,13 @@ export function matchingIfMatch(account: SQL | undefined, ifMatch: IfMatch): SQL
 }
 
 /**
+ * Whether matchingIfMatch's condition has a fixed text (no If-Match, or `*`): a statement on it may
+ * be prepared once per connection. A list of versions is as long as the client makes it: each
+ * length would be one more statement kept for the connection's life.
+ */
+export const plainTarget = (ifMatch: IfMatch): boolean => ifMatch === undefined || ifMatch.any;
+
+/**
  * Why a conditional write touched no row: the account is not in reach (404, which wins whatever
  * If-Match says), or it is there in another version (412).
  */

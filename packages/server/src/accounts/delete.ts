@@ -26,7 +26,7 @@ import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { lockoutKey } from '../limits/lockout.ts';
 import type { IfMatch } from './conditions.ts';
-import { matchingIfMatch, notWritten } from './conditions.ts';
+import { matchingIfMatch, notWritten, plainTarget } from './conditions.ts';
 import { bySiteInTurn } from './in-turn.ts';
 
 /** The site's default grace period in days (0: none). */
@@ -51,8 +51,9 @@ export async function deleteAccount(
   graceDays?: number,
 ): Promise<{ graceDays: number }> {
   if (!isUuid(userId)) throw userNotFound();
-  const grace = graceDays ?? (await siteDeletionGrace(deps.db, scope.site));
   const account = and(eq(users.id, userId), inReachOf(scope.site));
+  // The grace applied: the request's, else the site's default, read with the row's lock (below).
+  let grace = graceDays;
   const done = (w: { ended: EventEntry[] }) => ({
     userId,
     status: 200,
@@ -61,16 +62,35 @@ export async function deleteAccount(
   });
   const deleted = await inWrite(scope, deps, 'delete', done, async (tx) => {
     const target = matchingIfMatch(account, ifMatch);
-    // The other domains' hooks (kernel/account-hooks.ts: its sessions end, with or without a grace
-    // period). Deleted for good, what they hold goes with its row (its memberships too): the hooks
-    // run first, so that it has its events; only once the account is known to be the one to
-    // delete, locked until the commit.
-    if (grace === 0) {
-      const [locked] = await tx.select({ id: users.id }).from(users).where(target).for('update');
+    // The account locked until the commit, and (unless the request said) the site's default grace
+    // read in the same statement: a round trip less than reading it first (issue 63). Only once the
+    // account is known to be the one to delete do the other domains' hooks run (kernel/account-hooks.ts:
+    // its sessions end, with or without a grace period). Deleted for good, what they hold goes with
+    // its row (its memberships too): the hooks run first, so that it has its events. With a grace
+    // the request gave, the UPDATE below is the lock.
+    if (grace === undefined || grace === 0) {
+      const locking = tx
+        .select({
+          id: users.id,
+          grace: sql<number>`coalesce((select ${siteSettings.deletionGraceDays} from ${siteSettings} where ${siteSettings.site} = ${scope.site}), 0)`,
+        })
+        .from(users)
+        .where(target)
+        .for('update');
+      // Parsed once per connection (with If-Match's list of versions, anew: its length is the client's).
+      const [locked] = plainTarget(ifMatch) ? await locking.prepare('delete_lock').execute() : await locking;
       if (locked === undefined) return undefined;
-      const ended = await deps.accountHooks.deleted(tx, userId, { forGood: true });
-      const [row] = await tx.delete(users).where(target).returning({ id: users.id });
-      return row === undefined ? undefined : { ended };
+      grace ??= Number(locked.grace);
+      if (grace === 0) {
+        const ended = await deps.accountHooks.deleted(tx, userId, { forGood: true });
+        const [row] = await tx
+          .delete(users)
+          .where(eq(users.id, userId))
+          .returning({ id: users.id })
+          .prepare('delete_row')
+          .execute();
+        return row === undefined ? undefined : { ended };
+      }
     }
     const [row] = await tx
       .update(users)
@@ -81,7 +101,7 @@ export async function deleteAccount(
     return { ended: await deps.accountHooks.deleted(tx, userId, { forGood: false }) };
   });
   if (deleted === undefined) throw await notWritten(deps.db, account, ifMatch);
-  return { graceDays: grace };
+  return { graceDays: grace ?? 0 };
 }
 
 /** Brings back an account of the scope's site in its grace period, as it was; 404 when none is. */

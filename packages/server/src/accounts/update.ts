@@ -10,7 +10,7 @@ import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { weakPasswordReason } from '../passwords/hasher.ts';
 import type { IfMatch } from './conditions.ts';
-import { matchingIfMatch, notWritten, preconditionFailed } from './conditions.ts';
+import { matchingIfMatch, notWritten, plainTarget, preconditionFailed } from './conditions.ts';
 import { contactChanges, phoneless } from './contacts.ts';
 import { emailTaken } from './create.ts';
 import { assertSiteSchema, mergedMetadata, siteSchemaOf, sizeFault } from './metadata.ts';
@@ -92,7 +92,7 @@ export async function updateAccount(
       });
       // A metadata patch merges in this one statement (no read-modify-write): two updates of
       // different keys at once both stay. What it leaves is checked before the commit.
-      const [row] = await tx
+      const updating = tx
         .update(users)
         .set({
           ...changes,
@@ -104,6 +104,9 @@ export async function updateAccount(
         })
         .where(current)
         .returning({ version: users.version, metadata: users.metadata });
+      // Parsed once per connection for each set of columns a request changes (a bounded few), not at
+      // every write (issue 63); with If-Match's list of versions (its length the client's), anew.
+      const [row] = plainTarget(ifMatch) ? await updating.prepare('update_account').execute() : await updating;
       if (row !== undefined && patch !== undefined) {
         const tooLarge = sizeFault(row.metadata, '/metadata');
         if (tooLarge !== undefined) throw invalidRequest('The merged metadata would be too large.', [tooLarge]);

@@ -156,7 +156,10 @@ export async function removeMembershipsOf(tx: Db, userIds: string[]): Promise<Ev
     const gone = await tx
       .delete(orgMemberships)
       .where(eq(orgMemberships.userId, userId))
-      .returning({ orgId: orgMemberships.orgId, roles: orgMemberships.roles });
+      .returning({ orgId: orgMemberships.orgId, roles: orgMemberships.roles })
+      // A statement of every delete for good: parsed once per connection (issue 63).
+      .prepare('remove_memberships_of')
+      .execute();
     // In a fixed order (the organizations' ids), so that two such writes never deadlock.
     gone.sort((a, b) => a.orgId.localeCompare(b.orgId));
     for (const { orgId, roles } of gone) {
