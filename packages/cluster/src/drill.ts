@@ -195,6 +195,8 @@ export interface DrillOptions {
   /** Where each line goes (stdout for the command). */
   print?: (line: string) => void;
   serverMain?: string;
+  /** The CLI run on the restored node (`cli migrate`); absent: the one beside serverMain. */
+  serverCli?: string;
   port?: number;
   /** Leave the cluster running afterwards (to read its logs; `cluster down` stops it). */
   keep?: boolean;
@@ -303,7 +305,7 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
     );
 
     // 3. A backup under load, then a point-in-time restore between two writes into a fresh node.
-    await restoreDrill(cluster, owned, sessions, print, expect, figures);
+    await restoreDrill(cluster, owned, sessions, print, expect, figures, options.serverCli);
   } catch (error) {
     failures.push(`the drill stopped: ${(error as Error).message}`);
   } finally {
@@ -487,17 +489,22 @@ async function restoreDrill(
   print: (line: string) => void,
   expect: (what: string, good: boolean) => void,
   figures: Record<string, number>,
+  serverCli: string | undefined,
 ): Promise<void> {
   const ha = cluster.ha!;
   const base = cluster.state.url;
   const load = mixedLoad(base, 'backup', owned);
   const backupAt = Date.now();
-  const label = await ha.backup('full');
-  const backupMs = Date.now() - backupAt;
+  const backup = ha.backup('full');
+  // Under load while it starts (its checkpoint and first files); then the load stops, so that
+  // the copy and its WAL's archiving do not share two cores with it for the rest.
+  await Promise.race([sleep(3_000), backup.catch(() => {})]);
   await load.stop();
+  const label = await backup;
+  const backupMs = Date.now() - backupAt;
   figures['backup.ms'] = backupMs;
   print(
-    `[restore] full backup under load: ${label} in ${seconds(backupMs)} (${load.log.filter(ok).length} requests answered meanwhile)`,
+    `[restore] full backup under load: ${label} in ${seconds(backupMs)} (${load.log.filter(ok).length} requests answered during its first seconds)`,
   );
   // Two writes with a moment between them, both acknowledged.
   const first = await call(base, 'create', '/api/1/user/create', {
@@ -547,7 +554,7 @@ async function restoreDrill(
   // The restored database as a deployment would use it: migrate (nothing to do), then logins.
   const url = `postgres://postgres:${cluster.state.postgresPassword}@127.0.0.1:${restored.port}/postgres`;
   // The CLI beside the server the replicas run (src/cli.ts, or a build's cli.js).
-  const cli = (cluster.state.serverMain ?? SERVER_MAIN).replace(/main\.(ts|js)$/, 'cli.$1');
+  const cli = serverCli ?? (cluster.state.serverMain ?? SERVER_MAIN).replace(/main\.(ts|js)$/, 'cli.$1');
   const env = {
     ...process.env,
     ...cluster.state.serverEnv,
