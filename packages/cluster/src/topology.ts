@@ -679,6 +679,27 @@ function haControl(state: ClusterState, ha: HaState): HaControl {
       return info[0]!.backup.at(-1)!.label;
     },
     async restore({ name, to }) {
+      // The WAL up to now in the archive: a new segment begun, and the last one archived (else a
+      // recent target is past the archive's end, and recovery stops short of it).
+      const at = await leader(ha);
+      if (at !== undefined) {
+        // A commit after the target: recovery stops at the first commit past it, and fails when
+        // the archive ends before one (an idle database restored to "now").
+        await onNode(state, at.port, (sql) => sql`select txid_current()`);
+        const [switched] = await onNode(
+          state,
+          at.port,
+          (sql) => sql<{ wal: string }[]>`select pg_walfile_name(pg_switch_wal()) as wal`,
+        );
+        await until(`${switched!.wal} archived`, 60_000, async () => {
+          const [row] = await onNode(
+            state,
+            at.port,
+            (sql) => sql<{ last: string | null }[]>`select last_archived_wal as last from pg_stat_archiver`,
+          );
+          return row?.last != null && row.last >= switched!.wal;
+        });
+      }
       const restored = await restoreNode(
         state.dir,
         ha,
