@@ -2,11 +2,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { DRILL_TIMINGS, type HaNode, type HaState, patroniConfig } from './patroni.ts';
+import { DRILL_TIMINGS, type HaNode, type HaState, type PatroniYaml, patroniConfig } from './patroni.ts';
 import { DEPLOY } from './topology.ts';
 
-const shipped = (name: string) =>
-  parse(readFileSync(join(DEPLOY, 'patroni', `${name}.yml`), 'utf8')) as Record<string, any>;
+const shipped = (name: string) => parse(readFileSync(join(DEPLOY, 'patroni', `${name}.yml`), 'utf8')) as PatroniYaml;
 
 /** deploy/postgresql/primary.conf's `key = value` lines. */
 function primaryConf(): Record<string, string> {

@@ -89,8 +89,12 @@ function own(path: string): void {
 }
 
 /** deploy/patroni/<name>.yml with what differs on this machine replaced. */
-export function patroniConfig(deploy: string, dir: string, state: HaState, node: HaNode): Record<string, any> {
-  const config = parse(readFileSync(join(deploy, 'patroni', `${node.name}.yml`), 'utf8')) as Record<string, any>;
+/** Patroni's YAML as parsed: a tree of its sections, read and rewritten by path. */
+// biome-ignore lint/suspicious/noExplicitAny: Patroni's own schema (patroni/validator.py) is not ours to restate.
+export type PatroniYaml = Record<string, any>;
+
+export function patroniConfig(deploy: string, dir: string, state: HaState, node: HaNode): PatroniYaml {
+  const config = parse(readFileSync(join(deploy, 'patroni', `${node.name}.yml`), 'utf8')) as PatroniYaml;
   config.restapi.listen = `127.0.0.1:${node.apiPort}`;
   config.restapi.connect_address = `127.0.0.1:${node.apiPort}`;
   config.etcd = { hosts: `127.0.0.1:${state.etcd.port}` };
@@ -231,11 +235,15 @@ export function startPatroni(dir: string, deploy: string, state: HaState, node: 
 }
 
 /** GET on a node's REST API: status and JSON body (undefined body when it did not answer). */
-export async function api(node: HaNode, path: string, ms = 1_000): Promise<{ status: number; body: any }> {
+export async function api(
+  node: HaNode,
+  path: string,
+  ms = 1_000,
+): Promise<{ status: number; body: PatroniYaml | undefined }> {
   try {
     const answer = await fetch(`http://127.0.0.1:${node.apiPort}${path}`, { signal: AbortSignal.timeout(ms) });
     const text = await answer.text();
-    let body: any;
+    let body: PatroniYaml | undefined;
     try {
       body = JSON.parse(text);
     } catch {}
