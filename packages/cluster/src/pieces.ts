@@ -79,9 +79,16 @@ export function launch(command: string[], options: { log: string; env?: NodeJS.P
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  // A zombie (dead, not yet reaped: a PostgreSQL whose parent, Patroni, was killed, waits for an
+  // init that may not reap it in a container) is gone for us.
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true;
   }
 }
 
@@ -119,6 +126,10 @@ export function crashPostgres(pid: number): void {
     } catch {}
   }
   signalGroup(pid, 'SIGKILL');
+  // Patroni's postmaster leads no group of its own (Patroni starts it in a new session, through a helper).
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {}
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -23,6 +23,25 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import {
+  backrest,
+  crashNode,
+  DRILL_TIMINGS,
+  etcdHealthy,
+  type HaNode,
+  type HaState,
+  haUnavailable,
+  leader,
+  type Member,
+  members,
+  postmasterPid,
+  restoreNode,
+  startEtcd,
+  startPatroni,
+  stopHa,
+  type Timings,
+  writeBackrestConfig,
+} from './patroni.ts';
+import {
   alive,
   crashPostgres,
   freePort,
@@ -74,6 +93,8 @@ export interface ClusterState {
   balancerEnv?: Record<string, string>;
   /** What the replicas run (ClusterOptions.serverMain); absent: src/main.ts. */
   serverMain?: string;
+  /** `--ha`: Patroni, etcd and pgBackRest (patroni.ts); `postgres` is then empty. */
+  ha?: HaState;
 }
 
 export interface ClusterOptions {
@@ -91,6 +112,11 @@ export interface ClusterOptions {
   balancerEnv?: Record<string, string>;
   /** The server's entry point the replicas run: src/main.ts by default, or a build's main.js. */
   serverMain?: string;
+  /**
+   * Three PostgreSQL nodes under Patroni (etcd, synchronous_mode, HAProxy by Patroni's REST API,
+   * pgBackRest) instead of a primary and a standby; the timings over DRILL_TIMINGS.
+   */
+  ha?: boolean | Partial<Timings>;
 }
 
 /** Why the topology cannot be started on this machine, or undefined when it can. */
@@ -101,6 +127,11 @@ export function clusterUnavailable(): string | undefined {
   if (which('redis-server') === undefined) return 'no redis-server';
   if (which('haproxy') === undefined) return "no haproxy (Debian's package: apt-get install haproxy)";
   return undefined;
+}
+
+/** Why `up({ ha: true })` cannot run here (Patroni, etcd, pgBackRest), or undefined. */
+export function haClusterUnavailable(): string | undefined {
+  return clusterUnavailable() ?? haUnavailable();
 }
 
 /** deploy/user-accounts.env: the settings a replica runs with. */
@@ -172,6 +203,30 @@ export interface Cluster {
   startRedis(): Promise<void>;
   /** Stops everything and removes the folder. */
   down(): Promise<void>;
+  /** `--ha`'s Patroni cluster; undefined without --ha. */
+  ha?: HaControl;
+}
+
+export interface HaControl {
+  state: HaState;
+  /** Patroni's view (GET /cluster of the first node that answers), without the nodes in `skip`. */
+  members(skip?: string[]): Promise<Member[] | undefined>;
+  /** The node whose /primary answers 200 (holds the leader key and runs as a primary). */
+  leader(skip?: string[]): Promise<HaNode | undefined>;
+  node(name: string): HaNode;
+  /** SIGKILL to the node's Patroni and its PostgreSQL: a machine lost. */
+  crash(name: string): Promise<void>;
+  /** SIGSTOP to its Patroni: it neither renews the leader key nor answers HAProxy (PostgreSQL runs on). */
+  freeze(name: string): void;
+  thaw(name: string): void;
+  /** Its Patroni again (after crash): it finds its data and rejoins as Patroni decides. */
+  start(name: string): void;
+  /** Polls members() until `check` holds. */
+  waitMembers(what: string, ms: number, check: (members: Member[]) => boolean): Promise<Member[]>;
+  /** A pgBackRest backup of the leader; resolves with its label. */
+  backup(type?: 'full' | 'incr'): Promise<string>;
+  /** A fresh node from the repository, recovered to `to` (or the end of the archive), promoted. */
+  restore(options: { name: string; to?: Date }): Promise<{ name: string; data: string; port: number; pid: number }>;
 }
 
 const stateFile = (dir: string) => join(dir, 'state.json');
@@ -186,7 +241,7 @@ export function attach(dir: string): Cluster | undefined {
 export async function up(options: ClusterOptions): Promise<Cluster> {
   const dir = resolve(options.dir);
   if (attach(dir) !== undefined) throw new Error(`a cluster is already kept in ${dir}: run down first`);
-  const why = clusterUnavailable();
+  const why = options.ha ? haClusterUnavailable() : clusterUnavailable();
   if (why !== undefined) throw new Error(why);
   mkdirSync(join(dir, 'logs'), { recursive: true });
   // Its passwords, logs and PostgreSQL's socket: no other user enters.
@@ -203,33 +258,51 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
   ]);
   const synchronous = options.synchronous ?? true;
   const [postgresPassword, redisPassword] = [secret(), secret()];
+  const ha = options.ha ? await haState(dir, options.ha) : undefined;
   const state: ClusterState = {
     dir,
     url: `http://127.0.0.1:${haproxyPort}`,
     token: `ua_cluster_${randomBytes(16).toString('hex')}`,
     synchronous,
-    // Both hosts: the server finds whichever accepts writes (postgres.js tries them in turn).
-    databaseUrl: `postgres://postgres:${postgresPassword}@127.0.0.1:${pg1},127.0.0.1:${pg2}/postgres?target_session_attrs=read-write`,
+    // HA: HAProxy's postgres_primary, which follows Patroni's leader. Else both hosts: the server
+    // finds whichever accepts writes (postgres.js tries them in turn).
+    databaseUrl:
+      ha === undefined
+        ? `postgres://postgres:${postgresPassword}@127.0.0.1:${pg1},127.0.0.1:${pg2}/postgres?target_session_attrs=read-write`
+        : `postgres://postgres:${postgresPassword}@127.0.0.1:${ha.writePort}/postgres`,
     redisUrl: `redis://:${redisPassword}@127.0.0.1:${redisPort}`,
     postgresPassword,
     redisPassword,
-    postgres: [
-      { name: 'pg1', data: join(dir, 'pg1'), port: pg1!, pid: 0, role: 'primary' },
-      { name: 'pg2', data: join(dir, 'pg2'), port: pg2!, pid: 0, role: 'standby' },
-    ],
+    postgres:
+      ha === undefined
+        ? [
+            { name: 'pg1', data: join(dir, 'pg1'), port: pg1!, pid: 0, role: 'primary' },
+            { name: 'pg2', data: join(dir, 'pg2'), port: pg2!, pid: 0, role: 'standby' },
+          ]
+        : [],
     redis: { port: redisPort!, pid: 0 },
     haproxy: { port: haproxyPort!, internalPort: internalPort!, pid: 0, admin: join(dir, 'haproxy.sock') },
     replicas: appPorts.map((port, i) => ({ name: `app${i + 1}`, port, pid: 0 })),
     serverEnv: options.serverEnv ?? {},
     balancerEnv: options.balancerEnv ?? {},
     ...(options.serverMain === undefined ? {} : { serverMain: options.serverMain }),
+    ...(ha === undefined ? {} : { ha }),
   };
   const cluster = control(state);
   try {
-    await startDatabases(state);
-    await cluster.startRedis();
-    await Promise.all(state.replicas.map((_, i) => cluster.startReplica(i)));
-    startBalancer(state);
+    if (state.ha === undefined) {
+      await startDatabases(state);
+      await cluster.startRedis();
+      await Promise.all(state.replicas.map((_, i) => cluster.startReplica(i)));
+      startBalancer(state);
+    } else {
+      // The replicas reach the database through HAProxy: it starts first.
+      await Promise.all([startHa(state, postgresPassword), cluster.startRedis()]);
+      startBalancer(state);
+      save(state);
+      await until('HAProxy to route to the leader', 30_000, accepts(state, state.ha.writePort));
+      await Promise.all(state.replicas.map((_, i) => cluster.startReplica(i)));
+    }
     save(state);
     await Promise.all(state.replicas.map((r) => cluster.waitBalancer(r.name, 'UP', 10_000)));
   } catch (error) {
@@ -245,6 +318,59 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
     throw new Error(`${(error as Error).message}\n${tails.join('\n')}`);
   }
   return cluster;
+}
+
+/** The HA state: ports and folders, before anything starts. */
+async function haState(dir: string, ha: true | Partial<Timings>): Promise<HaState> {
+  const ports = await Promise.all(Array.from({ length: 10 }, () => freePort()));
+  const [etcdPort, peerPort, writePort, readPort, ...nodePorts] = ports as number[];
+  return {
+    timings: { ...DRILL_TIMINGS, ...(ha === true ? {} : ha) },
+    etcd: { port: etcdPort!, peerPort: peerPort!, pid: 0, data: join(dir, 'etcd') },
+    nodes: [1, 2, 3].map((n, i) => ({
+      name: `pg${n}`,
+      data: join(dir, `pg${n}`),
+      port: nodePorts[2 * i]!,
+      apiPort: nodePorts[2 * i + 1]!,
+      pid: 0,
+      config: join(dir, `patroni-pg${n}.yml`),
+    })),
+    writePort: writePort!,
+    readPort: readPort!,
+    replicationPassword: secret(),
+    rewindPassword: secret(),
+    apiPassword: secret(),
+    backrest: { config: join(dir, 'pgbackrest.conf'), repo: join(dir, 'backups') },
+    restored: [],
+  };
+}
+
+/** The three nodes are up: a leader, a synchronous standby and a replica, all running. */
+export const healthy = (list: Member[]) =>
+  list.length === 3 &&
+  list.every((m) => m.state === 'running' || m.state === 'streaming') &&
+  list.filter((m) => m.role === 'leader').length === 1 &&
+  list.some((m) => m.role === 'sync_standby');
+
+async function startHa(state: ClusterState, postgresPassword: string): Promise<void> {
+  const ha = state.ha!;
+  writeBackrestConfig(state.dir, ha);
+  startEtcd(state.dir, ha);
+  save(state);
+  await until('etcd to answer', 20_000, () => etcdHealthy(ha));
+  // All three at once: one wins the initialize key and bootstraps, the others copy it.
+  for (const node of ha.nodes) startPatroni(state.dir, DEPLOY, ha, node, postgresPassword);
+  save(state);
+  await until('Patroni to run a leader, a synchronous standby and a replica', 120_000, async () => {
+    for (const node of ha.nodes) {
+      if (!alive(node.pid)) throw new Error(`Patroni ${node.name} exited; see logs/${node.name}.log`);
+    }
+    const list = await members(ha);
+    return list !== undefined && healthy(list);
+  });
+  const first = await leader(ha);
+  if (first === undefined) throw new Error('no leader');
+  await backrest(ha, first, ['stanza-create'], postgresPassword);
 }
 
 function save(state: ClusterState): void {
@@ -335,8 +461,19 @@ function startBalancer(state: ClusterState): void {
   state.replicas.forEach((r, i) => {
     env[`UA_APP${i + 1}`] = `127.0.0.1:${r.port}`;
   });
+  const files = ['-f', join(DEPLOY, 'haproxy.cfg')];
+  if (state.ha !== undefined) {
+    // deploy/patroni/haproxy.cfg: the Patroni backend, in the same process.
+    files.push('-f', join(DEPLOY, 'patroni', 'haproxy.cfg'));
+    env.UA_PG_BIND = `127.0.0.1:${state.ha.writePort}`;
+    env.UA_PG_REPLICAS_BIND = `127.0.0.1:${state.ha.readPort}`;
+    state.ha.nodes.forEach((n, i) => {
+      env[`UA_PG${i + 1}`] = `127.0.0.1:${n.port}`;
+      env[`UA_PG${i + 1}_API`] = String(n.apiPort);
+    });
+  }
   // -db: in the foreground (no daemon), so that its pid is the one we keep.
-  state.haproxy.pid = launch([which('haproxy')!, '-db', '-f', join(DEPLOY, 'haproxy.cfg')], {
+  state.haproxy.pid = launch([which('haproxy')!, '-db', ...files], {
     log: join(state.dir, 'logs', 'haproxy.log'),
     env,
   });
@@ -371,6 +508,7 @@ function control(state: ClusterState): Cluster {
 
   const cluster: Cluster = {
     state,
+    ...(state.ha === undefined ? {} : { ha: haControl(state, state.ha) }),
     onNode: (port, query) => onNode(state, port, query),
     async balancerStats() {
       const csv = await adminCommand(state.haproxy.admin, 'show stat');
@@ -490,10 +628,91 @@ function control(state: ClusterState): Cluster {
         else signalGroup(pid, 'SIGKILL');
       }
       await Promise.all(pids.map((pid) => gone(pid, 5_000)));
+      if (state.ha !== undefined) await stopHa(state.ha, (pid, marker) => commandLine(pid).includes(marker));
       rmSync(state.dir, { recursive: true, force: true });
     },
   };
   return cluster;
+}
+
+function haControl(state: ClusterState, ha: HaState): HaControl {
+  const node = (name: string) => {
+    const found = ha.nodes.find((n) => n.name === name);
+    if (found === undefined) throw new Error(`no node ${name}`);
+    return found;
+  };
+  const control: HaControl = {
+    state: ha,
+    members: (skip) => members(ha, skip),
+    leader: (skip) => leader(ha, skip),
+    node,
+    async crash(name) {
+      await crashNode(node(name));
+    },
+    freeze(name) {
+      process.kill(node(name).pid, 'SIGSTOP');
+    },
+    thaw(name) {
+      process.kill(node(name).pid, 'SIGCONT');
+    },
+    start(name) {
+      const n = node(name);
+      if (alive(n.pid) || postmasterPid(n.data) !== undefined) throw new Error(`${name} is still running`);
+      startPatroni(state.dir, DEPLOY, ha, n, state.postgresPassword);
+      save(state);
+    },
+    async waitMembers(what, ms, check) {
+      let last: Member[] = [];
+      await until(what, ms, async () => {
+        last = (await members(ha)) ?? [];
+        return check(last);
+      });
+      return last;
+    },
+    async backup(type = 'full') {
+      const at = await leader(ha);
+      if (at === undefined) throw new Error('no leader to back up');
+      await backrest(ha, at, [`--type=${type}`, 'backup'], state.postgresPassword);
+      const info = JSON.parse(await backrest(ha, undefined, ['--output=json', 'info'], state.postgresPassword)) as {
+        backup: { label: string }[];
+      }[];
+      return info[0]!.backup.at(-1)!.label;
+    },
+    async restore({ name, to }) {
+      // The WAL up to now in the archive: a new segment begun, and the last one archived (else a
+      // recent target is past the archive's end, and recovery stops short of it).
+      const at = await leader(ha);
+      if (at !== undefined) {
+        // A commit after the target: recovery stops at the first commit past it, and fails when
+        // the archive ends before one (an idle database restored to "now").
+        await onNode(state, at.port, (sql) => sql`select txid_current()`);
+        const [switched] = await onNode(
+          state,
+          at.port,
+          (sql) => sql<{ wal: string }[]>`select pg_walfile_name(pg_switch_wal()) as wal`,
+        );
+        await until(`${switched!.wal} archived`, 60_000, async () => {
+          const [row] = await onNode(
+            state,
+            at.port,
+            (sql) => sql<{ last: string | null }[]>`select last_archived_wal as last from pg_stat_archiver`,
+          );
+          return row?.last != null && row.last >= switched!.wal;
+        });
+      }
+      const restored = await restoreNode(
+        state.dir,
+        ha,
+        { name, port: await freePort(), to },
+        state.postgresPassword,
+        (port) => () =>
+          onNode(state, port, async (sql) => (await sql`select pg_is_in_recovery() as r`)[0]?.r === false),
+      );
+      save(state);
+      return restored;
+    },
+  };
+  return control;
 }
 
 /** A process's command line, '' when it is gone. */
@@ -521,4 +740,6 @@ function pingRedis(port: number, password: string): Promise<boolean> {
   });
 }
 
+export type { HaNode, HaState, Member, Timings } from './patroni.ts';
+export { DRILL_TIMINGS } from './patroni.ts';
 export { alive, crashPostgres, freePort, postgresBin, postgresOwner, sleep };
