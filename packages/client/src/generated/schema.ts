@@ -1216,7 +1216,11 @@ export interface paths {
          *     - Right: 200, and the ticket is spent (any second-factor success of the account spends
          *       every ticket made before it, and so does a change of its password).
          *     - A wrong code, a TOTP code of a step already accepted (a replay), a used recovery code:
-         *       422 `invalid_code`, the ticket still good until it expires.
+         *       422 `invalid_code`, the ticket still good until it expires. A replay's `detail` says so
+         *       ("This code was already used …; wait for the authenticator app to show the next one"):
+         *       a code that `factor/confirm` just accepted does not sign in within the same 30-second
+         *       step. The code stays `invalid_code`, so a site's handling is one case; it may show the
+         *       detail's advice to anyone who typed a right code twice.
          *     - A ticket that is not one of ours, of another site, older than 5 minutes, or spent:
          *       422 `invalid_ticket` (sign in again).
          *     - Wrong codes are counted per account as failed passwords are (`VERIFY_LIMIT`; their own
