@@ -320,6 +320,46 @@ describe('cli on the embedded database, while the server runs', () => {
     180_000,
   );
 
+  it('prints one command’s usage for `cli <command> --help`, and every command’s for `cli --help` (issue 64)', async () => {
+    const dir = procs.dataDir();
+    const own = await procs.cli(['site', 'set', '--help'], { DATA_DIR: dir });
+    expect(own.code).toBe(0);
+    expect(own.stdout).toMatch(/^Usage: cli site set /);
+    expect(own.stdout).not.toContain('token create');
+    expect(own.stdout).not.toContain('Usage: cli <command>');
+    const family = await procs.cli(['token', '--help'], { DATA_DIR: dir });
+    expect(family.stdout).toContain('cli token create ');
+    expect(family.stdout).toContain('cli token list ');
+    expect(family.stdout).not.toContain('site set');
+    const all = await procs.cli(['--help'], { DATA_DIR: dir });
+    expect(all.stdout).toMatch(/^Usage: cli <command>/);
+    expect(all.stdout).toContain('site set');
+  });
+
+  it('`cli key generate` prints a new FACTOR_ENCRYPTION_KEY value alone on its last line, with no configuration (issue 64)', async () => {
+    const values = new Set<string>();
+    for (const args of [
+      ['key', 'generate'],
+      ['key', 'generate'],
+      ['key', 'generate', '--id', 'k2'],
+    ]) {
+      // No DATA_DIR, no DATABASE_URL: a fresh host.
+      const result = await procs.cli(args, {});
+      expect(result.code, result.stderr).toBe(0);
+      const lines = result.stdout.trimEnd().split('\n');
+      expect(lines).toHaveLength(1);
+      const value = lines.at(-1)!;
+      expect(value).toMatch(new RegExp(`^${args[3] ?? 'k1'}:[A-Za-z0-9+/]{43}=$`));
+      expect(Buffer.from(value.split(':')[1]!, 'base64')).toHaveLength(32);
+      expect(result.stderr).toMatch(/FACTOR_ENCRYPTION_KEY/);
+      values.add(value.split(':')[1]!);
+    }
+    expect(values.size).toBe(3);
+    const bad = await procs.cli(['key', 'generate', '--id', 'no spaces'], {});
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^cli key generate: --id must be/);
+  });
+
   it('without DATABASE_URL and before any server made the embedded database, names both ways to give it one', async () => {
     const dir = procs.dataDir();
     const result = await procs.cli(['token', 'list'], { DATA_DIR: dir });

@@ -869,6 +869,39 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(failed).toEqual([]);
       await page.close();
     }, 180_000);
+
+    it('shows a locked-out account as locked, until when, and lifts it with Unlock (issue 64)', async () => {
+      const email = `locked@${domain}`;
+      const password = 'a long and unusual passphrase';
+      const created = await api.POST('/api/1/user/create', { body: { email, name: 'Lock Ed', password } });
+      const userId = created.data!.result._userId;
+      // VERIFY_LIMIT's default: the tenth wrong password locks the account, and the right one is refused.
+      for (let i = 0; i < 10; i++)
+        await api.POST('/api/1/user/verify', {
+          body: { email, password: `wrong ${i}` },
+          headers: { 'X-End-User-IP': '203.0.113.9' },
+        });
+      expect((await api.POST('/api/1/user/verify', { body: { email, password } })).response.status).toBe(429);
+
+      const { page, refused, failed } = await open(`/console#token=${target.token}`);
+      await page.goto(`${target.baseUrl}/console#/accounts/${userId}`);
+      await page.getByRole('heading', { name: email }).waitFor();
+      await page.getByText(/^Locked until .+ \(10 wrong passwords recently\)$/).waitFor();
+      expect(await page.getByText('203.0.113.9').count()).toBe(0);
+      expect(await axeViolations(page), 'a locked account').toEqual([]);
+      await screenshot(page, 'account-lockout', name);
+      await page.getByRole('button', { name: 'Unlock', exact: true }).click();
+      await page.getByText('The API answered: user unlocked.').waitFor();
+      await page.getByText('Not locked', { exact: true }).waitFor();
+      expect(await page.getByRole('button', { name: 'Unlock', exact: true }).count()).toBe(0);
+      // What the API says now: not locked, and the right password signs in at once.
+      const now = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });
+      expect(now.data!.lockout).toMatchObject({ locked: false, failures: 0 });
+      expect((await api.POST('/api/1/user/verify', { body: { email, password } })).response.status).toBe(200);
+      expect(refused).toEqual([]);
+      expect(failed).toEqual([]);
+      await page.close();
+    }, 120_000);
   },
 );
 

@@ -85,7 +85,9 @@ describe('the deploy guide says what an operator needs (issue 46, point 3)', () 
     return guide.slice(start, end < 0 ? undefined : end);
   };
   it('FACTOR_ENCRYPTION_KEY: set, what it seals (the signing keys too), kept with the backups', () => {
-    expect(guide).toMatch(/FACTOR_ENCRYPTION_KEY=k1:\$\(openssl rand -base64 32\)/);
+    expect(guide).toMatch(/FACTOR_ENCRYPTION_KEY=\$\(\/opt\/user-accounts\/bin\/user-accounts cli key generate\)/);
+    // No openssl on a minimal host (issue 64): the CLI makes the key.
+    expect(guide).not.toMatch(/openssl rand/);
     expect(section("The deployment's key: FACTOR_ENCRYPTION_KEY")).toMatch(/signing\s+keys/);
     expect(section('Backups')).toMatch(/FACTOR_ENCRYPTION_KEY/);
     const env = readFileSync(join(ROOT, 'deploy/user-accounts.env'), 'utf8');
@@ -96,5 +98,17 @@ describe('the deploy guide says what an operator needs (issue 46, point 3)', () 
     expect(section('Node.js')).toMatch(/24\.18/);
     expect(section('The database connection: sslmode')).toMatch(/sslmode=verify-full/);
     expect(section('Logs')).toMatch(/journal/);
+  });
+});
+
+describe('the login guide names what a site sets for its second factors (issue 64, point 6)', () => {
+  const guide = readFileSync(join(ROOT, 'docs/login.md'), 'utf8');
+  const factors = guide.slice(guide.indexOf('\n## Second factors'), guide.indexOf('\n## Passkeys'));
+  it("the TOTP issuer: the site's display name, and the option that sets it", () => {
+    expect(factors).toMatch(/issuer: the\s+site's display name/);
+    expect(factors).toContain('cli site set --site NAME --display-name');
+  });
+  it('a replayed code: said to be already used', () => {
+    expect(factors).toMatch(/replay is 422 `invalid_code` whose `detail` says the code was already used/);
   });
 });

@@ -320,6 +320,20 @@ export function defineFactorsSuite(spec: TargetSpec): void {
       expect(replay.error?.code).toBe('invalid_code');
     });
 
+    it('says a code factor/confirm just took was already used, and a wrong code not (issue 64)', async () => {
+      const { client } = await newSite();
+      const user = await withTotp(client);
+      const { ticket } = await login(client, user);
+      const replay = await second(client, { ticket, code: totpAt(user.secret, user.confirmedAt) });
+      expect(replay.response.status).toBe(422);
+      expect(replay.error?.code).toBe('invalid_code');
+      expect(replay.error?.detail).toMatch(/already used.*next one/);
+      const right = totpAt(user.secret, user.confirmedAt);
+      const wrong = await second(client, { ticket, code: right === '000000' ? '000001' : '000000' });
+      expect(wrong.error?.code).toBe('invalid_code');
+      expect(wrong.error?.detail).toBe('The code is not right for this factor now.');
+    });
+
     it("accepts the previous step's code (drift), not one two steps away", async () => {
       const { client } = await newSite();
       const user = await withTotp(client);

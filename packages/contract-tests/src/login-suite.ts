@@ -145,8 +145,14 @@ export function defineLoginSuite(spec: TargetSpec): void {
       );
       expect(rows.map((r) => [r.operation, r.user_id, r.status, r.outcome])).toEqual([
         ['verify', user.id, 200, 'password verified'],
-        ['verify', null, 422, 'invalid_credentials'],
+        // An existing account's failure names it (issue 64: its trail shows each failed sign-in).
+        ['verify', user.id, 422, 'invalid_credentials'],
       ]);
+      const unknown = await verify({ email: h.uniqueEmail('nobody'), password: 'wrong password here' });
+      const [row] = await h.target.sql('select user_id from audit_log where request_id = $1', [
+        unknown.response.headers.get('x-request-id'),
+      ]);
+      expect(row).toEqual({ user_id: null });
       const all = JSON.stringify(await h.target.sql('select * from audit_log'));
       expect(all).not.toContain(user.email.toLowerCase());
     });

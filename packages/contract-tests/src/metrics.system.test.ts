@@ -85,12 +85,12 @@ describe('GET /metrics', () => {
       sample(after, 'http_requests_total', labels),
     );
     expect(sample(after, 'http_requests_total', { route: '/api/1/user/create', status: '201' })).toBe(1);
-    expect(after).toMatch(/^password_hash_duration_seconds_count 1$/m);
-    expect(after).toMatch(/^password_hash_queue_depth 0$/m);
-    expect(after).toMatch(/^db_ping_seconds 0\.\d+/m);
-    expect(after).toMatch(/^db_pool_max_connections 1$/m);
-    expect(after).toMatch(/^process_resident_memory_bytes \d+/m);
-    expect(after).toMatch(/^nodejs_eventloop_lag_seconds /m);
+    expect(after).toMatch(/^password_hash_duration_seconds_count\{replica="[^"]+"\} 1$/m);
+    expect(after).toMatch(/^password_hash_queue_depth\{replica="[^"]+"\} 0$/m);
+    expect(after).toMatch(/^db_ping_seconds\{replica="[^"]+"\} 0\.\d+/m);
+    expect(after).toMatch(/^db_pool_max_connections\{replica="[^"]+"\} 1$/m);
+    expect(after).toMatch(/^process_resident_memory_bytes\{replica="[^"]+"\} \d+/m);
+    expect(after).toMatch(/^nodejs_eventloop_lag_seconds\{replica="[^"]+"\} /m);
     // No raw paths, ids or emails as label values.
     expect(after).not.toContain(GHOST);
     expect(after).not.toContain('metrics@example.com');

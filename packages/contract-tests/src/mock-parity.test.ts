@@ -66,6 +66,7 @@ const VALID: Record<string, () => Call> = {
   }),
   disableUser: () => ({ method: 'POST', path: '/api/1/user/disable', body: json({ _userId: GHOST }) }),
   enableUser: () => ({ method: 'POST', path: '/api/1/user/enable', body: json({ _userId: GHOST }) }),
+  unlockUser: () => ({ method: 'POST', path: '/api/1/user/unlock', body: json({ _userId: GHOST }) }),
   listUsers: () => ({ method: 'GET', path: '/api/1/user/list?email=ada&limit=10&disabled=false' }),
   countUsers: () => ({ method: 'GET', path: '/api/1/user/count?email=%40example.org' }),
   listEvents: () => ({ method: 'GET', path: `/api/1/events?after=0&limit=10&subject=${GHOST}` }),

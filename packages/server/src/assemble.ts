@@ -264,6 +264,7 @@ export async function assembleOn(
             database,
             hasher: () => hasher,
             poolSize: database.kind === 'postgres' ? config.databasePoolSize : 1,
+            replica: config.replicaName,
           }),
         };
   hasher = createPasswordHasher({

@@ -10,8 +10,10 @@ import { factorKeysFor } from './factors/key-file.ts';
 import { callAdminSocket } from './ops/admin-socket.ts';
 import {
   type CommandResult,
+  commandHelp,
   inlineClientSecret,
   inlineSchemaFile,
+  keyGenerate,
   planCommand,
   runCommand,
   USAGE,
@@ -23,7 +25,14 @@ import { VERSION } from './version.ts';
 
 async function run(argv: string[]): Promise<CommandResult> {
   if (argv.length === 0 || argv.includes('--help') || argv.includes('-h'))
-    return { code: 0, stdout: `${USAGE}\n`, stderr: '' };
+    return { code: 0, stdout: commandHelp(argv) ?? `${USAGE}\n`, stderr: '' };
+  if (argv[0] === 'key' && argv[1] === 'generate') {
+    // Needs no configuration (a fresh host has none). Its note first, so that the key is the
+    // last line a terminal shows, and the only one of stdout: FACTOR_ENCRYPTION_KEY=$(cli key generate).
+    const { stderr, ...result } = keyGenerate(argv);
+    if (result.code === 0) process.stderr.write(stderr);
+    return { ...result, stderr: result.code === 0 ? '' : stderr };
+  }
   if (argv[0] === '--version') return { code: 0, stdout: `${VERSION}\n`, stderr: '' };
   const config = loadConfig();
   argv = inlineClientSecret(inlineSchemaFile(argv), providerClientSecret());

@@ -16,6 +16,10 @@ export interface paths {
          * @description Looks an account up by `_userId`, by `email`, or by a linked identity (`provider` and
          *     `subject` together, see `identity/create`): exactly one of the three, else 400
          *     `invalid_request`. An identity no account of the site has is 404 `user_not_found`.
+         *
+         *     `lockout`, beside `result`, says whether `verify`'s guessing limits hold the account now
+         *     (`locked`, until `lockedUntil`) and how many recent failures count toward its next lock,
+         *     as every server sees them; `unlock` lifts it. It never names an end user's address.
          */
         get: operations["getUser"];
         put?: never;
@@ -421,6 +425,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/user/unlock": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Lift an account's lockout
+         * @description Clears the account's failure counts of `verify` and of the second step (`get`'s
+         *     `lockout`), wherever the deployment keeps them (the database, or Redis with
+         *     `REDIS_URL`): the next `verify` with the right password signs in at once, on every server.
+         *     What support staff do for a person locked out after too many wrong passwords (`verify`'s
+         *     429 `too_many_attempts`). It lifts no limit of an end user's address (`X-End-User-IP`),
+         *     which no answer names. Audited (operation `unlock`, with the token that did it); a
+         *     `user.unlocked` event carries the account. An account with nothing counted is 200 as
+         *     well, changes nothing and has no event. Honours `If-Match` (the account's `ETag`, which
+         *     an unlock leaves as it is).
+         */
+        post: operations["unlockUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/1/user/ticket": {
         parameters: {
             query?: never;
@@ -815,7 +847,8 @@ export interface paths {
          *     written as 20 digits, zero-padded: `00000000000000000001`, so that it sorts as a string)
          *     and is a CloudEvents 1.0 envelope in its JSON format. `data` is the account as `get`
          *     answers it after the change, `{"_userId", "graceDays"}` for `user.deleted`, `{"_userId"}` for `user.purged`, `{"_userId", "factorId", "factorType"}` for
-         *     `user.factor_added` and `user.factor_removed`. `user.password_breached` (a right
+         *     `user.factor_added` and `user.factor_removed`. `user.unlocked` (`unlock` cleared the
+         *     account's failure counts) carries the account. `user.password_breached` (a right
          *     password at `verify` found in the breach corpus) carries the account, with
          *     `passwordBreached: true`. `session.created` (a login made a session) and
          *     `session.revoked` (with its `reason`) carry `SessionChange`: the account, the session, its
@@ -1183,7 +1216,11 @@ export interface paths {
          *     - Right: 200, and the ticket is spent (any second-factor success of the account spends
          *       every ticket made before it, and so does a change of its password).
          *     - A wrong code, a TOTP code of a step already accepted (a replay), a used recovery code:
-         *       422 `invalid_code`, the ticket still good until it expires.
+         *       422 `invalid_code`, the ticket still good until it expires. A replay's `detail` says so
+         *       ("This code was already used …; wait for the authenticator app to show the next one"):
+         *       a code that `factor/confirm` just accepted does not sign in within the same 30-second
+         *       step. The code stays `invalid_code`, so a site's handling is one case; it may show the
+         *       detail's advice to anyone who typed a right code twice.
          *     - A ticket that is not one of ours, of another site, older than 5 minutes, or spent:
          *       422 `invalid_ticket` (sign in again).
          *     - Wrong codes are counted per account as failed passwords are (`VERIFY_LIMIT`; their own
@@ -2545,6 +2582,45 @@ export interface components {
         EnableUserRequest: {
             _userId: components["schemas"]["UserId"];
         };
+        UnlockUserRequest: {
+            _userId: components["schemas"]["UserId"];
+        };
+        UnlockUserResponse: {
+            result: {
+                /** @constant */
+                status: "user unlocked";
+            };
+        };
+        /**
+         * @description The account's standing with `verify`'s guessing limits, as every server of the deployment
+         *     sees it: the lock in force (if any) and the failures counted toward the next one. Per
+         *     account only: no end user's address (`X-End-User-IP`) and its limit are ever named.
+         *     `unlock` clears it.
+         */
+        AccountLockout: {
+            /**
+             * @description `true` while `verify` (or the second step) refuses the account with 429 `too_many_attempts`, whatever the password.
+             * @example true
+             */
+            locked: boolean;
+            /** @description When the lock in force ends; `null` when none is. */
+            lockedUntil: components["schemas"]["Timestamp"] | null;
+            /**
+             * @description Wrong passwords counted toward the account's lock, in the window of `VERIFY_LIMIT`
+             *     (by default 10 within 15 minutes lock it for a minute, each further one doubling the
+             *     lock, up to a day); 0 once a window has passed since the last one, or after a right
+             *     password.
+             * @example 10
+             */
+            failures: number;
+            /**
+             * @description The same for wrong second-step codes (TOTP, recovery, login and phone codes), counted apart.
+             * @example 0
+             */
+            secondFactorFailures: number;
+            /** @description The last failure counted (of either); `null` when none is. */
+            lastFailureAt: components["schemas"]["Timestamp"] | null;
+        };
         DisableUserResponse: {
             result: {
                 /** @constant */
@@ -2839,7 +2915,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "unlock" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -3748,6 +3824,11 @@ export interface components {
         };
         GetUserResponse: {
             result: components["schemas"]["User"];
+            /**
+             * @description The account's lockout, beside the account rather than in it: it changes with every
+             *     failed `verify` while the account (its `ETag`, its `updatedAt`, its events) does not.
+             */
+            lockout: components["schemas"]["AccountLockout"];
         };
         CreateUserResponse: {
             result: {
@@ -3796,7 +3877,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.unlocked" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted";
             /** @description The account's `_userId`; for the `org.*` events, the organization's `orgId`. */
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
@@ -4659,7 +4740,7 @@ export interface components {
                 };
             };
         };
-        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `write` for `ticket` and `ticket/redeem`, or `verify` for a `login` ticket; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for `session/impersonate`). */
+        /** @description The token is valid but lacks the scope this operation needs (`read` for get, list and count, and `session/list`; `write` for create, update, delete, disable, enable, unlock and import, and `session/revoke`; `verify` for verify, `session/verify` and `session/refresh`; `write` for `ticket` and `ticket/redeem`, or `verify` for a `login` ticket; `export` for export and data; `events` for the events feed and the webhooks; `impersonate` for `session/impersonate`). */
         Forbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5935,6 +6016,54 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["EnableUserResponse"];
+                };
+            };
+            400: components["responses"]["DeleteBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
+            409: components["responses"]["WriteConflict"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unlockUser: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description One or more entity tags from `ETag`, comma-separated, or `*`. The write happens only when
+                 *     the account's current tag is listed (strong comparison); otherwise 412. Anything else
+                 *     (a tag without its quotes, `*` in a list) is 400 `invalid_format` at `If-Match`.
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UnlockUserRequest"];
+            };
+        };
+        responses: {
+            /** @description The account's failure counts are cleared. `ETag` is the account's tag (unchanged). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnlockUserResponse"];
                 };
             };
             400: components["responses"]["DeleteBadRequest"];

@@ -1,9 +1,9 @@
 // One account: every field the API gives, its verified flags, its metadata (edited as JSON), its
-// second factors, its identities at other providers (unlinked one by one), disable (until a time,
-// with a reason) and enable, a password reset, its sessions (revoked one or all; an impersonation
+// second factors, its identities at other providers (unlinked one by one), its lockout (unlocked),
+// disable (until a time, with a reason) and enable, a password reset, its sessions (revoked one or all; an impersonation
 // started), its organizations, delete with a grace period and restore, its audit trail and its
 // recent events. Destructive actions ask first.
-import type { User } from '@user-accounts/client';
+import type { components, User } from '@user-accounts/client';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
 import { Action, Alert, Confirm, describeFailure, formatTime, Lacking } from '../ui.tsx';
@@ -49,6 +49,20 @@ function show(user: User, key: string): string | undefined {
 }
 
 type Deleted = { graceDays: number | undefined };
+type Lockout = components['schemas']['AccountLockout'];
+
+/** The lockout as support reads it: locked until when, and the failures that count toward the next lock. */
+function lockoutText(lockout: Lockout): string {
+  const counted = [
+    lockout.failures > 0 && `${lockout.failures} wrong password${lockout.failures === 1 ? '' : 's'}`,
+    lockout.secondFactorFailures > 0 &&
+      `${lockout.secondFactorFailures} wrong code${lockout.secondFactorFailures === 1 ? '' : 's'}`,
+  ].filter(Boolean);
+  const recent = counted.length === 0 ? '' : ` (${counted.join(', ')} recently)`;
+  return lockout.locked && lockout.lockedUntil !== null
+    ? `Locked until ${formatTime(lockout.lockedUntil)}${recent}`
+    : `Not locked${recent}`;
+}
 
 /** How long a disable lasts: until enabled again (''), a period from now, or until a chosen date. */
 type Period = '' | '1d' | '7d' | '30d' | 'date';
@@ -66,6 +80,7 @@ const periodEnd = (period: Period): Date | undefined => {
 
 export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: string }) {
   const [user, setUser] = useState<User>();
+  const [lockout, setLockout] = useState<Lockout>();
   const [failure, setFailure] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -82,6 +97,7 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
   const load = useCallback(async () => {
     const { data, error } = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });
     setUser(data?.result);
+    setLockout(data?.lockout);
     if (error) setFailure(describeFailure(error));
   }, [api, userId]);
   useEffect(() => {
@@ -129,6 +145,9 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
   };
   const enable = async () => {
     if (await act(() => api.POST('/api/1/user/enable', { body: { _userId: userId } }))) await load();
+  };
+  const unlock = async () => {
+    if (await act(() => api.POST('/api/1/user/unlock', { body: { _userId: userId } }))) await load();
   };
   const remove = async () => {
     setConfirming(false);
@@ -189,6 +208,16 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
 
           <section aria-labelledby="status-title">
             <h2 id="status-title">Sign-in</h2>
+            {lockout && (
+              <div class="actions">
+                <span class={lockout.locked ? 'badge locked' : 'badge'}>{lockoutText(lockout)}</span>
+                {(lockout.locked || lockout.failures > 0 || lockout.secondFactorFailures > 0) && (
+                  <Action scope="write" refused={refused} busy={busy} onClick={unlock}>
+                    Unlock
+                  </Action>
+                )}
+              </div>
+            )}
             {user.disabled ? (
               <div class="actions">
                 <Action scope="write" refused={refused} busy={busy} onClick={enable}>

@@ -120,6 +120,10 @@ export async function verifyPassword(
     if (fromAddress !== undefined) addressWait = await lockout.attempt(fromAddress, verifyLimits.address);
     if (addressWait === 0) wait = await lockout.attempt(identifier, verifyLimits.identifier);
   }
+  // An account in reach is named in the audit row of every outcome from here, its failures too
+  // (issue 64: a lockout showed nothing in the account's trail); the caller's answer is the same
+  // as for an unknown email, and the row is written either way, so neither says more.
+  if (row !== undefined) scope.report?.({ userId: row.id });
   if (addressWait > 0) throw tooManyAttempts(addressWait, { ...verifyLimits.address, name: 'failed_verify_address' });
   if (wait > 0) {
     if (fromAddress !== undefined) await lockout.undo(fromAddress, verifyLimits.address);

@@ -1,7 +1,7 @@
 // The only module that reads process.env: one zod schema declares each variable once (how it is
 // read, its default, what it means); the README's table and .env.example are generated from it
 // (docs.ts). Every bad variable is reported at once, by name.
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseTrustedProxies, TRUST_NOBODY } from '../auth/client-address.ts';
@@ -238,6 +238,11 @@ const VARIABLES = {
   METRICS_TOKEN: variable((raw) => (secretIsBad(raw) ? problem(SECRET_RULE) : raw), {
     meaning: 'turns on `GET /metrics` (Prometheus), for `Authorization: Bearer <METRICS_TOKEN>` only; unset, it is 404',
   }),
+  REPLICA_NAME: text({
+    shown: "the host's name",
+    meaning:
+      "this server's name among a deployment's replicas (`app1`), the `replica` label of every series of `GET /metrics`, so that scrapes through a load balancer say which replica answered; unset, the host's name",
+  }),
   // The SDK reads the other OTEL_* variables itself; these decide whether it is loaded at all.
   OTEL_EXPORTER_OTLP_ENDPOINT: text({
     meaning:
@@ -292,7 +297,7 @@ const VARIABLES = {
   }),
   FACTOR_ENCRYPTION_KEY: variable(parseKeyRing, {
     meaning:
-      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`k1:$(openssl rand -base64 32)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key. The same keys seal webhook signing secrets, the client secrets of sign-in providers and access-token signing keys, and (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys, the login tickets of a second step; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
+      'keys sealing second-factor secrets (AES-256-GCM): `ID:KEY` with a 32-byte base64 key (`cli key generate` prints one on its last line: `FACTOR_ENCRYPTION_KEY=$(cli key generate)`); to rotate, put a new key first (`k2:…,k1:…`): new secrets use the first, the others still open the older ones. Unset: the embedded database keeps a key of its own in `DATA_DIR/factor-key`; on PostgreSQL the server warns at start and factor operations that need a secret answer 503 `factors_not_configured` (no `Retry-After`) until it restarts with the key. The same keys seal webhook signing secrets, the client secrets of sign-in providers and access-token signing keys, and (through HKDF, one key per purpose) key the HMACs of what a copy of the database must not give away: Idempotency-Key fingerprints, phone codes, passkey decoys, the login tickets of a second step; unset on PostgreSQL, those use a key kept in the database, said at start (see [docs/security.md](security.md#secrets-a-copy-of-the-database-does-not-give-away))',
   }),
   PUBLIC_URL: variable(
     (raw) =>
@@ -440,6 +445,8 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     maxAccountsPerSite: v.MAX_ACCOUNTS_PER_SITE === 0 ? null : v.MAX_ACCOUNTS_PER_SITE,
     corsOrigins: v.CORS_ORIGINS ?? [],
     metricsToken: v.METRICS_TOKEN,
+    /** The `replica` label of every metric series (REPLICA_NAME, else the host's name). */
+    replicaName: v.REPLICA_NAME ?? hostname(),
     /** Traces exported by OTLP when an endpoint is set and the SDK is not disabled; else off. */
     tracing: endpoint === undefined || v.OTEL_SDK_DISABLED ? undefined : { serviceName: v.OTEL_SERVICE_NAME },
     /** Breached-password screening (BREACHED_PASSWORDS_*); undefined: off. */

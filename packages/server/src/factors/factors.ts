@@ -35,6 +35,16 @@ export interface FactorDeps extends WriteDeps {
 export const factorNotFound = () =>
   new ApiError('factor_not_found', 'The account has no such factor (or none pending, for confirm).');
 export const invalidCode = () => new ApiError('invalid_code', 'The code is not right for this factor now.');
+/**
+ * A right code of a step already used (by factor/confirm, or an earlier login): still
+ * `invalid_code`, so that a site's handling stays one case, with a detail that says what to do
+ * (issue 64: "not right" sent people to check a code that was right).
+ */
+export const codeAlreadyUsed = () =>
+  new ApiError(
+    'invalid_code',
+    'This code was already used (each code signs in once); wait for the authenticator app to show the next one, within 30 seconds.',
+  );
 
 /**
  * The keys, or a 503 saying what the operator must set: a secret is never stored in the clear.
@@ -405,6 +415,7 @@ export async function verifySecondFactor(
             )
             .returning({ id: userFactors.id });
           if (accepted !== undefined) return userId;
+          refusal = codeAlreadyUsed();
         }
         return undefined;
       },

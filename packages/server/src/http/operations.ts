@@ -51,6 +51,7 @@ import { revokeOrgInvitation } from './routes/revoke-org-invitation.ts';
 import { revokeSession } from './routes/revoke-session.ts';
 import { setOrgRoles } from './routes/set-org-roles.ts';
 import { unlinkIdentity } from './routes/unlink-identity.ts';
+import { unlockUser } from './routes/unlock-user.ts';
 import { updateOrg } from './routes/update-org.ts';
 import { updateOrgMember } from './routes/update-org-member.ts';
 import { updateUser } from './routes/update-user.ts';
@@ -71,6 +72,7 @@ export const operations: readonly Operation<any>[] = [
   verifyUser,
   disableUser,
   enableUser,
+  unlockUser,
   importUsers,
   issueTicketOperation,
   redeemTicket,

@@ -13,6 +13,7 @@ export type WriteOperation =
   | 'delete'
   | 'disable'
   | 'enable'
+  | 'unlock'
   | 'restore'
   | 'purge'
   | 'verify'

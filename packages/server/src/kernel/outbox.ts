@@ -13,6 +13,7 @@ export const EVENT_TYPES = [
   'user.deleted',
   'user.disabled',
   'user.enabled',
+  'user.unlocked',
   'user.restored',
   'user.purged',
   'user.factor_added',

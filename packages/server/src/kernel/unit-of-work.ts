@@ -69,6 +69,7 @@ const EVENT_OF: Partial<Record<WriteOperation, EventType>> = {
   delete: 'user.deleted',
   disable: 'user.disabled',
   enable: 'user.enabled',
+  unlock: 'user.unlocked',
   restore: 'user.restored',
   purge: 'user.purged',
   import: 'user.created',

@@ -3,7 +3,7 @@
 // REDIS_URL is set, in Redis, so that every server of a deployment shares them. An identifier no
 // account in reach has is counted as given, so a lockout says nothing about which emails exist.
 import { createHash } from 'node:crypto';
-import { eq, type SQL, sql } from 'drizzle-orm';
+import { eq, inArray, type SQL, sql } from 'drizzle-orm';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
@@ -61,6 +61,11 @@ export interface LockoutStore {
   undo(key: string, policy?: LockoutPolicy): Promise<void>;
   /** A success: the key's count starts again, its lock lifted. */
   clear(key: string): Promise<void>;
+  /**
+   * An unlock (accounts/unlock.ts): the keys' counts and locks gone, wherever they are (Redis and
+   * the database it falls back to). Resolves to how many of the keys held a counter.
+   */
+  forget(keys: readonly string[]): Promise<number>;
   /** The key's counter as stored, for the person it names (GET /api/1/user/data); undefined: none. */
   read(key: string): Promise<LockoutState | undefined>;
   /**
@@ -80,6 +85,7 @@ export function databaseLockout(db: Db): LockoutStore {
     attempt: (key, policy) => attempt(db, key, policy),
     undo: (key, policy) => undoAttempt(db, key, policy),
     clear: (key) => clearFailures(db, key),
+    forget: (keys) => forgetFailures(db, keys),
     read: (key) => readFailures(db, key),
     inTransaction: (tx) => databaseLockout(tx),
     db,
@@ -231,6 +237,15 @@ async function clearFailures(db: Db, key: string): Promise<void> {
   await db.delete(verifyFailures).where(eq(verifyFailures.key, key));
 }
 
+async function forgetFailures(db: Db, keys: readonly string[]): Promise<number> {
+  if (keys.length === 0) return 0;
+  const gone = await db
+    .delete(verifyFailures)
+    .where(inArray(verifyFailures.key, [...keys]))
+    .returning({ key: verifyFailures.key });
+  return gone.length;
+}
+
 async function readFailures(db: Db, key: string): Promise<LockoutState | undefined> {
   const [row] = await db.select().from(verifyFailures).where(eq(verifyFailures.key, key));
   // window_start is set at every failure (see attempt): it is the last failure's time.
@@ -326,6 +341,18 @@ export function redisLockout(
       orFallback(
         async () => void (await redis.del(redisKey(key))),
         () => fallback.clear(key),
+      ),
+    // Redis's counters and the database's (counted while Redis did not answer), both: an unlock
+    // that left either would leave the account locked on some attempt.
+    forget: (keys) =>
+      orFallback(
+        async () => {
+          // One key at a time: each is in a slot of its own on a Redis cluster.
+          const inRedis = await Promise.all(keys.map((key) => redis.del(redisKey(key))));
+          const inDatabase = await fallback.forget(keys);
+          return inRedis.reduce((sum, n) => sum + n, 0) + inDatabase;
+        },
+        () => fallback.forget(keys),
       ),
     // Counts made while Redis did not answer are in the database: read there when Redis has none.
     read: (key) =>

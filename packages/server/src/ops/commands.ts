@@ -1,5 +1,6 @@
 // The operator's commands (`pnpm cli ...`): tokens, the audit trail, imports. They run wherever
 // the database is: in the CLI's own process, or inside the running server (see admin-socket.ts).
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { SCHEMA_FILE_BYTES, schemaProblem, setMetadataSchema } from '../accounts/metadata.ts';
@@ -71,6 +72,14 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       actions (without it, "console": no one in particular). BASE: the running server's own
       address when the CLI hands the command to it (the embedded database), else this
       configuration's HOST and PORT; behind HAProxy, its internal frontend's (--url).`,
+  },
+  {
+    name: 'key generate',
+    synopsis: 'key generate [--id k1]',
+    about: `Prints a new FACTOR_ENCRYPTION_KEY value, ID:KEY with 32 random bytes in base64, alone
+      on the last line of its output (the rest goes to stderr), so that
+      FACTOR_ENCRYPTION_KEY=$(cli key generate) sets it; needs no database and no openssl. To
+      rotate, generate one with another --id and put it first (k2:…,k1:…).`,
   },
   {
     name: 'token list',
@@ -236,6 +245,49 @@ export interface CommandResult {
 
 class UsageError extends Error {}
 class CommandFailed extends Error {}
+
+/**
+ * `cli <command> --help`: that command's usage only (a family's, `cli token --help`, its
+ * commands'); undefined when the words name none (then every command's, as `cli --help`).
+ */
+export function commandHelp(argv: string[]): string | undefined {
+  const words: string[] = [];
+  for (const arg of argv) {
+    if (arg.startsWith('-')) break;
+    words.push(arg);
+  }
+  const own = COMMANDS.find((c) => c.name === words.slice(0, 2).join(' ')) ?? COMMANDS.find((c) => c.name === words[0]);
+  if (own !== undefined) return `Usage: cli ${own.synopsis}\n      ${own.about}\n`;
+  const family = COMMANDS.filter((c) => words[0] !== undefined && c.name.split(' ')[0] === words[0]);
+  if (family.length === 0) return undefined;
+  return `Usage:\n${family.map((c) => `  cli ${c.synopsis}\n      ${c.about}`).join('\n')}\n`;
+}
+
+/**
+ * `cli key generate [--id ID]`: a new FACTOR_ENCRYPTION_KEY value, on stdout alone (its last
+ * line), what to do with it on stderr. Runs before any configuration is read: a fresh host has none.
+ */
+export function keyGenerate(argv: string[]): CommandResult {
+  const rest = argv.slice(2);
+  let id = 'k1';
+  if (rest.length === 2 && rest[0] === '--id') id = rest[1]!;
+  else if (rest.length === 1 && rest[0]!.startsWith('--id=')) id = rest[0]!.slice(5);
+  else if (rest.length > 0)
+    return { code: 2, stdout: '', stderr: usageError(`unknown arguments: ${rest.join(' ')}`, 'key generate', ['key']) };
+  if (!/^[A-Za-z0-9_-]{1,32}$/.test(id))
+    return {
+      code: 2,
+      stdout: '',
+      stderr: usageError('--id must be 1 to 32 letters, digits, _ or -', 'key generate', ['key']),
+    };
+  return {
+    code: 0,
+    stdout: `${id}:${randomBytes(32).toString('base64')}\n`,
+    stderr:
+      'A new FACTOR_ENCRYPTION_KEY value (32 random bytes, base64), below; it is shown once and kept nowhere:\n' +
+      'set it on every server of the deployment and keep it with the backups (without it, second factors and sealed secrets are lost).\n',
+  };
+}
 
 /**
  * One line on what is wrong, then the usage of that command only; for an unknown one, its

@@ -20,8 +20,12 @@ export function createMetrics(sources: {
   database: Database;
   hasher: () => PasswordHasher | undefined;
   poolSize: number;
+  /** The `replica` label of every series (REPLICA_NAME, else the host's name; issue 64). */
+  replica?: string;
 }): Metrics {
   const registry = new Registry();
+  // Not `instance`: Prometheus sets that label itself (the scraped address) and would rename ours.
+  if (sources.replica !== undefined) registry.setDefaultLabels({ replica: sources.replica });
   collectDefaultMetrics({ register: registry });
   // prom-client's totals of active handles, requests and resources are gauges named `_total`,
   // a suffix the exposition format keeps for counters (`promtool check metrics` fails on them).

@@ -3,6 +3,7 @@ import { and, eq, sql } from 'drizzle-orm';
 import { identitiesJson, parsedIdentities } from '../../accounts/linked-identities.ts';
 import { SHOWN_COLUMNS } from '../../accounts/listing.ts';
 import { toUser } from '../../accounts/to-user.ts';
+import { fromColumn, lockoutColumns, lockoutOf, readCounters } from '../../accounts/unlock.ts';
 import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
 import { invalidRequest, userNotFound } from '../../errors.ts';
@@ -23,7 +24,13 @@ type Query = { _userId?: string; email?: string; provider?: string; subject?: st
 const inReachOfPlaceholder = () => inReachOf(sql.placeholder('site'));
 // What the answer and its ETag need, no more: the password hash, the site and the deletion
 // columns were read, parsed and mapped on every get for nothing (issue 47).
-const SELECTED = { ...SHOWN_COLUMNS, version: users.version, identities: identitiesJson() };
+// The account's lockout counters too, when they are in this database (issue 64): no round trip more.
+const SELECTED = {
+  ...SHOWN_COLUMNS,
+  version: users.version,
+  identities: identitiesJson(),
+  ...lockoutColumns(sql.placeholder('site')),
+};
 const byId = preparedOn((db) =>
   db
     .select(SELECTED)
@@ -60,7 +67,8 @@ export const getUser = defineOperation({
     return query;
   },
   async handle(c, { _userId, email, provider, subject }) {
-    const { db } = c.get('deps').database;
+    const { database, lockout, verifyLimits } = c.get('deps');
+    const { db } = database;
     const site = c.get('token').site;
     let id = _userId;
     if (provider !== undefined && subject !== undefined) {
@@ -75,7 +83,18 @@ export const getUser = defineOperation({
       [row] = await byEmail(db).execute({ email, site });
     }
     if (row === undefined) throw userNotFound();
+    // With Redis (REDIS_URL) the counts are there, and in the database only while it did not answer.
+    const [password, secondFactor] =
+      lockout.db === db
+        ? [fromColumn(row.passwordCounter), fromColumn(row.secondFactorCounter)]
+        : await readCounters(lockout, site, row.id);
     c.header('ETag', etagOf(row.version));
-    return c.json({ result: toUser(row, parsedIdentities(row.identities)) } satisfies GetUserResponse, 200);
+    return c.json(
+      {
+        result: toUser(row, parsedIdentities(row.identities)),
+        lockout: lockoutOf(password, secondFactor, verifyLimits.identifier),
+      } satisfies GetUserResponse,
+      200,
+    );
   },
 });
