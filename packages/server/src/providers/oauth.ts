@@ -386,7 +386,10 @@ function providerFailure(
         'provider_unavailable',
         `${name}'s ${what} answered what is not an OAuth answer${typeof status === 'number' ? ` (HTTP ${status})` : ''}; try again.`,
       );
-    if (/"iss" \(issuer\) response parameter/.test(error.message)) return providerError(name, 'mix_up', undefined);
+    // RFC 9207: the callback's iss names another issuer, or none where the issuer says it sends one.
+    const inner = error.cause instanceof Error ? error.cause.message : '';
+    if (/"iss" \(issuer\) response parameter|response parameter "iss"/.test(`${error.message} ${inner}`))
+      return providerError(name, 'mix_up', undefined);
     if (what === 'discovery document')
       return new ApiError(
         'provider_unavailable',
