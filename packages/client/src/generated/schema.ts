@@ -8317,6 +8317,7 @@ export interface operations {
         parameters: {
             query: {
                 _userId: components["schemas"]["UserId"];
+                /** @example google */
                 provider: components["schemas"]["IdentityProvider"];
             };
             header?: never;
