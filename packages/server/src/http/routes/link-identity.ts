@@ -15,17 +15,18 @@ export const linkIdentity = defineOperation({
   request: { body: 'LinkIdentityRequest' },
   writes: 'identity_link',
   parse(c) {
-    const fields = validBody(c, 'LinkIdentityRequest');
-    const raw = fields.provider !== undefined || fields.subject !== undefined;
-    if (
-      fields.linkTicket !== undefined
-        ? raw || fields.email !== undefined || fields.emailVerified !== undefined
-        : fields.provider === undefined || fields.subject === undefined
-    )
-      throw invalidRequest(
-        'Give either linkTicket (from provider/callback) or provider and subject (with email and emailVerified), not both.',
-      );
-    return fields;
+    // Said plainly, before the schema's anyOf and nots would report the body as a whole.
+    const body = c.get('body');
+    if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+      const given = (name: string) => name in body;
+      const raw = given('provider') || given('subject') || given('email') || given('emailVerified');
+      if (given('linkTicket') ? raw : !(given('provider') && given('subject')))
+        throw invalidRequest(
+          'Give either linkTicket (from provider/callback) or provider and subject (with email and emailVerified), not both.',
+          [],
+        );
+    }
+    return validBody(c, 'LinkIdentityRequest');
   },
   async handle(c, fields) {
     await link(
