@@ -202,6 +202,17 @@ const VALID: Record<string, () => Call> = {
   }),
   getOrgRoles: () => ({ method: 'GET', path: '/api/1/org/roles' }),
   listProviders: () => ({ method: 'GET', path: '/api/1/provider/list' }),
+  startProviderSignIn: () => ({
+    method: 'POST',
+    path: '/api/1/provider/start',
+    body: json({ provider: 'google', redirectUri: 'https://shop.example.com/auth/callback' }),
+  }),
+  completeProviderSignIn: () => ({
+    method: 'POST',
+    path: '/api/1/provider/callback',
+    body: json({ callbackUrl: 'https://shop.example.com/auth/callback?code=c&state=s' }),
+  }),
+  getProviderTokens: () => ({ method: 'GET', path: `/api/1/provider/tokens?_userId=${GHOST}&provider=google` }),
   addOrgMember: () => ({
     method: 'POST',
     path: '/api/1/org/member/add',

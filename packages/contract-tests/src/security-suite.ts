@@ -6,6 +6,9 @@
 
 import type { Problem } from '@user-accounts/client';
 import { operations } from '@user-accounts/server/operations';
+import { saveState } from '@user-accounts/server/providers/flow';
+import { checkProvider } from '@user-accounts/server/providers/options';
+import { setProvider } from '@user-accounts/server/providers/providers';
 import { SCOPES } from '@user-accounts/server/tokens';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
@@ -34,6 +37,9 @@ function namesWebhook(op: Op): boolean {
   if ('query' in op.request) return queryParams(op).some((p) => p.name === 'endpointId');
   return 'deliveryId' in (resolve(spec.components.schemas[op.request.body]).properties ?? {});
 }
+
+/** Whether the operation starts or completes a sign-in with one of the site's providers (provider/start, provider/callback). */
+const namesProviderFlow = (op: Op) => op.method === 'POST' && op.path.startsWith('/api/1/provider/');
 
 /** Whether the operation names a session, by its token or its id (session/verify, refresh, revoke). */
 function namesSession(op: Op): boolean {
@@ -81,7 +87,13 @@ function exampleRequest(
   if ('query' in op.request) {
     const params = queryParams(op);
     const query: Record<string, string> = params.some((p) => p.name === '_userId')
-      ? { _userId: id }
+      ? {
+          // The other required parameters by their examples (provider/tokens' provider).
+          ...Object.fromEntries(
+            params.filter((p) => p.required === true && p.name !== '_userId').map((p) => [p.name, String(p.example)]),
+          ),
+          _userId: id,
+        }
       : Object.fromEntries(params.slice(0, 1).map((p) => [p.name, String(p.example)]));
     if ('endpointId' in query && hook !== undefined) query.endpointId = hook.endpointId;
     if (org !== undefined && params.some((p) => p.name === 'orgId')) query.orgId = org.orgId;
@@ -270,6 +282,49 @@ export function defineSecuritySuite(target: TargetSpec): void {
           expect(withoutRequestId(other.problem)).toEqual(withoutRequestId(missing.problem));
           expect(await sessions()).toEqual(before);
           expect((await h.client.POST('/api/1/session/verify', { body: { token } })).response.status).toBe(200);
+          return;
+        }
+        if (namesProviderFlow(op)) {
+          // This site's provider, and its sign-in's state, are to another site ones that do not exist;
+          // the state stays this site's.
+          const deps = h.target.deps!();
+          await setProvider(
+            deps.database.db,
+            checkProvider({
+              site: 'default',
+              name: 'google',
+              clientId: 'security-suite',
+              redirectUris: 'https://shop.example.com/auth/callback',
+            }),
+            'security-suite-client-secret',
+            deps.factorKeys,
+          );
+          const { state } = await saveState(deps.database.db, deps.factorKeys, {
+            site: 'default',
+            provider: 'google',
+            redirectUri: 'https://shop.example.com/auth/callback',
+          });
+          const states = () => h.target.sql(`select state_hash from provider_states where site = 'default' order by 1`);
+          const before = await states();
+          const usersBefore = await snapshot();
+          const call = (withState: string, provider: string) =>
+            fetch(`${h.target.baseUrl}${op.path}`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${tokens.otherSite}`, 'content-type': 'application/json' },
+              body: JSON.stringify(
+                op.path.endsWith('/start')
+                  ? { provider, redirectUri: 'https://shop.example.com/auth/callback' }
+                  : { callbackUrl: `https://shop.example.com/auth/callback?code=c&state=${withState}` },
+              ),
+            });
+          const other = await call(state, 'google');
+          const missing = await call('no-such-state-anywhere', 'google');
+          expect([404, 422]).toContain(missing.status);
+          expect(other.status).toBe(missing.status);
+          const [a, b] = [(await other.json()) as Problem, (await missing.json()) as Problem];
+          expect(withoutRequestId(a)).toEqual(withoutRequestId(b));
+          expect(await states()).toEqual(before);
+          expect(await snapshot()).toEqual(usersBefore);
           return;
         }
         if (namesOrg(op)) {

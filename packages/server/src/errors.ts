@@ -77,6 +77,12 @@ export const ERRORS = {
   role_in_use: { status: 409, title: 'Role in use' },
   email_mismatch: { status: 409, title: 'Email mismatch' },
   email_unverified: { status: 409, title: 'Email unverified' },
+  invalid_state: { status: 422, title: 'Invalid state' },
+  provider_error: { status: 422, title: 'Provider error' },
+  identity_unlinked: { status: 409, title: 'Identity unlinked' },
+  provider_unavailable: { status: 502, title: 'Provider unavailable' },
+  provider_timeout: { status: 504, title: 'Provider timeout' },
+  provider_not_found: { status: 404, title: 'Provider not found' },
   // Only the mock's (packages/mock/src/prefer.ts): a Prefer naming an answer the operation lacks.
   unknown_example: { status: 400, title: 'Unknown example' },
 } as const satisfies Record<ErrorCode, { status: ContentfulStatusCode; title: string }>;

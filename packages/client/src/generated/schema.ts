@@ -296,6 +296,11 @@ export interface paths {
          *     `email` and `emailVerified` are what the provider said of the identity; they change
          *     nothing of the account's own email. Audit operation `identity_link`; event
          *     `user.identity_linked`.
+         *
+         *     With `linkTicket` (from `provider/callback`'s 409 `identity_unlinked`) instead of
+         *     `provider` and `subject`: the identity and the provider's email come from the ticket, which
+         *     is spent by a link that succeeds. 422 `invalid_ticket`: unknown, used, expired or another
+         *     site's. 400 `invalid_request`: both, or neither, of `linkTicket` and `provider`/`subject`.
          */
         post: operations["linkIdentity"];
         delete?: never;
@@ -2011,6 +2016,120 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/provider/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a sign-in with one of the site's providers
+         * @description The first of the two calls a site's backend makes for "Sign in with Google" (or any
+         *     provider of `provider/list`): the service makes the OAuth `state`, the PKCE verifier (S256,
+         *     always), the OpenID Connect `nonce`, and keeps them with `redirectUri` for 10 minutes,
+         *     single use, bound to the token's site (the state and the verifier only as a hash or
+         *     sealed). Redirect the browser to `authorizationUrl`; the provider sends it back to
+         *     `redirectUri`, whose whole URL goes to `provider/callback`.
+         *
+         *     - 200 `redirect the person`, with `authorizationUrl` and `expiresAt`.
+         *     - 404 `provider_not_found`: the site has no provider of that name (`cli provider set`).
+         *     - 400 `invalid_request`: `redirectUri` is not one of the provider's `redirectUris`
+         *       (exactly, letter for letter: no prefix, no wildcard), or a field is malformed.
+         *     - 502 `provider_unavailable`, 504 `provider_timeout`: an OpenID Connect provider's
+         *       discovery document (read at the first start, then kept for an hour) could not be read,
+         *       or not within the request's deadline.
+         *
+         *     `loginHint` and `prompt` are passed to the provider as OpenID Connect's `login_hint` and
+         *     `prompt` (`prompt` for `oauth2` providers too: GitHub reads `prompt=select_account`).
+         *     Writes no audit row (nothing of an account changes); the callback's outcome is audited.
+         */
+        post: operations["startProviderSignIn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/provider/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete a sign-in with the URL the provider sent the browser back to
+         * @description The second of the two calls: the site's backend forwards the whole URL its callback
+         *     received (`callbackUrl`; for a provider that answers with `form_post`, as Apple does, the
+         *     posted fields in `formPost`, as received). The service checks the state, exchanges the
+         *     code with the PKCE verifier, checks the ID token (its signature by the issuer's JWKS, only
+         *     with the algorithms the issuer advertises — never `none`, never an HMAC —, `iss`, `aud`,
+         *     `azp`, `exp`, `iat`, `nonce`) and RFC 9207's `iss` parameter against mix-up, and calls
+         *     userinfo where the provider has one (an `oauth2` provider's userinfo, and GitHub's
+         *     verified primary email). Then:
+         *
+         *     - 200 `identity verified`: an account has the identity; a login exactly as
+         *       `identity/verify` answers it, with `session` a session (amr `[fed]`).
+         *     - 201 `user created`: nobody has it, no account of the site has its email, and the
+         *       provider's `onNewPerson` is `create`: the account is made with the identity linked
+         *       (`emailVerified` only when the provider said so), and the login proceeds.
+         *     - 409 `identity_unlinked` with a `linkTicket` (single use, 10 minutes) and the provider's
+         *       `identity`: nobody has the identity, and the rule is `refuse`, or an account of the site
+         *       has the same email (never linked on an email alone, verified or not). Nothing changed.
+         *       Once the person proves an account is theirs (password, login link, second factor),
+         *       call `user/identity/link` with `_userId` and `linkTicket`.
+         *     - 403 `second_factor_required` with `ticket` and `factors`; 403 `account_disabled`.
+         *     - 422 `invalid_state`: the state is unknown, used, expired or another site's (one answer).
+         *     - 422 `provider_error`: the provider answered an error (`access_denied`…), the code's
+         *       exchange failed, or its tokens did not pass the checks: `providerError` (its code, or
+         *       ours: `invalid_id_token`, `invalid_response`, `mix_up`) and `providerErrorDescription`
+         *       where it sent one; never its raw body.
+         *     - 400 `invalid_request`: `callbackUrl` is not one of the provider's redirect URIs (the
+         *       one its start named).
+         *     - 502 `provider_unavailable`, 504 `provider_timeout`: the provider could not be reached,
+         *       or not within the request's deadline. The state is spent either way: start again.
+         *
+         *     The provider's tokens are not kept, unless the operator set the provider with
+         *     `--keep-tokens` (then sealed, read by `provider/tokens`). Audit: the login's own rows
+         *     (`identity_verify`, `identity_create`, `session_create`), or a `provider_callback` row with
+         *     the refusal's code; each names the provider, never a code, token or state.
+         */
+        post: operations["completeProviderSignIn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/provider/tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The provider's tokens of an account's identity
+         * @description For a provider the operator set with `--keep-tokens` only: the access and refresh tokens
+         *     the provider gave at the account's last sign-in with it, kept sealed (`FACTOR_ENCRYPTION_KEY`)
+         *     and answered only here, with the `export` scope. 404 `identity_not_found` when the account
+         *     has no identity at that provider or no tokens were kept; 404 `user_not_found` when no
+         *     account in reach has this `_userId`.
+         */
+        get: operations["getProviderTokens"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -2367,10 +2486,17 @@ export interface components {
             address?: components["schemas"]["Address"];
             metadata?: components["schemas"]["Metadata"];
         };
+        /**
+         * @description Either `provider` and `subject` (the site ran OAuth itself), or `linkTicket` (from
+         *     `provider/callback`'s 409 `identity_unlinked`: the identity and its email come from it),
+         *     never both.
+         */
         LinkIdentityRequest: {
             _userId: components["schemas"]["UserId"];
-            provider: components["schemas"]["IdentityProvider"];
-            subject: components["schemas"]["IdentitySubject"];
+            /** @description `provider/callback`'s `linkTicket` (single use, 10 minutes): links the identity it names, with the provider's email. */
+            linkTicket?: string;
+            provider?: components["schemas"]["IdentityProvider"];
+            subject?: components["schemas"]["IdentitySubject"];
             email?: components["schemas"]["Email"];
             /** @description Whether the provider said the identity's email is verified. Omitted, `false`. */
             emailVerified?: boolean;
@@ -2915,7 +3041,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "unlock" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "unlock" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke" | "provider_callback";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -2936,6 +3062,8 @@ export interface components {
             outcome: string;
             /** @description `session_impersonate`: who impersonated the account, and why. */
             impersonator?: components["schemas"]["Impersonator"];
+            /** @description A sign-in through `provider/callback`: the provider's name as configured (never a code, token or state). */
+            provider?: components["schemas"]["IdentityProvider"];
         };
         UserDataResponse: {
             result: components["schemas"]["UserData"];
@@ -3682,6 +3810,92 @@ export interface components {
                 providers: components["schemas"]["Provider"][];
             };
         };
+        StartProviderSignInRequest: {
+            provider: components["schemas"]["IdentityProvider"];
+            /**
+             * Format: uri
+             * @description Where the provider sends the browser back: one of the provider's `redirectUris`, exactly.
+             * @example https://shop.example.com/auth/callback
+             */
+            redirectUri: string;
+            /** @description OpenID Connect's `login_hint` (an email the person typed), passed on as is. */
+            loginHint?: string;
+            /**
+             * @description OpenID Connect's `prompt`, passed on.
+             * @enum {string}
+             */
+            prompt?: "none" | "login" | "consent" | "select_account";
+        };
+        StartProviderSignInResponse: {
+            result: {
+                /**
+                 * Format: uri
+                 * @description Where to redirect the browser (HTTP 302/303). Carries the state, the PKCE challenge and the nonce.
+                 */
+                authorizationUrl: string;
+                /** @description Until when the callback may come (10 minutes); a later one is 422 `invalid_state`. */
+                expiresAt: components["schemas"]["Timestamp"];
+                /** @constant */
+                status: "redirect the person";
+            };
+        };
+        CompleteProviderSignInRequest: {
+            /**
+             * Format: uri
+             * @description The whole URL the browser came back to, query included (`code`, `state`, `iss`, or
+             *     `error` and `error_description`). With `formPost`, the callback's URL without them.
+             */
+            callbackUrl: string;
+            /**
+             * @description A `form_post` callback's body as received (`application/x-www-form-urlencoded`):
+             *     `code`, `state`, and Apple's `user` (the person's name, sent at the first sign-in only).
+             */
+            formPost?: string;
+            session?: components["schemas"]["SessionOptions"];
+        };
+        CompleteProviderSignInResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                provider: components["schemas"]["IdentityProvider"];
+                /** @description The session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
+                /** @constant */
+                status: "identity verified";
+            };
+        };
+        CompleteProviderSignInCreatedResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                provider: components["schemas"]["IdentityProvider"];
+                /** @description The session the request's `session` asked for; absent when it asked for none. */
+                session?: components["schemas"]["IssuedSession"];
+                /** @constant */
+                status: "user created";
+            };
+        };
+        /** @description Who the provider says the person is (its email only when our rule for an email accepts it). */
+        ProviderProfile: {
+            provider: components["schemas"]["IdentityProvider"];
+            /** @description The provider's stable id of the person. */
+            subject: string;
+            email: string | null;
+            /** @description `true` only when the provider said so. */
+            emailVerified: boolean;
+            name: string | null;
+        };
+        ProviderTokensResponse: {
+            result: {
+                provider: components["schemas"]["IdentityProvider"];
+                subject: string;
+                accessToken: string;
+                refreshToken: string | null;
+                /** @description The scopes the provider granted, space-separated, when it said. */
+                scope: string | null;
+                /** @description When the access token ends, when the provider said. */
+                expiresAt: components["schemas"]["Timestamp"] | null;
+                updatedAt: components["schemas"]["Timestamp"];
+            };
+        };
         CheckOrgMemberResponse: {
             result: {
                 member: boolean;
@@ -3951,7 +4165,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_error" | "identity_unlinked" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -3984,7 +4198,61 @@ export interface components {
          *     (`StandardProblem`). A code with members of its own gets a schema of its own here, and leaves
          *     `StandardProblem`'s list.
          */
-        Problem: components["schemas"]["StandardProblem"] | components["schemas"]["SecondFactorRequiredProblem"];
+        Problem: components["schemas"]["StandardProblem"] | components["schemas"]["SecondFactorRequiredProblem"] | components["schemas"]["IdentityUnlinkedProblem"] | components["schemas"]["ProviderErrorProblem"];
+        /**
+         * @description `provider/callback` answered 409 `identity_unlinked`: no account has the identity. Once the
+         *     person proves which account is theirs, `user/identity/link` with `_userId` and `linkTicket`.
+         */
+        IdentityUnlinkedProblem: {
+            /**
+             * Format: uri-reference
+             * @example https://user-accounts.dev/problems/identity_unlinked
+             */
+            type: string;
+            /** @example Identity unlinked */
+            title: string;
+            status: number;
+            detail: string;
+            /** @enum {string} */
+            code: "identity_unlinked";
+            /** @description Equals the `X-Request-Id` response header. */
+            requestId: string;
+            /** @description Never sent with this code; listed so that every problem has the member. */
+            errors?: components["schemas"]["FieldError"][];
+            /** @description For `user/identity/link` (single use, 10 minutes, this site only). */
+            linkTicket: string;
+            linkTicketExpiresAt: components["schemas"]["Timestamp"];
+            identity: components["schemas"]["ProviderProfile"];
+        };
+        /**
+         * @description `provider/callback` answered 422 `provider_error`: the provider answered an error, the
+         *     code's exchange failed, or its tokens did not pass the checks. Nothing was created.
+         */
+        ProviderErrorProblem: {
+            /**
+             * Format: uri-reference
+             * @example https://user-accounts.dev/problems/provider_error
+             */
+            type: string;
+            /** @example Provider error */
+            title: string;
+            status: number;
+            detail: string;
+            /** @enum {string} */
+            code: "provider_error";
+            /** @description Equals the `X-Request-Id` response header. */
+            requestId: string;
+            /** @description Never sent with this code; listed so that every problem has the member. */
+            errors?: components["schemas"]["FieldError"][];
+            /**
+             * @description The provider's error code (`access_denied`, `invalid_grant`…), or ours for a check that
+             *     failed: `invalid_id_token` (signature, algorithm, `iss`, `aud`, `azp`, `exp`, `iat`,
+             *     `nonce`), `mix_up` (RFC 9207's `iss` of another issuer), `invalid_response`.
+             */
+            providerError: string;
+            /** @description The provider's `error_description` when it sent one (as text, never its raw body). */
+            providerErrorDescription?: string;
+        };
         /** @description A problem of any code without members of its own, with the standard members only. */
         StandardProblem: {
             /**
@@ -4006,7 +4274,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -4639,6 +4907,118 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "headers_too_large";
+                };
+            };
+        };
+        /** @description The body is not valid, or `redirectUri` (`callbackUrl`) is not one of the provider's redirect URIs. */
+        ProviderBadRequest: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_json" | "invalid_request";
+                };
+            };
+        };
+        /** @description The `linkTicket` is unknown, used, expired or another site's. */
+        LinkTicketInvalid: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_ticket";
+                };
+            };
+        };
+        /** @description The site has no provider of that name. */
+        ProviderNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "provider_not_found";
+                };
+            };
+        };
+        /** @description The provider could not be reached, or answered what is no OAuth answer (a 5xx, an HTML page). */
+        ProviderUnavailable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "provider_unavailable";
+                };
+            };
+        };
+        /** @description The provider did not answer within the request's deadline. */
+        ProviderTimeout: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "provider_timeout";
+                };
+            };
+        };
+        /**
+         * @description `identity_unlinked`: no account has the identity (the rule is `refuse`, or an account has
+         *     its email), with `linkTicket`. `conflict`: as for `update`.
+         */
+        ProviderCallbackConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "identity_unlinked" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description `invalid_state`: the state is unknown, used, expired or another site's (one answer).
+         *     `provider_error`: the provider answered an error, or its answer did not pass the checks.
+         */
+        ProviderCallbackRefused: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "invalid_state" | "provider_error";
                 };
             };
         };
@@ -5843,6 +6223,7 @@ export interface operations {
             409: components["responses"]["IdentityLinkConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["LinkTicketInvalid"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
@@ -7950,6 +8331,147 @@ export interface operations {
             400: components["responses"]["CountBadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    startProviderSignIn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartProviderSignInRequest"];
+            };
+        };
+        responses: {
+            /** @description Redirect the browser to `authorizationUrl`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StartProviderSignInResponse"];
+                };
+            };
+            400: components["responses"]["ProviderBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ProviderNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["ProviderUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["ProviderTimeout"];
+        };
+    };
+    completeProviderSignIn: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The address of the person signing in, as the site's backend saw it (IPv4 or IPv6). When
+                 *     given, failed checks are also limited per address and site, so one attacker trying many
+                 *     emails is slowed too. Counted in its canonical form (an IPv4 address written as IPv6 is
+                 *     that IPv4 address). Never stored in plain text.
+                 * @example 203.0.113.7
+                 */
+                "X-End-User-IP"?: components["parameters"]["EndUserIp"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteProviderSignInRequest"];
+            };
+        };
+        responses: {
+            /** @description An account has the identity; it is signed in. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompleteProviderSignInResponse"];
+                };
+            };
+            /** @description Nobody had the identity; the account is created with it linked, and signed in. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    /** @description Where the new account can be read. */
+                    Location: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompleteProviderSignInCreatedResponse"];
+                };
+            };
+            400: components["responses"]["ProviderBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["IdentityVerifyForbidden"];
+            409: components["responses"]["ProviderCallbackConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ProviderCallbackRefused"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["ProviderUnavailable"];
+            503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["ProviderTimeout"];
+        };
+    };
+    getProviderTokens: {
+        parameters: {
+            query: {
+                _userId: components["schemas"]["UserId"];
+                /** @example google */
+                provider: components["schemas"]["IdentityProvider"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tokens as the provider gave them. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderTokensResponse"];
+                };
+            };
+            400: components["responses"]["CountBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["IdentityNotFound"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

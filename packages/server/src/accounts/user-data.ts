@@ -85,6 +85,16 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
   idempotency_keys: {
     leftOut: 'a copy of an answer the site already received (a create’s id), kept 24 hours so that a retry replays it',
   },
+  link_tickets: {
+    leftOut:
+      'provider/callback’s identity_unlinked: an identity no account has yet, and what its provider said of it ' +
+      '(email, name), for ten minutes, until the site links it (then an identity of the account, listed)',
+  },
+  provider_tokens: {
+    leftOut:
+      'the access and refresh tokens a provider set with --keep-tokens gave at the last sign-in, sealed: credentials ' +
+      'for the provider, answered only by provider/tokens (scope export); the identity they belong to is in the account',
+  },
 };
 
 /**

@@ -238,6 +238,8 @@ export const auditLog = pgTable(
     outcome: text('outcome').notNull(),
     /** session_impersonate: who impersonated the account and why (issue 43, point 7). */
     impersonator: jsonb('impersonator').$type<{ actor: string; reason: string }>(),
+    /** provider/callback's rows: the provider's name as configured (issue 59, point 4); never a code, token or state. */
+    provider: text('provider'),
   },
   (t) => [
     index('audit_log_at_idx').on(t.at),
@@ -763,6 +765,8 @@ export const providers = pgTable(
     scopes: text('scopes').array().notNull(),
     redirectUris: text('redirect_uris').array().notNull(),
     onNewPerson: text('on_new_person').notNull().default('refuse'),
+    /** --keep-tokens: the provider's access and refresh tokens are kept (sealed) after a sign-in. */
+    keepTokens: boolean('keep_tokens').notNull().default(false),
     createdAt: at('created_at').notNull().defaultNow(),
     updatedAt: at('updated_at').notNull().defaultNow(),
   },
@@ -775,4 +779,69 @@ export const providers = pgTable(
       sql`(${t.kind} = 'oidc' and ${t.issuer} is not null) or (${t.kind} = 'oauth2' and ${t.endpoints} is not null and ${t.userinfoMap} is not null)`,
     ),
   ],
+);
+
+/**
+ * A sign-in in flight between provider/start and provider/callback (issue 59, point 2): found by
+ * the SHA-256 of its `state` (never the state itself), bound to its site, single use (the callback
+ * deletes the row it reads), ten minutes. The PKCE verifier and the nonce are sealed under
+ * FACTOR_ENCRYPTION_KEY's ring, bound to the row's hash. `provider` is the configured name, or
+ * `sso:{connectionId}` for enterprise SSO (issue 61), which shares the store.
+ */
+export const providerStates = pgTable(
+  'provider_states',
+  {
+    stateHash: text('state_hash').primaryKey(),
+    site: text('site').notNull(),
+    provider: text('provider').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    /** secret-box of {"verifier","nonce"}. */
+    sealed: text('sealed').notNull(),
+    createdAt: at('created_at').notNull().defaultNow(),
+    expiresAt: at('expires_at').notNull(),
+  },
+  (t) => [index('provider_states_expires_idx').on(t.expiresAt)],
+);
+
+/**
+ * What provider/callback's 409 identity_unlinked hands out (issue 59, point 3): the identity the
+ * provider vouched for, and its profile, until the person proves an account is theirs and the site
+ * links it (`user/identity/link` with `linkTicket`). Found by the SHA-256 of the ticket; single
+ * use, ten minutes, bound to its site.
+ */
+export const linkTickets = pgTable(
+  'link_tickets',
+  {
+    ticketHash: text('ticket_hash').primaryKey(),
+    site: text('site').notNull(),
+    provider: text('provider').notNull(),
+    subject: text('subject').notNull(),
+    email: text('email'),
+    emailVerified: boolean('email_verified').notNull().default(false),
+    name: text('name'),
+    createdAt: at('created_at').notNull().defaultNow(),
+    expiresAt: at('expires_at').notNull(),
+  },
+  (t) => [index('link_tickets_expires_idx').on(t.expiresAt)],
+);
+
+/**
+ * A provider's access and refresh tokens for an identity, kept only for a provider set with
+ * --keep-tokens (issue 59, point 3): sealed, bound to (site, provider, subject); read back only by
+ * provider/tokens (scope export). Replaced at each sign-in.
+ */
+export const providerTokens = pgTable(
+  'provider_tokens',
+  {
+    site: text('site').notNull(),
+    provider: text('provider').notNull(),
+    subject: text('subject').notNull(),
+    userId: uuid('user_id')
+      .notNull()
+      .references(() => users.id, { onDelete: 'cascade' }),
+    /** secret-box of {"accessToken","refreshToken","scope","expiresAt"}. */
+    sealed: text('sealed').notNull(),
+    updatedAt: at('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.site, t.provider, t.subject] }), index('provider_tokens_user_idx').on(t.userId)],
 );

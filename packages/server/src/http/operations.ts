@@ -9,6 +9,7 @@ import { addPasskeyFactor } from './routes/add-passkey-factor.ts';
 import { addPasskeyOptions } from './routes/add-passkey-options.ts';
 import { addTotpFactor } from './routes/add-totp-factor.ts';
 import { checkOrgMember } from './routes/check-org-member.ts';
+import { completeProviderSignIn } from './routes/complete-provider-sign-in.ts';
 import { confirmFactor } from './routes/confirm-factor.ts';
 import { countUsers } from './routes/count-users.ts';
 import { createOrg } from './routes/create-org.ts';
@@ -23,6 +24,7 @@ import { exportUsers } from './routes/export-users.ts';
 import { getAuditTrail } from './routes/get-audit-trail.ts';
 import { getOrg } from './routes/get-org.ts';
 import { getOrgRoles } from './routes/get-org-roles.ts';
+import { getProviderTokens } from './routes/get-provider-tokens.ts';
 import { getUser } from './routes/get-user.ts';
 import { getUserData } from './routes/get-user-data.ts';
 import { impersonateUser } from './routes/impersonate-user.ts';
@@ -50,6 +52,7 @@ import { restoreUser } from './routes/restore-user.ts';
 import { revokeOrgInvitation } from './routes/revoke-org-invitation.ts';
 import { revokeSession } from './routes/revoke-session.ts';
 import { setOrgRoles } from './routes/set-org-roles.ts';
+import { startProviderSignIn } from './routes/start-provider-sign-in.ts';
 import { unlinkIdentity } from './routes/unlink-identity.ts';
 import { unlockUser } from './routes/unlock-user.ts';
 import { updateOrg } from './routes/update-org.ts';
@@ -104,6 +107,9 @@ export const operations: readonly Operation<any>[] = [
   unlinkIdentity,
   verifyIdentity,
   listProviders,
+  startProviderSignIn,
+  completeProviderSignIn,
+  getProviderTokens,
   createOrg,
   getOrg,
   updateOrg,

@@ -17,6 +17,8 @@ export interface WriteRecord {
   committed: boolean;
   /** True when the answer for the request's Idempotency-Key was kept in the write's transaction. */
   answerKept?: boolean;
+  /** The sign-in provider the request came through (provider/callback), named on its audit rows. */
+  provider?: string | undefined;
 }
 
 /**
@@ -35,6 +37,7 @@ export function writeScopeOf(c: OpContext): WriteScope {
     idempotency:
       idempotency?.claimed === undefined ? undefined : { key: idempotency.key, maxBody: idempotency.claimed.maxBody },
     report: record === undefined ? undefined : (news) => Object.assign(record, news),
+    provider: record?.provider,
   };
 }
 

@@ -28,6 +28,7 @@ import type { EventEntry } from '../kernel/outbox.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { checkAccountLimit } from '../limits/accounts.ts';
 import type { LoginMethod } from '../sessions/rules.ts';
+import { takeLinkTicket } from './link-tickets.ts';
 
 /**
  * A login through another provider: `fed` (not one of RFC 8176's values, but the one other
@@ -174,28 +175,32 @@ async function lockAccount(tx: Db, site: string, userId: string) {
   return row;
 }
 
-export interface LinkRequest extends IdentityKey {
-  userId: string;
-  email?: string | undefined;
-  emailVerified?: boolean | undefined;
-}
+export type LinkRequest =
+  | (IdentityKey & {
+      userId: string;
+      email?: string | undefined;
+      emailVerified?: boolean | undefined;
+      linkTicket?: undefined;
+    })
+  | { userId: string; linkTicket: string; provider?: undefined; subject?: undefined };
 
 /**
  * Links the identity to the account (link): 404 user_not_found, 409 identity_taken (another
  * account has it), 409 identity_limit_reached. Linking one the account has already takes the
- * email and its verification as given, with no event.
+ * email and its verification as given, with no event. With a `linkTicket` (provider/callback's
+ * identity_unlinked), the identity and its email are the ticket's: 422 invalid_ticket when it
+ * cannot be used; it is spent in the link's transaction (a refused link leaves it usable).
  */
 export async function linkIdentity(scope: WriteScope, deps: WriteDeps, request: LinkRequest): Promise<void> {
   if (!isUuid(request.userId)) throw userNotFound();
   const { site } = scope;
-  const key = { provider: request.provider, subject: request.subject };
   scope.report?.({ userId: request.userId });
   try {
     await inWrite(
       scope,
       deps,
       'identity_link',
-      (added: boolean) => ({
+      ({ added, key }: { added: boolean; key: IdentityKey }) => ({
         userId: request.userId,
         status: 200,
         outcome: 'identity linked',
@@ -204,6 +209,11 @@ export async function linkIdentity(scope: WriteScope, deps: WriteDeps, request: 
       async (tx) => {
         const account = await lockAccount(tx, site, request.userId);
         if (account === undefined) throw userNotFound();
+        const given =
+          request.linkTicket === undefined
+            ? { ...request, emailVerified: request.emailVerified ?? false }
+            : await takeLinkTicket(tx, site, request.linkTicket);
+        const key = { provider: given.provider, subject: given.subject };
         const [held] = await tx
           .select({ id: userIdentities.id, userId: userIdentities.userId })
           .from(userIdentities)
@@ -213,9 +223,9 @@ export async function linkIdentity(scope: WriteScope, deps: WriteDeps, request: 
           if (held.userId !== account.id) throw identityTaken();
           await tx
             .update(userIdentities)
-            .set({ email: request.email ?? null, emailVerified: request.emailVerified ?? false })
+            .set({ email: given.email ?? null, emailVerified: given.emailVerified })
             .where(eq(userIdentities.id, held.id));
-          return false;
+          return { added: false, key };
         }
         const [has] = await tx.select({ n: count() }).from(userIdentities).where(eq(userIdentities.userId, account.id));
         if (has!.n >= MAX_IDENTITIES) throw identityLimitReached();
@@ -225,10 +235,10 @@ export async function linkIdentity(scope: WriteScope, deps: WriteDeps, request: 
           userId: account.id,
           provider: key.provider,
           subject: key.subject,
-          email: request.email ?? null,
-          emailVerified: request.emailVerified ?? false,
+          email: given.email ?? null,
+          emailVerified: given.emailVerified,
         });
-        return true;
+        return { added: true, key };
       },
     );
   } catch (error) {

@@ -44,7 +44,8 @@ export type WriteOperation =
   | 'org_member_remove'
   | 'org_invitation_create'
   | 'org_invitation_accept'
-  | 'org_invitation_revoke';
+  | 'org_invitation_revoke'
+  | 'provider_callback';
 
 export interface AuditEntry {
   operation: WriteOperation;
@@ -61,6 +62,8 @@ export interface AuditSource {
   site: string;
   tokenId: string;
   requestId: string;
+  /** provider/callback's rows: the provider's name (never a code, token or state). */
+  provider?: string | undefined;
 }
 
 /** The INSERT of the rows, not yet run: the unit of work runs it in one statement with the write's events. */
@@ -68,6 +71,7 @@ export function auditInsert(db: Db, source: AuditSource, entries: AuditEntry[]) 
   return db.insert(auditLog).values(
     entries.map((entry) => ({
       ...source,
+      provider: source.provider ?? null,
       operation: entry.operation,
       // Only an id that could name an account: anything else the caller sent stays out of the log.
       userId: entry.userId !== undefined && isUuid(entry.userId) ? entry.userId : null,

@@ -32,6 +32,8 @@ export interface WriteScope {
   idempotency?: { key: string; maxBody: number } | undefined;
   /** Told how the write goes, as it goes (the HTTP audit step records the rest from it). */
   report?: ((news: WriteNews) => void) | undefined;
+  /** The sign-in provider the write came through (provider/callback), for its audit rows. */
+  provider?: string | undefined;
 }
 
 /** What a write tells its caller's report as it goes. */
@@ -243,8 +245,8 @@ async function writeOnce<T>(
     const tools: WriteTools = {
       auditIn: ({ userId, status, outcome, when }) => {
         auditedInWork = true;
-        return sql`insert into ${auditLog} (site, token_id, operation, user_id, request_id, status, outcome)
-          select ${scope.site}, ${scope.actor}, ${operation}, ${userId}, ${scope.requestId}, ${status}, ${outcome}
+        return sql`insert into ${auditLog} (site, token_id, operation, user_id, request_id, status, outcome, provider)
+          select ${scope.site}, ${scope.actor}, ${operation}, ${userId}, ${scope.requestId}, ${status}, ${outcome}, ${scope.provider ?? null}
           where ${when}`;
       },
     };
@@ -252,7 +254,7 @@ async function writeOnce<T>(
     if (result === undefined) return undefined;
     const { userIds, changed, emits, answer, factor, factorsAdded, moreEvents, ...entry } =
       typeof done === 'function' ? done(result) : done;
-    const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId };
+    const source = { site: scope.site, tokenId: scope.actor, requestId: scope.requestId, provider: scope.provider };
     const ids = userIds ?? (entry.userId === undefined ? [] : [entry.userId]);
     // An audit row per account written (import), else one for the request.
     const audited = (userIds === undefined || userIds.length === 0 ? [entry.userId] : userIds).map((userId) => ({

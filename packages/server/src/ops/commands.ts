@@ -16,6 +16,7 @@ import {
 import { compileValidators } from '../contract/validation.ts';
 import { countMigrations, type Db, type Migrated } from '../db/client.ts';
 import { siteSettings } from '../db/schema.ts';
+import { ApiError } from '../errors.ts';
 import { SEQUENCE_TEXT } from '../events/queue.ts';
 import {
   addEndpoint,
@@ -33,6 +34,7 @@ import type { KeyRing } from '../kernel/secret-box.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
+import { checkDiscovery, forgetDiscovery } from '../providers/oauth.ts';
 import { checkClientSecret, checkProvider, PRESETS, PROVIDER_NAME, ProviderOptionError } from '../providers/options.ts';
 import { listProviders, removeProvider, setProvider } from '../providers/providers.ts';
 import {
@@ -196,7 +198,7 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   {
     name: 'provider set',
     synopsis:
-      'provider set --site NAME --name NAME --client-id ID --client-secret-file FILE --redirect-uris URL[,URL…] [--issuer URL | --kind oauth2 --authorization-url URL --token-url URL --userinfo-url URL --userinfo-map subject=/id,… [--emails-url URL]] [--preset NAME] [--scopes S[,S…]] [--on-new-person create|refuse]',
+      'provider set --site NAME --name NAME --client-id ID --client-secret-file FILE --redirect-uris URL[,URL…] [--issuer URL | --kind oauth2 --authorization-url URL --token-url URL --userinfo-url URL --userinfo-map subject=/id,… [--emails-url URL]] [--preset NAME] [--scopes S[,S…]] [--on-new-person create|refuse] [--keep-tokens]',
     about: `Configures a sign-in provider of the site ("Sign in with Google"), or replaces the whole
       configuration of the one of that name. OpenID Connect: --issuer, the rest from its discovery
       document. --kind oauth2 (not OpenID Connect): its authorization, token and userinfo URLs, and
@@ -347,7 +349,7 @@ const TAKE_A_VALUE = [
 ];
 const OPTIONS = Object.fromEntries([
   ...TAKE_A_VALUE.map((n) => [n, { type: 'string' }]),
-  ...['json', 'dry-run', 'help', 'now'].map((n) => [n, { type: 'boolean' }]),
+  ...['json', 'dry-run', 'help', 'now', 'keep-tokens'].map((n) => [n, { type: 'boolean' }]),
 ]) as Record<string, { type: 'string' | 'boolean' }>;
 
 /** `problem`: what is wrong with an option, said with the command's usage once the command is known. */
@@ -1031,6 +1033,7 @@ const PROVIDER_SET_OPTIONS = [
   'scopes',
   'redirect-uris',
   'on-new-person',
+  'keep-tokens',
 ];
 
 function providerSet(words: string[], flags: Map<string, string | true>, settings: CommandSettings): Planned {
@@ -1056,6 +1059,7 @@ function providerSet(words: string[], flags: Map<string, string | true>, setting
       scopes: text(flags, 'scopes'),
       redirectUris: text(flags, 'redirect-uris', true),
       onNewPerson: text(flags, 'on-new-person'),
+      keepTokens: flags.get('keep-tokens') === true,
     });
     const inline = text(flags, 'client-secret-inline');
     secret = inline === undefined ? undefined : checkClientSecret(inline);
@@ -1081,7 +1085,30 @@ function providerSet(words: string[], flags: Map<string, string | true>, setting
         throw new CommandFailed(`${escapeControls(file)}: ${(error as Error).message}.`);
       }
     }
+    // OpenID Connect: the issuer's discovery document read now (openid-client checks that it names
+    // this issuer). One that names another issuer, or is no such document, refuses the set; one that
+    // cannot be reached now (no network where the operator runs the CLI) is said, and read again
+    // at the first provider/start.
+    let discovery = '';
+    if (config.kind === 'oidc') {
+      try {
+        const metadata = await checkDiscovery({ ...config, endpoints: null, userinfoMap: null });
+        discovery = `Discovery read: ${metadata.authorization_endpoint ?? '(no authorization endpoint)'}${metadata.userinfo_endpoint === undefined ? '' : ', with userinfo'}.`;
+      } catch (error) {
+        if (
+          error instanceof ApiError &&
+          error.code === 'provider_unavailable' &&
+          !/could not be used/.test(error.message)
+        )
+          discovery = `Discovery not read now (${error.message}); it is read again at the first sign-in.`;
+        else
+          throw new CommandFailed(
+            `--issuer ${config.issuer}: ${error instanceof Error ? error.message : String(error)}`,
+          );
+      }
+    }
     const outcome = await setProvider(db, config, secret, services?.factorKeys ?? settings.factorKeys);
+    forgetDiscovery(config.site, config.name);
     if (outcome === 'missing_secret')
       throw new CommandFailed(
         `Site ${site} has no provider ${config.name} yet: give its client secret (--client-secret-file FILE, or PROVIDER_CLIENT_SECRET).`,
@@ -1097,6 +1124,10 @@ function providerSet(words: string[], flags: Map<string, string | true>, setting
       secret === undefined
         ? 'Its client secret is kept as it was.'
         : 'Its client secret is kept sealed; it is never shown.',
+      ...(config.keepTokens
+        ? ["The provider's tokens are kept (sealed) after each sign-in: provider/tokens reads them."]
+        : []),
+      ...(discovery === '' ? [] : [discovery]),
       '',
     ].join('\n');
   };

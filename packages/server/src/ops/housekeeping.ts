@@ -11,6 +11,7 @@ import { PRUNE_BATCH, pruneEvents } from '../events/queue.ts';
 import type { HookDeps } from '../kernel/account-hooks.ts';
 import type { WriteDeps } from '../kernel/unit-of-work.ts';
 import { purgeStaleFailures } from '../limits/lockout.ts';
+import { dropExpiredFlows } from '../providers/flow.ts';
 import { REFRESH_WINDOW_SECONDS } from '../sessions/rules.ts';
 
 const LAST_USED_EVERY_MS = 30_000;
@@ -33,6 +34,8 @@ export async function purgeExpired(db: Db): Promise<void> {
   // Expired tickets are misses already (every lookup says expires_at > now()): their rows go.
   await db.delete(tickets).where(lt(tickets.expiresAt, sql`now()`));
   await db.delete(passkeyChallenges).where(lt(passkeyChallenges.expiresAt, sql`now()`));
+  // Sign-ins never completed, link tickets never used (issue 59): ten minutes each.
+  await dropExpiredFlows(db);
   // A refresh's successor masks serve its grace window only (sessions/refresh.ts): cleared after.
   await db
     .update(sessionReplacedTokens)

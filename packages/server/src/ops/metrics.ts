@@ -12,6 +12,8 @@ export interface Metrics {
   observeHash(seconds: number): void;
   /** A webhook attempt's outcome, its time, and (delivered) the time from the event's commit. */
   observeDelivery(outcome: 'delivered' | 'failed' | 'given_up', attemptSeconds: number, latencySeconds?: number): void;
+  /** A provider/callback's outcome (its status text or problem code), by the provider's name. */
+  observeProviderCallback(provider: string, outcome: string): void;
 }
 
 const PING_TIMEOUT_MS = 1_000;
@@ -112,6 +114,12 @@ export function createMetrics(sources: {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60, 600, 3600],
     registers: [registry],
   });
+  const providerCallbacks = new Counter({
+    name: 'provider_callbacks_total',
+    help: 'provider/callback answers by this server, by provider name and outcome (identity verified, user created, or the problem code).',
+    labelNames: ['provider', 'outcome'] as const,
+    registers: [registry],
+  });
   // What the whole deployment has, read from the database at scrape time (any server answers the same).
   const fromDatabase = <T extends Record<string, unknown>>(query: ReturnType<typeof sql>) =>
     rows<T>(sources.database.db, query).catch(() => [] as T[]);
@@ -165,5 +173,6 @@ export function createMetrics(sources: {
       durations.observe(labels, seconds);
     },
     observeHash: (seconds) => hashes.observe(seconds),
+    observeProviderCallback: (provider, outcome) => providerCallbacks.inc({ provider, outcome }),
   };
 }

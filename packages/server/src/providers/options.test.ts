@@ -33,6 +33,7 @@ describe('checkProvider', () => {
       scopes: ['openid', 'email', 'profile'],
       redirectUris: ['https://shop.example.com/auth/callback'],
       onNewPerson: 'refuse',
+      keepTokens: false,
     });
     expect(checkProvider({ ...base, name: 'github' })).toMatchObject({
       kind: 'oauth2',

@@ -45,6 +45,8 @@ export interface ProviderInput {
   /** Comma-separated. */
   redirectUris?: string | undefined;
   onNewPerson?: string | undefined;
+  /** --keep-tokens: keep the provider's tokens (sealed), read by provider/tokens. */
+  keepTokens?: boolean | undefined;
 }
 
 /** A provider as it is kept (the client secret aside: it is sealed by the store). */
@@ -62,6 +64,7 @@ export interface ProviderConfig {
   scopes: string[];
   redirectUris: string[];
   onNewPerson: OnNewPerson;
+  keepTokens: boolean;
 }
 
 /** What is wrong with the options, said to the operator; never echoes a secret. */
@@ -248,6 +251,7 @@ export function checkProvider(input: ProviderInput): ProviderConfig {
     scopes,
     redirectUris,
     onNewPerson: onNewPerson as OnNewPerson,
+    keepTokens: input.keepTokens === true,
   };
 }
 

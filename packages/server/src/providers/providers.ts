@@ -55,6 +55,7 @@ export async function setProvider(
     scopes: config.scopes,
     redirectUris: config.redirectUris,
     onNewPerson: config.onNewPerson,
+    keepTokens: config.keepTokens,
   };
   if (sealed === undefined) {
     const updated = await db
@@ -87,6 +88,7 @@ const configColumns = {
   scopes: providers.scopes,
   redirectUris: providers.redirectUris,
   onNewPerson: providers.onNewPerson,
+  keepTokens: providers.keepTokens,
   createdAt: providers.createdAt,
   updatedAt: providers.updatedAt,
 };
@@ -113,6 +115,15 @@ export async function siteProviders(db: Db, site: string): Promise<PublicProvide
     redirectUris: p.redirectUris,
     onNewPerson: p.onNewPerson,
   }));
+}
+
+/** The site's provider of that name, without its secret; undefined when it has none. */
+export async function findProvider(db: Db, site: string, name: string): Promise<StoredProvider | undefined> {
+  const [found] = await db
+    .select(configColumns)
+    .from(providers)
+    .where(and(eq(providers.site, site), eq(providers.name, name)));
+  return found as StoredProvider | undefined;
 }
 
 /** Removes the provider; false when the site has none of that name. Identities linked through it stay. */

@@ -31,7 +31,7 @@ export async function auditOutcome(
   const write = async () => {
     try {
       const token = c.get('token');
-      const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId') };
+      const source = { site: token.site, tokenId: token.id, requestId: c.get('requestId'), provider: record.provider };
       await auditInsert(c.get('deps').database.db, source, [
         {
           operation,
