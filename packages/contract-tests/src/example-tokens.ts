@@ -46,6 +46,7 @@ export const EXAMPLE_TOKENS: readonly ExampleToken[] = [
   ['redeemTicket', 'login', ['otp'], 1, '2099-11-21T10:15:00Z'],
   ['refreshSession', 'refreshed', ['pwd'], 1, '2099-11-24T10:00:00Z'],
   ['impersonateUser', 'started', [], 1, '2099-11-24T10:00:00Z'],
+  ['completeProviderSignIn', 'verified', ['fed'], 1, '2099-12-03T10:00:00Z'],
 ].map(([operationId, example, amr, aal, iat]) => ({
   operationId: operationId as string,
   example: example as string,
