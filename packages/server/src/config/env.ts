@@ -534,3 +534,13 @@ export function providerClientSecret(env: Record<string, string | undefined> = p
   const raw = env.PROVIDER_CLIENT_SECRET;
   return raw === undefined || raw.trim() === '' ? undefined : raw;
 }
+
+/**
+ * `cli site set`'s mail password and text API key when no --mail-password-file or --sms-key-file
+ * is given (MAIL_TRANSPORT_PASSWORD, SMS_TRANSPORT_KEY): the CLI's own process reads them, as
+ * PROVIDER_CLIENT_SECRET; no server keeps or needs them (they are sealed in the database).
+ */
+export function senderSecrets(env: Record<string, string | undefined> = process.env) {
+  const of = (raw: string | undefined) => (raw === undefined || raw.trim() === '' ? undefined : raw);
+  return { mailPassword: of(env.MAIL_TRANSPORT_PASSWORD), smsKey: of(env.SMS_TRANSPORT_KEY) };
+}
