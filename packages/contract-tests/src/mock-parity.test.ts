@@ -201,6 +201,7 @@ const VALID: Record<string, () => Call> = {
   }),
   getOrgRoles: () => ({ method: 'GET', path: '/api/1/org/roles' }),
   listProviders: () => ({ method: 'GET', path: '/api/1/provider/list' }),
+  listMessages: () => ({ method: 'GET', path: `/api/1/message/list?_userId=${GHOST}` }),
   addOrgMember: () => ({
     method: 'POST',
     path: '/api/1/org/member/add',
@@ -665,7 +666,7 @@ describe("the mock's answer (the spec's example) and the server's, for the same 
     await agree(
       `redeem ${purpose}`,
       post('/api/1/user/ticket/redeem', {
-        ticket: issued.result.ticket,
+        ticket: issued.result.ticket!,
         purpose,
         ...(purpose === 'verify_phone' ? { _userId: id } : {}),
         ...extra,

@@ -77,6 +77,9 @@ export const ERRORS = {
   role_in_use: { status: 409, title: 'Role in use' },
   email_mismatch: { status: 409, title: 'Email mismatch' },
   email_unverified: { status: 409, title: 'Email unverified' },
+  no_transport: { status: 409, title: 'No transport' },
+  sms_limit_reached: { status: 429, title: 'SMS limit reached' },
+  message_limit_reached: { status: 429, title: 'Message limit reached' },
   // Only the mock's (packages/mock/src/prefer.ts): a Prefer naming an answer the operation lacks.
   unknown_example: { status: 400, title: 'Unknown example' },
 } as const satisfies Record<ErrorCode, { status: ContentfulStatusCode; title: string }>;

@@ -350,6 +350,16 @@ const VARIABLES = {
     meaning:
       "deliveries to one webhook endpoint in flight at once, all servers together (1–256); sites and their endpoints are served in turn, so an endpoint that hangs holds at most this many of a server's 16 sending slots",
   }),
+  MESSAGE_ACCOUNT_HOURLY_LIMIT: wholeNumber(1, 1000, {
+    default: '5',
+    meaning:
+      'messages we send one account in an hour (`send` on user/ticket and org/invitation/create; 1–1000); beyond it 429 `message_limit_reached`',
+  }),
+  MESSAGE_SITE_DAILY_LIMIT: wholeNumber(1, 10_000_000, {
+    default: '10000',
+    meaning:
+      "messages we send for one site in a day, every channel (1–10000000; a site's own `cli site set --daily-limit` replaces it); beyond it 429 `message_limit_reached`",
+  }),
   WEBHOOK_TIMEOUT: wholeNumber(1, 30, {
     default: '10',
     meaning:
@@ -482,6 +492,7 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE,
     webhookEndpointConcurrency: v.WEBHOOK_ENDPOINT_CONCURRENCY,
     webhookTimeoutMs: v.WEBHOOK_TIMEOUT * 1000,
+    messageBudgets: { accountHourly: v.MESSAGE_ACCOUNT_HOURLY_LIMIT, siteDaily: v.MESSAGE_SITE_DAILY_LIMIT },
   };
 });
 export type Config = z.output<typeof schema>;
