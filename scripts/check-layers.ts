@@ -41,6 +41,7 @@ export const DOMAIN = [
   'identities',
   'orgs',
   'providers',
+  'messages',
   // What the domain builds on: the spec and its validators.
   'contract',
 ];
@@ -73,7 +74,8 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['sessions', 'orgs'],
   // Accounts; what a change of one means to the domains above is their hooks (kernel/account-hooks.ts).
   ['accounts'],
-  ['factors', 'passwords', 'auth', 'events'],
+  // Messages (issue 60): senders, templates, the message outbox and its worker; below accounts, whose tickets they carry.
+  ['factors', 'passwords', 'auth', 'events', 'messages'],
   // What every domain builds on: the unit of work, its outbox, audit rows, ids, reach, keys, hooks.
   ['kernel'],
   ['limits'],

@@ -82,7 +82,7 @@ export function defineBreachedSuite(spec: TargetSpec): void {
         body: { _userId: id, purpose: 'reset_password' },
       });
       expect(response.status).toBe(201);
-      return data!.result.ticket;
+      return data!.result.ticket!;
     };
     const signsIn = async (email: string, password: string) =>
       (await h.client.POST('/api/1/user/verify', { body: { email, password } })).response.status === 200;

@@ -103,7 +103,7 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const merged = await getNow();
       expect(merged.metadata).toEqual({ plan: 'pro', prefs: { theme: 'dark' }, seats: 3 });
       const issued = await c.api.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } });
-      const ticket = issued.data!.result.ticket;
+      const ticket = issued.data!.result.ticket!;
       const redeemed = await c.api.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'verify_email' } });
       expect(redeemed.response.status).toBe(200);
       const verified = await getNow();

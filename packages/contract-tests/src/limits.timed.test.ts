@@ -431,7 +431,7 @@ describe('the hash budget', () => {
       expect(issued.response.status).toBe(201);
       // Issuing hashes no password: "all" only.
       expect(issued.response.headers.get('ratelimit-policy')).toBe('"all";q=1000;w=60');
-      return issued.data!.result.ticket;
+      return issued.data!.result.ticket!;
     };
     const reset = (t: string, i: number) =>
       changer.POST('/api/1/user/ticket/redeem', {

@@ -213,6 +213,7 @@ const VALID: Record<string, () => Call> = {
     body: json({ callbackUrl: 'https://shop.example.com/auth/callback?code=c&state=s' }),
   }),
   getProviderTokens: () => ({ method: 'GET', path: `/api/1/provider/tokens?_userId=${GHOST}&provider=google` }),
+  listMessages: () => ({ method: 'GET', path: `/api/1/message/list?_userId=${GHOST}` }),
   addOrgMember: () => ({
     method: 'POST',
     path: '/api/1/org/member/add',
@@ -677,7 +678,7 @@ describe("the mock's answer (the spec's example) and the server's, for the same 
     await agree(
       `redeem ${purpose}`,
       post('/api/1/user/ticket/redeem', {
-        ticket: issued.result.ticket,
+        ticket: issued.result.ticket!,
         purpose,
         ...(purpose === 'verify_phone' ? { _userId: id } : {}),
         ...extra,

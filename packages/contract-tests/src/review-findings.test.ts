@@ -50,7 +50,7 @@ function defineReviewSuite(spec: TargetSpec): void {
       const issued = await h.client.POST('/api/1/user/ticket', {
         body: { _userId: user.id, purpose: 'login', delivery: 'code' } as never,
       });
-      const code = issued.data!.result.ticket;
+      const code = issued.data!.result.ticket!;
       const redeemed = await h.client.POST('/api/1/user/ticket/redeem', {
         body: { ticket: code, purpose: 'login', _userId: user.id.toUpperCase() } as never,
       });
@@ -180,7 +180,7 @@ function defineReviewSuite(spec: TargetSpec): void {
       });
       expect(taken.error?.code).toBe('email_taken');
       const link = (await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'login' } as never })).data!
-        .result.ticket;
+        .result.ticket!;
       const redeemed = await c.POST('/api/1/user/ticket/redeem', {
         body: { ticket: link, purpose: 'login', session: {} } as never,
       });
@@ -239,7 +239,7 @@ function defineReviewSuite(spec: TargetSpec): void {
       // The person sets a password (a reset through the inbox): it signs in; the stranger's never again.
       const reset = (
         await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'reset_password' } as never })
-      ).data!.result.ticket;
+      ).data!.result.ticket!;
       const ownPassword = h.password();
       expect(
         (
@@ -264,7 +264,7 @@ function defineReviewSuite(spec: TargetSpec): void {
       const session = first.data!.result.session!;
       const verifyEmail = (
         await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } as never })
-      ).data!.result.ticket;
+      ).data!.result.ticket!;
       expect(
         (
           await h.client.POST('/api/1/user/ticket/redeem', {
@@ -274,7 +274,7 @@ function defineReviewSuite(spec: TargetSpec): void {
       ).toBe(200);
       const link = (
         await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'login' } as never })
-      ).data!.result.ticket;
+      ).data!.result.ticket!;
       expect(
         (await h.client.POST('/api/1/user/ticket/redeem', { body: { ticket: link, purpose: 'login' } as never }))
           .response.status,

@@ -592,7 +592,7 @@ function defineSessionsSuite(spec: TargetSpec): void {
           async (u) => {
             const ticket = (
               await h.client.POST('/api/1/user/ticket', { body: { _userId: u.id, purpose: 'reset_password' } })
-            ).data!.result.ticket;
+            ).data!.result.ticket!;
             const redeemed = await h.client.POST('/api/1/user/ticket/redeem', {
               body: { ticket, purpose: 'reset_password', password: h.password() },
             });

@@ -82,7 +82,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       ]) {
         const issued = await client.POST('/api/1/user/ticket', { body });
         expect(issued.response.status, JSON.stringify(issued.error)).toBe(201);
-        tickets.push(issued.data!.result.ticket);
+        tickets.push(issued.data!.result.ticket!);
       }
       // A passkey registration under way (its challenge as the server keeps it: a hash).
       await h.target.sql(

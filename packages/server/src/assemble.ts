@@ -30,6 +30,8 @@ import { databaseLockout, redisLockout } from './limits/lockout.ts';
 import { createLongPollGate } from './limits/long-polls.ts';
 import { createRateLimiter, databaseCounters, leasedCounters, redisCounters } from './limits/rate-limit.ts';
 import { createTransactionShare, transactionShareOptions } from './limits/transactions.ts';
+import { messageOutcomes } from './messages/events.ts';
+import { type MessageWorkerOptions, startMessageWorker } from './messages/worker.ts';
 import { createMetrics } from './ops/metrics.ts';
 import { orgHooks } from './orgs/hooks.ts';
 import { membershipsOf } from './orgs/members.ts';
@@ -191,6 +193,8 @@ export interface Service {
 export interface AssembleOptions {
   /** false: writes make no change events (the benchmark's measure of what they cost); default true. */
   outbox?: boolean;
+  /** The message worker's settings beyond the defaults (tests shorten its retries). */
+  messageWorker?: Partial<Pick<MessageWorkerOptions, 'schedule' | 'pollMs' | 'timeoutMs' | 'perSite' | 'concurrency'>>;
 }
 
 /**
@@ -330,7 +334,17 @@ export async function assembleOn(
       : { breachedPasswords: createBreachedPasswords(config.breachedPasswords) }),
     ...(config.authFailureLimit === null ? {} : { authFailures: createAuthFailures(config.authFailureLimit) }),
   };
+  // Every server sends the message outbox (messages/worker.ts): no sender process of its own.
+  const messageWorker = startMessageWorker({
+    db: database.db,
+    logger,
+    factorKeys,
+    ...(options.messageWorker ?? {}),
+    outcomes: messageOutcomes(database.db, () => sequencer.kick()),
+  });
+  deps.messages = { kick: messageWorker.kick, budgets: config.messageBudgets };
   async function closeDeps() {
+    await messageWorker.stop();
     await tokenChanges.close();
     await eventsHeard.close();
     await sequencer.stop();

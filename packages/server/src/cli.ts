@@ -1,8 +1,8 @@
-// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`, `pnpm cli import`, `pnpm cli provider set|list|remove`. It uses the same
+// The operator CLI: `pnpm cli token create|list|revoke`, `pnpm cli audit tail`, `pnpm cli import`, `pnpm cli provider set|list|remove`, `pnpm cli template set|list|preview|remove`. It uses the same
 // configuration as the server (DATABASE_URL, or the embedded database in DATA_DIR).
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { ConfigError, loadConfig, providerClientSecret, sizeThreadPool } from './config/env.ts';
+import { ConfigError, loadConfig, providerClientSecret, senderSecrets, sizeThreadPool } from './config/env.ts';
 import { type Database, openPglite, openPostgres } from './db/client.ts';
 import { lockDataDir } from './db/data-dir-lock.ts';
 import { unsafeDataDir } from './db/file-safety.ts';
@@ -14,6 +14,8 @@ import {
   inlineClientSecret,
   inlineSchemaFile,
   keyGenerate,
+  inlineSenderSecrets,
+  inlineTemplateFile,
   planCommand,
   runCommand,
   USAGE,
@@ -36,6 +38,7 @@ async function run(argv: string[]): Promise<CommandResult> {
   if (argv[0] === '--version') return { code: 0, stdout: `${VERSION}\n`, stderr: '' };
   const config = loadConfig();
   argv = inlineClientSecret(inlineSchemaFile(argv), providerClientSecret());
+  argv = inlineTemplateFile(inlineSenderSecrets(argv, senderSecrets()));
   // A server that runs the command (below, the embedded database) adds its own address; here, this
   // configuration's HOST and PORT, where no server answers for it.
   const handed = argv;

@@ -83,6 +83,9 @@ export const ERRORS = {
   provider_unavailable: { status: 502, title: 'Provider unavailable' },
   provider_timeout: { status: 504, title: 'Provider timeout' },
   provider_not_found: { status: 404, title: 'Provider not found' },
+  no_transport: { status: 409, title: 'No transport' },
+  sms_limit_reached: { status: 429, title: 'SMS limit reached' },
+  message_limit_reached: { status: 429, title: 'Message limit reached' },
   // Only the mock's (packages/mock/src/prefer.ts): a Prefer naming an answer the operation lacks.
   unknown_example: { status: 400, title: 'Unknown example' },
 } as const satisfies Record<ErrorCode, { status: ContentfulStatusCode; title: string }>;

@@ -520,6 +520,17 @@ export interface paths {
          *       `change_email` and `login` tickets (links and codes); a new password (an update, or a `reset_password` redeemed) ends
          *       its `reset_password` tickets; a changed or cleared phone ends its `verify_phone` code; a
          *       deleted account, all of them.
+         *     - `send` (see the docs' "Delivery"): we deliver it, through the site's senders. The
+         *       message (its template per site, purpose and language; the link is `linkTemplate` with
+         *       `{ticket}` filled in, `https` on one of the site's link origins; a code needs none) is
+         *       written to the outbox in the ticket's own transaction, and sent by any server with
+         *       retries; the answer carries `messageId` and no ticket or code (`status` "ticket sent"),
+         *       and returns once the message is queued, never waiting for the transport. `sms` is for
+         *       codes only (`verify_phone`, a `login` code), to a phone in one of the site's countries.
+         *       No transport for the channel: 409 `no_transport`. Budgets: at most
+         *       `MESSAGE_ACCOUNT_HOURLY_LIMIT` messages an account an hour and the site's daily cap
+         *       (429 `message_limit_reached`), the site's texts a day (429 `sms_limit_reached`), with
+         *       `Retry-After`.
          */
         post: operations["issueTicket"];
         delete?: never;
@@ -865,7 +876,10 @@ export interface paths {
          *     `org.member_removed`, `org.invitation_created`, `org.invitation_accepted`) carry `OrgChange`,
          *     with the organization's `orgId` as their `subject` (`?subject=orgId` follows one
          *     organization); an account deleted for good or purged queues one `org.member_removed` per
-         *     membership it had. A `user.updated` event
+         *     membership it had. `message.sent` (the transport took a message of `send`),
+         *     `message.failed` (given up: a permanent failure, or 24 hours of temporary ones, with the
+         *     transport's `reason`) and `message.bounced` (an email refused for good at send time: the
+         *     address is undeliverable) carry `MessageChange`, never the message. A `user.updated` event
          *     names the fields the request set in `changedfields` (comma-separated, `password` among
          *     them when it was set: never its value). No event holds a password, a hash or a token.
          *
@@ -1984,6 +1998,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/message/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An account's messages sent by us
+         * @description The messages we sent or are sending to the account (`send` on `user/ticket` and
+         *     `org/invitation/create`), newest first, kept 30 days: each one's channel, purpose,
+         *     status (`queued`, `sent`, `failed`), attempts and the transport's last error. Never its
+         *     link, code or body (deleted once sent). No account in reach with this `_userId`: 404
+         *     `user_not_found`. `limit` (1–100, default 20) a page; `next` is the cursor of the next.
+         */
+        get: operations["listMessages"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/1/provider/list": {
         parameters: {
             query?: never;
@@ -2869,9 +2907,10 @@ export interface components {
         TicketPurpose: "verify_email" | "verify_phone" | "reset_password" | "change_email" | "login";
         /**
          * @description `purpose` and exactly one of `_userId` or `email`; `newEmail` with `change_email` only;
-         *     `delivery` with `login` only.
+         *     `delivery` with `login` only; `send` to have the ticket delivered by us.
          */
         IssueTicketRequest: {
+            send?: components["schemas"]["SendRequest"];
             /**
              * @description `login` only: `link` (the default), a 43-character ticket for a link to the site's
              *     page; `code`, 6 digits to be typed, redeemed with the account's `_userId`.
@@ -2889,18 +2928,81 @@ export interface components {
         } | {
             email: string;
         });
+        /**
+         * @description Deliver the ticket (or invitation) by us, through the site's senders (`cli site set
+         *     --mail-transport`, `--sms-transport`): the answer then carries no ticket or code, so that
+         *     the secret exists only in the person's inbox or phone. See the docs' "Delivery".
+         */
+        SendRequest: {
+            /**
+             * @description `email` to the account's email (a `change_email` ticket to `newEmail`); `sms` to its
+             *     phone, for a code only (`verify_phone`, a `login` code).
+             * @enum {string}
+             */
+            channel: "email" | "sms";
+            /**
+             * @description The language of the message (BCP 47): the site's template in it, else in its primary language, else English.
+             * @example fr
+             */
+            lang?: string;
+            /**
+             * @description The link the message carries, `{ticket}` replaced by the ticket: `https` and on one of
+             *     the site's link origins (`cli site set --link-origins`). Required for a link; refused
+             *     for a code (the message carries the code itself).
+             * @example https://shop.example/reset?ticket={ticket}
+             */
+            linkTemplate?: string;
+        };
         IssueTicketResponse: {
+            /**
+             * @description Without `send`: `ticket`, and `status` "ticket issued". With `send`: no ticket,
+             *     `messageId` (its progress in `message/list`), and `status` "ticket sent": the message
+             *     is in the outbox, not yet necessarily at the person's server.
+             */
             result: {
                 _userId: components["schemas"]["UserId"];
                 /**
-                 * @description The secret, shown once. 43 base64url characters, or 6 digits for `verify_phone` and
+                 * @description The secret, shown once (never with `send`). 43 base64url characters, or 6 digits for `verify_phone` and
                  *     a `login` code.
                  */
-                ticket: string;
+                ticket?: string;
+                messageId?: components["schemas"]["MessageId"];
                 purpose: components["schemas"]["TicketPurpose"];
                 expiresAt: components["schemas"]["Timestamp"];
-                /** @constant */
-                status: "ticket issued";
+                /** @enum {string} */
+                status: "ticket issued" | "ticket sent";
+            };
+        };
+        /**
+         * Format: uuid
+         * @description A message's id; its `Message-ID` header is `<id@user-accounts>`, the same on every attempt.
+         * @example 0193a1e4-7c1d-7e2f-8a3b-4c5d6e7f8a9b
+         */
+        MessageId: string;
+        /** @description A message sent by us, as `message/list` shows it: never its link, code or body. */
+        Message: {
+            messageId: components["schemas"]["MessageId"];
+            /** @enum {string} */
+            channel: "email" | "sms";
+            /** @enum {string} */
+            purpose: "verify_email" | "reset_password" | "change_email" | "verify_phone" | "login" | "invitation";
+            /**
+             * @description `queued` until the transport accepts it (retried with backoff for up to 24 hours on a
+             *     temporary failure), `sent` once it did, `failed` on a permanent failure or after 24 hours.
+             * @enum {string}
+             */
+            status: "queued" | "sent" | "failed";
+            attempts: number;
+            /** @description The transport's last answer on a failure (never the message's content). */
+            lastError?: string;
+            createdAt: components["schemas"]["Timestamp"];
+            sentAt?: components["schemas"]["Timestamp"];
+        };
+        MessageListResponse: {
+            result: {
+                messages: components["schemas"]["Message"][];
+                /** @description The cursor of the next page (older messages), or null on the last. */
+                next: string | null;
             };
         };
         /**
@@ -4091,7 +4193,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.unlocked" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.unlocked" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted" | "message.sent" | "message.failed" | "message.bounced";
             /** @description The account's `_userId`; for the `org.*` events, the organization's `orgId`. */
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
@@ -4106,7 +4208,20 @@ export interface components {
              * @example phone,password
              */
             changedfields?: string;
-            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"] | components["schemas"]["IdentityChange"] | components["schemas"]["OrgChange"];
+            data: components["schemas"]["User"] | components["schemas"]["DeletedUser"] | components["schemas"]["FactorChange"] | components["schemas"]["SessionChange"] | components["schemas"]["IdentityChange"] | components["schemas"]["OrgChange"] | components["schemas"]["MessageChange"];
+        };
+        /**
+         * @description `message.sent`, `message.failed` and `message.bounced`: a message we sent (`send`), never
+         *     its body, link or code. `reason`: the transport's answer on a failure.
+         */
+        MessageChange: {
+            _userId: components["schemas"]["UserId"];
+            messageId: components["schemas"]["MessageId"];
+            /** @enum {string} */
+            channel: "email" | "sms";
+            /** @enum {string} */
+            purpose: "verify_email" | "reset_password" | "change_email" | "verify_phone" | "login" | "invitation";
+            reason?: string;
         };
         /**
          * @description The `data` of `user.factor_added` (a factor enabled: a TOTP factor by `factor/confirm`, a
@@ -4165,7 +4280,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_error" | "identity_unlinked" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_error" | "identity_unlinked" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -4274,7 +4389,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -4705,6 +4820,7 @@ export interface components {
         };
         /**
          * @description `change_email`: another account in reach holds `newEmail` (`email_taken`); `verify_phone`: the account has no phone (`no_phone`).
+         *     `send` on a channel the site has no transport for (`no_transport`: `cli site set --mail-transport` or `--sms-transport`).
          *     `conflict`: the write collided with concurrent writes of the same accounts (a database
          *     deadlock or serialization failure) and still did after the server ran it again (see the
          *     rules at the top); nothing was written. Retry the request after `Retry-After`.
@@ -4720,7 +4836,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "email_taken" | "no_phone" | "conflict";
+                    code: "email_taken" | "no_phone" | "conflict" | "no_transport";
                 };
             };
         };
@@ -4798,6 +4914,37 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "too_many_attempts" | "rate_limited";
+                };
+            };
+        };
+        /**
+         * @description Too many failed checks for this account, identifier or end-user address (`too_many_attempts`), or the
+         *     token over one of its rate limits (`rate_limited`); with `send`, the account's or the
+         *     site's message budget spent (`message_limit_reached`) or the site's texts of the day
+         *     (`sms_limit_reached`); `Retry-After` says when to try again.
+         *
+         *     On `too_many_attempts` the `RateLimit-Policy` and `RateLimit` fields name the lock that
+         *     refused the request, and only it: `"failed_verify"` (failures per account or identifier,
+         *     `q` of `VERIFY_LIMIT` per `w` seconds), `"failed_verify_address"` (per end-user address,
+         *     `VERIFY_LIMIT_ADDRESS`) or `"failed_second_factor"` (an account's wrong codes: TOTP and
+         *     recovery codes at `factor/verify`, `login` and `verify_phone` codes at `ticket/redeem`,
+         *     and no new such code from `ticket` while it holds; `VERIFY_LIMIT`), with `r=0` and `t` the same number of seconds as `Retry-After`,
+         *     as the RateLimit draft asks of a response carrying both. The token's own budgets are not
+         *     listed on that answer (they are not what refused it, and their reset names another
+         *     moment than the lock's end); every other answer lists them.
+         */
+        TicketTooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-Lockout"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "too_many_attempts" | "rate_limited" | "message_limit_reached" | "sms_limit_reached";
                 };
             };
         };
@@ -6474,7 +6621,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The ticket, shown this once. */
+            /** @description The ticket, shown this once; with `send`, the message's id instead. */
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6494,7 +6641,7 @@ export interface operations {
             409: components["responses"]["TicketConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["VerifyTooManyRequests"];
+            429: components["responses"]["TicketTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -8300,6 +8447,44 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listMessages: {
+        parameters: {
+            query: {
+                /** @description The account's identifier. */
+                _userId: components["schemas"]["UserId"];
+                limit?: number;
+                /** @description `next` of the page before. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The messages, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MessageListResponse"];
+                };
+            };
+            400: components["responses"]["ListBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UserNotFound"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];

@@ -13,7 +13,7 @@ const DEFAULT_TEMPLATE = 'https://your-site.example/reset-password?user={userId}
 
 const linkFor = (template: string, issued: Issued) =>
   template
-    .replaceAll('{ticket}', encodeURIComponent(issued.ticket))
+    .replaceAll('{ticket}', encodeURIComponent(issued.ticket ?? ''))
     .replaceAll('{userId}', encodeURIComponent(issued._userId));
 
 export function PasswordReset(props: {

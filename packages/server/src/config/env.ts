@@ -355,6 +355,16 @@ const VARIABLES = {
     meaning:
       "deliveries to one webhook endpoint in flight at once, all servers together (1–256); sites and their endpoints are served in turn, so an endpoint that hangs holds at most this many of a server's 16 sending slots",
   }),
+  MESSAGE_ACCOUNT_HOURLY_LIMIT: wholeNumber(1, 1000, {
+    default: '5',
+    meaning:
+      'messages we send one account in an hour (`send` on user/ticket and org/invitation/create; 1–1000); beyond it 429 `message_limit_reached`',
+  }),
+  MESSAGE_SITE_DAILY_LIMIT: wholeNumber(1, 10_000_000, {
+    default: '10000',
+    meaning:
+      "messages we send for one site in a day, every channel (1–10000000; a site's own `cli site set --daily-limit` replaces it); beyond it 429 `message_limit_reached`",
+  }),
   WEBHOOK_TIMEOUT: wholeNumber(1, 30, {
     default: '10',
     meaning:
@@ -489,6 +499,7 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     webhookAllowPrivate: v.WEBHOOK_ALLOW_PRIVATE,
     webhookEndpointConcurrency: v.WEBHOOK_ENDPOINT_CONCURRENCY,
     webhookTimeoutMs: v.WEBHOOK_TIMEOUT * 1000,
+    messageBudgets: { accountHourly: v.MESSAGE_ACCOUNT_HOURLY_LIMIT, siteDaily: v.MESSAGE_SITE_DAILY_LIMIT },
   };
 });
 export type Config = z.output<typeof schema>;
@@ -540,4 +551,14 @@ export function sizeThreadPool(config: Pick<Config, 'hashConcurrency' | 'hashCos
 export function providerClientSecret(env: Record<string, string | undefined> = process.env): string | undefined {
   const raw = env.PROVIDER_CLIENT_SECRET;
   return raw === undefined || raw.trim() === '' ? undefined : raw;
+}
+
+/**
+ * `cli site set`'s mail password and text API key when no --mail-password-file or --sms-key-file
+ * is given (MAIL_TRANSPORT_PASSWORD, SMS_TRANSPORT_KEY): the CLI's own process reads them, as
+ * PROVIDER_CLIENT_SECRET; no server keeps or needs them (they are sealed in the database).
+ */
+export function senderSecrets(env: Record<string, string | undefined> = process.env) {
+  const of = (raw: string | undefined) => (raw === undefined || raw.trim() === '' ? undefined : raw);
+  return { mailPassword: of(env.MAIL_TRANSPORT_PASSWORD), smsKey: of(env.SMS_TRANSPORT_KEY) };
 }

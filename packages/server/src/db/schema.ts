@@ -845,3 +845,83 @@ export const providerTokens = pgTable(
   },
   (t) => [primaryKey({ columns: [t.site, t.provider, t.subject] }), index('provider_tokens_user_idx').on(t.userId)],
 );
+
+/**
+ * A site's senders (issue 60, point 1; `cli site set --mail-from --mail-transport`): the mail
+ * transport's URL without its password (smtp:// with STARTTLS required, or smtps://; plain only to
+ * a loopback host), the password sealed (kernel/secret-box.ts, context `sender <site> mail`); the
+ * text-message API (a URL, a header for its key, a JSON body template), its key sealed
+ * (`sender <site> sms`), the countries texts may go to and a daily limit; the link origins a
+ * `send`'s linkTemplate may point at. No row, or a channel's columns null: that channel is not
+ * configured (`send` answers 409 no_transport).
+ */
+export const siteSenders = pgTable('site_senders', {
+  site: text('site').primaryKey(),
+  mailFrom: text('mail_from'),
+  mailTransport: text('mail_transport'),
+  mailPasswordSealed: text('mail_password_sealed'),
+  smsUrl: text('sms_url'),
+  smsHeader: text('sms_header'),
+  smsKeySealed: text('sms_key_sealed'),
+  smsBody: text('sms_body'),
+  smsCountries: text('sms_countries').array(),
+  smsDailyLimit: integer('sms_daily_limit'),
+  /** Messages of the site a day, every channel together (null: MESSAGE_SITE_DAILY_LIMIT's default). */
+  dailyLimit: integer('daily_limit'),
+  linkOrigins: text('link_origins').array().notNull().default(sql`'{}'::text[]`),
+  updatedAt: at('updated_at').notNull().defaultNow(),
+});
+
+/** A site's own template of a purpose in a language (`cli template set`); the English defaults are in code. */
+export const messageTemplates = pgTable(
+  'message_templates',
+  {
+    site: text('site').notNull(),
+    purpose: text('purpose').notNull(),
+    lang: text('lang').notNull(),
+    subject: text('subject').notNull(),
+    text: text('text').notNull(),
+    html: text('html'),
+    updatedAt: at('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.site, t.purpose, t.lang] })],
+);
+
+/**
+ * The message outbox (issue 60, point 4): written in the ticket's own transaction, sent by any
+ * server (claimed FOR UPDATE SKIP LOCKED, leased, fair between sites: the messages worker). The
+ * rendered message (subject, text, HTML: the link or code in it) is sealed, context `message <id>`,
+ * and deleted once sent or given up; the recipient and the status are kept 30 days.
+ * `undeliverable`: a permanent failure at send time (the address refused), which makes the
+ * account's email undeliverable until it changes or is verified again.
+ */
+export const messages = pgTable(
+  'messages',
+  {
+    id: uuid('id').primaryKey(),
+    site: text('site').notNull(),
+    userId: uuid('user_id').notNull(),
+    channel: text('channel').notNull(),
+    purpose: text('purpose').notNull(),
+    recipient: text('recipient').notNull(),
+    status: text('status').notNull().default('queued'),
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    undeliverable: boolean('undeliverable').notNull().default(false),
+    bodySealed: text('body_sealed'),
+    nextAttemptAt: at('next_attempt_at').notNull().defaultNow(),
+    leasedUntil: at('leased_until'),
+    createdAt: at('created_at').notNull().defaultNow(),
+    sentAt: at('sent_at'),
+  },
+  (t) => [
+    // The due messages, oldest first: the claim takes each site's first few in turn.
+    index('messages_due_idx').on(t.site, t.nextAttemptAt, t.id).where(sql`${t.status} = 'queued'`),
+    // An account's messages newest first (message/list), and its count in the last hour (the budget).
+    index('messages_user_idx').on(t.site, t.userId, t.createdAt),
+    // A site's messages of a day (its daily caps), and the 30 days' pruning.
+    index('messages_site_created_idx').on(t.site, t.createdAt),
+    check('messages_status_check', sql`${t.status} in ('queued', 'sent', 'failed')`),
+    check('messages_channel_check', sql`${t.channel} in ('email', 'sms')`),
+  ],
+);

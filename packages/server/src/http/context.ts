@@ -17,6 +17,8 @@ import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';
 import type { PolicyState, RateLimiter } from '../limits/rate-limit.ts';
 import type { TransactionShare } from '../limits/transactions.ts';
+/** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
+import type { MessageBudgets } from '../messages/outbox.ts';
 import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
@@ -26,7 +28,6 @@ import type { IdempotencyRequest } from './middleware/idempotency.ts';
 import type { RequestLog } from './middleware/request-id.ts';
 import type { WriteRecord } from './run-write.ts';
 
-/** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
 export interface AppDeps {
   database: Database;
   tokens: TokenVerifier;
@@ -75,6 +76,8 @@ export interface AppDeps {
   accountHooks: AccountHooks;
   /** What the other domains hold of an account, for its person's data (accounts/user-data.ts; assemble.ts). */
   heldElsewhere: HeldElsewhere;
+  /** The message outbox's worker on this server (messages/worker.ts) and `send`'s budgets. */
+  messages?: { kick(): void; budgets: MessageBudgets };
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

@@ -33,6 +33,7 @@ import { issueTicketOperation } from './routes/issue-ticket.ts';
 import { linkIdentity } from './routes/link-identity.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listFactors } from './routes/list-factors.ts';
+import { listMessages } from './routes/list-messages.ts';
 import { listOrgInvitations } from './routes/list-org-invitations.ts';
 import { listOrgMembers } from './routes/list-org-members.ts';
 import { listOrgs } from './routes/list-orgs.ts';
@@ -110,6 +111,7 @@ export const operations: readonly Operation<any>[] = [
   startProviderSignIn,
   completeProviderSignIn,
   getProviderTokens,
+  listMessages,
   createOrg,
   getOrg,
   updateOrg,

@@ -31,6 +31,9 @@ export const EVENT_TYPES = [
   'org.member_removed',
   'org.invitation_created',
   'org.invitation_accepted',
+  'message.sent',
+  'message.failed',
+  'message.bounced',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

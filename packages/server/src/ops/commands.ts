@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { eq } from 'drizzle-orm';
 import { SCHEMA_FILE_BYTES, schemaProblem, setMetadataSchema } from '../accounts/metadata.ts';
 import {
   createToken,
@@ -31,6 +32,32 @@ import { latestAuditRows, tokenLabels } from '../kernel/audit.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { EVENT_TYPES } from '../kernel/outbox.ts';
 import type { KeyRing } from '../kernel/secret-box.ts';
+import {
+  checkLinkOrigins,
+  checkMailFrom,
+  checkMailTransport,
+  checkSecret,
+  checkSmsCountries,
+  checkSmsTransport,
+  type SenderChanges,
+  SenderOptionError,
+  sendersOf,
+  setSenders,
+} from '../messages/senders.ts';
+import {
+  checkTemplate,
+  LANG,
+  listTemplates,
+  MESSAGE_PURPOSES,
+  type MessagePurpose,
+  removeTemplate,
+  render,
+  sampleValues,
+  setTemplate,
+  type Template,
+  TemplateError,
+  templateFor,
+} from '../messages/templates.ts';
 import type { FirebaseScrypt } from '../passwords/foreign.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
@@ -151,7 +178,7 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
   {
     name: 'site set',
     synopsis:
-      'site set --site NAME [--deletion-grace 30d] [--display-name "Example Shop"] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]] [--session-lifetime 30d] [--session-idle 7d]',
+      'site set --site NAME [--deletion-grace 30d] [--display-name "Example Shop"] [--rp-id ID --origins URL[,URL…] [--rp-name NAME]] [--session-lifetime 30d] [--session-idle 7d] [--mail-from "Shop <no-reply@shop.example>" --mail-transport smtp://USER@HOST:587|none [--mail-password-file FILE]] [--link-origins URL[,URL…]] [--sms-transport URL|none [--sms-key-header NAME] [--sms-key-file FILE] [--sms-body JSON]] [--sms-countries GB,FR] [--sms-daily-limit N] [--daily-limit N]',
     about: `Sets the site's default grace period of a delete (0d to 90d): a delete without
       graceDays keeps the account restorable that long before it is purged. 0d (the default of
       every site): removed at once. --rp-id and --origins make the site a WebAuthn relying party,
@@ -163,7 +190,44 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
       7d) bound the site's sessions, as 3600s, 90m, 12h or 30d (5 minutes to 365 days); they hold
       for sessions made from then on (a login's own lifetime can only be shorter).
       --display-name: what people see for the site, not its internal name: the issuer that
-      authenticator apps show for a TOTP factor added from then on (no colon).`,
+      authenticator apps show for a TOTP factor added from then on (no colon), and the name
+      its messages are signed with.
+      --mail-from, --mail-transport: the site's mail is sent by us (user/ticket's and
+      org/invitation/create's "send"): smtp:// (STARTTLS required) or smtps:// (TLS), a plain
+      connection only to a loopback host; the password from --mail-password-file FILE or the
+      MAIL_TRANSPORT_PASSWORD variable, kept sealed under FACTOR_ENCRYPTION_KEY, never printed;
+      none removes the transport. --link-origins: the origins a send's linkTemplate may point at
+      (https). --sms-transport: a text-message API (POST of --sms-body, a JSON template with
+      {{to}} and {{text}}; Twilio's shape by default), its key from --sms-key-file or
+      SMS_TRANSPORT_KEY sent in --sms-key-header (default Authorization); --sms-countries: the
+      only countries texts may go to; --sms-daily-limit: texts a day (beyond it 429
+      sms_limit_reached); --daily-limit: messages a day, every channel together.`,
+  },
+  {
+    name: 'template set',
+    synopsis: 'template set --site NAME --purpose PURPOSE [--lang en] --file FILE.json',
+    about: `Gives the site its own message of PURPOSE (${MESSAGE_PURPOSES.join(', ')}) in a
+      language (default en): FILE is { "subject", "text", "html"? }, Mustache templates of the
+      variables siteName, link (or code), expiresIn, expiresAt, email, name (orgName for an
+      invitation). Checked first: an unknown variable, a missing link or code, an unescaped
+      value or HTML that does not parse is refused, saying which. Without one, our English
+      template is used.`,
+  },
+  {
+    name: 'template list',
+    synopsis: 'template list --site NAME [--json]',
+    about: "The site's own templates: purpose, language, subject, whether it has HTML, updated.",
+  },
+  {
+    name: 'template preview',
+    synopsis: 'template preview --site NAME --purpose PURPOSE [--lang en] [--file FILE.json]',
+    about: `Renders the message a person would get (the site's template, or ours, or FILE's), with
+      sample values: subject, text and HTML, before anyone gets it.`,
+  },
+  {
+    name: 'template remove',
+    synopsis: 'template remove --site NAME --purpose PURPOSE [--lang en]',
+    about: "Removes the site's template of PURPOSE in that language: ours is used again.",
   },
   {
     name: 'metadata-schema set',
@@ -339,6 +403,26 @@ const TAKE_A_VALUE = [
   'userinfo-map',
   'redirect-uris',
   'on-new-person',
+  'mail-from',
+  'mail-transport',
+  'mail-password-file',
+  'link-origins',
+  'sms-transport',
+  'sms-key-header',
+  'sms-key-file',
+  'sms-body',
+  'sms-countries',
+  'sms-daily-limit',
+  'daily-limit',
+  'purpose',
+  'lang',
+  'file',
+  // site set's mail password and text API key, read by the CLI's own process (cli.ts) from their
+  // files or MAIL_TRANSPORT_PASSWORD / SMS_TRANSPORT_KEY, as provider set's client secret is.
+  'mail-password-inline',
+  'sms-key-inline',
+  // template set|preview: FILE's text, read by the CLI's own process (cli.ts).
+  'template-json',
   // provider set: the client secret, read by the CLI's own process (cli.ts) from
   // --client-secret-file or PROVIDER_CLIENT_SECRET; a server running the command through its
   // socket reads no file of the caller's. Never on a command line of the operator's: see cli.ts.
@@ -805,8 +889,75 @@ function webhookDeliveries(words: string[], flags: Map<string, string | true>): 
   };
 }
 
-function siteSet(flags: Map<string, string | true>): Planned {
+/** A secret read from a file when the command runs (a server running it, or a file the CLI could not read). */
+function readSecretFile(file: string, what: string): string {
+  let raw: string;
+  try {
+    raw = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new CommandFailed(
+      `Cannot read ${escapeControls(file)}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}.`,
+    );
+  }
+  try {
+    return checkSecret(raw, what);
+  } catch (error) {
+    throw new CommandFailed(`${escapeControls(file)}: ${(error as Error).message}.`);
+  }
+}
+
+const wholeNumber = (flags: Map<string, string | true>, name: string, max: number) => {
+  const raw = text(flags, name);
+  if (raw === undefined) return undefined;
+  if (!/^\d{1,9}$/.test(raw) || Number(raw) > max)
+    throw new UsageError(`--${name} must be a whole number from 0 to ${max} (got "${raw}")`);
+  return Number(raw);
+};
+
+/** site set's senders (issue 60, point 1): the changes, and the secrets' files read when it runs. */
+function senderFlags(flags: Map<string, string | true>) {
+  const changes: SenderChanges = {};
+  const files: { mail?: string; sms?: string } = {};
+  try {
+    const from = text(flags, 'mail-from');
+    if (from !== undefined) changes.mailFrom = checkMailFrom(from);
+    const transport = text(flags, 'mail-transport');
+    if (transport !== undefined) changes.mailTransport = transport === 'none' ? null : checkMailTransport(transport);
+    const password = text(flags, 'mail-password-inline');
+    if (password !== undefined) changes.mailPassword = checkSecret(password, 'the mail password');
+    const passwordFile = text(flags, 'mail-password-file');
+    if (passwordFile !== undefined && password === undefined) files.mail = passwordFile;
+    if ((password !== undefined || passwordFile !== undefined) && (transport === undefined || transport === 'none'))
+      throw new UsageError('--mail-password-file goes with --mail-transport');
+    const origins = text(flags, 'link-origins');
+    if (origins !== undefined) changes.linkOrigins = checkLinkOrigins(origins);
+    const sms = text(flags, 'sms-transport');
+    if (sms !== undefined)
+      changes.sms =
+        sms === 'none' ? null : checkSmsTransport(sms, text(flags, 'sms-key-header'), text(flags, 'sms-body'));
+    else if (flags.has('sms-key-header') || flags.has('sms-body'))
+      throw new UsageError('--sms-key-header and --sms-body go with --sms-transport');
+    const key = text(flags, 'sms-key-inline');
+    if (key !== undefined) changes.smsKey = checkSecret(key, 'the text API key');
+    const keyFile = text(flags, 'sms-key-file');
+    if (keyFile !== undefined && key === undefined) files.sms = keyFile;
+    const countries = text(flags, 'sms-countries');
+    if (countries !== undefined) changes.smsCountries = checkSmsCountries(countries);
+    const smsLimit = wholeNumber(flags, 'sms-daily-limit', 1_000_000);
+    if (smsLimit !== undefined) changes.smsDailyLimit = smsLimit;
+    const daily = wholeNumber(flags, 'daily-limit', 10_000_000);
+    if (daily !== undefined) changes.dailyLimit = daily;
+  } catch (error) {
+    if (error instanceof SenderOptionError) throw new UsageError(error.message);
+    throw error;
+  }
+  const any = Object.keys(changes).length > 0 || files.mail !== undefined || files.sms !== undefined;
+  return any ? { changes, files } : undefined;
+}
+
+function siteSet(flags: Map<string, string | true>, settings: CommandSettings): Planned {
   const site = siteFlag(flags);
+  const senders = senderFlags(flags);
   const rp = relyingPartyFlags(flags);
   const lifetime = sessionSecondsFlag(flags, 'session-lifetime');
   const idle = sessionSecondsFlag(flags, 'session-idle');
@@ -818,7 +969,12 @@ function siteSet(flags: Map<string, string | true>): Planned {
     throw new UsageError(
       '--display-name must be 1 to 100 characters, without a colon or control characters (C0, DEL, C1)',
     );
-  const other = rp !== undefined || lifetime !== undefined || idle !== undefined || displayName !== undefined;
+  const other =
+    rp !== undefined ||
+    lifetime !== undefined ||
+    idle !== undefined ||
+    displayName !== undefined ||
+    senders !== undefined;
   const raw = other ? text(flags, 'deletion-grace') : text(flags, 'deletion-grace', true);
   let days: number | undefined;
   if (raw !== undefined) {
@@ -827,7 +983,19 @@ function siteSet(flags: Map<string, string | true>): Planned {
     if (!(days >= 0 && days <= 90))
       throw new UsageError(`--deletion-grace must be whole days from 0d to 90d (got "${raw}")`);
   }
-  return async (db) => {
+  return async (db, _, services) => {
+    if (senders !== undefined) {
+      const { changes, files } = senders;
+      if (files.mail !== undefined) changes.mailPassword = readSecretFile(files.mail, 'the mail password');
+      if (files.sms !== undefined) changes.smsKey = readSecretFile(files.sms, 'the text API key');
+      const was = await sendersOf(db, site);
+      const mail = changes.mailTransport === undefined ? (was?.mailTransport ?? null) : changes.mailTransport;
+      if (mail !== null && (changes.mailFrom ?? was?.mailFrom ?? null) === null)
+        throw new CommandFailed(
+          `Site ${site} needs --mail-from with its mail transport: the address its mail comes from.`,
+        );
+      await setSenders(db, site, changes, services?.factorKeys ?? settings.factorKeys);
+    }
     const set = {
       ...(days === undefined ? {} : { deletionGraceDays: days }),
       ...(rp === undefined ? {} : { rpId: rp.id, rpName: rp.name ?? null, rpOrigins: rp.origins }),
@@ -835,10 +1003,11 @@ function siteSet(flags: Map<string, string | true>): Planned {
       ...(idle === undefined ? {} : { sessionIdleSeconds: idle }),
       ...(displayName === undefined ? {} : { displayName }),
     };
-    await db
-      .insert(siteSettings)
-      .values({ site, ...set })
-      .onConflictDoUpdate({ target: siteSettings.site, set });
+    if (Object.keys(set).length > 0)
+      await db
+        .insert(siteSettings)
+        .values({ site, ...set })
+        .onConflictDoUpdate({ target: siteSettings.site, set });
     const lines: string[] = [];
     if (days !== undefined)
       lines.push(
@@ -852,6 +1021,26 @@ function siteSet(flags: Map<string, string | true>): Planned {
     if (idle !== undefined) lines.push(`Site ${site}: new sessions end after ${idle} s without use.`);
     if (displayName !== undefined)
       lines.push(`Site ${site}: shown as "${displayName}" (authenticator apps name new TOTP factors so).`);
+    if (senders !== undefined) {
+      const { changes } = senders;
+      if (changes.mailTransport === null)
+        lines.push(`Site ${site}: no mail transport; its mail is the site's to send.`);
+      else if (changes.mailTransport !== undefined)
+        lines.push(
+          `Site ${site}: mail sent through ${changes.mailTransport}${changes.mailPassword === undefined ? ', without a password' : ', its password kept sealed'}.`,
+        );
+      if (changes.mailFrom !== undefined) lines.push(`Site ${site}: mail from ${changes.mailFrom}.`);
+      if (changes.linkOrigins !== undefined)
+        lines.push(`Site ${site}: links may point at ${changes.linkOrigins.join(', ') || 'no origin'}.`);
+      if (changes.sms === null) lines.push(`Site ${site}: no text-message transport.`);
+      else if (changes.sms !== undefined) lines.push(`Site ${site}: texts sent through ${changes.sms.url}.`);
+      if (changes.smsKey !== undefined) lines.push(`Site ${site}: the text API's key kept sealed.`);
+      if (changes.smsCountries !== undefined)
+        lines.push(`Site ${site}: texts only to ${changes.smsCountries.join(', ')}.`);
+      if (changes.smsDailyLimit !== undefined)
+        lines.push(`Site ${site}: at most ${changes.smsDailyLimit} texts a day.`);
+      if (changes.dailyLimit !== undefined) lines.push(`Site ${site}: at most ${changes.dailyLimit} messages a day.`);
+    }
     return `${lines.join('\n')}\n`;
   };
 }
@@ -1188,10 +1377,49 @@ function providerRemove(words: string[], flags: Map<string, string | true>): Pla
 export function inlineClientSecret(argv: string[], fromEnvironment: string | undefined): string[] {
   const { words, flags } = parse(argv);
   if (words[0] !== 'provider' || words[1] !== 'set') return argv;
-  const kept = argv.filter(
-    (a, i) => !a.startsWith('--client-secret-inline') && argv[i - 1] !== '--client-secret-inline',
-  );
-  const file = flags.get('client-secret-file');
+  return inlineSecret(argv, flags, 'client-secret', fromEnvironment);
+}
+
+/**
+ * `site set`'s mail password (--mail-password-file, else MAIL_TRANSPORT_PASSWORD, with
+ * --mail-transport) and text API key (--sms-key-file, else SMS_TRANSPORT_KEY, with
+ * --sms-transport), read where the operator typed the command, as inlineClientSecret does.
+ */
+export function inlineSenderSecrets(
+  argv: string[],
+  fromEnvironment: { mailPassword?: string | undefined; smsKey?: string | undefined },
+): string[] {
+  const { words, flags } = parse(argv);
+  if (words[0] !== 'site' || words[1] !== 'set') return argv;
+  const mail = flags.has('mail-transport') && flags.get('mail-transport') !== 'none';
+  const sms = flags.has('sms-transport') && flags.get('sms-transport') !== 'none';
+  let out = inlineSecret(argv, flags, 'mail-password', mail ? fromEnvironment.mailPassword : undefined);
+  out = inlineSecret(out, parse(out).flags, 'sms-key', sms ? fromEnvironment.smsKey : undefined);
+  return out;
+}
+
+/** `template set|preview --file FILE` read where the operator typed it, passed as --template-json. */
+export function inlineTemplateFile(argv: string[]): string[] {
+  const { words, flags } = parse(argv);
+  const file = flags.get('file');
+  if (words[0] !== 'template' || typeof file !== 'string' || !existsSync(file)) return argv;
+  try {
+    return [...argv, '--template-json', readFileSync(file, 'utf8')];
+  } catch {
+    return argv;
+  }
+}
+
+/** --NAME-file's secret (else the environment's) as --NAME-inline; an inline one the operator typed is dropped. */
+function inlineSecret(
+  argv: string[],
+  flags: Map<string, string | true>,
+  name: string,
+  fromEnvironment: string | undefined,
+): string[] {
+  const inline = `--${name}-inline`;
+  const kept = argv.filter((a, i) => !a.startsWith(inline) && argv[i - 1] !== inline);
+  const file = flags.get(`${name}-file`);
   let secret = fromEnvironment;
   if (typeof file === 'string') {
     if (!existsSync(file)) return kept;
@@ -1201,7 +1429,134 @@ export function inlineClientSecret(argv: string[], fromEnvironment: string | und
       return kept;
     }
   }
-  return secret === undefined ? kept : [...kept, '--client-secret-inline', secret];
+  return secret === undefined ? kept : [...kept, inline, secret];
+}
+
+const purposeFlag = (flags: Map<string, string | true>): MessagePurpose => {
+  const purpose = text(flags, 'purpose', true);
+  if (!(MESSAGE_PURPOSES as readonly string[]).includes(purpose))
+    throw new UsageError(`--purpose must be one of ${MESSAGE_PURPOSES.join(', ')} (got "${purpose}")`);
+  return purpose as MessagePurpose;
+};
+
+const langFlag = (flags: Map<string, string | true>) => {
+  const lang = text(flags, 'lang') ?? 'en';
+  if (!LANG.test(lang)) throw new UsageError(`--lang must be a language tag such as en, fr or pt-BR (got "${lang}")`);
+  return lang;
+};
+
+/** A template file: { "subject", "text", "html"? }, read by the CLI's process (--template-json) or here. */
+function templateOf(flags: Map<string, string | true>, purpose: MessagePurpose): (() => Template) | undefined {
+  const given = text(flags, 'template-json');
+  const file = text(flags, 'file');
+  if (given === undefined && file === undefined) return undefined;
+  return () => {
+    let raw = given;
+    if (raw === undefined) {
+      try {
+        raw = readFileSync(file!, 'utf8');
+      } catch (error) {
+        throw new CommandFailed(
+          `Cannot read ${escapeControls(file!)}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}.`,
+        );
+      }
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch (error) {
+      throw new CommandFailed(`The template file is not JSON: ${(error as Error).message}`);
+    }
+    const t = parsed as Partial<Record<string, unknown>>;
+    const extra =
+      t !== null && typeof t === 'object' ? Object.keys(t).filter((k) => !['subject', 'text', 'html'].includes(k)) : [];
+    if (
+      t === null ||
+      typeof t !== 'object' ||
+      Array.isArray(t) ||
+      typeof t.subject !== 'string' ||
+      typeof t.text !== 'string' ||
+      !(t.html === undefined || t.html === null || typeof t.html === 'string') ||
+      extra.length > 0
+    )
+      throw new CommandFailed(
+        `The template file must be a JSON object of "subject" and "text" (strings) and "html" (a string, optional)${extra.length > 0 ? `; "${extra[0]}" is not one of them` : ''}.`,
+      );
+    const template = { subject: t.subject, text: t.text, html: (t.html as string | null | undefined) ?? null };
+    try {
+      checkTemplate(purpose, template);
+    } catch (error) {
+      if (error instanceof TemplateError)
+        throw new CommandFailed(`The ${purpose} template is refused: ${error.message}.`);
+      throw error;
+    }
+    return template;
+  };
+}
+
+function templateSet(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments (the template is --file FILE.json)');
+  const site = siteOf(flags);
+  const purpose = purposeFlag(flags);
+  const lang = langFlag(flags);
+  const read = templateOf(flags, purpose);
+  if (read === undefined) throw new UsageError('--file needs a value');
+  return async (db) => {
+    await setTemplate(db, site, purpose, lang, read());
+    return `Set the ${purpose} template of site ${site} in ${lang}.\n`;
+  };
+}
+
+function templateList(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const site = siteOf(flags);
+  return async (db) => {
+    const found = await listTemplates(db, site);
+    if (flags.has('json')) return `${JSON.stringify(found, null, 2)}\n`;
+    if (found.length === 0) return `Site ${site} has no templates of its own: every message uses ours, in English.\n`;
+    const header = ['PURPOSE', 'LANG', 'SUBJECT', 'HTML', 'UPDATED'];
+    const body = found.map((t) => [t.purpose, t.lang, t.subject, t.html === null ? 'no' : 'yes', when(t.updatedAt)]);
+    return `${table([header, ...body])}\n`;
+  };
+}
+
+function templatePreview(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const site = siteOf(flags);
+  const purpose = purposeFlag(flags);
+  const lang = text(flags, 'lang') === undefined ? undefined : langFlag(flags);
+  const read = templateOf(flags, purpose);
+  return async (db) => {
+    const chosen =
+      read === undefined ? await templateFor(db, site, purpose, lang) : { template: read(), lang: lang ?? 'en' };
+    const [settings] = await db
+      .select({ name: siteSettings.displayName })
+      .from(siteSettings)
+      .where(eq(siteSettings.site, site));
+    const out = render(chosen.template, sampleValues(purpose, settings?.name ?? site));
+    return [
+      `The ${purpose} message of site ${site} in ${chosen.lang}${read === undefined ? '' : ' (from the file)'}, with sample values:`,
+      '',
+      `Subject: ${out.subject}`,
+      '',
+      '--- text ---',
+      out.text.trimEnd(),
+      ...(out.html === null ? ['', '(no HTML part)'] : ['', '--- html ---', out.html.trimEnd()]),
+      '',
+    ].join('\n');
+  };
+}
+
+function templateRemove(words: string[], flags: Map<string, string | true>): Planned {
+  if (words.length > 2) throw new UsageError('takes no arguments');
+  const site = siteOf(flags);
+  const purpose = purposeFlag(flags);
+  const lang = langFlag(flags);
+  return async (db) => {
+    if (!(await removeTemplate(db, site, purpose, lang)))
+      throw new CommandFailed(`Site ${site} has no ${purpose} template in ${lang}.`);
+    return `Removed the ${purpose} template of site ${site} in ${lang}: ours is used again.\n`;
+  };
 }
 
 /** `migrate` itself: every command migrates before it runs, this one only says what that did. */
@@ -1237,7 +1592,11 @@ export function planCommand(
     if (command === 'webhook remove') return webhookRemove(words);
     if (command === 'webhook replay') return webhookReplay(words, flags);
     if (command === 'webhook deliveries') return webhookDeliveries(words, flags);
-    if (command === 'site set') return siteSet(flags);
+    if (command === 'site set') return siteSet(flags, settings);
+    if (command === 'template set') return templateSet(words, flags);
+    if (command === 'template list') return templateList(words, flags);
+    if (command === 'template preview') return templatePreview(words, flags);
+    if (command === 'template remove') return templateRemove(words, flags);
     if (command === 'metadata-schema set') return metadataSchemaSet(words, flags);
     if (command === 'metadata-schema clear') return metadataSchemaClear(flags);
     if (command === 'signing-keys rotate') return signingKeysRotate(words, flags, settings);

@@ -2,9 +2,21 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
 import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
-import { users } from '../../db/schema.ts';
+import { siteSettings, users } from '../../db/schema.ts';
 import { ApiError, invalidRequest, tooManyAttempts, userNotFound } from '../../errors.ts';
 import { isUuid } from '../../kernel/ids.ts';
+import {
+  checkBudgets,
+  checkPhoneCountry,
+  DEFAULT_BUDGETS,
+  enqueueMessage,
+  linkMaker,
+  messageRing,
+  requireTransport,
+} from '../../messages/outbox.ts';
+import { sendersOf } from '../../messages/senders.ts';
+import { carriesCode, humanDuration, render, templateFor } from '../../messages/templates.ts';
+import type { OpContext } from '../context.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
 import { codeGuardOf, deploymentKeysOfRequest, inReach, isLoginTicket, validBody } from './shared.ts';
@@ -49,6 +61,21 @@ export const issueTicketOperation = defineOperation({
     }
     // A login code is a purpose of its own where it is stored (accounts/tickets.ts).
     const purpose: Purpose = input.purpose === 'login' && input.delivery === 'code' ? 'login_code' : input.purpose;
+    if (input.send !== undefined) {
+      const code = carriesCode(purpose);
+      if (input.send.channel === 'sms' && !code)
+        throw invalidRequest('A text carries a code, not a link.', [
+          { pointer: '/send/channel', code: 'not_allowed', message: 'sms is for verify_phone and a login code' },
+        ]);
+      if (input.send.channel === 'email' && purpose === 'verify_phone')
+        throw invalidRequest('A phone is verified by a text to it.', [
+          { pointer: '/send/channel', code: 'not_allowed', message: 'verify_phone goes by sms' },
+        ]);
+      if (code && input.send.linkTemplate !== undefined)
+        throw invalidRequest('A code needs no link: the message carries the code.', [
+          { pointer: '/send/linkTemplate', code: 'not_allowed', message: 'is for a link, not a code' },
+        ]);
+    }
     const max = LIFETIMES[purpose][1];
     if (input.expiresIn !== undefined && input.expiresIn > max) {
       const what = purpose === 'login_code' ? 'a login code' : input.purpose;
@@ -68,7 +95,7 @@ export const issueTicketOperation = defineOperation({
     const named =
       input._userId !== undefined ? eq(users.id, input._userId) : sql`lower(${users.email}) = lower(${input.email!})`;
     const [account] = await database.db
-      .select({ id: users.id, phone: users.phone })
+      .select({ id: users.id, phone: users.phone, email: users.email, name: users.name })
       .from(users)
       .where(and(named, inReach(c)))
       .limit(1);
@@ -94,6 +121,7 @@ export const issueTicketOperation = defineOperation({
     }
     const expiresIn = input.expiresIn ?? LIFETIMES[purpose][0];
     const keys = await deploymentKeysOfRequest(c);
+    if (input.send !== undefined) return sendTicket(c, input, account, purpose, expiresIn, keys);
     const issued = await runWrite(c, { userId: account.id, status: 201, outcome: 'ticket issued' }, (tx) =>
       issueTicket(tx, { id: account.id, site }, purpose, expiresIn, input.newEmail, keys),
     );
@@ -108,3 +136,69 @@ export const issueTicketOperation = defineOperation({
     return c.json({ result } satisfies IssueTicketResponse, 201);
   },
 });
+
+type Parsed = IssueTicketRequest & { _userId?: string; email?: string; stored: Purpose };
+
+/**
+ * `send` (issue 60, point 3): the ticket issued and its message written to the outbox in one
+ * transaction, the answer without the ticket. The checks first, nothing written when one fails:
+ * the channel's transport (409 no_transport), the link on the site's origins, the phone's
+ * country, the budgets (429). The answer returns once the message is queued: the worker sends it.
+ */
+async function sendTicket(
+  c: OpContext,
+  input: Parsed,
+  account: { id: string; phone: string | null; email: string; name: string | null },
+  purpose: Purpose,
+  expiresIn: number,
+  keys: Awaited<ReturnType<typeof deploymentKeysOfRequest>>,
+) {
+  const { database, factorKeys, messages } = c.get('deps');
+  const db = database.db;
+  const site = c.get('token').site;
+  const send = input.send!;
+  const senders = await sendersOf(db, site);
+  requireTransport(senders, send.channel);
+  const link = carriesCode(purpose) ? undefined : linkMaker(send.linkTemplate, senders);
+  const recipient = send.channel === 'sms' ? account.phone : (input.newEmail ?? account.email);
+  if (recipient === null) throw noPhone();
+  if (send.channel === 'sms') checkPhoneCountry(recipient, senders!);
+  await checkBudgets(db, site, account.id, send.channel, senders!, messages?.budgets ?? DEFAULT_BUDGETS);
+  const { template } = await templateFor(db, site, purpose, send.lang);
+  const [settings] = await db
+    .select({ name: siteSettings.displayName })
+    .from(siteSettings)
+    .where(eq(siteSettings.site, site));
+  const ring = await messageRing(db, factorKeys);
+  const sent = await runWrite(c, { userId: account.id, status: 201, outcome: 'ticket sent' }, async (tx) => {
+    const issued = await issueTicket(tx, { id: account.id, site }, purpose, expiresIn, input.newEmail, keys);
+    const rendered = render(template, {
+      siteName: settings?.name ?? site,
+      ...(link === undefined ? { code: issued.ticket } : { link: link(issued.ticket) }),
+      expiresIn: humanDuration(expiresIn),
+      expiresAt: issued.expiresAt.toISOString(),
+      email: input.newEmail ?? account.email,
+      name: account.name ?? '',
+    });
+    const messageId = await enqueueMessage(tx, ring, {
+      site,
+      userId: account.id,
+      channel: send.channel,
+      purpose: input.purpose,
+      recipient,
+      rendered,
+    });
+    return { messageId, expiresAt: issued.expiresAt };
+  });
+  // Off the request's path: the answer never waits for the transport.
+  messages?.kick();
+  const result = {
+    _userId: account.id,
+    messageId: sent!.messageId,
+    purpose: input.purpose,
+    expiresAt: sent!.expiresAt.toISOString(),
+    status: 'ticket sent' as const,
+  };
+  c.header('Cache-Control', 'no-store');
+  return c.json({ result } satisfies IssueTicketResponse, 201);
+}
