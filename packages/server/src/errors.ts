@@ -77,6 +77,14 @@ export const ERRORS = {
   role_in_use: { status: 409, title: 'Role in use' },
   email_mismatch: { status: 409, title: 'Email mismatch' },
   email_unverified: { status: 409, title: 'Email unverified' },
+  domain_not_found: { status: 404, title: 'Domain not found' },
+  domain_taken: { status: 409, title: 'Domain taken' },
+  domain_not_verified: { status: 422, title: 'Domain not verified' },
+  connection_not_found: { status: 404, title: 'Connection not found' },
+  idp_metadata_invalid: { status: 422, title: 'IdP metadata invalid' },
+  sso_response_invalid: { status: 422, title: 'SSO response invalid' },
+  identity_unlinked: { status: 409, title: 'Identity unlinked' },
+  sso_required: { status: 403, title: 'SSO required' },
   // Only the mock's (packages/mock/src/prefer.ts): a Prefer naming an answer the operation lacks.
   unknown_example: { status: 400, title: 'Unknown example' },
 } as const satisfies Record<ErrorCode, { status: ContentfulStatusCode; title: string }>;

@@ -21,12 +21,13 @@ import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
 import type { AccessTokenSigner } from '../sessions/access-tokens.ts';
+/** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
+import type { SsoDeps } from '../sso/deps.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
 import type { RequestLog } from './middleware/request-id.ts';
 import type { WriteRecord } from './run-write.ts';
 
-/** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
 export interface AppDeps {
   database: Database;
   tokens: TokenVerifier;
@@ -75,6 +76,8 @@ export interface AppDeps {
   accountHooks: AccountHooks;
   /** What the other domains hold of an account, for its person's data (accounts/user-data.ts; assemble.ts). */
   heldElsewhere: HeldElsewhere;
+  /** Enterprise sign-in (sso/): where our SP metadata is published, and the TXT lookups of domain verification. */
+  sso?: SsoDeps;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

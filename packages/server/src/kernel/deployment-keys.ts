@@ -136,7 +136,7 @@ async function load(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> 
 }
 
 /** What is sealed (secret-box) under the ring, or without one under the database's own key derived for it. */
-export type SealPurpose = 'signing_key' | 'webhook_secret' | 'provider_secret';
+export type SealPurpose = 'signing_key' | 'webhook_secret' | 'provider_secret' | 'sso_key';
 
 /**
  * The ring that seals and opens values of `purpose` kept in the database (access-token signing

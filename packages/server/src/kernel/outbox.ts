@@ -30,6 +30,10 @@ export const EVENT_TYPES = [
   'org.member_removed',
   'org.invitation_created',
   'org.invitation_accepted',
+  'org.domain_verified',
+  'org.connection_created',
+  'org.connection_updated',
+  'org.connection_deleted',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];
