@@ -5,9 +5,10 @@
 // response refused with nothing created.
 import { randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
+import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import { afterAll, describe, expect, it } from 'vitest';
 import { useTarget } from './harness.ts';
-import { type LocalIdp, startDns, startIdp } from './sso-harness.ts';
+import { type LocalIdp, type ResponseChanges, startDns, startIdp } from './sso-harness.ts';
 import { embeddedServer, postgresTarget, type TargetSpec, TEST_METRICS_TOKEN } from './targets.ts';
 
 const dns = await startDns();
@@ -20,6 +21,128 @@ const problemOf = (answer: { error?: unknown; response: Response }, status: numb
   expect((answer.error as Problem).code).toBe(code);
   return answer.error as Problem;
 };
+
+const DSIG = 'http://www.w3.org/2000/09/xmldsig#';
+const SAMLP = 'urn:oasis:names:tc:SAML:2.0:protocol';
+type El = Element;
+/** A posted response changed as an attacker would: decoded, its DOM edited, encoded again. */
+function forge(samlResponse: string, edit: (doc: Document, response: El) => void): string {
+  const doc = new DOMParser().parseFromString(
+    Buffer.from(samlResponse, 'base64').toString(),
+    'text/xml',
+  ) as unknown as Document;
+  edit(doc, doc.documentElement as El);
+  return Buffer.from(new XMLSerializer().serializeToString(doc as never)).toString('base64');
+}
+const children = (el: El, local: string) =>
+  Array.from(el.childNodes).filter((n) => (n as El).localName === local) as El[];
+const child = (el: El, local: string) => children(el, local)[0]!;
+const deep = (el: El) => el.cloneNode(true) as El;
+const withoutSignature = (el: El) => {
+  const copy = deep(el);
+  for (const sig of children(copy, 'Signature')) copy.removeChild(sig);
+  return copy;
+};
+/** The assertion saying someone else: another NameID, a new ID (unless kept), no signature of its own. */
+function evil(assertion: El, nameId: string, keepId = false): El {
+  const copy = withoutSignature(assertion);
+  if (!keepId) copy.setAttribute('ID', `_evil${randomUUID().replaceAll('-', '')}`);
+  const name = copy.getElementsByTagNameNS('*', 'NameID')[0]!;
+  name.textContent = nameId;
+  return copy;
+}
+/** Somorovsky et al.'s eight XML Signature Wrapping variants, by what is signed. */
+const XSW: Record<string, { signed: 'response' | 'assertion'; wrap: (doc: Document, r: El, mallory: string) => void }> =
+  {
+    // 1: the evil Response is the root; the signed original sits inside its Signature.
+    XSW1: {
+      signed: 'response',
+      wrap(doc, r, mallory) {
+        const original = withoutSignature(r);
+        const sig = child(r, 'Signature');
+        r.setAttribute('ID', `_evil${randomUUID().replaceAll('-', '')}`);
+        r.replaceChild(evil(child(r, 'Assertion'), mallory), child(r, 'Assertion'));
+        sig.appendChild(original);
+      },
+    },
+    // 2: as 1, the signed original a sibling before the Signature (detached).
+    XSW2: {
+      signed: 'response',
+      wrap(doc, r, mallory) {
+        const original = withoutSignature(r);
+        const sig = child(r, 'Signature');
+        r.setAttribute('ID', `_evil${randomUUID().replaceAll('-', '')}`);
+        r.replaceChild(evil(child(r, 'Assertion'), mallory), child(r, 'Assertion'));
+        r.insertBefore(original, sig);
+      },
+    },
+    // 3: an evil Assertion before the signed one.
+    XSW3: {
+      signed: 'assertion',
+      wrap(doc, r, mallory) {
+        const a = child(r, 'Assertion');
+        r.insertBefore(evil(a, mallory), a);
+      },
+    },
+    // 4: the evil Assertion in the signed one's place, the signed one inside it.
+    XSW4: {
+      signed: 'assertion',
+      wrap(doc, r, mallory) {
+        const a = child(r, 'Assertion');
+        const e = evil(a, mallory);
+        r.replaceChild(e, a);
+        e.appendChild(a);
+      },
+    },
+    // 5: the evil Assertion keeps the Signature (same ID); the original, unsigned, appended to the Response.
+    XSW5: {
+      signed: 'assertion',
+      wrap(doc, r, mallory) {
+        const a = child(r, 'Assertion');
+        const e = evil(a, mallory, true);
+        e.insertBefore(deep(child(a, 'Signature')), child(e, 'Subject'));
+        r.replaceChild(e, a);
+        r.appendChild(withoutSignature(a));
+      },
+    },
+    // 6: the evil Assertion keeps the Signature; the original inside that Signature.
+    XSW6: {
+      signed: 'assertion',
+      wrap(doc, r, mallory) {
+        const a = child(r, 'Assertion');
+        const e = evil(a, mallory, true);
+        const sig = deep(child(a, 'Signature'));
+        e.insertBefore(sig, child(e, 'Subject'));
+        sig.appendChild(withoutSignature(a));
+        r.replaceChild(e, a);
+      },
+    },
+    // 7: the signed Assertion moved into an Extensions element; the evil one in its place.
+    XSW7: {
+      signed: 'assertion',
+      wrap(doc, r, mallory) {
+        const a = child(r, 'Assertion');
+        const extensions = doc.createElementNS(SAMLP, 'samlp:Extensions');
+        r.insertBefore(extensions, child(r, 'Status'));
+        r.replaceChild(evil(a, mallory), a);
+        extensions.appendChild(a);
+      },
+    },
+    // 8: the evil Assertion keeps the Signature; the original in a ds:Object inside it.
+    XSW8: {
+      signed: 'assertion',
+      wrap(doc, r, mallory) {
+        const a = child(r, 'Assertion');
+        const e = evil(a, mallory, true);
+        const sig = deep(child(a, 'Signature'));
+        e.insertBefore(sig, child(e, 'Subject'));
+        const object = doc.createElementNS(DSIG, 'ds:Object');
+        object.appendChild(withoutSignature(a));
+        sig.appendChild(object);
+        r.replaceChild(e, a);
+      },
+    },
+  };
 
 function defineSsoSuite(spec: TargetSpec): void {
   if (spec.skip) {
@@ -322,6 +445,122 @@ function defineSsoSuite(spec: TargetSpec): void {
         });
         expect(got.data!.result.saml!.certificates).toHaveLength(1);
         expect(Date.parse(got.data!.result.saml!.metadataRefreshedAt)).toBeGreaterThan(Date.now() - 60_000);
+      });
+    });
+
+    describe('SAML refusals, with nothing created', () => {
+      /** Posts what `make` forges from a fresh sign-in of `email`: 422 sso_response_invalid, no account made. */
+      async function refused(
+        t: Awaited<ReturnType<typeof samlSetup>>,
+        make: (url: string, email: string) => Promise<{ samlResponse: string; relayState: string }>,
+        says?: RegExp,
+      ) {
+        const email = `ada@${t.domain}`;
+        const posted = await make(await t.start(email), email);
+        const answer = await t.finish(posted);
+        const problem = problemOf(answer, 422, 'sso_response_invalid');
+        if (says !== undefined) expect(problem.detail).toMatch(says);
+        expect(await t.accounts()).toBe(0);
+        expect(await h.target.sql('select * from user_identities where site = $1', [t.name])).toEqual([]);
+        return problem;
+      }
+
+      it('refuses an unsigned response, and one signed by a certificate not the connection’s', async () => {
+        const t = await samlSetup();
+        await refused(
+          t,
+          async (url, email) => {
+            const p = await t.idp.respond(url, email, { spMetadata: t.spMetadata });
+            return {
+              ...p,
+              samlResponse: forge(p.samlResponse, (doc) => {
+                for (const sig of Array.from(doc.getElementsByTagNameNS(DSIG, 'Signature')))
+                  sig.parentNode!.removeChild(sig);
+              }),
+            };
+          },
+          /signature/i,
+        );
+        const stranger = await startIdp();
+        idps.push(stranger);
+        await refused(t, (url, email) => stranger.respond(url, email, { spMetadata: t.spMetadata }), /signature/i);
+      });
+
+      for (const [variant, { signed, wrap }] of Object.entries(XSW)) {
+        it(`refuses the ${variant} signature wrapping (${signed} signed)`, async () => {
+          const t = await samlSetup();
+          await refused(t, async (url, email) => {
+            const p = await t.idp.respond(url, email, {
+              spMetadata: t.spMetadata,
+              assertionSigned: signed === 'assertion',
+            });
+            return { ...p, samlResponse: forge(p.samlResponse, (doc, r) => wrap(doc, r, `mallory@${t.domain}`)) };
+          });
+          const audit = await h.target.sql(
+            "select outcome from audit_log where site = $1 and operation = 'sso_callback'",
+            [t.name],
+          );
+          expect(audit.map((r) => r.outcome)).toContain('sso_response_invalid');
+        });
+      }
+
+      it('refuses a comment injected into the NameID (signature still valid: comments are not signed)', async () => {
+        const t = await samlSetup();
+        await refused(
+          t,
+          async (url) => {
+            const p = await t.idp.respond(url, `victim@${t.domain}.evil.example`, {
+              spMetadata: t.spMetadata,
+              assertionSigned: true,
+            });
+            const xml = Buffer.from(p.samlResponse, 'base64').toString();
+            const injected = xml.replace(
+              `victim@${t.domain}.evil.example</`,
+              `victim@${t.domain}<!---->.evil.example</`,
+            );
+            expect(injected).not.toBe(xml);
+            return { ...p, samlResponse: Buffer.from(injected).toString('base64') };
+          },
+          /comment/,
+        );
+      });
+
+      it('refuses a wrong audience, destination, issuer and InResponseTo, and an expired assertion', async () => {
+        const t = await samlSetup();
+        const change = (changes: ResponseChanges) => (url: string, email: string) =>
+          t.idp.respond(url, email, { spMetadata: t.spMetadata, changes });
+        await refused(t, change({ Audience: 'https://another-sp.example/metadata' }), /audience/i);
+        await refused(t, change({ Destination: 'https://evil.example/acs' }), /Destination/);
+        await refused(t, change({ SubjectRecipient: 'https://evil.example/acs' }), /Recipient/);
+        await refused(t, change({ Issuer: 'https://another-idp.example' }), /Issuer|issuer/);
+        await refused(t, change({ InResponseTo: '_not-our-request' }), /InResponseTo/);
+        await refused(
+          t,
+          change({ notBefore: -900, notOnOrAfter: -600 }),
+          /expired|no longer valid|subject confirmation/i,
+        );
+        await refused(t, change({ notBefore: 600, notOnOrAfter: 900 }), /not yet valid/i);
+      });
+
+      it('refuses a replayed response, and an IdP-initiated one while the connection does not allow them', async () => {
+        const t = await samlSetup();
+        const email = `ada@${t.domain}`;
+        const posted = await t.idp.respond(await t.start(email), email, { spMetadata: t.spMetadata });
+        expect((await t.finish(posted)).response.status).toBe(200);
+        problemOf(await t.finish(posted), 422, 'sso_response_invalid');
+        const unsolicited = await t.idp.unsolicited(`grace@${t.domain}`, t.spMetadata, ACS);
+        const off = await t.finish({ samlResponse: unsolicited, connectionId: t.connection.connectionId });
+        expect(problemOf(off, 422, 'sso_response_invalid').detail).toContain('IdP-initiated');
+        expect(await t.accounts()).toBe(1);
+      });
+
+      it('takes an IdP-initiated response once where allowed: its assertion ID is refused the second time', async () => {
+        const t = await samlSetup({ allowIdpInitiated: true });
+        const unsolicited = await t.idp.unsolicited(`grace@${t.domain}`, t.spMetadata, ACS);
+        const first = await t.finish({ samlResponse: unsolicited, connectionId: t.connection.connectionId });
+        expect(first.error, JSON.stringify(first.error)).toBeUndefined();
+        const again = await t.finish({ samlResponse: unsolicited, connectionId: t.connection.connectionId });
+        expect(problemOf(again, 422, 'sso_response_invalid').detail).toContain('used already');
       });
     });
 
