@@ -7,9 +7,16 @@ import { randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import { afterAll, describe, expect, it } from 'vitest';
-import { useTarget } from './harness.ts';
+import { checkedClient, useTarget } from './harness.ts';
 import { type LocalIdp, type ResponseChanges, startDns, startIdp } from './sso-harness.ts';
-import { embeddedServer, postgresTarget, type TargetSpec, TEST_METRICS_TOKEN } from './targets.ts';
+import {
+  embeddedServer,
+  postgresTarget,
+  serverTarget,
+  type TargetSpec,
+  TEST_FACTOR_KEY,
+  TEST_METRICS_TOKEN,
+} from './targets.ts';
 
 const dns = await startDns();
 afterAll(() => dns.close());
@@ -561,6 +568,37 @@ function defineSsoSuite(spec: TargetSpec): void {
         expect(first.error, JSON.stringify(first.error)).toBeUndefined();
         const again = await t.finish({ samlResponse: unsolicited, connectionId: t.connection.connectionId });
         expect(problemOf(again, 422, 'sso_response_invalid').detail).toContain('used already');
+      });
+
+      it('refuses an assertion taken on one replica when it comes again to another (PostgreSQL)', async () => {
+        const url = process.env.TEST_DATABASE_URL;
+        if (spec.name !== 'server on PostgreSQL' || url === undefined) return;
+        const t = await samlSetup({ allowIdpInitiated: true });
+        const [{ d }] = (await h.target.sql('select current_database() as d')) as [{ d: string }];
+        const shared = new URL(url);
+        shared.pathname = `/${d}`;
+        // A second replica of the service on the same database, as a deployment runs two.
+        const replica = await serverTarget({ DATABASE_URL: shared.toString() }, async () => {}, {
+          env: { ...env, FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY },
+        });
+        try {
+          const { token } = await h.target.createToken({ site: t.name, scopes: ['verify'], label: 'replica' });
+          const other = checkedClient(replica.baseUrl, token);
+          const unsolicited = await t.idp.unsolicited(`grace@${t.domain}`, t.spMetadata, ACS);
+          const first = await t.finish({ samlResponse: unsolicited, connectionId: t.connection.connectionId });
+          expect(first.error, JSON.stringify(first.error)).toBeUndefined();
+          const again = await other.POST('/api/1/sso/callback', {
+            body: { samlResponse: unsolicited, connectionId: t.connection.connectionId },
+          });
+          expect(problemOf(again, 422, 'sso_response_invalid').detail).toContain('used already');
+          // And a sign-in's response, its RelayState taken on the first replica, on the other.
+          const email = `ada@${t.domain}`;
+          const posted = await t.idp.respond(await t.start(email), email, { spMetadata: t.spMetadata });
+          expect((await t.finish(posted)).response.status).toBe(200);
+          problemOf(await other.POST('/api/1/sso/callback', { body: posted }), 422, 'sso_response_invalid');
+        } finally {
+          await replica.close();
+        }
       });
     });
 
