@@ -553,6 +553,9 @@ function defineSsoSuite(spec: TargetSpec): void {
         const t = await samlSetup();
         const email = `ada@${t.domain}`;
         const posted = await t.idp.respond(await t.start(email), email, { spMetadata: t.spMetadata });
+        // Another site's token: the RelayState is not its own (and stays this site's, untaken).
+        const other = await site();
+        problemOf(await other.c.POST('/api/1/sso/callback', { body: posted }), 422, 'sso_response_invalid');
         expect((await t.finish(posted)).response.status).toBe(200);
         problemOf(await t.finish(posted), 422, 'sso_response_invalid');
         const unsolicited = await t.idp.unsolicited(`grace@${t.domain}`, t.spMetadata, ACS);

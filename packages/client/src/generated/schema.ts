@@ -4142,10 +4142,13 @@ export interface components {
                 status: "redirect the person";
             };
         };
-        /** @description SAML's `samlResponse` and `relayState` as the IdP posted them; or an OIDC connection's `callbackUrl`. */
+        /**
+         * @description SAML's `samlResponse` and `relayState` as the IdP posted them. (`callbackUrl` is for OIDC
+         *     connections, which are not served yet: `samlResponse` is required until they are.)
+         */
         FinishSsoRequest: {
             /** @description The `SAMLResponse` form field, base64, as posted. */
-            samlResponse?: string;
+            samlResponse: string;
             /** @description The `RelayState` form field, as posted. */
             relayState?: string;
             callbackUrl?: string;
@@ -5793,7 +5796,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "account_limit_reached" | "second_factor_required";
+                    code: "forbidden" | "account_disabled" | "account_limit_reached" | "second_factor_required";
                 };
             };
         };

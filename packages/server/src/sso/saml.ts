@@ -18,7 +18,6 @@ import { ApiError, sqlState } from '../errors.ts';
 import type { WriteDeps } from '../kernel/unit-of-work.ts';
 import {
   type ConnectionRow,
-  connectionNotFound,
   connectionOf,
   METADATA_REFRESH_MS,
   refreshMetadata,
@@ -206,7 +205,7 @@ export async function checkSamlResponse(
     if (input.connectionId === undefined)
       throw responseInvalid('The relayState is unknown, used or expired: start the sign-in again (sso/start).');
     row = await connectionOf(deps.db, site, input.connectionId).catch(() => {
-      throw connectionNotFound();
+      throw responseInvalid('The relayState is not ours, and no connection of this site has this connectionId.');
     });
     if (!row.allowIdpInitiated)
       throw responseInvalid('The connection does not accept IdP-initiated responses (allowIdpInitiated is off).');
