@@ -42,6 +42,7 @@ export const DOMAIN = [
   'orgs',
   'providers',
   'messages',
+  'sso',
   // What the domain builds on: the spec and its validators.
   'contract',
 ];
@@ -67,6 +68,9 @@ export const FLOORS: readonly (readonly string[])[] = [
   ['http'],
   // The operator's commands and the chores; the environment read once.
   ['ops', 'config'],
+  // Enterprise sign-in per organization (issue 61): above providers, whose OpenID Connect machinery
+  // its OIDC connections reuse, and the identities, sessions and memberships its sign-ins make.
+  ['sso'],
   // A site's sign-in providers (issue 59): above identities, whose links its callback will make.
   ['providers'],
   // The domains that own a flow across accounts: sign-in with another provider, sessions, organizations.

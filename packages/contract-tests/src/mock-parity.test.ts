@@ -251,6 +251,54 @@ const VALID: Record<string, () => Call> = {
     body: json({ invitationId: GHOST }),
   }),
   listOrgInvitations: () => ({ method: 'GET', path: `/api/1/org/invitation/list?orgId=${GHOST}` }),
+  addOrgDomain: () => ({
+    method: 'POST',
+    path: '/api/1/org/domain/add',
+    body: json({ orgId: GHOST, domain: 'acme.example' }),
+  }),
+  verifyOrgDomain: () => ({
+    method: 'POST',
+    path: '/api/1/org/domain/verify',
+    body: json({ orgId: GHOST, domain: 'acme.example' }),
+  }),
+  listOrgDomains: () => ({ method: 'GET', path: `/api/1/org/domain/list?orgId=${GHOST}` }),
+  removeOrgDomain: () => ({
+    method: 'POST',
+    path: '/api/1/org/domain/remove',
+    body: json({ orgId: GHOST, domain: 'acme.example' }),
+  }),
+  createOrgConnection: () => ({
+    method: 'POST',
+    path: '/api/1/org/connection/create',
+    body: json({
+      orgId: GHOST,
+      kind: 'saml',
+      saml: { metadataUrl: 'https://idp.example/metadata' },
+      redirectUris: ['https://shop.example/acs'],
+    }),
+  }),
+  getOrgConnection: () => ({ method: 'GET', path: `/api/1/org/connection/get?connectionId=${GHOST}` }),
+  updateOrgConnection: () => ({
+    method: 'POST',
+    path: '/api/1/org/connection/update',
+    body: json({ connectionId: GHOST, enforce: true }),
+  }),
+  listOrgConnections: () => ({ method: 'GET', path: `/api/1/org/connection/list?orgId=${GHOST}` }),
+  deleteOrgConnection: () => ({
+    method: 'POST',
+    path: '/api/1/org/connection/delete',
+    body: json({ connectionId: GHOST }),
+  }),
+  startSso: () => ({
+    method: 'POST',
+    path: '/api/1/sso/start',
+    body: json({ email: 'ada@acme.example', redirectUri: 'https://shop.example/acs' }),
+  }),
+  finishSso: () => ({
+    method: 'POST',
+    path: '/api/1/sso/callback',
+    body: json({ samlResponse: 'PHNhbWw+', relayState: 'x'.repeat(43) }),
+  }),
 };
 
 it('has a valid call for every operation of the table (so that none is left out below)', () => {

@@ -50,9 +50,15 @@ function namesSession(op: Op): boolean {
 
 /** Whether the operation names an organization of the site, or its invitation (org/…). */
 function namesOrg(op: Op): boolean {
-  if ('query' in op.request) return queryParams(op).some((p) => p.name === 'orgId');
+  // A connection (issue 61) is an organization's: another site's is a missing one, as its organization.
+  if ('query' in op.request) return queryParams(op).some((p) => p.name === 'orgId' || p.name === 'connectionId');
   const properties = resolve(spec.components.schemas[op.request.body]).properties ?? {};
-  return 'orgId' in properties || 'invitationId' in properties || op.path === '/api/1/org/invitation/accept';
+  return (
+    'orgId' in properties ||
+    'invitationId' in properties ||
+    'connectionId' in properties ||
+    op.path === '/api/1/org/invitation/accept'
+  );
 }
 
 /** An organization a request names, its pending invitation (for the account's email) and that invitation's ticket. */

@@ -332,7 +332,7 @@ export async function postgresUnavailable(): Promise<string | undefined> {
 }
 
 /** A migrated database on the PostgreSQL of TEST_DATABASE_URL, dropped afterwards. */
-export async function postgresTarget(): Promise<TargetSpec> {
+export async function postgresTarget(options: ServerOptions = {}): Promise<TargetSpec> {
   const base: Omit<TargetSpec, 'start'> = { name: 'server on PostgreSQL', stateful: true };
   const skip = await postgresUnavailable();
   if (skip !== undefined) return { ...base, skip, start: unreachable };
@@ -342,7 +342,7 @@ export async function postgresTarget(): Promise<TargetSpec> {
       const database = await migratedPostgresDatabase();
       // As an operator deploys it: PostgreSQL's servers share their key of second-factor secrets.
       return serverTarget({ DATABASE_URL: database.url }, database.drop, {
-        env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY, METRICS_TOKEN: TEST_METRICS_TOKEN },
+        env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY, METRICS_TOKEN: TEST_METRICS_TOKEN, ...options.env },
       });
     },
   };

@@ -40,6 +40,7 @@ import { createBreachedPasswords } from './passwords/screening.ts';
 import { sessionHooks } from './sessions/hooks.ts';
 import { sessionsHeldFor } from './sessions/manage.ts';
 import { createSigningKeys, resealSigningKeys } from './sessions/signing-keys.ts';
+import { createSsoDeps } from './sso/deps.ts';
 import { startTracing } from './tracing.ts';
 
 /**
@@ -329,6 +330,7 @@ export async function assembleOn(
     ...(config.maxAccountsPerSite === null ? {} : { maxAccountsPerSite: config.maxAccountsPerSite }),
     trustedProxies: config.trustedProxies,
     ...(factorKeys === undefined ? {} : { factorKeys }),
+    sso: createSsoDeps({ publicUrl: config.publicUrl, dnsResolvers: config.dnsResolvers }),
     ...(config.breachedPasswords === undefined
       ? {}
       : { breachedPasswords: createBreachedPasswords(config.breachedPasswords) }),

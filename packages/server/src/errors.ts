@@ -86,6 +86,13 @@ export const ERRORS = {
   no_transport: { status: 409, title: 'No transport' },
   sms_limit_reached: { status: 429, title: 'SMS limit reached' },
   message_limit_reached: { status: 429, title: 'Message limit reached' },
+  domain_not_found: { status: 404, title: 'Domain not found' },
+  domain_taken: { status: 409, title: 'Domain taken' },
+  domain_not_verified: { status: 422, title: 'Domain not verified' },
+  connection_not_found: { status: 404, title: 'Connection not found' },
+  idp_metadata_invalid: { status: 422, title: 'IdP metadata invalid' },
+  sso_response_invalid: { status: 422, title: 'SSO response invalid' },
+  sso_required: { status: 403, title: 'SSO required' },
   // Only the mock's (packages/mock/src/prefer.ts): a Prefer naming an answer the operation lacks.
   unknown_example: { status: 400, title: 'Unknown example' },
 } as const satisfies Record<ErrorCode, { status: ContentfulStatusCode; title: string }>;

@@ -2022,6 +2022,316 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/1/org/domain/add": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Claim a domain for an organization
+         * @description Starts the proof that the organization holds `domain` (its people's email addresses end in it):
+         *     publish the TXT record `txtName` with the value `txtValue` at the domain's DNS, then call
+         *     `org/domain/verify`. Adding a domain the organization has already added answers its record again
+         *     (201, the same value). A domain another organization of the site has verified: 409
+         *     `domain_taken`. At most 100 domains an organization. Another site's organization, or none: 404
+         *     `org_not_found`. Audit row `org_domain_add`.
+         */
+        post: operations["addOrgDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/domain/verify": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify an organization's domain
+         * @description Looks the domain's TXT records up at `txtName` (through the resolvers the operator names in
+         *     `DNS_RESOLVER`, else the system's) and, when one of them is `txtValue`, marks the domain
+         *     verified for the organization: 200 `verified`. A domain is verified by at most one organization
+         *     of a site: another's verification of it first is 409 `domain_taken`. No such record: 422
+         *     `domain_not_verified`, whose `detail` says what was found. Verifying a verified domain again
+         *     answers 200. Another site's, or a domain the organization never added: 404 `domain_not_found`.
+         *     Event `org.domain_verified`; audit row `org_domain_verify`.
+         */
+        post: operations["verifyOrgDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/domain/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's domains
+         * @description The organization's domains, pending and verified, in the order they were added (at most 100,
+         *     the bound, so no paging), each with its TXT record. Another site's organization, or none: 404
+         *     `org_not_found`.
+         */
+        get: operations["listOrgDomains"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/domain/remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove an organization's domain
+         * @description The organization no longer claims the domain: its people are no longer sent to its connections
+         *     by email (`sso/start`), nor made members at their first sign-in, and enforcement stops for it.
+         *     Another site's, or a domain the organization does not have: 404 `domain_not_found`. Audit row
+         *     `org_domain_remove`.
+         */
+        post: operations["removeOrgDomain"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/connection/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Connect an organization's identity provider
+         * @description An enterprise sign-in connection of the organization: `kind` `saml` (SAML 2.0, with the IdP's
+         *     metadata as `saml.metadataUrl` or `saml.metadataXml`) or `oidc` (OpenID Connect: `oidc.issuer`,
+         *     `clientId`, `clientSecret`). `redirectUris` are the site's exact assertion consumer (SAML) and
+         *     callback (OIDC) URLs, `https` but for loopback addresses; `defaultRoles` (each one of the
+         *     site's, as for invitations) are given to a person made a member at their first sign-in; with
+         *     `enforce`, the accounts of the organization's verified domains must sign in through it (403
+         *     `sso_required` on every other login). Every URL (the metadata's, the IdP's endpoints, an issuer)
+         *     is `https`, or `http` to `127.0.0.1`, `[::1]` or `localhost`.
+         *
+         *     For SAML we keep the IdP's entity id, its HTTP-Redirect single sign-on URL, whether it wants
+         *     signed requests, and every signing certificate its metadata lists (several at once, for a
+         *     rollover), refreshed from `metadataUrl` daily and when a response is signed by a certificate
+         *     not yet known. Our service provider's metadata for the connection (entity id, assertion consumer
+         *     URLs, our certificate for signed requests and encrypted assertions) is public at
+         *     `saml.spMetadataUrl`: the IT admin gives it to their IdP. Metadata that cannot be read or has no
+         *     signing certificate: 422 `idp_metadata_invalid`. The OIDC client secret is sealed at rest and
+         *     never answered. Another site's organization: 404 `org_not_found`. Event
+         *     `org.connection_created`; audit row `org_connection_create`.
+         */
+        post: operations["createOrgConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/connection/get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a connection
+         * @description The connection, as `org/connection/create` answered it (never a secret). Another site's, or
+         *     none: 404 `connection_not_found`.
+         */
+        get: operations["getOrgConnection"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/connection/update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change a connection
+         * @description Changes what the body names: `redirectUris`, `defaultRoles`, `enforce`, `allowIdpInitiated`,
+         *     and for SAML `saml.metadataUrl` or `saml.metadataXml` (read again at once, its certificates
+         *     replacing the kept ones: the way to remove an old certificate after a rollover). Another site's,
+         *     or none: 404 `connection_not_found`. Event `org.connection_updated`; audit row
+         *     `org_connection_update`.
+         */
+        post: operations["updateOrgConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/connection/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An organization's connections
+         * @description The organization's connections, oldest first (at most 20, the bound). Another site's
+         *     organization, or none: 404 `org_not_found`.
+         */
+        get: operations["listOrgConnections"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/org/connection/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete a connection
+         * @description Removes the connection: its sign-ins in progress are refused from then on; the accounts it made
+         *     stay, with their memberships and their identity (`sso:{connectionId}`), which no longer signs in.
+         *     Another site's, or none: 404 `connection_not_found`. Event `org.connection_deleted`; audit row
+         *     `org_connection_delete`.
+         */
+        post: operations["deleteOrgConnection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/sso/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start an enterprise sign-in
+         * @description Where to send the person: the `authorizationUrl` of the connection of the organization that has
+         *     verified the domain of `email` (or of `orgId`'s first connection, or of `connectionId`), for a
+         *     sign-in that comes back to `redirectUri`, one of the connection's `redirectUris`. SAML: the
+         *     HTTP-Redirect binding, an AuthnRequest signed with the connection's key when the IdP wants
+         *     signed requests, and a `RelayState` that we keep (single use, 10 minutes). No connection for it
+         *     (no organization has verified the email's domain, or it has no connection): 404
+         *     `connection_not_found`, so that the site falls back to its usual login. A `redirectUri` not of
+         *     the connection: 400 `invalid_request` at `/redirectUri`.
+         */
+        post: operations["startSso"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/1/sso/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Finish an enterprise sign-in
+         * @description The IdP posted `SAMLResponse` and `RelayState` to the site's assertion consumer URL (a
+         *     `redirectUri` of the connection); the site's backend forwards both here. Every check is
+         *     required: the signature of the Response or of the Assertion by one of the connection's
+         *     certificates (never one the message carries), and only over what is then read (no signature
+         *     wrapping); `InResponseTo` naming the request `sso/start` made for this `RelayState`;
+         *     `Destination` and the subject confirmation's `Recipient` the `redirectUri`; `Audience` our
+         *     entity id; `Issuer` the IdP's; `NotBefore`, `NotOnOrAfter` and the subject confirmation's times
+         *     with at most 3 minutes of skew; an assertion's ID used once, across every replica; no comment
+         *     in what is read. Encrypted assertions are opened with the connection's key. Any failed check:
+         *     422 `sso_response_invalid`, whose `detail` names the check; nothing is written.
+         *
+         *     Then, as a provider sign-in: the identity (`provider` `sso:{connectionId}`, `subject` the
+         *     NameID) linked to an account: a login. Not linked, and the email (the NameID, or the assertion's
+         *     `email` attribute) in a domain the organization has verified: the account is created, or the
+         *     site's account of that email is linked (the organization's verified domain and its own IdP vouch
+         *     for the address), made a member with the connection's `defaultRoles` if it is not one, and
+         *     signed in. Otherwise 409 `identity_unlinked`. The session asked for carries `amr: ["fed"]` and
+         *     the connection. Audit row `sso_callback`.
+         */
+        post: operations["finishSso"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/sso/{connectionId}/metadata": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Our service provider's SAML metadata for a connection
+         * @description The SAML 2.0 metadata (an `EntityDescriptor`) of our service provider for the connection,
+         *     to give to the organization's IdP: our entity id (this URL), the assertion consumer URLs
+         *     (the connection's `redirectUris`, HTTP-POST binding), and our certificate, for the signed
+         *     AuthnRequests and for the assertions the IdP encrypts to us. Needs no token. A connection
+         *     that is not SAML, or none: 404 `connection_not_found`.
+         */
+        get: operations["getSsoMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/1/provider/list": {
         parameters: {
             query?: never;
@@ -3143,7 +3453,7 @@ export interface components {
         AuditEntry: {
             at: components["schemas"]["Timestamp"];
             /** @enum {string} */
-            operation: "create" | "update" | "delete" | "disable" | "enable" | "unlock" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke" | "provider_callback";
+            operation: "create" | "update" | "delete" | "disable" | "enable" | "unlock" | "verify" | "import" | "export" | "ticket" | "redeem" | "factor_add" | "factor_confirm" | "factor_remove" | "factor_verify" | "passkey_verify" | "restore" | "purge" | "password_breached" | "session_create" | "session_refresh" | "session_revoke" | "session_impersonate" | "identity_create" | "identity_link" | "identity_unlink" | "identity_verify" | "org_create" | "org_update" | "org_delete" | "org_roles" | "org_member_add" | "org_member_update" | "org_member_remove" | "org_invitation_create" | "org_invitation_accept" | "org_invitation_revoke" | "org_domain_add" | "org_domain_verify" | "org_domain_remove" | "org_connection_create" | "org_connection_update" | "org_connection_delete" | "sso_callback" | "provider_callback";
             /**
              * @description The id of the token that sent it (`token list` shows it), `cli` for the operator's CLI,
              *     or `job` for the server's housekeeping (the end of a timed suspension, a purge).
@@ -4070,6 +4380,207 @@ export interface components {
             };
         };
         /**
+         * @description A DNS domain name, lowercase (an email address's part after `@`): labels of letters, digits
+         *     and hyphens, at least two, at most 253 characters.
+         * @example acme.example
+         */
+        Domain: string;
+        AddOrgDomainRequest: {
+            orgId: components["schemas"]["OrgId"];
+            domain: components["schemas"]["Domain"];
+        };
+        OrgDomainRequest: {
+            orgId: components["schemas"]["OrgId"];
+            domain: components["schemas"]["Domain"];
+        };
+        AddOrgDomainResponse: {
+            result: {
+                domain: components["schemas"]["Domain"];
+                txtName: string;
+                txtValue: string;
+                /** @constant */
+                status: "publish this record";
+            };
+        };
+        VerifyOrgDomainResponse: {
+            result: {
+                domain: components["schemas"]["Domain"];
+                verifiedAt: components["schemas"]["Timestamp"];
+                /** @constant */
+                status: "verified";
+            };
+        };
+        OrgDomain: {
+            domain: components["schemas"]["Domain"];
+            /** @enum {string} */
+            status: "pending" | "verified";
+            txtName: string;
+            txtValue: string;
+            createdAt: components["schemas"]["Timestamp"];
+            verifiedAt: components["schemas"]["Timestamp"] | null;
+        };
+        ListOrgDomainsResponse: {
+            result: {
+                domains: components["schemas"]["OrgDomain"][];
+            };
+        };
+        RemoveOrgDomainResponse: {
+            result: {
+                /** @constant */
+                status: "domain removed";
+            };
+        };
+        /**
+         * @description A connection's identifier (a UUIDv7). A well-formed value that names no connection of the site is 404.
+         * @example 0193a1e4-7a6b-7c5d-9e4f-3a2b1c0d9e8f
+         */
+        ConnectionId: string;
+        /** @description An absolute `https` URL (`http` only to `127.0.0.1`, `[::1]` or `localhost`), without user, password or fragment. */
+        SsoUrl: string;
+        /** @description The site's exact assertion consumer (SAML) or callback (OIDC) URLs; at least one, at most 20. */
+        RedirectUris: components["schemas"]["SsoUrl"][];
+        /** @description The IdP's SAML metadata, at a URL (refreshed daily) or as the document itself; exactly one. */
+        SamlSource: {
+            metadataUrl?: components["schemas"]["SsoUrl"];
+            metadataXml?: string;
+        };
+        OidcSettings: {
+            issuer: components["schemas"]["SsoUrl"];
+            clientId: string;
+            clientSecret: string;
+        };
+        CreateOrgConnectionRequest: {
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            kind: "saml" | "oidc";
+            saml?: components["schemas"]["SamlSource"];
+            oidc?: components["schemas"]["OidcSettings"];
+            redirectUris: components["schemas"]["RedirectUris"];
+            defaultRoles?: components["schemas"]["OrgRoles"];
+            /** @description The accounts of the organization's verified domains must sign in through this connection (default false). */
+            enforce?: boolean;
+            /** @description Accept responses the IdP sends unasked (no `InResponseTo`), each assertion still used once. Default false. */
+            allowIdpInitiated?: boolean;
+        };
+        UpdateOrgConnectionRequest: {
+            connectionId: components["schemas"]["ConnectionId"];
+            saml?: components["schemas"]["SamlSource"];
+            redirectUris?: components["schemas"]["RedirectUris"];
+            defaultRoles?: components["schemas"]["OrgRoles"];
+            enforce?: boolean;
+            allowIdpInitiated?: boolean;
+        };
+        SamlCertificate: {
+            /** @description The certificate's SHA-256 fingerprint, as OpenSSL prints it. */
+            fingerprint: string;
+            notAfter: components["schemas"]["Timestamp"];
+        };
+        OrgConnection: {
+            connectionId: components["schemas"]["ConnectionId"];
+            orgId: components["schemas"]["OrgId"];
+            /** @enum {string} */
+            kind: "saml" | "oidc";
+            enforce: boolean;
+            allowIdpInitiated: boolean;
+            redirectUris: components["schemas"]["RedirectUris"];
+            defaultRoles: components["schemas"]["OrgRoles"];
+            saml: null | {
+                idpEntityId: string;
+                ssoUrl: string;
+                metadataUrl: string | null;
+                wantsSignedRequests: boolean;
+                certificates: components["schemas"]["SamlCertificate"][];
+                metadataRefreshedAt: components["schemas"]["Timestamp"];
+                spEntityId: string;
+                spMetadataUrl: string;
+            };
+            oidc: null | {
+                issuer: string;
+                clientId: string;
+            };
+            createdAt: components["schemas"]["Timestamp"];
+            updatedAt: components["schemas"]["Timestamp"];
+        };
+        OrgConnectionResponse: {
+            result: components["schemas"]["OrgConnection"];
+        };
+        ListOrgConnectionsResponse: {
+            result: {
+                connections: components["schemas"]["OrgConnection"][];
+            };
+        };
+        ConnectionIdRequest: {
+            connectionId: components["schemas"]["ConnectionId"];
+        };
+        DeleteOrgConnectionResponse: {
+            result: {
+                /** @constant */
+                status: "connection deleted";
+            };
+        };
+        /** @description Exactly one of `email`, `orgId`, `connectionId`, and the `redirectUri`. */
+        StartSsoRequest: {
+            email?: components["schemas"]["Email"];
+            orgId?: components["schemas"]["OrgId"];
+            connectionId?: components["schemas"]["ConnectionId"];
+            redirectUri: components["schemas"]["SsoUrl"];
+        };
+        StartSsoResponse: {
+            result: {
+                /** @description Where to redirect the person's browser (the IdP's, with the request in it). */
+                authorizationUrl: string;
+                connectionId: components["schemas"]["ConnectionId"];
+                /** @constant */
+                status: "redirect the person";
+            };
+        };
+        /**
+         * @description SAML's `samlResponse` and `relayState` as the IdP posted them. (`callbackUrl` is for OIDC
+         *     connections, which are not served yet: `samlResponse` is required until they are.)
+         */
+        FinishSsoRequest: {
+            /** @description The `SAMLResponse` form field, base64, as posted. */
+            samlResponse: string;
+            /** @description The `RelayState` form field, as posted. */
+            relayState?: string;
+            callbackUrl?: string;
+            /**
+             * @description An IdP-initiated response only (the RelayState then is not ours): the connection it
+             *     came through, whose `allowIdpInitiated` must be on. Ignored when `relayState` is ours.
+             */
+            connectionId?: components["schemas"]["ConnectionId"];
+            session?: components["schemas"]["SessionOptions"];
+        };
+        FinishSsoResponse: {
+            result: {
+                _userId: components["schemas"]["UserId"];
+                connectionId: components["schemas"]["ConnectionId"];
+                orgId: components["schemas"]["OrgId"];
+                /** @description The account was made by this sign-in (just in time). */
+                created: boolean;
+                /** @description The session the request's `session` asked for (`amr` `fed`). */
+                session?: components["schemas"]["IssuedSession"];
+                /** @constant */
+                status: "signed in";
+            };
+        };
+        /**
+         * @description A login of an account whose email is in a domain of an organization whose connection
+         *     enforces single sign-on: send the person through `sso/start` with `connectionId`.
+         */
+        SsoRequiredProblem: {
+            /** Format: uri-reference */
+            type: string;
+            title: string;
+            status: number;
+            detail: string;
+            /** @enum {string} */
+            code: "sso_required";
+            requestId: string;
+            errors?: components["schemas"]["FieldError"][];
+            connectionId: components["schemas"]["ConnectionId"];
+        };
+        /**
          * @description The `data` of the `org.*` events: the organization (`orgId`, and `name`, `slug` on
          *     `org.created`, `org.updated`, `org.deleted`); the account and its roles on the member
          *     events; the invitation on the invitation events (never its ticket nor its email). The
@@ -4082,6 +4593,15 @@ export interface components {
             _userId?: components["schemas"]["UserId"];
             roles?: components["schemas"]["OrgRoles"];
             invitationId?: components["schemas"]["InvitationId"];
+            /** @description `org.domain_verified`: the domain. */
+            domain?: components["schemas"]["Domain"];
+            /** @description The `org.connection_*` events: the connection (never a secret, certificate or key). */
+            connectionId?: components["schemas"]["ConnectionId"];
+            /**
+             * @description The `org.connection_*` events: `saml` or `oidc`.
+             * @enum {string}
+             */
+            kind?: "saml" | "oidc";
         };
         /** @description A membership of the account, as `user/orgs` shows it. */
         UserDataMembership: {
@@ -4193,7 +4713,7 @@ export interface components {
              */
             source: string;
             /** @enum {string} */
-            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.unlocked" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted" | "message.sent" | "message.failed" | "message.bounced";
+            type: "user.created" | "user.updated" | "user.deleted" | "user.disabled" | "user.enabled" | "user.unlocked" | "user.restored" | "user.purged" | "user.factor_added" | "user.factor_removed" | "user.password_breached" | "session.created" | "session.revoked" | "user.identity_linked" | "user.identity_unlinked" | "org.created" | "org.updated" | "org.deleted" | "org.member_added" | "org.member_updated" | "org.member_removed" | "org.invitation_created" | "org.invitation_accepted" | "org.domain_verified" | "org.connection_created" | "org.connection_updated" | "org.connection_deleted" | "message.sent" | "message.failed" | "message.bounced";
             /** @description The account's `_userId`; for the `org.*` events, the organization's `orgId`. */
             subject: components["schemas"]["UserId"];
             time: components["schemas"]["Timestamp"];
@@ -4280,7 +4800,7 @@ export interface components {
          *     `field_not_updatable` is no longer answered: `update` changes `email` since November 2026.
          * @enum {string}
          */
-        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_error" | "identity_unlinked" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "unknown_example";
+        ErrorCode: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "second_factor_required" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_error" | "identity_unlinked" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "domain_not_found" | "domain_taken" | "domain_not_verified" | "connection_not_found" | "idp_metadata_invalid" | "sso_response_invalid" | "sso_required" | "unknown_example";
         FieldError: {
             /**
              * @description JSON Pointer (RFC 6901) to the field in the body, the query parameter's name as `/name`, or a header's
@@ -4313,7 +4833,7 @@ export interface components {
          *     (`StandardProblem`). A code with members of its own gets a schema of its own here, and leaves
          *     `StandardProblem`'s list.
          */
-        Problem: components["schemas"]["StandardProblem"] | components["schemas"]["SecondFactorRequiredProblem"] | components["schemas"]["IdentityUnlinkedProblem"] | components["schemas"]["ProviderErrorProblem"];
+        Problem: components["schemas"]["StandardProblem"] | components["schemas"]["SecondFactorRequiredProblem"] | components["schemas"]["IdentityUnlinkedProblem"] | components["schemas"]["SsoRequiredProblem"] | components["schemas"]["ProviderErrorProblem"];
         /**
          * @description `provider/callback` answered 409 `identity_unlinked`: no account has the identity. Once the
          *     person proves which account is theirs, `user/identity/link` with `_userId` and `linkTicket`.
@@ -4389,7 +4909,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "domain_not_found" | "domain_taken" | "domain_not_verified" | "connection_not_found" | "idp_metadata_invalid" | "sso_response_invalid" | "identity_unlinked" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -5763,6 +6283,128 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "role_in_use" | "conflict";
+                };
+            };
+        };
+        /** @description Another organization of the site has verified this domain (`domain_taken`); or the write collided with concurrent writes (`conflict`). */
+        DomainConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "domain_taken" | "conflict";
+                };
+            };
+        };
+        /** @description The organization has not added this domain (or is another site's). */
+        DomainNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "domain_not_found";
+                };
+            };
+        };
+        /** @description No TXT record at `txtName` holds `txtValue`; `detail` says what the lookup found. */
+        DomainNotVerified: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "domain_not_verified";
+                };
+            };
+        };
+        /** @description No connection of the site has this id (another site's is the same), or no organization has verified the email's domain and connected an IdP. */
+        ConnectionNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "connection_not_found";
+                };
+            };
+        };
+        /** @description The IdP's metadata could not be fetched or read, or lacks what a connection needs (an entity id, an HTTP-Redirect single sign-on URL, a signing certificate). */
+        IdpMetadataInvalid: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "idp_metadata_invalid";
+                };
+            };
+        };
+        /** @description A check of the SAML response failed (`detail` names it: the signature, the request it answers, its destination, audience, issuer, times, an assertion already used, a comment in what is read); nothing was written. Also an unknown, used or expired `relayState`. */
+        SsoResponseInvalid: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "sso_response_invalid";
+                };
+            };
+        };
+        /** @description The identity is no account's, and its email is not in a domain the organization has verified: nothing was created. */
+        IdentityUnlinked: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "identity_unlinked" | "conflict";
+                };
+            };
+        };
+        /** @description The account is disabled (`account_disabled`), or the account limit is reached (`account_limit_reached`). */
+        SsoForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "forbidden" | "account_disabled" | "account_limit_reached" | "second_factor_required";
                 };
             };
         };
@@ -8489,6 +9131,451 @@ export interface operations {
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addOrgDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddOrgDomainRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AddOrgDomainResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            409: components["responses"]["DomainConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    verifyOrgDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrgDomainRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VerifyOrgDomainResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DomainNotFound"];
+            409: components["responses"]["DomainConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["DomainNotVerified"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgDomains: {
+        parameters: {
+            query: {
+                /** @description The organization's identifier. */
+                orgId: components["schemas"]["OrgId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOrgDomainsResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    removeOrgDomain: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OrgDomainRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RemoveOrgDomainResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["DomainNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createOrgConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateOrgConnectionRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgConnectionResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdpMetadataInvalid"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getOrgConnection: {
+        parameters: {
+            query: {
+                /** @description The connection's identifier. */
+                connectionId: components["schemas"]["ConnectionId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgConnectionResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ConnectionNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateOrgConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateOrgConnectionRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OrgConnectionResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ConnectionNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["IdpMetadataInvalid"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listOrgConnections: {
+        parameters: {
+            query: {
+                /** @description The organization's identifier. */
+                orgId: components["schemas"]["OrgId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ListOrgConnectionsResponse"];
+                };
+            };
+            400: components["responses"]["GetBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["OrgNotFound"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteOrgConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectionIdRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeleteOrgConnectionResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ConnectionNotFound"];
+            409: components["responses"]["WriteConflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    startSso: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StartSsoRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StartSsoResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ConnectionNotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    finishSso: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FinishSsoRequest"];
+            };
+        };
+        responses: {
+            /** @description Done. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    RateLimit: components["headers"]["RateLimit"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FinishSsoResponse"];
+                };
+            };
+            400: components["responses"]["OrgBadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["SsoForbidden"];
+            409: components["responses"]["IdentityUnlinked"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["SsoResponseInvalid"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSsoMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The connection's identifier. */
+                connectionId: components["schemas"]["ConnectionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metadata. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/samlmetadata+xml": string;
+                };
+            };
+            404: components["responses"]["ConnectionNotFound"];
+            500: components["responses"]["InternalError"];
         };
     };
     listProviders: {

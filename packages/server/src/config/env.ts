@@ -235,6 +235,16 @@ const VARIABLES = {
         'comma-separated browser origins allowed to call `/api/` (e.g. `https://app.example.com`); unset, no CORS headers',
     },
   ),
+  DNS_RESOLVER: list(
+    (server) =>
+      /^(\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\])(:\d{1,5})?$/.test(server)
+        ? undefined
+        : `entries must be an IPv4 address or a bracketed IPv6 address, each with an optional :PORT (got "${server}")`,
+    {
+      meaning:
+        "comma-separated DNS servers (`10.0.0.2`, `127.0.0.1:5353`, `[2001:db8::53]:53`) that `org/domain/verify` asks for TXT records; unset, the system's resolvers",
+    },
+  ),
   METRICS_TOKEN: variable((raw) => (secretIsBad(raw) ? problem(SECRET_RULE) : raw), {
     meaning: 'turns on `GET /metrics` (Prometheus), for `Authorization: Bearer <METRICS_TOKEN>` only; unset, it is 404',
   }),
@@ -471,6 +481,8 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
           },
     /** Keys of second-factor secrets; undefined: unset (the embedded database mints its own). */
     factorKeys: v.FACTOR_ENCRYPTION_KEY,
+    /** The DNS servers domain verification asks (DNS_RESOLVER); empty: the system's. */
+    dnsResolvers: v.DNS_RESOLVER ?? [],
     /** The address clients reach the service at, without a trailing slash. */
     publicUrl: v.PUBLIC_URL ?? defaultPublicUrl(v.HOST, v.PORT),
     /** Sessions' access tokens: their `iss` and lifetime in seconds. */

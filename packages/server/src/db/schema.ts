@@ -522,6 +522,8 @@ export const sessions = pgTable(
     ip: text('ip'),
     /** An impersonation: who (`actor`) and why (`reason`); null for the person's own login. */
     impersonator: jsonb('impersonator').$type<{ actor: string; reason: string }>(),
+    /** The enterprise connection the login came through (issue 61); null for every other login. */
+    connectionId: uuid('connection_id'),
     revokedAt: at('revoked_at'),
     revokeReason: text('revoke_reason'),
     /**
@@ -923,5 +925,107 @@ export const messages = pgTable(
     index('messages_site_created_idx').on(t.site, t.createdAt),
     check('messages_status_check', sql`${t.status} in ('queued', 'sent', 'failed')`),
     check('messages_channel_check', sql`${t.channel} in ('email', 'sms')`),
+  ],
+);
+
+/**
+ * An organization's domains (issue 61, point 1): claimed with a TXT record's value (`token`, not a
+ * secret: it is published in DNS), verified once the record is seen. One organization of a site
+ * at most has a domain verified (the partial unique index settles two verifications at once).
+ */
+export const orgDomains = pgTable(
+  'org_domains',
+  {
+    orgId: uuid('org_id')
+      .notNull()
+      .references(() => orgs.id, { onDelete: 'cascade' }),
+    site: text('site').notNull(),
+    domain: text('domain').notNull(),
+    token: text('token').notNull(),
+    createdAt: at('created_at').notNull().defaultNow(),
+    verifiedAt: at('verified_at'),
+  },
+  (t) => [
+    primaryKey({ columns: [t.orgId, t.domain] }),
+    uniqueIndex('org_domains_site_verified_key').on(t.site, t.domain).where(sql`${t.verifiedAt} is not null`),
+  ],
+);
+
+/**
+ * An organization's enterprise sign-in connections (issue 61, point 2). SAML: the IdP's entity
+ * id, single sign-on URL and signing certificates (PEM, several at once for a rollover), read from
+ * its metadata; our service provider's key pair for the connection (the certificate public, the
+ * private key sealed under FACTOR_ENCRYPTION_KEY, bound to the connection's id). OIDC: the
+ * issuer, client id and sealed client secret.
+ */
+export const ssoConnections = pgTable(
+  'sso_connections',
+  {
+    id: uuid('id').primaryKey(),
+    site: text('site').notNull(),
+    orgId: uuid('org_id')
+      .notNull()
+      .references(() => orgs.id, { onDelete: 'cascade' }),
+    kind: text('kind').notNull(),
+    enforce: boolean('enforce').notNull().default(false),
+    allowIdpInitiated: boolean('allow_idp_initiated').notNull().default(false),
+    redirectUris: text('redirect_uris').array().notNull(),
+    defaultRoles: text('default_roles').array().notNull(),
+    samlMetadataUrl: text('saml_metadata_url'),
+    samlIdpEntityId: text('saml_idp_entity_id'),
+    samlSsoUrl: text('saml_sso_url'),
+    samlWantsSignedRequests: boolean('saml_wants_signed_requests').notNull().default(false),
+    samlIdpCerts: text('saml_idp_certs').array(),
+    samlMetadataRefreshedAt: at('saml_metadata_refreshed_at'),
+    spCert: text('sp_cert'),
+    spKeySealed: text('sp_key_sealed'),
+    oidcIssuer: text('oidc_issuer'),
+    oidcClientId: text('oidc_client_id'),
+    oidcClientSecretSealed: text('oidc_client_secret_sealed'),
+    createdAt: at('created_at').notNull().defaultNow(),
+    updatedAt: at('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    index('sso_connections_org_idx').on(t.orgId, t.createdAt),
+    index('sso_connections_site_idx').on(t.site),
+    check('sso_connections_kind_check', sql`${t.kind} in ('saml', 'oidc')`),
+  ],
+);
+
+/**
+ * A sign-in we started (sso/start): the AuthnRequest's ID (`InResponseTo` of the answer), found
+ * by the SHA-256 of its RelayState, single use (deleted by the callback that takes it), 10 minutes.
+ */
+export const ssoRequests = pgTable(
+  'sso_requests',
+  {
+    stateHash: text('state_hash').primaryKey(),
+    site: text('site').notNull(),
+    connectionId: uuid('connection_id')
+      .notNull()
+      .references(() => ssoConnections.id, { onDelete: 'cascade' }),
+    requestId: text('request_id').notNull(),
+    redirectUri: text('redirect_uri').notNull(),
+    expiresAt: at('expires_at').notNull(),
+  },
+  (t) => [index('sso_requests_expires_idx').on(t.expiresAt)],
+);
+
+/**
+ * Assertion IDs already taken (issue 61, point 4): each used once across every replica (the
+ * primary key refuses the second), kept until the assertion's own end of validity.
+ */
+export const ssoAssertions = pgTable(
+  'sso_assertions',
+  {
+    connectionId: uuid('connection_id')
+      .notNull()
+      .references(() => ssoConnections.id, { onDelete: 'cascade' }),
+    assertionId: text('assertion_id').notNull(),
+    expiresAt: at('expires_at').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.connectionId, t.assertionId] }),
+    index('sso_assertions_expires_idx').on(t.expiresAt),
   ],
 );

@@ -14,6 +14,7 @@ import { registerDocs } from './routes/docs.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerJwks } from './routes/jwks.ts';
 import { registerMetrics } from './routes/metrics.ts';
+import { registerSsoMetadata } from './routes/sso-metadata.ts';
 
 export type { AppDeps } from './context.ts';
 
@@ -52,7 +53,9 @@ const HTTP_METHODS = new Set(['GET', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'HEAD',
 
 export function registerMethodNotAllowed(app: Hono<AppEnv>, { metrics = true }: { metrics?: boolean } = {}): void {
   const known = new Map(operationPaths().map((path) => [path, allowedMethods(path)]));
-  for (const [path, methods] of Object.entries(loadSpec().paths)) {
+  for (const [specPath, methods] of Object.entries(loadSpec().paths)) {
+    // A path parameter of the document (`/sso/{connectionId}/metadata`) is one of Hono's.
+    const path = specPath.replace(/\{([^}]+)\}/g, ':$1');
     if (known.has(path) || (path === '/metrics' && !metrics)) continue;
     const listed = Object.keys(methods)
       .map((m) => m.toUpperCase())
@@ -120,6 +123,7 @@ export function createApp(deps: AppDeps): ServiceApp {
 
   registerHealth(app);
   registerJwks(app);
+  registerSsoMetadata(app);
   registerMetrics(app);
   registerDocs(app);
   registerConsole(app);

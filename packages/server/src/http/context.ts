@@ -23,6 +23,8 @@ import type { Metrics } from '../ops/metrics.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
 import type { BreachedPasswords } from '../passwords/screening.ts';
 import type { AccessTokenSigner } from '../sessions/access-tokens.ts';
+/** What the handlers need, handed in by main.ts or a test; nothing is a module-level singleton. */
+import type { SsoDeps } from '../sso/deps.ts';
 import type { Deadline } from './middleware/deadline.ts';
 import type { IdempotencyRequest } from './middleware/idempotency.ts';
 import type { RequestLog } from './middleware/request-id.ts';
@@ -78,6 +80,8 @@ export interface AppDeps {
   heldElsewhere: HeldElsewhere;
   /** The message outbox's worker on this server (messages/worker.ts) and `send`'s budgets. */
   messages?: { kick(): void; budgets: MessageBudgets };
+  /** Enterprise sign-in (sso/): where our SP metadata is published, and the TXT lookups of domain verification. */
+  sso?: SsoDeps;
   /** Set by main.ts on SIGTERM: readiness answers 503 so that a load balancer stops sending here. */
   lifecycle?: { draining: boolean };
 }

@@ -4,6 +4,7 @@
 // (path, method, scope). Adding an operation: the spec, one handler file, one row here.
 import type { Operation } from './define-operation.ts';
 import { acceptOrgInvitation } from './routes/accept-org-invitation.ts';
+import { addOrgDomain } from './routes/add-org-domain.ts';
 import { addOrgMember } from './routes/add-org-member.ts';
 import { addPasskeyFactor } from './routes/add-passkey-factor.ts';
 import { addPasskeyOptions } from './routes/add-passkey-options.ts';
@@ -13,16 +14,20 @@ import { completeProviderSignIn } from './routes/complete-provider-sign-in.ts';
 import { confirmFactor } from './routes/confirm-factor.ts';
 import { countUsers } from './routes/count-users.ts';
 import { createOrg } from './routes/create-org.ts';
+import { createOrgConnection } from './routes/create-org-connection.ts';
 import { createOrgInvitation } from './routes/create-org-invitation.ts';
 import { createUser } from './routes/create-user.ts';
 import { createUserFromIdentity } from './routes/create-user-from-identity.ts';
 import { deleteOrg } from './routes/delete-org.ts';
+import { deleteOrgConnection } from './routes/delete-org-connection.ts';
 import { deleteUser } from './routes/delete-user.ts';
 import { disableUser } from './routes/disable-user.ts';
 import { enableUser } from './routes/enable-user.ts';
 import { exportUsers } from './routes/export-users.ts';
+import { finishSso } from './routes/finish-sso.ts';
 import { getAuditTrail } from './routes/get-audit-trail.ts';
 import { getOrg } from './routes/get-org.ts';
+import { getOrgConnection } from './routes/get-org-connection.ts';
 import { getOrgRoles } from './routes/get-org-roles.ts';
 import { getProviderTokens } from './routes/get-provider-tokens.ts';
 import { getUser } from './routes/get-user.ts';
@@ -34,6 +39,8 @@ import { linkIdentity } from './routes/link-identity.ts';
 import { listEvents } from './routes/list-events.ts';
 import { listFactors } from './routes/list-factors.ts';
 import { listMessages } from './routes/list-messages.ts';
+import { listOrgConnections } from './routes/list-org-connections.ts';
+import { listOrgDomains } from './routes/list-org-domains.ts';
 import { listOrgInvitations } from './routes/list-org-invitations.ts';
 import { listOrgMembers } from './routes/list-org-members.ts';
 import { listOrgs } from './routes/list-orgs.ts';
@@ -47,6 +54,7 @@ import { passkeyLoginOptions } from './routes/passkey-login-options.ts';
 import { redeemTicket } from './routes/redeem-ticket.ts';
 import { refreshSession } from './routes/refresh-session.ts';
 import { removeFactor } from './routes/remove-factor.ts';
+import { removeOrgDomain } from './routes/remove-org-domain.ts';
 import { removeOrgMember } from './routes/remove-org-member.ts';
 import { replayWebhookDelivery } from './routes/replay-webhook-delivery.ts';
 import { restoreUser } from './routes/restore-user.ts';
@@ -54,12 +62,15 @@ import { revokeOrgInvitation } from './routes/revoke-org-invitation.ts';
 import { revokeSession } from './routes/revoke-session.ts';
 import { setOrgRoles } from './routes/set-org-roles.ts';
 import { startProviderSignIn } from './routes/start-provider-sign-in.ts';
+import { startSso } from './routes/start-sso.ts';
 import { unlinkIdentity } from './routes/unlink-identity.ts';
 import { unlockUser } from './routes/unlock-user.ts';
 import { updateOrg } from './routes/update-org.ts';
+import { updateOrgConnection } from './routes/update-org-connection.ts';
 import { updateOrgMember } from './routes/update-org-member.ts';
 import { updateUser } from './routes/update-user.ts';
 import { verifyIdentity } from './routes/verify-identity.ts';
+import { verifyOrgDomain } from './routes/verify-org-domain.ts';
 import { verifyPasskey } from './routes/verify-passkey.ts';
 import { verifySecondFactor } from './routes/verify-second-factor.ts';
 import { verifySession } from './routes/verify-session.ts';
@@ -129,6 +140,17 @@ export const operations: readonly Operation<any>[] = [
   acceptOrgInvitation,
   revokeOrgInvitation,
   listOrgInvitations,
+  addOrgDomain,
+  verifyOrgDomain,
+  listOrgDomains,
+  removeOrgDomain,
+  createOrgConnection,
+  getOrgConnection,
+  updateOrgConnection,
+  listOrgConnections,
+  deleteOrgConnection,
+  startSso,
+  finishSso,
 ];
 
 /** The methods a path answers, for `Allow` (GET implies HEAD). */

@@ -45,7 +45,14 @@ export type WriteOperation =
   | 'org_invitation_create'
   | 'org_invitation_accept'
   | 'org_invitation_revoke'
-  | 'provider_callback';
+  | 'provider_callback'
+  | 'org_domain_add'
+  | 'org_domain_verify'
+  | 'org_domain_remove'
+  | 'org_connection_create'
+  | 'org_connection_update'
+  | 'org_connection_delete'
+  | 'sso_callback';
 
 export interface AuditEntry {
   operation: WriteOperation;

@@ -142,7 +142,8 @@ export type SealPurpose =
   | 'provider_secret'
   | 'provider_flow'
   | 'sender_secret'
-  | 'message_body';
+  | 'message_body'
+  | 'sso_key';
 
 /**
  * The ring that seals and opens values of `purpose` kept in the database (access-token signing

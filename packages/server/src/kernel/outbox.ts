@@ -34,6 +34,10 @@ export const EVENT_TYPES = [
   'message.sent',
   'message.failed',
   'message.bounced',
+  'org.domain_verified',
+  'org.connection_created',
+  'org.connection_updated',
+  'org.connection_deleted',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

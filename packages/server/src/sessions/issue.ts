@@ -50,6 +50,8 @@ export interface SessionRequest {
    * its event, its audit row (operation session_impersonate) and its access tokens (`act`).
    */
   impersonator?: Impersonator | undefined;
+  /** The enterprise connection the login came through (sso/callback); kept with the session. */
+  connectionId?: string | undefined;
   /** What the login saw of the account, and what it answers once that no longer holds. */
   seen: LoginSeen;
 }
@@ -146,6 +148,7 @@ export async function issueSession(
         userAgent: request.userAgent ?? null,
         ip: request.ip ?? null,
         impersonator: impersonator ?? null,
+        connectionId: request.connectionId ?? null,
       })
       .returning({
         id: sessions.id,

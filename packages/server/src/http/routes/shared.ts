@@ -9,6 +9,7 @@ import { type DeploymentKeys, deploymentKeysOf } from '../../kernel/deployment-k
 import { inReachOf } from '../../kernel/in-reach.ts';
 import type { WriteDeps } from '../../kernel/unit-of-work.ts';
 import type { SessionDeps } from '../../sessions/issue.ts';
+import type { SsoDeps } from '../../sso/deps.ts';
 import type { OpContext, ParseContext } from '../context.ts';
 import { consumeBudget } from '../middleware/rate-limit.ts';
 import { writeDepsOf } from '../run-write.ts';
@@ -146,4 +147,11 @@ export function isLoginTicket(body: unknown): boolean {
   return (
     body !== null && typeof body === 'object' && !Array.isArray(body) && 'purpose' in body && body.purpose === 'login'
   );
+}
+
+/** Enterprise sign-in's deployment parts (sso/deps.ts); assemble.ts always sets them. */
+export function ssoDepsOf(c: OpContext): SsoDeps {
+  const sso = c.get('deps').sso;
+  if (sso === undefined) throw new Error('enterprise sign-in is not assembled (deps.sso)');
+  return sso;
 }
