@@ -541,7 +541,7 @@ async function restoreDrill(
 
   // The restored database as a deployment would use it: migrate (nothing to do), then logins.
   const url = `postgres://postgres:${cluster.state.postgresPassword}@127.0.0.1:${restored.port}/postgres`;
-  // The CLI beside the server the replicas run (src/cli.ts, or a build's cli.js).
+  // The CLI beside the server the replicas run (the server package's cli.ts, or a build's cli.js).
   const cli = serverCli ?? (cluster.state.serverMain ?? SERVER_MAIN).replace(/main\.(ts|js)$/, 'cli.$1');
   const env = {
     ...process.env,
