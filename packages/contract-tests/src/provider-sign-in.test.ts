@@ -203,8 +203,8 @@ function defineSignInSuite(spec: TargetSpec): void {
           headers: { authorization: `Bearer ${TEST_METRICS_TOKEN}` },
         });
         const text = await metrics.text();
-        expect(text).toMatch(/provider_callbacks_total\{provider="idp",outcome="user created"\} [1-9]/);
-        expect(text).toMatch(/provider_callbacks_total\{provider="idp",outcome="identity verified"\} [1-9]/);
+        expect(text).toMatch(/provider_callbacks_total\{[^}]*provider="idp",outcome="user created"[^}]*\} [1-9]/);
+        expect(text).toMatch(/provider_callbacks_total\{[^}]*provider="idp",outcome="identity verified"[^}]*\} [1-9]/);
       }
     });
 
