@@ -3,7 +3,7 @@
 // own dependencies for this OS and CPU (node_modules/), the Node runtime that built and tested it
 // (runtime/node, this very process's binary, with its licence), the launcher (bin/user-accounts,
 // which runs that runtime, or NODE's after checking its version), the systemd unit, the env file
-// and HAProxy's configuration (deploy/), the operators' README (docs/deploy.md), the docs (docs/,
+// and HAProxy's, PostgreSQL's and Patroni's configuration (deploy/), the operators' README (docs/deploy.md), the docs (docs/,
 // their links rewritten to resolve inside the archive, or to the repository for a file it does not
 // hold), CHANGELOG.md and LICENSE. Beside it, the client's npm tarball
 // (release/user-accounts-client-<version>.tgz, `pnpm pack` of packages/client), what
@@ -213,7 +213,14 @@ export async function release(outDir = join(repo, 'release')): Promise<string> {
     writeFileSync(join(stage, 'bin', 'user-accounts'), launcher());
     chmodSync(join(stage, 'bin', 'user-accounts'), 0o755);
     mkdirSync(join(stage, 'deploy'));
-    for (const file of ['user-accounts@.service', 'user-accounts.env', 'haproxy.cfg', 'haproxy-errors'])
+    for (const file of [
+      'user-accounts@.service',
+      'user-accounts.env',
+      'haproxy.cfg',
+      'haproxy-errors',
+      'patroni',
+      'postgresql',
+    ])
       cpSync(join(repo, 'deploy', file), join(stage, 'deploy', file), { recursive: true });
     copyRuntime(stage);
     for (const file of ['CHANGELOG.md', 'LICENSE']) cpSync(join(repo, file), join(stage, file));

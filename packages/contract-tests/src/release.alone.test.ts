@@ -109,7 +109,7 @@ describe.skipIf(tarMissing !== undefined)('the release archive, unpacked into an
       ].sort(),
     );
     expect(readdirSync(join(home, 'deploy')).sort()).toEqual(
-      ['haproxy-errors', 'haproxy.cfg', 'user-accounts.env', 'user-accounts@.service'].sort(),
+      ['haproxy-errors', 'haproxy.cfg', 'patroni', 'postgresql', 'user-accounts.env', 'user-accounts@.service'].sort(),
     );
     expect(readFileSync(join(home, 'deploy', 'user-accounts@.service'), 'utf8')).toContain(
       'ExecStart=/opt/user-accounts/bin/user-accounts serve',
