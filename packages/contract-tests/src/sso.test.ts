@@ -387,7 +387,13 @@ function defineSsoSuite(spec: TargetSpec): void {
         const done = await t.finish(
           await t.idp.respond(await t.start(`ada@${t.domain}`), 'ada@elsewhere.example', { spMetadata: t.spMetadata }),
         );
-        problemOf(done, 409, 'identity_unlinked');
+        const problem = problemOf(done, 409, 'identity_unlinked') as Problem & {
+          linkTicket?: string;
+          identity?: { email: string | null; emailVerified: boolean };
+        };
+        // A link ticket, as provider/callback's: the email not vouched for (outside the verified domains).
+        expect(problem.linkTicket).toMatch(/^[A-Za-z0-9_-]{43}$/);
+        expect(problem.identity).toMatchObject({ email: 'ada@elsewhere.example', emailVerified: false });
         expect(await t.accounts()).toBe(0);
       });
 

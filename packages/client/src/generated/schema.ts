@@ -4909,7 +4909,7 @@ export interface components {
              * @description Every code of `ErrorCode` but those with a problem schema of their own.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "domain_not_found" | "domain_taken" | "domain_not_verified" | "connection_not_found" | "idp_metadata_invalid" | "sso_response_invalid" | "identity_unlinked" | "unknown_example";
+            code: "invalid_json" | "invalid_request" | "weak_password" | "field_not_updatable" | "unauthorized" | "forbidden" | "user_not_found" | "factor_not_found" | "webhook_not_found" | "invalid_code" | "not_found" | "method_not_allowed" | "email_taken" | "idempotency_key_in_use" | "precondition_failed" | "payload_too_large" | "headers_too_large" | "unsupported_media_type" | "idempotency_key_reused" | "rate_limited" | "service_unavailable" | "internal_error" | "invalid_credentials" | "account_disabled" | "too_many_attempts" | "invalid_password_hash" | "invalid_cursor" | "events_expired" | "too_many_long_polls" | "too_many_deliveries_pending" | "account_limit_reached" | "invalid_metadata" | "invalid_ticket" | "passkeys_not_configured" | "user_verification_required" | "factors_not_configured" | "no_phone" | "breached" | "breach_check_unavailable" | "conflict" | "invalid_session" | "session_not_found" | "identity_taken" | "identity_not_found" | "identity_limit_reached" | "last_sign_in_method" | "password_reset_required" | "org_not_found" | "member_not_found" | "invitation_not_found" | "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "role_in_use" | "email_mismatch" | "email_unverified" | "invalid_state" | "provider_unavailable" | "provider_timeout" | "provider_not_found" | "no_transport" | "sms_limit_reached" | "message_limit_reached" | "domain_not_found" | "domain_taken" | "domain_not_verified" | "connection_not_found" | "idp_metadata_invalid" | "sso_response_invalid" | "unknown_example";
             /** @description Equals the `X-Request-Id` response header. */
             requestId: string;
             /**
@@ -6377,7 +6377,10 @@ export interface components {
                 };
             };
         };
-        /** @description The identity is no account's, and its email is not in a domain the organization has verified: nothing was created. */
+        /**
+         * @description The identity is no account's, and its email is not in a domain the organization has verified: nothing was created;
+         *     `linkTicket` (single use, 10 minutes) links it once the person proved which account is theirs.
+         */
         IdentityUnlinked: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -16,6 +16,7 @@ import {
   linkIdentity,
   verifyIdentity,
 } from '../identities/identities.ts';
+import { issueLinkTicket } from '../identities/link-tickets.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { addMember } from '../orgs/members.ts';
@@ -24,11 +25,35 @@ import { orgOfVerifiedDomain } from './domains.ts';
 
 export const identityProviderOf = (connectionId: string) => `sso:${connectionId}`;
 
-const identityUnlinked = () =>
-  new ApiError(
+/**
+ * 409 identity_unlinked with a link ticket (identities/link-tickets.ts, as provider/callback's): the
+ * person proves which account is theirs, then the site links the identity with `linkTicket`. The
+ * email is not vouched for here (it is outside the organization's verified domains).
+ */
+async function identityUnlinked(
+  deps: IdentityCreateDeps,
+  site: string,
+  identity: { provider: string; subject: string; email: string | undefined; name: string | undefined },
+): Promise<ApiError> {
+  const { linkTicket, expiresAt } = await issueLinkTicket(deps.db, site, { ...identity, emailVerified: false });
+  return new ApiError(
     'identity_unlinked',
-    "No account has this identity, and its email is not in a domain the connection's organization has verified.",
+    "No account has this identity, and its email is not in a domain the connection's organization has verified: have the person prove which account is theirs, then link it with user/identity/link and this linkTicket.",
+    {
+      members: {
+        linkTicket,
+        linkTicketExpiresAt: expiresAt.toISOString(),
+        identity: {
+          provider: identity.provider,
+          subject: identity.subject,
+          email: identity.email ?? null,
+          emailVerified: false,
+          name: identity.name ?? null,
+        },
+      },
+    },
   );
+}
 
 export interface SignedIn {
   userId: string;
@@ -47,7 +72,7 @@ export async function signInThrough(
 
   const email = who.email;
   if (email === undefined || (await orgOfVerifiedDomain(deps.db, scope.site, email)) !== connection.orgId)
-    throw identityUnlinked();
+    throw await identityUnlinked(deps, scope.site, { ...key, email, name: who.name });
   const [account] = await deps.db
     .select({ id: users.id })
     .from(users)
