@@ -95,6 +95,15 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
       'the access and refresh tokens a provider set with --keep-tokens gave at the last sign-in, sealed: credentials ' +
       'for the provider, answered only by provider/tokens (scope export); the identity they belong to is in the account',
   },
+  messages: {
+    leftOut:
+      'the messages we sent to the account (channel, purpose, address, status, attempts; never a body, link or code, ' +
+      'deleted once sent), kept 30 days and answered by message/list; not yet a member of this answer (issue 60)',
+  },
+  message_templates: {
+    leftOut:
+      'a site’s mail templates: its `subject` column is a mail’s subject line, not an account’s identity subject',
+  },
 };
 
 /**
