@@ -517,7 +517,7 @@ withCluster('budgets, revocation and idempotency keys across three replicas', ()
                 headers: { Authorization: `Bearer ${METRICS_TOKEN}` },
               })
             ).text();
-            return Number(/^webhook_attempts_total\{outcome="delivered"\} (\d+)/m.exec(text)?.[1] ?? 0);
+            return Number(/^webhook_attempts_total\{[^}]*outcome="delivered"[^}]*\} (\d+)/m.exec(text)?.[1] ?? 0);
           }),
         );
       // A replica counts a delivery once it has read the receiver's answer, which may be just
