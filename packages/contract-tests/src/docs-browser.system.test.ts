@@ -113,11 +113,18 @@ describe.skipIf(unavailable !== undefined)("/docs: Scalar's Test Request on each
         // Idempotency-Key pre-filled alike for every write).
         // An operation that takes a secret the server issued (a ticket, a passkey's answer to its
         // challenge, a session's token) cannot succeed with an example's: its 422 invalid_ticket
-        // (invalid_credentials, invalid_session) is what the 404 is for an example id.
+        // (invalid_credentials, invalid_session, a callback's invalid_state) is what the 404 is for an example id.
         const code = status === 422 ? (JSON.parse(body!) as { code?: string }).code : undefined;
         const secretMiss =
           code === 'invalid_ticket' ||
           code === 'invalid_session' ||
+          // A callback's state or RelayState is one the server made at the start (provider/start, sso/start).
+          (op.name === 'completeProviderSignIn' && code === 'invalid_state') ||
+          (op.name === 'finishSso' && (code === 'invalid_state' || code === 'sso_response_invalid')) ||
+          // What an example cannot make right: an IdP's metadata at an address of the example's, a TXT record.
+          (op.name === 'createOrgConnection' && code === 'idp_metadata_invalid') ||
+          (op.name === 'updateOrgConnection' && code === 'idp_metadata_invalid') ||
+          (op.name === 'verifyOrgDomain' && code === 'domain_not_verified') ||
           (op.name === 'verifyPasskey' && code === 'invalid_credentials');
         if (status !== 403)
           expect(status < 300 || status === 404 || secretMiss, `${where} answered ${status}`).toBe(true);
