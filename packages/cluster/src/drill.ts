@@ -507,6 +507,9 @@ async function restoreDrill(
   print(
     `[restore] full backup under load: ${label} in ${seconds(backupMs)} (${load.log.filter(ok).length} requests answered during its first seconds)`,
   );
+  // pgBackRest keeps a backup's stop time in whole seconds: a target in the second it stopped can
+  // find no backup set (CI, 2026-12-03). The writes start in the second after the next.
+  await sleep(2_000 - (Date.now() % 1_000));
   // Two writes with a moment between them, both acknowledged.
   const first = await call(base, 'create', '/api/1/user/create', {
     email: `pitr.first.${Date.now()}@example.com`,
