@@ -304,7 +304,10 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
       await Promise.all(state.replicas.map((_, i) => cluster.startReplica(i)));
     }
     save(state);
-    await Promise.all(state.replicas.map((r) => cluster.waitBalancer(r.name, 'UP', 10_000)));
+    // 30 s, not 10: beside a busy test run HAProxy's checks (every 500 ms, rise 2) come late, and
+    // this was the shortest wait of `up` when it exited 1 in a clean-clone run (stop 68's CI; the
+    // run kept no more of its output).
+    await Promise.all(state.replicas.map((r) => cluster.waitBalancer(r.name, 'UP', 30_000)));
   } catch (error) {
     // The folder goes with down(): what its logs ended with is the explanation.
     const tails = readdirSync(join(dir, 'logs')).map(
