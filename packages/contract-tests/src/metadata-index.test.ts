@@ -2,10 +2,11 @@
 // accounts hold by the thousand is not read, nor weighed, when a site counts or lists it. Shown by
 // the plans of the very queries the server sends, run (EXPLAIN ANALYZE): a value the site holds
 // nowhere reads no row, where the index on the metadata alone (and its statistics) read thousands.
-import { type Database, openPglite, openPostgres } from '@user-accounts/server/db';
+import { type Database, openPostgres } from '@user-accounts/server/db';
 import { countQuery, fewMatchesPage, keyset, listQuery } from '@user-accounts/server/listing';
+import { openMigratedPglite } from '@user-accounts/server/testing/templates';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshPostgresDatabase, postgresUnavailable } from './targets.ts';
+import { migratedPostgresDatabase, postgresUnavailable } from './targets.ts';
 
 const postgresSkip = await postgresUnavailable();
 const OTHERS = 50_000;
@@ -32,13 +33,12 @@ describe.each([
   beforeAll(async () => {
     if (skip !== undefined) return;
     if (name === 'PostgreSQL') {
-      const fresh = await freshPostgresDatabase();
-      drop = fresh.drop;
-      database = await openPostgres(fresh.url, { max: 1 });
+      const migrated = await migratedPostgresDatabase();
+      drop = migrated.drop;
+      database = await openPostgres(migrated.url, { max: 1 });
     } else {
-      database = await openPglite(undefined);
+      database = await openMigratedPglite();
     }
-    await database.migrate();
     // Another site whose every account holds {"plan": "pro"}; shop's accounts hold other plans.
     await database.sql.unsafe(
       `insert into users (site, email, name, origin, metadata, created_at)

@@ -4,14 +4,17 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assemble } from './assemble.ts';
 import { loadConfig } from './config/env.ts';
 import { serveApp } from './http/serve.ts';
+import { copyMigratedPglite } from './testing/templates.ts';
 
 const TOKEN = 'ua_assemble_test_token_0123456789abcdef';
-// One embedded database for both services: a fresh one takes most of a minute here under load.
+// One embedded database for both services, a copy of the run's migrated one where there is one
+// (migrating a fresh one took most of a minute here under load).
 const dir = mkdtempSync(join(tmpdir(), 'ua-assemble-'));
+beforeAll(() => copyMigratedPglite(dir));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Creates one account on a service assembled with `outbox`, and answers the events the feed then holds. */

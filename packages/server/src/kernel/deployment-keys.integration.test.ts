@@ -3,7 +3,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { DATABASE_KEY_ID, deploymentKeysFrom, deploymentKeysOf } from './deployment-keys.ts';
 import { type KeyRing, parseKeyRing } from './secret-box.ts';
 
@@ -44,8 +45,7 @@ describe('deploymentKeysFrom', () => {
 describe('deploymentKeysOf', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   }, 60_000);
   afterAll(() => database?.close());
 

@@ -6,8 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, type Db, openPglite, openPostgres, rows } from '../db/client.ts';
+import { type Database, type Db, openPostgres, rows } from '../db/client.ts';
 import { auditLog } from '../db/schema.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { inWrite, isWriteCollision, WRITE_ATTEMPTS, type WriteScope } from './unit-of-work.ts';
 
 /** An error as drizzle throws a driver's: the SQLSTATE at `cause.code`. */
@@ -31,8 +32,7 @@ async function accountsOn(db: Db, site: string, n: number): Promise<string[]> {
 describe('inWrite on the embedded database: an injected collision', () => {
   let database: Database;
   beforeAll(async () => {
-    database = await openPglite(undefined);
-    await database.migrate();
+    database = await openMigratedPglite();
   }, 60_000);
   afterAll(() => database?.close());
 

@@ -3,14 +3,14 @@
 import { randomUUID } from 'node:crypto';
 import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openPglite } from '../db/client.ts';
+import type { Database } from '../db/client.ts';
 import { userFactors, users } from '../db/schema.ts';
+import { openMigratedPglite } from '../testing/templates.ts';
 import { exportFile } from './export-file.ts';
 
 let database: Database;
 beforeAll(async () => {
-  database = await openPglite(undefined);
-  await database.migrate();
+  database = await openMigratedPglite();
 });
 afterAll(() => database?.close());
 

@@ -173,9 +173,8 @@ describe('the outbox', () => {
 
 describe('the feed', () => {
   it('is a pure read: it answers on a connection that may not write', async () => {
-    const fresh = await openPglite(undefined);
+    const fresh = await openMigratedPglite();
     try {
-      await fresh.migrate();
       const s = await site(2, fresh);
       await created(s.name, s.ids, fresh);
       // One queued and not numbered yet: the read waits for the sequencer a while, writing nothing.
