@@ -1,74 +1,89 @@
-// Sign-in with a provider across three servers on one PostgreSQL (issue 59, "Done when"): a start
-// on one and the callback on another work; a state used on one is refused on the others. The
-// servers are in this process (one serverTarget each, one database), the provider is the real
-// oidc-provider of oauth-peers.ts.
-import { createClient } from '@user-accounts/client';
-import { checkProvider } from '@user-accounts/server/providers/options';
-import { setProvider } from '@user-accounts/server/providers/providers';
+// Sign-in with a provider across three server processes on one PostgreSQL (issue 59, "Done
+// when"), as an operator runs them: `cli provider set`, then a start on one replica and the
+// callback on another work, and a state used on one is refused on all three. The servers are the
+// build a release ships (testing/processes.ts), started once for the file; the provider is the real
+// oidc-provider of oauth-peers.ts, on a loopback port.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, type UserAccountsClient } from '@user-accounts/client';
+import { processes, type Running } from '@user-accounts/server/testing/processes';
+import { mintToken } from '@user-accounts/server/tokens';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Person, signInAt, startOidcProvider } from './oauth-peers.ts';
-import {
-  migratedPostgresDatabase,
-  postgresUnavailable,
-  serverTarget,
-  type Target,
-  TEST_FACTOR_KEY,
-} from './targets.ts';
+import { migratedPostgresDatabase, postgresUnavailable, TEST_FACTOR_KEY, TEST_HASHES } from './targets.ts';
 
 const CALLBACK = 'https://shop.example.com/auth/callback';
+const SECRET = 'three-processes-client-secret-0123456789';
 const skip = await postgresUnavailable();
 
 describe.skipIf(skip !== undefined)(
-  `three servers on one PostgreSQL: sign-in with a provider${skip ? ` (${skip})` : ''}`,
+  `three server processes on one PostgreSQL: sign-in with a provider${skip ? ` (${skip})` : ''}`,
   () => {
+    const procs = processes();
     const people = new Map<string, Person>();
-    let servers: Target[] = [];
+    let dir = '';
+    let servers: Running[] = [];
     let op: Awaited<ReturnType<typeof startOidcProvider>>;
-    let token = '';
+    let drop = async () => {};
+    const token = mintToken();
 
     beforeAll(async () => {
       op = await startOidcProvider(
-        [{ client_id: 'op-client', client_secret: 'three-servers-secret', redirect_uris: [CALLBACK] }],
+        [{ client_id: 'op-client', client_secret: SECRET, redirect_uris: [CALLBACK] }],
         people,
       );
       const database = await migratedPostgresDatabase();
-      const env = { env: { FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY } };
-      const first = await serverTarget({ DATABASE_URL: database.url }, database.drop, env);
-      const others = await Promise.all(
-        [1, 2].map(() => serverTarget({ DATABASE_URL: database.url }, async () => {}, env)),
+      drop = database.drop;
+      const env = {
+        DATABASE_URL: database.url,
+        ...TEST_HASHES,
+        API_TOKENS: token,
+        FACTOR_ENCRYPTION_KEY: TEST_FACTOR_KEY,
+      };
+      dir = mkdtempSync(join(tmpdir(), 'provider-servers-'));
+      const secretFile = join(dir, 'secret');
+      writeFileSync(secretFile, `${SECRET}\n`, { mode: 0o600 });
+      // The database is migrated: the three start side by side, and the CLI beside them.
+      servers = [0, 1, 2].map(() => procs.server(env));
+      const set = await procs.cli(
+        [
+          'provider',
+          'set',
+          '--site',
+          'default',
+          '--name',
+          'idp',
+          '--issuer',
+          op.issuer,
+          '--client-id',
+          'op-client',
+          '--client-secret-file',
+          secretFile,
+          '--scopes',
+          'openid,email,profile',
+          '--redirect-uris',
+          CALLBACK,
+          '--on-new-person',
+          'create',
+        ],
+        env,
       );
-      servers = [first, ...others];
-      ({ token } = await first.createToken({
-        site: 'three',
-        scopes: ['read', 'write', 'verify'],
-        label: 'three servers',
-      }));
-      const deps = first.deps!();
-      const config = checkProvider({
-        site: 'three',
-        name: 'idp',
-        issuer: op.issuer,
-        clientId: 'op-client',
-        scopes: 'openid,email,profile',
-        redirectUris: CALLBACK,
-        onNewPerson: 'create',
-      });
-      await setProvider(deps.database.db, config, 'three-servers-secret', deps.factorKeys);
+      await Promise.all(servers.map((s) => s.ready));
+      expect(set.code, set.stderr).toBe(0);
+      expect(set.stdout + set.stderr).not.toContain(SECRET);
     }, 120_000);
     afterAll(async () => {
-      // The first server's cleanup drops the database: the others close first.
-      for (const server of servers.slice(1).concat(servers.slice(0, 1))) await server.close();
-      await op?.close();
+      procs.cleanup();
+      await Promise.all(servers.map((s) => s.exited));
+      await Promise.all([op?.close(), drop()]);
+      if (dir !== '') rmSync(dir, { recursive: true, force: true });
     });
 
-    const clientOf = (server: Target) => createClient({ baseUrl: server.baseUrl, token });
+    const clientOf = (server: Running) => createClient({ baseUrl: server.baseUrl, token });
 
-    it('completes on another server what one started, and refuses the used state on all three', async () => {
-      const [a, b, c] = servers.map(clientOf) as [
-        ReturnType<typeof clientOf>,
-        ReturnType<typeof clientOf>,
-        ReturnType<typeof clientOf>,
-      ];
+    it('completes on another process what one started, refuses the used state on all three, and keeps no secret in their logs', async () => {
+      const [a, b, c] = servers.map(clientOf) as [UserAccountsClient, UserAccountsClient, UserAccountsClient];
       const person = {
         sub: `three-${Date.now()}`,
         email: `three-${Date.now()}@example.org`,
@@ -77,20 +92,27 @@ describe.skipIf(skip !== undefined)(
       };
       people.set(person.sub, person);
       const started = await a.POST('/api/1/provider/start', { body: { provider: 'idp', redirectUri: CALLBACK } });
-      expect(started.response.status).toBe(200);
+      expect(started.response.status, JSON.stringify(started.error)).toBe(200);
       const back = await signInAt(started.data!.result.authorizationUrl, person.sub, CALLBACK);
       const done = await b.POST('/api/1/provider/callback', { body: { callbackUrl: back, session: {} } });
       expect(done.response.status, JSON.stringify(done.error)).toBe(201);
+      const userId = (done.data as unknown as { result: { _userId: string } }).result._userId;
       for (const other of [a, b, c]) {
         const again = await other.POST('/api/1/provider/callback', { body: { callbackUrl: back } });
         expect(again.response.status).toBe(422);
         expect(again.error?.code).toBe('invalid_state');
       }
-      // And the person signs in again through the third server.
+      // And the person signs in again: started on the third, completed on the first.
       const next = await c.POST('/api/1/provider/start', { body: { provider: 'idp', redirectUri: CALLBACK } });
       const back2 = await signInAt(next.data!.result.authorizationUrl, person.sub, CALLBACK);
       const login = await a.POST('/api/1/provider/callback', { body: { callbackUrl: back2 } });
       expect(login.response.status).toBe(200);
+      expect(login.data!.result._userId).toBe(userId);
+
+      const state = new URL(back).searchParams.get('state')!;
+      const code = new URL(back).searchParams.get('code')!;
+      const logs = servers.map((s) => s.stdout() + s.stderr()).join('\n');
+      expect([SECRET, state, code].filter((s) => logs.includes(s))).toEqual([]);
     });
   },
 );
