@@ -411,13 +411,9 @@ export async function providerRows(b: ProvidersBench): Promise<{ rows: Row[]; no
   ];
   notes.push(
     '## Sign-in with a provider (issue 59)',
-    '',
     "`./pnpmw bench --only providers` (providers.ts). One server (the built one, the rate limits lifted as in the rest of the bench) on the local PostgreSQL with 100,000 accounts of site `default`; a provider `bench` of that site (`--on-new-person create`) at a stub OpenID Connect issuer in the bench's process (discovery, JWKS, a token endpoint answering an RS256 ID token with the email, its verification and the name, so that no userinfo call is needed, as Google's). The stub's RSA signature and the load generator run on the bench's CPU; the server's CPU per request is its process's user + system time (/proc) over a phase, divided by the phase's requests: ours alone, the provider's time excluded.",
-    '',
     `Each callback is a whole one: a state made by provider/start (single use), the code exchanged with PKCE by openid-client, the ID token checked (signature by the JWKS, iss, aud, nonce, exp, iat, the RFC 9207 iss parameter), the identity's outcome, and a session issued (\`session: {}\`). The timed callbacks are logins (200) of ${PEOPLE} identities whose first callback created their account (201; that CPU is its own row). Latencies of the callbacks include the stub's answer (a local RSA signature, about 1–2 ms).`,
-    '',
     `The victim is site \`victim\` (${VICTIM_ACCOUNTS} accounts, argon2id at the server's own parameters): user/verify with the right password at ${VICTIM_CONNECTIONS} connections for ${b.seconds} s, quiet and while provider/start or provider/callback run at ${CONNECTIONS} connections (started 1 s before, stopped after). The ratios are of medians over the rounds, to the quiet phases of the same rounds.`,
-    '',
     `**The machine was loaded** (2 cores shared with other agents' work): load average (1, 5, 15 min) before ${loadBefore.map((l) => l.toFixed(2)).join(', ')}; after ${loadAfter.map((l) => l.toFixed(2)).join(', ')}. The absolute figures are those of a busy machine; the CPU per request is the steadier figure.`,
   );
   return { rows, notes };
