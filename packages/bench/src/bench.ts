@@ -1,5 +1,5 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N] [--memberships N]
-//   [--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|neighbours|heavy-reads|scale]`: the service on
+//   [--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|neighbours|heavy-reads|scale]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -45,6 +45,11 @@
 //   interleaved; first the statements, parses and round trips per request of each, counted on the wire
 //   (wire-count.ts), then req/s, p50, p99 and the server's and PostgreSQL's CPU per request, to
 //   bench/results/<date>-write-path.md (the floor's rounds judge the noise). A full run measures it too;
+// - `--only providers` (providers.ts, issue 59; about 2 minutes at 3 rounds of 5 s): provider/start's
+//   throughput and ours' CPU per provider/callback (a whole sign-in at a stub OpenID Connect issuer
+//   in the bench's process, so that the provider's time is not the server's), and another site's
+//   verify while either runs at 16 connections, to bench/results/<date>-providers.md. A full run
+//   measures it too;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -74,6 +79,7 @@ import { ORG_NOTES, orgRows } from './orgs.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { peakRssMb } from './proc.ts';
 import { topFramesOf } from './profile.ts';
+import { providerRows } from './providers.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
 import { SESSION_NOTES, sessionRows } from './sessions.ts';
@@ -84,7 +90,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|neighbours|heavy-reads|scale`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|neighbours|heavy-reads|scale`: those figures alone.
     only: { type: 'string' },
     // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said;
     // `--only hot-path`: 100,000 unless said).
@@ -1072,6 +1078,24 @@ async function main(): Promise<void> {
     rows.push(...result.rows);
     writePathNotes.push(...result.notes);
   };
+  // Issue 59: provider/start's throughput, ours' CPU per callback, another site's login meanwhile.
+  const providerNotes: string[] = [];
+  const providers = async (db: BenchDb) => {
+    log("sign-in with a provider: provider/start's throughput, CPU per callback, a victim site's verify");
+    const result = await providerRows({
+      db,
+      password: PASSWORD,
+      passwordHash,
+      ours: () => withPid(ours(db)),
+      load,
+      log,
+      rounds: ROUNDS,
+      seconds: SECONDS,
+      token: TOKEN,
+    });
+    rows.push(...result.rows);
+    providerNotes.push(...result.notes);
+  };
   const neighbourNotes: string[] = [];
   const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
     log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
@@ -1142,6 +1166,7 @@ async function main(): Promise<void> {
     const db = await seededDatabase(100_000, passwordHash);
     try {
       await writePath(db);
+      await providers(db);
     } finally {
       await db.drop();
     }
@@ -1149,6 +1174,16 @@ async function main(): Promise<void> {
     const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
     log(`bench: report written to ${file}${bad.length > 0 ? ' (NOISY: not a result)' : ''}`);
     if (bad.length > 0) process.exitCode = 1;
+    return;
+  }
+  if (values.only === 'providers') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await providers(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report(providerNotes, 'providers')}`);
     return;
   }
   if (only !== undefined) {
@@ -1163,7 +1198,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, neighbours, heavy-reads or scale (got ${values.only})`,
+      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, neighbours, heavy-reads or scale (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -1226,6 +1261,7 @@ async function main(): Promise<void> {
     ...ORG_NOTES,
     ...hotPathNotes,
     ...writePathNotes,
+    ...providerNotes,
     ...neighbourNotes,
   ]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });

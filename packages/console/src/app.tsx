@@ -6,6 +6,7 @@ import { AccountsScreen } from './screens/accounts.tsx';
 import { EventsScreen } from './screens/events.tsx';
 import { OrgScreen } from './screens/org.tsx';
 import { OrgsScreen } from './screens/orgs.tsx';
+import { ProvidersScreen } from './screens/providers.tsx';
 import { SignIn } from './screens/sign-in.tsx';
 import { WebhooksScreen } from './screens/webhooks.tsx';
 import { clientFor, currentToken, onSessionChange, refusedScopes, type Scope, signIn, signOut } from './session.ts';
@@ -71,6 +72,9 @@ export function App() {
           <a href="#/webhooks" aria-current={route.screen === 'webhooks' ? 'page' : undefined}>
             Webhooks
           </a>
+          <a href="#/providers" aria-current={route.screen === 'providers' ? 'page' : undefined}>
+            Sign-in providers
+          </a>
         </nav>
         <button type="button" onClick={() => signOut()}>
           Sign out
@@ -85,6 +89,7 @@ export function App() {
         {route.screen === 'org' && <OrgScreen key={route.orgId} api={api} refused={refused} orgId={route.orgId} />}
         {route.screen === 'events' && <EventsScreen api={api} refused={refused} />}
         {route.screen === 'webhooks' && <WebhooksScreen api={api} refused={refused} />}
+        {route.screen === 'providers' && <ProvidersScreen api={api} refused={refused} />}
       </main>
     </>
   );

@@ -1,5 +1,5 @@
 // The console's addresses live in the fragment (#/accounts, #/accounts/ID, #/orgs, #/orgs/ID, #/events,
-// #/webhooks): the server serves one page at /console, and a reload or a shared link opens the same screen.
+// #/webhooks, #/providers): the server serves one page at /console, and a reload or a shared link opens the same screen.
 import { useEffect, useState } from 'preact/hooks';
 
 export type Route =
@@ -8,7 +8,8 @@ export type Route =
   | { screen: 'orgs' }
   | { screen: 'org'; orgId: string }
   | { screen: 'events' }
-  | { screen: 'webhooks' };
+  | { screen: 'webhooks' }
+  | { screen: 'providers' };
 
 export function parseRoute(hash: string): Route {
   const account = /^#\/accounts\/([^/?#]+)$/.exec(hash);
@@ -18,6 +19,7 @@ export function parseRoute(hash: string): Route {
   if (hash === '#/orgs') return { screen: 'orgs' };
   if (hash === '#/events') return { screen: 'events' };
   if (hash === '#/webhooks') return { screen: 'webhooks' };
+  if (hash === '#/providers') return { screen: 'providers' };
   return { screen: 'accounts' };
 }
 

@@ -4,8 +4,9 @@
 // password reset, delete it with a grace period and restore it, see its sessions and revoke one
 // and all, start an impersonation, replay a webhook delivery (at 360 px), follow the live events,
 // sign in from a `cli console` address, name who acted (a token labelled by `cli console --as`),
-// disable for a week, an action the token's scopes do not allow, an account's identities (one
-// unlinked, the last refused) and organizations, and an organization's members and invitations (a
+// disable for a week, an action the token's scopes do not allow, an account's identities (each
+// naming its provider as the site configured it; one unlinked, the last refused), the site's
+// sign-in providers (read-only, no secret), and organizations, and an organization's members and invitations (a
 // member removed, an invitation revoked). After each action the test asks the API itself
 // (through the client) what is now true, not only the page. axe-core checks every screen.
 import { spawnSync } from 'node:child_process';
@@ -16,6 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, type UserAccountsClient } from '@user-accounts/client';
+import { checkProvider } from '@user-accounts/server/providers/options';
+import { setProvider } from '@user-accounts/server/providers/providers';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromiumUnavailable, launchChromium } from './browser/chromium.ts';
@@ -24,6 +27,8 @@ import { pgliteTarget, postgresTarget, type Target } from './targets.ts';
 import { seedWebhook } from './webhook-seed.ts';
 
 const CONSOLE = fileURLToPath(new URL('../../console/', import.meta.url));
+/** The client secret of the site's Google provider: the console never shows it. */
+const GOOGLE_SECRET = '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ret';
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 // UPDATE_SCREENSHOTS=1 refreshes the README's pictures of the console (docs/console-*.png);
 // otherwise they go to a temporary folder, so that taking them is tested all the same.
@@ -92,6 +97,16 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         expect(error).toBeUndefined();
         ids.set(email, data!.result._userId);
       }
+      // The site's Google sign-in, as `cli provider set --name google` sets it.
+      const deps = target.deps!();
+      const google = checkProvider({
+        site: 'default',
+        name: 'google',
+        clientId: '1234567890-console.apps.googleusercontent.com',
+        redirectUris: 'https://shop.example.com/auth/callback',
+        onNewPerson: 'create',
+      });
+      await setProvider(deps.database.db, google, GOOGLE_SECRET, deps.factorKeys);
       browser = await launchChromium();
     }, 120_000);
     afterAll(async () => {
@@ -682,6 +697,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result.identities;
       const before = await identities();
       expect(before.map((i) => i.provider)).toEqual(['google', 'github']);
+      // The site signs in with Google itself (beforeAll: cli provider set); GitHub's was linked by the site.
 
       const { page, refused, failed } = await open(`/console#token=${target.token}`);
       await page.getByRole('heading', { name: 'Accounts' }).waitFor();
@@ -699,12 +715,17 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       ]);
       for (const [index, identity] of before.entries()) {
         const row = rows.nth(index + 1);
-        expect((await row.getByRole('cell').allTextContents()).slice(0, 4)).toEqual([
-          identity.provider,
-          identity.subject,
-          identity.email ?? '—',
-          identity.emailVerified ? 'Yes' : 'No',
-        ]);
+        // The providers' list comes beside the account: poll until the names are described.
+        await expect
+          .poll(async () => (await row.getByRole('cell').allTextContents()).slice(0, 4))
+          .toEqual([
+            identity.provider === 'google'
+              ? 'google (OpenID Connect, https://accounts.google.com)'
+              : 'github (not a provider of this site: linked by the site itself)',
+            identity.subject,
+            identity.email ?? '—',
+            identity.emailVerified ? 'Yes' : 'No',
+          ]);
         expect(await row.locator('time').getAttribute('datetime')).toBe(identity.linkedAt);
       }
       expect(await axeViolations(page), 'account screen with identities').toEqual([]);
@@ -736,6 +757,39 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect((await identities()).map((i) => i.provider)).toEqual(['google']);
       expect(await rows.count()).toBe(2);
       expect(await axeViolations(page), 'unlink refused').toEqual([]);
+      expect(refused).toEqual([]);
+      expect(failed).toEqual([]);
+      await page.close();
+    }, 180_000);
+
+    it("lists the site's sign-in providers read-only, with no secret (provider/list); the API agrees", async () => {
+      const listed = (await api.GET('/api/1/provider/list')).data!.result.providers;
+      expect(listed.map((p) => p.name)).toContain('google');
+      const { page, refused, failed } = await open(`/console#token=${target.token}`);
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await page.getByRole('link', { name: 'Sign-in providers' }).click();
+      await page.getByRole('heading', { name: 'Sign-in providers' }).waitFor();
+      const rows = page.getByRole('region', { name: 'Providers, by name' }).getByRole('row');
+      await expect.poll(() => rows.count()).toBe(listed.length + 1);
+      for (const [index, provider] of listed.entries())
+        expect(
+          await rows
+            .nth(index + 1)
+            .getByRole('cell')
+            .allTextContents(),
+        ).toEqual([
+          provider.name,
+          provider.kind === 'oidc' ? 'OpenID Connect' : 'OAuth 2.0',
+          provider.issuer ?? '—',
+          provider.clientId,
+          provider.scopes.join(' '),
+          provider.redirectUris.join(' '),
+          provider.onNewPerson === 'create' ? 'gets an account' : 'is refused (linked by ticket)',
+        ]);
+      // Read-only: nothing to press on the screen but the navigation and sign-out.
+      expect(await page.getByRole('main').getByRole('button').count()).toBe(0);
+      expect(await page.content()).not.toContain(GOOGLE_SECRET);
+      expect(await axeViolations(page), 'providers screen').toEqual([]);
       expect(refused).toEqual([]);
       expect(failed).toEqual([]);
       await page.close();

@@ -56,7 +56,9 @@ function defineSignInSuite(spec: TargetSpec): void {
       await Promise.all([op?.close(), peers?.close()]);
     });
 
-    const newSite = async (scopes: ('read' | 'write' | 'verify' | 'export')[] = ['read', 'write', 'verify']) => {
+    const newSite = async (
+      scopes: ('read' | 'write' | 'verify' | 'export' | 'events')[] = ['read', 'write', 'verify'],
+    ) => {
       const site = `signin-${tag()}`;
       const { token } = await h.target.createToken({ site, scopes, label: 'sign-in' });
       return { site, client: h.clientFor(token) };
@@ -295,6 +297,15 @@ function defineSignInSuite(spec: TargetSpec): void {
       const disabled = await signIn(client, person);
       expect(disabled.response.status).toBe(403);
       expect((disabled.error as Problem).code).toBe('account_disabled');
+      // Each 403 has its audit row, naming the provider.
+      const refusals = await h.target.sql(
+        `select operation, outcome, provider from audit_log where site = $1 and status = 403 order by id`,
+        [site],
+      );
+      expect(refusals).toEqual([
+        { operation: 'identity_verify', outcome: 'second_factor_required', provider: 'idp' },
+        { operation: 'provider_callback', outcome: 'account_disabled', provider: 'idp' },
+      ]);
     });
 
     it('refuses a state reused, expired, unknown or another site’s with one 422 invalid_state, and a code replayed', async () => {
@@ -527,6 +538,78 @@ function defineSignInSuite(spec: TargetSpec): void {
       expect(answer.response.status).toBe(201);
       const [kept] = await h.target.sql('select count(*)::int as n from provider_tokens where site = $1', [plain.site]);
       expect(kept).toEqual({ n: 0 });
+    });
+
+    it('emits user.identity_linked naming the provider when a callback creates or a linkTicket links; one audit row an outcome, naming the provider, holding no code, token or state', async () => {
+      const { site, client } = await newSite(['read', 'write', 'verify', 'events']);
+      await configure(site, 'op', { onNewPerson: 'create' });
+      const said: string[] = [];
+      // The account's own events (a login's session.created aside).
+      const feed = async (userId: string) =>
+        (
+          await client.GET('/api/1/events', { params: { query: { subject: userId, limit: 100 } } })
+        ).data!.result.events.filter((e) => e.type.startsWith('user.'));
+
+      // Created at a first sign-in: user.created, then user.identity_linked with the provider's name.
+      const person = { sub: `fay-${tag()}`, email: `fay-${tag()}@example.org`, email_verified: true, name: 'Fay' };
+      const made = await signIn(client, person);
+      expect(made.response.status).toBe(201);
+      const createdBody = made.data as unknown as {
+        result: { _userId: string; session: { token: string; accessToken: string } };
+      };
+      const userId = createdBody.result._userId;
+      said.push(createdBody.result.session.token, createdBody.result.session.accessToken);
+      const events = await feed(userId);
+      expect(events.map((e) => e.type)).toEqual(['user.created', 'user.identity_linked']);
+      expect(events[1]!.data).toEqual({ _userId: userId, provider: 'idp', subject: person.sub });
+      // A login links nothing: no user.identity_linked.
+      const again = await signIn(client, person);
+      expect(again.response.status).toBe(200);
+      said.push(again.data!.result.session!.token, again.data!.result.session!.accessToken);
+      expect((await feed(userId)).length).toBe(2);
+
+      // An email an account holds: 409 with a link ticket, no event; the ticket's link is one.
+      const email = `gil-${tag()}@example.org`;
+      const account = await h.createUser({ email }, client);
+      const sub = `gil-${tag()}`;
+      const refused = await signIn(client, { sub, email, email_verified: true, name: 'Gil' });
+      expect(refused.response.status).toBe(409);
+      const ticket = (refused.error as Unlinked).linkTicket;
+      said.push(ticket);
+      expect((await feed(account.id)).map((e) => e.type)).toEqual(['user.created']);
+      const linked = await client.POST('/api/1/user/identity/link', {
+        body: { _userId: account.id, linkTicket: ticket },
+      });
+      expect(linked.response.status).toBe(200);
+      const after = await feed(account.id);
+      expect(after.map((e) => e.type)).toEqual(['user.created', 'user.identity_linked']);
+      expect(after[1]!.data).toEqual({ _userId: account.id, provider: 'idp', subject: sub });
+
+      // The refusals: a state used (422 invalid_state, before any provider is known) and the provider's error.
+      const used = await callback(client, `${CALLBACK}?code=x&state=no-such-state-${tag()}`);
+      expect((used.error as Problem).code).toBe('invalid_state');
+      const denied = await start(client, 'idp');
+      const error = await callback(
+        client,
+        `${CALLBACK}?error=access_denied&state=${denied.state}&iss=${encodeURIComponent(op.issuer)}`,
+      );
+      expect((error.error as Problem).code).toBe('provider_error');
+
+      const rows = await h.target.sql(
+        `select * from audit_log where site = $1 and operation in ('provider_callback', 'identity_create', 'identity_verify', 'identity_link') order by id`,
+        [site],
+      );
+      expect(rows.map((r) => [r.operation, r.status, r.outcome, r.provider])).toEqual([
+        ['identity_create', 201, 'user created', 'idp'],
+        ['identity_verify', 200, 'identity verified', 'idp'],
+        ['provider_callback', 409, 'identity_unlinked', 'idp'],
+        ['identity_link', 200, 'identity linked', null],
+        ['provider_callback', 422, 'invalid_state', null],
+        ['provider_callback', 422, 'provider_error', 'idp'],
+      ]);
+      const text = JSON.stringify(rows) + JSON.stringify(await feed(userId)) + JSON.stringify(after);
+      const secrets = [...secretsSeen, ...peers.state.codesSeen, ...peers.state.tokensIssued, ...said, OP_SECRET];
+      expect(secrets.filter((s) => s.length >= 8 && text.includes(s))).toEqual([]);
     });
 
     it('keeps and says none of the client secrets, codes, states and provider tokens it handled', async () => {

@@ -1,9 +1,12 @@
 // An account's identities at other providers (`identities` in get: provider, subject, the email the
 // provider gave and whether it said it is verified, when linked) and their unlinking
 // (identity/unlink), after a confirmation. The API refuses to unlink the last way to sign in (409
-// `last_sign_in_method`): its detail is shown as it is.
+// `last_sign_in_method`): its detail is shown as it is. Each names its provider as the site
+// configured it (provider/list: OpenID Connect and its issuer, or OAuth 2.0), an organization's
+// SSO connection, or a name the site gave when it ran the sign-in itself.
 import type { components, UserAccountsClient } from '@user-accounts/client';
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import { describeProvider, type Provider } from '../providers.ts';
 import type { Scope } from '../session.ts';
 import { Action, Alert, Confirm, describeFailure, formatTime } from '../ui.tsx';
 
@@ -20,6 +23,15 @@ export function Identities(props: {
   const [failure, setFailure] = useState<string>();
   const [unlinking, setUnlinking] = useState<Identity>();
   const [busy, setBusy] = useState(false);
+  const [providers, setProviders] = useState<Provider[]>();
+
+  useEffect(() => {
+    props.api
+      .GET('/api/1/provider/list')
+      .then(({ data }) => setProviders(data?.result.providers))
+      // Not read (a failure the account's own read shows): the names stand alone.
+      .catch(() => {});
+  }, [props.api]);
 
   async function unlink(identity: Identity) {
     setUnlinking(undefined);
@@ -62,7 +74,12 @@ export function Identities(props: {
             <tbody>
               {props.identities.map((identity) => (
                 <tr key={`${identity.provider} ${identity.subject}`}>
-                  <td>{identity.provider}</td>
+                  <td>
+                    {identity.provider}
+                    {describeProvider(identity.provider, providers) !== undefined && (
+                      <span class="hint"> ({describeProvider(identity.provider, providers)})</span>
+                    )}
+                  </td>
                   <td class="mono">{identity.subject}</td>
                   <td>{identity.email ?? '—'}</td>
                   <td>{identity.emailVerified ? 'Yes' : 'No'}</td>

@@ -2,36 +2,23 @@
 // what the API lists (siteProviders), the client secret only sealed (under FACTOR_ENCRYPTION_KEY's
 // ring, bound to its row) and never in any output; what it refuses (non-https URLs, wildcards,
 // options of the other kind) exits 2 naming the option, and changes nothing.
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Database } from '../db/client.ts';
-import { type KeyRing, mintKeyRingText, parseKeyRing, SealedSecretError } from '../kernel/secret-box.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SealedSecretError } from '../kernel/secret-box.ts';
 import { openClientSecret, siteProviders } from '../providers/providers.ts';
-import { openMigratedPglite } from '../testing/templates.ts';
-import { inlineClientSecret, runCommand } from './commands.ts';
+import { useCliDatabase } from '../testing/cli-database.ts';
+import { inlineClientSecret } from './commands.ts';
 
 const SECRET = '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w-this';
 const REDIRECT = 'https://shop.example.com/auth/callback';
 
 describe('cli provider set|list|remove', () => {
-  let database: Database;
-  const ring = parseKeyRing(mintKeyRingText('k1')) as KeyRing;
-  const dir = mkdtempSync(join(tmpdir(), 'providers-'));
-  const secretFile = join(dir, 'secret');
-  writeFileSync(secretFile, `${SECRET}\n`, { mode: 0o600 });
-  beforeAll(async () => {
-    database = await openMigratedPglite();
-  }, 60_000);
-  afterAll(async () => {
-    await database?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const cli = (argv: string[]) =>
-    runCommand(argv, database.db, undefined, undefined, { webhookAllowPrivate: false, factorKeys: ring });
-  const newSite = () => `shop-${randomUUID().slice(0, 8)}`;
+  const harness = useCliDatabase({ prefix: 'providers', files: { secret: `${SECRET}\n` } });
+  const { ring, newSite } = harness;
+  const secretFile = harness.files.secret!;
+  const cli = (argv: string[]) => harness.cli(argv);
 
   it('sets a preset with a name, a client id and secret and the redirect URIs, lists it, and keeps the secret only sealed', async () => {
     const site = newSite();
@@ -61,7 +48,7 @@ describe('cli provider set|list|remove', () => {
     expect(set.stdout).toContain('Scopes openid email profile; 2 redirect URIs; a person new to the site is refused.');
     expect(set.stdout).not.toContain(SECRET);
 
-    expect(await siteProviders(database.db, site)).toEqual([
+    expect(await siteProviders(harness.database.db, site)).toEqual([
       {
         name: 'google',
         kind: 'oidc',
@@ -72,12 +59,13 @@ describe('cli provider set|list|remove', () => {
         onNewPerson: 'refuse',
       },
     ]);
-    const [row] = await database.sql.unsafe('select row_to_json(p)::text as row from providers p where site = $1', [
-      site,
-    ]);
+    const [row] = await harness.database.sql.unsafe(
+      'select row_to_json(p)::text as row from providers p where site = $1',
+      [site],
+    );
     expect(row!.row).not.toContain(SECRET);
     expect(row!.row).toMatch(/"client_secret_sealed":"v1\.k1\./);
-    expect(await openClientSecret(database.db, site, 'google', ring)).toBe(SECRET);
+    expect(await openClientSecret(harness.database.db, site, 'google', ring)).toBe(SECRET);
     // Bound to its row: copied onto another provider's, it does not open.
     await cli([
       'provider',
@@ -93,11 +81,11 @@ describe('cli provider set|list|remove', () => {
       '--client-secret-inline',
       'other',
     ]);
-    await database.sql.unsafe(
+    await harness.database.sql.unsafe(
       `update providers set client_secret_sealed = (select client_secret_sealed from providers where site = $1 and name = 'google') where site = $1 and name = 'gitlab'`,
       [site],
     );
-    await expect(openClientSecret(database.db, site, 'gitlab', ring)).rejects.toBeInstanceOf(SealedSecretError);
+    await expect(openClientSecret(harness.database.db, site, 'gitlab', ring)).rejects.toBeInstanceOf(SealedSecretError);
 
     for (const argv of [
       ['provider', 'list'],
@@ -140,7 +128,7 @@ describe('cli provider set|list|remove', () => {
     const none = await cli(base);
     expect(none).toMatchObject({ code: 1, stdout: '' });
     expect(none.stderr).toContain(`Site ${site} has no provider github yet: give its client secret`);
-    expect(await siteProviders(database.db, site)).toEqual([]);
+    expect(await siteProviders(harness.database.db, site)).toEqual([]);
 
     expect((await cli([...base, '--client-secret-inline', SECRET])).code).toBe(0);
     const replaced = await cli([
@@ -156,7 +144,7 @@ describe('cli provider set|list|remove', () => {
       `Replaced provider github of site ${site} (OAuth 2.0, https://github.com/login/oauth/authorize).`,
     );
     expect(replaced.stdout).toContain('Its client secret is kept as it was.');
-    expect(await siteProviders(database.db, site)).toEqual([
+    expect(await siteProviders(harness.database.db, site)).toEqual([
       {
         name: 'github',
         kind: 'oauth2',
@@ -167,7 +155,7 @@ describe('cli provider set|list|remove', () => {
         onNewPerson: 'create',
       },
     ]);
-    expect(await openClientSecret(database.db, site, 'github', ring)).toBe(SECRET);
+    expect(await openClientSecret(harness.database.db, site, 'github', ring)).toBe(SECRET);
   });
 
   it('sets a plain OAuth 2.0 provider with its URLs and userinfo mapping, over http on a loopback address', async () => {
@@ -199,7 +187,9 @@ describe('cli provider set|list|remove', () => {
       SECRET,
     ]);
     expect(set.code, set.stderr).toBe(0);
-    const [row] = await database.sql.unsafe('select endpoints, userinfo_map from providers where site = $1', [site]);
+    const [row] = await harness.database.sql.unsafe('select endpoints, userinfo_map from providers where site = $1', [
+      site,
+    ]);
     expect(row).toEqual({
       endpoints: {
         authorization: 'http://127.0.0.1:4000/authorize',
@@ -259,7 +249,7 @@ describe('cli provider set|list|remove', () => {
     expect(refused.stderr).toContain(message);
     expect(refused.stderr).toContain('Usage: cli provider set');
     expect(refused.stderr).not.toContain(SECRET);
-    expect(await siteProviders(database.db, site)).toEqual([]);
+    expect(await siteProviders(harness.database.db, site)).toEqual([]);
   });
 
   it('removes a provider, and says when there is none of that name', async () => {
@@ -284,7 +274,7 @@ describe('cli provider set|list|remove', () => {
       stdout: `Removed provider apple of site ${site}, and its client secret.\n`,
       stderr: '',
     });
-    expect(await siteProviders(database.db, site)).toEqual([]);
+    expect(await siteProviders(harness.database.db, site)).toEqual([]);
     expect(await cli(['provider', 'remove', '--site', site, '--name', 'apple'])).toEqual({
       code: 1,
       stdout: '',
