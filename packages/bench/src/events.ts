@@ -154,7 +154,8 @@ export async function webhookRows(bench: EventsBench): Promise<Row[]> {
   const added = await runCli(['webhook', 'add', '--site', 'default', '--url', hookUrl], env);
   const endpointId = /Added webhook ([0-9a-f-]{36})/.exec(added)![1]!;
   const servers = await Promise.all(
-    Array.from({ length: REPLICAS }, () => bench.ours(db, { WEBHOOK_ALLOW_PRIVATE: 'true' })),
+    // 5 connections each: three servers' pools beside other clients of a shared PostgreSQL (max_connections).
+    Array.from({ length: REPLICAS }, () => bench.ours(db, { WEBHOOK_ALLOW_PRIVATE: 'true', DATABASE_POOL_SIZE: '5' })),
   );
   const seconds = Math.max(5, bench.seconds * 2);
   let stages: Stages | undefined;
