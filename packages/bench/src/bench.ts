@@ -1,5 +1,5 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N] [--memberships N]
-//   [--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|neighbours|heavy-reads|scale]`: the service on
+//   [--only login|listing|events|outbox|webhooks|hashing|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|neighbours|heavy-reads|scale]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -19,8 +19,10 @@
 //   password-only verify, and create, update, delete and then the 90/10 mix (whose p99 after the
 //   writes is a known problem); it leaves out the start time, 64 connections, get-by-email, login
 //   and import, reads while hashing, the stability run and the 10k/1M listings;
-// - `--only login|listing|events|capacity|metadata|second-factor`: those figures alone, to bench/results/ as
-//   before (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts;
+// - `--only login|listing|events|outbox|webhooks|capacity|metadata|second-factor`: those figures alone, to
+//   bench/results/<date>-<name>.md (no floor measured); `listing` includes the metadata-filtered lists at 1M accounts; `outbox`
+//   and `webhooks`: each half of `events` alone (the outbox's cost on update; the webhook delivery's
+//   write-to-receipt latency at 200 writes/s over 3 servers, with where its time went);
 // - `--only neighbours` (about 3 minutes): one site's latency while another attacks (neighbours.ts),
 //   to bench/results/<date>-neighbours.md. A full run measures it too;
 // - `--only sessions` (about 2 minutes; sessions.ts, issue 43): session/verify against get-by-id and against
@@ -40,6 +42,9 @@
 //     git worktree add /tmp/before d558465 && (cd /tmp/before && ./pnpmw --version && ./pnpmw install --frozen-lockfile)
 //   (about a minute; `git worktree remove /tmp/before` after). A full run measures the hot paths too (with
 //   `--before` as well, if given), on the memberships the organizations scenario seeded;
+// - `--only hashing` (hashing.ts, issue 63, point 4): create and verify at 8 connections against the
+//   standalone argon2id rate measured in the same rounds, with the hash's time inside the server, how
+//   full the slots were and the server's CPU beside the hash, to bench/results/<date>-hashing.md;
 // - `--only write-path` (write-path.ts, issue 63; about 3 minutes at 3 rounds of 5 s): update and delete against
 //   the node:http floor doing ours' transaction with ours' statements (floor-write.ts), 16 connections,
 //   interleaved; first the statements, parses and round trips per request of each, counted on the wire
@@ -68,7 +73,8 @@ import autocannon from 'autocannon';
 import { makeSignature } from 'better-auth/crypto';
 import postgres from 'postgres';
 import { capacityRows } from './capacity.ts';
-import { eventRows } from './events.ts';
+import { eventRows, outboxRows, webhookRows } from './events.ts';
+import { hashingRows } from './hashing.ts';
 import { hotPathRows, type Sink } from './hot-path.ts';
 import { deepRows, listTimes } from './listing.ts';
 import type { LoadResult, Make } from './load-types.ts';
@@ -962,8 +968,11 @@ async function main(): Promise<void> {
       ...(await passkeyRows({ ...common, accounts: 64 })),
     );
   };
-  const events = async (db: BenchDb) =>
-    rows.push(...(await eventRows({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS, token: TOKEN })));
+  const eventsBench = (db: BenchDb) => ({ db, ours, load, log, rounds: ROUNDS, seconds: SECONDS, token: TOKEN });
+  const events = async (db: BenchDb) => rows.push(...(await eventRows(eventsBench(db))));
+  // Issue 63: each half of `events` alone (the outbox's cost; the webhooks' delivery latency).
+  const outbox = async (db: BenchDb) => rows.push(...(await outboxRows(eventsBench(db))));
+  const webhooks = async (db: BenchDb) => rows.push(...(await webhookRows(eventsBench(db))));
   const capacity = async (db: BenchDb) => {
     log('capacity: throughput and CPU per kind of request, one server (docs/scaling.md)');
     const update: Make = (i) => ({
@@ -1096,6 +1105,27 @@ async function main(): Promise<void> {
     rows.push(...result.rows);
     providerNotes.push(...result.notes);
   };
+  const hashingNotes: string[] = [];
+  const hashing = async (db: BenchDb) => {
+    log('hashing: create and verify against the standalone argon2id rate, interleaved (issue 63, point 4)');
+    const result = await hashingRows({
+      ours: (env) => withPid(ours(db, env)),
+      load,
+      create: create('hashing'),
+      verify: (i) => ({
+        method: 'POST',
+        path: '/api/1/user/verify',
+        body: JSON.stringify({ email: pick(db.emails, i), password: PASSWORD }),
+      }),
+      cores: availableParallelism(),
+      log,
+      rounds: ROUNDS,
+      seconds: SECONDS,
+      warmUpSeconds: WARM_UP_SECONDS,
+    });
+    rows.push(...result.rows);
+    hashingNotes.push(...result.notes);
+  };
   const neighbourNotes: string[] = [];
   const neighbours = async (db: BenchDb, only?: 'heavy-reads') => {
     log("noisy neighbours: shop's latency, quiet and while evil attacks (issues 26 and 41)");
@@ -1116,6 +1146,8 @@ async function main(): Promise<void> {
   // `--only NAME`: one group of figures, on a database of 100,000 accounts made for it.
   const alone: Record<string, (db: BenchDb) => Promise<unknown>> = {
     events,
+    outbox,
+    webhooks,
     capacity,
     login,
     metadata,
@@ -1162,11 +1194,20 @@ async function main(): Promise<void> {
     if (bad.length > 0) process.exitCode = 1;
     return;
   }
+  if (values.only === 'hashing') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await hashing(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report(hashingNotes, 'hashing')}`);
+    return;
+  }
   if (values.only === 'write-path') {
     const db = await seededDatabase(100_000, passwordHash);
     try {
       await writePath(db);
-      await providers(db);
     } finally {
       await db.drop();
     }
@@ -1193,12 +1234,13 @@ async function main(): Promise<void> {
     } finally {
       await db.drop();
     }
-    log(`bench: report written to ${report([])}`);
+    // Named by its group: a full run's report of the same day is not overwritten.
+    log(`bench: report written to ${report([], values.only)}`);
     return;
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, neighbours, heavy-reads or scale (got ${values.only})`,
+      `--only takes listing, events, outbox, webhooks, hashing, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, neighbours, heavy-reads or scale (got ${values.only})`,
     );
 
   if (!QUICK) {

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
 import { median, type Row } from './report.ts';
 
 const CLI = fileURLToPath(new URL('../../server/dist/cli.js', import.meta.url));
@@ -52,13 +53,22 @@ function runCli(args: string[], env: Record<string, string>): Promise<string> {
 }
 
 export async function eventRows(bench: EventsBench): Promise<Row[]> {
-  const { db, log } = bench;
-  const updatable = db.ids.slice(0, 10_000);
-  const update = (tag: string) => (i: number) => ({
+  return [...(await outboxRows(bench)), ...(await webhookRows(bench))];
+}
+
+const updater = (ids: string[]) => {
+  const updatable = ids.slice(0, 10_000);
+  return (tag: string) => (i: number) => ({
     method: 'POST' as const,
     path: '/api/1/user/update',
     body: JSON.stringify({ _userId: updatable[i % updatable.length], name: `${tag} ${i}` }),
   });
+};
+
+/** What the outbox costs a write: update with events against the same server with the outbox off. */
+export async function outboxRows(bench: EventsBench): Promise<Row[]> {
+  const { db, log } = bench;
+  const update = updater(db.ids);
 
   log('events: update throughput with the outbox and without (outbox-server.ts), interleaved');
   const withEvents: number[] = [];
@@ -94,6 +104,36 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
       `pairs' ratios ${pairRatios.map((x) => x.toFixed(2)).join(' ')}, median ${median(pairRatios).toFixed(2)}`,
   );
 
+  return [
+    {
+      group: 'events',
+      name: 'update throughput with events vs the same server with the outbox off, 16 connections',
+      ours: withEvents,
+      baseline: without,
+      unit: 'req/s',
+    },
+    {
+      group: 'events',
+      name: `the same, each pair's ratio (${pairRatios.length} pairs of rounds side by side): its median against the target`,
+      ours: pairRatios.map((x) => Math.round(x * 100) / 100),
+      unit: '×',
+      target: '≥ 0.9×',
+      ok: median(pairRatios) >= 0.9,
+    },
+  ];
+}
+
+/** Servers sending at once in the delivery measurement: each takes a third of the writes, and every one sends. */
+const REPLICAS = 3;
+
+/**
+ * The latency from a write to its webhook's arrival at a receiver on this machine, at a steady
+ * 200 writes/s spread over REPLICAS servers on one database (each numbers its own writes' events
+ * and any of them may send any delivery).
+ */
+export async function webhookRows(bench: EventsBench): Promise<Row[]> {
+  const { db, log } = bench;
+  const update = updater(db.ids);
   log('events: webhook delivery latency at 200 writes/s to a receiver on 127.0.0.1');
   const latencies: number[] = [];
   const receiver = createServer((req, res) => {
@@ -113,13 +153,23 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
   const env = { DATABASE_URL: db.url, WEBHOOK_ALLOW_PRIVATE: 'true' };
   const added = await runCli(['webhook', 'add', '--site', 'default', '--url', hookUrl], env);
   const endpointId = /Added webhook ([0-9a-f-]{36})/.exec(added)![1]!;
-  const server = await bench.ours(db, { WEBHOOK_ALLOW_PRIVATE: 'true' });
+  const servers = await Promise.all(
+    // 5 connections each: three servers' pools beside other clients of a shared PostgreSQL (max_connections).
+    Array.from({ length: REPLICAS }, () => bench.ours(db, { WEBHOOK_ALLOW_PRIVATE: 'true', DATABASE_POOL_SIZE: '5' })),
+  );
   const seconds = Math.max(5, bench.seconds * 2);
+  let stages: Stages | undefined;
+  /** The failed writes, by status (or error). */
+  const failures = new Map<string, number>();
   let sent = 0;
   let failed = 0;
   // The writes' own answer times: a delivery cannot arrive before its write commits.
   const writes: number[] = [];
   try {
+    // Warm (V8's compiler, the pools, PostgreSQL's caches): writes the receiver does not count.
+    for (const [k, server] of servers.entries())
+      await bench.load(server.url, 4, 1, (i) => update('Warm')(100_000 + k * 10_000 + i));
+    await sleep(1_000);
     const started = performance.now();
     const inFlight: Promise<void>[] = [];
     // Open loop: a write every 5 ms whatever the answers, as a site's traffic comes.
@@ -128,6 +178,7 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
       const { path, body } = update('Hooked')(sent);
+      const server = servers[sent % REPLICAS]!;
       sent++;
       const writeStarted = performance.now();
       inFlight.push(
@@ -139,10 +190,14 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
           async (r) => {
             await r.arrayBuffer();
             writes.push(performance.now() - writeStarted);
-            if (r.status !== 200) failed++;
+            if (r.status !== 200) {
+              failed++;
+              failures.set(String(r.status), (failures.get(String(r.status)) ?? 0) + 1);
+            }
           },
-          () => {
+          (error: Error) => {
             failed++;
+            failures.set(error.message, (failures.get(error.message) ?? 0) + 1);
           },
         ),
       );
@@ -150,37 +205,29 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
     await Promise.all(inFlight);
     const deadline = Date.now() + 30_000;
     while (latencies.length < sent - failed && Date.now() < deadline) await sleep(50);
+    stages = await stagesOf(db.url, endpointId);
   } finally {
-    await server.stop();
+    await Promise.all(servers.map((s) => s.stop()));
     receiver.close();
     // The scenarios after this one must not spend time retrying to a receiver that is gone.
     await runCli(['webhook', 'remove', endpointId], env);
   }
   const rate = sent / seconds;
   log(
-    `  ${sent} writes at ${rate.toFixed(0)}/s (${failed} failed), ${latencies.length} delivered: ` +
+    `  ${sent} writes at ${rate.toFixed(0)}/s over ${REPLICAS} servers (${failed} failed), ${latencies.length} delivered: ` +
       `p50 ${percentile(latencies, 50)} ms, p99 ${percentile(latencies, 99)} ms; ` +
       `the writes themselves answered in p50 ${percentile(writes, 50).toFixed(0)} ms, p99 ${percentile(writes, 99).toFixed(0)} ms`,
   );
+  if (failed > 0) log(`  failed writes: ${[...failures].map(([why, n]) => `${n} × ${why}`).join(', ')}`);
+  if (stages !== undefined)
+    log(
+      `  where the time went, p50/p99 ms: the event's time to its delivery made (commit, numbering, fan-out) ${stages.made}; ` +
+        `made to its first attempt (the claim) ${stages.claimed}; the attempt to its record ${stages.sent}`,
+    );
   return [
     {
       group: 'events',
-      name: 'update throughput with events vs the same server with the outbox off, 16 connections',
-      ours: withEvents,
-      baseline: without,
-      unit: 'req/s',
-    },
-    {
-      group: 'events',
-      name: `the same, each pair's ratio (${pairRatios.length} pairs of rounds side by side): its median against the target`,
-      ours: pairRatios.map((x) => Math.round(x * 100) / 100),
-      unit: '×',
-      target: '≥ 0.9×',
-      ok: median(pairRatios) >= 0.9,
-    },
-    {
-      group: 'events',
-      name: `webhook delivery, write to receipt, p50 (${sent} updates at 200/s, ${latencies.length} delivered)`,
+      name: `webhook delivery, write to receipt, p50 (${sent} updates at 200/s over ${REPLICAS} servers, ${latencies.length} delivered)`,
       ours: [percentile(latencies, 50)],
       unit: 'ms',
       lowerIsBetter: true,
@@ -202,4 +249,37 @@ export async function eventRows(bench: EventsBench): Promise<Row[]> {
       ok: percentile(latencies, 99) <= 500 && latencies.length >= sent - failed,
     },
   ];
+}
+
+/** The delivery's stages, read back from its row, as "p50/p99" each. */
+interface Stages {
+  made: string;
+  claimed: string;
+  sent: string;
+}
+
+async function stagesOf(url: string, endpointId: string): Promise<Stages> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<Record<string, number>[]>`
+      with d as (
+        select extract(epoch from d.created_at - e.time) * 1000 as made,
+          extract(epoch from d.first_attempt_at - d.created_at) * 1000 as claimed,
+          extract(epoch from d.delivered_at - d.first_attempt_at) * 1000 as sent
+        from webhook_deliveries d join events e on e.site = d.site and e.seq = d.seq
+        where d.endpoint_id = ${endpointId} and d.state = 'delivered'
+      )
+      select percentile_cont(0.5) within group (order by made) as made50, percentile_cont(0.99) within group (order by made) as made99,
+        percentile_cont(0.5) within group (order by claimed) as claimed50, percentile_cont(0.99) within group (order by claimed) as claimed99,
+        percentile_cont(0.5) within group (order by sent) as sent50, percentile_cont(0.99) within group (order by sent) as sent99
+      from d`;
+    const f = (a: number | undefined, b: number | undefined) => `${Math.round(Number(a))}/${Math.round(Number(b))}`;
+    return {
+      made: f(row?.made50, row?.made99),
+      claimed: f(row?.claimed50, row?.claimed99),
+      sent: f(row?.sent50, row?.sent99),
+    };
+  } finally {
+    await sql.end();
+  }
 }

@@ -7,72 +7,36 @@
 // Its get: with FLOOR_GET=ours, ours' own statement and answer (getAccountAsOurs: get_user_by_id's
 // text, every field of toUser, the ETag), by _userId only (a get by email answers 400 there); else
 // the light get of issue 33 (getAccount), which the main report's floor keeps for continuity.
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { checkMember, getAccount, getAccountAsOurs, verifySession } from './floor-query.ts';
+import { jsonBody, send, serveFloor } from './floor-serve.ts';
 
 const GET_AS_OURS = process.env.FLOOR_GET === 'ours';
 
-function send(res: ServerResponse, status: number, body: unknown, etag?: string): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-    ...(etag !== undefined && { etag }),
-  });
-  res.end(text);
-}
-
-/** The request's body as JSON (undefined when it is not JSON). */
-async function jsonBody(req: IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    return undefined;
+serveFloor(async (req, res, path, search) => {
+  if (path === '/api/1/user/get' && req.method === 'GET') {
+    const query = new URLSearchParams(search);
+    if (GET_AS_OURS) {
+      const id = query.get('_userId');
+      if (id === null) return send(res, 400, { code: 'invalid_request' });
+      const answer = await getAccountAsOurs(id);
+      return answer ? send(res, 200, answer.body, answer.etag) : send(res, 404, { code: 'user_not_found' });
+    }
+    const answer = await getAccount(query.get('_userId') ?? undefined, query.get('email') ?? undefined);
+    return answer ? send(res, 200, answer) : send(res, 404, { code: 'user_not_found' });
   }
-}
-
-const server = createServer(async (req, res) => {
-  const at = req.url!.indexOf('?');
-  const path = at === -1 ? req.url! : req.url!.slice(0, at);
-  if (path === '/healthz') return send(res, 200, { status: 'ok' });
-  try {
-    if (path === '/api/1/user/get' && req.method === 'GET') {
-      const query = new URLSearchParams(at === -1 ? '' : req.url!.slice(at + 1));
-      if (GET_AS_OURS) {
-        const id = query.get('_userId');
-        if (id === null) return send(res, 400, { code: 'invalid_request' });
-        const answer = await getAccountAsOurs(id);
-        return answer ? send(res, 200, answer.body, answer.etag) : send(res, 404, { code: 'user_not_found' });
-      }
-      const answer = await getAccount(query.get('_userId') ?? undefined, query.get('email') ?? undefined);
-      return answer ? send(res, 200, answer) : send(res, 404, { code: 'user_not_found' });
-    }
-    if (path === '/api/1/session/verify' && req.method === 'POST') {
-      const body = await jsonBody(req);
-      if (typeof body?.token !== 'string') return send(res, 400, { code: 'invalid_request' });
-      const answer = await verifySession(body.token);
-      return answer ? send(res, 200, answer) : send(res, 422, { code: 'invalid_session' });
-    }
-    if (path === '/api/1/org/member/check' && req.method === 'GET') {
-      const query = new URLSearchParams(at === -1 ? '' : req.url!.slice(at + 1));
-      const orgId = query.get('orgId');
-      const userId = query.get('_userId');
-      if (orgId === null || userId === null) return send(res, 400, { code: 'invalid_request' });
-      const answer = await checkMember(orgId, userId, query.get('permission') ?? undefined);
-      return answer ? send(res, 200, answer) : send(res, 404, { code: 'org_not_found' });
-    }
-    return send(res, 404, { code: 'not_found' });
-  } catch {
-    send(res, 500, { code: 'internal' });
+  if (path === '/api/1/session/verify' && req.method === 'POST') {
+    const body = await jsonBody(req);
+    if (typeof body?.token !== 'string') return send(res, 400, { code: 'invalid_request' });
+    const answer = await verifySession(body.token);
+    return answer ? send(res, 200, answer) : send(res, 422, { code: 'invalid_session' });
   }
+  if (path === '/api/1/org/member/check' && req.method === 'GET') {
+    const query = new URLSearchParams(search);
+    const orgId = query.get('orgId');
+    const userId = query.get('_userId');
+    if (orgId === null || userId === null) return send(res, 400, { code: 'invalid_request' });
+    const answer = await checkMember(orgId, userId, query.get('permission') ?? undefined);
+    return answer ? send(res, 200, answer) : send(res, 404, { code: 'org_not_found' });
+  }
+  return false;
 });
-
-server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  const address = server.address() as import('node:net').AddressInfo;
-  process.stdout.write(`listening on http://127.0.0.1:${address.port}\n`);
-});
-
-// Stopped with SIGTERM by bench.ts, SIGINT by cpu-per-request.ts: exit normally, so that --cpu-prof writes its profile.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(0));

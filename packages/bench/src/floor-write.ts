@@ -6,8 +6,8 @@
 // in one transaction, and ours' answer. Nothing else: no token, budgets, validation, idempotency,
 // deadline, access log, sequencer or webhook worker. What ours spends beyond this is the price of those.
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import postgres from 'postgres';
+import { jsonBody, send, serveFloor } from './floor-serve.ts';
 import { DELETE_STATEMENTS, type Statement, UPDATE_STATEMENTS } from './write-statements.ts';
 
 const sql = postgres(process.env.DATABASE_URL!, {
@@ -21,26 +21,6 @@ const sql = postgres(process.env.DATABASE_URL!, {
 const SITE = 'default';
 const TOKEN_ID = 'env:bench';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-function send(res: ServerResponse, status: number, body: unknown, etag?: string): void {
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-    ...(etag !== undefined && { etag }),
-  });
-  res.end(text);
-}
-
-async function jsonBody(req: IncomingMessage): Promise<any> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    return undefined;
-  }
-}
 
 type Tx = postgres.TransactionSql | postgres.Sql;
 const run = (on: Tx, s: Statement, params: unknown[]) =>
@@ -97,36 +77,23 @@ async function write(statements: readonly Statement[], b: Bound): Promise<any[] 
   }
 }
 
-const server = createServer(async (req, res) => {
-  const path = req.url!.split('?')[0];
-  if (path === '/healthz') return send(res, 200, { status: 'ok' });
-  try {
-    if (path === '/api/1/user/update' && req.method === 'POST') {
-      const body = await jsonBody(req);
-      if (typeof body?._userId !== 'string' || typeof body.name !== 'string')
-        return send(res, 400, { code: 'invalid_request' });
-      if (!UUID.test(body._userId)) return send(res, 404, { code: 'user_not_found' });
-      const rows = await write(UPDATE_STATEMENTS, { userId: body._userId, name: body.name, requestId: randomUUID() });
-      if (rows === undefined) return send(res, 404, { code: 'user_not_found' });
-      return send(res, 200, { result: { status: 'user updated' } }, `"${rows[0].version}"`);
-    }
-    if (path === '/api/1/user/delete' && req.method === 'DELETE') {
-      const body = await jsonBody(req);
-      if (typeof body?._userId !== 'string') return send(res, 400, { code: 'invalid_request' });
-      if (!UUID.test(body._userId)) return send(res, 404, { code: 'user_not_found' });
-      const rows = await write(DELETE_STATEMENTS, { userId: body._userId, requestId: randomUUID() });
-      if (rows === undefined) return send(res, 404, { code: 'user_not_found' });
-      return send(res, 200, { result: { status: 'user removed' } });
-    }
-    return send(res, 404, { code: 'not_found' });
-  } catch {
-    send(res, 500, { code: 'internal' });
+serveFloor(async (req, res, path) => {
+  if (path === '/api/1/user/update' && req.method === 'POST') {
+    const body = await jsonBody(req);
+    if (typeof body?._userId !== 'string' || typeof body.name !== 'string')
+      return send(res, 400, { code: 'invalid_request' });
+    if (!UUID.test(body._userId)) return send(res, 404, { code: 'user_not_found' });
+    const rows = await write(UPDATE_STATEMENTS, { userId: body._userId, name: body.name, requestId: randomUUID() });
+    if (rows === undefined) return send(res, 404, { code: 'user_not_found' });
+    return send(res, 200, { result: { status: 'user updated' } }, `"${rows[0].version}"`);
   }
+  if (path === '/api/1/user/delete' && req.method === 'DELETE') {
+    const body = await jsonBody(req);
+    if (typeof body?._userId !== 'string') return send(res, 400, { code: 'invalid_request' });
+    if (!UUID.test(body._userId)) return send(res, 404, { code: 'user_not_found' });
+    const rows = await write(DELETE_STATEMENTS, { userId: body._userId, requestId: randomUUID() });
+    if (rows === undefined) return send(res, 404, { code: 'user_not_found' });
+    return send(res, 200, { result: { status: 'user removed' } });
+  }
+  return false;
 });
-
-server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  const address = server.address() as import('node:net').AddressInfo;
-  process.stdout.write(`listening on http://127.0.0.1:${address.port}\n`);
-});
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(0));

@@ -27,7 +27,7 @@ export const UPDATE_STATEMENTS: readonly Statement[] = [
     found: true,
   },
   {
-    text: "/* prepared */ with done as (insert into \"audit_log\" (\"id\", \"at\", \"site\", \"token_id\", \"operation\", \"user_id\", \"request_id\", \"status\", \"outcome\", \"impersonator\") values (default, default, $1, $2, $3, $4, $5, $6, $7, $8)) insert into event_queue (site, type, subject, changed, data) select $9, $10, $11::uuid, $12, (select jsonb_build_object( '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address, 'disabled', u.disabled, 'disabledUntil', to_char(u.disabled_until at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'disabledReason', u.disabled_reason, 'emailVerified', u.email_verified_at is not null, 'emailVerifiedAt', to_char(u.email_verified_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'phoneVerified', u.phone_verified_at is not null, 'phoneVerifiedAt', to_char(u.phone_verified_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'passwordBreached', u.password_breached, 'metadata', u.metadata, 'identities', coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject, 'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', to_char(i.linked_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) order by i.linked_at, i.id) from user_identities i where i.user_id = u.id), '[]'::jsonb), 'createdAt', to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'updatedAt', to_char(u.updated_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) from users u where u.id = $13::uuid)",
+    text: "/* prepared */ with done as (insert into \"audit_log\" (\"id\", \"at\", \"site\", \"token_id\", \"operation\", \"user_id\", \"request_id\", \"status\", \"outcome\", \"impersonator\", \"provider\") values (default, default, $1, $2, $3, $4, $5, $6, $7, $8, $9)) insert into event_queue (site, type, subject, changed, data) select $10, $11, e.subject, $12, (select jsonb_build_object( '_userId', u.id, 'email', u.email, 'name', u.name, 'phone', u.phone, 'address', u.address, 'disabled', u.disabled, 'disabledUntil', to_char(u.disabled_until at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'disabledReason', u.disabled_reason, 'emailVerified', u.email_verified_at is not null, 'emailVerifiedAt', to_char(u.email_verified_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'phoneVerified', u.phone_verified_at is not null, 'phoneVerifiedAt', to_char(u.phone_verified_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'passwordBreached', u.password_breached, 'metadata', u.metadata, 'identities', coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject, 'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', to_char(i.linked_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) order by i.linked_at, i.id) from user_identities i where i.user_id = u.id), '[]'::jsonb), 'createdAt', to_char(u.created_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'updatedAt', to_char(u.updated_at at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')) from users u where u.id = e.subject) from (select $13::uuid as subject) e",
     params: [
       'site',
       'tokenId',
@@ -37,9 +37,9 @@ export const UPDATE_STATEMENTS: readonly Statement[] = [
       { value: 200 },
       { value: 'user updated' },
       { value: null },
+      { value: null },
       'site',
       { value: 'user.updated' },
-      'userId',
       { value: 'name' },
       'userId',
     ],
@@ -71,7 +71,7 @@ export const DELETE_STATEMENTS: readonly Statement[] = [
     prepared: true,
   },
   {
-    text: '/* prepared */ with done as (insert into "audit_log" ("id", "at", "site", "token_id", "operation", "user_id", "request_id", "status", "outcome", "impersonator") values (default, default, $1, $2, $3, $4, $5, $6, $7, $8)) insert into event_queue (site, type, subject, changed, data) select $9, $10, $11::uuid, $12, jsonb_build_object(\'_userId\', $13::uuid, \'graceDays\', coalesce((select extract(day from u.purge_at - u.deleted_at)::int from users u where u.id = $14::uuid), 0))',
+    text: '/* prepared */ with done as (insert into "audit_log" ("id", "at", "site", "token_id", "operation", "user_id", "request_id", "status", "outcome", "impersonator", "provider") values (default, default, $1, $2, $3, $4, $5, $6, $7, $8, $9)) insert into event_queue (site, type, subject, changed, data) select $10, $11, e.subject, $12, jsonb_build_object(\'_userId\', e.subject, \'graceDays\', coalesce((select extract(day from u.purge_at - u.deleted_at)::int from users u where u.id = e.subject), 0)) from (select $13::uuid as subject) e',
     params: [
       'site',
       'tokenId',
@@ -81,11 +81,10 @@ export const DELETE_STATEMENTS: readonly Statement[] = [
       { value: 200 },
       { value: 'user removed' },
       { value: null },
+      { value: null },
       'site',
       { value: 'user.deleted' },
-      'userId',
       { value: null },
-      'userId',
       'userId',
     ],
     prepared: true,

@@ -18,8 +18,9 @@
 // - PL/pgSQL numbering by transaction ids and snapshots kept in our tables (migrations 0008 to
 //   0011, replaced by 0015): only its author could change it, ids of another cluster needed
 //   clearing after a restore, and every server looked at every site every 100 ms.
-// The price: a reader sees an event once the sequencer ran: within 10–30 ms of the write on its
-// own server, within SEQUENCER_POLL_MS on the others. The feed waits for what was queued for its
+// The price: a reader sees an event once the sequencer ran: at the commit on its own server when
+// the sequencer is idle, within its RUN_GAP_MS under load (sequencer.ts), within SEQUENCER_POLL_MS
+// on the others. The feed waits for what was queued for its
 // site before it read (waitForQueued), so a client reads its own writes.
 import { type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';

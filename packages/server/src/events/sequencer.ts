@@ -69,18 +69,28 @@ export async function numberSite(db: Db, site: string): Promise<number> {
 
 /** Numbers what is queued: every site with events in the queue (or only `site`), until none is left. */
 export async function sequenceEvents(db: Db, site?: string): Promise<number> {
+  if (site !== undefined) return sequenceSites(db, [site]);
   let total = 0;
   for (;;) {
-    const sites =
-      site === undefined
-        ? (await rows<{ site: string }>(db, sql`select distinct site from event_queue`)).map((r) => r.site)
-        : [site];
-    let numbered = 0;
-    for (const s of sites) numbered += await numberSite(db, s);
+    const sites = (await rows<{ site: string }>(db, sql`select distinct site from event_queue`)).map((r) => r.site);
+    const numbered = await sequenceSites(db, sites);
     total += numbered;
     // Again only while a run stopped at its bound: what was queued since is the next kick's.
     if (numbered < SEQUENCE_BATCH) return total;
   }
+}
+
+/** Numbers what `sites` queued, each until none is left (no look at the queue for the others). */
+async function sequenceSites(db: Db, sites: Iterable<string>): Promise<number> {
+  let total = 0;
+  for (const s of sites) {
+    for (;;) {
+      const numbered = await numberSite(db, s);
+      total += numbered;
+      if (numbered < SEQUENCE_BATCH) break;
+    }
+  }
+  return total;
 }
 
 /**
@@ -94,9 +104,24 @@ export const VACUUM_EVERY = 10_000;
 /** How often a server numbers what other servers queued (what it writes itself is numbered at once). */
 export const SEQUENCER_POLL_MS = 100;
 
+/**
+ * The least time between the starts of two runs woken by commits (issue 63). A commit on an idle
+ * sequencer is numbered at once (the run starts once the event loop's turn is over, so that the
+ * commits of that turn share it); commits that come while a run is under way are numbered by the next
+ * run, which starts when that one ends, but not sooner than this after its start: under load,
+ * runs come every RUN_GAP_MS, each numbering the writes of its window. A run is four round trips
+ * (begin, the advisory lock, the move, commit); at 100 ms between runs (before), a delivery
+ * waited 50 ms on average, up to 100 ms, for its number; at 25 ms a run costs a write at 600
+ * writes/s a fraction of a round trip.
+ */
+export const RUN_GAP_MS = 25;
+
 export interface Sequencer {
-  /** Numbers now (after a write that queued events committed here); runs coalesce. */
-  kick(): void;
+  /**
+   * Numbers now (after a write that queued events committed here): `site`'s queue alone, or,
+   * without a site, every site's. Runs coalesce (see RUN_GAP_MS).
+   */
+  kick(site?: string): void;
   /**
    * Resolves once a run begun after this call has ended: everything committed before it is
    * numbered then. The feed's wait for what its site had queued (http/routes/list-events.ts).
@@ -106,27 +131,29 @@ export interface Sequencer {
 }
 
 /**
- * Every server runs one: events queued anywhere get their numbers within SEQUENCER_POLL_MS.
- * A kick (a write committed here) runs it within BATCH_MS after a quiet spell; under load, runs
- * come at most every GAP_MS, each numbering the writes of its window: a run per 10 ms cost
- * writes 4% more of their throughput than a run per 30 ms (`_exp` pairs, see issue 15's note).
+ * Every server runs one: events queued anywhere get their numbers within SEQUENCER_POLL_MS (the
+ * poll looks at every site's queue), what this server's writes queued as soon as they commit
+ * (a kick names the site: its run looks at that site's queue alone, without the look at the
+ * whole queue). Under load, runs come at most every RUN_GAP_MS.
  */
 export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs = SEQUENCER_POLL_MS): Sequencer {
-  const BATCH_MS = 10;
-  // A run is five round trips (begin, the advisory lock, the move, commit, and the look at the
-  // queue), where sequence_events was one: at most every 100 ms under load, not every 30, so
-  // that the writes of a window share them (each run moves what they queued, all at once).
-  const GAP_MS = 100;
   let running: Promise<void> | undefined;
   let scheduled: NodeJS.Timeout | undefined;
-  let again = false;
   let stopped = false;
   let lastStart = Number.NEGATIVE_INFINITY;
   let moved = 0;
+  /** The sites kicked since the last run began; `everySite`: a kick or poll without one. */
+  let sites = new Set<string>();
+  let everySite = false;
   /** Callers of numberNow waiting for the next run to begin and end. */
   const waiting: (() => void)[] = [];
-  const numberAll = async () => {
-    moved += await sequenceEvents(db).catch((error: unknown) => {
+  const wanted = () => everySite || sites.size > 0;
+  const numberWanted = async () => {
+    const all = everySite;
+    const these = sites;
+    everySite = false;
+    sites = new Set();
+    moved += await (all ? sequenceEvents(db) : sequenceSites(db, these)).catch((error: unknown) => {
       onError(error);
       return 0;
     });
@@ -139,52 +166,65 @@ export function startSequencer(db: Db, onError: (error: unknown) => void, pollMs
   const run = async () => {
     lastStart = performance.now();
     const served = waiting.splice(0);
-    await numberAll();
+    // A reader (numberNow) waits for every site's commits, not only for the kicked ones'.
+    if (served.length > 0) everySite = true;
+    await numberWanted();
     for (const resolve of served) resolve();
     await vacuumNow();
     running = undefined;
     if (stopped) for (const resolve of waiting.splice(0)) resolve();
-    // A reader waits at once, not for the next kick's delay.
+    // A reader waits at once, not for the next run's gap.
     else if (waiting.length > 0) running = run();
-    else if (again) {
-      again = false;
-      kick();
-    }
+    else if (wanted()) schedule();
   };
   const now = () => {
     scheduled = undefined;
-    if (stopped) return;
-    if (running !== undefined) {
-      again = true;
-      return;
-    }
+    if (stopped || running !== undefined) return;
     running = run();
   };
-  function kick() {
-    if (stopped || scheduled !== undefined) return;
-    scheduled = setTimeout(now, Math.max(BATCH_MS, lastStart + GAP_MS - performance.now()));
+  /** The next run: at once when the last began RUN_GAP_MS ago or more, else when it has. */
+  function schedule() {
+    if (stopped || scheduled !== undefined || running !== undefined) return;
+    // A timer of 0 runs after this turn's other callbacks: the commits of the same turn share the run.
+    scheduled = setTimeout(now, Math.max(0, lastStart + RUN_GAP_MS - performance.now()));
   }
-  const timer = setInterval(now, pollMs);
+  const poll = () => {
+    everySite = true;
+    schedule();
+  };
+  const timer = setInterval(poll, pollMs);
   timer.unref();
+  const cancel = () => {
+    clearTimeout(scheduled);
+    scheduled = undefined;
+  };
   return {
-    kick,
+    kick(site) {
+      if (stopped) return;
+      if (site === undefined) everySite = true;
+      else sites.add(site);
+      // While a run is under way, the next is scheduled when it ends (run()).
+      schedule();
+    },
     numberNow() {
       return new Promise<void>((resolve) => {
         if (stopped) return resolve();
         waiting.push(resolve);
-        running ??= run();
+        if (running === undefined) {
+          cancel();
+          running = run();
+        }
       });
     },
     async stop() {
       // The last writes' events are numbered before the server goes: else they waited for another
       // server's poll, or for the next start of a server that runs alone.
-      const pending = scheduled !== undefined || again;
       stopped = true;
       clearInterval(timer);
-      clearTimeout(scheduled);
+      cancel();
       await running;
-      if (pending) {
-        await numberAll();
+      if (wanted()) {
+        await numberWanted();
         await vacuumNow();
       }
     },

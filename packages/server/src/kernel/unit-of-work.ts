@@ -54,7 +54,7 @@ export interface WriteDeps {
   /** Tracing on: the events keep the write's trace. */
   tracing?: boolean | undefined;
   /** Numbers committed events; kicked after a write that queued some, so that they are out at once. */
-  sequencer?: { kick(): void } | undefined;
+  sequencer?: { kick(site?: string): void } | undefined;
   /**
    * The site's share of the pool's connections (limits/transactions.ts): the write waits for a
    * slot of its site before it begins, without a connection. Absent: no bound (the CLI, tests).
@@ -305,6 +305,6 @@ async function writeOnce<T>(
   if (written === undefined) return undefined;
   scope.report?.({ committed: true, answerKept });
   // Only a write that queued events has something to number: verify and export never run the sequencer.
-  if (queued) deps.sequencer?.kick();
+  if (queued) deps.sequencer?.kick(scope.site);
   return written;
 }

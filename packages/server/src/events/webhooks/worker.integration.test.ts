@@ -8,10 +8,11 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, type Db, rows } from '../../db/client.ts';
 import { type EventType, enqueueEvents } from '../../kernel/outbox.ts';
+import { inWrite } from '../../kernel/unit-of-work.ts';
 import { silentLogger } from '../../testing/loggers.ts';
 import { openMigratedPglite } from '../../testing/templates.ts';
-import { pruneEvents, formatSequence as seq } from '../queue.ts';
-import { sequenceEvents } from '../sequencer.ts';
+import { EVENTS_CHANNEL, pruneEvents, formatSequence as seq } from '../queue.ts';
+import { sequenceEvents, startSequencer } from '../sequencer.ts';
 import { createWake } from '../wake.ts';
 import { addEndpoint, replay } from './endpoints.ts';
 import { claim, fanOut, retryDelayMs, startWebhookWorker, type WebhookWorker } from './worker.ts';
@@ -460,6 +461,86 @@ describe('the webhook sender', () => {
     await write(hooked.name, [['user.created', hooked.ids[0]!]]);
     wake.notify(hooked.name);
     await until(() => got.some((e) => e.subject === hooked.ids[0]));
+  });
+
+  it('delivers a write on its commit, with no poll on the path: the sequencer and the sender woken, also for a commit during a run', async () => {
+    // Issue 63: neither polls within the test (10 minutes), so every delivery came by a wake-up:
+    // the commit's kick of the sequencer, its NOTIFY heard by the listener, the sender's wake.
+    await onlyTheseEndpoints();
+    const s = await site(3);
+    const endpoint = await addEndpoint(db(), { site: s.name, url, types: ['*'] });
+    const wake = createWake();
+    const listening = await database.listen(EVENTS_CHANNEL, {
+      notified: (site) => wake.notify(site === '' ? undefined : site),
+      confirmed: () => {},
+      live: () => {},
+    });
+    // The hold point: the sequencer's first run held once its transaction committed (before the
+    // run ends), so that a commit meanwhile must be numbered by a run of its own, started when
+    // that one ends (not by the next poll).
+    let releaseRun = () => {};
+    const runHeld = new Promise<void>((resolve) => {
+      releaseRun = resolve;
+    });
+    let runReached = () => {};
+    const inRun = new Promise<void>((resolve) => {
+      runReached = resolve;
+    });
+    let runs = 0;
+    const sequencing = new Proxy(db(), {
+      get(target, key, receiver) {
+        if (key === 'transaction')
+          return async (work: (tx: Db) => Promise<unknown>) => {
+            const done = await target.transaction((tx) => work(tx as Db));
+            if (runs++ === 0) {
+              runReached();
+              await runHeld;
+            }
+            return done;
+          };
+        return Reflect.get(target, key, receiver);
+      },
+    }) as Db;
+    const sequencer = startSequencer(
+      sequencing,
+      (error) => {
+        throw error;
+      },
+      600_000,
+    );
+    const w = startWebhookWorker({ db: db(), logger: silentLogger(), allowPrivate: true, wake, pollMs: 600_000 });
+    workers.push(w);
+    const update = (userId: string) =>
+      inWrite(
+        { site: s.name, actor: 'test', requestId: `wake-${userId}` },
+        { db: db(), sequencer },
+        'update',
+        { userId, status: 200, outcome: 'user updated', changed: ['name'] },
+        async () => userId,
+      );
+    const delivered = (userId: string) => until(() => got.some((e) => e.subject === userId), 10_000);
+    try {
+      const started = performance.now();
+      await update(s.ids[0]!);
+      await inRun; // numbered and committed; the run not ended yet
+      await delivered(s.ids[0]!);
+      const first = performance.now() - started;
+      // A commit while the run is held: it waits for no poll, only for that run to end.
+      await update(s.ids[1]!);
+      releaseRun();
+      await delivered(s.ids[1]!);
+      // And one after it, on an idle sequencer again.
+      await update(s.ids[2]!);
+      await delivered(s.ids[2]!);
+      expect(runs).toBe(3);
+      // Well within the polls' 10 minutes (and the 1 s and 100 ms they are in production).
+      expect(first).toBeLessThan(5_000);
+      await recorded(endpoint.id);
+    } finally {
+      releaseRun();
+      await sequencer.stop();
+      await listening.close();
+    }
   });
 
   it('backs off exponentially with jitter, up to an hour', () => {
