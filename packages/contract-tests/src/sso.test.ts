@@ -17,10 +17,12 @@ import {
   TEST_FACTOR_KEY,
   TEST_METRICS_TOKEN,
 } from './targets.ts';
+import { SoftAuthenticator } from './webauthn/soft-authenticator.ts';
 
 const dns = await startDns();
 afterAll(() => dns.close());
 const PUBLIC_URL = 'https://accounts.test';
+const PASSKEY_ORIGIN = 'http://localhost:5173';
 const env = { DNS_RESOLVER: `127.0.0.1:${dns.port}`, PUBLIC_URL };
 
 const problemOf = (answer: { error?: unknown; response: Response }, status: number, code: string) => {
@@ -608,6 +610,94 @@ function defineSsoSuite(spec: TargetSpec): void {
         } finally {
           await replica.close();
         }
+      });
+    });
+
+    describe('enforcement', () => {
+      it('refuses every other login of an account of the verified domain with sso_required; the site still acts on it; SSO signs it in', async () => {
+        const t = await samlSetup({ enforce: true });
+        await h.target.sql(
+          `insert into site_settings (site, rp_id, rp_name, rp_origins) values ($1, 'localhost', 'Example', $2::jsonb)`,
+          [t.name, JSON.stringify([PASSKEY_ORIGIN])],
+        );
+        const email = `ada@${t.domain}`;
+        const password = h.password();
+        const made = await t.c.POST('/api/1/user/create', { body: { email, password, name: 'Ada' } });
+        expect(made.error, JSON.stringify(made.error)).toBeUndefined();
+        const userId = made.data!.result._userId;
+        const required = (answer: { error?: unknown; response: Response }) =>
+          expect(
+            (problemOf(answer, 403, 'sso_required') as Problem & { connectionId?: string }).connectionId,
+          ).toBe(t.connection.connectionId);
+
+        // A password: right, refused with the connection; wrong, the usual 422 (no hint).
+        required(await t.c.POST('/api/1/user/verify', { body: { email, password } }));
+        required(await t.c.POST('/api/1/user/verify', { body: { _userId: userId, password } }));
+        problemOf(
+          await t.c.POST('/api/1/user/verify', { body: { email, password: `${password}x` } }),
+          422,
+          'invalid_credentials',
+        );
+        // A login link: refused, and the ticket stays unused.
+        const issued = await t.c.POST('/api/1/user/ticket', { body: { email, purpose: 'login' } });
+        expect(issued.error, JSON.stringify(issued.error)).toBeUndefined();
+        const ticket = issued.data!.result.ticket!;
+        required(await t.c.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'login' } }));
+        // A passkey (registered by the site's operator, who still acts on the account): refused.
+        const authenticator = new SoftAuthenticator(PASSKEY_ORIGIN);
+        const options = await t.c.POST('/api/1/user/factor/passkey/options', { body: { _userId: userId } });
+        const registered = await t.c.POST('/api/1/user/factor/passkey', {
+          body: { _userId: userId, response: authenticator.register(options.data!.result.options) },
+        });
+        expect(registered.response.status).toBe(201);
+        const request = await t.c.POST('/api/1/user/passkey/options', { body: { email } });
+        required(
+          await t.c.POST('/api/1/user/passkey/verify', {
+            body: { response: authenticator.assert(request.data!.result.options) },
+          }),
+        );
+        // An identity at another provider, linked by the site: refused.
+        const linked = await t.c.POST('/api/1/user/identity/link', {
+          body: { _userId: userId, provider: 'google', subject: 'g-ada', email, emailVerified: true },
+        });
+        expect(linked.error, JSON.stringify(linked.error)).toBeUndefined();
+        required(await t.c.POST('/api/1/user/identity/verify', { body: { provider: 'google', subject: 'g-ada' } }));
+        // The site's operators still act on the account.
+        const updated = await t.c.POST('/api/1/user/update', { body: { _userId: userId, name: 'Ada L.' } });
+        expect(updated.error, JSON.stringify(updated.error)).toBeUndefined();
+
+        // Through the organization's IdP: signed in (the account of that email linked), and its
+        // identity of the connection signs in by identity/verify too.
+        const done = await t.finish(await t.idp.respond(await t.start(email), email, { spMetadata: t.spMetadata }));
+        expect(done.error, JSON.stringify(done.error)).toBeUndefined();
+        expect(done.data!.result).toMatchObject({ _userId: userId, created: false });
+        const viaSso = await t.c.POST('/api/1/user/identity/verify', {
+          body: { provider: `sso:${t.connection.connectionId}`, subject: email },
+        });
+        expect(viaSso.error, JSON.stringify(viaSso.error)).toBeUndefined();
+
+        // An account outside the verified domain signs in as usual.
+        const outside = await t.c.POST('/api/1/user/create', {
+          body: { email: 'bob@elsewhere.example', password, name: 'Bob' },
+        });
+        expect(outside.error, JSON.stringify(outside.error)).toBeUndefined();
+        expect(
+          (await t.c.POST('/api/1/user/verify', { body: { email: 'bob@elsewhere.example', password } })).response.status,
+        ).toBe(200);
+
+        // Enforcement off: the password and the ticket kept sign in again.
+        const off = await t.c.POST('/api/1/org/connection/update', {
+          body: { connectionId: t.connection.connectionId, enforce: false },
+        });
+        expect(off.error, JSON.stringify(off.error)).toBeUndefined();
+        expect((await t.c.POST('/api/1/user/verify', { body: { email, password } })).response.status).toBe(200);
+        const redeemed = await t.c.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'login' } });
+        expect(redeemed.error, JSON.stringify(redeemed.error)).toBeUndefined();
+        const audit = await h.target.sql(
+          "select outcome from audit_log where site = $1 and operation = 'verify' and outcome = 'sso_required'",
+          [t.name],
+        );
+        expect(audit.length).toBeGreaterThanOrEqual(2);
       });
     });
 

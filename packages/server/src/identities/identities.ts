@@ -25,6 +25,7 @@ import { assertSignInMethodLeft } from '../factors/sign-in-methods.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { holdsEmailOf, inReachOf } from '../kernel/in-reach.ts';
 import type { EventEntry } from '../kernel/outbox.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { checkAccountLimit } from '../limits/accounts.ts';
 import type { LoginMethod } from '../sessions/rules.ts';
@@ -305,6 +306,10 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
   if (found === undefined) throw invalidCredentials('identity');
   scope.report?.({ userId: found.id });
   if (found.disabled) throw accountDisabled();
+  // The account's organization wants it signed in through its IdP (sso/enforcement.ts): an
+  // identity of that organization's connections passes, any other is refused.
+  const refused = await refusalOf(deps, deps.db, site, { userId: found.id }, { kind: 'identity', provider: key.provider });
+  if (refused !== undefined) throw refused;
   const verified = await inWrite(
     scope,
     deps,
