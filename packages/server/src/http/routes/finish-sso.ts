@@ -2,6 +2,8 @@ import type { components } from '@user-accounts/client';
 import { invalidCredentials, invalidRequest } from '../../errors.ts';
 import { IDENTITY_LOGIN } from '../../identities/identities.ts';
 import { issueSession } from '../../sessions/issue.ts';
+import { providerBudget } from '../../providers/sign-in.ts';
+import { checkOidcCallback } from '../../sso/oidc.ts';
 import { checkSamlResponse } from '../../sso/saml.ts';
 import { signInThrough } from '../../sso/signin.ts';
 import { defineOperation } from '../define-operation.ts';
@@ -19,12 +21,20 @@ export const finishSso = defineOperation({
   writes: 'sso_callback',
   parse(c) {
     const fields = validBody(c, 'FinishSsoRequest');
-    if (fields.samlResponse === undefined)
+    if ((fields.samlResponse === undefined) === (fields.callbackUrl === undefined))
       throw invalidRequest('The request body is not valid.', [
         {
-          pointer: '/samlResponse',
-          code: 'required',
-          message: 'is required (callbackUrl: OpenID Connect connections are not served yet)',
+          pointer: fields.samlResponse === undefined ? '/samlResponse' : '/callbackUrl',
+          code: fields.samlResponse === undefined ? 'required' : 'not_allowed',
+          message: 'exactly one of samlResponse (SAML) and callbackUrl (OpenID Connect) is required',
+        },
+      ]);
+    if (fields.callbackUrl !== undefined && (fields.relayState !== undefined || fields.connectionId !== undefined))
+      throw invalidRequest('The request body is not valid.', [
+        {
+          pointer: fields.relayState !== undefined ? '/relayState' : '/connectionId',
+          code: 'not_allowed',
+          message: 'goes with samlResponse only (an OpenID Connect callback carries its state in callbackUrl)',
         },
       ]);
     return { fields, address: endUserAddress(c.req.header('x-end-user-ip')) };
@@ -32,17 +42,25 @@ export const finishSso = defineOperation({
   async handle(c, { fields, address }) {
     const scope = writeScopeOf(c);
     const deps = { ...writeDepsOf(c), maxAccountsPerSite: c.get('deps').maxAccountsPerSite };
-    const checked = await checkSamlResponse(
-      deps,
-      ssoDepsOf(c).publicUrl,
-      scope.site,
-      {
-        samlResponse: fields.samlResponse!,
-        relayState: fields.relayState,
-        connectionId: fields.connectionId,
-      },
-      (error) => c.get('log').warn({ err: String(error) }, 'IdP metadata not refreshed'),
-    );
+    const checked =
+      fields.callbackUrl !== undefined
+        ? await checkOidcCallback(
+            deps,
+            scope.site,
+            fields.callbackUrl,
+            providerBudget(c.get('deps').requestTimeoutMs ?? 10_000, c.get('deadline').signal),
+          )
+        : await checkSamlResponse(
+            deps,
+            ssoDepsOf(c).publicUrl,
+            scope.site,
+            {
+              samlResponse: fields.samlResponse!,
+              relayState: fields.relayState,
+              connectionId: fields.connectionId,
+            },
+            (error) => c.get('log').warn({ err: String(error) }, 'IdP metadata not refreshed'),
+          );
     const { userId, created } = await signInThrough(scope, deps, checked);
     const session =
       fields.session === undefined
