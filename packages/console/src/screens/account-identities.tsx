@@ -1,5 +1,6 @@
 // An account's identities at other providers (`identities` in get: provider, subject, the email the
-// provider gave and whether it said it is verified, when linked) and their unlinking
+// provider gave and whether it said it is verified, when linked; an enterprise sign-in's, `sso:{connectionId}`,
+// said as such) and their unlinking
 // (identity/unlink), after a confirmation. The API refuses to unlink the last way to sign in (409
 // `last_sign_in_method`): its detail is shown as it is.
 import type { components, UserAccountsClient } from '@user-accounts/client';
@@ -62,7 +63,15 @@ export function Identities(props: {
             <tbody>
               {props.identities.map((identity) => (
                 <tr key={`${identity.provider} ${identity.subject}`}>
-                  <td>{identity.provider}</td>
+                  <td>
+                    {identity.provider.startsWith('sso:') ? (
+                      <>
+                        Enterprise SSO <span class="mono">{identity.provider.slice(4)}</span>
+                      </>
+                    ) : (
+                      identity.provider
+                    )}
+                  </td>
                   <td class="mono">{identity.subject}</td>
                   <td>{identity.email ?? '—'}</td>
                   <td>{identity.emailVerified ? 'Yes' : 'No'}</td>
