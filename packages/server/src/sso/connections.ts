@@ -71,7 +71,7 @@ async function checkIssuer(site: string, connectionId: string, oidc: { issuer: s
   try {
     await checkDiscovery(relyingPartyOf({ id: connectionId, site, oidcIssuer: oidc.issuer, oidcClientId: oidc.clientId }));
   } catch (error) {
-    const said = error instanceof ApiError ? error.detail : 'it could not be read';
+    const said = error instanceof ApiError ? error.message : 'it could not be read';
     throw new ApiError(
       'idp_metadata_invalid',
       `The issuer's discovery document (${oidc.issuer}/.well-known/openid-configuration) cannot be used: ${said}`,
