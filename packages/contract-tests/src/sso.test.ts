@@ -704,12 +704,6 @@ function defineSsoSuite(spec: TargetSpec): void {
         // Another site's token: the state is not its own, and stays this site's.
         const other = await site();
         problemOf(await t.finish(back, other.c), 422, 'invalid_state');
-        // provider/callback never takes a connection's state.
-        problemOf(
-          await t.c.POST('/api/1/provider/callback', { body: { callbackUrl: back } }),
-          422,
-          'invalid_state',
-        );
         const done = await t.finish(back);
         expect(done.error, JSON.stringify(done.error)).toBeUndefined();
         const result = done.data!.result;
@@ -730,6 +724,10 @@ function defineSsoSuite(spec: TargetSpec): void {
         // Again: a login of the same account.
         const again = await t.finish(await signInAt(await t.start(ada.email), ada.sub, OIDC_CB));
         expect(again.data!.result).toMatchObject({ _userId: result._userId, created: false });
+        // provider/callback never signs in with a connection's state (which it spends, as any it refuses).
+        const misrouted = await signInAt(await t.start(ada.email), ada.sub, OIDC_CB);
+        problemOf(await t.c.POST('/api/1/provider/callback', { body: { callbackUrl: misrouted } }), 422, 'invalid_state');
+        problemOf(await t.finish(misrouted), 422, 'invalid_state');
         // A person whose email is outside the verified domains: 409 with a link ticket, nothing made.
         const eve = t.person('eve', 'elsewhere.example');
         const unlinked = await t.finish(await signInAt(await t.start(ada.email), eve.sub, OIDC_CB));
@@ -844,6 +842,11 @@ function defineSsoSuite(spec: TargetSpec): void {
             body: { response: authenticator.assert(request.data!.result.options) },
           }),
         );
+        // The site removes it (a passkey is also a second factor, which every login would then ask for).
+        const removed = await t.c.POST('/api/1/user/factor/remove', {
+          body: { _userId: userId, factorId: registered.data!.result.factorId },
+        });
+        expect(removed.error, JSON.stringify(removed.error)).toBeUndefined();
         // An identity at another provider, linked by the site: refused.
         const linked = await t.c.POST('/api/1/user/identity/link', {
           body: { _userId: userId, provider: 'google', subject: 'g-ada', email, emailVerified: true },

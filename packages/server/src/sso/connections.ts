@@ -187,7 +187,8 @@ export async function createConnection(
   input: NewConnection,
 ): Promise<ConnectionRow> {
   checkKind(input.kind, input);
-  if (!isUuid(input.orgId)) throw orgNotFound();
+  // The organization first: no IdP is asked anything for an organization that is not the site's.
+  await assertOrg(deps.db, scope.site, input.orgId);
   const id = uuidv7();
   const ring = await ssoRing(deps.db, deps.factorKeys);
   let kindColumns: Partial<ConnectionRow>;
@@ -244,14 +245,19 @@ export async function connectionOf(db: Db, site: string, connectionId: string): 
   return row;
 }
 
-/** org/connection/list: oldest first. */
-export async function listConnections(db: Db, site: string, orgId: string): Promise<ConnectionRow[]> {
+/** 404 org_not_found unless the organization is the site's. */
+async function assertOrg(db: Db, site: string, orgId: string): Promise<void> {
   if (!isUuid(orgId)) throw orgNotFound();
   const [org] = await db
     .select({ id: orgs.id })
     .from(orgs)
     .where(and(eq(orgs.id, orgId), eq(orgs.site, site)));
   if (org === undefined) throw orgNotFound();
+}
+
+/** org/connection/list: oldest first. */
+export async function listConnections(db: Db, site: string, orgId: string): Promise<ConnectionRow[]> {
+  await assertOrg(db, site, orgId);
   return db
     .select()
     .from(ssoConnections)
