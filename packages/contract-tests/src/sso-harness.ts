@@ -51,7 +51,11 @@ export async function startDns(): Promise<LocalDns> {
 
 /** A key and a self-signed certificate (PEM), as an IdP's admin makes them (by the server's own maker). */
 export const keyPair = (name: string) =>
-  selfSignedKeyPair({ commonName: name, serialNumber: randomBytes(8).toString('hex'), validForMs: 365 * 24 * 3600 * 1000 });
+  selfSignedKeyPair({
+    commonName: name,
+    serialNumber: randomBytes(8).toString('hex'),
+    validForMs: 365 * 24 * 3600 * 1000,
+  });
 
 /** What a response may say otherwise than the IdP would (the refusal tests' forgeries). */
 export interface ResponseChanges {

@@ -726,15 +726,17 @@ function defineSsoSuite(spec: TargetSpec): void {
         expect(again.data!.result).toMatchObject({ _userId: result._userId, created: false });
         // provider/callback never signs in with a connection's state (which it spends, as any it refuses).
         const misrouted = await signInAt(await t.start(ada.email), ada.sub, OIDC_CB);
-        problemOf(await t.c.POST('/api/1/provider/callback', { body: { callbackUrl: misrouted } }), 422, 'invalid_state');
+        problemOf(
+          await t.c.POST('/api/1/provider/callback', { body: { callbackUrl: misrouted } }),
+          422,
+          'invalid_state',
+        );
         problemOf(await t.finish(misrouted), 422, 'invalid_state');
         // A person whose email is outside the verified domains: 409 with a link ticket, nothing made.
         const eve = t.person('eve', 'elsewhere.example');
         const unlinked = await t.finish(await signInAt(await t.start(ada.email), eve.sub, OIDC_CB));
         problemOf(unlinked, 409, 'identity_unlinked');
-        expect(
-          (await h.target.sql('select count(*)::int as n from users where site = $1', [t.name]))[0]!.n,
-        ).toBe(1);
+        expect((await h.target.sql('select count(*)::int as n from users where site = $1', [t.name]))[0]!.n).toBe(1);
 
         // The connection changed and deleted: the events name it; user.identity_linked names it too.
         const updated = await t.c.POST('/api/1/org/connection/update', {
@@ -812,9 +814,9 @@ function defineSsoSuite(spec: TargetSpec): void {
         expect(made.error, JSON.stringify(made.error)).toBeUndefined();
         const userId = made.data!.result._userId;
         const required = (answer: { error?: unknown; response: Response }) =>
-          expect(
-            (problemOf(answer, 403, 'sso_required') as Problem & { connectionId?: string }).connectionId,
-          ).toBe(t.connection.connectionId);
+          expect((problemOf(answer, 403, 'sso_required') as Problem & { connectionId?: string }).connectionId).toBe(
+            t.connection.connectionId,
+          );
 
         // A password: right, refused with the connection; wrong, the usual 422 (no hint).
         required(await t.c.POST('/api/1/user/verify', { body: { email, password } }));
@@ -873,7 +875,8 @@ function defineSsoSuite(spec: TargetSpec): void {
         });
         expect(outside.error, JSON.stringify(outside.error)).toBeUndefined();
         expect(
-          (await t.c.POST('/api/1/user/verify', { body: { email: 'bob@elsewhere.example', password } })).response.status,
+          (await t.c.POST('/api/1/user/verify', { body: { email: 'bob@elsewhere.example', password } })).response
+            .status,
         ).toBe(200);
 
         // Enforcement off: the password and the ticket kept sign in again.

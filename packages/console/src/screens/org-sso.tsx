@@ -58,7 +58,11 @@ export function OrgSso(props: { api: UserAccountsClient; orgId: string; version:
                     {domain.txtName} = {domain.txtValue}
                   </td>
                   <td>
-                    {domain.verifiedAt ? <time dateTime={domain.verifiedAt}>{formatTime(domain.verifiedAt)}</time> : '—'}
+                    {domain.verifiedAt ? (
+                      <time dateTime={domain.verifiedAt}>{formatTime(domain.verifiedAt)}</time>
+                    ) : (
+                      '—'
+                    )}
                   </td>
                 </tr>
               ))}

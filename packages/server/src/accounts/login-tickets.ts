@@ -18,11 +18,11 @@ import { type ApiError, accountDisabled, invalidTicket, secondFactorRequired } f
 import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, makeLoginTicket } from '../factors/login-ticket.ts';
 import type { HookDeps } from '../kernel/account-hooks.ts';
-import { refusalOf } from '../kernel/sign-in-gate.ts';
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import type { EventEntry } from '../kernel/outbox.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 

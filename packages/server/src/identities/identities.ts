@@ -219,9 +219,7 @@ export async function linkIdentity(scope: WriteScope, deps: WriteDeps, request: 
         status: 200,
         outcome: 'identity linked',
         ...(added && {
-          moreEvents: [
-            identityEvent('user.identity_linked', request.userId, key, request.via ?? undefined),
-          ],
+          moreEvents: [identityEvent('user.identity_linked', request.userId, key, request.via ?? undefined)],
         }),
       }),
       async (tx) => {
@@ -325,7 +323,13 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
   if (found.disabled) throw accountDisabled();
   // The account's organization wants it signed in through its IdP (sso/enforcement.ts): an
   // identity of that organization's connections passes, any other is refused.
-  const refused = await refusalOf(deps, deps.db, site, { userId: found.id }, { kind: 'identity', provider: key.provider });
+  const refused = await refusalOf(
+    deps,
+    deps.db,
+    site,
+    { userId: found.id },
+    { kind: 'identity', provider: key.provider },
+  );
   if (refused !== undefined) throw refused;
   const verified = await inWrite(
     scope,

@@ -172,7 +172,13 @@ export async function identityOutcome(
     if (taken === undefined) {
       // An account made by a social sign-in with an email of an organization that enforces single
       // sign-on would be a way around its IdP (sso/enforcement.ts): refused as a login would be.
-      const refused = await refusalOf(deps, deps.db, scope.site, { email }, { kind: 'identity', provider: identity.provider });
+      const refused = await refusalOf(
+        deps,
+        deps.db,
+        scope.site,
+        { email },
+        { kind: 'identity', provider: identity.provider },
+      );
       if (refused !== undefined) throw refused;
       try {
         const userId = await createFromIdentity(scope, deps, {

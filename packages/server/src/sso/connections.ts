@@ -69,7 +69,9 @@ export async function clientSecretOf(db: Db, ring: WriteDeps['factorKeys'], row:
 /** The issuer's discovery document read now: 422 idp_metadata_invalid saying why it cannot be used. */
 async function checkIssuer(site: string, connectionId: string, oidc: { issuer: string; clientId: string }) {
   try {
-    await checkDiscovery(relyingPartyOf({ id: connectionId, site, oidcIssuer: oidc.issuer, oidcClientId: oidc.clientId }));
+    await checkDiscovery(
+      relyingPartyOf({ id: connectionId, site, oidcIssuer: oidc.issuer, oidcClientId: oidc.clientId }),
+    );
   } catch (error) {
     const said = error instanceof ApiError ? error.message : 'it could not be read';
     throw new ApiError(
@@ -195,7 +197,11 @@ export async function createConnection(
   if (input.kind === 'saml') {
     const { metadata, metadataUrl } = await metadataOf(input.saml);
     const { certPem, keyPem } = await newSpKeyPair(id);
-    kindColumns = { ...samlColumns(metadata, metadataUrl), spCert: certPem, spKeySealed: seal(ring, keyPem, keyContext(id)) };
+    kindColumns = {
+      ...samlColumns(metadata, metadataUrl),
+      spCert: certPem,
+      spKeySealed: seal(ring, keyPem, keyContext(id)),
+    };
   } else {
     if (input.oidc === undefined) throw badField('/oidc', 'is required for kind oidc', 'required');
     await checkIssuer(scope.site, id, input.oidc);

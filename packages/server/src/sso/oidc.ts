@@ -11,13 +11,7 @@ import type { WriteDeps } from '../kernel/unit-of-work.ts';
 import { cleanIdentity, invalidState, saveState, takeState } from '../providers/flow.ts';
 import { authorizationUrl, completeCallback, providerError } from '../providers/oauth.ts';
 import { parseCallback, withoutQuery } from '../providers/sign-in.ts';
-import {
-  type ConnectionRow,
-  clientSecretOf,
-  connectionOf,
-  identityProviderOf,
-  relyingPartyOf,
-} from './connections.ts';
+import { type ConnectionRow, clientSecretOf, connectionOf, identityProviderOf, relyingPartyOf } from './connections.ts';
 import type { SamlAssertion } from './saml.ts';
 
 const PREFIX = identityProviderOf('');

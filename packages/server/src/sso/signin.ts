@@ -23,7 +23,6 @@ import { addMember } from '../orgs/members.ts';
 import { type ConnectionRow, identityProviderOf } from './connections.ts';
 import { orgOfVerifiedDomain } from './domains.ts';
 
-
 /**
  * 409 identity_unlinked with a link ticket (identities/link-tickets.ts, as provider/callback's): the
  * person proves which account is theirs, then the site links the identity with `linkTicket`. The

@@ -1,8 +1,8 @@
 import type { components } from '@user-accounts/client';
 import { invalidCredentials, invalidRequest } from '../../errors.ts';
 import { IDENTITY_LOGIN } from '../../identities/identities.ts';
-import { issueSession } from '../../sessions/issue.ts';
 import { providerBudget } from '../../providers/sign-in.ts';
+import { issueSession } from '../../sessions/issue.ts';
 import { checkOidcCallback } from '../../sso/oidc.ts';
 import { checkSamlResponse } from '../../sso/saml.ts';
 import { signInThrough } from '../../sso/signin.ts';

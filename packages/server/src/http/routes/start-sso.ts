@@ -1,12 +1,12 @@
 import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../errors.ts';
+import { providerBudget } from '../../providers/sign-in.ts';
 import { connectionForStart } from '../../sso/connections.ts';
 import { startOidc } from '../../sso/oidc.ts';
 import { startSaml } from '../../sso/saml.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf } from '../run-write.ts';
 import { ssoDepsOf, validBody } from './shared.ts';
-import { providerBudget } from '../../providers/sign-in.ts';
 
 type StartSsoResponse = components['schemas']['StartSsoResponse'];
 
