@@ -187,7 +187,7 @@ function defineSsoSuite(spec: TargetSpec): void {
       const name = `sso-${randomUUID().slice(0, 8)}`;
       const { token } = await h.target.createToken({
         site: name,
-        scopes: ['read', 'write', 'verify'],
+        scopes: ['read', 'write', 'verify', 'events'],
         label: name,
       });
       const c = h.clientFor(token);
