@@ -4562,8 +4562,9 @@ export interface components {
             };
         };
         /**
-         * @description SAML: `samlResponse` and `relayState` as the IdP posted them. OpenID Connect: `callbackUrl`.
-         *     Exactly one of `samlResponse` and `callbackUrl`.
+         * @description SAML: `samlResponse` and `relayState` as the IdP posted them. OpenID Connect: `callbackUrl`
+         *     (`relayState` and `connectionId` are then ignored: its state is in the URL). Exactly one of
+         *     `samlResponse` and `callbackUrl`.
          */
         FinishSsoRequest: {
             /** @description The `SAMLResponse` form field, base64, as posted. */
@@ -4578,7 +4579,11 @@ export interface components {
              */
             connectionId?: components["schemas"]["ConnectionId"];
             session?: components["schemas"]["SessionOptions"];
-        };
+        } & ({
+            samlResponse: string;
+        } | {
+            callbackUrl: string;
+        });
         FinishSsoResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
