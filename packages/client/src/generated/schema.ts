@@ -4571,7 +4571,10 @@ export interface components {
             samlResponse?: string;
             /** @description The `RelayState` form field, as posted. */
             relayState?: string;
-            /** @description An OpenID Connect connection's callback, the whole URL the IdP sent the browser back to (`code`, `state`, `iss` in its query). */
+            /**
+             * Format: uri
+             * @description An OpenID Connect connection's callback, the whole URL the IdP sent the browser back to (`code`, `state`, `iss` in its query).
+             */
             callbackUrl?: string;
             /**
              * @description An IdP-initiated response only (the RelayState then is not ours): the connection it
