@@ -271,6 +271,41 @@ function defineSignInSuite(spec: TargetSpec): void {
       expect(identities).toEqual({ n: 0 });
     });
 
+    it('refuses a social sign-in into a domain whose organization enforces SSO, new person or linked: 403 sso_required', async () => {
+      const { site, client } = await newSite();
+      await configure(site, 'op', { onNewPerson: 'create' });
+      const org = await client.POST('/api/1/org/create', { body: { name: 'Enforcing' } });
+      expect(org.error, JSON.stringify(org.error)).toBeUndefined();
+      const orgId = org.data!.result.orgId;
+      const domain = `enforced-${tag()}.example`;
+      // The organization's verified domain and enforcing connection, as org/domain/verify and
+      // org/connection/create leave them (sso.test.ts goes through those).
+      await h.target.sql(
+        `insert into org_domains (org_id, site, domain, token, verified_at) values ($1, $2, $3, 'token', now())`,
+        [orgId, site, domain],
+      );
+      const [connection] = await h.target.sql(
+        `insert into sso_connections (id, site, org_id, kind, enforce, redirect_uris, default_roles, oidc_issuer, oidc_client_id)
+         values (gen_random_uuid(), $1, $2, 'oidc', true, '{https://shop.example.com/sso/cb}', '{}', 'https://idp.example', 'c')
+         returning id::text as id`,
+        [site, orgId],
+      );
+      const sub = `ada-${tag()}`;
+      const created = await signIn(client, { sub, email: `ada@${domain}`, email_verified: true, name: 'Ada' });
+      expect(created.response.status, JSON.stringify(created.error)).toBe(403);
+      expect(created.error).toMatchObject({ code: 'sso_required', connectionId: connection!.id });
+      expect(await userCount(site)).toBe(0);
+
+      const bob = await h.createUser({ email: `bob@${domain}` }, client);
+      const bobSub = `bob-${tag()}`;
+      const linked = await client.POST('/api/1/user/identity/link', {
+        body: { _userId: bob.id, provider: 'idp', subject: bobSub, email: bob.email, emailVerified: true },
+      });
+      expect(linked.error, JSON.stringify(linked.error)).toBeUndefined();
+      const login = await signIn(client, { sub: bobSub, email: bob.email });
+      expect(login.error).toMatchObject({ code: 'sso_required', connectionId: connection!.id });
+    });
+
     it('still asks for a second factor (403 with a ticket), and refuses a disabled account (403)', async () => {
       const { site, client } = await newSite();
       await configure(site, 'op', { onNewPerson: 'create' });

@@ -1,16 +1,12 @@
 // What the enterprise sign-in tests (sso.test.ts) start beside the server: a real DNS server on a
 // loopback port (dns2) whose TXT records a test sets, and a SAML identity provider built with
 // samlify's IdP role, whose signed (and encrypted) responses a test posts as the site's backend would.
-import { randomBytes, webcrypto } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { createServer as createHttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-// @peculiar/x509 reads its classes' metadata through tsyringe, which needs this polyfill of Reflect.
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
+import { selfSignedKeyPair } from '@user-accounts/server/sso/certificates';
 import dns2 from 'dns2';
 import * as samlify from 'samlify';
-
-x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
 export interface LocalDns {
   port: number;
@@ -53,30 +49,13 @@ export async function startDns(): Promise<LocalDns> {
   };
 }
 
-/** A key and a self-signed certificate (PEM), as an IdP's admin makes them. */
-export async function keyPair(name: string): Promise<{ certPem: string; keyPem: string }> {
-  const algorithm = {
-    name: 'RSASSA-PKCS1-v1_5',
-    hash: 'SHA-256',
-    publicExponent: new Uint8Array([1, 0, 1]),
-    modulusLength: 2048,
-  };
-  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as CryptoKeyPair;
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+/** A key and a self-signed certificate (PEM), as an IdP's admin makes them (by the server's own maker). */
+export const keyPair = (name: string) =>
+  selfSignedKeyPair({
+    commonName: name,
     serialNumber: randomBytes(8).toString('hex'),
-    name: `CN=${name}`,
-    notBefore: new Date(Date.now() - 60_000),
-    notAfter: new Date(Date.now() + 365 * 24 * 3600 * 1000),
-    signingAlgorithm: algorithm,
-    keys,
+    validForMs: 365 * 24 * 3600 * 1000,
   });
-  const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey as webcrypto.CryptoKey));
-  const keyPem = `-----BEGIN PRIVATE KEY-----\n${pkcs8
-    .toString('base64')
-    .match(/.{1,64}/g)!
-    .join('\n')}\n-----END PRIVATE KEY-----\n`;
-  return { certPem: cert.toString('pem'), keyPem };
-}
 
 /** What a response may say otherwise than the IdP would (the refusal tests' forgeries). */
 export interface ResponseChanges {

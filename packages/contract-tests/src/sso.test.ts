@@ -6,8 +6,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkedClient, useTarget } from './harness.ts';
+import { type Person, signInAt, startOidcProvider } from './oauth-peers.ts';
 import { type LocalIdp, type ResponseChanges, startDns, startIdp } from './sso-harness.ts';
 import {
   embeddedServer,
@@ -17,10 +18,12 @@ import {
   TEST_FACTOR_KEY,
   TEST_METRICS_TOKEN,
 } from './targets.ts';
+import { SoftAuthenticator } from './webauthn/soft-authenticator.ts';
 
 const dns = await startDns();
 afterAll(() => dns.close());
 const PUBLIC_URL = 'https://accounts.test';
+const PASSKEY_ORIGIN = 'http://localhost:5173';
 const env = { DNS_RESOLVER: `127.0.0.1:${dns.port}`, PUBLIC_URL };
 
 const problemOf = (answer: { error?: unknown; response: Response }, status: number, code: string) => {
@@ -28,6 +31,24 @@ const problemOf = (answer: { error?: unknown; response: Response }, status: numb
   expect((answer.error as Problem).code).toBe(code);
   return answer.error as Problem;
 };
+
+/** The site's event feed, read (long-polled) until `done` holds of what came so far. */
+async function feedUntil(
+  c: UserAccountsClient,
+  done: (events: { type: string; data: unknown }[]) => boolean,
+): Promise<{ type: string; data: unknown }[]> {
+  const events: { type: string; data: unknown }[] = [];
+  let after: string | undefined;
+  for (let i = 0; i < 20 && !done(events); i++) {
+    const { data, error } = await c.GET('/api/1/events', {
+      params: { query: { limit: 1000, ...(after === undefined ? {} : { after, wait: 2 }) } },
+    });
+    expect(error, JSON.stringify(error)).toBeUndefined();
+    events.push(...(data!.result.events as { type: string; data: unknown }[]));
+    after = data!.result.next;
+  }
+  return events;
+}
 
 const DSIG = 'http://www.w3.org/2000/09/xmldsig#';
 const SAMLP = 'urn:oasis:names:tc:SAML:2.0:protocol';
@@ -166,7 +187,7 @@ function defineSsoSuite(spec: TargetSpec): void {
       const name = `sso-${randomUUID().slice(0, 8)}`;
       const { token } = await h.target.createToken({
         site: name,
-        scopes: ['read', 'write', 'verify'],
+        scopes: ['read', 'write', 'verify', 'events'],
         label: name,
       });
       const c = h.clientFor(token);
@@ -608,6 +629,269 @@ function defineSsoSuite(spec: TargetSpec): void {
         } finally {
           await replica.close();
         }
+      });
+    });
+
+    describe('OpenID Connect connections', () => {
+      const OIDC_CB = 'https://shop.example.com/sso/oidc/callback';
+      const OIDC_SECRET = 'an OIDC client secret of the organization, long enough';
+      const people = new Map<string, Person>();
+      let op: Awaited<ReturnType<typeof startOidcProvider>>;
+      beforeAll(async () => {
+        op = await startOidcProvider(
+          [{ client_id: 'acme-client', client_secret: OIDC_SECRET, redirect_uris: [OIDC_CB] }],
+          people,
+        );
+      }, 60_000);
+      afterAll(() => op?.close());
+
+      /** A site, an organization with a verified domain, and its OIDC connection to the real OP. */
+      async function oidcSetup(enforce = false) {
+        const s = await site();
+        const orgId = await s.org();
+        const domain = await verifiedDomain(s.c, orgId);
+        const made = await s.c.POST('/api/1/org/connection/create', {
+          body: {
+            orgId,
+            kind: 'oidc',
+            oidc: { issuer: op.issuer, clientId: 'acme-client', clientSecret: OIDC_SECRET },
+            redirectUris: [OIDC_CB],
+            defaultRoles: ['member'],
+            enforce,
+          },
+        });
+        expect(made.error, JSON.stringify(made.error)).toBeUndefined();
+        expect(made.response.status).toBe(201);
+        const connection = made.data!.result;
+        const person = (local: string, at = domain) => {
+          const sub = `${local}-${randomUUID().slice(0, 8)}`;
+          people.set(sub, { sub, email: `${local}@${at}`, name: `${local} Person` });
+          return { sub, email: `${local}@${at}` };
+        };
+        const start = async (email: string) => {
+          const started = await s.c.POST('/api/1/sso/start', { body: { email, redirectUri: OIDC_CB } });
+          expect(started.error, JSON.stringify(started.error)).toBeUndefined();
+          expect(started.data!.result.connectionId).toBe(connection.connectionId);
+          return started.data!.result.authorizationUrl;
+        };
+        const finish = (callbackUrl: string, as = s.c) =>
+          as.POST('/api/1/sso/callback', { body: { callbackUrl, session: { userAgent: 'test' } } });
+        return { ...s, orgId, domain, connection, person, start, finish };
+      }
+
+      it('signs a person in through a real OpenID provider: just in time, a member, amr fed; the state single use and the site’s own; events name the connection', async () => {
+        const t = await oidcSetup();
+        expect(t.connection).toMatchObject({
+          kind: 'oidc',
+          saml: null,
+          oidc: { issuer: op.issuer, clientId: 'acme-client' },
+          redirectUris: [OIDC_CB],
+        });
+        expect(JSON.stringify(t.connection)).not.toContain(OIDC_SECRET);
+        const [row] = await h.target.sql('select oidc_client_secret_sealed as s from sso_connections where id = $1', [
+          t.connection.connectionId,
+        ]);
+        expect(String(row!.s)).toMatch(/^v1\./);
+        expect(String(row!.s)).not.toContain(OIDC_SECRET);
+
+        const ada = t.person('ada');
+        const url = new URL(await t.start(ada.email));
+        expect(url.href.startsWith(op.issuer)).toBe(true);
+        expect(url.searchParams.get('code_challenge_method')).toBe('S256');
+        expect(url.searchParams.get('nonce')).toBeTruthy();
+        expect(url.searchParams.get('login_hint')).toBe(ada.email);
+        const back = await signInAt(url.href, ada.sub, OIDC_CB);
+        // Another site's token: the state is not its own, and stays this site's.
+        const other = await site();
+        problemOf(await t.finish(back, other.c), 422, 'invalid_state');
+        const done = await t.finish(back);
+        expect(done.error, JSON.stringify(done.error)).toBeUndefined();
+        const result = done.data!.result;
+        expect(result).toMatchObject({ connectionId: t.connection.connectionId, orgId: t.orgId, created: true });
+        const session = await t.c.POST('/api/1/session/verify', { body: { token: result.session!.token } });
+        expect(session.data!.result).toMatchObject({ _userId: result._userId, amr: ['fed'] });
+        const member = await t.c.GET('/api/1/org/member/check', {
+          params: { query: { orgId: t.orgId, _userId: result._userId } },
+        });
+        expect(member.data!.result).toMatchObject({ member: true, roles: ['member'] });
+        const user = await t.c.GET('/api/1/user/get', { params: { query: { _userId: result._userId } } });
+        expect(user.data!.result).toMatchObject({ email: ada.email, emailVerified: true });
+        expect(user.data!.result.identities).toEqual([
+          expect.objectContaining({ provider: `sso:${t.connection.connectionId}`, subject: ada.sub }),
+        ]);
+        // Replayed: the state is spent.
+        problemOf(await t.finish(back), 422, 'invalid_state');
+        // Again: a login of the same account.
+        const again = await t.finish(await signInAt(await t.start(ada.email), ada.sub, OIDC_CB));
+        expect(again.data!.result).toMatchObject({ _userId: result._userId, created: false });
+        // provider/callback never signs in with a connection's state (which it spends, as any it refuses).
+        const misrouted = await signInAt(await t.start(ada.email), ada.sub, OIDC_CB);
+        problemOf(
+          await t.c.POST('/api/1/provider/callback', { body: { callbackUrl: misrouted } }),
+          422,
+          'invalid_state',
+        );
+        problemOf(await t.finish(misrouted), 422, 'invalid_state');
+        // A person whose email is outside the verified domains: 409 with a link ticket, nothing made.
+        const eve = t.person('eve', 'elsewhere.example');
+        const unlinked = await t.finish(await signInAt(await t.start(ada.email), eve.sub, OIDC_CB));
+        problemOf(unlinked, 409, 'identity_unlinked');
+        expect((await h.target.sql('select count(*)::int as n from users where site = $1', [t.name]))[0]!.n).toBe(1);
+
+        // The connection changed and deleted: the events name it; user.identity_linked names it too.
+        const updated = await t.c.POST('/api/1/org/connection/update', {
+          body: { connectionId: t.connection.connectionId, oidc: { clientSecret: OIDC_SECRET }, enforce: true },
+        });
+        expect(updated.error, JSON.stringify(updated.error)).toBeUndefined();
+        expect(updated.data!.result.enforce).toBe(true);
+        const deleted = await t.c.POST('/api/1/org/connection/delete', {
+          body: { connectionId: t.connection.connectionId },
+        });
+        expect(deleted.error, JSON.stringify(deleted.error)).toBeUndefined();
+        const events = await feedUntil(t.c, (all) => all.some((e) => e.type === 'org.connection_deleted'));
+        const named = (type: string) => events.filter((e) => e.type === type).map((e) => e.data);
+        const ids = { orgId: t.orgId, connectionId: t.connection.connectionId };
+        expect(named('org.connection_created')).toEqual([expect.objectContaining({ ...ids, kind: 'oidc' })]);
+        expect(named('org.connection_updated')).toEqual([expect.objectContaining(ids)]);
+        expect(named('org.connection_deleted')).toEqual([expect.objectContaining(ids)]);
+        expect(named('org.domain_verified')).toEqual([expect.objectContaining({ orgId: t.orgId, domain: t.domain })]);
+        expect(named('user.identity_linked')).toEqual([
+          { _userId: result._userId, provider: `sso:${t.connection.connectionId}`, subject: ada.sub, ...ids },
+        ]);
+        // Nothing secret in the events, the audit trail or the logs' database rows.
+        const kept = JSON.stringify([events, await h.target.sql('select * from audit_log where site = $1', [t.name])]);
+        expect(kept).not.toContain(OIDC_SECRET);
+        expect(kept).not.toContain(new URL(back).searchParams.get('code')!);
+        expect(kept).not.toContain(new URL(back).searchParams.get('state')!);
+      });
+
+      it('refuses an issuer whose discovery cannot be read, and settings of the other kind', async () => {
+        const s = await site();
+        const orgId = await s.org();
+        const bad = await s.c.POST('/api/1/org/connection/create', {
+          body: {
+            orgId,
+            kind: 'oidc',
+            oidc: { issuer: 'http://127.0.0.1:9/none', clientId: 'x', clientSecret: 'y' },
+            redirectUris: [OIDC_CB],
+          },
+        });
+        expect(problemOf(bad, 422, 'idp_metadata_invalid').detail).toContain('discovery');
+        const missing = await s.c.POST('/api/1/org/connection/create', {
+          body: { orgId, kind: 'oidc', redirectUris: [OIDC_CB] },
+        });
+        expect(problemOf(missing, 400, 'invalid_request').errors?.[0]?.pointer).toBe('/oidc');
+        const mixed = await s.c.POST('/api/1/org/connection/create', {
+          body: {
+            orgId,
+            kind: 'oidc',
+            saml: { metadataXml: '<x/>' },
+            oidc: { issuer: op.issuer, clientId: 'acme-client', clientSecret: OIDC_SECRET },
+            redirectUris: [OIDC_CB],
+          },
+        });
+        expect(problemOf(mixed, 400, 'invalid_request').errors?.[0]?.pointer).toBe('/saml');
+        const both = await s.c.POST('/api/1/sso/callback', {
+          body: { samlResponse: 'PHg+', callbackUrl: `${OIDC_CB}?code=x&state=y` },
+        });
+        problemOf(both, 400, 'invalid_request');
+        expect(
+          (await h.target.sql('select count(*)::int as n from sso_connections where site = $1', [s.name]))[0]!.n,
+        ).toBe(0);
+      });
+    });
+
+    describe('enforcement', () => {
+      it('refuses every other login of an account of the verified domain with sso_required; the site still acts on it; SSO signs it in', async () => {
+        const t = await samlSetup({ enforce: true });
+        await h.target.sql(
+          `insert into site_settings (site, rp_id, rp_name, rp_origins) values ($1, 'localhost', 'Example', $2::jsonb)`,
+          [t.name, JSON.stringify([PASSKEY_ORIGIN])],
+        );
+        const email = `ada@${t.domain}`;
+        const password = h.password();
+        const made = await t.c.POST('/api/1/user/create', { body: { email, password, name: 'Ada' } });
+        expect(made.error, JSON.stringify(made.error)).toBeUndefined();
+        const userId = made.data!.result._userId;
+        const required = (answer: { error?: unknown; response: Response }) =>
+          expect((problemOf(answer, 403, 'sso_required') as Problem & { connectionId?: string }).connectionId).toBe(
+            t.connection.connectionId,
+          );
+
+        // A password: right, refused with the connection; wrong, the usual 422 (no hint).
+        required(await t.c.POST('/api/1/user/verify', { body: { email, password } }));
+        required(await t.c.POST('/api/1/user/verify', { body: { _userId: userId, password } }));
+        problemOf(
+          await t.c.POST('/api/1/user/verify', { body: { email, password: `${password}x` } }),
+          422,
+          'invalid_credentials',
+        );
+        // A login link: refused, and the ticket stays unused.
+        const issued = await t.c.POST('/api/1/user/ticket', { body: { email, purpose: 'login' } });
+        expect(issued.error, JSON.stringify(issued.error)).toBeUndefined();
+        const ticket = issued.data!.result.ticket!;
+        required(await t.c.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'login' } }));
+        // A passkey (registered by the site's operator, who still acts on the account): refused.
+        const authenticator = new SoftAuthenticator(PASSKEY_ORIGIN);
+        const options = await t.c.POST('/api/1/user/factor/passkey/options', { body: { _userId: userId } });
+        const registered = await t.c.POST('/api/1/user/factor/passkey', {
+          body: { _userId: userId, response: authenticator.register(options.data!.result.options) },
+        });
+        expect(registered.response.status).toBe(201);
+        const request = await t.c.POST('/api/1/user/passkey/options', { body: { email } });
+        required(
+          await t.c.POST('/api/1/user/passkey/verify', {
+            body: { response: authenticator.assert(request.data!.result.options) },
+          }),
+        );
+        // The site removes it (a passkey is also a second factor, which every login would then ask for).
+        const removed = await t.c.POST('/api/1/user/factor/remove', {
+          body: { _userId: userId, factorId: registered.data!.result.factorId },
+        });
+        expect(removed.error, JSON.stringify(removed.error)).toBeUndefined();
+        // An identity at another provider, linked by the site: refused.
+        const linked = await t.c.POST('/api/1/user/identity/link', {
+          body: { _userId: userId, provider: 'google', subject: 'g-ada', email, emailVerified: true },
+        });
+        expect(linked.error, JSON.stringify(linked.error)).toBeUndefined();
+        required(await t.c.POST('/api/1/user/identity/verify', { body: { provider: 'google', subject: 'g-ada' } }));
+        // The site's operators still act on the account.
+        const updated = await t.c.POST('/api/1/user/update', { body: { _userId: userId, name: 'Ada L.' } });
+        expect(updated.error, JSON.stringify(updated.error)).toBeUndefined();
+
+        // Through the organization's IdP: signed in (the account of that email linked), and its
+        // identity of the connection signs in by identity/verify too.
+        const done = await t.finish(await t.idp.respond(await t.start(email), email, { spMetadata: t.spMetadata }));
+        expect(done.error, JSON.stringify(done.error)).toBeUndefined();
+        expect(done.data!.result).toMatchObject({ _userId: userId, created: false });
+        const viaSso = await t.c.POST('/api/1/user/identity/verify', {
+          body: { provider: `sso:${t.connection.connectionId}`, subject: email },
+        });
+        expect(viaSso.error, JSON.stringify(viaSso.error)).toBeUndefined();
+
+        // An account outside the verified domain signs in as usual.
+        const outside = await t.c.POST('/api/1/user/create', {
+          body: { email: 'bob@elsewhere.example', password, name: 'Bob' },
+        });
+        expect(outside.error, JSON.stringify(outside.error)).toBeUndefined();
+        expect(
+          (await t.c.POST('/api/1/user/verify', { body: { email: 'bob@elsewhere.example', password } })).response
+            .status,
+        ).toBe(200);
+
+        // Enforcement off: the password and the ticket kept sign in again.
+        const off = await t.c.POST('/api/1/org/connection/update', {
+          body: { connectionId: t.connection.connectionId, enforce: false },
+        });
+        expect(off.error, JSON.stringify(off.error)).toBeUndefined();
+        expect((await t.c.POST('/api/1/user/verify', { body: { email, password } })).response.status).toBe(200);
+        const redeemed = await t.c.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'login' } });
+        expect(redeemed.error, JSON.stringify(redeemed.error)).toBeUndefined();
+        const audit = await h.target.sql(
+          "select outcome from audit_log where site = $1 and operation = 'verify' and outcome = 'sso_required'",
+          [t.name],
+        );
+        expect(audit.length).toBeGreaterThanOrEqual(2);
       });
     });
 

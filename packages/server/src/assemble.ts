@@ -41,6 +41,7 @@ import { sessionHooks } from './sessions/hooks.ts';
 import { sessionsHeldFor } from './sessions/manage.ts';
 import { createSigningKeys, resealSigningKeys } from './sessions/signing-keys.ts';
 import { createSsoDeps } from './sso/deps.ts';
+import { ssoSignInGate } from './sso/enforcement.ts';
 import { startTracing } from './tracing.ts';
 
 /**
@@ -315,6 +316,8 @@ export async function assembleOn(
     lockout,
     accessTokens,
     accountHooks,
+    // Which logins the site's organizations refuse: enforced single sign-on (sso/enforcement.ts).
+    signInGate: ssoSignInGate,
     heldElsewhere,
     wake,
     sequencer,

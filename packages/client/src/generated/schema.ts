@@ -2144,8 +2144,11 @@ export interface paths {
          *     not yet known. Our service provider's metadata for the connection (entity id, assertion consumer
          *     URLs, our certificate for signed requests and encrypted assertions) is public at
          *     `saml.spMetadataUrl`: the IT admin gives it to their IdP. Metadata that cannot be read or has no
-         *     signing certificate: 422 `idp_metadata_invalid`. The OIDC client secret is sealed at rest and
-         *     never answered. Another site's organization: 404 `org_not_found`. Event
+         *     signing certificate: 422 `idp_metadata_invalid`. For OpenID Connect the issuer's discovery
+         *     document is read (and then kept an hour): one that cannot be read or does not name the issuer
+         *     is 422 `idp_metadata_invalid` too. The OIDC client secret is sealed at rest and never
+         *     answered. `saml` goes with `kind` `saml` only, `oidc` with `oidc` only, and `allowIdpInitiated`
+         *     with SAML only: 400 `invalid_request` at the field otherwise. Another site's organization: 404 `org_not_found`. Event
          *     `org.connection_created`; audit row `org_connection_create`.
          */
         post: operations["createOrgConnection"];
@@ -2259,7 +2262,11 @@ export interface paths {
          *     verified the domain of `email` (or of `orgId`'s first connection, or of `connectionId`), for a
          *     sign-in that comes back to `redirectUri`, one of the connection's `redirectUris`. SAML: the
          *     HTTP-Redirect binding, an AuthnRequest signed with the connection's key when the IdP wants
-         *     signed requests, and a `RelayState` that we keep (single use, 10 minutes). No connection for it
+         *     signed requests, and a `RelayState` that we keep (single use, 10 minutes). OpenID Connect: the
+         *     issuer's authorization endpoint (read from its discovery document) with a `state` that we keep
+         *     (single use, 10 minutes, only its SHA-256), PKCE S256 and a nonce, `login_hint` the `email`
+         *     when given (the issuer's discovery document unreadable or too slow: 502 `provider_unavailable`,
+         *     504 `provider_timeout`). No connection for it
          *     (no organization has verified the email's domain, or it has no connection): 404
          *     `connection_not_found`, so that the site falls back to its usual login. A `redirectUri` not of
          *     the connection: 400 `invalid_request` at `/redirectUri`.
@@ -2300,6 +2307,16 @@ export interface paths {
          *     for the address), made a member with the connection's `defaultRoles` if it is not one, and
          *     signed in. Otherwise 409 `identity_unlinked`. The session asked for carries `amr: ["fed"]` and
          *     the connection. Audit row `sso_callback`.
+         *
+         *     An OpenID Connect connection: `{ "callbackUrl" }`, the whole URL the IdP sent the browser back
+         *     to (a `redirectUri` of the connection, with `code`, `state` and `iss`), checked as
+         *     `provider/callback` checks one: the state taken (single use; unknown, used, expired or another
+         *     site's: 422 `invalid_state`), RFC 9207's `iss`, the code exchanged with the PKCE verifier, the ID
+         *     token's signature by the issuer's keys, its issuer, audience, expiry and nonce (422
+         *     `provider_error` naming what failed; 502 `provider_unavailable`, 504 `provider_timeout` when the
+         *     IdP cannot be used in time). The identity is `sso:{connectionId}` with the ID token's `sub`, and
+         *     its outcome is the SAML one's (the email, from the ID token or userinfo, vouched for by the
+         *     organization's own IdP when it is in the organization's verified domain).
          */
         post: operations["finishSso"];
         delete?: never;
@@ -2881,14 +2898,17 @@ export interface components {
             };
         };
         /**
-         * @description The `data` of `user.identity_linked` (`identity/create`, `link`) and
-         *     `user.identity_unlinked`: the account and which identity. An import's accounts carry
-         *     their identities in their `user.created`.
+         * @description The `data` of `user.identity_linked` (`identity/create`, `link`, an enterprise sign-in) and
+         *     `user.identity_unlinked`: the account and which identity. An identity linked by an enterprise
+         *     sign-in (`sso/callback`: just in time, or the site's account of that email) also names its
+         *     `connectionId` and `orgId`. An import's accounts carry their identities in their `user.created`.
          */
         IdentityChange: {
             _userId: components["schemas"]["UserId"];
             provider: components["schemas"]["IdentityProvider"];
             subject: components["schemas"]["IdentitySubject"];
+            connectionId?: components["schemas"]["ConnectionId"];
+            orgId?: components["schemas"]["OrgId"];
         };
         CreateUserRequest: {
             email: components["schemas"]["Email"];
@@ -4465,10 +4485,17 @@ export interface components {
         UpdateOrgConnectionRequest: {
             connectionId: components["schemas"]["ConnectionId"];
             saml?: components["schemas"]["SamlSource"];
+            oidc?: components["schemas"]["OidcChange"];
             redirectUris?: components["schemas"]["RedirectUris"];
             defaultRoles?: components["schemas"]["OrgRoles"];
             enforce?: boolean;
             allowIdpInitiated?: boolean;
+        };
+        /** @description An OpenID Connect connection's settings changed (a new client secret, say); what is not named stays. */
+        OidcChange: {
+            issuer?: components["schemas"]["SsoUrl"];
+            clientId?: string;
+            clientSecret?: string;
         };
         SamlCertificate: {
             /** @description The certificate's SHA-256 fingerprint, as OpenSSL prints it. */
@@ -4535,14 +4562,19 @@ export interface components {
             };
         };
         /**
-         * @description SAML's `samlResponse` and `relayState` as the IdP posted them. (`callbackUrl` is for OIDC
-         *     connections, which are not served yet: `samlResponse` is required until they are.)
+         * @description SAML: `samlResponse` and `relayState` as the IdP posted them. OpenID Connect: `callbackUrl`
+         *     (`relayState` and `connectionId` are then ignored: its state is in the URL). Exactly one of
+         *     `samlResponse` and `callbackUrl`.
          */
         FinishSsoRequest: {
             /** @description The `SAMLResponse` form field, base64, as posted. */
-            samlResponse: string;
+            samlResponse?: string;
             /** @description The `RelayState` form field, as posted. */
             relayState?: string;
+            /**
+             * Format: uri
+             * @description An OpenID Connect connection's callback, the whole URL the IdP sent the browser back to (`code`, `state`, `iss` in its query).
+             */
             callbackUrl?: string;
             /**
              * @description An IdP-initiated response only (the RelayState then is not ours): the connection it
@@ -4550,7 +4582,11 @@ export interface components {
              */
             connectionId?: components["schemas"]["ConnectionId"];
             session?: components["schemas"]["SessionOptions"];
-        };
+        } & ({
+            samlResponse: string;
+        } | {
+            callbackUrl: string;
+        });
         FinishSsoResponse: {
             result: {
                 _userId: components["schemas"]["UserId"];
@@ -5081,6 +5117,7 @@ export interface components {
          * @description The token lacks the `verify` scope (`forbidden`), the account is disabled
          *     (`account_disabled`), or it has an enabled second factor (`second_factor_required`, with
          *     `ticket` and `factors` as for `verify`).
+         *     Or the account's email (for an account made now, the provider's email) is in a domain an organization has verified whose connection enforces single sign-on, and the identity is not of that organization's connections (`sso_required`, with `connectionId`).
          */
         IdentityVerifyForbidden: {
             headers: {
@@ -5092,7 +5129,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden" | "second_factor_required";
+                    code: "account_disabled" | "forbidden" | "second_factor_required" | "sso_required";
                 };
             };
         };
@@ -5284,6 +5321,7 @@ export interface components {
          *     has an enabled second factor (`second_factor_required`, the ticket used), with the problem
          *     members `ticket` (for `POST /api/1/user/factor/verify`, single use, 5 minutes) and
          *     `factors`, exactly as `verify` answers.
+         *     Or, for a login ticket, the account's email is in a domain an organization has verified whose connection enforces single sign-on (`sso_required`, with `connectionId`; the ticket stays unused).
          */
         RedeemForbidden: {
             headers: {
@@ -5295,7 +5333,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden" | "second_factor_required";
+                    code: "account_disabled" | "forbidden" | "second_factor_required" | "sso_required";
                 };
             };
         };
@@ -5308,6 +5346,7 @@ export interface components {
          *     with the problem members `ticket` (for `POST /api/1/user/factor/verify`, single use, 5
          *     minutes) and `factors` (the kinds it has, e.g. `["totp"]`). A wrong password is the plain
          *     422, with no hint of factors.
+         *     Or the password is right and the account's email is in a domain an organization has verified whose connection enforces single sign-on (`sso_required`, with `connectionId`: send the person through `sso/start`).
          */
         VerifyForbidden: {
             headers: {
@@ -5319,7 +5358,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden" | "second_factor_required" | "password_reset_required";
+                    code: "account_disabled" | "forbidden" | "second_factor_required" | "password_reset_required" | "sso_required";
                 };
             };
         };
@@ -5882,7 +5921,10 @@ export interface components {
                 };
             };
         };
-        /** @description The token lacks the `verify` scope (`forbidden`), or the passkey is right but the account is disabled (`account_disabled`). */
+        /**
+         * @description The token lacks the `verify` scope (`forbidden`), or the passkey is right but the account is disabled (`account_disabled`).
+         *     Or the account's email is in a domain an organization has verified whose connection enforces single sign-on (`sso_required`, with `connectionId`).
+         */
         PasskeyForbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -5893,7 +5935,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden";
+                    code: "account_disabled" | "forbidden" | "sso_required";
                 };
             };
         };
@@ -6362,7 +6404,10 @@ export interface components {
                 };
             };
         };
-        /** @description A check of the SAML response failed (`detail` names it: the signature, the request it answers, its destination, audience, issuer, times, an assertion already used, a comment in what is read); nothing was written. Also an unknown, used or expired `relayState`. */
+        /**
+         * @description A check of the SAML response failed (`detail` names it: the signature, the request it answers, its destination, audience, issuer, times, an assertion already used, a comment in what is read); nothing was written. Also an unknown, used or expired `relayState`.
+         *     An OpenID Connect callback: `invalid_state` (the state unknown, used, expired or another site's: one answer), or `provider_error` (the IdP answered an error, or its ID token did not pass the checks).
+         */
         SsoResponseInvalid: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6373,7 +6418,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "sso_response_invalid";
+                    code: "sso_response_invalid" | "invalid_state" | "provider_error";
                 };
             };
         };
@@ -6396,7 +6441,10 @@ export interface components {
                 };
             };
         };
-        /** @description The account is disabled (`account_disabled`), or the account limit is reached (`account_limit_reached`). */
+        /**
+         * @description The account is disabled (`account_disabled`), or the account limit is reached (`account_limit_reached`).
+         *     Or the account's email is in a domain another organization has verified and enforces single sign-on for (`sso_required`, with that organization's `connectionId`).
+         */
         SsoForbidden: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -6407,7 +6455,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "forbidden" | "account_disabled" | "account_limit_reached" | "second_factor_required";
+                    code: "forbidden" | "account_disabled" | "account_limit_reached" | "second_factor_required" | "sso_required";
                 };
             };
         };
@@ -9513,7 +9561,9 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            502: components["responses"]["ProviderUnavailable"];
             503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["ProviderTimeout"];
         };
     };
     finishSso: {
@@ -9552,7 +9602,9 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            502: components["responses"]["ProviderUnavailable"];
             503: components["responses"]["ServiceUnavailable"];
+            504: components["responses"]["ProviderTimeout"];
         };
     };
     getSsoMetadata: {

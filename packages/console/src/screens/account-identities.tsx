@@ -1,5 +1,6 @@
 // An account's identities at other providers (`identities` in get: provider, subject, the email the
-// provider gave and whether it said it is verified, when linked) and their unlinking
+// provider gave and whether it said it is verified, when linked; an enterprise sign-in's, `sso:{connectionId}`,
+// said as such) and their unlinking
 // (identity/unlink), after a confirmation. The API refuses to unlink the last way to sign in (409
 // `last_sign_in_method`): its detail is shown as it is. Each names its provider as the site
 // configured it (provider/list: OpenID Connect and its issuer, or OAuth 2.0), an organization's
@@ -75,9 +76,17 @@ export function Identities(props: {
               {props.identities.map((identity) => (
                 <tr key={`${identity.provider} ${identity.subject}`}>
                   <td>
-                    {identity.provider}
-                    {describeProvider(identity.provider, providers) !== undefined && (
-                      <span class="hint"> ({describeProvider(identity.provider, providers)})</span>
+                    {identity.provider.startsWith('sso:') ? (
+                      <>
+                        Enterprise SSO <span class="mono">{identity.provider.slice(4)}</span>
+                      </>
+                    ) : (
+                      <>
+                        {identity.provider}
+                        {describeProvider(identity.provider, providers) !== undefined && (
+                          <span class="hint"> ({describeProvider(identity.provider, providers)})</span>
+                        )}
+                      </>
                     )}
                   </td>
                   <td class="mono">{identity.subject}</td>

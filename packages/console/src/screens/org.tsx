@@ -1,13 +1,15 @@
 // One organization (org/get): its name, slug, metadata, member count and when it was made; its
 // members with their roles (org/member/list, a page at a time; each links to its account), removed
 // one by one (org/member/remove); and its pending invitations (org/invitation/list, never a
-// ticket), revoked one by one (org/invitation/revoke). Both ask first.
+// ticket), revoked one by one (org/invitation/revoke). Both ask first. Its single sign-on, read
+// only: domains and connections (org-sso.tsx).
 import type { components } from '@user-accounts/client';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
 import { accountHref } from '../route.ts';
 import { Action, Alert, Confirm, describeFailure, formatTime, Lacking } from '../ui.tsx';
 import { roles } from './account-orgs.tsx';
+import { OrgSso } from './org-sso.tsx';
 
 type Org = components['schemas']['Org'];
 type Member = components['schemas']['OrgMember'];
@@ -102,6 +104,7 @@ export function OrgScreen({ api, refused, orgId }: ScreenProps & { orgId: string
           </dl>
           <Members {...{ api, orgId, refused, busy, version }} onRemove={(member) => setRemoving(member)} />
           <Invitations {...{ api, orgId, refused, busy, version }} onRevoke={(invitation) => setRevoking(invitation)} />
+          <OrgSso {...{ api, orgId, version }} />
           <Confirm
             open={removing !== undefined}
             title="Remove this member?"

@@ -22,6 +22,7 @@ import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import type { EventEntry } from '../kernel/outbox.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type CodeGuard, ENDED_BY, endTickets, findCodeCounted, findTicket, useTicket } from './tickets.ts';
 
@@ -110,6 +111,12 @@ export async function redeemLoginTicket(
       if (account.disabled) {
         // As verify refuses the right password of a disabled account; the ticket stays.
         refusal = accountDisabled();
+        return undefined;
+      }
+      // The account's organization wants it signed in through its IdP (sso/enforcement.ts): the ticket stays.
+      const refused = await refusalOf(deps, tx, site, { userId }, { kind: 'login_ticket' });
+      if (refused !== undefined) {
+        refusal = refused;
         return undefined;
       }
       // Used here, once: of many redeems at once, one deletes the row and the others find none.

@@ -9,6 +9,7 @@ import { enabledFactorTypes } from '../factors/factors.ts';
 import { generationOf, generationSql, makeLoginTicket } from '../factors/login-ticket.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type LockoutStore, lockoutKey, lookUpAndAttempt, successParts, type VerifyLimits } from '../limits/lockout.ts';
 import type { PasswordHasher } from '../passwords/hasher.ts';
@@ -172,6 +173,13 @@ export async function verifyPassword(
   if (row.passwordUnproven) {
     await notAFailure();
     throw passwordResetRequired();
+  }
+  // Right, but the account's organization wants it signed in through its IdP (sso/enforcement.ts):
+  // no guess, and no login.
+  const refused = await unjudged(() => refusalOf(deps, db, site, { userId: row.id }, { kind: 'password' }));
+  if (refused !== undefined) {
+    await notAFailure();
+    throw refused;
   }
 
   const stored = row.passwordHash!;

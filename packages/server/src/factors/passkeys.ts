@@ -17,6 +17,7 @@ import { ApiError, accountDisabled, invalidCredentials, userNotFound } from '../
 import type { DeploymentKeys } from '../kernel/deployment-keys.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { newRecoveryCodes, recoveryCodeHash } from './recovery-codes.ts';
 
@@ -446,6 +447,12 @@ export async function verifyPasskey(
       }
       if (checked.disabled) {
         refusal = accountDisabled();
+        return undefined;
+      }
+      // The account's organization wants it signed in through its IdP (sso/enforcement.ts).
+      const refused = await refusalOf(deps, tx, scope.site, { userId: checked.userId }, { kind: 'passkey' });
+      if (refused !== undefined) {
+        refusal = refused;
         return undefined;
       }
       return checked.userId;

@@ -12,6 +12,7 @@ import type { Sequencer } from '../events/sequencer.ts';
 import type { Wake } from '../events/wake.ts';
 import type { AccountHooks } from '../kernel/account-hooks.ts';
 import type { KeyRing } from '../kernel/secret-box.ts';
+import type { SignInGate } from '../kernel/sign-in-gate.ts';
 import type { HeavyReadGate } from '../limits/heavy-reads.ts';
 import type { LockoutStore, VerifyLimits } from '../limits/lockout.ts';
 import type { LongPollGate } from '../limits/long-polls.ts';
@@ -76,6 +77,8 @@ export interface AppDeps {
   accessTokens: AccessTokenSigner;
   /** What the other domains do when something happens to an account (kernel/account-hooks.ts; assemble.ts joins them). */
   accountHooks: AccountHooks;
+  /** Which logins the site's organizations refuse (kernel/sign-in-gate.ts; assemble.ts: sso/enforcement.ts). */
+  signInGate?: SignInGate;
   /** What the other domains hold of an account, for its person's data (accounts/user-data.ts; assemble.ts). */
   heldElsewhere: HeldElsewhere;
   /** The message outbox's worker on this server (messages/worker.ts) and `send`'s budgets. */

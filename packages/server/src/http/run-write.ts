@@ -43,7 +43,7 @@ export function writeScopeOf(c: OpContext): WriteScope {
 
 /** What the server's writes use, from its deps (the account hooks for those of accounts/). */
 export function writeDepsOf(c: OpContext): WriteDeps & HookDeps {
-  const { database, outbox, tracer, sequencer, transactions, factorKeys, accountHooks } = c.get('deps');
+  const { database, outbox, tracer, sequencer, transactions, factorKeys, accountHooks, signInGate } = c.get('deps');
   return {
     db: database.db,
     outbox,
@@ -52,6 +52,7 @@ export function writeDepsOf(c: OpContext): WriteDeps & HookDeps {
     share: transactions,
     factorKeys,
     accountHooks,
+    signInGate,
   };
 }
 

@@ -25,6 +25,7 @@ import { assertSignInMethodLeft } from '../factors/sign-in-methods.ts';
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { holdsEmailOf, inReachOf } from '../kernel/in-reach.ts';
 import type { EventEntry } from '../kernel/outbox.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import { inWrite, type KeptAnswer, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { checkAccountLimit } from '../limits/accounts.ts';
 import type { LoginMethod } from '../sessions/rules.ts';
@@ -78,12 +79,23 @@ export async function accountWithIdentity(db: Db, site: string, key: IdentityKey
   return row?.id;
 }
 
+/** The enterprise connection an identity came through (sso/): named on its user.identity_linked. */
+export interface IdentityVia {
+  connectionId: string;
+  orgId: string;
+}
+
 /** user.identity_linked or user.identity_unlinked: the account and which identity (nothing secret). */
 const identityEvent = (
   type: 'user.identity_linked' | 'user.identity_unlinked',
   userId: string,
   key: IdentityKey,
-): EventEntry => ({ type, userId, data: { _userId: userId, provider: key.provider, subject: key.subject } });
+  via?: IdentityVia,
+): EventEntry => ({
+  type,
+  userId,
+  data: { _userId: userId, provider: key.provider, subject: key.subject, ...via },
+});
 
 export type NewIdentityAccount = components['schemas']['CreateUserFromIdentityRequest'];
 
@@ -102,6 +114,7 @@ export async function createFromIdentity(
   deps: IdentityCreateDeps,
   input: NewIdentityAccount,
   answer?: (id: string) => KeptAnswer,
+  via?: IdentityVia,
 ): Promise<string> {
   const { site } = scope;
   const key = { provider: input.provider, subject: input.subject };
@@ -126,7 +139,7 @@ export async function createFromIdentity(
         userId: id,
         status: 201,
         outcome: 'user created',
-        moreEvents: [identityEvent('user.identity_linked', id, key)],
+        moreEvents: [identityEvent('user.identity_linked', id, key, via)],
         ...(answer && { answer: answer(id) }),
       },
       async (tx) => {
@@ -181,8 +194,9 @@ export type LinkRequest =
       email?: string | undefined;
       emailVerified?: boolean | undefined;
       linkTicket?: undefined;
+      via?: IdentityVia | undefined;
     })
-  | { userId: string; linkTicket: string; provider?: undefined; subject?: undefined };
+  | { userId: string; linkTicket: string; provider?: undefined; subject?: undefined; via?: undefined };
 
 /**
  * Links the identity to the account (link): 404 user_not_found, 409 identity_taken (another
@@ -204,7 +218,9 @@ export async function linkIdentity(scope: WriteScope, deps: WriteDeps, request: 
         userId: request.userId,
         status: 200,
         outcome: 'identity linked',
-        ...(added && { moreEvents: [identityEvent('user.identity_linked', request.userId, key)] }),
+        ...(added && {
+          moreEvents: [identityEvent('user.identity_linked', request.userId, key, request.via ?? undefined)],
+        }),
       }),
       async (tx) => {
         const account = await lockAccount(tx, site, request.userId);
@@ -305,6 +321,16 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
   if (found === undefined) throw invalidCredentials('identity');
   scope.report?.({ userId: found.id });
   if (found.disabled) throw accountDisabled();
+  // The account's organization wants it signed in through its IdP (sso/enforcement.ts): an
+  // identity of that organization's connections passes, any other is refused.
+  const refused = await refusalOf(
+    deps,
+    deps.db,
+    site,
+    { userId: found.id },
+    { kind: 'identity', provider: key.provider },
+  );
+  if (refused !== undefined) throw refused;
   const verified = await inWrite(
     scope,
     deps,

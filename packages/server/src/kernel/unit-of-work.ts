@@ -11,6 +11,7 @@ import { activeTraceparent } from '../tracing.ts';
 import { auditInsert, type WriteOperation } from './audit.ts';
 import { type EventEntry, type EventType, enqueueEvents } from './outbox.ts';
 import type { KeyRing } from './secret-box.ts';
+import type { SignInGate } from './sign-in-gate.ts';
 
 /** Who writes, for whom and until when: what a write needs to know of its caller. */
 export interface WriteScope {
@@ -62,6 +63,8 @@ export interface WriteDeps {
   share?: TransactionShare | undefined;
   /** FACTOR_ENCRYPTION_KEY's ring (or the embedded database's key file): what keys the login tickets. */
   factorKeys?: KeyRing | undefined;
+  /** Which logins the site's organizations refuse (kernel/sign-in-gate.ts); absent: none (the CLI, tests). */
+  signInGate?: SignInGate | undefined;
 }
 
 /** The change event of each write that changes accounts (kernel/outbox.ts); verify and export have none. */

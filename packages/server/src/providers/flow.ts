@@ -23,6 +23,7 @@ import { createFromIdentity, type IdentityCreateDeps, verifyIdentity } from '../
 import { sealingRingFor } from '../kernel/deployment-keys.ts';
 import { holdsEmailOf } from '../kernel/in-reach.ts';
 import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
+import { refusalOf } from '../kernel/sign-in-gate.ts';
 import type { WriteScope } from '../kernel/unit-of-work.ts';
 
 /** Ten minutes: a start's state, and identity_unlinked's link ticket. */
@@ -169,6 +170,16 @@ export async function identityOutcome(
       .where(and(holdsEmailOf(scope.site), sql`lower(${users.email}) = lower(${email})`))
       .limit(1);
     if (taken === undefined) {
+      // An account made by a social sign-in with an email of an organization that enforces single
+      // sign-on would be a way around its IdP (sso/enforcement.ts): refused as a login would be.
+      const refused = await refusalOf(
+        deps,
+        deps.db,
+        scope.site,
+        { email },
+        { kind: 'identity', provider: identity.provider },
+      );
+      if (refused !== undefined) throw refused;
       try {
         const userId = await createFromIdentity(scope, deps, {
           provider: identity.provider,

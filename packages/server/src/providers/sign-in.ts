@@ -82,7 +82,14 @@ export async function completeSignIn(
   named?: (provider: string) => void,
 ): Promise<IdentityOutcome & { provider: string }> {
   const callback = parseCallback(request);
-  const taken = await takeState(deps.db, deps.factorKeys, scope.site, callback.searchParams.get('state') ?? undefined);
+  // An enterprise connection's state (sso:{connectionId}) is sso/callback's, never this one's.
+  const taken = await takeState(
+    deps.db,
+    deps.factorKeys,
+    scope.site,
+    callback.searchParams.get('state') ?? undefined,
+    (name) => !name.startsWith('sso:'),
+  );
   named?.(taken.provider);
   const provider = await findProvider(deps.db, scope.site, taken.provider);
   if (provider === undefined) throw providerNotFound(taken.provider);
@@ -118,7 +125,7 @@ export async function completeSignIn(
 }
 
 /** The callback's URL with form_post's fields as its query (they are the response's parameters either way). */
-function parseCallback(request: CallbackRequest): URL {
+export function parseCallback(request: CallbackRequest): URL {
   let url: URL;
   try {
     url = new URL(request.callbackUrl);
@@ -132,7 +139,7 @@ function parseCallback(request: CallbackRequest): URL {
   return url;
 }
 
-const withoutQuery = (url: URL) => `${url.origin}${url.pathname}`;
+export const withoutQuery = (url: URL) => `${url.origin}${url.pathname}`;
 
 const tokensContext = (site: string, provider: string, subject: string) =>
   `provider tokens ${site} ${provider} ${subject}`;

@@ -2,13 +2,10 @@
 // the IdP's entity id, single sign-on URL and signing certificates (several at once, for a
 // rollover) from its metadata, refreshed from `metadataUrl` daily and when a response is signed
 // by a certificate not yet known (saml.ts); and our service provider's key pair of its own (an
-// RSA key and a self-signed certificate, @peculiar/x509), the private key sealed under
+// RSA key and a self-signed certificate, certificates.ts), the private key sealed under
 // FACTOR_ENCRYPTION_KEY bound to the connection's id, for signed AuthnRequests and encrypted
 // assertions. An OIDC connection keeps its issuer, client id and sealed client secret.
-import { createHash, webcrypto, X509Certificate } from 'node:crypto';
-// @peculiar/x509 reads its classes' metadata through tsyringe, which needs this polyfill of Reflect.
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
+import { createHash, X509Certificate } from 'node:crypto';
 import { and, asc, count, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { orgs, ssoConnections } from '../db/schema.ts';
@@ -21,6 +18,8 @@ import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work
 import { lockOrg } from '../orgs/members.ts';
 import { holdRoles } from '../orgs/roles.ts';
 import { orgNotFound } from '../orgs/rules.ts';
+import { checkDiscovery, forgetDiscovery, type RelyingPartyProvider } from '../providers/oauth.ts';
+import { selfSignedKeyPair } from './certificates.ts';
 import { orgOfVerifiedDomain } from './domains.ts';
 import { fetchIdpMetadata, type IdpMetadata, parseIdpMetadata } from './saml-metadata.ts';
 
@@ -33,36 +32,62 @@ export type ConnectionRow = typeof ssoConnections.$inferSelect;
 export const connectionNotFound = () =>
   new ApiError('connection_not_found', 'No connection of this site serves this email, organization or id.');
 
-x509.cryptoProvider.set(webcrypto as unknown as Crypto);
-
 const ssoRing = (db: Db, ring: WriteDeps['factorKeys']) => sealingRingFor(db, ring, 'sso_key');
 const keyContext = (connectionId: string) => `sso_connection:${connectionId}`;
+const secretContext = (connectionId: string) => `sso_connection_secret:${connectionId}`;
+
+/** The identity's provider of a connection's sign-ins, and an OIDC connection's name at the relying party. */
+export const identityProviderOf = (connectionId: string) => `sso:${connectionId}`;
+
+/** The scopes an OIDC connection asks for: who, and the email that makes the account. */
+const OIDC_SCOPES = ['openid', 'email', 'profile'];
+
+/** An OIDC connection as providers/oauth.ts's relying party sees it. */
+export function relyingPartyOf(row: {
+  id: string;
+  site: string;
+  oidcIssuer: string | null;
+  oidcClientId: string | null;
+}): RelyingPartyProvider {
+  return {
+    site: row.site,
+    name: identityProviderOf(row.id),
+    kind: 'oidc',
+    issuer: row.oidcIssuer!,
+    endpoints: null,
+    userinfoMap: null,
+    clientId: row.oidcClientId!,
+    scopes: OIDC_SCOPES,
+  };
+}
+
+/** An OIDC connection's client secret, opened (for the callback's code exchange). */
+export async function clientSecretOf(db: Db, ring: WriteDeps['factorKeys'], row: ConnectionRow): Promise<string> {
+  return open(await ssoRing(db, ring), row.oidcClientSecretSealed!, secretContext(row.id));
+}
+
+/** The issuer's discovery document read now: 422 idp_metadata_invalid saying why it cannot be used. */
+async function checkIssuer(site: string, connectionId: string, oidc: { issuer: string; clientId: string }) {
+  try {
+    await checkDiscovery(
+      relyingPartyOf({ id: connectionId, site, oidcIssuer: oidc.issuer, oidcClientId: oidc.clientId }),
+    );
+  } catch (error) {
+    const said = error instanceof ApiError ? error.message : 'it could not be read';
+    throw new ApiError(
+      'idp_metadata_invalid',
+      `The issuer's discovery document (${oidc.issuer}/.well-known/openid-configuration) cannot be used: ${said}`,
+    );
+  }
+}
 
 /** A new RSA-2048 key and a self-signed certificate for ten years: our SP's for one connection. */
-async function newSpKeyPair(connectionId: string): Promise<{ certPem: string; keyPem: string }> {
-  const algorithm = {
-    name: 'RSASSA-PKCS1-v1_5',
-    hash: 'SHA-256',
-    publicExponent: new Uint8Array([1, 0, 1]),
-    modulusLength: 2048,
-  };
-  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as CryptoKeyPair;
-  const now = Date.now();
-  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+const newSpKeyPair = (connectionId: string) =>
+  selfSignedKeyPair({
+    commonName: `user-accounts SSO ${connectionId}`,
     serialNumber: createHash('sha256').update(connectionId).digest('hex').slice(0, 16),
-    name: `CN=user-accounts SSO ${connectionId}`,
-    notBefore: new Date(now - 60_000),
-    notAfter: new Date(now + 10 * 365 * 24 * 3600 * 1000),
-    signingAlgorithm: algorithm,
-    keys,
+    validForMs: 10 * 365 * 24 * 3600 * 1000,
   });
-  const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey as webcrypto.CryptoKey));
-  const keyPem = `-----BEGIN PRIVATE KEY-----\n${pkcs8
-    .toString('base64')
-    .match(/.{1,64}/g)!
-    .join('\n')}\n-----END PRIVATE KEY-----\n`;
-  return { certPem: cert.toString('pem'), keyPem };
-}
 
 /** Our SP's private key of the connection, opened (for signing requests and decrypting assertions). */
 export async function spKeyOf(db: Db, ring: WriteDeps['factorKeys'], row: ConnectionRow): Promise<string> {
@@ -110,9 +135,9 @@ const connectionEvent = (
   row: { id: string; orgId: string; kind: string },
 ): EventEntry => ({ type, userId: row.orgId, data: { orgId: row.orgId, connectionId: row.id, kind: row.kind } });
 
-const badField = (pointer: string, message: string) =>
+const badField = (pointer: string, message: string, code: 'not_allowed' | 'required' = 'not_allowed') =>
   new ApiError('invalid_request', 'The request body is not valid.', {
-    errors: [{ pointer, code: 'not_allowed', message }],
+    errors: [{ pointer, code, message }],
   });
 
 /** The IdP's metadata from the request's `saml` (exactly one of its URL and its document). */
@@ -137,40 +162,65 @@ export interface NewConnection {
   orgId: string;
   kind: 'saml' | 'oidc';
   saml?: { metadataUrl?: string | undefined; metadataXml?: string | undefined } | undefined;
+  oidc?: { issuer: string; clientId: string; clientSecret: string } | undefined;
   redirectUris: string[];
   defaultRoles?: string[] | undefined;
   enforce?: boolean | undefined;
   allowIdpInitiated?: boolean | undefined;
 }
 
-/** org/connection/create (SAML; OIDC connections come with issue 59's OpenID Connect machinery). */
+/** The kind's own settings: `saml` with SAML only, `oidc` (required) and no IdP-initiated responses with OIDC. */
+function checkKind(
+  kind: 'saml' | 'oidc',
+  input: { saml?: unknown; oidc?: unknown; allowIdpInitiated?: boolean | undefined },
+): void {
+  if (kind === 'saml' && input.oidc !== undefined) throw badField('/oidc', 'goes with kind oidc only');
+  if (kind === 'oidc') {
+    if (input.saml !== undefined) throw badField('/saml', 'goes with kind saml only');
+    if (input.allowIdpInitiated === true)
+      throw badField('/allowIdpInitiated', 'is for SAML connections (an OpenID Connect sign-in always starts here)');
+  }
+}
+
+/** org/connection/create: a SAML connection (the IdP's metadata, our SP's key pair) or an OpenID Connect one. */
 export async function createConnection(
   scope: WriteScope,
   deps: WriteDeps,
   input: NewConnection,
 ): Promise<ConnectionRow> {
-  if (input.kind !== 'saml')
-    throw badField(
-      '/kind',
-      'oidc connections are not served yet: use saml (OpenID Connect comes with provider sign-in)',
-    );
-  if (!isUuid(input.orgId)) throw orgNotFound();
-  const { metadata, metadataUrl } = await metadataOf(input.saml);
+  checkKind(input.kind, input);
+  // The organization first: no IdP is asked anything for an organization that is not the site's.
+  await assertOrg(deps.db, scope.site, input.orgId);
   const id = uuidv7();
-  const { certPem, keyPem } = await newSpKeyPair(id);
-  const sealed = seal(await ssoRing(deps.db, deps.factorKeys), keyPem, keyContext(id));
+  const ring = await ssoRing(deps.db, deps.factorKeys);
+  let kindColumns: Partial<ConnectionRow>;
+  if (input.kind === 'saml') {
+    const { metadata, metadataUrl } = await metadataOf(input.saml);
+    const { certPem, keyPem } = await newSpKeyPair(id);
+    kindColumns = {
+      ...samlColumns(metadata, metadataUrl),
+      spCert: certPem,
+      spKeySealed: seal(ring, keyPem, keyContext(id)),
+    };
+  } else {
+    if (input.oidc === undefined) throw badField('/oidc', 'is required for kind oidc', 'required');
+    await checkIssuer(scope.site, id, input.oidc);
+    kindColumns = {
+      oidcIssuer: input.oidc.issuer,
+      oidcClientId: input.oidc.clientId,
+      oidcClientSecretSealed: seal(ring, input.oidc.clientSecret, secretContext(id)),
+    };
+  }
   const row = {
     id,
     site: scope.site,
     orgId: input.orgId,
-    kind: 'saml',
+    kind: input.kind,
     enforce: input.enforce ?? false,
     allowIdpInitiated: input.allowIdpInitiated ?? false,
     redirectUris: input.redirectUris,
     defaultRoles: input.defaultRoles ?? [],
-    ...samlColumns(metadata, metadataUrl),
-    spCert: certPem,
-    spKeySealed: sealed,
+    ...kindColumns,
   };
   const done = {
     userId: undefined,
@@ -201,14 +251,19 @@ export async function connectionOf(db: Db, site: string, connectionId: string): 
   return row;
 }
 
-/** org/connection/list: oldest first. */
-export async function listConnections(db: Db, site: string, orgId: string): Promise<ConnectionRow[]> {
+/** 404 org_not_found unless the organization is the site's. */
+async function assertOrg(db: Db, site: string, orgId: string): Promise<void> {
   if (!isUuid(orgId)) throw orgNotFound();
   const [org] = await db
     .select({ id: orgs.id })
     .from(orgs)
     .where(and(eq(orgs.id, orgId), eq(orgs.site, site)));
   if (org === undefined) throw orgNotFound();
+}
+
+/** org/connection/list: oldest first. */
+export async function listConnections(db: Db, site: string, orgId: string): Promise<ConnectionRow[]> {
+  await assertOrg(db, site, orgId);
   return db
     .select()
     .from(ssoConnections)
@@ -220,6 +275,7 @@ export async function listConnections(db: Db, site: string, orgId: string): Prom
 export interface ConnectionChange {
   connectionId: string;
   saml?: { metadataUrl?: string | undefined; metadataXml?: string | undefined } | undefined;
+  oidc?: { issuer?: string | undefined; clientId?: string | undefined; clientSecret?: string | undefined } | undefined;
   redirectUris?: string[] | undefined;
   defaultRoles?: string[] | undefined;
   enforce?: boolean | undefined;
@@ -233,10 +289,31 @@ export async function updateConnection(
   input: ConnectionChange,
 ): Promise<ConnectionRow> {
   const before = await connectionOf(deps.db, scope.site, input.connectionId);
+  checkKind(before.kind as 'saml' | 'oidc', input);
   const saml =
     input.saml === undefined
       ? {}
       : (({ metadata, metadataUrl }) => samlColumns(metadata, metadataUrl))(await metadataOf(input.saml));
+  let oidc: Partial<ConnectionRow> = {};
+  if (input.oidc !== undefined) {
+    const issuer = input.oidc.issuer ?? before.oidcIssuer!;
+    const clientId = input.oidc.clientId ?? before.oidcClientId!;
+    if (issuer !== before.oidcIssuer || clientId !== before.oidcClientId) {
+      forgetDiscovery(scope.site, identityProviderOf(before.id));
+      await checkIssuer(scope.site, before.id, { issuer, clientId });
+    }
+    oidc = {
+      oidcIssuer: issuer,
+      oidcClientId: clientId,
+      ...(input.oidc.clientSecret !== undefined && {
+        oidcClientSecretSealed: seal(
+          await ssoRing(deps.db, deps.factorKeys),
+          input.oidc.clientSecret,
+          secretContext(before.id),
+        ),
+      }),
+    };
+  }
   const done = {
     userId: undefined,
     status: 200,
@@ -249,6 +326,7 @@ export async function updateConnection(
       .update(ssoConnections)
       .set({
         ...saml,
+        ...oidc,
         ...(input.redirectUris !== undefined && { redirectUris: input.redirectUris }),
         ...(input.defaultRoles !== undefined && { defaultRoles: input.defaultRoles }),
         ...(input.enforce !== undefined && { enforce: input.enforce }),
@@ -280,6 +358,7 @@ export async function deleteConnection(scope: WriteScope, deps: WriteDeps, conne
     return row;
   });
   if (gone === undefined) throw connectionNotFound();
+  forgetDiscovery(scope.site, identityProviderOf(connectionId));
 }
 
 /**

@@ -20,10 +20,8 @@ import { issueLinkTicket } from '../identities/link-tickets.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import type { WriteScope } from '../kernel/unit-of-work.ts';
 import { addMember } from '../orgs/members.ts';
-import type { ConnectionRow } from './connections.ts';
+import { type ConnectionRow, identityProviderOf } from './connections.ts';
 import { orgOfVerifiedDomain } from './domains.ts';
-
-export const identityProviderOf = (connectionId: string) => `sso:${connectionId}`;
 
 /**
  * 409 identity_unlinked with a link ticket (identities/link-tickets.ts, as provider/callback's): the
@@ -67,6 +65,8 @@ export async function signInThrough(
 ): Promise<SignedIn> {
   const { connection } = who;
   const key: IdentityKey = { provider: identityProviderOf(connection.id), subject: who.nameId };
+  // Its user.identity_linked names the connection and its organization.
+  const via = { connectionId: connection.id, orgId: connection.orgId };
   if ((await accountWithIdentity(deps.db, scope.site, key)) !== undefined)
     return { userId: await verifyIdentity(scope, deps, key), created: false };
 
@@ -82,14 +82,20 @@ export async function signInThrough(
   let userId: string;
   if (account !== undefined) {
     userId = account.id;
-    await linkIdentity(scope, deps, { ...key, userId, email, emailVerified: true });
+    await linkIdentity(scope, deps, { ...key, userId, email, emailVerified: true, via });
   } else {
-    userId = await createFromIdentity(scope, deps, {
-      ...key,
-      email,
-      name: (who.name ?? email.slice(0, email.indexOf('@'))).slice(0, 200),
-      emailVerified: true,
-    });
+    userId = await createFromIdentity(
+      scope,
+      deps,
+      {
+        ...key,
+        email,
+        name: (who.name ?? email.slice(0, email.indexOf('@'))).slice(0, 200),
+        emailVerified: true,
+      },
+      undefined,
+      via,
+    );
     created = true;
   }
   const [member] = await deps.db

@@ -1,6 +1,8 @@
 import type { components } from '@user-accounts/client';
 import { invalidRequest } from '../../errors.ts';
+import { providerBudget } from '../../providers/sign-in.ts';
 import { connectionForStart } from '../../sso/connections.ts';
+import { startOidc } from '../../sso/oidc.ts';
 import { startSaml } from '../../sso/saml.ts';
 import { defineOperation } from '../define-operation.ts';
 import { writeDepsOf } from '../run-write.ts';
@@ -30,11 +32,16 @@ export const startSso = defineOperation({
       throw invalidRequest('The request body is not valid.', [
         { pointer: '/redirectUri', code: 'not_allowed', message: "is not one of the connection's redirectUris" },
       ]);
-    if (row.kind !== 'saml')
-      throw invalidRequest('The request body is not valid.', [
-        { pointer: '/connectionId', code: 'not_allowed', message: 'is not a SAML connection' },
-      ]);
-    const { authorizationUrl } = await startSaml(deps, ssoDepsOf(c).publicUrl, row, input.redirectUri);
+    const { authorizationUrl } =
+      row.kind === 'oidc'
+        ? await startOidc(
+            deps,
+            row,
+            input.redirectUri,
+            input.email,
+            providerBudget(c.get('deps').requestTimeoutMs ?? 10_000, c.get('deadline').signal),
+          )
+        : await startSaml(deps, ssoDepsOf(c).publicUrl, row, input.redirectUri);
     return c.json(
       { result: { authorizationUrl, connectionId: row.id, status: 'redirect the person' } } satisfies StartSsoResponse,
       200,
