@@ -84,7 +84,7 @@ import { neighbourRows } from './neighbours.ts';
 import { ORG_NOTES, orgRows } from './orgs.ts';
 import { ARGON2ID, PEER_SECRET, SERVER_NODE_FLAGS } from './params.ts';
 import { peakRssMb } from './proc.ts';
-import { topFramesOf } from './profile.ts';
+import { monotonicUs, topFramesOf, type Window } from './profile.ts';
 import { providerRows } from './providers.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
@@ -426,7 +426,8 @@ async function interleaved(a: Side, b: Side, connections: number): Promise<[Resu
 
 /**
  * The top five frames of ours under one more run of the same load, with `--cpu-prof` (not one of
- * the measured rounds: the profiler costs a few percent). What each result row's figure is made of.
+ * the measured rounds: the profiler costs a few percent), counted over that run's measured seconds
+ * alone (the profile's timestamps are the monotonic clock's). What each result row's figure is made of.
  */
 async function profiled(db: BenchDb, make: Make, connections: number): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), 'ua-bench-prof-'));
@@ -437,13 +438,17 @@ async function profiled(db: BenchDb, make: Make, connections: number): Promise<s
       [MAIN],
       ['--cpu-prof', `--cpu-prof-dir=${dir}`, '--cpu-prof-name=ours.cpuprofile'],
     );
+    // The frames of the measured load alone: not the server's start (its modules compiled) nor the warm-up.
+    let measured: Window;
     try {
       await load(server.url, connections, WARM_UP_SECONDS, make);
+      const from = monotonicUs();
       await load(server.url, connections, SECONDS, make);
+      measured = { from, to: monotonicUs() };
     } finally {
       await server.stop();
     }
-    return topFramesOf(join(dir, 'ours.cpuprofile'));
+    return topFramesOf(join(dir, 'ours.cpuprofile'), 5, measured);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -10,9 +10,20 @@ interface ProfileNode {
 
 interface CpuProfile {
   nodes: ProfileNode[];
+  /** When the profile started, µs of the system's monotonic clock (process.hrtime's). */
+  startTime: number;
   samples: number[];
   timeDeltas: number[];
 }
+
+/** A span of the monotonic clock, µs (process.hrtime.bigint() / 1000): the measured load's. */
+export interface Window {
+  from: number;
+  to: number;
+}
+
+/** Now on the clock of a profile's timestamps (CLOCK_MONOTONIC), µs. */
+export const monotonicUs = () => Number(process.hrtime.bigint() / 1000n);
 
 /** A frame's name as the report shows it: `function (file:line)`, or V8's own `(garbage collector)`. */
 function frameName({ functionName, url, lineNumber }: ProfileNode['callFrame']): string {
@@ -27,13 +38,18 @@ function frameName({ functionName, url, lineNumber }: ProfileNode['callFrame']):
 
 /**
  * The `n` frames with the most self time, each with its share of the time the process was not
- * idle. Samples of one function at one place are added up wherever it was called from.
+ * idle. Samples of one function at one place are added up wherever it was called from. With
+ * `window`, only the samples taken in it: the profile covers the server's whole life, and its
+ * start (compiling its modules: `compileSourceTextModule`) and warm-up are not the load's.
  */
-export function topFrames(profile: CpuProfile, n = 5): { frame: string; share: number }[] {
+export function topFrames(profile: CpuProfile, n = 5, window?: Window): { frame: string; share: number }[] {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const self = new Map<string, number>();
   let busy = 0;
+  let at = profile.startTime;
   profile.samples.forEach((id, i) => {
+    at += profile.timeDeltas[i] ?? 0;
+    if (window !== undefined && (at < window.from || at > window.to)) return;
     const node = byId.get(id)!;
     if (node.callFrame.functionName === '(idle)') return;
     // timeDeltas[i] is the time before sample i; sample i lasts until the next one (as DevTools counts).
@@ -49,9 +65,9 @@ export function topFrames(profile: CpuProfile, n = 5): { frame: string; share: n
 }
 
 /** "f (a.js:3) 12.0%, g (b.js:9) 8.1%, …": the top frames of a profile file. */
-export function topFramesOf(path: string, n = 5): string {
+export function topFramesOf(path: string, n = 5, window?: Window): string {
   const profile = JSON.parse(readFileSync(path, 'utf8')) as CpuProfile;
-  return topFrames(profile, n)
+  return topFrames(profile, n, window)
     .map((f) => `${f.frame} ${(f.share * 100).toFixed(1)}%`)
     .join(', ');
 }

@@ -128,6 +128,8 @@ export interface RequestLike {
   readonly path: string;
   /** The whole URL: scheme, host, path and query. */
   readonly url: string;
+  /** The query with its `?` (or ''), when the transport has it at hand without building `url` (Hono's request has not). */
+  readonly search?: string;
   header(name: string): string | undefined;
   /** The client's signal: aborted when it goes away before its answer. */
   readonly raw: { readonly signal: AbortSignal };

@@ -170,7 +170,11 @@ function compileRow(
   };
 
   /** 4–5 and 14's rate-limit fields: the token, the budgets; everything after them under the budget's guard. */
-  async function counted(c: OpContext, transport: Transport): Promise<Answer> {
+  async function counted(
+    c: OpContext,
+    transport: Transport,
+    reading: Promise<Uint8Array> | undefined,
+  ): Promise<Answer> {
     // Neither waits when the token is known and its budgets leased (the usual case): no promise then.
     const authenticating = authenticate(c);
     if (authenticating !== undefined) await authenticating;
@@ -180,7 +184,7 @@ function compileRow(
     if (refused !== undefined) return refused;
     let answer: Answer;
     try {
-      answer = writes === undefined ? await checked(c, transport) : await audited(c, transport);
+      answer = writes === undefined ? await checked(c, transport, reading) : await audited(c, transport, reading);
     } catch (error) {
       answer = render(error, c);
     }
@@ -189,12 +193,16 @@ function compileRow(
   }
 
   /** 6: the audit of a write's every outcome but its success. */
-  async function audited(c: OpContext, transport: Transport): Promise<Answer> {
+  async function audited(
+    c: OpContext,
+    transport: Transport,
+    reading: Promise<Uint8Array> | undefined,
+  ): Promise<Answer> {
     const record: WriteRecord = { operation: writes!, userId: undefined, committed: false };
     c.vars.write = record;
     let answer: Answer;
     try {
-      answer = await checked(c, transport);
+      answer = await checked(c, transport, reading);
     } catch (error) {
       answer = render(error, c);
     }
@@ -203,12 +211,16 @@ function compileRow(
   }
 
   /** 7–13: scope, body or query, the body's scope, the key, parse, the claim, the handler. */
-  async function checked(c: OpContext, transport: Transport): Promise<Answer> {
+  async function checked(
+    c: OpContext,
+    transport: Transport,
+    reading: Promise<Uint8Array> | undefined,
+  ): Promise<Answer> {
     if (also === undefined || !c.vars.token!.scopes.includes(also.scope)) checkScope(c, op.scope);
     if (hasBody) {
       const { req } = c;
       checkJsonRequest(req.header('content-type'), req.header('content-length'), bodyLimit, () => req.search !== '');
-      c.vars.body = parseJsonBytes(await (reading.get(c) ?? transport.readBody(bodyLimit)));
+      c.vars.body = parseJsonBytes(await (reading ?? transport.readBody(bodyLimit)));
     }
     if (also !== undefined) checkScopeForBody(c, op.scope, also);
     if (idempotency !== undefined) await readIdempotencyKey(c);
@@ -227,16 +239,14 @@ function compileRow(
     return answer;
   }
 
-  /** The body being read since the request came (readEarly). */
-  const reading = new WeakMap<OpContext, Promise<Uint8Array>>();
-
   return function serve(transport) {
     const started = performance.now();
     const c = new OpContext(transport.req, transport.env);
+    // The body being read since the request came (readEarly), handed down to the body step.
+    let reading: Promise<Uint8Array> | undefined;
     if (readEarly) {
-      const body = transport.readBody(bodyLimit);
-      body.catch(() => {}); // judged (and answered) where it is awaited, if ever
-      reading.set(c, body);
+      reading = transport.readBody(bodyLimit);
+      reading.catch(() => {}); // judged (and answered) where it is awaited, if ever
     }
     // 1. The span, when tracing is on.
     let span: { span: Span; context: ReturnType<typeof context.active>; method: string } | undefined;
@@ -277,7 +287,7 @@ function compileRow(
       deadline.expire();
       finish(render(deadlinePassed(timeoutMs), c));
     }, timeoutMs);
-    const run = () => counted(c, transport);
+    const run = () => counted(c, transport, reading);
     const working = span === undefined ? run() : context.with(span.context, run);
     working.then(finish, (error: unknown) => {
       if (answered) return;

@@ -39,7 +39,9 @@ export function validBody<K extends BodySchema>(c: ParseContext, schema: K): Sch
  */
 export function validQuery<T extends object>(c: ParseContext, path: string): T {
   // URLSearchParams keeps every parameter, even one with an empty name, which must be refused too.
-  const text = queryOf(c.req.url);
+  // The transport's query text when it has it at hand (the pipeline's do), else the URL's.
+  const { search } = c.req;
+  const text = queryOf(search ?? c.req.url);
   const query: Record<string, string | number | boolean> = {};
   for (const [name, value] of new URLSearchParams(text)) {
     if (Object.hasOwn(query, name)) throw repeatedParameters(text);
