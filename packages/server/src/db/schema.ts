@@ -928,6 +928,11 @@ export const messages = pgTable(
     index('messages_site_created_idx').on(t.site, t.createdAt),
     // An address's messages of the last hour: an invitation's budget (its address may have no account).
     index('messages_recipient_idx').on(t.site, sql`lower(${t.recipient})`, t.createdAt),
+    // A site's messages leased now (the claim's cap, kernel/fair-claimer.ts): a few rows, whatever
+    // the site's backlog (a flood of 10,000 had every claim count them all).
+    index('messages_leased_idx')
+      .on(t.site, t.leasedUntil)
+      .where(sql`${t.status} = 'queued' and ${t.leasedUntil} is not null`),
     check('messages_status_check', sql`${t.status} in ('queued', 'sent', 'failed')`),
     check('messages_channel_check', sql`${t.channel} in ('email', 'sms')`),
     check('messages_owner_check', sql`${t.userId} is not null or ${t.orgId} is not null`),

@@ -166,6 +166,10 @@ export interface Outgoing {
   rendered: Rendered;
 }
 
+/** The body as the outbox keeps it: sealed under the ring, bound to the message's id. */
+export const sealBody = (ring: KeyRing, id: string, rendered: Rendered) =>
+  seal(ring, JSON.stringify(rendered), bodyContext(id));
+
 /** Writes the message, its body sealed, in the caller's transaction; answers its id. */
 export async function enqueueMessage(tx: Db, ring: KeyRing, message: Outgoing): Promise<string> {
   const id = uuidv7();
@@ -177,7 +181,7 @@ export async function enqueueMessage(tx: Db, ring: KeyRing, message: Outgoing): 
     channel: message.channel,
     purpose: message.purpose,
     recipient: message.recipient,
-    bodySealed: seal(ring, JSON.stringify(message.rendered), bodyContext(id)),
+    bodySealed: sealBody(ring, id, message.rendered),
   });
   return id;
 }
