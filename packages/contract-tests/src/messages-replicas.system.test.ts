@@ -85,7 +85,8 @@ describe('mail from two servers on one PostgreSQL', () => {
         body: { email, password: `a long passphrase ${n}`, name: `R ${n}` },
       });
       expect(made.error).toBeUndefined();
-      const sent = await api.POST('/api/1/user/ticket', {
+      // Every send through the first server, which it kicks to send at once: it holds most of them.
+      const sent = await apis[0]!.POST('/api/1/user/ticket', {
         body: {
           email,
           purpose: 'reset_password',
