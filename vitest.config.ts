@@ -109,6 +109,9 @@ const MEASURED_SECONDS: Record<string, number> = {
   'server/src/main.system.test.ts': 45,
   // measured alone, both databases, on a busy 2-core machine (2026-12-02): not yet a clean-clone figure
   'contract-tests/src/secrets-at-rest.system.test.ts': 40,
+  // alone, both databases, on a loaded 2-core machine (2026-12-03)
+  'contract-tests/src/messages.system.test.ts': 60,
+  'contract-tests/src/messages-replicas.system.test.ts': 35,
   'client/src/pack.system.test.ts': 17,
   'server/src/ops/housekeeping-servers.system.test.ts': 17,
   'contract-tests/src/upgrade.system.test.ts': 15,

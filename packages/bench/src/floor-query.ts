@@ -52,7 +52,9 @@ export async function getAccount(id: string | undefined, email: string | undefin
  * kernel/in-reach.ts says), rendered by drizzle's own toSQL() on the same builder calls. Its
  * four parameters are ours' too: the id, 'api', the site, and the limit 1.
  */
-const GET_USER_BY_ID = `select "id", "email", "name", "phone", "address", "disabled", "disabled_until", "disabled_reason", "email_verified_at", "phone_verified_at", "password_breached", "metadata", "created_at", "updated_at", "version", coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
+const GET_USER_BY_ID = `select "id", "email", "name", "phone", "address", "disabled", "disabled_until", "disabled_reason", "email_verified_at", "phone_verified_at", "password_breached", not exists (select 1 from messages m where m.site = $3 and m.user_id = "users"."id"
+    and m.undeliverable and lower(m.recipient) = lower("users"."email")
+    and ("users"."email_verified_at" is null or m.created_at > "users"."email_verified_at")) as email_deliverable, "metadata", "created_at", "updated_at", "version", coalesce((select jsonb_agg(jsonb_build_object('provider', i.provider, 'subject', i.subject,
       'email', i.email, 'emailVerified', i.email_verified, 'linkedAt', to_char(i.linked_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
       order by i.linked_at, i.id)
     from user_identities i where i.user_id = "users"."id"), '[]'::jsonb) from "users" where ("users"."id" = $1 and ("users"."origin" = $2 and "users"."site" = $3 and "users"."deleted_at" is null)) limit $4`;
@@ -87,6 +89,7 @@ export async function getAccountAsOurs(id: string) {
         phoneVerified: row.phone_verified_at !== null,
         phoneVerifiedAt: iso(row.phone_verified_at),
         passwordBreached: row.password_breached,
+        emailDeliverable: row.email_deliverable,
         metadata: row.metadata,
         identities,
         createdAt: row.created_at.toISOString(),

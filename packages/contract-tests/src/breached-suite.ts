@@ -10,7 +10,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Problem } from '@user-accounts/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useTarget } from './harness.ts';
+import { issuedTicket, useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
 const sha1 = (text: string) => createHash('sha1').update(text, 'utf8').digest('hex').toUpperCase();
@@ -82,7 +82,7 @@ export function defineBreachedSuite(spec: TargetSpec): void {
         body: { _userId: id, purpose: 'reset_password' },
       });
       expect(response.status).toBe(201);
-      return data!.result.ticket!;
+      return issuedTicket(data!.result);
     };
     const signsIn = async (email: string, password: string) =>
       (await h.client.POST('/api/1/user/verify', { body: { email, password } })).response.status === 200;

@@ -3,7 +3,7 @@
 // Needs state: server targets only.
 import type { ChangeEvent, Problem, UserAccountsClient } from '@user-accounts/client';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useTarget } from './harness.ts';
+import { issuedTicket, useTarget } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
 /** A sequence number as `sequence` and `next` carry it: 20 digits, zero-padded. */
@@ -103,7 +103,7 @@ export function defineEventsSuite(spec: TargetSpec): void {
       const merged = await getNow();
       expect(merged.metadata).toEqual({ plan: 'pro', prefs: { theme: 'dark' }, seats: 3 });
       const issued = await c.api.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } });
-      const ticket = issued.data!.result.ticket!;
+      const ticket = issuedTicket(issued.data!.result);
       const redeemed = await c.api.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'verify_email' } });
       expect(redeemed.response.status).toBe(200);
       const verified = await getNow();

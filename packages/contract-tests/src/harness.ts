@@ -137,3 +137,21 @@ export function useTarget(spec: TargetSpec): Harness {
   });
   return h;
 }
+
+type Schemas = import('@user-accounts/client').components['schemas'];
+type WithTicket = Schemas['TicketIssued'] | Schemas['InvitationCreated'];
+type Sent = Schemas['TicketSent'] | Schemas['InvitationSent'];
+
+/** The ticket of `user/ticket` or `org/invitation/create` made without `send` (narrowed on `status`). */
+export function issuedTicket(result: WithTicket | Sent): string {
+  if (result.status === 'ticket sent' || result.status === 'invitation sent')
+    throw new Error(`expected a ticket in the answer, got ${result.status}`);
+  return result.ticket;
+}
+
+/** The message's id of `user/ticket` or `org/invitation/create` made with `send` (narrowed on `status`). */
+export function sentMessageId(result: WithTicket | Sent): string {
+  if (result.status === 'ticket issued' || result.status === 'invitation created')
+    throw new Error(`expected a message's id in the answer, got ${result.status}`);
+  return result.messageId;
+}

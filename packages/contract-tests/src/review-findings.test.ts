@@ -3,7 +3,7 @@
 import type { Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
-import { useTarget } from './harness.ts';
+import { issuedTicket, useTarget } from './harness.ts';
 import { pgliteTarget, postgresTarget, type TargetSpec } from './targets.ts';
 
 let seq = 0;
@@ -50,7 +50,7 @@ function defineReviewSuite(spec: TargetSpec): void {
       const issued = await h.client.POST('/api/1/user/ticket', {
         body: { _userId: user.id, purpose: 'login', delivery: 'code' } as never,
       });
-      const code = issued.data!.result.ticket!;
+      const code = issuedTicket(issued.data!.result);
       const redeemed = await h.client.POST('/api/1/user/ticket/redeem', {
         body: { ticket: code, purpose: 'login', _userId: user.id.toUpperCase() } as never,
       });
@@ -179,8 +179,9 @@ function defineReviewSuite(spec: TargetSpec): void {
         body: { ...google, email: victim, emailVerified: true, name: 'Ada' },
       });
       expect(taken.error?.code).toBe('email_taken');
-      const link = (await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'login' } as never })).data!
-        .result.ticket!;
+      const link = issuedTicket(
+        (await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'login' } as never })).data!.result,
+      );
       const redeemed = await c.POST('/api/1/user/ticket/redeem', {
         body: { ticket: link, purpose: 'login', session: {} } as never,
       });
@@ -229,7 +230,7 @@ function defineReviewSuite(spec: TargetSpec): void {
         await c.POST('/api/1/org/invitation/create', { body: { orgId, email: victim, roles: ['member'] } })
       ).data!.result;
       const accepted = await c.POST('/api/1/org/invitation/accept', {
-        body: { ticket: invited.ticket, _userId: userId },
+        body: { ticket: issuedTicket(invited), _userId: userId },
       });
       expect(accepted.response.status, JSON.stringify(accepted.error)).toBe(200);
       const live = (await c.GET('/api/1/session/list', { params: { query: { _userId: userId } } })).data!.result
@@ -237,9 +238,10 @@ function defineReviewSuite(spec: TargetSpec): void {
       expect(live.map((x) => x.amr)).toEqual([['fed'], ['otp']]);
 
       // The person sets a password (a reset through the inbox): it signs in; the stranger's never again.
-      const reset = (
-        await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'reset_password' } as never })
-      ).data!.result.ticket!;
+      const reset = issuedTicket(
+        (await c.POST('/api/1/user/ticket', { body: { email: victim, purpose: 'reset_password' } as never })).data!
+          .result,
+      );
       const ownPassword = h.password();
       expect(
         (
@@ -262,9 +264,10 @@ function defineReviewSuite(spec: TargetSpec): void {
         body: { email: user.email, password: user.password, session: {} },
       });
       const session = first.data!.result.session!;
-      const verifyEmail = (
-        await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } as never })
-      ).data!.result.ticket!;
+      const verifyEmail = issuedTicket(
+        (await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'verify_email' } as never }))
+          .data!.result,
+      );
       expect(
         (
           await h.client.POST('/api/1/user/ticket/redeem', {
@@ -272,9 +275,10 @@ function defineReviewSuite(spec: TargetSpec): void {
           })
         ).response.status,
       ).toBe(200);
-      const link = (
-        await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'login' } as never })
-      ).data!.result.ticket!;
+      const link = issuedTicket(
+        (await h.client.POST('/api/1/user/ticket', { body: { _userId: user.id, purpose: 'login' } as never })).data!
+          .result,
+      );
       expect(
         (await h.client.POST('/api/1/user/ticket/redeem', { body: { ticket: link, purpose: 'login' } as never }))
           .response.status,

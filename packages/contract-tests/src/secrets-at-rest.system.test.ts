@@ -15,6 +15,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
 import { waitUntil } from './faults/load.ts';
+import { issuedTicket } from './harness.ts';
 import { receiverOn } from './receiver.ts';
 import {
   GENEROUS_LIMITS,
@@ -330,7 +331,7 @@ async function populate(d: Awaited<ReturnType<typeof deploy>>) {
   for (const purpose of ['verify_email', 'reset_password', 'login'] as const) {
     const issued = await api.POST('/api/1/user/ticket', { body: { _userId: bea, purpose } as never });
     ok(issued, 201);
-    give(`a ${purpose} ticket`, issued.data!.result.ticket!);
+    give(`a ${purpose} ticket`, issuedTicket(issued.data!.result));
   }
   ok(await api.POST('/api/1/user/identity/link', { body: { _userId: bea, provider: 'github', subject: '583231' } }));
   ok(await api.POST('/api/1/org/roles', { body: { roles: [{ role: 'member', permissions: ['read'] }] } }));
@@ -340,7 +341,7 @@ async function populate(d: Awaited<ReturnType<typeof deploy>>) {
     body: { orgId: org, email: 'carol@example.com', roles: ['member'] },
   });
   ok(invited, 201);
-  give('an invitation ticket', invited.data!.result.ticket!);
+  give('an invitation ticket', issuedTicket(invited.data!.result));
   const impersonated = await api.POST('/api/1/session/impersonate', {
     body: { _userId: bea, actor: 'grace@support.example.com', reason: 'Ticket 4821' },
   });

@@ -11,7 +11,7 @@ import { checkProvider } from '@user-accounts/server/providers/options';
 import { setProvider } from '@user-accounts/server/providers/providers';
 import { SCOPES } from '@user-accounts/server/tokens';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { API, GHOST, useTarget, withoutRequestId } from './harness.ts';
+import { API, GHOST, issuedTicket, useTarget, withoutRequestId } from './harness.ts';
 import { createSpecChecker } from './spec-check.ts';
 import type { TargetSpec } from './targets.ts';
 import { seedWebhook } from './webhook-seed.ts';
@@ -342,7 +342,8 @@ export function defineSecuritySuite(target: TargetSpec): void {
           const invited = await h.client.POST('/api/1/org/invitation/create', {
             body: { orgId, email: victim.email, roles: ['admin'] },
           });
-          const { invitationId, ticket } = invited.data!.result;
+          const { invitationId } = invited.data!.result;
+          const ticket = issuedTicket(invited.data!.result);
           const orgRows = () =>
             h.target.sql(
               `select o.*, (select json_agg(m order by user_id) from org_memberships m where m.org_id = o.id) as members,

@@ -9,7 +9,7 @@
 import type { Problem } from '@user-accounts/client';
 import { describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
-import { useTarget } from './harness.ts';
+import { issuedTicket, useTarget } from './harness.ts';
 import { type HeldHash, pgliteTarget, postgresTarget, type TargetSpec } from './targets.ts';
 
 type User = { id: string; email: string; password: string };
@@ -85,9 +85,10 @@ function defineRacesSuite(spec: TargetSpec): void {
       [
         'reset_password redeemed',
         async (u) => {
-          const ticket = (
-            await h.client.POST('/api/1/user/ticket', { body: { _userId: u.id, purpose: 'reset_password' } })
-          ).data!.result.ticket!;
+          const ticket = issuedTicket(
+            (await h.client.POST('/api/1/user/ticket', { body: { _userId: u.id, purpose: 'reset_password' } })).data!
+              .result,
+          );
           const { response } = await h.client.POST('/api/1/user/ticket/redeem', {
             body: { ticket, purpose: 'reset_password', password: newPassword },
           });

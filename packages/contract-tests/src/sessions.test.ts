@@ -5,7 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nowSeconds, totpAt } from './factors-suite.ts';
-import { checkedClient, GHOST, useTarget, withoutRequestId } from './harness.ts';
+import { checkedClient, GHOST, issuedTicket, useTarget, withoutRequestId } from './harness.ts';
 import {
   migratedPostgresDatabase,
   pgliteTarget,
@@ -590,9 +590,10 @@ function defineSessionsSuite(spec: TargetSpec): void {
         [
           'reset_password redeemed',
           async (u) => {
-            const ticket = (
-              await h.client.POST('/api/1/user/ticket', { body: { _userId: u.id, purpose: 'reset_password' } })
-            ).data!.result.ticket!;
+            const ticket = issuedTicket(
+              (await h.client.POST('/api/1/user/ticket', { body: { _userId: u.id, purpose: 'reset_password' } })).data!
+                .result,
+            );
             const redeemed = await h.client.POST('/api/1/user/ticket/redeem', {
               body: { ticket, purpose: 'reset_password', password: h.password() },
             });

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkedClient, useTarget } from './harness.ts';
+import { checkedClient, issuedTicket, useTarget } from './harness.ts';
 import { type Person, signInAt, startOidcProvider } from './oauth-peers.ts';
 import { type LocalIdp, type ResponseChanges, startDns, startIdp } from './sso-harness.ts';
 import {
@@ -829,7 +829,7 @@ function defineSsoSuite(spec: TargetSpec): void {
         // A login link: refused, and the ticket stays unused.
         const issued = await t.c.POST('/api/1/user/ticket', { body: { email, purpose: 'login' } });
         expect(issued.error, JSON.stringify(issued.error)).toBeUndefined();
-        const ticket = issued.data!.result.ticket!;
+        const ticket = issuedTicket(issued.data!.result);
         required(await t.c.POST('/api/1/user/ticket/redeem', { body: { ticket, purpose: 'login' } }));
         // A passkey (registered by the site's operator, who still acts on the account): refused.
         const authenticator = new SoftAuthenticator(PASSKEY_ORIGIN);

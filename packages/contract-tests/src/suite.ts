@@ -356,6 +356,7 @@ export function defineContractSuite(spec: TargetSpec): void {
           'disabledReason',
           'disabledUntil',
           'email',
+          'emailDeliverable',
           'emailVerified',
           'emailVerifiedAt',
           'identities',

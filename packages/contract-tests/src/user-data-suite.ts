@@ -7,7 +7,7 @@ import type { Problem } from '@user-accounts/client';
 import { ACCOUNT_TABLES, AUDIT_LIMIT, EVENTS_LIMIT } from '@user-accounts/server/accounts/user-data';
 import { describe, expect, it } from 'vitest';
 import { totpAt } from './factors-suite.ts';
-import { GHOST, useTarget, withoutRequestId } from './harness.ts';
+import { GHOST, issuedTicket, useTarget, withoutRequestId } from './harness.ts';
 import type { TargetSpec } from './targets.ts';
 
 export function defineUserDataSuite(spec: TargetSpec): void {
@@ -82,7 +82,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
       ]) {
         const issued = await client.POST('/api/1/user/ticket', { body });
         expect(issued.response.status, JSON.stringify(issued.error)).toBe(201);
-        tickets.push(issued.data!.result.ticket!);
+        tickets.push(issuedTicket(issued.data!.result));
       }
       // A passkey registration under way (its challenge as the server keeps it: a hash).
       await h.target.sql(
@@ -166,6 +166,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         passkey_challenges: await count(`select count(*) as n from passkey_challenges where user_id = $1`),
         sessions: await count(`select count(*) as n from sessions where user_id = $1`),
         org_memberships: await count(`select count(*) as n from org_memberships where user_id = $1`),
+        messages: await count(`select count(*) as n from messages where user_id = $1`),
         audit_log: await count(`select count(*) as n from audit_log where site = $2 and user_id = $1`, [user.id, site]),
         events: await count(
           `select (select count(*) from events where site = $2 and subject = $1)
@@ -183,6 +184,7 @@ export function defineUserDataSuite(spec: TargetSpec): void {
         passkey_challenges: result.passkeyChallenges.length,
         sessions: result.sessions.length,
         org_memberships: result.organizations.length,
+        messages: result.messages.length,
         audit_log: result.audit.entries.length + 1,
         events: result.events.entries.length,
       }).toEqual(held);

@@ -344,6 +344,7 @@ export async function assembleOn(
     db: database.db,
     logger,
     factorKeys,
+    timeoutMs: config.messageTimeoutMs,
     ...(options.messageWorker ?? {}),
     outcomes: messageOutcomes(database.db, () => sequencer.kick()),
   });

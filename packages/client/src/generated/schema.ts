@@ -1919,6 +1919,17 @@ export interface paths {
          *     An organization has at most 1,000 pending invitations: 409 `too_many_invitations`. Another
          *     site's organization, or none: 404 `org_not_found`. Event `org.invitation_created` (never
          *     the ticket); audit row `org_invitation_create`.
+         *
+         *     `send` (see the docs' "Delivery"): we mail it, through the site's senders, as `user/ticket`
+         *     does: `channel` `email` only (an invitation is a link to an address; `sms` is 400 at
+         *     `/send/channel`), `linkTemplate` required (`{ticket}` filled in, `https` on one of the
+         *     site's link origins), the site's `invitation` template in `lang` (variables `orgName`,
+         *     `siteName`, `link`, `expiresIn`, `expiresAt`, `email`). The message is written in the
+         *     invitation's own transaction; the answer carries `messageId` and no ticket (`status`
+         *     "invitation sent"). The message belongs to the account of the site holding `email`, if one
+         *     does (its `message/list` and a person's data show it), and is held to the same budgets:
+         *     `MESSAGE_ACCOUNT_HOURLY_LIMIT` messages an hour to the address and the site's daily cap
+         *     (429 `message_limit_reached`). No mail transport: 409 `no_transport`.
          */
         post: operations["createOrgInvitation"];
         delete?: never;
@@ -2799,6 +2810,16 @@ export interface components {
              * @example false
              */
             passwordBreached: boolean;
+            /**
+             * @description `false` once a message we sent (`send`) to the email, as it is now, was refused for
+             *     good at send time (an SMTP 5xx: event `message.bounced`); `true` otherwise, and again
+             *     once the email changes or is verified again (a `verify_email` or `change_email` ticket,
+             *     or the site's word). Mail the site sends itself is not seen here. `get`, `list`, a
+             *     person's data and the events' accounts always give it; the account's `ETag` changes
+             *     when it does.
+             * @example true
+             */
+            emailDeliverable: boolean;
             metadata: components["schemas"]["Metadata"];
             identities: components["schemas"]["Identities"];
             createdAt: components["schemas"]["Timestamp"];
@@ -3285,23 +3306,40 @@ export interface components {
         };
         IssueTicketResponse: {
             /**
-             * @description Without `send`: `ticket`, and `status` "ticket issued". With `send`: no ticket,
-             *     `messageId` (its progress in `message/list`), and `status` "ticket sent": the message
-             *     is in the outbox, not yet necessarily at the person's server.
+             * @description Without `send`: `TicketIssued`, the `ticket` and `status` "ticket issued". With `send`:
+             *     `TicketSent`, no ticket, `messageId` (its progress in `message/list`) and `status`
+             *     "ticket sent": the message is in the outbox, not yet necessarily at the person's
+             *     server. `status` tells them apart (a typed client narrows on it).
              */
-            result: {
-                _userId: components["schemas"]["UserId"];
-                /**
-                 * @description The secret, shown once (never with `send`). 43 base64url characters, or 6 digits for `verify_phone` and
-                 *     a `login` code.
-                 */
-                ticket?: string;
-                messageId?: components["schemas"]["MessageId"];
-                purpose: components["schemas"]["TicketPurpose"];
-                expiresAt: components["schemas"]["Timestamp"];
-                /** @enum {string} */
-                status: "ticket issued" | "ticket sent";
-            };
+            result: components["schemas"]["TicketIssued"] | components["schemas"]["TicketSent"];
+        };
+        /** @description A ticket issued without `send`: the secret is in this answer, and only here. */
+        TicketIssued: {
+            _userId: components["schemas"]["UserId"];
+            /**
+             * @description The secret, shown once. 43 base64url characters, or 6 digits for `verify_phone` and
+             *     a `login` code.
+             */
+            ticket: string;
+            purpose: components["schemas"]["TicketPurpose"];
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            status: "ticket issued";
+        };
+        /** @description A ticket issued with `send`: no ticket or code, the message's id instead. */
+        TicketSent: {
+            _userId: components["schemas"]["UserId"];
+            messageId: components["schemas"]["MessageId"];
+            purpose: components["schemas"]["TicketPurpose"];
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            status: "ticket sent";
         };
         /**
          * Format: uuid
@@ -3539,6 +3577,13 @@ export interface components {
             /** @description The account's memberships of organizations, in order of joining (at most 1,000). */
             organizations: components["schemas"]["UserDataMembership"][];
             /**
+             * @description The messages we sent to the account (`send`) still kept (30 days), newest first, at most
+             *     1,000 (`message/list` pages through every one): the address, the status and the dates.
+             *     Never a body, link or code (deleted once sent anyway). An invitation mailed to the
+             *     address before the account held it is the organization's, not listed here.
+             */
+            messages: components["schemas"]["UserDataMessage"][];
+            /**
              * @description The `verify` failure counters that name the account, as stored (`null`: none): by
              *     its id (`password`), by its email as given to a `verify` while no account in reach
              *     had it (`passwordByEmail`), and for its second factor (`secondFactor`). A count is
@@ -3582,6 +3627,21 @@ export interface components {
             createdAt: components["schemas"]["Timestamp"];
             enabledAt: components["schemas"]["Timestamp"] | null;
             lastUsedAt: components["schemas"]["Timestamp"] | null;
+        };
+        UserDataMessage: {
+            messageId: components["schemas"]["MessageId"];
+            /** @enum {string} */
+            channel: "email" | "sms";
+            /** @enum {string} */
+            purpose: "verify_email" | "reset_password" | "change_email" | "verify_phone" | "login" | "invitation";
+            /** @description The email or phone the message went to, as it was then. */
+            address: string;
+            /** @enum {string} */
+            status: "queued" | "sent" | "failed";
+            attempts: number;
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description When the transport took it; `null` while queued, or failed. */
+            sentAt: components["schemas"]["Timestamp"] | null;
         };
         UserDataTicket: {
             purpose: components["schemas"]["TicketPurpose"];
@@ -4361,16 +4421,38 @@ export interface components {
              * @example 604800
              */
             expiresIn?: number;
+            send?: components["schemas"]["SendRequest"];
         };
         CreateOrgInvitationResponse: {
-            result: {
-                invitationId: components["schemas"]["InvitationId"];
-                /** @description The single-use secret (256 random bits, base64url); its only copy. */
-                ticket: string;
-                expiresAt: components["schemas"]["Timestamp"];
-                /** @constant */
-                status: "invitation created";
-            };
+            /**
+             * @description Without `send`: `InvitationCreated`, with the `ticket` and `status` "invitation
+             *     created". With `send`: `InvitationSent`, no ticket, `messageId` and `status`
+             *     "invitation sent". `status` tells them apart (a typed client narrows on it).
+             */
+            result: components["schemas"]["InvitationCreated"] | components["schemas"]["InvitationSent"];
+        };
+        /** @description An invitation made without `send`: its ticket is in this answer, and only here. */
+        InvitationCreated: {
+            invitationId: components["schemas"]["InvitationId"];
+            /** @description The single-use secret (256 random bits, base64url); its only copy. */
+            ticket: string;
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            status: "invitation created";
+        };
+        /** @description An invitation made with `send`: no ticket, the message's id instead. */
+        InvitationSent: {
+            invitationId: components["schemas"]["InvitationId"];
+            messageId: components["schemas"]["MessageId"];
+            expiresAt: components["schemas"]["Timestamp"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            status: "invitation sent";
         };
         AcceptOrgInvitationRequest: {
             ticket: string;
@@ -4768,10 +4850,13 @@ export interface components {
         };
         /**
          * @description `message.sent`, `message.failed` and `message.bounced`: a message we sent (`send`), never
-         *     its body, link or code. `reason`: the transport's answer on a failure.
+         *     its body, link or code. `reason`: the transport's answer on a failure. `_userId`: the
+         *     account the message went to; an invitation's (`purpose` `invitation`, with `orgId`, the
+         *     event's subject) has one only when an account of the site holds the address.
          */
         MessageChange: {
-            _userId: components["schemas"]["UserId"];
+            _userId?: components["schemas"]["UserId"];
+            orgId?: components["schemas"]["OrgId"];
             messageId: components["schemas"]["MessageId"];
             /** @enum {string} */
             channel: "email" | "sms";
@@ -6282,6 +6367,46 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
                     code: "slug_taken" | "already_member" | "org_limit_reached" | "too_many_invitations" | "email_mismatch" | "email_unverified" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description `too_many_invitations`: the organization has 1,000 pending invitations; `no_transport`:
+         *     `send` for a site without a mail transport (`cli site set --mail-from --mail-transport`).
+         *     `conflict`: the write collided with concurrent writes (a database deadlock or serialization
+         *     failure) and still did after the server ran it again; nothing was written. Retry after `Retry-After`.
+         */
+        InvitationConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After-On-Conflict"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "too_many_invitations" | "no_transport" | "conflict";
+                };
+            };
+        };
+        /**
+         * @description The token over one of its rate limits (`rate_limited`); with `send`, the address's or the
+         *     site's message budget spent (`message_limit_reached`). `Retry-After` says when to try again.
+         */
+        InvitationTooManyRequests: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                RateLimit: components["headers"]["RateLimit"];
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {string} */
+                    code: "rate_limited" | "message_limit_reached";
                 };
             };
         };
@@ -9024,10 +9149,10 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["OrgNotFound"];
-            409: components["responses"]["OrgConflict"];
+            409: components["responses"]["InvitationConflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            429: components["responses"]["TooManyRequests"];
+            429: components["responses"]["InvitationTooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -6,14 +6,14 @@ import { useState } from 'preact/hooks';
 import type { Scope } from '../session.ts';
 import { Action, Alert, describeFailure, formatTime } from '../ui.tsx';
 
-type Issued = components['schemas']['IssueTicketResponse']['result'];
+type Issued = components['schemas']['TicketIssued'];
 
 const TEMPLATE = 'user-accounts-console:reset-link-template';
 const DEFAULT_TEMPLATE = 'https://your-site.example/reset-password?user={userId}&ticket={ticket}';
 
 const linkFor = (template: string, issued: Issued) =>
   template
-    .replaceAll('{ticket}', encodeURIComponent(issued.ticket ?? ''))
+    .replaceAll('{ticket}', encodeURIComponent(issued.ticket))
     .replaceAll('{userId}', encodeURIComponent(issued._userId));
 
 export function PasswordReset(props: {
@@ -38,7 +38,8 @@ export function PasswordReset(props: {
       });
       if (error) setFailure(describeFailure(error));
       else {
-        setIssued(data.result);
+        // Without `send` the answer is the ticket's ("ticket issued"): the union narrows on status.
+        if (data.result.status === 'ticket issued') setIssued(data.result);
         props.onIssued(data.result.status);
       }
     } catch (error) {

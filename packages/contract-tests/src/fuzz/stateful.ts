@@ -143,6 +143,8 @@ class Get implements fc.AsyncCommand<Model, Real> {
           phoneVerifiedAt: null,
           // The fuzzed server screens no password against a breach corpus.
           passwordBreached: false,
+          // The fuzzed server sends no mail of ours.
+          emailDeliverable: true,
           // The sequences link no identity.
           identities: [],
         }) ||

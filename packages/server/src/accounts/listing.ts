@@ -6,6 +6,7 @@ import { and, asc, count, countDistinct, desc, eq, gt, isNotNull, lt, type SQL, 
 import type { Db } from '../db/client.ts';
 import { serviceKeys, userFactors, users } from '../db/schema.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
+import { emailDeliverableSql } from '../kernel/email-deliverable.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type Identity, identitiesOf } from './linked-identities.ts';
 import { metadataContains, parseMetadataFilter, siteMetadataContains } from './metadata.ts';
@@ -240,7 +241,7 @@ export function walkQuery(
     .limit(budget)
     .as('users');
   return db
-    .select(SHOWN_COLUMNS)
+    .select({ ...SHOWN_COLUMNS, emailDeliverable: deliverableOn(site) })
     .from(window)
     .where(and(...filterConditions(filters)))
     .orderBy(...walk.orderBy)
@@ -276,7 +277,11 @@ export function fewMatchesPage(
     .as('users');
   // The window is counted over every row of the subquery, before the ORDER BY's top-N.
   return db
-    .select({ ...SHOWN_COLUMNS, matches: sql<number>`count(*) over ()`.mapWith(Number) })
+    .select({
+      ...SHOWN_COLUMNS,
+      emailDeliverable: deliverableOn(site),
+      matches: sql<number>`count(*) over ()`.mapWith(Number),
+    })
     .from(matches)
     .orderBy(...walk.orderBy)
     .limit(limit + 1);
@@ -300,10 +305,16 @@ export const SHOWN_COLUMNS = {
   updatedAt: users.updatedAt,
 };
 
+/**
+ * `emailDeliverable` of a page's rows, read in the page's outer statement only (of its 100 rows at
+ * most, never of a walk's window): the columns are the subquery's, named `users`, or the table's.
+ */
+const deliverableOn = (site: string) => emailDeliverableSql(sql`${site}`);
+
 /** A page of the site's accounts in reach, one row more than `limit` (whether a next page exists). */
 export function listQuery(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
   return db
-    .select(SHOWN_COLUMNS)
+    .select({ ...SHOWN_COLUMNS, emailDeliverable: deliverableOn(site) })
     .from(users)
     .where(and(inReachOf(site), ...filterConditions(filters, site), walk.after))
     .orderBy(...walk.orderBy)

@@ -20,7 +20,7 @@ export function toUser(
     | 'metadata'
     | 'createdAt'
     | 'updatedAt'
-  >,
+  > & { emailDeliverable: boolean },
   identities: components['schemas']['Identity'][],
 ): components['schemas']['User'] {
   return {
@@ -37,6 +37,7 @@ export function toUser(
     phoneVerified: row.phoneVerifiedAt !== null,
     phoneVerifiedAt: row.phoneVerifiedAt?.toISOString() ?? null,
     passwordBreached: row.passwordBreached,
+    emailDeliverable: row.emailDeliverable,
     metadata: row.metadata,
     identities,
     createdAt: row.createdAt.toISOString(),

@@ -6,13 +6,14 @@
 
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { components } from '@user-accounts/client';
-import { and, desc, eq, gt, inArray, type SQL, sql } from 'drizzle-orm';
+import { and, desc, eq, getTableColumns, gt, inArray, type SQL, sql } from 'drizzle-orm';
 import { type Db, rows } from '../db/client.ts';
 import {
   auditLog,
   eventQueue,
   eventSequences,
   events,
+  messages,
   passkeyChallenges,
   recoveryCodes,
   tickets,
@@ -22,9 +23,11 @@ import {
 import { formatSequence } from '../events/queue.ts';
 import { secondFactorLockoutKey } from '../factors/factors.ts';
 import { tokenLabels } from '../kernel/audit.ts';
+import { emailDeliverableSql } from '../kernel/email-deliverable.ts';
 import { isUuid } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type LockoutState, type LockoutStore, lockoutKey } from '../limits/lockout.ts';
+import { KEPT_DAYS } from '../messages/outbox.ts';
 import { identitiesOf } from './linked-identities.ts';
 import { toUser } from './to-user.ts';
 
@@ -33,6 +36,8 @@ export type UserData = Schemas['UserData'];
 
 /** The shape's name and version (`format`): a member removed or retyped gets a new number. */
 export const USER_DATA_FORMAT = 'user-accounts/user-data@1';
+/** The newest messages the answer holds (kept 30 days; message/list pages through them all). */
+export const MESSAGES_LIMIT = 1000;
 /** The newest audit rows the answer holds; older ones are read on with GET /api/1/audit. */
 export const AUDIT_LIMIT = 1000;
 /** The newest events the answer holds (each may carry 64 KiB of metadata); older ones are in the feed. */
@@ -95,11 +100,8 @@ export const ACCOUNT_TABLES: Record<string, { member: keyof UserData } | { leftO
       'the access and refresh tokens a provider set with --keep-tokens gave at the last sign-in, sealed: credentials ' +
       'for the provider, answered only by provider/tokens (scope export); the identity they belong to is in the account',
   },
-  messages: {
-    leftOut:
-      'the messages we sent to the account (channel, purpose, address, status, attempts; never a body, link or code, ' +
-      'deleted once sent), kept 30 days and answered by message/list; not yet a member of this answer (issue 60)',
-  },
+  // The messages we sent to the account (issue 60): address, status and dates, never the body.
+  messages: { member: 'messages' },
   message_templates: {
     leftOut:
       'a site’s mail templates: its `subject` column is a mail’s subject line, not an account’s identity subject',
@@ -208,7 +210,7 @@ function readSnapshot(deps: UserDataDeps, site: string, userId: string) {
   return deps.db.transaction(
     async (tx) => {
       const [row] = await tx
-        .select()
+        .select({ ...getTableColumns(users), emailDeliverable: emailDeliverableSql(sql`"users"."site"`) })
         .from(users)
         .where(and(eq(users.id, userId), inReachOf(site)))
         .limit(1);
@@ -232,6 +234,16 @@ function readSnapshot(deps: UserDataDeps, site: string, userId: string) {
         codes: { usedAt: number | null }[];
         held: { purpose: string; newEmail: string | null; tries: number; createdAt: number; expiresAt: number }[];
         challenges: { purpose: string; expiresAt: number }[];
+        sent: {
+          id: string;
+          channel: 'email' | 'sms';
+          purpose: Schemas['UserDataMessage']['purpose'];
+          address: string;
+          status: 'queued' | 'sent' | 'failed';
+          attempts: number;
+          createdAt: number;
+          sentAt: number | null;
+        }[];
       }>(
         tx,
         sql`select
@@ -246,7 +258,13 @@ function readSnapshot(deps: UserDataDeps, site: string, userId: string) {
             from ${tickets} t where t.site = ${site} and t.user_id = ${id}) as held,
           (select coalesce(json_agg(json_build_object('purpose', p.purpose, 'expiresAt', ${ms(sql`p.expires_at`)})
               order by p.expires_at), '[]'::json)
-            from ${passkeyChallenges} p where p.site = ${site} and p.user_id = ${id}) as challenges`,
+            from ${passkeyChallenges} p where p.site = ${site} and p.user_id = ${id}) as challenges,
+          (select coalesce(json_agg(json_build_object('id', m.id, 'channel', m.channel, 'purpose', m.purpose,
+              'address', m.recipient, 'status', m.status, 'attempts', m.attempts,
+              'createdAt', ${ms(sql`m.created_at`)}, 'sentAt', ${ms(sql`m.sent_at`)}) order by m.id desc), '[]'::json)
+            from (select id, channel, purpose, recipient, status, attempts, created_at, sent_at from ${messages} m
+              where m.site = ${site} and m.user_id = ${id} and m.created_at > now() - make_interval(days => ${KEPT_DAYS})
+              order by m.id desc limit ${MESSAGES_LIMIT}) m) as sent`,
       );
       const date = (at: number | null) => (at === null ? null : new Date(at));
       const factors = small!.factors.map((f) => ({
@@ -262,6 +280,16 @@ function readSnapshot(deps: UserDataDeps, site: string, userId: string) {
         expiresAt: new Date(t.expiresAt),
       }));
       const challenges = small!.challenges.map((c) => ({ ...c, expiresAt: new Date(c.expiresAt) }));
+      const sent = small!.sent.map((m) => ({
+        messageId: m.id,
+        channel: m.channel,
+        purpose: m.purpose,
+        address: m.address,
+        status: m.status,
+        attempts: m.attempts,
+        createdAt: new Date(m.createdAt).toISOString(),
+        sentAt: iso(date(m.sentAt)),
+      }));
       // Never token_hash nor previous_token_hash (sessions/manage.ts names its columns).
       const sessionsHeld = await deps.heldElsewhere.sessions(tx, id);
       const identities = (await identitiesOf(tx, [id])).get(id) ?? [];
@@ -335,6 +363,7 @@ function readSnapshot(deps: UserDataDeps, site: string, userId: string) {
         })),
         sessions: sessionsHeld,
         organizations: memberships,
+        messages: sent,
         audit: {
           entries: auditShown.map((a) => ({
             at: a.at.toISOString(),

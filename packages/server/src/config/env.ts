@@ -375,6 +375,11 @@ const VARIABLES = {
     meaning:
       "messages we send for one site in a day, every channel (1–10000000; a site's own `cli site set --daily-limit` replaces it); beyond it 429 `message_limit_reached`",
   }),
+  MESSAGE_TIMEOUT: wholeNumber(1, 60, {
+    default: '15',
+    meaning:
+      "seconds the mail or text transport has for each step of an attempt (connection, greeting, each SMTP reply; the text API's answer; 1–60); a message a killed server was sending is sent again by another once four times this plus 5 s has passed since it began",
+  }),
   WEBHOOK_TIMEOUT: wholeNumber(1, 30, {
     default: '10',
     meaning:
@@ -512,6 +517,7 @@ const schema = z.object(VARIABLES).transform((v, ctx) => {
     webhookEndpointConcurrency: v.WEBHOOK_ENDPOINT_CONCURRENCY,
     webhookTimeoutMs: v.WEBHOOK_TIMEOUT * 1000,
     messageBudgets: { accountHourly: v.MESSAGE_ACCOUNT_HOURLY_LIMIT, siteDaily: v.MESSAGE_SITE_DAILY_LIMIT },
+    messageTimeoutMs: v.MESSAGE_TIMEOUT * 1000,
   };
 });
 export type Config = z.output<typeof schema>;

@@ -902,7 +902,10 @@ export const messages = pgTable(
   {
     id: uuid('id').primaryKey(),
     site: text('site').notNull(),
-    userId: uuid('user_id').notNull(),
+    // The account the message went to; an invitation's has one only when an account of the site
+    // holds its address (issue 60: the invitation is sent by us too), and names its organization.
+    userId: uuid('user_id'),
+    orgId: uuid('org_id'),
     channel: text('channel').notNull(),
     purpose: text('purpose').notNull(),
     recipient: text('recipient').notNull(),
@@ -923,8 +926,16 @@ export const messages = pgTable(
     index('messages_user_idx').on(t.site, t.userId, t.createdAt),
     // A site's messages of a day (its daily caps), and the 30 days' pruning.
     index('messages_site_created_idx').on(t.site, t.createdAt),
+    // An address's messages of the last hour: an invitation's budget (its address may have no account).
+    index('messages_recipient_idx').on(t.site, sql`lower(${t.recipient})`, t.createdAt),
+    // A site's messages leased now (the claim's cap, kernel/fair-claimer.ts): a few rows, whatever
+    // the site's backlog (a flood of 10,000 had every claim count them all).
+    index('messages_leased_idx')
+      .on(t.site, t.leasedUntil)
+      .where(sql`${t.status} = 'queued' and ${t.leasedUntil} is not null`),
     check('messages_status_check', sql`${t.status} in ('queued', 'sent', 'failed')`),
     check('messages_channel_check', sql`${t.channel} in ('email', 'sms')`),
+    check('messages_owner_check', sql`${t.userId} is not null or ${t.orgId} is not null`),
   ],
 );
 

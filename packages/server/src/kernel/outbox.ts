@@ -6,6 +6,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import type { Db } from '../db/client.ts';
 import { executePrepared } from '../db/client.ts';
 import { sqlArray } from '../db/sql-array.ts';
+import { emailDeliverableSql } from './email-deliverable.ts';
 
 /** Every change event's type, in the spec's order: the feed's, webhooks' and `cli webhook add --types`' one list. */
 export const EVENT_TYPES = [
@@ -75,6 +76,7 @@ const accountJson = (userId: SQL) => sql`(select jsonb_build_object(
     'emailVerified', u.email_verified_at is not null, 'emailVerifiedAt', ${iso(sql`u.email_verified_at`)},
     'phoneVerified', u.phone_verified_at is not null, 'phoneVerifiedAt', ${iso(sql`u.phone_verified_at`)},
     'passwordBreached', u.password_breached,
+    'emailDeliverable', ${emailDeliverableSql(sql`u.site`, 'u')},
     'metadata', u.metadata, 'identities', ${identitiesJson(sql`u.id`)}, 'createdAt', ${iso(sql`u.created_at`)}, 'updatedAt', ${iso(sql`u.updated_at`)})
   from users u where u.id = ${userId})`;
 

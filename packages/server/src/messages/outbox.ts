@@ -4,7 +4,7 @@
 // Also the budgets a `send` is held to before anything is written (an account's messages an
 // hour, the site's a day, its texts a day), a `send`'s checks (the channel's transport, the
 // link on the site's origins, the phone's country), an account's messages as message/list
-// shows them, and whether its email is deliverable.
+// shows them. Whether an account's email is deliverable: kernel/email-deliverable.ts.
 import { and, desc, eq, gt, lt, sql } from 'drizzle-orm';
 import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import { type Db, rows } from '../db/client.ts';
@@ -103,11 +103,13 @@ const limitReached = (code: 'message_limit_reached' | 'sms_limit_reached', detai
 export async function checkBudgets(
   db: Db,
   site: string,
-  userId: string,
+  who: { userId: string | null; recipient: string },
   channel: Channel,
   senders: Senders,
   budgets: MessageBudgets,
 ): Promise<void> {
+  // An account's messages; an invitation's address with no account, its own (messages_recipient_idx).
+  const mine = who.userId === null ? sql`lower(recipient) = lower(${who.recipient})` : sql`user_id = ${who.userId}`;
   const [counts] = await rows<{
     account: number;
     account_oldest: string | null;
@@ -118,9 +120,9 @@ export async function checkBudgets(
   }>(
     db,
     sql`select
-      (select count(*)::int from messages where site = ${site} and user_id = ${userId} and created_at > now() - interval '1 hour') as account,
+      (select count(*)::int from messages where site = ${site} and ${mine} and created_at > now() - interval '1 hour') as account,
       (select extract(epoch from min(created_at) + interval '1 hour' - now())::text from messages
-        where site = ${site} and user_id = ${userId} and created_at > now() - interval '1 hour') as account_oldest,
+        where site = ${site} and ${mine} and created_at > now() - interval '1 hour') as account_oldest,
       (select count(*)::int from (select 1 from messages where site = ${site} and created_at > now() - interval '1 day'
         limit ${(senders.dailyLimit ?? budgets.siteDaily) + 1}) d) as site,
       (select extract(epoch from min(created_at) + interval '1 day' - now())::text from messages
@@ -134,7 +136,7 @@ export async function checkBudgets(
   if (counts!.account >= budgets.accountHourly)
     throw limitReached(
       'message_limit_reached',
-      `This account was sent ${budgets.accountHourly} messages in the last hour (MESSAGE_ACCOUNT_HOURLY_LIMIT); try again after Retry-After seconds.`,
+      `This ${who.userId === null ? 'address' : 'account'} was sent ${budgets.accountHourly} messages in the last hour (MESSAGE_ACCOUNT_HOURLY_LIMIT); try again after Retry-After seconds.`,
       wait(counts!.account_oldest),
     );
   const siteDaily = senders.dailyLimit ?? budgets.siteDaily;
@@ -154,13 +156,19 @@ export async function checkBudgets(
 
 export interface Outgoing {
   site: string;
-  userId: string;
+  /** Null: an invitation to an address no account of the site holds (orgId names its organization). */
+  userId: string | null;
+  orgId?: string | undefined;
   channel: Channel;
   /** The ticket's purpose as the API names it (a login code is `login`), or `invitation`. */
   purpose: string;
   recipient: string;
   rendered: Rendered;
 }
+
+/** The body as the outbox keeps it: sealed under the ring, bound to the message's id. */
+export const sealBody = (ring: KeyRing, id: string, rendered: Rendered) =>
+  seal(ring, JSON.stringify(rendered), bodyContext(id));
 
 /** Writes the message, its body sealed, in the caller's transaction; answers its id. */
 export async function enqueueMessage(tx: Db, ring: KeyRing, message: Outgoing): Promise<string> {
@@ -169,10 +177,11 @@ export async function enqueueMessage(tx: Db, ring: KeyRing, message: Outgoing): 
     id,
     site: message.site,
     userId: message.userId,
+    orgId: message.orgId ?? null,
     channel: message.channel,
     purpose: message.purpose,
     recipient: message.recipient,
-    bodySealed: seal(ring, JSON.stringify(message.rendered), bodyContext(id)),
+    bodySealed: sealBody(ring, id, message.rendered),
   });
   return id;
 }
@@ -235,31 +244,4 @@ export async function listMessages(
     })),
     next: found.length > limit ? Buffer.from(page.at(-1)!.id).toString('base64url') : null,
   };
-}
-
-/**
- * Whether the account's email, as it is now, is deliverable: no permanent failure of a message to
- * it since it was last verified (a failure before, or to another address, does not count).
- */
-export async function emailDeliverable(
-  db: Db,
-  site: string,
-  userId: string,
-  email: string,
-  verifiedAt: Date | string | null,
-): Promise<boolean> {
-  const [row] = await db
-    .select({ id: messages.id })
-    .from(messages)
-    .where(
-      and(
-        eq(messages.site, site),
-        eq(messages.userId, userId),
-        eq(messages.undeliverable, true),
-        sql`lower(${messages.recipient}) = lower(${email})`,
-        verifiedAt === null ? undefined : gt(messages.createdAt, new Date(verifiedAt)),
-      ),
-    )
-    .limit(1);
-  return row === undefined;
 }

@@ -1,15 +1,13 @@
 // Sends the message outbox (issue 60, points 4 and 6). Every server runs one; they share the work
 // through the database, as the webhook worker does (events/webhooks/worker.ts):
-// - claim: due messages are leased (`leased_until`) in one statement, FOR UPDATE SKIP LOCKED, so
-//   two servers never send one message at once; a server killed mid-send leaves a lease that runs
-//   out, and another sends the message again, with the same Message-ID (`<id@user-accounts>`):
-//   at least once, a duplicate only when the kill fell between the SMTP server's acceptance and
-//   our record of it (docs/delivery.md counts them).
-// - fairness: a site has at most `perSite` messages leased at once, counted across servers (the
-//   claim holds the sites' site_senders rows, SKIP LOCKED, so two claims never both see room), and
-//   a claim takes each site's first due message, then each site's second, and so on: a site
-//   queueing 10,000 holds `perSite` of a server's slots, and another site's message is first in
-//   line for the next free one.
+// - claim, cap and fairness: kernel/fair-claimer.ts, shared with the webhook worker. The owner is
+//   the site (its site_senders row): at most `perSite` messages of a site leased at once, counted
+//   across servers, each site's first due message in turn, so that a site queueing 10,000 holds
+//   `perSite` of a server's slots and another site's message is first in line for the next free
+//   one. A server killed mid-send leaves a lease that runs out, and another sends the message
+//   again, with the same Message-ID (`<id@user-accounts>`): at least once, a duplicate only when
+//   the kill fell between the SMTP server's acceptance and our record of it (docs/delivery.md
+//   counts them).
 // - retries: a temporary failure (SMTP 4xx, a connection refused, a timeout, the text API's 5xx
 //   or 429) is tried again after 5 s, 30 s, 2 min, 10 min, 30 min, then hourly, for 24 hours from
 //   the message's making; a permanent one (SMTP 5xx, the text API's 4xx) stops at once, and an
@@ -21,8 +19,7 @@ import { sql } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../db/client.ts';
-import { sqlArray } from '../db/sql-array.ts';
-import { describeError } from '../errors.ts';
+import { claimFairly, type FairQueue, scheduledDelayMs, startClaimLoop } from '../kernel/fair-claimer.ts';
 import type { KeyRing } from '../kernel/secret-box.ts';
 import { messageRing, openBody } from './outbox.ts';
 import { mailTransportOf, openSenders } from './senders.ts';
@@ -37,16 +34,18 @@ export const PROBE_SECONDS = 30;
 
 export interface MessageOutcomes {
   /** Told of each message's end: sent, or failed (permanent, or given up). For events and metrics. */
-  sent?(message: { id: string; site: string; userId: string; channel: string; purpose: string }): Promise<void>;
-  failed?(message: {
-    id: string;
-    site: string;
-    userId: string;
-    channel: string;
-    purpose: string;
-    reason: string;
-    bounced: boolean;
-  }): Promise<void>;
+  sent?(message: About): Promise<void>;
+  failed?(message: About & { reason: string; bounced: boolean }): Promise<void>;
+}
+
+/** A message as its outcomes name it: its account (none for an invitation to an address no account holds), its organization. */
+export interface About {
+  id: string;
+  site: string;
+  userId: string | null;
+  orgId: string | null;
+  channel: string;
+  purpose: string;
 }
 
 export interface MessageWorkerOptions {
@@ -70,7 +69,8 @@ export interface MessageWorkerOptions {
 interface Claimed extends Record<string, unknown> {
   id: string;
   site: string;
-  user_id: string;
+  user_id: string | null;
+  org_id: string | null;
   channel: 'email' | 'sms';
   purpose: string;
   recipient: string;
@@ -86,50 +86,19 @@ export interface Attempt {
 
 export const DEFAULT_PER_SITE = 4;
 
-const due = sql`m.status = 'queued' and m.next_attempt_at <= now() and (m.leased_until is null or m.leased_until < now())`;
+/** The messages as the shared claimer sees them: owned by their site's senders. */
+const MESSAGES: FairQueue = {
+  items: 'messages',
+  ownerColumn: 'site',
+  owners: { table: 'site_senders', key: 'site', keyType: 'text', site: 'site' },
+  waiting: (alias) => sql.raw(`${alias}.status = 'queued'`),
+  returning: sql`d.id::text as id, d.site, d.user_id::text as user_id, d.org_id::text as org_id, d.channel, d.purpose,
+    d.recipient, d.body_sealed, d.attempts`,
+};
 
-/** Leases up to `limit` due messages, each site's first in turn, at most `perSite` of a site in flight (see the top). */
-export async function claim(db: Db, limit: number, leaseSeconds: number, perSite: number): Promise<Claimed[]> {
-  return db.transaction(async (tx) => {
-    const sites = await rows<{ site: string }>(
-      tx,
-      sql`select s.site from site_senders s
-        where exists (select 1 from messages m where m.site = s.site and m.status = 'queued' and m.next_attempt_at <= now())
-        for update of s skip locked`,
-    );
-    if (sites.length === 0) return [];
-    return rows<Claimed>(
-      tx,
-      sql`with room as (
-        select s.site, ${perSite} - (
-          select count(*)::int from messages l
-          where l.site = s.site and l.status = 'queued' and l.leased_until is not null and l.leased_until >= now()
-        ) as room
-        from unnest(${sqlArray(
-          sites.map((s) => s.site),
-          'text',
-        )}) as s(site)
-      ), turns as (
-        select c.id, room.site, c.next_attempt_at,
-          row_number() over (partition by room.site order by c.next_attempt_at, c.id) as turn
-        from room cross join lateral (
-          select m.id, m.next_attempt_at from messages m
-          where m.site = room.site and ${due}
-          order by m.next_attempt_at, m.id
-          limit greatest(room.room, 0)
-        ) c
-      ), claimed as (
-        select m.id from messages m
-        where m.id = any (array(select id from turns order by turn, next_attempt_at, id limit ${limit})) and ${due}
-        for update of m skip locked
-      )
-      update messages m
-      set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = m.attempts + 1
-      from claimed where m.id = claimed.id
-      returning m.id::text as id, m.site, m.user_id::text as user_id, m.channel, m.purpose, m.recipient, m.body_sealed, m.attempts`,
-    );
-  });
-}
+/** Leases up to `limit` due messages, each site's first in turn, at most `perSite` of a site in flight (kernel/fair-claimer.ts). */
+export const claim = (db: Db, limit: number, leaseSeconds: number, perSite: number) =>
+  claimFairly<Claimed>(db, MESSAGES, limit, leaseSeconds, perSite);
 
 /** Still this server's claim: no other server claimed it since (a claim counts an attempt). */
 const ours = (m: Claimed) => sql`id = ${m.id} and status = 'queued' and attempts = ${m.attempts}`;
@@ -150,11 +119,18 @@ async function record(db: Db, m: Claimed, attempt: Attempt, schedule: number[]):
   }
   const error = (attempt.error ?? 'failed').slice(0, 500);
   if (attempt.permanent) {
-    await db.execute(sql`update messages set status = 'failed', leased_until = null, body_sealed = null,
-      last_error = ${error}, undeliverable = (channel = 'email') where ${ours(m)}`);
+    // An email refused for good makes the account's email undeliverable (kernel/email-deliverable.ts):
+    // its version moves with it, so that get's ETag changes as its answer does.
+    await db.execute(sql`with failed as (
+        update messages set status = 'failed', leased_until = null, body_sealed = null,
+          last_error = ${error}, undeliverable = (channel = 'email') where ${ours(m)}
+        returning channel, user_id, recipient
+      )
+      update users u set version = u.version + 1 from failed
+      where failed.channel = 'email' and u.id = failed.user_id and lower(u.email) = lower(failed.recipient)`);
     return 'failed';
   }
-  const delay = schedule[Math.min(m.attempts - 1, schedule.length - 1)]!;
+  const delay = scheduledDelayMs(m.attempts, schedule) / 1000;
   const [row] = await rows<{ status: string }>(
     db,
     sql`update messages set leased_until = null, last_error = ${error},
@@ -240,14 +216,9 @@ export function startMessageWorker(options: MessageWorkerOptions): MessageWorker
   const schedule = options.schedule ?? RETRY_SCHEDULE;
   // Outlives an attempt (connection, greeting, and each reply), so a live server never loses it.
   const leaseSeconds = Math.ceil((timeoutMs * 4) / 1000) + 5;
-  const inFlight = new Set<Promise<void>>();
   // Each site's transport (a pool of perSite connections), until its senders change.
   const mailers = new Map<string, { at: number; mailer: ReturnType<typeof mailerFor> }>();
   let ring: Promise<KeyRing> | undefined;
-  let running = false;
-  let again = false;
-  let stopped = false;
-  let current: Promise<void> | undefined;
 
   async function send(m: Claimed): Promise<void> {
     let attempt: Attempt | undefined;
@@ -282,7 +253,14 @@ export function startMessageWorker(options: MessageWorkerOptions): MessageWorker
             ? { ok: false, permanent: true, error: 'the site has no text-message transport any more' }
             : await sendText(senders, m.recipient, body.text, timeoutMs);
     const outcome = await record(db, m, attempt, schedule);
-    const about = { id: m.id, site: m.site, userId: m.user_id, channel: m.channel, purpose: m.purpose };
+    const about: About = {
+      id: m.id,
+      site: m.site,
+      userId: m.user_id,
+      orgId: m.org_id,
+      channel: m.channel,
+      purpose: m.purpose,
+    };
     if (outcome === 'sent') await options.outcomes?.sent?.(about);
     else if (outcome === 'failed')
       await options.outcomes?.failed?.({
@@ -324,57 +302,18 @@ export function startMessageWorker(options: MessageWorkerOptions): MessageWorker
     }
   }
 
-  function cycle(): Promise<void> {
-    if (running) {
-      again = true;
-      return current!;
-    }
-    running = true;
-    current = work();
-    return current;
-  }
-  async function work(): Promise<void> {
-    try {
-      do {
-        again = false;
-        const room = concurrency - inFlight.size;
-        if (room <= 0 || stopped) break;
-        const claimed = await claim(db, room, leaseSeconds, perSite);
-        for (const m of claimed) {
-          const sending: Promise<void> = send(m)
-            .catch((error: unknown) =>
-              logger.warn(
-                { err: describeError(error) },
-                'message not recorded; its lease will run out and it is sent again',
-              ),
-            )
-            .finally(() => {
-              inFlight.delete(sending);
-              if (!stopped) void cycle();
-            });
-          inFlight.add(sending);
-        }
-        if (claimed.length === room) again = true;
-      } while (again && !stopped);
-    } catch (error) {
-      logger.warn({ err: describeError(error) }, 'sending messages failed; will retry');
-    } finally {
-      running = false;
-    }
-  }
-  const kick = () => {
-    if (!stopped) void cycle();
-  };
-  const timer = setInterval(kick, options.pollMs ?? 1_000);
-  timer.unref();
-  kick();
+  const loop = startClaimLoop<Claimed>({
+    logger,
+    what: 'message',
+    concurrency,
+    pollMs: options.pollMs ?? 1_000,
+    claim: (room) => claim(db, room, leaseSeconds, perSite),
+    attempt: send,
+  });
   return {
-    kick,
+    kick: loop.kick,
     async stop() {
-      stopped = true;
-      clearInterval(timer);
-      await current;
-      await Promise.allSettled([...inFlight]);
+      await loop.stop();
       for (const { mailer } of mailers.values()) mailer.close();
     },
   };

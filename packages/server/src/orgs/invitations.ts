@@ -26,25 +26,39 @@ export interface CreatedInvitation {
   invitationId: string;
   ticket: string;
   expiresAt: Date;
+  /** With `deliver`: the message's id (the ticket is then for it alone, never for the answer). */
+  messageId?: string;
 }
+
+/**
+ * `send` (issue 60): writes the invitation's message in the invitation's own transaction, once the
+ * ticket exists; answers the message's id. The organization's name is its template's `orgName`.
+ */
+export type DeliverInvitation = (
+  tx: Db,
+  invitation: { ticket: string; expiresIn: number; expiresAt: Date; orgName: string },
+) => Promise<string>;
 
 export async function createInvitation(
   scope: WriteScope,
   deps: WriteDeps,
   input: { orgId: string; email: string; roles: string[]; expiresIn?: number | undefined },
+  deliver?: DeliverInvitation,
 ): Promise<CreatedInvitation> {
   const { orgId, email, roles } = input;
   const ticket = randomBytes(32).toString('base64url');
   const invitationId = uuidv7();
-  const expiresAt = new Date(Date.now() + (input.expiresIn ?? INVITATION_LIFETIME) * 1000);
+  const expiresIn = input.expiresIn ?? INVITATION_LIFETIME;
+  const expiresAt = new Date(Date.now() + expiresIn * 1000);
+  let messageId: string | undefined;
   const done = {
     userId: undefined,
     status: 201,
-    outcome: 'invitation created',
+    outcome: deliver === undefined ? 'invitation created' : 'invitation sent',
     moreEvents: [{ type: 'org.invitation_created' as const, userId: orgId, data: { orgId, invitationId, roles } }],
   };
   await inWrite(scope, deps, 'org_invitation_create', done, async (tx) => {
-    await lockOrg(tx, scope.site, orgId);
+    const org = await lockOrg(tx, scope.site, orgId);
     await holdRoles(tx, scope.site, roles);
     // The organization's expired invitations go here: its pending ones stay bounded.
     await tx
@@ -64,9 +78,10 @@ export async function createInvitation(
       ticketHash: sha256(ticket),
       expiresAt,
     });
+    if (deliver !== undefined) messageId = await deliver(tx, { ticket, expiresIn, expiresAt, orgName: org.name });
     return true;
   });
-  return { invitationId, ticket, expiresAt };
+  return { invitationId, ticket, expiresAt, ...(messageId === undefined ? {} : { messageId }) };
 }
 
 /**

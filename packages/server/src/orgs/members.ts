@@ -20,14 +20,15 @@ export const memberEvent = (
 ): EventEntry => ({ type, userId: orgId, data: { orgId, _userId: userId, roles } });
 
 /** The organization of the site, locked for its members' change (FOR NO KEY UPDATE); 404 when none. */
-export async function lockOrg(tx: Db, site: string, orgId: string): Promise<void> {
+export async function lockOrg(tx: Db, site: string, orgId: string): Promise<{ name: string }> {
   if (!isUuid(orgId)) throw orgNotFound();
   const [row] = await tx
-    .select({ id: orgs.id })
+    .select({ name: orgs.name })
     .from(orgs)
     .where(and(eq(orgs.id, orgId), eq(orgs.site, site)))
     .for('no key update');
   if (row === undefined) throw orgNotFound();
+  return row;
 }
 
 /** The account in reach, locked against a concurrent add (its cap) or delete; 404 when none. */

@@ -3,27 +3,20 @@
 // - fan-out: for each endpoint, the events after its cursor (`fanned_seq`) become deliveries and
 //   the cursor moves, in one statement under the endpoint's row lock (SKIP LOCKED: one server at
 //   a time per endpoint). The feed's order guarantee (events/queue.ts) is what makes a cursor enough.
-// - claim: due deliveries are leased (`leased_until`) in one statement, FOR UPDATE SKIP LOCKED,
-//   so that two servers never send one delivery at once; a server that dies mid-send leaves a
-//   lease that runs out, and the delivery is sent again (at least once).
-// - fairness: an endpoint has at most `perEndpoint` deliveries leased at once, counted across
-//   the servers (a claim holds the endpoints' rows, SKIP LOCKED, so two claims never both see
-//   room), and a claim takes each site's first due delivery, then each site's second, and so on,
-//   a site's endpoints in turn. An endpoint that hangs holds `perEndpoint` of a server's slots
-//   for the attempt's time limit, never all of them, and another site's delivery is the first
-//   in line for the next free one (issue 26: a hanging endpoint with 200 queued had delayed every
-//   other site's webhooks by two minutes).
+// - claim, cap and fairness: kernel/fair-claimer.ts, shared with the message worker. The owner
+//   is the endpoint: it has at most `perEndpoint` deliveries leased at once, counted across the
+//   servers, and a claim takes each site's first due delivery, then each site's second, and so
+//   on, a site's endpoints in turn. An endpoint that hangs holds `perEndpoint` of a server's
+//   slots for the attempt's time limit, never all of them, and another site's delivery is the
+//   first in line for the next free one (issue 26: a hanging endpoint with 200 queued had
+//   delayed every other site's webhooks by two minutes).
 // - order: a delivery is due only when no earlier delivery of the same account to the same
 //   endpoint is still pending, so a receiver sees an account's events in order.
-// Why not graphile-worker or pg-boss: both need a node-postgres pool and LISTEN of their own, so
-// neither runs on the embedded database (PGlite, one in-process connection), and the work here is
-// two statements that need the outbox's ordering anyway.
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Db, rows } from '../../db/client.ts';
-import { sqlArray } from '../../db/sql-array.ts';
-import { describeError } from '../../errors.ts';
+import { claimFairly, doublingDelayMs, type FairQueue, startClaimLoop } from '../../kernel/fair-claimer.ts';
 import type { KeyRing } from '../../kernel/secret-box.ts';
 import { SealedSecretError } from '../../kernel/secret-box.ts';
 import { type EventRow, eventColumns, toCloudEvent } from '../queue.ts';
@@ -104,10 +97,8 @@ interface Claimed extends Record<string, unknown> {
 }
 
 /** The delay before attempt n + 1 after n failures: doubling from baseMs, capped, with jitter. */
-export function retryDelayMs(failures: number, policy: RetryPolicy, random = Math.random): number {
-  const full = Math.min(policy.maxMs, policy.baseMs * 2 ** Math.min(failures - 1, 40));
-  return Math.round(full / 2 + (random() * full) / 2);
-}
+export const retryDelayMs = (failures: number, policy: RetryPolicy, random = Math.random) =>
+  doublingDelayMs(failures, policy.baseMs, policy.maxMs, random);
 
 /** Makes the deliveries of events the endpoints have not had yet; returns how many events it looked at. */
 export async function fanOut(db: Db, batch = 1000): Promise<number> {
@@ -148,78 +139,32 @@ async function hookedSites(db: Db): Promise<Set<string>> {
 /** Deliveries to one endpoint in flight at once, every server together, unless configured. */
 export const DEFAULT_PER_ENDPOINT = 4;
 
+/** The deliveries as the shared claimer sees them: owned by their endpoints, in order per account. */
+const DELIVERIES: FairQueue = {
+  items: 'webhook_deliveries',
+  ownerColumn: 'endpoint_id',
+  owners: { table: 'webhook_endpoints', key: 'id', keyType: 'uuid', site: 'site', where: sql`o.disabled_at is null` },
+  waiting: (alias) => sql.raw(`${alias}.state = 'pending'`),
+  // A delivery is due only when no earlier one of the same account to the same endpoint is pending.
+  alsoDue: sql`not exists (
+    select 1 from webhook_deliveries p
+    where p.endpoint_id = d.endpoint_id and p.subject = d.subject and p.state = 'pending' and p.seq < d.seq
+  )`,
+  alsoSet: sql`first_attempt_at = coalesce(d.first_attempt_at, now())`,
+  join: { from: sql`webhook_endpoints e`, on: sql`e.id = d.endpoint_id` },
+  returning: sql`d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
+    (select row_to_json(ev) from (
+      select ${eventColumns}, e.traceparent from events e where e.site = d.site and e.seq = d.seq
+    ) ev) as event`,
+};
+
 /**
  * Leases up to `limit` due deliveries, each the earliest pending of its endpoint and account, at
  * most `perEndpoint` leased per endpoint at once, served in turn between sites and between a
- * site's endpoints (see the top of this file). Two statements in a transaction: the first takes
- * the endpoints (SKIP LOCKED), and the second, whose snapshot begins once it holds them, sees
- * every lease another server's claim of them committed, so that the bound holds across servers.
+ * site's endpoints (kernel/fair-claimer.ts).
  */
-export async function claim(
-  db: Db,
-  limit: number,
-  leaseSeconds: number,
-  perEndpoint = DEFAULT_PER_ENDPOINT,
-): Promise<Claimed[]> {
-  return db.transaction(async (tx) => {
-    const endpoints = await rows<{ id: string }>(
-      tx,
-      sql`select e.id::text as id from webhook_endpoints e
-        where e.disabled_at is null and exists (
-          select 1 from webhook_deliveries d where d.endpoint_id = e.id and d.state = 'pending' and d.next_attempt_at <= now()
-        )
-        for update of e skip locked`,
-    );
-    if (endpoints.length === 0) return [];
-    const due = sql`d.state = 'pending' and d.next_attempt_at <= now() and (d.leased_until is null or d.leased_until < now())`;
-    return rows<Claimed>(
-      tx,
-      sql`with room as (
-        select e.id, e.site, ${perEndpoint} - (
-          select count(*)::int from webhook_deliveries l
-          where l.endpoint_id = e.id and l.state = 'pending' and l.leased_until is not null and l.leased_until >= now()
-        ) as room
-        from webhook_endpoints e where e.id = any (${sqlArray(
-          endpoints.map((e) => e.id),
-          'uuid',
-        )})
-      ), turns as (
-        -- Each endpoint's first deliveries, as many as it has room for: a backlog is never read further.
-        select c.id, room.site, c.next_attempt_at,
-          row_number() over (partition by room.id order by c.next_attempt_at, c.id) as turn
-        from room cross join lateral (
-          select d.id, d.next_attempt_at from webhook_deliveries d
-          where d.endpoint_id = room.id and ${due}
-            and not exists (
-              select 1 from webhook_deliveries p
-              where p.endpoint_id = d.endpoint_id and p.subject = d.subject and p.state = 'pending' and p.seq < d.seq
-            )
-          order by d.next_attempt_at, d.id
-          limit greatest(room.room, 0)
-        ) c
-      ), fair as (
-        -- Each site's first turn of each endpoint, then their second turns…: sites in turn, then endpoints.
-        select id, next_attempt_at, row_number() over (partition by site order by turn, next_attempt_at, id) as site_turn
-        from turns
-      ), claimed as (
-        -- By primary key, whatever the planner guesses of the turns (it hashed the whole table);
-        -- still due once locked (a row another claim changed is checked again as it is now).
-        select d.id from webhook_deliveries d
-        where d.id = any (array(select id from fair order by site_turn, next_attempt_at, id limit ${limit})) and ${due}
-        for update of d skip locked
-      )
-      update webhook_deliveries d
-      set leased_until = now() + make_interval(secs => ${leaseSeconds}), attempts = d.attempts + 1,
-        first_attempt_at = coalesce(d.first_attempt_at, now())
-      from claimed, webhook_endpoints e
-      where d.id = claimed.id and e.id = d.endpoint_id
-      returning d.id::text as id, d.site, d.seq::text as seq, d.attempts, e.id::text as "endpointId", e.url, e.secret,
-        (select row_to_json(ev) from (
-          select ${eventColumns}, e.traceparent from events e where e.site = d.site and e.seq = d.seq
-        ) ev) as event`,
-    );
-  });
-}
+export const claim = (db: Db, limit: number, leaseSeconds: number, perEndpoint = DEFAULT_PER_ENDPOINT) =>
+  claimFairly<Claimed>(db, DELIVERIES, limit, leaseSeconds, perEndpoint);
 
 /**
  * Still this server's claim: no other server claimed it since (a claim counts an attempt). A
@@ -405,10 +350,6 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   // server's deliveries are sent again once it runs out.
   const leaseSeconds = Math.ceil(timeoutMs / 1000) + 5;
   const secretOf = secretOpener(db, options.factorKeys);
-  const inFlight = new Set<Promise<void>>();
-  let running = false;
-  let again = false;
-  let stopped = false;
   // New events (a notification, the poll) need a fan-out first; a finished delivery only frees a
   // slot for the next claim.
   let fanOutWanted = true;
@@ -418,79 +359,42 @@ export function startWebhookWorker(options: WebhookWorkerOptions): WebhookWorker
   // An endpoint added or replayed notifies with no site (endpoints.ts), which reads them again.
   let hooked: Set<string> | undefined;
   let hookedWanted = true;
-
-  let current: Promise<void> | undefined;
-  function cycle(): Promise<void> {
-    if (running) {
-      again = true;
-      return current!;
-    }
-    running = true;
-    current = work();
-    return current;
-  }
-  async function work(): Promise<void> {
-    try {
-      do {
-        again = false;
-        if (hookedWanted) {
-          hookedWanted = false;
-          hooked = await hookedSites(db);
-        }
-        if (fanOutWanted) {
-          fanOutWanted = false;
-          await fanOut(db);
-        }
-        const room = concurrency - inFlight.size;
-        if (room <= 0 || stopped) break;
-        const claimed = await claim(db, room, leaseSeconds, perEndpoint);
-        for (const delivery of claimed) {
-          const sending: Promise<void> = deliver(db, delivery, { ...options, timeoutMs, secretOf })
-            .catch((error: unknown) =>
-              logger.warn(
-                { err: describeError(error) },
-                'webhook delivery not recorded; its lease will run out and it is sent again',
-              ),
-            )
-            .finally(() => {
-              inFlight.delete(sending);
-              if (!stopped) void cycle();
-            });
-          inFlight.add(sending);
-        }
-        if (claimed.length === room) again = true;
-      } while (again && !stopped);
-    } catch (error) {
-      logger.warn({ err: describeError(error) }, 'webhook sending failed; will retry');
-    } finally {
-      running = false;
-    }
-  }
+  const loop = startClaimLoop<Claimed>({
+    logger,
+    what: 'webhook delivery',
+    concurrency,
+    pollMs: options.pollMs ?? 1_000,
+    async prepare() {
+      if (hookedWanted) {
+        hookedWanted = false;
+        hooked = await hookedSites(db);
+      }
+      if (fanOutWanted) {
+        fanOutWanted = false;
+        await fanOut(db);
+      }
+    },
+    onPoll() {
+      hookedWanted = true;
+      fanOutWanted = true;
+    },
+    claim: (room) => claim(db, room, leaseSeconds, perEndpoint),
+    attempt: (delivery) => deliver(db, delivery, { ...options, timeoutMs, secretOf }),
+  });
   const kick = () => {
     fanOutWanted = true;
-    if (!stopped) void cycle();
-  };
-  const poll = () => {
-    hookedWanted = true;
-    kick();
+    loop.kick();
   };
   const unsubscribe = options.wake?.subscribe((site) => {
     if (site === undefined) hookedWanted = true;
     else if (hooked !== undefined && !hooked.has(site)) return;
     kick();
   });
-  const timer = setInterval(poll, options.pollMs ?? 1_000);
-  timer.unref();
-  kick();
   return {
     kick,
     async stop() {
-      stopped = true;
-      clearInterval(timer);
       unsubscribe?.();
-      // A cycle in progress may still be claiming: what it claims is sent, and waited for, here.
-      await current;
-      await Promise.allSettled([...inFlight]);
+      await loop.stop();
     },
   };
 }

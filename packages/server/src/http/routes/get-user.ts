@@ -8,6 +8,7 @@ import { preparedOn } from '../../db/prepared.ts';
 import { users } from '../../db/schema.ts';
 import { invalidRequest, userNotFound } from '../../errors.ts';
 import { accountWithIdentity } from '../../identities/identities.ts';
+import { emailDeliverableSql } from '../../kernel/email-deliverable.ts';
 import { isUuid } from '../../kernel/ids.ts';
 import { inReachOf } from '../../kernel/in-reach.ts';
 import { defineOperation } from '../define-operation.ts';
@@ -27,6 +28,7 @@ const inReachOfPlaceholder = () => inReachOf(sql.placeholder('site'));
 // The account's lockout counters too, when they are in this database (issue 64): no round trip more.
 const SELECTED = {
   ...SHOWN_COLUMNS,
+  emailDeliverable: emailDeliverableSql(sql.placeholder('site')),
   version: users.version,
   identities: identitiesJson(),
   ...lockoutColumns(sql.placeholder('site')),

@@ -2,20 +2,11 @@ import type { components } from '@user-accounts/client';
 import { and, eq, sql } from 'drizzle-orm';
 import { emailTaken } from '../../accounts/create.ts';
 import { codeLockWait, isCode, issueTicket, LIFETIMES, type Purpose } from '../../accounts/tickets.ts';
-import { siteSettings, users } from '../../db/schema.ts';
+import { users } from '../../db/schema.ts';
 import { ApiError, invalidRequest, tooManyAttempts, userNotFound } from '../../errors.ts';
 import { isUuid } from '../../kernel/ids.ts';
-import {
-  checkBudgets,
-  checkPhoneCountry,
-  DEFAULT_BUDGETS,
-  enqueueMessage,
-  linkMaker,
-  messageRing,
-  requireTransport,
-} from '../../messages/outbox.ts';
-import { sendersOf } from '../../messages/senders.ts';
-import { carriesCode, humanDuration, render, templateFor } from '../../messages/templates.ts';
+import { prepareSend } from '../../messages/compose.ts';
+import { carriesCode } from '../../messages/templates.ts';
 import type { OpContext } from '../context.ts';
 import { defineOperation } from '../define-operation.ts';
 import { runWrite } from '../run-write.ts';
@@ -86,7 +77,7 @@ export const issueTicketOperation = defineOperation({
     return { ...input, stored: purpose };
   },
   // The spec documents one example of the answer per purpose, each named after it.
-  mockExample: (input) => input.purpose,
+  mockExample: (input) => (input.send === undefined ? input.purpose : 'sent'),
   async handle(c, input) {
     const { database } = c.get('deps');
     const site = c.get('token').site;
@@ -141,9 +132,10 @@ type Parsed = IssueTicketRequest & { _userId?: string; email?: string; stored: P
 
 /**
  * `send` (issue 60, point 3): the ticket issued and its message written to the outbox in one
- * transaction, the answer without the ticket. The checks first, nothing written when one fails:
- * the channel's transport (409 no_transport), the link on the site's origins, the phone's
- * country, the budgets (429). The answer returns once the message is queued: the worker sends it.
+ * transaction, the answer without the ticket. The checks first, nothing written when one fails
+ * (messages/compose.ts): the channel's transport (409 no_transport), the link on the site's
+ * origins, the phone's country, the budgets (429). The answer returns once the message is
+ * queued: the worker sends it.
  */
 async function sendTicket(
   c: OpContext,
@@ -154,40 +146,24 @@ async function sendTicket(
   keys: Awaited<ReturnType<typeof deploymentKeysOfRequest>>,
 ) {
   const { database, factorKeys, messages } = c.get('deps');
-  const db = database.db;
   const site = c.get('token').site;
   const send = input.send!;
-  const senders = await sendersOf(db, site);
-  requireTransport(senders, send.channel);
-  const link = carriesCode(purpose) ? undefined : linkMaker(send.linkTemplate, senders);
   const recipient = send.channel === 'sms' ? account.phone : (input.newEmail ?? account.email);
   if (recipient === null) throw noPhone();
-  if (send.channel === 'sms') checkPhoneCountry(recipient, senders!);
-  await checkBudgets(db, site, account.id, send.channel, senders!, messages?.budgets ?? DEFAULT_BUDGETS);
-  const { template } = await templateFor(db, site, purpose, send.lang);
-  const [settings] = await db
-    .select({ name: siteSettings.displayName })
-    .from(siteSettings)
-    .where(eq(siteSettings.site, site));
-  const ring = await messageRing(db, factorKeys);
+  const ready = await prepareSend(
+    database.db,
+    factorKeys,
+    messages?.budgets,
+    { site, userId: account.id, template: purpose, listed: input.purpose, recipient },
+    send,
+  );
   const sent = await runWrite(c, { userId: account.id, status: 201, outcome: 'ticket sent' }, async (tx) => {
     const issued = await issueTicket(tx, { id: account.id, site }, purpose, expiresIn, input.newEmail, keys);
-    const rendered = render(template, {
-      siteName: settings?.name ?? site,
-      ...(link === undefined ? { code: issued.ticket } : { link: link(issued.ticket) }),
-      expiresIn: humanDuration(expiresIn),
-      expiresAt: issued.expiresAt.toISOString(),
-      email: input.newEmail ?? account.email,
-      name: account.name ?? '',
-    });
-    const messageId = await enqueueMessage(tx, ring, {
-      site,
-      userId: account.id,
-      channel: send.channel,
-      purpose: input.purpose,
-      recipient,
-      rendered,
-    });
+    const messageId = await ready.enqueue(
+      tx,
+      { ticket: issued.ticket, expiresIn, expiresAt: issued.expiresAt },
+      { email: input.newEmail ?? account.email, name: account.name ?? '' },
+    );
     return { messageId, expiresAt: issued.expiresAt };
   });
   // Off the request's path: the answer never waits for the transport.
