@@ -62,8 +62,8 @@ export function Identities(props: {
             <tbody>
               {props.identities.map((identity) => (
                 <tr key={`${identity.provider} ${identity.subject}`}>
-                  <td>{identity.provider}</td>
-                  <td class="mono">{identity.subject}</td>
+                  <td class="wrap">{identity.provider}</td>
+                  <td class="mono wrap">{identity.subject}</td>
                   <td>{identity.email ?? '—'}</td>
                   <td>{identity.emailVerified ? 'Yes' : 'No'}</td>
                   <td>

@@ -54,7 +54,8 @@ export function searchCondition(text: string, site?: string): SQL {
   if (domain !== undefined && domain !== '')
     readings.push(sql`regexp_replace(lower(${users.email}), '^.*@', '') = ${domain}`);
   readings.push(sql`lower(${users.name}) like ${`${literal(term)}%`}`);
-  if (!/\s/.test(term)) readings.push(sql`regexp_split_to_array(lower(${users.name}), '[[:space:]]+') @> array[${term}]::text[]`);
+  if (!/\s/.test(term))
+    readings.push(sql`regexp_split_to_array(lower(${users.name}), '[[:space:]]+') @> array[${term}]::text[]`);
   const digits = term.replace(/[^0-9]/g, '').replace(/^0+/, '');
   if (PHONE.test(term) && digits.length >= 6 && digits.length <= 20)
     readings.push(
