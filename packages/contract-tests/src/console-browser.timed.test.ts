@@ -941,7 +941,9 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       for (const pasted of [userId, domainOnly, 'tesla', '020 7946 0018', '7946-0018', subject]) {
         await page.getByLabel('Search accounts').fill(pasted);
         await page.getByRole('button', { name: 'Search', exact: true }).click();
-        await expect.poll(() => page.getByRole('status').first().textContent(), pasted).toMatch(/^1 account matches/);
+        await expect
+          .poll(() => page.getByRole('status').first().textContent(), { message: pasted })
+          .toMatch(/^1 account matches/);
         expect(await rows.nth(1).textContent(), pasted).toContain(email);
         const listed = await api.GET('/api/1/user/list', { params: { query: { search: pasted } } });
         expect(
