@@ -3461,7 +3461,7 @@ export interface components {
             tokenId: string;
             /**
              * @description Who sent it: the label of the token (`token create --label`), which names the person
-             *     for a console token (`cli console --as "Ann Example"` labels it `Ann Example (console)`).
+             *     for a console token (`cli console --as "Ann Example"` labels it `Ann Example`).
              *     `CLI` for the operator's CLI, `housekeeping` for the server's own jobs, `API_TOKENS` for
              *     a token of that variable.
              */
