@@ -18,11 +18,12 @@ import {
   readdirSync,
   readFileSync,
   realpathSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, posix } from 'node:path';
+import { basename, dirname, join, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildServer, VERSION } from './build.ts';
 
@@ -171,35 +172,80 @@ function nodePackageLicences(home: string): string[] {
     .map((name) => join(modules, name, 'LICENSE'));
 }
 
-/** `pnpm pack` of packages/client into `outDir` (its prepack builds dist/); answers the tarball's path. */
+/**
+ * `pnpm pack` of packages/client into `outDir` (its prepack builds dist/); answers the tarball's
+ * path. The version in it is the release's (the root package.json's), stamped into the packed
+ * package.json: packages/client/package.json's own version is not read (issue 64: the two
+ * differed, and the release refused), so the version is written in one place.
+ */
 function packClient(outDir: string): string {
   const client = join(repo, 'packages', 'client');
-  const manifest = JSON.parse(readFileSync(join(client, 'package.json'), 'utf8')) as { name: string; version: string };
-  if (manifest.version !== VERSION)
-    throw new Error(
-      `release: packages/client/package.json's version is ${manifest.version}, the release's ${VERSION} (package.json): make them equal`,
-    );
-  // pnpm as this run found it (./pnpmw release), else on PATH.
-  const execPath = process.env.npm_execpath;
-  const [command, args] =
-    execPath !== undefined && /pnpm/.test(execPath) && execPath.endsWith('.cjs')
-      ? [process.execPath, [execPath]]
-      : ['pnpm', []];
-  const packed = spawnSync(command, [...args, 'pack', '--pack-destination', outDir], {
-    cwd: client,
-    encoding: 'utf8',
-  });
-  if (packed.status !== 0) throw new Error(`release: pnpm pack of the client failed: ${packed.stderr}${packed.stdout}`);
-  const tarball = join(outDir, `${manifest.name.replace(/^@/, '').replace('/', '-')}-${VERSION}.tgz`);
-  if (!existsSync(tarball)) throw new Error(`release: pnpm pack did not write ${tarball}: ${packed.stdout}`);
-  return tarball;
+  const manifest = JSON.parse(readFileSync(join(client, 'package.json'), 'utf8')) as { name: string };
+  const work = mkdtempSync(join(tmpdir(), 'ua-client-pack-'));
+  try {
+    // pnpm as this run found it (./pnpmw release), else on PATH.
+    const execPath = process.env.npm_execpath;
+    const [command, args] =
+      execPath !== undefined && /pnpm/.test(execPath) && execPath.endsWith('.cjs')
+        ? [process.execPath, [execPath]]
+        : ['pnpm', []];
+    const packed = spawnSync(command, [...args, 'pack', '--pack-destination', work], {
+      cwd: client,
+      encoding: 'utf8',
+    });
+    if (packed.status !== 0)
+      throw new Error(
+        `release: pnpm pack of the client failed: ${packed.error?.message ?? ''}${packed.stderr}${packed.stdout}`,
+      );
+    const [tarball, ...more] = readdirSync(work).filter((file) => file.endsWith('.tgz'));
+    if (tarball === undefined || more.length > 0)
+      throw new Error(`release: pnpm pack wrote no one tarball: ${packed.stdout}`);
+    // Unpacked, its version set, packed again as npm packs (package/…, owned by root).
+    const unpacked = join(work, 'unpacked');
+    mkdirSync(unpacked);
+    run('tar', ['-xzf', join(work, tarball), '-C', unpacked]);
+    const packedManifest = join(unpacked, 'package', 'package.json');
+    const fields = JSON.parse(readFileSync(packedManifest, 'utf8')) as Record<string, unknown>;
+    writeFileSync(packedManifest, `${JSON.stringify({ ...fields, version: VERSION }, null, 2)}\n`);
+    const out = join(outDir, `${manifest.name.replace(/^@/, '').replace('/', '-')}-${VERSION}.tgz`);
+    run('tar', ['-czf', out, '--owner=0', '--group=0', '--sort=name', '-C', unpacked, 'package']);
+    return out;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
 }
 
-/** Builds the archive into `outDir`; answers its path. */
+function run(command: string, args: string[]): void {
+  const done = spawnSync(command, args, { encoding: 'utf8' });
+  if (done.status !== 0)
+    throw new Error(`release: ${command} ${args.join(' ')} failed: ${done.error?.message ?? ''}${done.stderr}`);
+}
+
+/** A file moved, or copied then removed when `to` is on another file system (rename's EXDEV). */
+function moveFile(from: string, to: string): void {
+  try {
+    renameSync(from, to);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
+    cpSync(from, `${to}.partial`);
+    renameSync(`${to}.partial`, to);
+    rmSync(from);
+  }
+}
+
+/**
+ * Builds the archive and the client's tarball into `outDir`; answers the archive's path. Both are
+ * made in a folder of their own first and moved into `outDir` only once both are whole: a
+ * release that fails leaves nothing behind (issue 64: it left the archive and exited 1).
+ */
 export async function release(outDir = join(repo, 'release')): Promise<string> {
   const name = `user-accounts-${VERSION}-${process.platform}-${process.arch}`;
   const work = mkdtempSync(join(tmpdir(), 'ua-release-'));
   try {
+    const made = join(work, 'made');
+    mkdirSync(made);
+    // The client first: quick, and what failed once (after the archive was written).
+    const clientMade = packClient(made);
     const stage = join(work, name);
     const packages = await buildServer(join(stage, 'dist'));
     const copied = new Map<string, string>();
@@ -242,14 +288,23 @@ export async function release(outDir = join(repo, 'release')): Promise<string> {
       join(stage, 'README.md'),
       rebaseLinks(readFileSync(join(repo, 'docs', 'deploy.md'), 'utf8'), 'docs/deploy.md', 'README.md', inArchive),
     );
-    mkdirSync(outDir, { recursive: true });
-    const archive = join(outDir, `${name}.tar.gz`);
+    const archiveMade = join(made, `${name}.tar.gz`);
     // Owned by root in the archive, whoever built it: unpacked by root, nothing is the builder's.
-    const tar = spawnSync('tar', ['-czf', archive, '--owner=0', '--group=0', '--sort=name', '-C', work, name], {
+    const tar = spawnSync('tar', ['-czf', archiveMade, '--owner=0', '--group=0', '--sort=name', '-C', work, name], {
       encoding: 'utf8',
     });
     if (tar.status !== 0) throw new Error(`release: tar failed: ${tar.stderr}`);
-    const client = packClient(outDir);
+    // Both whole: moved into outDir (copied where it is another file system).
+    mkdirSync(outDir, { recursive: true });
+    const archive = join(outDir, `${name}.tar.gz`);
+    const client = join(outDir, basename(clientMade));
+    try {
+      moveFile(archiveMade, archive);
+      moveFile(clientMade, client);
+    } catch (error) {
+      for (const file of [archive, client, `${archive}.partial`, `${client}.partial`]) rmSync(file, { force: true });
+      throw error;
+    }
     process.stdout.write(
       `${archive}\n  node_modules: ${[...copied].map(([n, v]) => `${n}@${v}`).join(', ')}\n  runtime: Node.js ${process.version}\n${client}\n`,
     );
@@ -265,6 +320,13 @@ if (import.meta.main) {
   if (process.argv[2] === '--client') {
     const out = process.argv[3] ?? join(repo, 'release');
     mkdirSync(out, { recursive: true });
-    process.stdout.write(`${packClient(out)}\n`);
+    const work = mkdtempSync(join(tmpdir(), 'ua-client-'));
+    try {
+      const made = packClient(work);
+      moveFile(made, join(out, basename(made)));
+      process.stdout.write(`${join(out, basename(made))}\n`);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
   } else await release(process.argv[2]);
 }

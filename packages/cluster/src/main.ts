@@ -39,7 +39,11 @@ Send requests to ${state.url} (HAProxy, deploy/haproxy.cfg), with this token:
     -d '{"email":"ada@example.com","password":"a long passphrase","name":"Ada"}'
   curl -s "$API/get?email=ada@example.com" -H "Authorization: $TOKEN"
 
-Console, /metrics, /docs: http://127.0.0.1:${state.haproxy.internalPort} (HAProxy's internal frontend)
+Console and /docs: http://127.0.0.1:${state.haproxy.internalPort}/console (HAProxy's internal frontend)
+Metrics, one replica each (what Prometheus scrapes: docs/deploy.md), with this token:
+
+  export METRICS_TOKEN=${state.serverEnv.METRICS_TOKEN ?? state.metricsToken}
+${state.replicas.map((r) => `  curl -s -H "Authorization: Bearer $METRICS_TOKEN" http://127.0.0.1:${r.port}/metrics   # ${r.name}`).join('\n')}
 Database: ${state.databaseUrl}${state.ha ? ' (HAProxy: the Patroni leader)' : ''}
 Redis:    ${state.redisUrl}
           (both refuse a connection without their password, kept in ${join(state.dir, 'state.json')}, mode 0600)

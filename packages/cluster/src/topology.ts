@@ -76,6 +76,12 @@ export interface ClusterState {
   /** Where clients send requests: HAProxy. */
   url: string;
   token: string;
+  /**
+   * The replicas' METRICS_TOKEN (`GET /metrics` is 404 without one): what `up` prints with each
+   * replica's address (issue 64: the address it advertised answered 404). Absent in a state.json
+   * written before it.
+   */
+  metricsToken?: string;
   synchronous: boolean;
   /** With the password of PostgreSQL's `postgres` role, and Redis's: what the replicas are given. */
   databaseUrl: string;
@@ -263,6 +269,7 @@ export async function up(options: ClusterOptions): Promise<Cluster> {
     dir,
     url: `http://127.0.0.1:${haproxyPort}`,
     token: `ua_cluster_${randomBytes(16).toString('hex')}`,
+    metricsToken: `ua_metrics_${randomBytes(16).toString('hex')}`,
     synchronous,
     // HA: HAProxy's postgres_primary, which follows Patroni's leader. Else both hosts: the server
     // finds whichever accepts writes (postgres.js tries them in turn).
@@ -460,6 +467,8 @@ function startBalancer(state: ClusterState): void {
     UA_BIND: `127.0.0.1:${state.haproxy.port}`,
     UA_INTERNAL_BIND: `127.0.0.1:${state.haproxy.internalPort}`,
     UA_ADMIN_SOCKET: state.haproxy.admin,
+    // As whoever runs the cluster (a developer, not root): no user, group or chroot.
+    UA_RUN_AS_INVOKER: '1',
   };
   state.replicas.forEach((r, i) => {
     env[`UA_APP${i + 1}`] = `127.0.0.1:${r.port}`;
@@ -496,13 +505,16 @@ function adminCommand(socket: string, command: string): Promise<string> {
 }
 
 function control(state: ClusterState): Cluster {
-  const replicaEnv = (port: number): NodeJS.ProcessEnv => ({
+  const replicaEnv = (port: number, name: string): NodeJS.ProcessEnv => ({
     PATH: process.env.PATH,
     ...deployEnv(),
     PORT: String(port),
+    // Each series of its /metrics says which replica it is (all three share this host's name).
+    REPLICA_NAME: name,
     DATABASE_URL: state.databaseUrl,
     REDIS_URL: state.redisUrl,
     API_TOKENS: state.token,
+    ...(state.metricsToken !== undefined && { METRICS_TOKEN: state.metricsToken }),
     LOG_LEVEL: 'info',
     ...state.serverEnv,
   });
@@ -553,7 +565,7 @@ function control(state: ClusterState): Cluster {
       const replica = state.replicas[i]!;
       replica.pid = launch([process.execPath, '--max-semi-space-size=16', state.serverMain ?? SERVER_MAIN], {
         log: join(state.dir, 'logs', `${replica.name}.log`),
-        env: replicaEnv(replica.port),
+        env: replicaEnv(replica.port, replica.name),
         cwd: state.dir,
       });
       save(state);

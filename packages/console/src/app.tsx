@@ -83,7 +83,7 @@ export function App() {
       <main ref={main}>
         {route.screen === 'accounts' && <AccountsScreen api={api} refused={refused} />}
         {route.screen === 'account' && (
-          <AccountScreen key={route.userId} api={api} refused={refused} userId={route.userId} />
+          <AccountScreen key={route.userId} api={api} refused={refused} userId={route.userId} tab={route.tab} />
         )}
         {route.screen === 'orgs' && <OrgsScreen api={api} refused={refused} />}
         {route.screen === 'org' && <OrgScreen key={route.orgId} api={api} refused={refused} orgId={route.orgId} />}

@@ -107,7 +107,7 @@ describe('cli on the embedded database, while the server runs', () => {
     await server.ready;
     const minted = await procs.cli(['console', '--site', 'shop', '--as', 'Ann Example'], env);
     expect(minted.code, minted.stderr).toBe(0);
-    expect(minted.stdout).toContain('"Ann Example (console)"');
+    expect(minted.stdout).toContain('"Ann Example"');
     // The server's port (a free one, not 3000 nor the CLI's PORT): the command ran in that server.
     const link = /^ {2}(http:\/\/\S+)$/m.exec(minted.stdout)?.[1];
     expect(link?.startsWith(`${server.baseUrl}/console#token=ua_`), minted.stdout).toBe(true);
@@ -118,11 +118,11 @@ describe('cli on the embedded database, while the server runs', () => {
       body: { email: 'ann@example.com', password: 'a long passphrase', name: 'Customer' },
     });
     const trail = await client.GET('/api/1/audit', { params: { query: { _userId: data!.result._userId } } });
-    expect(trail.data!.result.entries[0]).toMatchObject({ operation: 'create', tokenLabel: 'Ann Example (console)' });
+    expect(trail.data!.result.entries[0]).toMatchObject({ operation: 'create', tokenLabel: 'Ann Example' });
     const list = JSON.parse((await procs.cli(['token', 'list', '--site', 'shop', '--json'], env)).stdout) as {
       label: string;
     }[];
-    expect(list.map((t) => t.label)).toEqual(['Ann Example (console)']);
+    expect(list.map((t) => t.label)).toEqual(['Ann Example']);
 
     // Without --as: "console", and the CLI says how to name the person.
     const anonymous = await procs.cli(['console', '--site', 'shop'], env);

@@ -16,7 +16,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, write
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverTarget, type Target } from './targets.ts';
@@ -43,6 +43,32 @@ const run = (command: string, args: string[], cwd: string, env = cleanEnv()) =>
 const missing = ['pnpm', 'npm'].filter((tool) => run(tool, ['--version'], ROOT).status !== 0);
 const skip = missing.length > 0 ? `${missing.join(' and ')} not found on PATH (run through ./pnpmw)` : undefined;
 if (skip) console.warn(`\n[contract-tests] installing the client from a registry: SKIPPED, ${skip}\n`);
+
+/**
+ * Node.js 20, the oldest the client says it runs on (issue 64: the walk said `node walk.ts`, which
+ * Node 20 refuses): npm's node-<os>-<cpu> package (what the `node` package installs), fetched
+ * from the npm registry once per machine into .toolchain/, as ./pnpmw fetches Node 24. Not a
+ * dependency of the workspace: its `node` bin would shadow Node 24 in this package's scripts.
+ * Where it cannot be had, the Node 20 runs are skipped, saying why.
+ */
+const NODE_20_VERSION = '20.20.2';
+function node20(): string | undefined {
+  const prefix = join(ROOT, '.toolchain', `node-${NODE_20_VERSION}`);
+  const bin = join(prefix, 'bin', 'node');
+  const works = () => spawnSync(bin, ['--version'], { encoding: 'utf8' }).stdout?.trim() === `v${NODE_20_VERSION}`;
+  if (works()) return bin;
+  mkdirSync(prefix, { recursive: true });
+  const pkg = `node-${process.platform}-${process.arch}@${NODE_20_VERSION}`;
+  const fetched = spawnSync(
+    'npm',
+    ['install', '--global', '--prefix', prefix, '--no-fund', '--no-audit', '--loglevel=error', pkg],
+    { cwd: prefix, env: cleanEnv(), encoding: 'utf8', timeout: 300_000 },
+  );
+  if (works()) return bin;
+  console.warn(`\n[contract-tests] the client on Node.js 20: SKIPPED, ${pkg} did not install: ${fetched.stderr}\n`);
+  return undefined;
+}
+const NODE_20 = skip === undefined ? node20() : undefined;
 
 function clientBlocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
@@ -303,20 +329,64 @@ export async function login(email: string, password: string): Promise<string | u
     });
     expect(after.status).toBe(404);
 
-    // The newcomer's walk: sign-up, login with a session, session/verify, logout.
-    const walked = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile(
-        process.execPath,
-        ['out/walk.js'],
-        { cwd: app, env: { ...process.env, USER_ACCOUNTS_TOKEN: target!.token }, timeout: 90_000 },
-        (error, stdout, stderr) =>
-          resolve({ code: typeof error?.code === 'number' ? error.code : error ? -1 : 0, stdout, stderr }),
-      ),
-    );
-    expect(walked.code, walked.stderr).toBe(0);
-    expect(walked.stdout.trim().split('\n')).toEqual(['true 1', 'invalid_session']);
+    // The newcomer's walk: sign-up, login with a session, session/verify, logout. As the page
+    // says: compiled, and saved as walk.mjs, on Node.js 24 and on Node.js 20.
+    writeFileSync(join(app, 'walk.mjs'), walk[0]!.replaceAll(README_BASE, target!.baseUrl));
+    const nodes = [process.execPath, ...(NODE_20 === undefined ? [] : [NODE_20])];
+    for (const node of nodes) {
+      const version = run(node, ['--version'], app).stdout.trim();
+      for (const file of ['out/walk.js', 'walk.mjs']) {
+        const walked = await runNode(node, file, app);
+        expect(walked.code, `${version} ${file}: ${walked.stderr}`).toBe(0);
+        expect(walked.stdout.trim().split('\n'), `${version} ${file}`).toEqual(['true 1', 'invalid_session']);
+      }
+    }
+    if (NODE_20 !== undefined) {
+      expect(run(NODE_20, ['--version'], app).stdout).toMatch(/^v20\./);
+      // The README's example on Node.js 20 as well.
+      const old = await runNode(NODE_20, 'out/example.js', app);
+      expect(old.code, old.stderr).toBe(0);
+      expect(old.stdout.trim().split('\n')[0]).toBe('disabled');
+    }
   }, 300_000);
+
+  it('installs from the release tarball itself, `npm install ./user-accounts-client-<version>.tgz`, and the walk runs (issue 64)', async () => {
+    const tarball = join(work, 'out', `user-accounts-client-${VERSION}.tgz`);
+    expect(existsSync(tarball), 'the first test packed it').toBe(true);
+    const app = join(work, 'app-from-tarball');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true, type: 'module' }));
+    cpSync(tarball, join(app, basename(tarball)));
+    // As the README says it, from the project's folder; the client's own dependencies come from
+    // the registry (this test's, which holds them).
+    const installed = npm(['install', '--ignore-scripts', `./${basename(tarball)}`], app);
+    expect(installed.status, installed.stderr).toBe(0);
+    const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    expect(manifest.dependencies['@user-accounts/client']).toBe(`file:${basename(tarball)}`);
+    const walk = clientBlocks(readFileSync(WALK, 'utf8'))[0]!;
+    writeFileSync(join(app, 'walk.mjs'), walk.replaceAll(README_BASE, target!.baseUrl));
+    for (const node of [process.execPath, ...(NODE_20 === undefined ? [] : [NODE_20])]) {
+      const walked = await runNode(node, 'walk.mjs', app);
+      expect(walked.code, walked.stderr).toBe(0);
+      expect(walked.stdout.trim().split('\n')).toEqual(['true 1', 'invalid_session']);
+    }
+  }, 120_000);
 });
+
+/** `node FILE` in `cwd`, asynchronously (the server answering it runs in this very process). */
+function runNode(node: string, file: string, cwd: string) {
+  return new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
+    execFile(
+      node,
+      [file],
+      { cwd, env: { ...process.env, USER_ACCOUNTS_TOKEN: target!.token }, timeout: 90_000 },
+      (error, stdout, stderr) =>
+        resolve({ code: typeof error?.code === 'number' ? error.code : error ? -1 : 0, stdout, stderr }),
+    ),
+  );
+}
 
 function readName(folder: string): string {
   return (JSON.parse(readFileSync(join(folder, 'package.json'), 'utf8')) as { name: string }).name;

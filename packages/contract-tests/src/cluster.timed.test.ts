@@ -138,6 +138,19 @@ withCluster('./pnpmw cluster up | status | down', () => {
       headers: { Authorization: token },
     });
     expect(answer.status).toBe(404);
+    // The metrics addresses it prints answer, one replica each, with the token it prints (issue 64:
+    // the one it advertised answered 404, for no replica had a METRICS_TOKEN).
+    const metricsToken = /export METRICS_TOKEN=(\S+)/.exec(started.out)?.[1];
+    const scrapes = [...started.out.matchAll(/(http:\/\/127\.0\.0\.1:\d+\/metrics) +# (app\d)/g)];
+    expect(
+      scrapes.map((m) => m[2]),
+      started.out,
+    ).toEqual(['app1', 'app2', 'app3']);
+    for (const [, url, name] of scrapes) {
+      const scraped = await fetch(url!, { headers: { Authorization: `Bearer ${metricsToken}` } });
+      expect(scraped.status, url).toBe(200);
+      expect(await scraped.text()).toMatch(new RegExp(`^\\w+\\{[^}]*replica="${name}"`, 'm'));
+    }
     const status = await run(['status'], dir);
     expect(status.out).toMatch(/app1 +127\.0\.0\.1:\d+ +UP/);
     await expectPrivate(dir, started.out, state);

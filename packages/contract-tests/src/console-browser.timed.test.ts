@@ -114,6 +114,19 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await target?.close();
     });
 
+    /** An account's tab (Profile, Security, Sessions, Organizations, Activity), selected and shown. */
+    async function tab(page: Page, name: string) {
+      await page.getByRole('tab', { name }).click();
+      await expect.poll(() => page.getByRole('tab', { name }).getAttribute('aria-selected')).toBe('true');
+    }
+    /** Disable, and its confirmation (issue 64: disable asked nothing while delete did). */
+    async function disable(page: Page) {
+      await page.getByRole('button', { name: 'Disable account' }).click();
+      const dialog = page.getByRole('dialog', { name: 'Disable this account?' });
+      await dialog.waitFor();
+      await dialog.getByRole('button', { name: 'Disable it' }).click();
+    }
+
     /** A new tab, recording what the CSP refused and what failed to load. */
     async function open(path: string, viewport = { width: 1000, height: 640 }) {
       const page = await browser.newPage({ viewport });
@@ -236,11 +249,24 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         '30 days',
         'Until a date…',
       ]);
-      // A week from now: the API keeps its end.
+      // Disable asks first, saying until when; keeping it enabled sends nothing.
       await period.selectOption({ label: '1 week' });
-      const before = Date.now();
       await page.getByRole('button', { name: 'Disable account' }).click();
+      const asked = page.getByRole('dialog', { name: 'Disable this account?' });
+      await asked.waitFor();
+      expect(await asked.textContent()).toContain(`${email} can no longer sign in until `);
+      expect(await axeViolations(page), 'disable confirmation').toEqual([]);
+      await asked.getByRole('button', { name: 'Keep it enabled' }).click();
+      expect(await isDisabled()).toBe(false);
+      // A week from now: the API keeps its end.
+      const before = Date.now();
+      await disable(page);
       await page.getByText('The API answered: user disabled.').waitFor();
+      // The header's badge says until when.
+      await page
+        .getByRole('list', { name: 'Status' })
+        .getByText(/^Disabled until /)
+        .waitFor();
       const week = (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result;
       const weekEnds = Date.parse(week.disabledUntil!) - before;
       expect(weekEnds).toBeGreaterThan(7 * 86_400_000 - 60_000);
@@ -251,7 +277,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByLabel('For how long').selectOption({ label: 'Until a date…' });
       await page.getByLabel('Disabled until').fill('2030-01-02T03:04');
       await page.getByLabel('Reason (optional, for operators)').fill('Chargeback under review');
-      await page.getByRole('button', { name: 'Disable account' }).click();
+      await disable(page);
       await page.getByText('The API answered: user disabled.').waitFor();
       await page.getByRole('button', { name: 'Enable account' }).waitFor();
       expect(await isDisabled()).toBe(true);
@@ -262,8 +288,9 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Enable account' }).click();
       await page.getByText('The API answered: user enabled.').waitFor();
       expect(await isDisabled()).toBe(false);
-      // Its recent events, newest first as the trail: what the feed answers for this account alone
-      // (the other accounts' user.created are not among them).
+      // The Activity tab: its recent events, newest first as the trail: what the feed answers for
+      // this account alone (the other accounts' user.created are not among them).
+      await tab(page, 'Activity');
       const own = (await api.GET('/api/1/events', { params: { query: { subject: userId } } })).data!.result.events;
       expect(own.map((e) => e.type)).toEqual([
         'user.created',
@@ -303,7 +330,8 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         expect(cells.slice(1)).toEqual([entry.operation, entry.outcome, String(entry.status), entry.tokenLabel]);
       }
 
-      // Metadata: checked in the page before anything is sent...
+      // Metadata, on the Profile tab: checked in the page before anything is sent...
+      await tab(page, 'Profile');
       const metadataOf = async () =>
         (await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } })).data!.result.metadata;
       const editor = page.getByLabel('Metadata (a JSON object)');
@@ -335,6 +363,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await expect.poll(metadataOf).toEqual({ plan: 'team' });
       // The screen's events read again after the edit, before the reload below leaves the page.
       const edited = await api.GET('/api/1/events', { params: { query: { subject: userId } } });
+      await tab(page, 'Activity');
       await expect.poll(() => shown.count()).toBe(edited.data!.result.events.length);
 
       // A second factor, added through the API, removed in the console after a confirmation.
@@ -348,6 +377,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       });
       expect(confirmed.response.status).toBe(200);
       await page.reload();
+      await tab(page, 'Security');
       await page.getByRole('button', { name: 'Remove Phone' }).click();
       const removal = page.getByRole('dialog', { name: 'Remove this second factor?' });
       await removal.waitFor();
@@ -359,6 +389,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByText('None: this account signs in with its password alone.').waitFor();
 
       // A password reset: the ticket shown once in the site's link, and the API redeems it.
+      await tab(page, 'Profile');
       await page.getByRole('button', { name: 'Create a password-reset link' }).click();
       const link = await page.getByLabel('Reset link', { exact: true }).inputValue();
       const ticket = new URL(link).searchParams.get('ticket')!;
@@ -398,6 +429,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(back.data!.result.metadata).toEqual({ plan: 'team' });
       await page.getByRole('heading', { name: email }).waitFor();
       // Its events read again after the restore (and none left in flight when the screen is left).
+      await tab(page, 'Activity');
       await expect.poll(() => shown.first().textContent()).toMatch(/^user\.restored /);
 
       // Back to the list: the search is kept, and the count is the API's.
@@ -488,7 +520,6 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await item.waitFor({ timeout: 15_000 });
       expect(await item.textContent()).toContain('user.created');
       expect(await axeViolations(page), 'events screen').toEqual([]);
-      await screenshot(page, 'events', name);
       expect(refused).toEqual([]);
       await page.close();
     }, 180_000);
@@ -515,7 +546,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       const writer = await target.createToken({ site: 'default', scopes: ['read', 'write'], label: 'console writer' });
       const plain = await open(`/console#token=${writer.token}`);
       await plain.page.getByRole('heading', { name: 'Accounts' }).waitFor();
-      await plain.page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await plain.page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}/sessions`);
       await plain.page.getByRole('heading', { name: email }).waitFor();
       const plainRows = plain.page.getByRole('region', { name: 'Live sessions, newest first' }).getByRole('row');
       await expect.poll(() => plainRows.count()).toBe(3); // the list's first load is done
@@ -550,7 +581,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       const logged: string[] = [];
       page.on('console', (m) => void logged.push(m.text()));
       await page.getByRole('heading', { name: 'Accounts' }).waitFor();
-      await page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}/sessions`);
       await page.getByRole('heading', { name: email }).waitFor();
       const table = page.getByRole('region', { name: 'Live sessions, newest first' });
       const rows = table.getByRole('row');
@@ -588,15 +619,17 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
         'by grace@support.example.com: “Ticket 4821: the invoice page shows no invoices”',
       );
       expect(await axeViolations(page), 'impersonation started').toEqual([]);
-      // The audit trail's row of it says who and why.
+      await page.getByRole('button', { name: 'Hide it' }).click();
+      await expect.poll(() => page.getByLabel('Session token', { exact: true }).count()).toBe(0);
+      // The audit trail's row of it says who and why (the Activity tab), and back to the sessions.
+      await tab(page, 'Activity');
       const trail = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
       await expect
         .poll(async () => (await trail.allTextContents()).find((row) => row.includes('session_impersonate')))
         .toContain(
           'impersonation started (by grace@support.example.com: “Ticket 4821: the invoice page shows no invoices”)',
         );
-      await page.getByRole('button', { name: 'Hide it' }).click();
-      await expect.poll(() => page.getByLabel('Session token', { exact: true }).count()).toBe(0);
+      await tab(page, 'Sessions');
 
       // Revoke all, after a confirmation: none left, the API agrees.
       await page.getByRole('button', { name: 'Revoke all sessions' }).click();
@@ -617,7 +650,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       const ann = await target.createToken({
         site: 'default',
         scopes: ['read', 'write', 'events'],
-        label: 'Ann Example (console)',
+        label: 'Ada (support)',
       });
       const { page, refused } = await open(`/console#token=${ann.token}`);
       await page.getByRole('heading', { name: 'Accounts' }).waitFor();
@@ -626,14 +659,15 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Search', exact: true }).click();
       await page.getByRole('link', { name: email }).click();
       await page.getByRole('heading', { name: email }).waitFor();
-      await page.getByRole('button', { name: 'Disable account' }).click();
+      await disable(page);
       await page.getByText('The API answered: user disabled.').waitFor();
+      await tab(page, 'Activity');
       const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
-      await expect.poll(() => audit.nth(1).getByRole('cell').nth(4).textContent()).toBe('Ann Example (console)');
+      await expect.poll(() => audit.nth(1).getByRole('cell').nth(4).textContent()).toBe('Ada (support)');
       // Her token's id is there for an operator who looks for it (token list), not in the way.
       expect(await audit.nth(1).getByRole('cell').nth(4).getAttribute('title')).toBe(`token ${ann.id}`);
       const trail = await api.GET('/api/1/audit', { params: { query: { _userId: ids.get(email)! } } });
-      expect(trail.data!.result.entries[0]).toMatchObject({ tokenId: ann.id, tokenLabel: 'Ann Example (console)' });
+      expect(trail.data!.result.entries[0]).toMatchObject({ tokenId: ann.id, tokenLabel: 'Ada (support)' });
       await api.POST('/api/1/user/enable', { body: { _userId: ids.get(email)! } });
       expect(await axeViolations(page), 'audit trail with a person').toEqual([]);
       expect(refused).toEqual([]);
@@ -657,7 +691,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       expect(await axeViolations(page), 'account screen at 360 px').toEqual([]);
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(360);
       // The API says which scope the token lacks only when asked: the first attempt is refused...
-      await page.getByRole('button', { name: 'Disable account' }).click();
+      await disable(page);
       await page.getByRole('alert').filter({ hasText: 'This token does not have the write scope.' }).waitFor();
       // ...and from then on each write is disabled, with the reason as its description.
       for (const name of ['Disable account', 'Delete account', 'Save metadata', 'Create a password-reset link']) {
@@ -701,7 +735,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
 
       const { page, refused, failed } = await open(`/console#token=${target.token}`);
       await page.getByRole('heading', { name: 'Accounts' }).waitFor();
-      await page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}/security`);
       await page.getByRole('heading', { name: email }).waitFor();
       const rows = page.getByRole('region', { name: 'Linked identities, oldest first' }).getByRole('row');
       await expect.poll(() => rows.count()).toBe(3); // the header and the two identities, oldest first
@@ -740,10 +774,12 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByText('The API answered: identity unlinked.').waitFor();
       await expect.poll(() => rows.count()).toBe(2);
       expect((await identities()).map((i) => i.provider)).toEqual(['google']);
+      await tab(page, 'Activity');
       const audit = page.getByRole('region', { name: 'Audit entries, newest first' }).getByRole('row');
       await expect
         .poll(async () => (await audit.nth(1).getByRole('cell').allTextContents())[1])
         .toBe('identity_unlink');
+      await tab(page, 'Security');
 
       // Google is now its only way to sign in: the API refuses (409), and the page says what it said.
       await page.getByRole('button', { name: 'Unlink google 110169484474386276334' }).click();
@@ -881,6 +917,7 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       // A member's account lists its organizations with its roles there, each a link back.
       await page.getByRole('link', { name: `ada@${domain}` }).click();
       await page.getByRole('heading', { name: `ada@${domain}` }).waitFor();
+      await tab(page, 'Organizations');
       const its = page.getByRole('region', { name: 'Its organizations, in order of joining' }).getByRole('row');
       await expect.poll(() => its.count()).toBe(3);
       expect((await its.nth(1).getByRole('cell').allTextContents()).slice(0, 3)).toEqual([
@@ -924,6 +961,155 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.close();
     }, 180_000);
 
+    it('finds an account by what support pastes (id, domain, name word, phone, identity subject), shows it under tabs with its badges and last sign-in, and every table fits at 1280 px and the list at 390 px (issue 64)', async () => {
+      const email = `Nikola.Tesla@acme-${name.length}.example`;
+      const domainOnly = email.split('@')[1]!.toLowerCase();
+      const created = await api.POST('/api/1/user/create', {
+        body: {
+          email,
+          name: 'Nikola Tesla',
+          phone: '+44 20 7946 0018',
+          emailVerified: true,
+          password: 'a long and unusual passphrase',
+        },
+      });
+      expect(created.error).toBeUndefined();
+      const userId = created.data!.result._userId;
+      const subject = `1101694844743862${name.length}6334`;
+      for (const provider of ['google', 'sso:0193a1e4-5b7c-7d2e-9f10-3c4d5e6f7a8b'])
+        expect(
+          (await api.POST('/api/1/user/identity/link', { body: { _userId: userId, provider, subject } })).error,
+        ).toBeUndefined();
+      // A sign-in with a very long device name: the sessions table once ran off its box at 1280 px.
+      const agent = `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) ${'Chrome/131.0.0.0 '.repeat(6)}Safari/537.36`;
+      const signedIn = await api.POST('/api/1/user/verify', {
+        body: { email, password: 'a long and unusual passphrase', session: { userAgent: agent } },
+        headers: { 'X-End-User-IP': '2001:db8:85a3:1234:5678:8a2e:370:7334' },
+      });
+      expect(signedIn.error).toBeUndefined();
+
+      const { page, refused, failed } = await open(`/console#token=${target.token}`, { width: 390, height: 844 });
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      const rows = page.getByRole('region', { name: 'Matching accounts' }).getByRole('row');
+      // Each of these found nothing before (only an email's start or a name's part did).
+      for (const pasted of [userId, domainOnly, 'tesla', '020 7946 0018', '7946-0018', subject]) {
+        await page.getByLabel('Search accounts').fill(pasted);
+        await page.getByRole('button', { name: 'Search', exact: true }).click();
+        await expect
+          .poll(() => page.getByRole('status').first().textContent(), { message: pasted })
+          .toMatch(/^1 account matches/);
+        expect(await rows.nth(1).textContent(), pasted).toContain(email);
+        const listed = await api.GET('/api/1/user/list', { params: { query: { search: pasted } } });
+        expect(
+          listed.data!.result.users.map((u) => u._userId),
+          pasted,
+        ).toEqual([userId]);
+      }
+      // At 390 px every column of the list is on screen, the status too: nothing scrolls sideways.
+      const region = page.getByRole('region', { name: 'Matching accounts' });
+      expect(await region.evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);
+      expect(await rows.nth(1).getByRole('cell').last().isVisible()).toBe(true);
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+      expect(await axeViolations(page), 'accounts list at 390 px').toEqual([]);
+      await page.close();
+
+      const wide = await open(`/console#token=${target.token}`, { width: 1280, height: 800 });
+      await wide.page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await wide.page.evaluate((hash) => (location.hash = hash), `#/accounts/${userId}`);
+      await wide.page.getByRole('heading', { name: email }).waitFor();
+      const badges = wide.page.getByRole('list', { name: 'Status' }).getByRole('listitem');
+      await expect.poll(() => badges.allTextContents()).toEqual(['Enabled', 'Email verified', 'SSO']);
+      await wide.page.getByText(/^Last sign-in: .+\. Created /).waitFor();
+      const tabs = wide.page.getByRole('tablist', { name: 'This account' }).getByRole('tab');
+      expect(await tabs.allTextContents()).toEqual(['Profile', 'Security', 'Sessions', 'Organizations', 'Activity']);
+      // The tabs pattern from the keyboard: the arrow keys move along them, and the address follows.
+      await tabs.first().focus();
+      await wide.page.keyboard.press('ArrowRight');
+      await expect.poll(() => wide.page.evaluate(() => location.hash)).toBe(`#/accounts/${userId}/security`);
+      expect(await wide.page.evaluate(() => document.activeElement?.textContent)).toBe('Security');
+      await wide.page.keyboard.press('End');
+      await expect.poll(() => wide.page.evaluate(() => location.hash)).toBe(`#/accounts/${userId}/activity`);
+      // Every tab: axe-clean, and each table inside its box at 1280 px (no column off-screen).
+      for (const name of ['Profile', 'Security', 'Sessions', 'Organizations', 'Activity']) {
+        await tab(wide.page, name);
+        if (name === 'Sessions')
+          await wide.page
+            .getByRole('region', { name: 'Live sessions, newest first' })
+            .getByRole('row')
+            .nth(1)
+            .waitFor();
+        if (name === 'Security')
+          await wide.page.getByRole('region', { name: 'Linked identities, oldest first' }).waitFor();
+        if (name === 'Activity') await wide.page.getByRole('region', { name: 'Audit entries, newest first' }).waitFor();
+        expect(await axeViolations(wide.page), `${name} tab`).toEqual([]);
+        const overflowing = await wide.page.evaluate(() =>
+          [...document.querySelectorAll('.scroll')]
+            .filter((e) => e.scrollWidth > e.clientWidth)
+            .map((e) => e.getAttribute('aria-label')),
+        );
+        expect(overflowing, `${name} tab`).toEqual([]);
+        if (name === 'Sessions') {
+          await wide.page.getByRole('button', { name: 'Revoke', exact: true }).waitFor();
+          expect(await wide.page.getByRole('button', { name: 'Revoke', exact: true }).isVisible()).toBe(true);
+          await screenshot(wide.page, 'account-sessions', spec.name);
+        }
+        if (name === 'Security') await screenshot(wide.page, 'account-security', spec.name);
+      }
+      // A reload opens the same tab.
+      await wide.page.reload();
+      await expect
+        .poll(() => wide.page.getByRole('tab', { name: 'Activity' }).getAttribute('aria-selected'))
+        .toBe('true');
+      expect(wide.refused).toEqual([]);
+      expect(wide.failed).toEqual([]);
+      expect(refused).toEqual([]);
+      expect(failed).toEqual([]);
+      await wide.page.close();
+    }, 180_000);
+
+    it('names organizations and sessions in the live events, not bare ids (issue 64)', async () => {
+      const { page, refused } = await open(`/console#token=${target.token}`);
+      await page.getByRole('heading', { name: 'Accounts' }).waitFor();
+      await page.getByRole('link', { name: 'Live events' }).click();
+      await page.getByText('Following the site’s changes as they happen.').waitFor();
+      const email = `evented@${domain}`;
+      const made = await api.POST('/api/1/user/create', {
+        body: { email, name: 'Eve Ented', password: 'a long and unusual passphrase' },
+      });
+      const userId = made.data!.result._userId;
+      const org = await api.POST('/api/1/org/create', { body: { name: 'Babbage & Daughters', slug: 'babbage' } });
+      const orgId = org.data!.result.orgId;
+      await api.POST('/api/1/org/update', { body: { orgId, metadata: { plan: 'team' } } });
+      await api.POST('/api/1/org/member/add', { body: { orgId, _userId: userId, roles: [] } });
+      const session = await api.POST('/api/1/user/verify', {
+        body: { email, password: 'a long and unusual passphrase', session: {} },
+      });
+      const sessionId = session.data!.result.session!.sessionId;
+      const items = page.getByRole('list', { name: /newest first/ }).getByRole('listitem');
+      const item = (type: string) =>
+        items
+          .filter({ hasText: type })
+          .filter({ hasText: /Babbage|evented|session/ })
+          .first();
+      // The session's event: its account by email and how it was made, a link to its sessions.
+      await expect
+        .poll(() => item('session.created').textContent(), { timeout: 15_000 })
+        .toContain(`session ${sessionId.slice(0, 8)} of ${email}: Password (aal 1)`);
+      expect(await item('session.created').getByRole('link').first().getAttribute('href')).toBe(
+        `#/accounts/${userId}/sessions`,
+      );
+      // The organization's events by its name (one that carries no name is looked up), and the member by email.
+      await expect.poll(() => item('org.created').textContent()).toContain('Babbage & Daughters');
+      await expect.poll(() => item('org.member_added').textContent()).toContain(`Babbage & Daughters: ${email}`);
+      const texts = (await items.allTextContents()).join('\n');
+      expect(texts).not.toContain(orgId);
+      expect(texts).not.toContain(sessionId);
+      expect(await axeViolations(page), 'named events').toEqual([]);
+      await screenshot(page, 'events', spec.name);
+      expect(refused).toEqual([]);
+      await page.close();
+    }, 180_000);
+
     it('shows a locked-out account as locked, until when, and lifts it with Unlock (issue 64)', async () => {
       const email = `locked@${domain}`;
       const password = 'a long and unusual passphrase';
@@ -940,6 +1126,12 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       const { page, refused, failed } = await open(`/console#token=${target.token}`);
       await page.goto(`${target.baseUrl}/console#/accounts/${userId}`);
       await page.getByRole('heading', { name: email }).waitFor();
+      // The header says it on every tab; the Security tab says how many failures, and lifts it.
+      await page
+        .getByRole('list', { name: 'Status' })
+        .getByText(/^Locked until /)
+        .waitFor();
+      await tab(page, 'Security');
       await page.getByText(/^Locked until .+ \(10 wrong passwords recently\)$/).waitFor();
       expect(await page.getByText('203.0.113.9').count()).toBe(0);
       expect(await axeViolations(page), 'a locked account').toEqual([]);
@@ -947,6 +1139,12 @@ describe.skipIf(unavailable !== undefined).each(targets.map((t) => [t.name, t] a
       await page.getByRole('button', { name: 'Unlock', exact: true }).click();
       await page.getByText('The API answered: user unlocked.').waitFor();
       await page.getByText('Not locked', { exact: true }).waitFor();
+      expect(
+        await page
+          .getByRole('list', { name: 'Status' })
+          .getByText(/^Locked/)
+          .count(),
+      ).toBe(0);
       expect(await page.getByRole('button', { name: 'Unlock', exact: true }).count()).toBe(0);
       // What the API says now: not locked, and the right password signs in at once.
       const now = await api.GET('/api/1/user/get', { params: { query: { _userId: userId } } });

@@ -94,6 +94,35 @@ describe('the deploy guide says what an operator needs (issue 46, point 3)', () 
     expect(env).toMatch(/^#FACTOR_ENCRYPTION_KEY=/m);
     expect(env).toMatch(/BACK IT UP/);
   });
+  it('HAProxy on Debian step by step, unprivileged; metrics per replica; backup and restore commands (issue 64, point 4)', () => {
+    const haproxy = section('Install, step by step (systemd, three replicas behind HAProxy)');
+    expect(haproxy).toContain('### HAProxy on Debian, step by step');
+    for (const step of [
+      'apt-get install -y haproxy',
+      'install -m 0644 /opt/user-accounts/deploy/haproxy.cfg /etc/haproxy/haproxy.cfg',
+      'cp -r /opt/user-accounts/deploy/haproxy-errors /etc/haproxy/',
+      '/etc/default/haproxy',
+      'UA_APP1=',
+      'UA_BIND=',
+      'haproxy -c -f /etc/haproxy/haproxy.cfg',
+      'systemctl restart haproxy',
+    ])
+      expect(haproxy, step).toContain(step);
+    const config = readFileSync(join(ROOT, 'deploy/haproxy.cfg'), 'utf8');
+    expect(config).toMatch(
+      /^ {2}\.if !defined\(UA_RUN_AS_INVOKER\)\n {4}user haproxy\n {4}group haproxy\n {4}chroot \/var\/lib\/haproxy\n {2}\.endif$/m,
+    );
+    // The prerequisites named: curl for the checks, and nothing else.
+    expect(haproxy).toMatch(/apt-get install -y curl/);
+    const operators = section("The operators' address: /metrics, /console, /docs");
+    expect(operators).toMatch(
+      /scrape_configs:[\s\S]*targets: \["10\.0\.0\.11:3001", "10\.0\.0\.12:3001", "10\.0\.0\.13:3001"\]/,
+    );
+    expect(operators).toContain('REPLICA_NAME');
+    const backups = section('Backups');
+    for (const command of ['pg_dump --format=custom', 'pg_restore', 'cli migrate'])
+      expect(backups, command).toContain(command);
+  });
   it("Node for a source install, the database's sslmode, log shipping", () => {
     expect(section('Node.js')).toMatch(/24\.18/);
     expect(section('The database connection: sslmode')).toMatch(/sslmode=verify-full/);

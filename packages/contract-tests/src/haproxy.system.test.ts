@@ -3,7 +3,7 @@
 // certificate made here with openssl; and the operators' pages (/metrics, /console, /docs) on
 // the internal frontend only, 404 on the public one.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,6 +54,10 @@ const https = (
     req.end(init.body);
   });
 
+/** Root, with Debian's `haproxy` user: the shipped file's user, group and chroot can be checked. */
+const haproxyUser = spawnSync('id', ['-u', 'haproxy'], { encoding: 'utf8' });
+const unprivilegedCheck = process.getuid?.() === 0 && haproxyUser.status === 0;
+
 describe.skipIf(skip !== undefined)('deploy/haproxy.cfg: TLS as docs/deploy.md says, operators’ pages inside', () => {
   let dir: string;
   let server: Target;
@@ -94,6 +98,8 @@ describe.skipIf(skip !== undefined)('deploy/haproxy.cfg: TLS as docs/deploy.md s
     balancer = spawn(HAPROXY!, ['-db', '-f', join(dir, 'haproxy.cfg')], {
       env: {
         PATH: process.env.PATH ?? '',
+        // As root (CI), the shipped file as Debian's service runs it: it drops to `haproxy`.
+        ...(!unprivilegedCheck && { UA_RUN_AS_INVOKER: '1' }),
         UA_BIND: `127.0.0.1:${port}`,
         UA_INTERNAL_BIND: `127.0.0.1:${internal}`,
         UA_ADMIN_SOCKET: join(dir, 'admin.sock'),
@@ -124,6 +130,17 @@ describe.skipIf(skip !== undefined)('deploy/haproxy.cfg: TLS as docs/deploy.md s
     await server?.close();
     rmSync(dir, { recursive: true, force: true });
   });
+
+  it.skipIf(!unprivilegedCheck)(
+    'started by root, runs as the haproxy user inside /var/lib/haproxy, as Debian’s service starts it (issue 64)',
+    () => {
+      const status = readFileSync(`/proc/${balancer.pid}/status`, 'utf8');
+      const uid = haproxyUser.stdout.trim();
+      // Real, effective, saved and file-system uids: all haproxy's, none root's.
+      expect(/^Uid:\s+(.*)$/m.exec(status)?.[1]?.split(/\s+/)).toEqual([uid, uid, uid, uid]);
+      expect(readlinkSync(`/proc/${balancer.pid}/root`)).toBe('/var/lib/haproxy');
+    },
+  );
 
   it('serves the API over TLS with the documented bind line and a self-signed certificate', async () => {
     const created = await https(`${publicUrl}/api/1/user/create`, cert, {

@@ -349,6 +349,85 @@ export function defineListSuite(spec: TargetSpec): void {
       });
     });
 
+    it('search finds what support pastes: an id, an email’s start, a domain with or without @, a name’s start or word, a phone in its writings, an identity’s subject; count agrees (issue 64)', async () => {
+      const client = await newSite();
+      const make = async (body: Record<string, unknown>) => {
+        const { data, error } = await client.POST('/api/1/user/create', {
+          body: { password: 'a long passphrase', ...body } as never,
+        });
+        expect(error).toBeUndefined();
+        return data!.result._userId;
+      };
+      const ada = await make({
+        email: 'Ada.Lovelace@acme.example',
+        name: 'Ada King Lovelace',
+        phone: '+44 20 7946 0018',
+      });
+      const grace = await make({ email: 'grace@mail.acme.example', name: 'Grace Ada Hopper' });
+      const mary = await make({ email: 'mary@other.example', name: 'Mary Adams' });
+      const linked = await client.POST('/api/1/user/identity/link', {
+        body: { _userId: mary, provider: 'github', subject: '583231' },
+      });
+      expect(linked.error).toBeUndefined();
+      const found = async (search: string) => {
+        const { data, error, response } = await client.GET('/api/1/user/list', {
+          params: { query: { search, order: 'asc' } },
+        });
+        expect(response.status, JSON.stringify(error)).toBe(200);
+        const counted = await client.GET('/api/1/user/count', { params: { query: { search } } });
+        expect(counted.data!.result.count, search).toBe(data!.result.users.length);
+        return data!.result.users.map((u) => u._userId);
+      };
+      const cases: [string, string[]][] = [
+        [ada, [ada]],
+        [`  ${ada.toUpperCase()} `, [ada]],
+        ['ada', [ada, grace]],
+        ['ADA.LOVELACE@', [ada]],
+        ['acme.example', [ada]],
+        ['@acme.example', [ada]],
+        ['mail.acme.example', [grace]],
+        ['lovelace', [ada]],
+        ['king', [ada]],
+        ['grace ada h', [grace]],
+        ['adams', [mary]],
+        ['+44 20 7946 0018', [ada]],
+        ['020 7946 0018', [ada]],
+        ['7946-0018', [ada]],
+        ['0018', []],
+        ['583231', [mary]],
+        ['58323', []],
+        ['ace', []],
+        ['%', []],
+        ['_', []],
+      ];
+      for (const [search, want] of cases) expect(await found(search), search).toEqual(want);
+      // With another filter, both must match; paging with a cursor keeps the search.
+      const both = await client.GET('/api/1/user/list', {
+        params: { query: { search: 'ada', disabled: false, limit: 1 } },
+      });
+      expect(both.data!.result.users.map((u) => u._userId)).toEqual([ada]);
+      const next = await client.GET('/api/1/user/list', {
+        params: { query: { search: 'ada', disabled: false, limit: 1, after: both.data!.result.next! } },
+      });
+      expect(next.data!.result.users.map((u) => u._userId)).toEqual([grace]);
+      const other = await client.GET('/api/1/user/list', {
+        params: { query: { search: 'ad', limit: 1, after: both.data!.result.next! } },
+      });
+      expect(other.error?.code).toBe('invalid_cursor');
+      // Another site's accounts are never found, by id or subject either.
+      const stranger = await newSite();
+      for (const search of [ada, '583231', 'acme.example']) {
+        const { data } = await stranger.GET('/api/1/user/list', { params: { query: { search } } });
+        expect(data!.result.users, search).toEqual([]);
+      }
+      // Blank, too long, or with a control character: 400 at /search.
+      for (const search of ['   ', 'x'.repeat(255), 'a\u0007b']) {
+        const { error, response } = await client.GET('/api/1/user/list', { params: { query: { search } } });
+        expect(response.status, search).toBe(400);
+        expect(JSON.stringify(error?.errors), search).toContain('/search');
+      }
+    });
+
     it('never lists or counts another site’s accounts or one out of reach', async () => {
       const client = await newSite();
       const mine = await h.createUser({ email: h.uniqueEmail('reach') }, client);

@@ -117,6 +117,34 @@ describe.skipIf(tarMissing !== undefined)('the release archive, unpacked into an
     expect(launch(['--version'], {}).stdout).toBe(`${VERSION}\n`);
   });
 
+  it("stamps the root package.json's version into the client's tarball: the version is written in one place (issue 64)", () => {
+    const packed = spawnSync(
+      'tar',
+      ['-xzOf', join(work, 'out', `user-accounts-client-${VERSION}.tgz`), 'package/package.json'],
+      { encoding: 'utf8' },
+    );
+    expect(packed.status, packed.stderr).toBe(0);
+    expect((JSON.parse(packed.stdout) as { version: string }).version).toBe(VERSION);
+    // packages/client/package.json's own version is not read (it once had to be kept equal by hand).
+    const own = JSON.parse(readFileSync(join(REPO, 'packages/client/package.json'), 'utf8')) as { version: string };
+    expect(own.version).toBe('0.0.0');
+  });
+
+  it('leaves nothing behind when it fails: no archive, no tarball, no temporary folder; and exits 1 (issue 64)', () => {
+    const out = join(work, 'failed-out');
+    const temporary = join(work, 'failed-tmp');
+    mkdirSync(temporary);
+    // pnpm that cannot be run: the client's pack fails, as a version mismatch once made it fail.
+    const failed = spawnSync(process.execPath, [join(REPO, 'packages/server/release.ts'), out], {
+      encoding: 'utf8',
+      env: { ...process.env, npm_execpath: join(work, 'no-such-pnpm.cjs'), TMPDIR: temporary },
+    });
+    expect(failed.status, failed.stdout).toBe(1);
+    expect(failed.stderr).toContain('release: pnpm pack of the client failed');
+    expect(existsSync(out) ? readdirSync(out) : []).toEqual([]);
+    expect(readdirSync(temporary)).toEqual([]);
+  });
+
   it('carries the Node.js it was tested with, which runs with nothing on PATH', () => {
     const which = spawnSync('/bin/sh', ['-c', 'command -v node'], { env: { PATH: BARE_PATH }, encoding: 'utf8' });
     expect(which.status, `node on ${BARE_PATH}: ${which.stdout}`).not.toBe(0);

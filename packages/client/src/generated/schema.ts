@@ -3519,7 +3519,7 @@ export interface components {
             tokenId: string;
             /**
              * @description Who sent it: the label of the token (`token create --label`), which names the person
-             *     for a console token (`cli console --as "Ann Example"` labels it `Ann Example (console)`).
+             *     for a console token (`cli console --as "Ann Example"` labels it `Ann Example`).
              *     `CLI` for the operator's CLI, `housekeeping` for the server's own jobs, `API_TOKENS` for
              *     a token of that variable.
              */
@@ -6675,6 +6675,27 @@ export interface components {
          */
         ListDisabled: boolean;
         /**
+         * @description What a person pastes into a search box, matched as any of these (an account matching one
+         *     is listed; with other filters, it must match them too), each through an index of its own,
+         *     so that a search costs what its matches cost, never a read through the site's accounts (a
+         *     search that thousands match, `a`, is paged in the list's order instead, which its matches
+         *     fill at once; at 500,000 accounts a page of a rare one took 0.2–4 ms in the database):
+         *     - the account's `_userId` (a UUID);
+         *     - the start of its email, ignoring letter case (`ada`, `ada.lovelace@`);
+         *     - its email's domain whole, with or without the `@` (`acme.example`, `@acme.example`);
+         *     - the start of its name, or one of its name's words whole, ignoring letter case (`ada
+         *       lov`, `lovelace`);
+         *     - its phone's last digits, when the text is a phone number: 6 to 20 digits, with at most
+         *       `+`, spaces, dots, dashes and brackets among them. Only digits are compared, leading
+         *       zeros (a trunk `0`, an international `00`) left out, so `+44 20 7946 0018`,
+         *       `020 7946 0018` and `7946 0018` all find `+44 20 7946 0018`;
+         *     - the `subject` of one of its linked identities, at any provider (`110169484474386276334`).
+         *
+         *     1 to 254 characters, without control characters; spaces at either end are ignored.
+         * @example acme.example
+         */
+        ListSearch: string;
+        /**
          * @description A JSON object, URL-encoded: accounts whose metadata contains it, as PostgreSQL's jsonb
          *     containment (`@>`) reads it: each of its keys is in the account's metadata with an equal
          *     value, an object value contained in turn, an array value's elements each in the account's
@@ -7620,6 +7641,27 @@ export interface operations {
                  */
                 metadata?: components["parameters"]["ListMetadata"];
                 /**
+                 * @description What a person pastes into a search box, matched as any of these (an account matching one
+                 *     is listed; with other filters, it must match them too), each through an index of its own,
+                 *     so that a search costs what its matches cost, never a read through the site's accounts (a
+                 *     search that thousands match, `a`, is paged in the list's order instead, which its matches
+                 *     fill at once; at 500,000 accounts a page of a rare one took 0.2–4 ms in the database):
+                 *     - the account's `_userId` (a UUID);
+                 *     - the start of its email, ignoring letter case (`ada`, `ada.lovelace@`);
+                 *     - its email's domain whole, with or without the `@` (`acme.example`, `@acme.example`);
+                 *     - the start of its name, or one of its name's words whole, ignoring letter case (`ada
+                 *       lov`, `lovelace`);
+                 *     - its phone's last digits, when the text is a phone number: 6 to 20 digits, with at most
+                 *       `+`, spaces, dots, dashes and brackets among them. Only digits are compared, leading
+                 *       zeros (a trunk `0`, an international `00`) left out, so `+44 20 7946 0018`,
+                 *       `020 7946 0018` and `7946 0018` all find `+44 20 7946 0018`;
+                 *     - the `subject` of one of its linked identities, at any provider (`110169484474386276334`).
+                 *
+                 *     1 to 254 characters, without control characters; spaces at either end are ignored.
+                 * @example acme.example
+                 */
+                search?: components["parameters"]["ListSearch"];
+                /**
                  * @description `asc` (oldest first, the default) or `desc` (newest first).
                  * @example desc
                  */
@@ -7708,6 +7750,27 @@ export interface operations {
                  * @example {"plan":"pro"}
                  */
                 metadata?: components["parameters"]["ListMetadata"];
+                /**
+                 * @description What a person pastes into a search box, matched as any of these (an account matching one
+                 *     is listed; with other filters, it must match them too), each through an index of its own,
+                 *     so that a search costs what its matches cost, never a read through the site's accounts (a
+                 *     search that thousands match, `a`, is paged in the list's order instead, which its matches
+                 *     fill at once; at 500,000 accounts a page of a rare one took 0.2–4 ms in the database):
+                 *     - the account's `_userId` (a UUID);
+                 *     - the start of its email, ignoring letter case (`ada`, `ada.lovelace@`);
+                 *     - its email's domain whole, with or without the `@` (`acme.example`, `@acme.example`);
+                 *     - the start of its name, or one of its name's words whole, ignoring letter case (`ada
+                 *       lov`, `lovelace`);
+                 *     - its phone's last digits, when the text is a phone number: 6 to 20 digits, with at most
+                 *       `+`, spaces, dots, dashes and brackets among them. Only digits are compared, leading
+                 *       zeros (a trunk `0`, an international `00`) left out, so `+44 20 7946 0018`,
+                 *       `020 7946 0018` and `7946 0018` all find `+44 20 7946 0018`;
+                 *     - the `subject` of one of its linked identities, at any provider (`110169484474386276334`).
+                 *
+                 *     1 to 254 characters, without control characters; spaces at either end are ignored.
+                 * @example acme.example
+                 */
+                search?: components["parameters"]["ListSearch"];
             };
             header?: never;
             path?: never;

@@ -75,7 +75,7 @@ export function Identities(props: {
             <tbody>
               {props.identities.map((identity) => (
                 <tr key={`${identity.provider} ${identity.subject}`}>
-                  <td>
+                  <td class="wrap">
                     {identity.provider.startsWith('sso:') ? (
                       <>
                         Enterprise SSO <span class="mono">{identity.provider.slice(4)}</span>
@@ -89,7 +89,7 @@ export function Identities(props: {
                       </>
                     )}
                   </td>
-                  <td class="mono">{identity.subject}</td>
+                  <td class="mono wrap">{identity.subject}</td>
                   <td>{identity.email ?? '—'}</td>
                   <td>{identity.emailVerified ? 'Yes' : 'No'}</td>
                   <td>

@@ -20,7 +20,9 @@ const METHOD: Record<string, string> = {
 };
 
 /** How the login was made, in words: its methods and its NIST level. */
-export function howSignedIn(session: Pick<Session, 'aal' | 'amr' | 'impersonator'>): string {
+export function howSignedIn(
+  session: Pick<Session, 'aal' | 'amr'> & { impersonator?: Session['impersonator'] },
+): string {
   if (session.impersonator) return `Impersonation (aal ${session.aal})`;
   const methods = session.amr.filter((m) => m !== 'user' && m !== 'mfa').map((m) => METHOD[m] ?? m);
   const words = methods.length === 0 ? 'no method' : methods.join(' and ');
@@ -128,15 +130,15 @@ export function Sessions(props: {
               <tbody>
                 {sessions.map((session) => (
                   <tr key={session.sessionId}>
-                    <td>{session.userAgent ?? 'Unknown device'}</td>
-                    <td class="mono">{session.ip ?? '—'}</td>
+                    <td class="wrap">{session.userAgent ?? 'Unknown device'}</td>
+                    <td class="mono wrap">{session.ip ?? '—'}</td>
                     <td>
                       <time dateTime={session.lastSeenAt}>{formatTime(session.lastSeenAt)}</time>
                     </td>
                     <td>
                       <time dateTime={session.createdAt}>{formatTime(session.createdAt)}</time>
                     </td>
-                    <td>
+                    <td class="wrap">
                       {howSignedIn(session)}
                       {session.impersonator && (
                         <>

@@ -1,97 +1,42 @@
-// One account: every field the API gives, its verified flags, its metadata (edited as JSON), its
-// second factors, its identities at other providers (unlinked one by one), its lockout (unlocked),
-// disable (until a time, with a reason) and enable, a password reset, its sessions (revoked one or all; an impersonation
-// started), its organizations, delete with a grace period and restore, its audit trail and its
-// recent events. Destructive actions ask first.
+// One account, laid out as the tools people know lay it out: a header (its email, name and id, its
+// standing as badges, its last sign-in) and tabs, each with an address of its own
+// (#/accounts/ID/TAB): Profile (fields, disable and enable, metadata, password reset, delete),
+// Security (lockout, second factors and passkeys, identities), Sessions (revoke, impersonate),
+// Organizations, and Activity (the audit trail and the account's events). Each tab is a component
+// of its own file; this one reads the account and runs the writes that change what the header shows.
 import type { components, User } from '@user-accounts/client';
 import { useCallback, useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
-import { Action, Alert, Confirm, describeFailure, formatTime, Lacking } from '../ui.tsx';
+import { type AccountTab, accountHref } from '../route.ts';
+import { Tabs } from '../tabs.tsx';
+import { Action, Alert, describeFailure, Lacking } from '../ui.tsx';
 import { AccountEvents } from './account-events.tsx';
-import { Factors } from './account-factors.tsx';
-import { Identities } from './account-identities.tsx';
-import { MetadataEditor } from './account-metadata.tsx';
+import { AccountHeader } from './account-header.tsx';
 import { AccountOrgs } from './account-orgs.tsx';
-import { PasswordReset } from './account-reset.tsx';
+import { AccountProfile } from './account-profile.tsx';
+import { AccountSecurity } from './account-security.tsx';
 import { Sessions } from './account-sessions.tsx';
 import { AuditTrail } from './audit-trail.tsx';
-
-/** The fields shown, in this order, with a person's label; the verified times go with their flags. */
-const FIELDS: [keyof User | 'passwordBreached', string][] = [
-  ['_userId', 'Id'],
-  ['email', 'Email'],
-  ['emailVerified', 'Email verified'],
-  ['name', 'Name'],
-  ['phone', 'Phone'],
-  ['phoneVerified', 'Phone verified'],
-  ['address', 'Address'],
-  ['disabled', 'Status'],
-  ['disabledUntil', 'Disabled until'],
-  ['disabledReason', 'Reason'],
-  ['passwordBreached', 'Password breached'],
-  ['createdAt', 'Created'],
-  ['updatedAt', 'Updated'],
-];
-
-function show(user: User, key: string): string | undefined {
-  const fields = user as unknown as Record<string, unknown>;
-  if (!(key in fields)) return undefined;
-  const value = fields[key];
-  if (key === 'emailVerified' || key === 'phoneVerified') {
-    const at = fields[`${key}At`];
-    return value ? `Yes${typeof at === 'string' ? `, on ${formatTime(at)}` : ''}` : 'No';
-  }
-  if (key === 'disabled') return value ? 'Disabled' : 'Enabled';
-  if (typeof value === 'boolean') return value ? 'Yes' : 'No';
-  if (value === null || value === undefined) return '—';
-  if (key === 'createdAt' || key === 'updatedAt' || key === 'disabledUntil') return formatTime(String(value));
-  return String(value);
-}
 
 type Deleted = { graceDays: number | undefined };
 type Lockout = components['schemas']['AccountLockout'];
 
-/** The lockout as support reads it: locked until when, and the failures that count toward the next lock. */
-function lockoutText(lockout: Lockout): string {
-  const counted = [
-    lockout.failures > 0 && `${lockout.failures} wrong password${lockout.failures === 1 ? '' : 's'}`,
-    lockout.secondFactorFailures > 0 &&
-      `${lockout.secondFactorFailures} wrong code${lockout.secondFactorFailures === 1 ? '' : 's'}`,
-  ].filter(Boolean);
-  const recent = counted.length === 0 ? '' : ` (${counted.join(', ')} recently)`;
-  return lockout.locked && lockout.lockedUntil !== null
-    ? `Locked until ${formatTime(lockout.lockedUntil)}${recent}`
-    : `Not locked${recent}`;
-}
-
-/** How long a disable lasts: until enabled again (''), a period from now, or until a chosen date. */
-type Period = '' | '1d' | '7d' | '30d' | 'date';
-const PERIODS: [Period, string][] = [
-  ['', 'Until enabled again'],
-  ['1d', '1 day'],
-  ['7d', '1 week'],
-  ['30d', '30 days'],
-  ['date', 'Until a date…'],
+const TABS: { id: AccountTab; label: string }[] = [
+  { id: 'profile', label: 'Profile' },
+  { id: 'security', label: 'Security' },
+  { id: 'sessions', label: 'Sessions' },
+  { id: 'organizations', label: 'Organizations' },
+  { id: 'activity', label: 'Activity' },
 ];
-const periodEnd = (period: Period): Date | undefined => {
-  const days = { '1d': 1, '7d': 7, '30d': 30 }[period as '1d'];
-  return days === undefined ? undefined : new Date(Date.now() + days * 86_400_000);
-};
 
-export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: string }) {
+export function AccountScreen({ api, refused, userId, tab }: ScreenProps & { userId: string; tab: AccountTab }) {
   const [user, setUser] = useState<User>();
   const [lockout, setLockout] = useState<Lockout>();
   const [failure, setFailure] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [deleted, setDeleted] = useState<Deleted>();
-  const [confirming, setConfirming] = useState(false);
-  // Empty: the site's own grace period (cli site set --deletion-grace), as the API's default.
-  const [graceDays, setGraceDays] = useState('');
-  const [period, setPeriod] = useState<Period>('');
-  const [until, setUntil] = useState('');
-  const [reason, setReason] = useState('');
-  // Bumped after each action, so that the audit trail shows it.
+  // Bumped after each action, so that the audit trail, the events and the header show it.
   const [version, setVersion] = useState(0);
 
   const load = useCallback(async () => {
@@ -129,31 +74,8 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
     }
   }
 
-  const disable = async () => {
-    const end = period === 'date' ? (until === '' ? undefined : new Date(until)) : periodEnd(period);
-    const body = {
-      _userId: userId,
-      ...(end !== undefined && { until: end.toISOString() }),
-      ...(reason.trim() !== '' && { reason: reason.trim() }),
-    };
-    if (await act(() => api.POST('/api/1/user/disable', { body }))) {
-      setPeriod('');
-      setUntil('');
-      setReason('');
-      await load();
-    }
-  };
-  const enable = async () => {
-    if (await act(() => api.POST('/api/1/user/enable', { body: { _userId: userId } }))) await load();
-  };
   const unlock = async () => {
     if (await act(() => api.POST('/api/1/user/unlock', { body: { _userId: userId } }))) await load();
-  };
-  const remove = async () => {
-    setConfirming(false);
-    const days = graceDays.trim() === '' ? undefined : Number(graceDays);
-    const body = { _userId: userId, ...(days !== undefined && { graceDays: days }) };
-    if (await act(() => api.DELETE('/api/1/user/delete', { body }))) setDeleted({ graceDays: days });
   };
   const restore = async () => {
     if (await act(() => api.POST('/api/1/user/restore', { body: { _userId: userId } }))) {
@@ -167,7 +89,11 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
       <p>
         <a href="#/accounts">Back to the accounts</a>
       </p>
-      <h1 tabIndex={-1}>{user ? user.email : 'Account'}</h1>
+      {user && !deleted ? (
+        <AccountHeader api={api} user={user} lockout={lockout} version={version} />
+      ) : (
+        <h1 tabIndex={-1}>{user ? user.email : 'Account'}</h1>
+      )}
       <Lacking scope="read" refused={refused} />
       <Alert message={failure} />
       <p role="status">{notice}</p>
@@ -192,163 +118,65 @@ export function AccountScreen({ api, refused, userId }: ScreenProps & { userId: 
           )}
         </section>
       )}
-      {user && !deleted && (
-        <>
-          <dl class="fields">
-            {FIELDS.map(([key, label]) => {
-              const value = show(user, key);
-              return value === undefined ? null : (
-                <div key={key}>
-                  <dt>{label}</dt>
-                  <dd>{value}</dd>
-                </div>
-              );
-            })}
-          </dl>
-
-          <section aria-labelledby="status-title">
-            <h2 id="status-title">Sign-in</h2>
-            {lockout && (
-              <div class="actions">
-                <span class={lockout.locked ? 'badge locked' : 'badge'}>{lockoutText(lockout)}</span>
-                {(lockout.locked || lockout.failures > 0 || lockout.secondFactorFailures > 0) && (
-                  <Action scope="write" refused={refused} busy={busy} onClick={unlock}>
-                    Unlock
-                  </Action>
-                )}
-              </div>
-            )}
-            {user.disabled ? (
-              <div class="actions">
-                <Action scope="write" refused={refused} busy={busy} onClick={enable}>
-                  Enable account
-                </Action>
-              </div>
-            ) : (
-              <div class="inline-form">
-                <div class="field">
-                  <label for="disable-for">For how long</label>
-                  <select
-                    id="disable-for"
-                    value={period}
-                    onChange={(event) => setPeriod(event.currentTarget.value as Period)}
-                  >
-                    {PERIODS.map(([value, label]) => (
-                      <option key={value} value={value}>
-                        {label}
-                      </option>
-                    ))}
-                  </select>
-                </div>
-                {period === 'date' && (
-                  <div class="field">
-                    <label for="disable-until">Disabled until</label>
-                    <input
-                      id="disable-until"
-                      type="datetime-local"
-                      value={until}
-                      onInput={(event) => setUntil(event.currentTarget.value)}
-                    />
-                  </div>
-                )}
-                <div class="field">
-                  <label for="disable-reason">Reason (optional, for operators)</label>
-                  <input
-                    id="disable-reason"
-                    maxLength={500}
-                    value={reason}
-                    onInput={(event) => setReason(event.currentTarget.value)}
-                  />
-                </div>
-                <Action scope="write" refused={refused} busy={busy} onClick={disable}>
-                  Disable account
-                </Action>
-              </div>
-            )}
-          </section>
-
-          <MetadataEditor
-            key={JSON.stringify(user.metadata)}
-            api={api}
-            userId={userId}
-            metadata={user.metadata}
-            refused={refused}
-            onSaved={async (status) => {
-              answered(status);
-              await load();
-            }}
-          />
-          <Factors api={api} userId={userId} refused={refused} onChanged={answered} />
-          <Identities
-            api={api}
-            userId={userId}
-            identities={user.identities}
-            refused={refused}
-            onChanged={async (status) => {
-              answered(status);
-              await load();
-            }}
-          />
-          <PasswordReset api={api} userId={userId} refused={refused} onIssued={answered} />
-          <Sessions
-            key={user.disabled ? 'disabled' : 'enabled'}
-            api={api}
-            userId={userId}
-            refused={refused}
-            canStart={!user.disabled}
-            onChanged={answered}
-          />
-          <AccountOrgs api={api} userId={userId} />
-
-          <section aria-labelledby="delete-title">
-            <h2 id="delete-title">Delete</h2>
-            <div class="inline-form">
-              <div class="field">
-                <label for="grace-days">Days it stays restorable</label>
-                <input
-                  id="grace-days"
-                  type="number"
-                  min={0}
-                  max={90}
-                  value={graceDays}
-                  aria-describedby="grace-hint"
-                  onInput={(event) => setGraceDays(event.currentTarget.value)}
-                />
-                <span id="grace-hint" class="hint">
-                  0 to 90; 0 removes it at once. Empty: the site's setting (cli site set --deletion-grace), which
-                  removes it at once unless set.
-                </span>
-              </div>
-              <Action scope="write" refused={refused} busy={busy} danger onClick={() => setConfirming(true)}>
-                Delete account
-              </Action>
-            </div>
-          </section>
-          <Confirm
-            open={confirming}
-            title="Delete this account?"
-            confirmLabel="Delete it"
-            cancelLabel="Keep it"
-            onConfirm={remove}
-            onCancel={() => setConfirming(false)}
-          >
-            <p>
-              {graceDays.trim() === '0'
-                ? `${user.email} will be removed for good: its owner can no longer sign in, and it cannot be brought back.`
-                : `${user.email} can no longer sign in, and is out of every search; it can be restored ${
-                    graceDays.trim() === ''
-                      ? "within the site's grace period, if the site has one (without one, it is removed at once)"
-                      : `within ${graceDays} days`
-                  }, then it is removed for good.`}
-            </p>
-          </Confirm>
-        </>
-      )}
-      {(user || deleted) && (
+      {deleted && (
         <>
           <AuditTrail api={api} userId={userId} version={version} />
           <AccountEvents api={api} userId={userId} version={version} refused={refused} />
         </>
+      )}
+      {user && !deleted && (
+        <Tabs
+          label="This account"
+          tabs={TABS}
+          selected={tab}
+          onSelect={(to) => {
+            // In place of the address, not a new history entry: Back leaves the account, as a tab bar does.
+            history.replaceState(null, '', accountHref(userId, to));
+            dispatchEvent(new HashChangeEvent('hashchange'));
+          }}
+        >
+          {tab === 'profile' && (
+            <AccountProfile
+              api={api}
+              user={user}
+              refused={refused}
+              busy={busy}
+              act={act}
+              reload={load}
+              answered={answered}
+              onDeleted={(graceDays) => setDeleted({ graceDays })}
+            />
+          )}
+          {tab === 'security' && (
+            <AccountSecurity
+              api={api}
+              user={user}
+              lockout={lockout}
+              refused={refused}
+              busy={busy}
+              unlock={unlock}
+              answered={answered}
+              reload={load}
+            />
+          )}
+          {tab === 'sessions' && (
+            <Sessions
+              key={user.disabled ? 'disabled' : 'enabled'}
+              api={api}
+              userId={userId}
+              refused={refused}
+              canStart={!user.disabled}
+              onChanged={answered}
+            />
+          )}
+          {tab === 'organizations' && <AccountOrgs api={api} userId={userId} />}
+          {tab === 'activity' && (
+            <>
+              <AuditTrail api={api} userId={userId} version={version} />
+              <AccountEvents api={api} userId={userId} version={version} refused={refused} />
+            </>
+          )}
+        </Tabs>
       )}
     </section>
   );

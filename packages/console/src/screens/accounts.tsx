@@ -1,5 +1,6 @@
-// Finding an account: list's filters (email prefix or @domain, name, disabled), newest first,
-// keyset paging with list's `next`, and count's exact number for the same filters.
+// Finding an account: list's `search` (whatever is pasted: an id, an email's start or its domain,
+// a name, a phone, a provider identity's subject), its disabled and metadata filters, newest
+// first, keyset paging with list's `next`, and count's exact number for the same filters.
 import type { User } from '@user-accounts/client';
 import { useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
@@ -9,7 +10,6 @@ import { Alert, describeFailure, formatTime, Lacking } from '../ui.tsx';
 const PAGE_SIZE = 25;
 
 interface Search {
-  field: 'email' | 'name';
   text: string;
   status: 'any' | 'enabled' | 'disabled';
   /** A JSON object the accounts' metadata must contain (list's `metadata` filter), or ''. */
@@ -30,14 +30,14 @@ function metadataProblem(text: string): string | undefined {
 
 /** The search and page shown last, so that coming back from an account shows the same list. */
 let kept: { search: Search; cursors: (string | undefined)[] } = {
-  search: { field: 'email', text: '', status: 'any', metadata: '' },
+  search: { text: '', status: 'any', metadata: '' },
   cursors: [undefined],
 };
 
 function filters(search: Search) {
   const text = search.text.trim();
   return {
-    ...(text !== '' && (search.field === 'email' ? { email: text } : { name: text })),
+    ...(text !== '' && { search: text }),
     ...(search.status !== 'any' && { disabled: search.status === 'disabled' }),
     ...(search.metadata.trim() !== '' && { metadata: search.metadata.trim() }),
   };
@@ -107,24 +107,14 @@ export function AccountsScreen({ api, refused }: ScreenProps) {
             <input
               id="search-text"
               type="search"
+              maxLength={254}
               value={draft.text}
               aria-describedby="search-hint"
               onInput={(event) => setDraft({ ...draft, text: event.currentTarget.value })}
             />
             <span id="search-hint" class="hint">
-              {draft.field === 'email' ? 'The start of an email, or a whole domain: @example.org' : 'Part of a name'}
+              An id, an email's start or its domain, a name, a phone, or an identity's subject
             </span>
-          </div>
-          <div class="field">
-            <label for="search-field">Search in</label>
-            <select
-              id="search-field"
-              value={draft.field}
-              onChange={(event) => setDraft({ ...draft, field: event.currentTarget.value as Search['field'] })}
-            >
-              <option value="email">Email</option>
-              <option value="name">Name</option>
-            </select>
           </div>
           <div class="field">
             <label for="search-status">Status</label>
@@ -165,7 +155,7 @@ export function AccountsScreen({ api, refused }: ScreenProps) {
       {page && page.users.length > 0 && (
         // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must be reachable from the keyboard
         <section class="scroll" aria-label="Matching accounts" tabIndex={0}>
-          <table>
+          <table class="list">
             <thead>
               <tr>
                 <th scope="col">Email</th>
@@ -181,7 +171,11 @@ export function AccountsScreen({ api, refused }: ScreenProps) {
                     <a href={accountHref(user._userId)}>{user.email}</a>
                   </td>
                   <td>{user.name}</td>
-                  <td>{user.disabled ? 'Disabled' : 'Enabled'}</td>
+                  <td>
+                    <span class={user.disabled ? 'badge bad' : 'badge good'}>
+                      {user.disabled ? 'Disabled' : 'Enabled'}
+                    </span>
+                  </td>
                   <td>{formatTime(user.createdAt)}</td>
                 </tr>
               ))}

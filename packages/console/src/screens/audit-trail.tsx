@@ -50,7 +50,7 @@ export function AuditTrail({ api, userId, version }: { api: UserAccountsClient; 
                     <time dateTime={entry.at}>{formatTime(entry.at)}</time>
                   </td>
                   <td>{entry.operation}</td>
-                  <td>
+                  <td class="wrap">
                     {entry.outcome}
                     {entry.impersonator && ` (by ${entry.impersonator.actor}: “${entry.impersonator.reason}”)`}
                   </td>

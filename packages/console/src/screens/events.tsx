@@ -1,14 +1,74 @@
 // The site's change events as they commit: the feed's long poll (GET /api/1/events, wait=30),
-// followed while this screen is open, newest first.
+// followed while this screen is open, newest first. Each names what it is about: the account by
+// its email, the organization by its name, a session by its account and how it was made (each a
+// link to its screen), never a bare id when the API can name it.
 import { type ChangeEvent, ProblemError } from '@user-accounts/client';
 import { useEffect, useState } from 'preact/hooks';
 import type { ScreenProps } from '../app.tsx';
-import { accountHref } from '../route.ts';
+import { accountHref, orgHref } from '../route.ts';
 import { Alert, describeFailure, formatTime, Lacking } from '../ui.tsx';
+import { howSignedIn } from './account-sessions.tsx';
+import { useNames } from './event-names.ts';
+
+type Names = ReturnType<typeof useNames>;
+
+function Account({ id, names }: { id: string; names: Names }) {
+  const email = names.of('account', id);
+  return <a href={accountHref(id)}>{email ?? <span class="mono">{id}</span>}</a>;
+}
+
+/** What the event is about, in words and links. */
+function About({ event, names }: { event: ChangeEvent; names: Names }) {
+  const data = event.data as Record<string, unknown>;
+  if (event.type === 'user.deleted' || event.type === 'user.purged')
+    return <span>{typeof data.email === 'string' ? data.email : <span class="mono">{event.subject}</span>}</span>;
+  if (event.type.startsWith('session.')) {
+    const session = data as {
+      sessionId: string;
+      aal: 1 | 2;
+      amr: string[];
+      impersonator?: { actor: string; reason: string };
+    };
+    return (
+      <span>
+        <a href={accountHref(event.subject, 'sessions')}>
+          session <span class="mono">{session.sessionId.slice(0, 8)}</span>
+        </a>{' '}
+        of <Account id={event.subject} names={names} />: {howSignedIn(session as never)}
+      </span>
+    );
+  }
+  if (event.type.startsWith('org.')) {
+    if (typeof data.name === 'string') names.know('org', event.subject, data.name);
+    const name = event.type === 'org.deleted' ? (data.name as string | undefined) : names.of('org', event.subject);
+    const org =
+      event.type === 'org.deleted' ? (
+        <span>{name ?? event.subject}</span>
+      ) : (
+        <a href={orgHref(event.subject)}>{name ?? <span class="mono">{event.subject}</span>}</a>
+      );
+    return (
+      <span>
+        {org}
+        {typeof data._userId === 'string' && (
+          <>
+            {': '}
+            <Account id={data._userId} names={names} />
+            {Array.isArray(data.roles) && data.roles.length > 0 && ` (${(data.roles as string[]).join(', ')})`}
+          </>
+        )}
+        {typeof data.domain === 'string' && `: ${data.domain}`}
+      </span>
+    );
+  }
+  if (typeof data.email === 'string') names.know('account', event.subject, data.email);
+  return <Account id={event.subject} names={names} />;
+}
 
 const SHOWN = 200;
 
 export function EventsScreen({ api, refused }: ScreenProps) {
+  const names = useNames(api);
   const [events, setEvents] = useState<ChangeEvent[]>([]);
   const [failure, setFailure] = useState<string>();
   const [following, setFollowing] = useState(false);
@@ -43,11 +103,7 @@ export function EventsScreen({ api, refused }: ScreenProps) {
         {events.map((event) => (
           <li key={event.id}>
             <span class="type">{event.type}</span> <time dateTime={event.time}>{formatTime(event.time)}</time>{' '}
-            {event.type === 'user.deleted' ? (
-              <span>{event.subject}</span>
-            ) : (
-              <a href={accountHref(event.subject)}>{'email' in event.data ? event.data.email : event.subject}</a>
-            )}
+            <About event={event} names={names} />
             {event.changedfields && <span class="hint"> ({event.changedfields})</span>}
           </li>
         ))}

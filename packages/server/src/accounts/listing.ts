@@ -4,7 +4,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { and, asc, count, countDistinct, desc, eq, gt, isNotNull, lt, type SQL, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { serviceKeys, userFactors, users } from '../db/schema.ts';
+import { serviceKeys, userFactors, userIdentities, users } from '../db/schema.ts';
 import { ApiError, invalidRequest } from '../errors.ts';
 import { emailDeliverableSql } from '../kernel/email-deliverable.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
@@ -19,12 +19,55 @@ export interface ListFilters {
   disabled?: boolean;
   /** A JSON object as text: accounts whose metadata contains it (`@>`). */
   metadata?: string;
+  /** What a person pasted: an id, an email's start or domain, a name, a phone, an identity's subject (searchCondition). */
+  search?: string;
 }
 
 /** The query's own rules beyond its schema: the created range, and the metadata filter's JSON. */
 export function checkFilters(filters: ListFilters): void {
   checkInstants(filters);
   if (filters.metadata !== undefined) parseMetadataFilter(filters.metadata);
+  if (filters.search !== undefined && filters.search.trim() === '')
+    throw invalidRequest('The query is not valid.', [
+      { pointer: '/search', code: 'invalid_format', message: 'must hold more than spaces' },
+    ]);
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A domain as people paste one: labels and dots, no `@`, no space (`acme.example`). */
+const DOMAIN = /^[^\s@]+\.[^\s@.]+$/;
+/** A phone number as people write one: digits with `+`, spaces, dots, dashes and brackets among them. */
+const PHONE = /^\+?[0-9 ().-]+$/;
+
+/**
+ * user/list's `search`: an account matching any of its readings (the spec's ListSearch). Each
+ * reading is a condition one index answers (schema.ts: the email prefix and domain indexes, the
+ * name prefix and word indexes, the phone-digits index, the primary key, and the identities'
+ * subject index), so that PostgreSQL ORs their bitmaps: a search reads its matches, never the
+ * site's accounts. The identities' subjects are looked up first, as an array (an InitPlan), so
+ * that the primary key answers them in the same OR.
+ */
+export function searchCondition(text: string, site?: string): SQL {
+  const term = text.trim().toLowerCase();
+  const readings: SQL[] = [sql`lower(${users.email}) like ${`${literal(term)}%`}`];
+  if (UUID.test(term)) readings.push(sql`${users.id} = ${term}::uuid`);
+  const domain = term.startsWith('@') ? term.slice(1) : DOMAIN.test(term) ? term : undefined;
+  if (domain !== undefined && domain !== '')
+    readings.push(sql`regexp_replace(lower(${users.email}), '^.*@', '') = ${domain}`);
+  readings.push(sql`lower(${users.name}) like ${`${literal(term)}%`}`);
+  if (!/\s/.test(term))
+    readings.push(sql`regexp_split_to_array(lower(${users.name}), '[[:space:]]+') @> array[${term}]::text[]`);
+  const digits = term.replace(/[^0-9]/g, '').replace(/^0+/, '');
+  if (PHONE.test(term) && digits.length >= 6 && digits.length <= 20)
+    readings.push(
+      sql`reverse(regexp_replace(${users.phone}, '[^0-9]', '', 'g')) like ${`${[...digits].reverse().join('')}%`}`,
+    );
+  const subject = sql`${userIdentities.subject} = ${text.trim()}`;
+  const subjects = sql`array(select ${userIdentities.userId} from ${userIdentities} where ${
+    site === undefined ? subject : and(eq(userIdentities.site, site), subject)
+  } limit 100)`;
+  readings.push(sql`${users.id} = any(${subjects})`);
+  return sql`(${sql.join(readings, sql` or `)})`;
 }
 
 /**
@@ -79,6 +122,7 @@ export function filterConditions(filters: ListFilters, site?: string): SQL[] {
     const wanted = parseMetadataFilter(filters.metadata);
     conditions.push(site === undefined ? metadataContains(wanted) : siteMetadataContains(site, wanted));
   }
+  if (filters.search !== undefined) conditions.push(searchCondition(filters.search, site));
   return conditions;
 }
 
@@ -170,6 +214,7 @@ export const cursorScope = (site: string, filters: ListFilters, order: 'asc' | '
     filters.createdBefore,
     filters.disabled,
     filters.metadata,
+    filters.search,
   ]);
 
 /** The rows after `position` in the walk's order, and the walk's ORDER BY. */

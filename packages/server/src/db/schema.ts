@@ -85,6 +85,18 @@ export const users = pgTable(
     index('users_list_email_domain_idx')
       .on(t.site, sql`regexp_replace(lower(${t.email}), '^.*@', '')`)
       .where(sql`${t.origin} = 'api'`),
+    // list's `search` (accounts/listing.ts's searchCondition, issue 64): a name's start, a word of
+    // it whole, and a phone's last digits (reversed, so that a prefix reads them). Keep these
+    // expressions as they are there: PostgreSQL matches an index by its expression's text.
+    index('users_list_name_prefix_idx')
+      .on(t.site, sql`lower(${t.name}) text_pattern_ops`)
+      .where(sql`${t.origin} = 'api'`),
+    index('users_list_name_words_idx')
+      .using('gin', sql`regexp_split_to_array(lower(${t.name}), '[[:space:]]+')`)
+      .where(sql`${t.origin} = 'api'`),
+    index('users_list_phone_digits_idx')
+      .on(t.site, sql`reverse(regexp_replace(${t.phone}, '[^0-9]', '', 'g')) text_pattern_ops`)
+      .where(sql`${t.origin} = 'api'`),
     // list and count's metadata filter: jsonb_path_ops answers containment only, in an index a
     // third the size of the default operator class's. The metadata under the site's name
     // (`{"<site>": metadata}`, accounts/metadata.ts's siteMetadataContains): each entry, and the
@@ -627,6 +639,8 @@ export const userIdentities = pgTable(
   (t) => [
     uniqueIndex('user_identities_site_provider_subject_key').on(t.site, t.provider, t.subject),
     index('user_identities_user_idx').on(t.userId, t.linkedAt),
+    // list's `search` by an identity's subject at any provider (issue 64).
+    index('user_identities_site_subject_idx').on(t.site, t.subject),
   ],
 );
 

@@ -102,7 +102,7 @@ export async function latestAuditRows(db: Db, options: { limit: number; site?: s
 const OWN_LABELS: Record<string, string> = { cli: 'CLI', job: 'housekeeping' };
 
 /**
- * Who acted, for audit rows read back: each token id's label (`Ann Example (console)`), read in
+ * Who acted, for audit rows read back: each token id's label (`Ann Example`), read in
  * one query for the ids of a page (the stored tokens are never deleted, and a label never changes).
  */
 export async function tokenLabels(db: Db, tokenIds: string[]): Promise<(tokenId: string) => string> {

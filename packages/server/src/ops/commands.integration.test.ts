@@ -279,9 +279,9 @@ describe('console', () => {
     expect(stored.expiresAt!.getTime()).toBeLessThanOrEqual(Date.now() + 8 * HOUR);
   });
 
-  it('--as names the person: the label "NAME (console)"; a running server gives its own address', async () => {
+  it('--as names the person: the label is the name as given; a running server gives its own address', async () => {
     const result = await runCommand(
-      ['console', '--site', 'shop', '--as', ' Ann Example '],
+      ['console', '--site', 'shop', '--as', ' Ada (support) '],
       database.db,
       undefined,
       undefined,
@@ -294,7 +294,8 @@ describe('console', () => {
     const token = /^ {2}http:\/\/127\.0\.0\.1:4711\/console#token=(ua_[\w-]+)$/m.exec(result.stdout)?.[1];
     const info = await createTokenVerifier(database.db, []).verify(token!);
     const stored = (await listTokens(database.db)).find((t) => t.id === info!.id)!;
-    expect(stored.label).toBe('Ann Example (console)');
+    // As given, nothing appended (issue 64: it was "Ada (support) (console)").
+    expect(stored.label).toBe('Ada (support)');
     for (const bad of ['', 'a\u0007b', 'x'.repeat(101)]) {
       expect((await runCommand(['console', '--site', 'shop', '--as', bad], database.db)).code, bad).toBe(2);
     }

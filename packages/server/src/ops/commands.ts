@@ -97,8 +97,8 @@ const COMMANDS: { name: string; synopsis: string; about: string }[] = [
     about: `Mints a short-lived token (at most 24h; 8h by default) for the accounts console and
       prints the address that signs in with it: BASE/console#token=…, the token in the fragment,
       which a browser never sends, so it reaches no server's log. --as names the person it is
-      for: the token's label is "NAME (console)", which the audit trail shows for each of their
-      actions (without it, "console": no one in particular). BASE: the running server's own
+      for: the token's label is NAME as given (spaces at its ends left out), which the audit trail
+      and the console show for each of their actions (without it, "console": no one in particular). BASE: the running server's own
       address when the CLI hands the command to it (the embedded database), else this
       configuration's HOST and PORT; behind HAProxy, its internal frontend's (--url).`,
   },
@@ -581,7 +581,8 @@ function consoleCommand(flags: Map<string, string | true>, settings: CommandSett
     throw new UsageError(
       "--as must be the person's name, 1 to 100 characters, without control characters (C0, DEL, C1)",
     );
-  const label = person === undefined ? 'console' : `${person.trim()} (console)`;
+  // The label is the name as given (issue 64: `--as "Ada (support)"` once became "Ada (support) (console)").
+  const label = person === undefined ? 'console' : person.trim();
   return async (db) => {
     const created = await createToken(db, { site, scopes: scopes as Scope[], label, expiresAt });
     return [
@@ -650,7 +651,7 @@ function auditTail(flags: Map<string, string | true>): Planned {
   const site = text(flags, 'site');
   return async (db) => {
     const stored = (await latestAuditRows(db, { limit: Number(rawLimit), site })).reverse();
-    // Who acted, by the token's label (`Ann Example (console)`), as the console's audit trail says it.
+    // Who acted, by the token's label (`Ann Example`), as the console's audit trail says it.
     const labelOf = await tokenLabels(
       db,
       stored.map((r) => r.tokenId),

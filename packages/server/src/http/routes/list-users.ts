@@ -27,13 +27,21 @@ type ListQuery = ListFilters & { order?: 'asc' | 'desc'; limit?: number; after?:
 export const LIST_USERS_PATH = '/api/1/user/list';
 
 /**
- * A page of the list. With a metadata filter (which PostgreSQL cannot estimate), a short walk in
+ * A page of the list. With a search, its matches first when few (below). With a metadata filter (which PostgreSQL cannot estimate), a short walk in
  * the list's order first, which a common value fills; a value it found often enough gets a longer
  * walk; else its matches are read through the GIN index and sorted in one statement when few, or
  * walked when many (see accounts/listing.ts).
  */
 async function pageOf(db: Db, site: string, filters: ListFilters, walk: ReturnType<typeof keyset>, limit: number) {
-  if (filters.metadata === undefined) return listQuery(db, site, filters, walk, limit);
+  if (filters.metadata === undefined && filters.search === undefined) return listQuery(db, site, filters, walk, limit);
+  // A search: its matches read through their indexes (the readings' bitmaps ORed) and sorted,
+  // when there are few; else the walk in the list's order, which many matches fill at once. Left
+  // to itself, PostgreSQL walked the creation index for an id or a phone, filtering each row:
+  // 2.5–6 s a page at 500,000 accounts, where the matches' read takes under 2 ms (issue 64).
+  if (filters.metadata === undefined) {
+    const few = await fewMatchesPage(db, site, filters, walk, limit);
+    return (few[0]?.matches ?? 0) < FEW_MATCHES ? few : listQuery(db, site, filters, walk, limit);
+  }
   const walked = await walkQuery(db, site, filters, walk, limit);
   if (walked.length > limit) return walked;
   if (walked.length >= Math.min(MANY_IN_WALK, limit)) {

@@ -1,0 +1,4 @@
+CREATE INDEX "user_identities_site_subject_idx" ON "user_identities" USING btree ("site","subject");--> statement-breakpoint
+CREATE INDEX "users_list_name_prefix_idx" ON "users" USING btree ("site",lower("name") text_pattern_ops) WHERE "users"."origin" = 'api';--> statement-breakpoint
+CREATE INDEX "users_list_name_words_idx" ON "users" USING gin (regexp_split_to_array(lower("name"), '[[:space:]]+')) WHERE "users"."origin" = 'api';--> statement-breakpoint
+CREATE INDEX "users_list_phone_digits_idx" ON "users" USING btree ("site",reverse(regexp_replace("phone", '[^0-9]', '', 'g')) text_pattern_ops) WHERE "users"."origin" = 'api';
