@@ -52,6 +52,7 @@ describe('client types', () => {
       | 'account_disabled'
       | 'second_factor_required'
       | 'password_reset_required'
+      | 'sso_required'
       | 'payload_too_large'
       | 'unsupported_media_type'
       | 'invalid_credentials'
