@@ -60,10 +60,15 @@ describe.skipIf(skip !== undefined)(
       const { sql: text, params } = query.toSQL();
       const [row] = await sql.unsafe(`explain (format json) ${text}`, params as never[]);
       const nodes: string[] = [];
-      const walk = (node: Record<string, unknown>) => {
+      // A subplan's nodes (a page's `emailDeliverable`, read in messages for each row of the page)
+      // are marked so, for a test to tell them from the read of the accounts.
+      const walk = (node: Record<string, unknown>, inSubPlan = false) => {
+        const sub = inSubPlan || node['Parent Relationship'] === 'SubPlan';
         const cond = node['Index Cond'] ? ` [${node['Index Cond']}]` : '';
-        nodes.push(`${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ''}${cond}`);
-        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+        nodes.push(
+          `${sub ? 'SubPlan ' : ''}${node['Node Type']}${node['Index Name'] ? ` ${node['Index Name']}` : ''}${cond}`,
+        );
+        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child, sub);
       };
       walk((row!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
       return nodes.join(' > ');
@@ -126,9 +131,14 @@ describe.skipIf(skip !== undefined)(
         expect(page.length).toBeGreaterThan(0);
         expect(page[0]!.matches).toBeLessThan(FEW_MATCHES);
         // Each match's row read once, through the GIN index, then the page's top-N: no second read by id.
-        const shape = await plan(fewMatchesPage(server.db, 'shop', few, keyset(undefined, order), 100));
+        // (`emailDeliverable`, issue 60, is a subplan over messages for the page's rows, with its
+        // Result node above the page.)
+        const shape = (await plan(fewMatchesPage(server.db, 'shop', few, keyset(undefined, order), 100)))
+          .split(' > ')
+          .filter((node) => !node.startsWith('SubPlan '))
+          .join(' > ');
         expect(shape).toMatch(
-          /^Limit > Sort > WindowAgg > Limit > Bitmap Heap Scan > Bitmap Index Scan users_metadata_site_idx/,
+          /^Limit > (Result > )?Sort > WindowAgg > Limit > Bitmap Heap Scan > Bitmap Index Scan users_metadata_site_idx/,
         );
         expect(shape.match(/Scan/g)).toHaveLength(2);
       }
