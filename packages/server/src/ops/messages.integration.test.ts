@@ -2,37 +2,22 @@
 // migrated database: the transport kept without its password, the password only sealed (bound to
 // its site) and never printed; plain SMTP refused but to a loopback host; templates checked when
 // set (refused saying which), previewed with sample values, the site's own used over ours.
-import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, rows } from '../db/client.ts';
-import { type KeyRing, mintKeyRingText, parseKeyRing } from '../kernel/secret-box.ts';
+import { describe, expect, it } from 'vitest';
+import { rows } from '../db/client.ts';
 import { openSenders, sendersOf } from '../messages/senders.ts';
 import { templateFor } from '../messages/templates.ts';
-import { openMigratedPglite } from '../testing/templates.ts';
-import { inlineSenderSecrets, inlineTemplateFile, runCommand } from './commands.ts';
+import { useCliDatabase } from '../testing/cli-database.ts';
+import { inlineSenderSecrets, inlineTemplateFile } from './commands.ts';
 
 const PASSWORD = 'smtp-password-only-the-relay-and-us-know';
 
 describe('cli site set (senders) and cli template', () => {
-  let database: Database;
-  const ring = parseKeyRing(mintKeyRingText('k1')) as KeyRing;
-  const dir = mkdtempSync(join(tmpdir(), 'senders-'));
-  const passwordFile = join(dir, 'password');
-  writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o600 });
-  beforeAll(async () => {
-    database = await openMigratedPglite();
-  }, 60_000);
-  afterAll(async () => {
-    await database?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const cli = (argv: string[]) =>
-    runCommand(argv, database.db, undefined, undefined, { webhookAllowPrivate: false, factorKeys: ring });
-  const newSite = () => `shop-${randomUUID().slice(0, 8)}`;
+  const h = useCliDatabase({ prefix: 'senders', files: { password: `${PASSWORD}\n` } });
+  const { ring, dir, cli, newSite } = h;
+  const passwordFile = h.files.password!;
 
   it('keeps the mail transport without its password, the password sealed to the site, and prints it nowhere', async () => {
     const site = newSite();
@@ -60,18 +45,18 @@ describe('cli site set (senders) and cli template', () => {
     );
     expect(set.stdout).not.toContain(PASSWORD);
     const [row] = await rows<Record<string, unknown>>(
-      database.db,
+      h.database.db,
       sql`select * from site_senders where site = ${site}`,
     );
     expect(JSON.stringify(row)).not.toContain(PASSWORD);
     expect(row!.mail_password_sealed).toMatch(/^v1\.k1\./);
-    expect(await sendersOf(database.db, site)).toMatchObject({
+    expect(await sendersOf(h.database.db, site)).toMatchObject({
       mailFrom: 'Shop <no-reply@shop.example>',
       mailTransport: 'smtp://mailer@smtp.shop.example:587',
       hasMailPassword: true,
       linkOrigins: ['https://shop.example', 'https://www.shop.example'],
     });
-    expect((await openSenders(database.db, site, ring))?.mailPassword).toBe(PASSWORD);
+    expect((await openSenders(h.database.db, site, ring))?.mailPassword).toBe(PASSWORD);
     // Copied onto another site's row, it does not open there.
     const other = newSite();
     await cli([
@@ -84,10 +69,10 @@ describe('cli site set (senders) and cli template', () => {
       '--mail-transport',
       'smtp://127.0.0.1:2525',
     ]);
-    await database.db.execute(
+    await h.database.db.execute(
       sql`update site_senders set mail_password_sealed = ${row!.mail_password_sealed} where site = ${other}`,
     );
-    await expect(openSenders(database.db, other, ring)).rejects.toThrow(/does not open/);
+    await expect(openSenders(h.database.db, other, ring)).rejects.toThrow(/does not open/);
     // From the environment when no file is named.
     expect(
       inlineSenderSecrets(['site', 'set', '--site', site, '--mail-transport', 'smtps://h.example'], {
@@ -119,7 +104,7 @@ describe('cli site set (senders) and cli template', () => {
       /--sms-body must be a JSON object with \{\{to\}\} and \{\{text\}\}/,
     );
     await refused(['--sms-countries', 'GBR'], /--sms-countries must be ISO 3166/);
-    expect(await sendersOf(database.db, site)).toBeUndefined();
+    expect(await sendersOf(h.database.db, site)).toBeUndefined();
     const noFrom = await cli(['site', 'set', '--site', site, '--mail-transport', 'smtp://127.0.0.1:2525']);
     expect(noFrom).toMatchObject({
       code: 1,
@@ -156,8 +141,8 @@ describe('cli site set (senders) and cli template', () => {
       code: 0,
       stdout: `Set the reset_password template of site ${site} in fr.\n`,
     });
-    expect((await templateFor(database.db, site, 'reset_password', 'fr-CA')).lang).toBe('fr');
-    expect((await templateFor(database.db, site, 'reset_password', 'de')).lang).toBe('en');
+    expect((await templateFor(h.database.db, site, 'reset_password', 'fr-CA')).lang).toBe('fr');
+    expect((await templateFor(h.database.db, site, 'reset_password', 'de')).lang).toBe('en');
     const list = await cli(['template', 'list', '--site', site]);
     expect(list.stdout).toMatch(/reset_password\s+fr\s+Réinitialisez votre mot de passe \{\{siteName\}\}\s+yes/);
     const preview = await cli(['template', 'preview', '--site', site, '--purpose', 'reset_password', '--lang', 'fr']);
@@ -185,9 +170,11 @@ describe('cli site set (senders) and cli template', () => {
     expect(bad).toMatchObject({ code: 1 });
     expect(bad.stderr).toMatch(/^The reset_password template is refused: subject: unknown variable \{\{firstName\}\}/);
     // The one set before is kept.
-    expect((await templateFor(database.db, site, 'reset_password', 'fr')).template.subject).toContain('Réinitialisez');
+    expect((await templateFor(h.database.db, site, 'reset_password', 'fr')).template.subject).toContain(
+      'Réinitialisez',
+    );
     const removed = await cli(['template', 'remove', '--site', site, '--purpose', 'reset_password', '--lang', 'fr']);
     expect(removed.code).toBe(0);
-    expect((await templateFor(database.db, site, 'reset_password', 'fr')).lang).toBe('en');
+    expect((await templateFor(h.database.db, site, 'reset_password', 'fr')).lang).toBe('en');
   });
 });
