@@ -160,6 +160,11 @@ export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // expect.poll waits for what a user would see (a browser's text, a delivery); vitest's 1 s
+    // default was too short beside the system tier: the console's search count missed it in a
+    // clean-clone run and passed alone. A poll still fails if the thing never appears; bounds on
+    // time are asserted where they are meant (the timed files' own figures).
+    expect: { poll: { timeout: 10_000 } },
     // This run's migrated databases, copied for each test server (testing/templates.ts).
     globalSetup: ['./scripts/test-templates.ts'],
     pool: 'forks',
