@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Problem, UserAccountsClient } from '@user-accounts/client';
 import { DOMParser, XMLSerializer } from '@xmldom/xmldom';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { nowSeconds, totpAt } from './factors-suite.ts';
 import { checkedClient, issuedTicket, useTarget } from './harness.ts';
 import { type Person, signInAt, startOidcProvider } from './oauth-peers.ts';
 import { type LocalIdp, type ResponseChanges, startDns, startIdp } from './sso-harness.ts';
@@ -892,6 +893,69 @@ function defineSsoSuite(spec: TargetSpec): void {
           [t.name],
         );
         expect(audit.length).toBeGreaterThanOrEqual(2);
+      });
+      it('asks again at the second step: a ticket begun with a password or another provider before enforcement is refused after it, one begun through the connection completes', async () => {
+        const t = await samlSetup({ enforce: false });
+        const email = `ada@${t.domain}`;
+        const password = h.password();
+        const made = await t.c.POST('/api/1/user/create', { body: { email, password, name: 'Ada' } });
+        expect(made.error, JSON.stringify(made.error)).toBeUndefined();
+        const userId = made.data!.result._userId;
+        // Its identity of the connection (a sign-in through the IdP, before the factor it would ask for),
+        // one at another provider, and a TOTP factor.
+        const done = await t.finish(await t.idp.respond(await t.start(email), email, { spMetadata: t.spMetadata }));
+        expect(done.error, JSON.stringify(done.error)).toBeUndefined();
+        const linked = await t.c.POST('/api/1/user/identity/link', {
+          body: { _userId: userId, provider: 'google', subject: 'g-ada', email, emailVerified: true },
+        });
+        expect(linked.error, JSON.stringify(linked.error)).toBeUndefined();
+        const added = (await t.c.POST('/api/1/user/factor/totp', { body: { _userId: userId } })).data!.result;
+        const confirmed = await t.c.POST('/api/1/user/factor/confirm', {
+          body: { _userId: userId, factorId: added.factorId, code: totpAt(added.secret, nowSeconds()) },
+        });
+        expect(confirmed.error, JSON.stringify(confirmed.error)).toBeUndefined();
+        const [recovery] = confirmed.data!.result.recoveryCodes!;
+        const ticketOf = (answer: { error?: unknown; response: Response }) =>
+          (problemOf(answer, 403, 'second_factor_required') as Problem & { ticket: string }).ticket;
+        const viaSso = { provider: `sso:${t.connection.connectionId}`, subject: email };
+        const byPassword = ticketOf(await t.c.POST('/api/1/user/verify', { body: { email, password } }));
+        const byGoogle = ticketOf(
+          await t.c.POST('/api/1/user/identity/verify', { body: { provider: 'google', subject: 'g-ada' } }),
+        );
+        const bySso = ticketOf(await t.c.POST('/api/1/user/identity/verify', { body: viaSso }));
+        const sessions = async () =>
+          Number((await h.target.sql('select count(*)::int as n from sessions where user_id = $1', [userId]))[0]!.n);
+        const before = await sessions();
+
+        const enforce = async (on: boolean) => {
+          const answer = await t.c.POST('/api/1/org/connection/update', {
+            body: { connectionId: t.connection.connectionId, enforce: on },
+          });
+          expect(answer.error, JSON.stringify(answer.error)).toBeUndefined();
+        };
+        await enforce(true);
+        const code = totpAt(added.secret, nowSeconds() + 30);
+        for (const ticket of [byPassword, byGoogle]) {
+          const refused = await t.c.POST('/api/1/user/factor/verify', { body: { ticket, code, session: {} } });
+          expect((problemOf(refused, 403, 'sso_required') as Problem & { connectionId?: string }).connectionId).toBe(
+            t.connection.connectionId,
+          );
+        }
+        expect(await sessions()).toBe(before);
+        // Begun through the organization's IdP: it completes, enforced or not.
+        const completed = await t.c.POST('/api/1/user/factor/verify', {
+          body: { ticket: bySso, code, session: {} },
+        });
+        expect(completed.error, JSON.stringify(completed.error)).toBeUndefined();
+        expect(await sessions()).toBe(before + 1);
+        // The refusal was the enforcement's, not a spent ticket's: off again, a password's ticket completes.
+        await enforce(false);
+        const again = ticketOf(await t.c.POST('/api/1/user/verify', { body: { email, password } }));
+        const open = await t.c.POST('/api/1/user/factor/verify', {
+          body: { ticket: again, recoveryCode: recovery!, session: {} },
+        });
+        expect(open.error, JSON.stringify(open.error)).toBeUndefined();
+        expect(await sessions()).toBe(before + 2);
       });
     });
 

@@ -6029,6 +6029,12 @@ export interface components {
          *     login's first step (`account_disabled`, before any code or passkey is judged: the ticket
          *     completes no login of a disabled account), or the first step was a password that the
          *     account's inbox, proven since, set aside (`password_reset_required`, see `verify`).
+         *     Or an organization's connection enforces single sign-on on the account's email domain
+         *     since the first step, and that step was not through one of its connections
+         *     (`sso_required`, with `connectionId`, before any code is judged: the gate of the first
+         *     step is asked again, so that a ticket begun with a password, a login link or another
+         *     provider completes no login once the organization wants its own IdP; the ticket is not
+         *     spent).
          */
         SecondFactorForbidden: {
             headers: {
@@ -6040,7 +6046,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {string} */
-                    code: "account_disabled" | "forbidden" | "password_reset_required";
+                    code: "account_disabled" | "forbidden" | "password_reset_required" | "sso_required";
                 };
             };
         };

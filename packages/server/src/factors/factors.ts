@@ -10,6 +10,7 @@ import { ApiError, accountDisabled, invalidTicket, tooManyAttempts, userNotFound
 import { isUuid, uuidv7 } from '../kernel/ids.ts';
 import { inReachOf } from '../kernel/in-reach.ts';
 import { type KeyRing, open, SealedSecretError, seal } from '../kernel/secret-box.ts';
+import { refusalOf, type SignInWay } from '../kernel/sign-in-gate.ts';
 import { inWrite, type WriteDeps, type WriteScope } from '../kernel/unit-of-work.ts';
 import { type LockoutStore, lockoutKey, type VerifyLimits } from '../limits/lockout.ts';
 import { type FirstStep, generationOf, readLoginTicket } from './login-ticket.ts';
@@ -318,6 +319,13 @@ export async function enabledFactorTypes(db: Db, userId: string): Promise<string
   return rows.map((r) => r.type).sort();
 }
 
+/** The sign-in gate's way for a ticket's first step (an identity's without its provider: none passes). */
+function firstStepWay(read: { first: FirstStep; provider?: string }): SignInWay {
+  if (read.first === 'otp') return { kind: 'login_ticket' };
+  if (read.first === 'fed') return { kind: 'identity', provider: read.provider ?? '' };
+  return { kind: 'password' };
+}
+
 export interface SecondFactorDeps extends FactorDeps {
   verifyLimits: VerifyLimits;
   lockout: LockoutStore;
@@ -372,6 +380,14 @@ export async function verifySecondFactor(
         // any code is judged, so that a ticket never completes the login of a disabled account.
         if (account.disabled) {
           refusal = accountDisabled();
+          return undefined;
+        }
+        // Single sign-on enforced since its first step (issue 61, point 5): the gate asks again,
+        // of the way the first step went, so that a ticket begun with a password (or another
+        // provider) never completes once the account's organization wants its own IdP.
+        const gated = await refusalOf(deps, tx, scope.site, { userId }, firstStepWay(read));
+        if (gated !== undefined) {
+          refusal = gated;
           return undefined;
         }
         judged = true;

@@ -35,6 +35,8 @@ interface Claims {
   g: string;
   /** The first step when it was not a password (absent in every ticket made before it existed). */
   f?: FirstStep;
+  /** The provider of an identity's first step (`fed`): the sign-in gate asks it again at the second. */
+  p?: string;
 }
 
 /** What makes and reads tickets: the database, and FACTOR_ENCRYPTION_KEY's ring (undefined: none). */
@@ -83,6 +85,7 @@ export async function makeLoginTicket(
   userId: string,
   generation: string,
   first: FirstStep = 'pwd',
+  provider?: string,
 ): Promise<string> {
   const claims: Claims = {
     u: userId,
@@ -90,6 +93,7 @@ export async function makeLoginTicket(
     e: Date.now() + LOGIN_TICKET_MS,
     g: generation,
     ...(first !== 'pwd' && { f: first }),
+    ...(provider !== undefined && { p: provider }),
   };
   const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
   const keys = await deploymentKeysOf(deps.db, deps.factorKeys);
@@ -101,7 +105,7 @@ export async function readLoginTicket(
   deps: TicketKeys,
   site: string,
   ticket: string,
-): Promise<{ userId: string; generation: string; first: FirstStep } | undefined> {
+): Promise<{ userId: string; generation: string; first: FirstStep; provider?: string } | undefined> {
   const [body, signature, ...rest] = ticket.split('.');
   if (body === undefined || signature === undefined || rest.length > 0) return undefined;
   const given = Buffer.from(signature, 'base64url');
@@ -114,5 +118,10 @@ export async function readLoginTicket(
   if (!signed) return undefined;
   const claims = JSON.parse(Buffer.from(body, 'base64url').toString()) as Claims;
   if (claims.s !== site || claims.e <= Date.now()) return undefined;
-  return { userId: claims.u, generation: claims.g, first: claims.f ?? 'pwd' };
+  return {
+    userId: claims.u,
+    generation: claims.g,
+    first: claims.f ?? 'pwd',
+    ...(claims.p !== undefined && { provider: claims.p }),
+  };
 }

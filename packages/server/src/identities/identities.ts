@@ -358,7 +358,7 @@ export async function verifyIdentity(scope: WriteScope, deps: WriteDeps, key: Id
     },
   );
   if (verified!.factors.length > 0) {
-    const ticket = await makeLoginTicket(deps, site, found.id, verified!.generation!, 'fed');
+    const ticket = await makeLoginTicket(deps, site, found.id, verified!.generation!, 'fed', key.provider);
     throw secondFactorRequired('identity', ticket, verified!.factors);
   }
   return found.id;

@@ -5,8 +5,8 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Database } from '../db/client.ts';
 import { openMigratedPglite } from '../testing/templates.ts';
-import { DATABASE_KEY_ID, deploymentKeysFrom, deploymentKeysOf } from './deployment-keys.ts';
-import { type KeyRing, parseKeyRing } from './secret-box.ts';
+import { DATABASE_KEY_ID, deploymentKeysFrom, deploymentKeysOf, sealingRingFor } from './deployment-keys.ts';
+import { type KeyRing, open, parseKeyRing, seal } from './secret-box.ts';
 
 const root = randomBytes(32);
 const keys = deploymentKeysFrom([['k1', root]], true);
@@ -64,5 +64,34 @@ describe('deploymentKeysOf', () => {
     expect(keyed.mac('idempotency_fingerprint', 'body')).toBe(keys.mac('idempotency_fingerprint', 'body'));
     expect(keyed.matches('idempotency_fingerprint', 'body', made)).toBe(true);
     expect(await deploymentKeysOf(database.db, ring)).toBe(keyed);
+  });
+});
+
+describe('sealingRingFor', () => {
+  let database: Database;
+  beforeAll(async () => {
+    database = await openMigratedPglite();
+  }, 60_000);
+  afterAll(() => database?.close());
+
+  it("reads the database's own key once, not at every seal and open (issue 59's lead)", async () => {
+    const statements: string[] = [];
+    const counting = new Proxy(database.db, {
+      get(target, name, receiver) {
+        if (name === 'select' || name === 'insert') statements.push(String(name));
+        return Reflect.get(target, name, receiver);
+      },
+    });
+    const first = await sealingRingFor(counting, undefined, 'provider_flow');
+    const sealed = seal(first, 'a state', 'test');
+    const read = statements.length;
+    expect(read).toBeGreaterThan(0);
+    for (let i = 0; i < 5; i++)
+      expect(open(await sealingRingFor(counting, undefined, 'provider_flow'), sealed, 'test')).toBe('a state');
+    expect(statements.length).toBe(read);
+    // Another purpose derives another key from the same root, still without asking the database.
+    const other = await sealingRingFor(counting, undefined, 'webhook_secret');
+    expect(other.keys.get(DATABASE_KEY_ID)).not.toEqual(first.keys.get(DATABASE_KEY_ID));
+    expect(statements.length).toBe(read);
   });
 });

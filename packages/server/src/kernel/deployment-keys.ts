@@ -135,6 +135,25 @@ async function load(db: Db, ring: KeyRing | undefined): Promise<DeploymentKeys> 
   return deploymentKeysFrom([...held, ...own], true);
 }
 
+/** How long "there is no database key" is believed (a server without the ring may make one). */
+const ABSENT_FOR_MS = 10_000;
+const ownKeys = new WeakMap<Db, { key: Buffer } | { absentUntil: number }>();
+
+/**
+ * databaseKey, kept per database once read: the row is made once and never changed, and every
+ * seal and open asked for it (two statements per provider/start, callback, message and webhook
+ * secret, issue 59's bench). Its absence (a ring, and no server ever ran without it) is believed
+ * for ABSENT_FOR_MS. A failure is not kept.
+ */
+async function keptDatabaseKey(db: Db, make: boolean): Promise<Buffer | undefined> {
+  const kept = ownKeys.get(db);
+  if (kept !== undefined && 'key' in kept) return kept.key;
+  if (kept !== undefined && !make && kept.absentUntil > Date.now()) return undefined;
+  const key = await databaseKey(db, make);
+  ownKeys.set(db, key === undefined ? { absentUntil: Date.now() + ABSENT_FOR_MS } : { key });
+  return key;
+}
+
 /** What is sealed (secret-box) under the ring, or without one under the database's own key derived for it. */
 export type SealPurpose =
   | 'signing_key'
@@ -152,7 +171,7 @@ export type SealPurpose =
  * made by the first server that needs it (then no safer than the database: FACTOR_KEY_MISSING).
  */
 export async function sealingRingFor(db: Db, ring: KeyRing | undefined, purpose: SealPurpose): Promise<KeyRing> {
-  const own = await databaseKey(db, ring === undefined);
+  const own = await keptDatabaseKey(db, ring === undefined);
   const keys = new Map(ring?.keys ?? []);
   if (own !== undefined)
     keys.set(DATABASE_KEY_ID, Buffer.from(hkdfSync('sha256', own, 'user-accounts', `user-accounts ${purpose} v1`, 32)));
