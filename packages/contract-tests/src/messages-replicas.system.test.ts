@@ -1,5 +1,6 @@
-// Mail sent by two server processes on one PostgreSQL, one of them SIGKILLed while sending (issue
-// 60, "Done when"): every message still arrives, and the duplicates are counted. The SMTP server
+// Mail sent by server processes on one PostgreSQL (issue 60, "Done when"): three of them and a slow
+// relay send every message exactly once; two, one of them SIGKILLed while sending, still deliver
+// every message, and the duplicates are counted. The SMTP server
 // here keeps each message at the end of its DATA and answers 250 only 600 ms later, as a real
 // relay that has queued it does (RFC 1047's window): a sender killed in that window never learns
 // that the message was taken, its lease runs out (MESSAGE_TIMEOUT 2: 13 s), and the other server
@@ -47,7 +48,7 @@ async function slowRelay(replyMs: number) {
   return { arrivals, port: (server.server.address() as AddressInfo).port };
 }
 
-describe('mail from two servers on one PostgreSQL', () => {
+describe('mail from several servers on one PostgreSQL', () => {
   if (pgSkip !== undefined) return void it.skip(`(skipped: ${pgSkip})`, () => {});
 
   it('delivers every message when one server is SIGKILLed mid-send; duplicates within the bound', async () => {
@@ -114,5 +115,72 @@ describe('mail from two servers on one PostgreSQL', () => {
     );
     expect(new Set(relay.arrivals).size).toBe(MESSAGES);
     expect(duplicates).toBeLessThanOrEqual(4);
+  }, 120_000);
+
+  it('sends every message exactly once from three servers and a slow relay, none killed', async () => {
+    const relay = await slowRelay(600);
+    const database = await migratedPostgresDatabase();
+    cleanups.push(() => database.drop());
+    const token = mintToken();
+    // The lease (MESSAGE_TIMEOUT 2: 13 s) well past the relay's 600 ms: no lease runs out.
+    const env = { DATABASE_URL: database.url, ...TEST_HASHES, API_TOKENS: token, MESSAGE_TIMEOUT: '2' };
+    const servers = [procs.server(env), procs.server(env), procs.server(env)];
+    await Promise.all(servers.map((s) => s.ready));
+    const set = await procs.cli(
+      [
+        'site',
+        'set',
+        '--site',
+        'default',
+        '--mail-from',
+        'Shop <no-reply@shop.example>',
+        '--mail-transport',
+        `smtp://127.0.0.1:${relay.port}`,
+        '--link-origins',
+        'https://shop.example',
+      ],
+      env,
+    );
+    expect(set.code, set.stderr).toBe(0);
+    const apis = servers.map((s) => createClient({ baseUrl: s.baseUrl, token }));
+    // Made first, then sent all at once through the three servers: each kicks its own worker, and
+    // every worker claims from the one outbox.
+    for (let n = 0; n < MESSAGES; n++) {
+      const made = await apis[n % 3]!.POST('/api/1/user/create', {
+        body: { email: `t${n}@three.example`, password: `a long passphrase ${n}`, name: `T ${n}` },
+      });
+      expect(made.error).toBeUndefined();
+    }
+    const sent = await Promise.all(
+      Array.from({ length: MESSAGES }, (_, n) =>
+        apis[n % 3]!.POST('/api/1/user/ticket', {
+          body: {
+            email: `t${n}@three.example`,
+            purpose: 'reset_password',
+            send: { channel: 'email', linkTemplate: 'https://shop.example/reset?ticket={ticket}' },
+          },
+        }),
+      ),
+    );
+    for (const answer of sent) expect(answer.response.status, JSON.stringify(answer.error)).toBe(201);
+    const ids = sent.map((answer) => `${sentMessageId(answer.data!.result)}@user-accounts`);
+    await waitUntil('every message at the relay', () => ids.every((id) => relay.arrivals.includes(id)), 60_000);
+    // A moment more, for a second copy that should not come.
+    await new Promise((r) => setTimeout(r, 1_500));
+    console.log(
+      `[messages] three servers, a relay answering after 600 ms: ${relay.arrivals.length} arrivals of ${MESSAGES}`,
+    );
+    expect(relay.arrivals.toSorted()).toEqual(ids.toSorted());
+    // And the API says each was sent once.
+    const listed = await Promise.all(
+      Array.from({ length: MESSAGES }, async (_, n) => {
+        const user = await apis[0]!.GET('/api/1/user/get', { params: { query: { email: `t${n}@three.example` } } });
+        const messages = await apis[(n + 1) % 3]!.GET('/api/1/message/list', {
+          params: { query: { _userId: user.data!.result._userId } },
+        });
+        return messages.data!.result.messages.map((m) => `${m.status}:${m.attempts}`);
+      }),
+    );
+    expect(listed.flat()).toEqual(Array.from({ length: MESSAGES }, () => 'sent:1'));
   }, 120_000);
 });
