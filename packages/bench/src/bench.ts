@@ -1,5 +1,5 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N] [--memberships N]
-//   [--only login|listing|events|outbox|webhooks|hashing|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|neighbours|heavy-reads|scale]`: the service on
+//   [--only login|listing|events|outbox|webhooks|hashing|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|sso|neighbours|heavy-reads|scale]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -55,6 +55,12 @@
 //   in the bench's process, so that the provider's time is not the server's), and another site's
 //   verify while either runs at 16 connections, to bench/results/<date>-providers.md. A full run
 //   measures it too;
+// - `--only sso` (sso.ts, issue 61; about 2 minutes at 3 rounds of 5 s): ours' CPU per SAML callback and
+//   per OpenID Connect callback (whole logins, the IdPs in the bench's process: a SAML IdP on samlify's IdP
+//   role, which signs before the timed phase, and providers.ts's stub issuer), their req/s, p50 and p99 at
+//   16 connections, the first callback that makes the account apart, and sso/start's, on a site set up
+//   through the API (its domains verified through a DNS server in the bench's process), to
+//   bench/results/<date>-sso.md. A full run measures it too;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -89,6 +95,7 @@ import { providerRows } from './providers.ts';
 import { type FloorVariation, median, noisy, type Row, variation, writeReport } from './report.ts';
 import { passkeyRows, secondFactorRows } from './second-factor.ts';
 import { SESSION_NOTES, sessionRows } from './sessions.ts';
+import { ssoRows } from './sso.ts';
 import { writePathRows } from './write-path.ts';
 
 const { values } = parseArgs({
@@ -96,7 +103,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|neighbours|heavy-reads|scale`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|sso|neighbours|heavy-reads|scale`: those figures alone.
     only: { type: 'string' },
     // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said;
     // `--only hot-path`: 100,000 unless said).
@@ -1110,6 +1117,21 @@ async function main(): Promise<void> {
     rows.push(...result.rows);
     providerNotes.push(...result.notes);
   };
+  // Issue 61: ours' CPU per SAML and per OpenID Connect callback, and sso/start's.
+  const ssoNotes: string[] = [];
+  const sso = async (db: BenchDb) => {
+    log('enterprise sign-in: CPU per SAML and per OpenID Connect callback, and sso/start');
+    const result = await ssoRows({
+      db,
+      ours: (env) => withPid(ours(db, env)),
+      load,
+      log,
+      rounds: ROUNDS,
+      seconds: SECONDS,
+    });
+    rows.push(...result.rows);
+    ssoNotes.push(...result.notes);
+  };
   const hashingNotes: string[] = [];
   const hashing = async (db: BenchDb) => {
     log('hashing: create and verify against the standalone argon2id rate, interleaved (issue 63, point 4)');
@@ -1232,6 +1254,16 @@ async function main(): Promise<void> {
     log(`bench: report written to ${report(providerNotes, 'providers')}`);
     return;
   }
+  if (values.only === 'sso') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await sso(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report(ssoNotes, 'sso')}`);
+    return;
+  }
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -1245,7 +1277,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, outbox, webhooks, hashing, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, neighbours, heavy-reads or scale (got ${values.only})`,
+      `--only takes listing, events, outbox, webhooks, hashing, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, sso, neighbours, heavy-reads or scale (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -1277,6 +1309,7 @@ async function main(): Promise<void> {
     await orgs(db);
     await hotPath(db);
     await writePath(db);
+    await sso(db);
 
     log('metadata: get-by-id with 4 KiB of metadata against without');
     await metadata(db);
@@ -1309,6 +1342,7 @@ async function main(): Promise<void> {
     ...hotPathNotes,
     ...writePathNotes,
     ...providerNotes,
+    ...ssoNotes,
     ...neighbourNotes,
   ]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });

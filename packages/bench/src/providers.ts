@@ -51,7 +51,8 @@ export interface ProvidersBench {
 }
 
 const CALLBACK = 'https://shop.example.com/auth/callback';
-const CLIENT_ID = 'bench-client';
+/** The stub's client: the `aud` of its ID tokens (sso.ts's connection names it too). */
+export const CLIENT_ID = 'bench-client';
 const CONNECTIONS = 16;
 const VICTIM_CONNECTIONS = 2;
 /** Identities that sign in again and again (each created by its first callback). */
@@ -61,8 +62,12 @@ const VICTIM_P50_TARGET = 3;
 
 const b64u = (data: Buffer | string) => Buffer.from(data).toString('base64url');
 
-/** The stub issuer (see the top): answers as a provider does, keeps nothing, counts its tokens. */
-async function startStub() {
+/**
+ * The stub issuer (see the top): answers as a provider does, keeps nothing, counts its tokens. Its
+ * people's emails are `{sub}@{emailDomain}` (sso.ts names an organization's verified domain).
+ */
+export async function startStub(options: { emailDomain?: string } = {}) {
+  const emailDomain = options.emailDomain ?? 'people.bench.example.org';
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'bench-1', alg: 'RS256', use: 'sig' };
   let issuer = '';
@@ -114,7 +119,7 @@ async function startStub() {
             nonce: who.nonce,
             iat: now,
             exp: now + 300,
-            email: `${who.sub}@people.bench.example.org`,
+            email: `${who.sub}@${emailDomain}`,
             email_verified: true,
             name: `Person ${who.sub}`,
           }),
@@ -142,7 +147,7 @@ interface Started {
 }
 
 /** A phase of callbacks (or starts) run by `workers` loops over `items`: what each took, and how long in all. */
-async function closedLoop<T>(
+export async function closedLoop<T>(
   items: T[],
   workers: number,
   one: (item: T) => Promise<boolean>,
@@ -164,7 +169,7 @@ async function closedLoop<T>(
   return { ms: performance.now() - t0, latencies, bad };
 }
 
-const percentile = (xs: number[], p: number) => {
+export const percentile = (xs: number[], p: number) => {
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
 };
