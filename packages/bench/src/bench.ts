@@ -1309,6 +1309,7 @@ async function main(): Promise<void> {
     await orgs(db);
     await hotPath(db);
     await writePath(db);
+    await providers(db);
     await sso(db);
 
     log('metadata: get-by-id with 4 KiB of metadata against without');
