@@ -1,5 +1,5 @@
 // `pnpm bench [--quick] [--rounds N] [--seconds N] [--memberships N]
-//   [--only login|listing|events|outbox|webhooks|hashing|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|sso|neighbours|heavy-reads|scale]`: the service on
+//   [--only login|listing|events|outbox|webhooks|hashing|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|sso|messages|neighbours|heavy-reads|scale]`: the service on
 // PostgreSQL against its two floors (floor.ts on Hono and floor-http.ts on bare node:http: the least a
 // server can do for a get, with and without the framework) and against a peer
 // (peer.ts, Better Auth on the same Node and PostgreSQL), one load generator (autocannon), the
@@ -61,6 +61,10 @@
 //   16 connections, the first callback that makes the account apart, and sso/start's, on a site set up
 //   through the API (its domains verified through a DNS server in the bench's process), to
 //   bench/results/<date>-sso.md. A full run measures it too;
+// - `--only messages` (messages.ts, issue 60): user/ticket at 16 connections with `send: { channel: "email" }`
+//   against without, interleaved (req/s, p50, p99, the server's CPU per request with the message's sending),
+//   the messages one site's backlog hands to an SMTP server in the bench's process per second, and a message's
+//   write-to-receipt latency at a steady rate, to bench/results/<date>-messages.md. A full run measures it too;
 // - `--only heavy-reads` (about 1.5 minutes): of those, the quiet phases and the heavy reads of issue 41
 //   (F2: lists, exports and person's data of another site, 8 loops each) alone, to <date>-heavy-reads.md.
 // - `--only scale` (about 5 minutes): the suite's large import and export tests at their full size
@@ -85,6 +89,7 @@ import { hotPathRows, type Sink } from './hot-path.ts';
 import { deepRows, listTimes } from './listing.ts';
 import type { LoadResult, Make } from './load-types.ts';
 import { loginRows } from './login.ts';
+import { messageRows } from './messages.ts';
 import { metadataGetRows } from './metadata.ts';
 import { neighbourRows } from './neighbours.ts';
 import { ORG_NOTES, orgRows } from './orgs.ts';
@@ -103,7 +108,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|sso|neighbours|heavy-reads|scale`: those figures alone.
+    // `--only login|listing|events|capacity|metadata|second-factor|sessions|orgs|hot-path|write-path|providers|sso|messages|neighbours|heavy-reads|scale`: those figures alone.
     only: { type: 'string' },
     // `--memberships N`: the memberships org/member/check is measured at (1,000,000 unless said;
     // `--only hot-path`: 100,000 unless said).
@@ -1132,6 +1137,23 @@ async function main(): Promise<void> {
     rows.push(...result.rows);
     ssoNotes.push(...result.notes);
   };
+  // Issue 60: what `send` adds to user/ticket, messages per second to the SMTP server, write to receipt.
+  const messageNotes: string[] = [];
+  const messages = async (db: BenchDb) => {
+    log('mail sent by us: user/ticket with send against without, messages/s to an SMTP server, write to receipt');
+    const result = await messageRows({
+      db,
+      ours: (env) => withPid(ours(db, env)),
+      load,
+      log,
+      rounds: ROUNDS,
+      seconds: SECONDS,
+      warmUpSeconds: WARM_UP_SECONDS,
+      token: TOKEN,
+    });
+    rows.push(...result.rows);
+    messageNotes.push(...result.notes);
+  };
   const hashingNotes: string[] = [];
   const hashing = async (db: BenchDb) => {
     log('hashing: create and verify against the standalone argon2id rate, interleaved (issue 63, point 4)');
@@ -1264,6 +1286,16 @@ async function main(): Promise<void> {
     log(`bench: report written to ${report(ssoNotes, 'sso')}`);
     return;
   }
+  if (values.only === 'messages') {
+    const db = await seededDatabase(100_000, passwordHash);
+    try {
+      await messages(db);
+    } finally {
+      await db.drop();
+    }
+    log(`bench: report written to ${report(messageNotes, 'messages')}`);
+    return;
+  }
   if (only !== undefined) {
     const db = await seededDatabase(100_000, passwordHash);
     try {
@@ -1277,7 +1309,7 @@ async function main(): Promise<void> {
   }
   if (values.only !== undefined)
     throw new Error(
-      `--only takes listing, events, outbox, webhooks, hashing, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, sso, neighbours, heavy-reads or scale (got ${values.only})`,
+      `--only takes listing, events, outbox, webhooks, hashing, capacity, login, metadata, second-factor, sessions, orgs, hot-path, write-path, providers, sso, messages, neighbours, heavy-reads or scale (got ${values.only})`,
     );
 
   if (!QUICK) {
@@ -1311,6 +1343,7 @@ async function main(): Promise<void> {
     await writePath(db);
     await providers(db);
     await sso(db);
+    await messages(db);
 
     log('metadata: get-by-id with 4 KiB of metadata against without');
     await metadata(db);
@@ -1344,6 +1377,7 @@ async function main(): Promise<void> {
     ...writePathNotes,
     ...providerNotes,
     ...ssoNotes,
+    ...messageNotes,
     ...neighbourNotes,
   ]);
   const bad = noisy({ floor: floorVariation, noiseLimit: NOISE_LIMIT });
