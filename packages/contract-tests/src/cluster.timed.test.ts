@@ -4,7 +4,7 @@
 // acknowledged create, update and delete is there, nothing is half-written.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
-import { connect } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +12,7 @@ import { alive, type Cluster, type ClusterState, clusterUnavailable, freePort, u
 import { builtEntry } from '@user-accounts/server/testing/build';
 import { processes } from '@user-accounts/server/testing/processes';
 import postgres from 'postgres';
+import { SMTPServer } from 'smtp-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ackedSince,
@@ -51,6 +52,8 @@ const SERVER_ENV = {
   REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
   // One hash slot per replica: three replicas on two cores, beside PostgreSQL and the load.
   HASH_CONCURRENCY: '1',
+  // The failover's mail load sends to 20 accounts for as long as the failover lasts.
+  MESSAGE_ACCOUNT_HOURLY_LIMIT: '1000',
 };
 
 /** The replicas run the run's build of the server, as the other system tests' servers do (testing/build.ts). */
@@ -168,6 +171,7 @@ withCluster('./pnpmw cluster up | status | down', () => {
 });
 
 withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standby, Redis', () => {
+  const procs = processes();
   let cluster: Cluster;
   let owned: string[];
   let doomed: string[];
@@ -181,6 +185,7 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
     owned = await createAccounts(cluster.state.url, 12, 'owned');
   }, 120_000);
   afterAll(async () => {
+    procs.cleanup();
     await cluster?.down();
   });
 
@@ -257,13 +262,111 @@ withCluster('three replicas behind HAProxy, PostgreSQL with a synchronous standb
   }, 180_000);
 
   // Last: it leaves the cluster without a standby.
-  it('the primary SIGKILLed and the standby promoted: 503s (never 500) meanwhile, back within 10 s, no acknowledged write lost', async () => {
+  it('the primary SIGKILLed and the standby promoted: 503s (never 500) meanwhile, back within 10 s, no acknowledged write lost, no message of an acknowledged send lost', async () => {
+    // Mail sent by us through the failover (issue 60, Done when): every user/ticket with `send`
+    // answered 201 wrote its message in the ticket's transaction, which the synchronous standby
+    // holds; the replicas' workers send it from whichever node leads.
+    const relay = await mailRelay();
+    const set = await procs.cli(
+      [
+        'site',
+        'set',
+        '--site',
+        'default',
+        '--mail-from',
+        'Shop <no-reply@shop.example>',
+        '--mail-transport',
+        `smtp://127.0.0.1:${relay.port}`,
+        '--link-origins',
+        'https://shop.example',
+      ],
+      { DATABASE_URL: cluster.state.databaseUrl },
+    );
+    expect(set.code, set.stderr).toBe(0);
+    const recipients = await createAccounts(cluster.state.url, 20, 'mail');
+    const mail = mailLoad(cluster.state.url, recipients);
     const outcome = await failover(cluster, owned);
+    const acknowledged = await mail.stop();
     expect(outcome.lost).toEqual([]);
     expect(outcome.recoveredMs).toBeLessThan(10_000);
     expect(outcome.statuses.filter((s) => s !== 503)).toEqual([]);
-  }, 120_000);
+    expect(acknowledged.length).toBeGreaterThan(0);
+    const arrived = () => acknowledged.filter((id) => relay.arrivals.has(id)).length;
+    const deadline = Date.now() + 60_000;
+    while (arrived() < acknowledged.length && Date.now() < deadline) await sleep(200);
+    console.log(
+      `[cluster]   mail through the failover: ${acknowledged.length} sends acknowledged, ${arrived()} of their messages at the relay, ` +
+        `${mail.refused()} sends refused (503)`,
+    );
+    expect(
+      acknowledged.filter((id) => !relay.arrivals.has(id)),
+      'messages of acknowledged sends lost',
+    ).toEqual([]);
+  }, 180_000);
 });
+
+/** An SMTP server in the test's process that takes every message: the Message-IDs it received. */
+async function mailRelay(): Promise<{ arrivals: Set<string>; port: number }> {
+  const arrivals = new Set<string>();
+  const server = new SMTPServer({
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    onData(stream, _session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => {
+        const id = /^Message-ID: <([^>]+)@user-accounts>/im.exec(Buffer.concat(chunks).toString('utf8'))?.[1];
+        if (id !== undefined) arrivals.add(id);
+        callback();
+      });
+    },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  mailCleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { arrivals, port: (server.server.address() as AddressInfo).port };
+}
+const mailCleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  await Promise.all(mailCleanups.map((c) => c()));
+});
+
+/** user/ticket with `send` through HAProxy, one after another over `recipients`: the messageIds answered 201. */
+function mailLoad(url: string, recipients: string[]) {
+  const acknowledged: string[] = [];
+  const log: Outcome[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    for (let i = 0; !stopped; i++) {
+      const { status, body } = await call(
+        url,
+        'ticket',
+        '/api/1/user/ticket',
+        {
+          method: 'POST',
+          body: JSON.stringify({
+            _userId: recipients[i % recipients.length],
+            purpose: 'reset_password',
+            send: { channel: 'email', linkTemplate: 'https://shop.example/reset?ticket={ticket}' },
+          }),
+          timeoutMs: REQUEST_TIMEOUT_MS + 2_000,
+        },
+        log,
+      );
+      if (status === 201) acknowledged.push(body.result.messageId as string);
+      else await sleep(50);
+    }
+  })();
+  return {
+    refused: () => log.filter((o) => o.status === 503).length,
+    async stop() {
+      stopped = true;
+      await loop;
+      for (const o of log) if (o.status !== 201) expect(o.status, JSON.stringify(o)).toBe(503);
+      return acknowledged;
+    },
+  };
+}
 
 /** PostgreSQL's first error for this connection (undefined: it connected). */
 async function refusal(target: string | postgres.Options<Record<string, never>>): Promise<string | undefined> {

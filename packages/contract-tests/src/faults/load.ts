@@ -4,7 +4,7 @@
 export const FAULT_TOKEN = 'ua_fault_tests_token_0123456789abcdef0123';
 
 export interface Outcome {
-  op: 'get' | 'create' | 'update' | 'delete' | 'readyz';
+  op: 'get' | 'create' | 'update' | 'delete' | 'readyz' | 'ticket';
   startedAt: number;
   ms: number;
   /** HTTP status, or 0 when no answer came (connection refused or reset, client timeout). */
