@@ -1,12 +1,15 @@
 // "Create a password-reset link": issues a reset_password ticket (POST /api/1/user/ticket) and shows it
 // once, in the link the site mails (a template of the site's own page, kept for this tab), with a
-// button that copies it. The console sends no mail: the site's page and its mail are the site's.
+// button that copies it. "Email it to the person" (issue 60, point 7) issues it with `send`: the
+// service mails the same link from the site's sender (`cli site set --mail-transport`), the console
+// never sees the ticket, and a site without a sender is told so (409 no_transport).
 import type { components, UserAccountsClient } from '@user-accounts/client';
 import { useState } from 'preact/hooks';
 import type { Scope } from '../session.ts';
 import { Action, Alert, describeFailure, formatTime } from '../ui.tsx';
 
 type Issued = components['schemas']['TicketIssued'];
+type Sent = components['schemas']['TicketSent'];
 
 const TEMPLATE = 'user-accounts-console:reset-link-template';
 const DEFAULT_TEMPLATE = 'https://your-site.example/reset-password?user={userId}&ticket={ticket}';
@@ -24,6 +27,7 @@ export function PasswordReset(props: {
 }) {
   const [template, setTemplate] = useState(() => sessionStorage.getItem(TEMPLATE) ?? DEFAULT_TEMPLATE);
   const [issued, setIssued] = useState<Issued>();
+  const [sent, setSent] = useState<Sent>();
   const [failure, setFailure] = useState<string>();
   const [copied, setCopied] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -32,6 +36,7 @@ export function PasswordReset(props: {
     setBusy(true);
     setFailure(undefined);
     setCopied(undefined);
+    setSent(undefined);
     try {
       const { data, error } = await props.api.POST('/api/1/user/ticket', {
         body: { _userId: props.userId, purpose: 'reset_password' },
@@ -40,6 +45,32 @@ export function PasswordReset(props: {
       else {
         // Without `send` the answer is the ticket's ("ticket issued"): the union narrows on status.
         if (data.result.status === 'ticket issued') setIssued(data.result);
+        props.onIssued(data.result.status);
+      }
+    } catch (error) {
+      setFailure(describeFailure(error));
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  /** The same link, mailed by the service: the template's {userId} filled here, its {ticket} by the server. */
+  async function send() {
+    setBusy(true);
+    setFailure(undefined);
+    setIssued(undefined);
+    setSent(undefined);
+    try {
+      const { data, error } = await props.api.POST('/api/1/user/ticket', {
+        body: {
+          _userId: props.userId,
+          purpose: 'reset_password',
+          send: { channel: 'email', linkTemplate: template.replaceAll('{userId}', encodeURIComponent(props.userId)) },
+        },
+      });
+      if (error) setFailure(describeFailure(error));
+      else {
+        if (data.result.status === 'ticket sent') setSent(data.result);
         props.onIssued(data.result.status);
       }
     } catch (error) {
@@ -75,15 +106,24 @@ export function PasswordReset(props: {
           }}
         />
         <span id="reset-template-hint" class="hint">
-          {'{ticket}'} and {'{userId}'} are replaced. The console sends no mail: send the link to the person yourself.
+          {'{ticket}'} and {'{userId}'} are replaced. Email it from your site's sender, or create the link and send it
+          yourself.
         </span>
       </div>
       <div class="actions">
+        <Action scope="write" refused={props.refused} busy={busy} onClick={send}>
+          Email it to the person
+        </Action>
         <Action scope="write" refused={props.refused} busy={busy} onClick={issue}>
           Create a password-reset link
         </Action>
       </div>
       <Alert message={failure} />
+      {sent && (
+        <p role="status">
+          Queued to be mailed: message {sent.messageId}. The link works once, until {formatTime(sent.expiresAt)}.
+        </p>
+      )}
       {issued && link && (
         <section class="ticket" aria-label="The reset link, shown once">
           <p>
