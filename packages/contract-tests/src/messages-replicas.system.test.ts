@@ -1,6 +1,6 @@
-// Mail sent by server processes on one PostgreSQL (issue 60, "Done when"): three of them and a slow
-// relay send every message exactly once; two, one of them SIGKILLed while sending, still deliver
-// every message, and the duplicates are counted. The SMTP server
+// Mail sent by three server processes on one PostgreSQL and a slow relay (issue 60, "Done when"):
+// every message sent exactly once; with one of them SIGKILLed while sending, every message still
+// delivered, and the duplicates counted. The SMTP server
 // here keeps each message at the end of its DATA and answers 250 only 600 ms later, as a real
 // relay that has queued it does (RFC 1047's window): a sender killed in that window never learns
 // that the message was taken, its lease runs out (MESSAGE_TIMEOUT 2: 13 s), and the other server
@@ -48,7 +48,7 @@ async function slowRelay(replyMs: number) {
   return { arrivals, port: (server.server.address() as AddressInfo).port };
 }
 
-describe('mail from several servers on one PostgreSQL', () => {
+describe('mail from three servers on one PostgreSQL', () => {
   if (pgSkip !== undefined) return void it.skip(`(skipped: ${pgSkip})`, () => {});
 
   it('delivers every message when one server is SIGKILLed mid-send; duplicates within the bound', async () => {
@@ -60,7 +60,8 @@ describe('mail from several servers on one PostgreSQL', () => {
     const first = procs.server(env);
     await first.ready;
     const second = procs.server(env);
-    await second.ready;
+    const third = procs.server(env);
+    await Promise.all([second.ready, third.ready]);
     const set = await procs.cli(
       [
         'site',
@@ -77,11 +78,11 @@ describe('mail from several servers on one PostgreSQL', () => {
       env,
     );
     expect(set.code, set.stderr).toBe(0);
-    const apis = [first, second].map((s) => createClient({ baseUrl: s.baseUrl, token }));
+    const apis = [first, second, third].map((s) => createClient({ baseUrl: s.baseUrl, token }));
     const ids: string[] = [];
     for (let n = 0; n < MESSAGES; n++) {
       const email = `r${n}@replicas.example`;
-      const api = apis[n % 2]!;
+      const api = apis[n % 3]!;
       const made = await api.POST('/api/1/user/create', {
         body: { email, password: `a long passphrase ${n}`, name: `R ${n}` },
       });
@@ -110,7 +111,7 @@ describe('mail from several servers on one PostgreSQL', () => {
     await new Promise((r) => setTimeout(r, 1_000));
     const duplicates = relay.arrivals.length - new Set(relay.arrivals).size;
     console.log(
-      `[messages] two servers, one SIGKILLed after ${killedAt} of ${MESSAGES} reached the relay: ` +
+      `[messages] three servers, one SIGKILLed after ${killedAt} of ${MESSAGES} reached the relay: ` +
         `all ${MESSAGES} delivered, ${duplicates} duplicate(s) (bound: 4, the per-site cap)`,
     );
     expect(new Set(relay.arrivals).size).toBe(MESSAGES);
